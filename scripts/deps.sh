@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the system packages Tributary needs to build and test, when they
+# are missing. Uses apt-get directly as root, or through sudo otherwise.
+set -euo pipefail
+
+pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev
+      protobuf-compiler libprotobuf-dev gcc g++ make git)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+  echo "deps: Go 1.26 or newer is required (https://go.dev/doc/install); put it on PATH or in /usr/local/go" >&2
+  exit 1
+fi
