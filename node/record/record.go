@@ -1,0 +1,216 @@
+// Package record is the payload format of the node's WAL records (and so of
+// replicated segments): which series a write touched and its samples, in the
+// order the client sent them.
+//
+// Layout of one record payload (all varints are Go's encoding/binary forms):
+//
+//	byte     kind              1 = samples (the only kind so far)
+//	uvarint  nDefs
+//	nDefs × {
+//	  uvarint  seriesID
+//	  uvarint  len(key)
+//	  bytes    key               canonical labels key (package labels)
+//	}
+//	uvarint  nRuns
+//	nRuns × {
+//	  uvarint  seriesID
+//	  uvarint  n                 samples in the run, ≥ 1
+//	  varint   t[0]
+//	  (n-1) ×  varint t[i]-t[i-1]   (negative when the client sent them unsorted)
+//	  n × 8    float64 values, little-endian IEEE-754 bits
+//	}
+//
+// A series definition binds a node-local series id to its labels. The writer
+// defines every series at least once in each WAL segment before (or in) the
+// first record that uses it, so each segment can be read on its own; a reader
+// that meets a run for an id it has no definition for treats the segment as
+// corrupt. Samples of a run keep the client's order, so replaying a record
+// reproduces last-write-wins for duplicate timestamps.
+//
+// Decoding never panics: any inconsistency returns an error wrapping
+// ErrCorrupt. An Encoder or Decoder is not safe for concurrent use.
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// KindSamples is the only record kind so far.
+const KindSamples byte = 1
+
+// ErrCorrupt is wrapped by every decoding error.
+var ErrCorrupt = errors.New("record: corrupt")
+
+// Encoder builds one record payload.
+type Encoder struct {
+	defs, runs   []byte
+	nDefs, nRuns int
+	points       int64
+	minT, maxT   int64 // valid when points > 0
+}
+
+// Reset empties the encoder, keeping its buffers.
+func (e *Encoder) Reset() {
+	e.defs, e.runs = e.defs[:0], e.runs[:0]
+	e.nDefs, e.nRuns, e.points = 0, 0, 0
+	e.minT, e.maxT = math.MaxInt64, math.MinInt64
+}
+
+// DefineSeries binds id to the canonical labels key.
+func (e *Encoder) DefineSeries(id uint64, key []byte) {
+	e.defs = binary.AppendUvarint(e.defs, id)
+	e.defs = binary.AppendUvarint(e.defs, uint64(len(key)))
+	e.defs = append(e.defs, key...)
+	e.nDefs++
+}
+
+// AddRun appends the samples of one series. REQUIRES len(ts)==len(vs)>0.
+func (e *Encoder) AddRun(id uint64, ts []int64, vs []float64) {
+	if len(ts) != len(vs) || len(ts) == 0 {
+		panic("BUG: record.AddRun with mismatched or empty samples")
+	}
+	if e.points == 0 {
+		e.minT, e.maxT = math.MaxInt64, math.MinInt64
+	}
+	e.runs = binary.AppendUvarint(e.runs, id)
+	e.runs = binary.AppendUvarint(e.runs, uint64(len(ts)))
+	prev := int64(0)
+	for _, t := range ts {
+		e.runs = binary.AppendVarint(e.runs, t-prev)
+		prev = t
+		e.minT = min(e.minT, t)
+		e.maxT = max(e.maxT, t)
+	}
+	for _, v := range vs {
+		e.runs = binary.LittleEndian.AppendUint64(e.runs, math.Float64bits(v))
+	}
+	e.nRuns++
+	e.points += int64(len(ts))
+}
+
+// Points, MinT and MaxT describe the samples added so far.
+func (e *Encoder) Points() int64 { return e.points }
+
+// MinT is the smallest timestamp added; meaningless when Points is 0.
+func (e *Encoder) MinT() int64 { return e.minT }
+
+// MaxT is the largest timestamp added; meaningless when Points is 0.
+func (e *Encoder) MaxT() int64 { return e.maxT }
+
+// AppendTo appends the finished payload to dst.
+func (e *Encoder) AppendTo(dst []byte) []byte {
+	dst = append(dst, KindSamples)
+	dst = binary.AppendUvarint(dst, uint64(e.nDefs))
+	dst = append(dst, e.defs...)
+	dst = binary.AppendUvarint(dst, uint64(e.nRuns))
+	return append(dst, e.runs...)
+}
+
+// Decoder reads payloads, reusing its scratch buffers between calls.
+type Decoder struct {
+	ts []int64
+	vs []float64
+}
+
+// Decode calls def for each series definition and then run for each run, in
+// order. The key, ts and vs slices are only valid during the callback.
+func (d *Decoder) Decode(b []byte, def func(id uint64, key []byte) error, run func(id uint64, ts []int64, vs []float64) error) error {
+	if len(b) == 0 || b[0] != KindSamples {
+		return fmt.Errorf("%w: unknown record kind", ErrCorrupt)
+	}
+	r := reader{b: b[1:]}
+	nDefs := r.uvarint()
+	for i := uint64(0); i < nDefs && r.err == nil; i++ {
+		id := r.uvarint()
+		key := r.bytes(r.uvarint())
+		if r.err != nil {
+			break
+		}
+		if err := def(id, key); err != nil {
+			return err
+		}
+	}
+	nRuns := r.uvarint()
+	for i := uint64(0); i < nRuns && r.err == nil; i++ {
+		id := r.uvarint()
+		n := r.uvarint()
+		if r.err != nil {
+			break
+		}
+		// Each sample needs at least 1 byte of timestamp and 8 of value.
+		if n == 0 || n > uint64(len(r.b))/9 {
+			r.err = fmt.Errorf("%w: run of %d samples does not fit in %d bytes", ErrCorrupt, n, len(r.b))
+			break
+		}
+		d.ts, d.vs = d.ts[:0], d.vs[:0]
+		t := int64(0)
+		for j := uint64(0); j < n; j++ {
+			t += r.varint()
+			d.ts = append(d.ts, t)
+		}
+		raw := r.bytes(n * 8)
+		if r.err != nil {
+			break
+		}
+		for j := uint64(0); j < n; j++ {
+			d.vs = append(d.vs, math.Float64frombits(binary.LittleEndian.Uint64(raw[j*8:])))
+		}
+		if err := run(id, d.ts, d.vs); err != nil {
+			return err
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	}
+	return nil
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = fmt.Errorf("%w: bad uvarint", ErrCorrupt)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("%w: need %d bytes, have %d", ErrCorrupt, n, len(r.b))
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}

@@ -1,0 +1,140 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+)
+
+type run struct {
+	id uint64
+	ts []int64
+	vs []float64
+}
+
+func decodeAll(t testing.TB, b []byte) (map[uint64][]byte, []run, error) {
+	var d Decoder
+	defs := map[uint64][]byte{}
+	var runs []run
+	err := d.Decode(b, func(id uint64, key []byte) error {
+		defs[id] = bytes.Clone(key)
+		return nil
+	}, func(id uint64, ts []int64, vs []float64) error {
+		runs = append(runs, run{id, slices.Clone(ts), slices.Clone(vs)})
+		return nil
+	})
+	return defs, runs, err
+}
+
+func TestRecord_RoundTrip(t *testing.T) {
+	cases := []struct {
+		name string
+		defs map[uint64]string
+		runs []run
+	}{
+		{"empty", nil, nil},
+		{"defs only", map[uint64]string{7: "abc"}, nil},
+		{"one run", map[uint64]string{1: "k1"}, []run{{1, []int64{100, 200, 300}, []float64{1, 2, 3}}}},
+		{"unsorted and duplicate", nil, []run{{3, []int64{300, 100, 100, math.MinInt64 + 5}, []float64{1, math.NaN(), math.Inf(-1), -0.0}}}},
+		{"many runs", map[uint64]string{1: "a", 2: "b"}, []run{{1, []int64{1}, []float64{1}}, {2, []int64{-5, 5}, []float64{2, 3}}, {1, []int64{2}, []float64{4}}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var e Encoder
+			e.Reset()
+			for _, id := range slices.Sorted(mapsKeys(c.defs)) {
+				e.DefineSeries(id, []byte(c.defs[id]))
+			}
+			var points int64
+			for _, r := range c.runs {
+				e.AddRun(r.id, r.ts, r.vs)
+				points += int64(len(r.ts))
+			}
+			if e.Points() != points {
+				t.Fatalf("Points()=%d want %d", e.Points(), points)
+			}
+			defs, runs, err := decodeAll(t, e.AppendTo(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(defs) != len(c.defs) {
+				t.Fatalf("defs %v want %v", defs, c.defs)
+			}
+			for id, k := range c.defs {
+				if string(defs[id]) != k {
+					t.Fatalf("def %d = %q want %q", id, defs[id], k)
+				}
+			}
+			if len(runs) != len(c.runs) {
+				t.Fatalf("%d runs want %d", len(runs), len(c.runs))
+			}
+			for i, r := range runs {
+				w := c.runs[i]
+				if r.id != w.id || !slices.Equal(r.ts, w.ts) || len(r.vs) != len(w.vs) {
+					t.Fatalf("run %d = %+v want %+v", i, r, w)
+				}
+				for j := range r.vs {
+					if math.Float64bits(r.vs[j]) != math.Float64bits(w.vs[j]) {
+						t.Fatalf("run %d value %d = %v want %v", i, j, r.vs[j], w.vs[j])
+					}
+				}
+			}
+		})
+	}
+}
+
+func mapsKeys(m map[uint64]string) func(func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestRecord_TruncationIsCorrupt(t *testing.T) {
+	var e Encoder
+	e.Reset()
+	e.DefineSeries(1, []byte("key"))
+	e.AddRun(1, []int64{1, 2, 3}, []float64{1, 2, 3})
+	b := e.AppendTo(nil)
+	for i := 0; i < len(b); i++ {
+		if _, _, err := decodeAll(t, b[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("prefix of %d bytes: err=%v, want ErrCorrupt", i, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	var e Encoder
+	e.Reset()
+	e.DefineSeries(1, []byte("key"))
+	e.AddRun(1, []int64{1, 2, 3}, []float64{1, 2, 3})
+	f.Add(e.AppendTo(nil))
+	f.Add([]byte{1, 0, 1, 1, 200, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		defs, runs, err := decodeAll(t, b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		// Re-encode what decoded: it must decode to the same again.
+		var e Encoder
+		e.Reset()
+		for id, k := range defs {
+			e.DefineSeries(id, k)
+		}
+		for _, r := range runs {
+			e.AddRun(r.id, r.ts, r.vs)
+		}
+		_, runs2, err := decodeAll(t, e.AppendTo(nil))
+		if err != nil || len(runs2) != len(runs) {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+	})
+}
