@@ -3,15 +3,14 @@ module github.com/tributarydb/tributary
 go 1.26.0
 
 require (
+	github.com/linxGnu/grocksdb v1.7.11
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
-	github.com/klauspost/compress v1.18.0 // indirect
-	github.com/linxGnu/grocksdb v1.7.11 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.60.0 // indirect

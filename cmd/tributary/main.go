@@ -1,0 +1,96 @@
+// Command tributary is Tributary's single binary: the storage node and its
+// client commands. Run `tributary help` for the list.
+//
+// This is the only package that calls os.Exit: each subcommand parses its
+// flags into an Options struct and returns an error.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"node", "run a storage node (gRPC write and query API)", runNode},
+		{"query", "query a node: raw, downsampled, grouped or last point", runQuery},
+		{"compact", "compact a stopped node's store and print its size as JSON", runCompact},
+		{"version", "print the version", func(_ []string, out, _ io.Writer) error {
+			_, err := fmt.Fprintln(out, "tributary", version)
+			return err
+		}},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(args[1:], stdout, stderr)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				fmt.Fprintf(stderr, "tributary %s: %v\n", c.name, err)
+				return 2
+			default:
+				fmt.Fprintf(stderr, "tributary %s: %v\n", c.name, err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "tributary: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Tributary: an edge-to-cloud time-series database.")
+	fmt.Fprintln(w, "\nUsage: tributary <command> [flags]  (tributary <command> -h for its flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
+}

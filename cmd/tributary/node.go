@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// nodeFlags binds the node's command-line flags to node.Options.
+func nodeFlags(fs *flag.FlagSet, o *node.Options) (listen, walSync, logLevel, logFormat *string) {
+	fs.StringVar(&o.DataDir, "data-dir", "./data", "directory for the WAL and the store")
+	fs.StringVar(&o.NodeID, "node-id", "local", "this node's id in WAL segments and in the fleet")
+	listen = fs.String("listen", "127.0.0.1:7070", "gRPC listen address (loopback by default)")
+	walSync = fs.String("wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
+	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
+	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
+	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
+	fs.IntVar(&o.HeadChunkSamples, "head-chunk-samples", 240, "samples per head chunk")
+	fs.DurationVar(&o.OutOfOrderWindow, "ooo-window", time.Hour, "accept samples this much older than their series' newest")
+	fs.DurationVar(&o.FutureWindow, "future-window", 10*time.Minute, "reject samples further than this ahead of the clock")
+	fs.DurationVar(&o.RetentionRaw, "retention-raw", 15*24*time.Hour, "keep raw samples this long")
+	fs.DurationVar(&o.Retention1h, "retention-1h", 730*24*time.Hour, "keep hourly rollups this long")
+	fs.DurationVar(&o.Retention1d, "retention-1d", 3650*24*time.Hour, "keep daily rollups this long")
+	fs.Int64Var(&o.BlockCacheBytes, "block-cache-bytes", 8<<20, "RocksDB block cache size")
+	fs.Int64Var(&o.WriteBufferBytes, "write-buffer-bytes", 4<<20, "RocksDB memtable size per column family")
+	fs.IntVar(&o.MaxSeries, "max-series", 100_000, "series limit of this node")
+	logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat = fs.String("log-format", "text", "text or json")
+	return
+}
+
+func parseWALSync(s string) (wal.SyncPolicy, error) {
+	if s == "always" {
+		return wal.SyncPolicy{}, nil
+	}
+	if d, ok := strings.CutPrefix(s, "interval:"); ok {
+		iv, err := time.ParseDuration(d)
+		if err == nil && iv > 0 {
+			return wal.SyncPolicy{Interval: iv}, nil
+		}
+	}
+	return wal.SyncPolicy{}, fmt.Errorf("%w: --wal-sync %q: want 'always' or 'interval:DURATION' (e.g. interval:1s)", errUsage, s)
+}
+
+func runNode(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o node.Options
+	listen, walSync, logLevel, logFormat := nodeFlags(fs, &o)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	if o.WALSync, err = parseWALSync(*walSync); err != nil {
+		return err
+	}
+	o.Logger = log
+	n, err := node.Open(o)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		n.Close()
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	api.New(n, version, "edge").Register(g)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Serve(lis) }()
+	log.Info("node ready", "grpc", lis.Addr().String(), "data_dir", o.DataDir, "version", version)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining requests, flushing the head")
+	case err = <-serveErr:
+		log.Error("grpc server stopped", "err", err)
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		g.Stop()
+	}
+	if cerr := n.Close(); cerr != nil {
+		return fmt.Errorf("close node: %w", cerr)
+	}
+	log.Info("node stopped cleanly")
+	return err
+}
+
+func runCompact(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data-dir", "./data", "data directory of a stopped node")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*dir); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	n, err := node.Open(node.Options{DataDir: *dir})
+	if err != nil {
+		return err
+	}
+	if err := n.Flush(); err != nil {
+		n.Close()
+		return err
+	}
+	sst, err := n.CompactStore()
+	var points int64
+	if err == nil {
+		points, err = n.StoredPoints()
+	}
+	st := n.Status()
+	if cerr := n.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(map[string]int64{
+		"sst_bytes": sst, "points": points, "series": int64(st.Series),
+	})
+}

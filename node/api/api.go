@@ -1,0 +1,284 @@
+// Package api serves the public gRPC API (tributary.v1 WriteService and
+// QueryService) on top of a storage node: it converts between protobuf
+// messages and the node's types and maps errors to gRPC status codes.
+//
+// A Server is safe for concurrent use; gRPC calls it from many goroutines.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// Server implements the gRPC services over one node.
+type Server struct {
+	pb.UnimplementedWriteServiceServer
+	pb.UnimplementedQueryServiceServer
+	node    *node.Node
+	version string
+	role    string
+}
+
+// New returns a Server for n. version and role are reported by Status.
+func New(n *node.Node, version, role string) *Server {
+	return &Server{node: n, version: version, role: role}
+}
+
+// Register adds both services to g.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterWriteServiceServer(g, s)
+	pb.RegisterQueryServiceServer(g, s)
+}
+
+// maxPointsPerResponse bounds one streamed QueryResponse message.
+const maxPointsPerResponse = 8192
+
+// Write stores one request.
+func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
+	res, err := s.node.Write(toBatches(req))
+	if err != nil {
+		return nil, writeError(err)
+	}
+	return toWriteResponse(res), nil
+}
+
+// WriteStream stores a stream of requests, each durable before the next is
+// read, and answers with the totals.
+func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
+	total := &pb.WriteResponse{}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(total)
+		}
+		if err != nil {
+			return err
+		}
+		res, err := s.node.Write(toBatches(req))
+		if err != nil {
+			return writeError(err)
+		}
+		r := toWriteResponse(res)
+		total.Accepted += r.Accepted
+		total.Rejected += r.Rejected
+		for _, rj := range r.Rejections {
+			if len(total.Rejections) < node.MaxRejectionDetails {
+				total.Rejections = append(total.Rejections, rj)
+			}
+		}
+	}
+}
+
+func writeError(err error) error {
+	if errors.Is(err, node.ErrClosed) {
+		return status.Error(codes.Unavailable, "node is shutting down")
+	}
+	// Disk and fsync failures: retryable from the client's point of view.
+	return status.Errorf(codes.Unavailable, "write not acknowledged: %v", err)
+}
+
+func toBatches(req *pb.WriteRequest) []node.Batch {
+	out := make([]node.Batch, len(req.Batches))
+	for i, b := range req.Batches {
+		var ls []labels.Label
+		if b.Series != nil {
+			ls = make([]labels.Label, len(b.Series.Labels))
+			for j, l := range b.Series.Labels {
+				ls[j] = labels.Label{Name: l.Name, Value: l.Value}
+			}
+		}
+		out[i] = node.Batch{Labels: ls, Ts: b.TimestampsMs, Vs: b.Values}
+	}
+	return out
+}
+
+func toWriteResponse(res node.WriteResult) *pb.WriteResponse {
+	out := &pb.WriteResponse{Accepted: res.Accepted, Rejected: res.Rejected}
+	for _, r := range res.Rejections {
+		out.Rejections = append(out.Rejections, &pb.Rejection{
+			BatchIndex: int32(r.BatchIndex),
+			PointIndex: int32(r.PointIndex),
+			Reason:     pb.RejectReason(r.Reason),
+			Message:    r.Message,
+			Points:     r.Points,
+		})
+	}
+	return out
+}
+
+// ToMatchers converts API matchers, naming the one at fault on error.
+func ToMatchers(ms []*pb.Matcher) ([]*labels.Matcher, error) {
+	out := make([]*labels.Matcher, 0, len(ms))
+	for i, m := range ms {
+		lm, err := labels.NewMatcher(labels.MatchType(m.Type), m.Name, m.Value)
+		if err != nil {
+			return nil, fmt.Errorf("matcher %d: %w", i, err)
+		}
+		out = append(out, lm)
+	}
+	return out, nil
+}
+
+func toFunc(a pb.Aggregate) rollup.Func { return rollup.Func(a) }
+
+// Query streams the answer, series by series.
+func (s *Server) Query(req *pb.QueryRequest, stream grpc.ServerStreamingServer[pb.QueryResponse]) error {
+	ms, err := ToMatchers(req.Matchers)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	q := node.Query{
+		Matchers:    ms,
+		Start:       req.StartMs,
+		End:         req.EndMs,
+		Step:        req.StepMs,
+		Downsample:  toFunc(req.Downsample),
+		GroupBy:     req.GroupBy,
+		Aggregate:   toFunc(req.Aggregate),
+		LimitSeries: int(req.LimitSeries),
+	}
+	switch req.Mode {
+	case pb.QueryMode_QUERY_MODE_RAW:
+		q.Mode = node.ModeRaw
+	case pb.QueryMode_QUERY_MODE_DOWNSAMPLE:
+		q.Mode = node.ModeDownsample
+	case pb.QueryMode_QUERY_MODE_LAST_POINT:
+		q.Mode = node.ModeLastPoint
+	case pb.QueryMode_QUERY_MODE_UNSPECIFIED:
+		q.Mode = node.ModeRaw
+		if req.StepMs > 0 {
+			q.Mode = node.ModeDownsample
+		}
+	default:
+		return status.Errorf(codes.InvalidArgument, "unknown query mode %d", req.Mode)
+	}
+	if q.Mode == node.ModeDownsample && q.Downsample == rollup.FuncNone {
+		q.Downsample = rollup.FuncAvg
+	}
+	idx := int64(0)
+	first := true
+	info, err := s.node.Query(stream.Context(), q, func(ser node.Series) error {
+		for off := 0; off == 0 || off < len(ser.Ts); off += maxPointsPerResponse {
+			end := min(off+maxPointsPerResponse, len(ser.Ts))
+			msg := &pb.QueryResponse{
+				SeriesIndex:  idx,
+				TimestampsMs: ser.Ts[off:end],
+				Values:       ser.Vs[off:end],
+			}
+			if off == 0 {
+				msg.Series = toSeries(ser.Labels)
+			}
+			if first {
+				msg.Source, first = q.Source(), false
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+		idx++
+		return nil
+	})
+	if err != nil {
+		return queryError(err)
+	}
+	if first { // empty answer: still say where it came from
+		return stream.Send(&pb.QueryResponse{SeriesIndex: -1, Source: info.Source})
+	}
+	return nil
+}
+
+func queryError(err error) error {
+	switch {
+	case errors.Is(err, node.ErrBadQuery):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, node.ErrClosed):
+		return status.Error(codes.Unavailable, "node is shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return status.Errorf(codes.Internal, "query failed: %v", err)
+}
+
+func toSeries(ls labels.Labels) *pb.Series {
+	out := &pb.Series{Labels: make([]*pb.Label, len(ls))}
+	for i, l := range ls {
+		out.Labels[i] = &pb.Label{Name: l.Name, Value: l.Value}
+	}
+	return out
+}
+
+// Series lists the series matching the request's matchers.
+func (s *Server) Series(ctx context.Context, req *pb.SeriesRequest) (*pb.SeriesResponse, error) {
+	ms, err := ToMatchers(req.Matchers)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	sets, err := s.node.SeriesMatching(ms, int(req.Limit))
+	if err != nil {
+		return nil, queryError(err)
+	}
+	out := &pb.SeriesResponse{Series: make([]*pb.Series, len(sets))}
+	for i, ls := range sets {
+		out.Series[i] = toSeries(ls)
+	}
+	return out, nil
+}
+
+// LabelNames lists label names.
+func (s *Server) LabelNames(ctx context.Context, req *pb.LabelNamesRequest) (*pb.LabelNamesResponse, error) {
+	ms, err := ToMatchers(req.Matchers)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	names, err := s.node.LabelNames(ms)
+	if err != nil {
+		return nil, queryError(err)
+	}
+	return &pb.LabelNamesResponse{Names: names}, nil
+}
+
+// LabelValues lists the values of one label.
+func (s *Server) LabelValues(ctx context.Context, req *pb.LabelValuesRequest) (*pb.LabelValuesResponse, error) {
+	if req.Name == "" {
+		return nil, status.Error(codes.InvalidArgument, "label name is required")
+	}
+	ms, err := ToMatchers(req.Matchers)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	vals, err := s.node.LabelValues(req.Name, ms)
+	if err != nil {
+		return nil, queryError(err)
+	}
+	return &pb.LabelValuesResponse{Values: vals}, nil
+}
+
+// Status reports the node's counters.
+func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	st := s.node.Status()
+	return &pb.StatusResponse{
+		NodeId:                     st.NodeID,
+		Role:                       s.role,
+		Version:                    s.version,
+		Series:                     int64(st.Series),
+		HeadSeries:                 int64(st.Series),
+		HeadSamples:                st.HeadSamples,
+		WalSegmentSeq:              st.WAL.OpenSeq,
+		WalBytes:                   st.WAL.Bytes,
+		PointsAcceptedTotal:        st.Accepted,
+		PointsRejectedTotal:        st.Rejected,
+		UptimeMs:                   st.Uptime.Milliseconds(),
+		CorruptSegmentsQuarantined: st.WAL.CorruptQuarantined,
+	}, nil
+}

@@ -1,0 +1,245 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// Batch is the samples of one series in a write, in client order.
+type Batch struct {
+	Labels []labels.Label
+	Ts     []int64
+	Vs     []float64
+}
+
+// RejectReason says why points were not stored (mirrors the public API).
+type RejectReason int
+
+// The reasons; see the proto RejectReason for their meaning.
+const (
+	RejectInvalidSeries RejectReason = iota + 1
+	RejectLengthMismatch
+	RejectTooOld
+	RejectTooFarInFuture
+	RejectInvalidValue
+	RejectLimitExceeded
+)
+
+// Rejection describes rejected points of one batch. PointIndex is -1 when
+// the whole batch is rejected.
+type Rejection struct {
+	BatchIndex, PointIndex int
+	Reason                 RejectReason
+	Message                string
+	Points                 int64
+}
+
+// WriteResult reports what a write did. Accepted points are durable per the
+// WAL sync policy when Write returns without error.
+type WriteResult struct {
+	Accepted, Rejected int64
+	Rejections         []Rejection // the first MaxRejectionDetails
+}
+
+// MaxRejectionDetails bounds WriteResult.Rejections.
+const MaxRejectionDetails = 64
+
+func (r *WriteResult) reject(rj Rejection) {
+	r.Rejected += rj.Points
+	if len(r.Rejections) < MaxRejectionDetails {
+		r.Rejections = append(r.Rejections, rj)
+	}
+}
+
+// prepared is a validated batch waiting for the write lock.
+type prepared struct {
+	idx  int
+	lset labels.Labels
+	ts   []int64
+	vs   []float64
+}
+
+// Write validates every point on its own, stores the valid ones and returns
+// once they are durable. An error means nothing of this write is
+// acknowledged (it may still be visible to queries and be kept).
+func (n *Node) Write(batches []Batch) (WriteResult, error) {
+	var res WriteResult
+	if n.closed.Load() {
+		return res, ErrClosed
+	}
+	now := n.opts.Now()
+	maxFuture := now.Add(n.opts.FutureWindow).UnixMilli()
+	oldest := now.Add(-n.opts.RetentionRaw).UnixMilli()
+	preps := make([]prepared, 0, len(batches))
+	for i, b := range batches {
+		if len(b.Ts) != len(b.Vs) {
+			res.reject(Rejection{i, -1, RejectLengthMismatch,
+				fmt.Sprintf("batch %d: %d timestamps but %d values", i, len(b.Ts), len(b.Vs)), int64(max(len(b.Ts), len(b.Vs)))})
+			continue
+		}
+		if len(b.Ts) == 0 {
+			continue
+		}
+		ls, err := labels.New(b.Labels, n.opts.Limits)
+		if err != nil {
+			res.reject(Rejection{i, -1, RejectInvalidSeries, fmt.Sprintf("batch %d: %v", i, err), int64(len(b.Ts))})
+			continue
+		}
+		ts, vs := b.Ts, b.Vs
+		for j, t := range b.Ts {
+			if t <= maxFuture && t >= oldest {
+				continue
+			}
+			// Slow path: copy out the valid points.
+			ts, vs = append([]int64(nil), b.Ts[:j]...), append([]float64(nil), b.Vs[:j]...)
+			for k := j; k < len(b.Ts); k++ {
+				t := b.Ts[k]
+				switch {
+				case t > maxFuture:
+					res.reject(Rejection{i, k, RejectTooFarInFuture, fmt.Sprintf("batch %d point %d: timestamp %s is more than %s ahead of the node clock",
+						i, k, fmtMs(t), n.opts.FutureWindow), 1})
+				case t < oldest:
+					res.reject(Rejection{i, k, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is older than the raw retention (%s)",
+						i, k, fmtMs(t), n.opts.RetentionRaw), 1})
+				default:
+					ts, vs = append(ts, t), append(vs, b.Vs[k])
+				}
+			}
+			break
+		}
+		if len(ts) > 0 {
+			preps = append(preps, prepared{i, ls, ts, vs})
+		}
+	}
+	if len(preps) == 0 {
+		return res, nil
+	}
+	pos, accepted, err := n.appendLocked(preps, &res)
+	if err != nil {
+		return res, err
+	}
+	if accepted == 0 {
+		return res, nil
+	}
+	if err := n.wal.Sync(pos); err != nil {
+		return res, fmt.Errorf("sync wal: %w", err)
+	}
+	res.Accepted = accepted
+	n.stats.accepted.Add(accepted)
+	n.stats.rejected.Add(res.Rejected)
+	return res, nil
+}
+
+func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339Nano) }
+
+// appendLocked takes the write lock, writes one WAL record for all prepared
+// batches and applies it to the head.
+func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, int64, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed.Load() {
+		return wal.Position{}, 0, ErrClosed
+	}
+	seq, _, err := n.wal.MaybeCut()
+	if err != nil {
+		return wal.Position{}, 0, fmt.Errorf("cut wal segment: %w", err)
+	}
+	n.enc.Reset()
+	type run struct {
+		s  *memSeries
+		ts []int64
+		vs []float64
+	}
+	runs := make([]run, 0, len(preps))
+	window := n.opts.OutOfOrderWindow.Milliseconds()
+	for _, p := range preps {
+		n.keyBuf = p.lset.AppendKey(n.keyBuf[:0])
+		s := n.lookupLocked(n.keyBuf, p.lset)
+		if s == nil {
+			if len(n.byID) >= n.opts.MaxSeries {
+				res.reject(Rejection{p.idx, -1, RejectLimitExceeded,
+					fmt.Sprintf("batch %d: series %s would exceed the node's limit of %d series", p.idx, p.lset, n.opts.MaxSeries), int64(len(p.ts))})
+				continue
+			}
+			s = n.addSeriesLocked(n.nextID, p.lset, n.keyBuf)
+			if err := n.persistSeries(s); err != nil {
+				return wal.Position{}, 0, err
+			}
+		}
+		// Out-of-order window, against the series' newest sample as it
+		// evolves through this batch.
+		ts, vs := p.ts, p.vs
+		s.mu.Lock()
+		maxT, has := s.maxT, s.hasMaxT
+		s.mu.Unlock()
+		for j, t := range p.ts {
+			if has && t < maxT-window {
+				ts, vs = filterWindow(p, j, maxT, window, res)
+				break
+			}
+			if !has || t > maxT {
+				maxT, has = t, true
+			}
+		}
+		if len(ts) == 0 {
+			continue
+		}
+		if s.definedSeq != seq {
+			n.enc.DefineSeries(s.id, n.keyBuf)
+			s.definedSeq = seq
+		}
+		n.enc.AddRun(s.id, ts, vs)
+		runs = append(runs, run{s, ts, vs})
+	}
+	if len(runs) == 0 {
+		return wal.Position{}, 0, nil
+	}
+	n.recBuf = n.enc.AppendTo(n.recBuf[:0])
+	pos, err := n.wal.Append(wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.Points()})
+	if err != nil {
+		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)
+	}
+	nowNs := n.opts.Now().UnixNano()
+	var added int64
+	wake := false
+	for _, r := range runs {
+		r.s.mu.Lock()
+		for i := range r.ts {
+			a, c := r.s.append(r.ts[i], r.vs[i], seq, nowNs, n.opts.HeadChunkSamples)
+			added += int64(a)
+			wake = wake || c
+		}
+		r.s.mu.Unlock()
+	}
+	if n.headSamples.Add(added)*16 > n.opts.HeadMaxBytes {
+		wake = true
+	}
+	if wake {
+		select {
+		case n.flushWake <- struct{}{}:
+		default:
+		}
+	}
+	return pos, n.enc.Points(), nil
+}
+
+// filterWindow copies the points of p from index j on that fall inside the
+// out-of-order window, rejecting the others.
+func filterWindow(p prepared, j int, maxT, window int64, res *WriteResult) ([]int64, []float64) {
+	ts := append([]int64(nil), p.ts[:j]...)
+	vs := append([]float64(nil), p.vs[:j]...)
+	for k := j; k < len(p.ts); k++ {
+		t := p.ts[k]
+		if t < maxT-window {
+			res.reject(Rejection{p.idx, k, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is more than the out-of-order window (%s) older than the series' newest sample %s",
+				p.idx, k, fmtMs(t), time.Duration(window)*time.Millisecond, fmtMs(maxT)), 1})
+			continue
+		}
+		maxT = max(maxT, t)
+		ts, vs = append(ts, t), append(vs, p.vs[k])
+	}
+	return ts, vs
+}

@@ -1,0 +1,231 @@
+package node
+
+import (
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// memSeries is one series in the head: its identity, the samples not yet
+// written to RocksDB, and the flush loop's cache of its current rollups.
+//
+// Samples of a series live in three places until flushed, in increasing
+// precedence for equal timestamps (last write wins):
+//
+//	closed  full or hour-ended chunks waiting for the flush loop, oldest first
+//	open    the chunk being appended to: sorted, unique, within one hour
+//	ooo     out-of-order samples, in arrival order
+//
+// INVARIANT: every sample in ooo arrived after every sample with the same
+// timestamp in closed and open (a timestamp below the open chunk's first
+// sample can never enter an open chunk again), and everything in the head
+// arrived after everything in RocksDB.
+type memSeries struct {
+	id   uint64
+	lset labels.Labels
+
+	// definedSeq is the WAL segment this series was last defined in.
+	// REQUIRES: Node.mu held.
+	definedSeq uint64
+
+	mu sync.Mutex // guards everything below except the flush-only fields
+	// open chunk
+	ts           []int64
+	vs           []float64
+	openHour     int64
+	openFirstSeq uint64
+	openedAtNs   int64
+	// newest timestamp seen since start (for the out-of-order window)
+	maxT    int64
+	hasMaxT bool
+	ooo     []sample
+	oooSeq  uint64 // WAL seq of the first ooo sample
+	closed  []headChunk
+
+	// Flush-loop only (no lock): rollups as stored in RocksDB.
+	hourCache, dayCache aggCache
+}
+
+type sample struct {
+	t int64
+	v float64
+}
+
+type headChunk struct {
+	ts       []int64
+	vs       []float64
+	firstSeq uint64
+}
+
+// aggCache mirrors the stored rollup of one bucket, and the newest stored
+// sample time in it, so in-order flushes can merge instead of recompute.
+type aggCache struct {
+	valid  bool
+	bucket int64
+	agg    rollup.Agg
+}
+
+// append adds one sample. It returns how many head samples it added (0 when
+// it overwrote a duplicate in the open chunk) and whether the open chunk was
+// closed (the caller may wake the flush loop).
+// REQUIRES: s.mu held.
+func (s *memSeries) append(t int64, v float64, seq uint64, nowNs int64, chunkSamples int) (added int, closed bool) {
+	if !s.hasMaxT || t > s.maxT {
+		s.maxT, s.hasMaxT = t, true
+	}
+	n := len(s.ts)
+	switch {
+	case n == 0 && t >= s.maxT:
+		// New newest sample with no open chunk.
+		s.startChunk(t, v, seq, nowNs)
+		return 1, false
+	case n > 0 && t > s.ts[n-1]:
+		if rollup.BucketStart(t, rollup.Hour) != s.openHour || n >= chunkSamples {
+			s.closeOpen()
+			s.startChunk(t, v, seq, nowNs)
+			return 1, true
+		}
+		s.ts = append(s.ts, t)
+		s.vs = append(s.vs, v)
+		return 1, false
+	case n > 0 && t >= s.ts[0]:
+		i := sort.Search(n, func(i int) bool { return s.ts[i] >= t })
+		if s.ts[i] == t {
+			s.vs[i] = v
+			return 0, false
+		}
+		s.ts = slices.Insert(s.ts, i, t)
+		s.vs = slices.Insert(s.vs, i, v)
+		return 1, false
+	default:
+		if len(s.ooo) == 0 {
+			s.oooSeq = seq
+		}
+		s.ooo = append(s.ooo, sample{t, v})
+		return 1, false
+	}
+}
+
+func (s *memSeries) startChunk(t int64, v float64, seq uint64, nowNs int64) {
+	s.ts = append(s.ts[:0], t)
+	s.vs = append(s.vs[:0], v)
+	s.openHour = rollup.BucketStart(t, rollup.Hour)
+	s.openFirstSeq = seq
+	s.openedAtNs = nowNs
+}
+
+// closeOpen moves the open chunk to the closed list. REQUIRES: s.mu held.
+func (s *memSeries) closeOpen() {
+	if len(s.ts) == 0 {
+		return
+	}
+	s.closed = append(s.closed, headChunk{ts: s.ts, vs: s.vs, firstSeq: s.openFirstSeq})
+	s.ts, s.vs = nil, nil
+}
+
+// firstSeq is the oldest WAL segment holding samples of this series that
+// are not yet in RocksDB, or 0 when the head holds none.
+// REQUIRES: s.mu held.
+func (s *memSeries) firstSeq() uint64 {
+	var m uint64
+	take := func(q uint64) {
+		if q != 0 && (m == 0 || q < m) {
+			m = q
+		}
+	}
+	for _, c := range s.closed {
+		take(c.firstSeq)
+	}
+	if len(s.ts) > 0 {
+		take(s.openFirstSeq)
+	}
+	if len(s.ooo) > 0 {
+		take(s.oooSeq)
+	}
+	return m
+}
+
+// snapshot returns the head's samples of this series within [mint, maxt],
+// sorted by time with duplicates resolved last-write-wins.
+func (s *memSeries) snapshot(mint, maxt int64) []sample {
+	s.mu.Lock()
+	var out []sample
+	for _, c := range s.closed {
+		out = appendRange(out, c.ts, c.vs, mint, maxt)
+	}
+	out = appendRange(out, s.ts, s.vs, mint, maxt)
+	for _, o := range s.ooo {
+		if o.t >= mint && o.t <= maxt {
+			out = append(out, o)
+		}
+	}
+	s.mu.Unlock()
+	return sortLWW(out)
+}
+
+func appendRange(dst []sample, ts []int64, vs []float64, mint, maxt int64) []sample {
+	lo, _ := slices.BinarySearch(ts, mint)
+	for i := lo; i < len(ts) && ts[i] <= maxt; i++ {
+		dst = append(dst, sample{ts[i], vs[i]})
+	}
+	return dst
+}
+
+// sortLWW sorts samples by time, stably, and keeps the last of each run of
+// equal timestamps: the input is in precedence order.
+func sortLWW(ss []sample) []sample {
+	sorted := slices.IsSortedFunc(ss, func(a, b sample) int { return cmpInt(a.t, b.t) })
+	if !sorted {
+		slices.SortStableFunc(ss, func(a, b sample) int { return cmpInt(a.t, b.t) })
+	}
+	out := ss[:0]
+	for i, x := range ss {
+		if i+1 < len(ss) && ss[i+1].t == x.t {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// mergeLWW merges two sorted, unique sample lists; on equal timestamps the
+// newer list wins.
+func mergeLWW(older, newer []sample) []sample {
+	if len(newer) == 0 {
+		return older
+	}
+	if len(older) == 0 {
+		return newer
+	}
+	out := make([]sample, 0, len(older)+len(newer))
+	i, j := 0, 0
+	for i < len(older) && j < len(newer) {
+		switch {
+		case older[i].t < newer[j].t:
+			out = append(out, older[i])
+			i++
+		case older[i].t > newer[j].t:
+			out = append(out, newer[j])
+			j++
+		default:
+			out = append(out, newer[j])
+			i++
+			j++
+		}
+	}
+	out = append(out, older[i:]...)
+	return append(out, newer[j:]...)
+}

@@ -1,0 +1,392 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// ErrClosed is returned by calls on a closed DB.
+var ErrClosed = errors.New("store: closed")
+
+// ErrCorrupt is wrapped by every error about bytes in RocksDB that do not
+// follow the layout in the package doc.
+var ErrCorrupt = errors.New("store: corrupt record")
+
+// Column family names.
+const (
+	cfDefault  = "default" // required by RocksDB, unused
+	cfSeries   = "series"
+	cfPostings = "postings"
+	cfChunks   = "chunks"
+	cfRollup1h = "rollup_1h"
+	cfRollup1d = "rollup_1d"
+	cfMeta     = "meta"
+)
+
+var cfSpecs = []cfSpec{
+	{name: cfDefault},
+	{name: cfSeries, keyBloom: true},
+	{name: cfPostings},
+	{name: cfChunks, prefixBloom: true, blockBytes: timeBlockBytes},
+	{name: cfRollup1h, prefixBloom: true, blockBytes: timeBlockBytes},
+	{name: cfRollup1d, prefixBloom: true, blockBytes: timeBlockBytes},
+	{name: cfMeta},
+}
+
+// Meta keys owned by this package.
+const (
+	reservedMetaPrefix = "store."
+	metaLayout         = reservedMetaPrefix + "layout"
+	metaMaxChunkSpan   = reservedMetaPrefix + "max_chunk_span_ms"
+	layoutVersion      = 1
+)
+
+// DB is an open store. See the package doc for its concurrency contract.
+type DB struct {
+	log          *slog.Logger
+	chunkWidthMs int64
+
+	// maxChunkSpanMs bounds maxT-minT of every stored chunk, so that a
+	// query seeks to minT-maxChunkSpanMs instead of reading its first
+	// partition from the start. It only grows; spanMu orders its growth with
+	// the writes that persist it.
+	maxChunkSpanMs atomic.Int64
+	spanMu         sync.Mutex
+
+	rdb   *grocksdb.DB
+	cache *grocksdb.Cache
+
+	dbOpts   *grocksdb.Options
+	cfOpts   []*grocksdb.Options
+	handles  []*grocksdb.ColumnFamilyHandle // in cfSpecs order
+	series   *grocksdb.ColumnFamilyHandle
+	postings *grocksdb.ColumnFamilyHandle
+	meta     *grocksdb.ColumnFamilyHandle
+	timeCFs  [len(kinds)]*grocksdb.ColumnFamilyHandle // by Kind
+
+	// Shared, never modified after Open: RocksDB only reads them.
+	writeOpts   *grocksdb.WriteOptions // WAL on, sync off
+	syncOpts    *grocksdb.WriteOptions // WAL on, sync on
+	readTotal   *grocksdb.ReadOptions  // total-order iteration, ignores prefix blooms
+	readPrefix  *grocksdb.ReadOptions  // stays within the seek key's 16-byte prefix
+	readDefault *grocksdb.ReadOptions
+
+	// mu guards the transition to closed; inflight counts running calls so
+	// that Close frees nothing they still use.
+	mu       sync.RWMutex
+	closed   atomic.Bool
+	inflight sync.WaitGroup
+}
+
+// Open opens or creates the store in o.Dir, creating missing column
+// families.
+func Open(o Options) (*DB, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	comp := chooseCompressions()
+	if comp.upper != grocksdb.LZ4Compression || comp.bottom != grocksdb.ZSTDCompression {
+		o.Logger.Warn("store: librocksdb lacks lz4 or zstd; using fallbacks",
+			"upper_levels", compressionName(comp.upper), "bottommost_level", compressionName(comp.bottom))
+	}
+
+	db := &DB{
+		log:          o.Logger,
+		chunkWidthMs: o.PartitionDuration.Milliseconds(),
+		cache:        grocksdb.NewLRUCache(uint64(o.BlockCacheBytes)),
+		dbOpts:       dbOptions(&o),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			db.free()
+		}
+	}()
+
+	names := make([]string, len(cfSpecs))
+	for i, spec := range cfSpecs {
+		opts, err := cfOptions(&o, spec, db.cache, comp)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
+		}
+		db.cfOpts = append(db.cfOpts, opts)
+		names[i] = spec.name
+	}
+	rdb, handles, err := grocksdb.OpenDbColumnFamilies(db.dbOpts, o.Dir, names, db.cfOpts)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
+	}
+	db.rdb, db.handles = rdb, handles
+	for i, spec := range cfSpecs {
+		switch spec.name {
+		case cfSeries:
+			db.series = handles[i]
+		case cfPostings:
+			db.postings = handles[i]
+		case cfMeta:
+			db.meta = handles[i]
+		case cfChunks:
+			db.timeCFs[KindChunks] = handles[i]
+		case cfRollup1h:
+			db.timeCFs[KindRollup1h] = handles[i]
+		case cfRollup1d:
+			db.timeCFs[KindRollup1d] = handles[i]
+		}
+	}
+
+	db.writeOpts = grocksdb.NewDefaultWriteOptions()
+	db.syncOpts = grocksdb.NewDefaultWriteOptions()
+	db.syncOpts.SetSync(true)
+	db.readDefault = grocksdb.NewDefaultReadOptions()
+	db.readTotal = grocksdb.NewDefaultReadOptions()
+	db.readTotal.SetTotalOrderSeek(true)
+	db.readPrefix = grocksdb.NewDefaultReadOptions()
+	db.readPrefix.SetPrefixSameAsStart(true)
+
+	if err := db.loadLayout(); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
+	}
+	ok = true
+	db.log.Info("store: opened", "dir", o.Dir,
+		"partition", o.PartitionDuration,
+		"block_cache_bytes", o.BlockCacheBytes,
+		"memtable_max_bytes", uint64(len(cfSpecs)-1)*o.memtableBudget(),
+		"compression", compressionName(comp.upper)+"/"+compressionName(comp.bottom))
+	return db, nil
+}
+
+// loadLayout records the layout on first open and refuses a DB written
+// with another layout or chunk partition width: its keys would be looked up
+// in the wrong partitions and silently not found. It also loads the longest
+// chunk span.
+func (db *DB) loadLayout() error {
+	want := make([]byte, 0, 9)
+	want = append(want, layoutVersion)
+	want = binary.BigEndian.AppendUint64(want, uint64(db.chunkWidthMs))
+
+	got, found, err := db.getMeta(metaLayout)
+	if err != nil {
+		return err
+	}
+	if !found {
+		wb := grocksdb.NewWriteBatch()
+		defer wb.Destroy()
+		wb.PutCF(db.meta, []byte(metaLayout), want)
+		wb.PutCF(db.meta, []byte(metaMaxChunkSpan), binary.BigEndian.AppendUint64(nil, 0))
+		if err := db.rdb.Write(db.syncOpts, wb); err != nil {
+			return fmt.Errorf("record layout: %w", err)
+		}
+		return nil
+	}
+	if len(got) != len(want) || got[0] != layoutVersion {
+		return fmt.Errorf("%w: unknown layout %x (this build writes version %d)", ErrCorrupt, got, layoutVersion)
+	}
+	if w := int64(binary.BigEndian.Uint64(got[1:])); w != db.chunkWidthMs {
+		return fmt.Errorf("PartitionDuration is %v but the data was written with %v",
+			time.Duration(db.chunkWidthMs)*time.Millisecond, time.Duration(w)*time.Millisecond)
+	}
+
+	span, found, err := db.getMeta(metaMaxChunkSpan)
+	switch {
+	case err != nil:
+		return err
+	case !found || len(span) != 8:
+		// Scanning whole partitions is always correct, only slower.
+		db.log.Warn("store: longest chunk span unknown; chunk queries read whole partitions", "found", found)
+		db.maxChunkSpanMs.Store(db.chunkWidthMs)
+	default:
+		db.maxChunkSpanMs.Store(min(int64(binary.BigEndian.Uint64(span)), db.chunkWidthMs))
+	}
+	return nil
+}
+
+// Close waits for running calls to return, then closes RocksDB and frees
+// everything Open allocated. Closing twice is a no-op.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed.Load() {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed.Store(true)
+	db.mu.Unlock()
+	db.inflight.Wait()
+	db.free()
+	return nil
+}
+
+// free releases every RocksDB object of db in dependency order: column
+// family handles before the DB, the DB before the options and cache it uses.
+// It tolerates a partly opened db.
+func (db *DB) free() {
+	for _, h := range db.handles {
+		h.Destroy()
+	}
+	db.handles = nil
+	if db.rdb != nil {
+		db.rdb.Close()
+		db.rdb = nil
+	}
+	for _, o := range []*grocksdb.WriteOptions{db.writeOpts, db.syncOpts} {
+		if o != nil {
+			o.Destroy()
+		}
+	}
+	for _, o := range []*grocksdb.ReadOptions{db.readDefault, db.readTotal, db.readPrefix} {
+		if o != nil {
+			o.Destroy()
+		}
+	}
+	for _, o := range db.cfOpts {
+		o.Destroy()
+	}
+	db.cfOpts = nil
+	if db.dbOpts != nil {
+		db.dbOpts.Destroy()
+		db.dbOpts = nil
+	}
+	if db.cache != nil {
+		db.cache.Destroy()
+		db.cache = nil
+	}
+}
+
+// acquire registers a running call; it fails once Close has begun.
+// Every exported method that touches RocksDB starts with
+//
+//	if err := db.acquire(); err != nil { return err }
+//	defer db.release()
+func (db *DB) acquire() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	db.inflight.Add(1)
+	return nil
+}
+
+func (db *DB) release() { db.inflight.Done() }
+
+// Write applies b atomically across column families. RocksDB's WAL is on
+// but not synced: the node's own WAL makes writes durable, and SyncWAL makes
+// everything written so far durable before that WAL is trimmed. When b holds
+// a chunk longer than any before, Write adds a store record to b.
+func (db *DB) Write(b *Batch) error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	if b.db != db {
+		panic("BUG: store: Batch written to a DB it was not made by")
+	}
+	if b.wb == nil {
+		panic("BUG: store: use of a closed Batch")
+	}
+	if b.maxSpanMs > db.maxChunkSpanMs.Load() {
+		db.spanMu.Lock()
+		defer db.spanMu.Unlock()
+		if b.maxSpanMs > db.maxChunkSpanMs.Load() {
+			// Publish before the write: a query that sees the new chunk
+			// must also look back far enough to find it. If the write
+			// fails, the bound is too high, which only costs time.
+			db.maxChunkSpanMs.Store(b.maxSpanMs)
+			b.wb.PutCF(db.meta, []byte(metaMaxChunkSpan), binary.BigEndian.AppendUint64(nil, uint64(b.maxSpanMs)))
+		}
+	}
+	if err := db.rdb.Write(db.writeOpts, b.wb); err != nil {
+		return fmt.Errorf("write batch of %d operations: %w", b.Len(), err)
+	}
+	return nil
+}
+
+// SyncWAL makes every write that returned so far durable (fsyncs RocksDB's
+// WAL; flushed SST files are synced already).
+func (db *DB) SyncWAL() error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	if err := db.rdb.FlushWAL(true); err != nil {
+		return fmt.Errorf("sync rocksdb wal: %w", err)
+	}
+	return nil
+}
+
+// Flush writes the memtables of every column family to SST files and waits
+// for it.
+func (db *DB) Flush() error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	fo := grocksdb.NewDefaultFlushOptions()
+	defer fo.Destroy()
+	fo.SetWait(true)
+	for i, h := range db.handles {
+		if err := db.rdb.FlushCF(h, fo); err != nil {
+			return fmt.Errorf("flush column family %s: %w", cfSpecs[i].name, err)
+		}
+	}
+	return nil
+}
+
+// CompactAll compacts every column family fully, down to and including the
+// bottommost level, which also purges the tombstones DropBefore left.
+func (db *DB) CompactAll() error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	co := grocksdb.NewCompactRangeOptions()
+	defer co.Destroy()
+	co.SetBottommostLevelCompaction(grocksdb.KForceOptimized)
+	for _, h := range db.handles {
+		db.rdb.CompactRangeCFOpt(h, grocksdb.Range{}, co) // reports no error
+	}
+	return nil
+}
+
+// GetMeta returns a copy of the value of a metadata key.
+func (db *DB) GetMeta(key string) ([]byte, bool, error) {
+	if err := db.acquire(); err != nil {
+		return nil, false, err
+	}
+	defer db.release()
+	return db.getMeta(key)
+}
+
+func (db *DB) getMeta(key string) ([]byte, bool, error) {
+	v, found, err := db.get(db.meta, []byte(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("get meta %q: %w", key, err)
+	}
+	return v, found, nil
+}
+
+// get returns a copy of the value of key in cf.
+func (db *DB) get(cf *grocksdb.ColumnFamilyHandle, key []byte) ([]byte, bool, error) {
+	s, err := db.rdb.GetCF(db.readDefault, cf, key)
+	if err != nil {
+		return nil, false, err
+	}
+	defer s.Free()
+	if !s.Exists() {
+		return nil, false, nil
+	}
+	return append([]byte{}, s.Data()...), true, nil
+}
+
+func isReservedMetaKey(key string) bool { return strings.HasPrefix(key, reservedMetaPrefix) }

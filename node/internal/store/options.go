@@ -1,0 +1,250 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// Options configures a DB. The zero value of every field but Dir means "use
+// the default"; defaults are sized for a 512 MiB Raspberry Pi.
+type Options struct {
+	// Dir is the RocksDB directory; created when missing.
+	Dir string
+	// PartitionDuration is the width of a raw chunk partition: a positive
+	// multiple of 1h, default 24h. It is the unit of raw retention. It
+	// cannot change once data has been written.
+	PartitionDuration time.Duration
+	// BlockCacheBytes is the LRU block cache shared by all column families,
+	// holding data, index and filter blocks. Default 8 MiB.
+	BlockCacheBytes int64
+	// WriteBufferBytes is the size of one memtable of one column family.
+	// Default 4 MiB, at least 64 KiB.
+	WriteBufferBytes int64
+	// MaxWriteBuffers is the number of memtables a column family may hold
+	// (one being written, the others waiting to be flushed). Default 2, at
+	// least 2.
+	MaxWriteBuffers int
+	// MaxOpenFiles bounds the SST files RocksDB keeps open. Default 256, at
+	// least 20.
+	MaxOpenFiles int
+	// MaxBackgroundJobs bounds concurrent flushes and compactions.
+	// Default 2.
+	MaxBackgroundJobs int
+	// Logger receives the store's own log lines (RocksDB keeps its LOG file
+	// in Dir). Default: discard.
+	Logger *slog.Logger
+}
+
+// Defaults and limits of Options.
+const (
+	DefaultPartitionDuration = 24 * time.Hour
+	DefaultBlockCacheBytes   = 8 << 20
+	DefaultWriteBufferBytes  = 4 << 20
+	DefaultMaxWriteBuffers   = 2
+	DefaultMaxOpenFiles      = 256
+	DefaultMaxBackgroundJobs = 2
+
+	minWriteBufferBytes = 64 << 10 // RocksDB silently raises smaller values
+	minMaxOpenFiles     = 20       // RocksDB silently raises smaller values
+)
+
+// Tuning that does not need to be an option.
+const (
+	bloomBitsPerKey       = 10
+	timeBlockBytes        = 16 << 10 // chunks and rollups: fewer index entries per GiB
+	targetFileBytes       = 16 << 20 // keeps a few GiB within MaxOpenFiles
+	levelBaseBytes        = 64 << 20
+	bytesPerSync          = 1 << 20 // smooths write-back on SD cards
+	rocksLogFileBytes     = 1 << 20
+	rocksLogFilesKept     = 4
+	defaultCFBufferBytes  = 64 << 10 // the unused "default" column family
+	dbWriteBufferFactor   = 2        // DB-wide memtable budget, in per-CF budgets
+	maxTotalWALSizeFactor = 4        // RocksDB WAL budget, in per-CF budgets
+)
+
+// Validate fills in defaults and rejects values that cannot work, naming
+// the field.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("store options: Dir is empty")
+	}
+	switch {
+	case o.PartitionDuration == 0:
+		o.PartitionDuration = DefaultPartitionDuration
+	case o.PartitionDuration < 0 || o.PartitionDuration%time.Hour != 0:
+		return fmt.Errorf("store options: PartitionDuration %v is not a positive multiple of 1h", o.PartitionDuration)
+	}
+	switch {
+	case o.BlockCacheBytes == 0:
+		o.BlockCacheBytes = DefaultBlockCacheBytes
+	case o.BlockCacheBytes < 0:
+		return fmt.Errorf("store options: BlockCacheBytes %d is negative", o.BlockCacheBytes)
+	}
+	switch {
+	case o.WriteBufferBytes == 0:
+		o.WriteBufferBytes = DefaultWriteBufferBytes
+	case o.WriteBufferBytes < minWriteBufferBytes:
+		return fmt.Errorf("store options: WriteBufferBytes %d is below the minimum %d", o.WriteBufferBytes, minWriteBufferBytes)
+	}
+	switch {
+	case o.MaxWriteBuffers == 0:
+		o.MaxWriteBuffers = DefaultMaxWriteBuffers
+	case o.MaxWriteBuffers < 2:
+		return fmt.Errorf("store options: MaxWriteBuffers %d is below 2 (with one, every flush stalls writes)", o.MaxWriteBuffers)
+	}
+	switch {
+	case o.MaxOpenFiles == 0:
+		o.MaxOpenFiles = DefaultMaxOpenFiles
+	case o.MaxOpenFiles < minMaxOpenFiles:
+		return fmt.Errorf("store options: MaxOpenFiles %d is below the minimum %d", o.MaxOpenFiles, minMaxOpenFiles)
+	}
+	switch {
+	case o.MaxBackgroundJobs == 0:
+		o.MaxBackgroundJobs = DefaultMaxBackgroundJobs
+	case o.MaxBackgroundJobs < 0:
+		return fmt.Errorf("store options: MaxBackgroundJobs %d is negative", o.MaxBackgroundJobs)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// memtableBudget is the per-column-family memtable ceiling.
+func (o *Options) memtableBudget() uint64 {
+	return uint64(o.WriteBufferBytes) * uint64(o.MaxWriteBuffers)
+}
+
+// compressions is what the linked librocksdb supports, in preference order.
+type compressions struct {
+	upper, bottom grocksdb.CompressionType
+}
+
+// chooseCompressions probes the linked librocksdb once per process: LZ4 for
+// the upper levels (cheap on a Pi CPU), ZSTD for the bottommost level (where
+// most bytes rest), each falling back to Snappy and then to none.
+var chooseCompressions = sync.OnceValue(func() compressions {
+	pick := func(prefs ...grocksdb.CompressionType) grocksdb.CompressionType {
+		for _, c := range prefs {
+			if compressionLinked(c) {
+				return c
+			}
+		}
+		return grocksdb.NoCompression
+	}
+	return compressions{
+		upper:  pick(grocksdb.LZ4Compression, grocksdb.SnappyCompression),
+		bottom: pick(grocksdb.ZSTDCompression, grocksdb.LZ4Compression, grocksdb.SnappyCompression),
+	}
+})
+
+// compressionLinked reports whether RocksDB accepts c: DB::Open refuses a
+// compression type that is not linked into the library, so open a throwaway
+// DB in an in-memory file system with it.
+func compressionLinked(c grocksdb.CompressionType) bool {
+	opts := grocksdb.NewDefaultOptions()
+	defer opts.Destroy() // also destroys the Env
+	opts.SetEnv(grocksdb.NewMemEnv())
+	opts.SetCreateIfMissing(true)
+	opts.SetCompression(c)
+	db, err := grocksdb.OpenDb(opts, "/compression-probe")
+	if err != nil {
+		return false
+	}
+	db.Close()
+	return true
+}
+
+func compressionName(c grocksdb.CompressionType) string {
+	switch c {
+	case grocksdb.NoCompression:
+		return "none"
+	case grocksdb.SnappyCompression:
+		return "snappy"
+	case grocksdb.LZ4Compression:
+		return "lz4"
+	case grocksdb.ZSTDCompression:
+		return "zstd"
+	}
+	return fmt.Sprintf("compression(%d)", c)
+}
+
+// dbOptions builds the DB-wide RocksDB options.
+func dbOptions(o *Options) *grocksdb.Options {
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetCreateIfMissing(true)
+	opts.SetCreateIfMissingColumnFamilies(true)
+	opts.SetMaxOpenFiles(o.MaxOpenFiles)
+	opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
+	opts.SetBytesPerSync(bytesPerSync)
+	opts.SetWALBytesPerSync(bytesPerSync)
+	opts.SetDbWriteBufferSize(dbWriteBufferFactor * o.memtableBudget())
+	// Without a WAL budget, a column family written rarely (meta, series)
+	// keeps every WAL file alive until it happens to flush, and recovery
+	// replays all of them.
+	opts.SetMaxTotalWalSize(maxTotalWALSizeFactor * o.memtableBudget())
+	opts.SetKeepLogFileNum(rocksLogFilesKept)
+	opts.SetMaxLogFileSize(rocksLogFileBytes)
+	opts.SetStatsDumpPeriodSec(0) // no periodic LOG writes to the SD card
+	return opts
+}
+
+// cfSpec describes how one column family is tuned.
+type cfSpec struct {
+	name        string
+	prefixBloom bool // bloom over the partition|series prefix
+	keyBloom    bool // bloom over whole keys
+	blockBytes  int
+}
+
+// cfOptions builds the options of one column family; the caller destroys
+// them after the DB is closed.
+func cfOptions(o *Options, spec cfSpec, cache *grocksdb.Cache, comp compressions) (*grocksdb.Options, error) {
+	bbto := grocksdb.NewDefaultBlockBasedTableOptions()
+	defer bbto.Destroy() // the table factory keeps its own copy
+	bbto.SetBlockCache(cache)
+	bbto.SetCacheIndexAndFilterBlocks(true)
+	bbto.SetCacheIndexAndFilterBlocksWithHighPriority(true)
+	bbto.SetPinL0FilterAndIndexBlocksInCache(true)
+	if spec.blockBytes > 0 {
+		bbto.SetBlockSize(spec.blockBytes)
+	}
+	if spec.prefixBloom || spec.keyBloom {
+		bbto.SetFilterPolicy(grocksdb.NewBloomFilterFull(bloomBitsPerKey)) // moved into bbto
+		bbto.SetWholeKeyFiltering(spec.keyBloom)
+	}
+
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetBlockBasedTableFactory(bbto)
+	if spec.name == cfDefault {
+		opts.SetWriteBufferSize(defaultCFBufferBytes)
+	} else {
+		opts.SetWriteBufferSize(uint64(o.WriteBufferBytes))
+	}
+	opts.SetMaxWriteBufferNumber(o.MaxWriteBuffers)
+	opts.SetCompactionStyle(grocksdb.LevelCompactionStyle)
+	opts.SetLevelCompactionDynamicLevelBytes(true)
+	opts.SetMaxBytesForLevelBase(levelBaseBytes)
+	opts.SetTargetFileSizeBase(targetFileBytes)
+	opts.SetCompression(comp.upper)
+	opts.SetBottommostCompression(comp.bottom)
+	if !spec.prefixBloom {
+		return opts, nil
+	}
+
+	// NB: the prefix extractor is set through an options string, not
+	// Options.SetPrefixExtractor: grocksdb's Options.Destroy frees a
+	// directly-set extractor that RocksDB also owns, a double free.
+	defer opts.Destroy()
+	withPrefix, err := grocksdb.GetOptionsFromString(opts,
+		fmt.Sprintf("prefix_extractor=rocksdb.FixedPrefix.%d", seriesPrefixLen))
+	if err != nil {
+		return nil, fmt.Errorf("column family %s options: %w", spec.name, err)
+	}
+	return withPrefix, nil
+}

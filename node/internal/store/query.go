@@ -1,0 +1,116 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// ChunkMeta identifies a stored chunk: its series and the time range
+// [MinT, MaxT] (Unix ms, inclusive) its samples cover.
+type ChunkMeta struct {
+	SeriesID   uint64
+	MinT, MaxT int64
+}
+
+// Chunks calls fn for every chunk of seriesID that overlaps [minT, maxT],
+// in ascending MinT, stopping at the first error fn returns, which Chunks
+// returns unchanged. data is valid only until fn returns; copy it to keep it.
+func (db *DB) Chunks(seriesID uint64, minT, maxT int64, fn func(c ChunkMeta, data []byte) error) error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	if minT > maxT {
+		return nil
+	}
+	minT, maxT = clampTime(minT), clampTime(maxT)
+	// A chunk that starts before minT may still reach into the range, but
+	// not one that starts more than the longest span before it, nor one in
+	// an earlier partition: chunks never cross a partition boundary.
+	from := func() int64 { return max(MinTimestampMs, minT-db.maxChunkSpanMs.Load()) }
+	return db.scanSeries(KindChunks, seriesID, minT, from, maxT, func(t int64, v []byte) error {
+		span, n := binary.Uvarint(v)
+		if n <= 0 || span > uint64(MaxTimestampMs-t) {
+			return fmt.Errorf("%w: chunk of series %d at %d: bad header", ErrCorrupt, seriesID, t)
+		}
+		c := ChunkMeta{SeriesID: seriesID, MinT: t, MaxT: t + int64(span)}
+		if c.MaxT < minT {
+			return nil
+		}
+		return fn(c, v[n:])
+	})
+}
+
+// Rollups calls fn for every bucket of seriesID in the rollup tier k
+// (KindRollup1h or KindRollup1d) with start <= bucketStart <= end, in
+// ascending order, stopping at the first error fn returns, which Rollups
+// returns unchanged. val is valid only until fn returns.
+func (db *DB) Rollups(k Kind, seriesID uint64, start, end int64, fn func(bucketStart int64, val []byte) error) error {
+	if k != KindRollup1h && k != KindRollup1d {
+		panic(fmt.Sprintf("BUG: store: Rollups with kind %v", k))
+	}
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	if start > end {
+		return nil
+	}
+	start, end = clampTime(start), clampTime(end)
+	return db.scanSeries(k, seriesID, start, func() int64 { return start }, end, fn)
+}
+
+// scanSeries calls visit for the keys of seriesID in column family k, in
+// ascending time: in each partition from partitionStart(lo) through
+// partitionStart(hi), the keys with time in [max(partition, from()), hi].
+// Errors from visit are returned unchanged.
+// REQUIRES: db acquired; lo <= hi, both within the supported time range.
+func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, hi int64, visit func(t int64, val []byte) error) error {
+	cf, w := db.timeCFs[k], db.widthMs(k)
+
+	// One prefix-bounded iterator serves every partition: each seek is
+	// confined to partition|series, and the prefix bloom filters skip the
+	// SST files that hold nothing of the series in that partition.
+	it := db.rdb.NewIteratorCF(db.readPrefix, cf)
+	defer it.Close()
+	// NB: the iterator reads the data as of its creation. Everything below
+	// is computed after it, so it describes the same or newer data: a chunk
+	// the iterator sees was written after its span was published, and a
+	// partition it sees is still there (or dropped whole) for the bounds.
+	start := from()
+	pLo, pHi := partitionStart(lo, w), partitionStart(hi, w)
+	if pLo != pHi {
+		// An open-ended range (say from MinTimestampMs) must not walk
+		// millions of empty partitions: narrow it to those that exist.
+		first, last, found, err := db.partitionBounds(k)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil
+		}
+		pLo, pHi = max(pLo, first), min(pHi, last)
+	}
+
+	key := make([]byte, 0, timeKeyLen)
+	for p := pLo; p <= pHi; p += w {
+		key = appendTimeKey(key[:0], p, seriesID, max(p, start))
+		for it.Seek(key); it.Valid(); it.Next() {
+			kb := it.Key().Data()
+			if len(kb) != timeKeyLen {
+				return fmt.Errorf("%w: %s key %x", ErrCorrupt, k, kb)
+			}
+			t := decodeTime(kb[seriesPrefixLen:])
+			if t > hi {
+				break
+			}
+			if err := visit(t, it.Value().Data()); err != nil {
+				return err
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("scan %s of series %d in partition %d: %w", k, seriesID, p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package node
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tributarydb/tributary/node/internal/store"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// SeriesMatching returns the label sets of the series selected by ms, at
+// most limit (0: no limit), sorted.
+func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := (&Query{Matchers: ms, Mode: ModeRaw}).validate(); err != nil {
+		return nil, err
+	}
+	list, err := n.selectSeries(ms)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(list) > limit {
+		list = list[:limit]
+	}
+	out := make([]labels.Labels, len(list))
+	for i, s := range list {
+		out[i] = s.lset
+	}
+	return out, nil
+}
+
+// LabelNames lists label names, of all series or of those matching ms.
+func (n *Node) LabelNames(ms []*labels.Matcher) ([]string, error) {
+	if len(ms) == 0 {
+		return n.db.LabelNames()
+	}
+	return n.collectLabels(ms, func(l labels.Label) string { return l.Name }, "")
+}
+
+// LabelValues lists the values of a label, of all series or of those
+// matching ms.
+func (n *Node) LabelValues(name string, ms []*labels.Matcher) ([]string, error) {
+	if len(ms) == 0 {
+		return n.db.LabelValues(name)
+	}
+	return n.collectLabels(ms, func(l labels.Label) string { return l.Value }, name)
+}
+
+func (n *Node) collectLabels(ms []*labels.Matcher, pick func(labels.Label) string, only string) ([]string, error) {
+	sets, err := n.SeriesMatching(ms, 0)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, ls := range sets {
+		for _, l := range ls {
+			if only == "" || l.Name == only {
+				seen[pick(l)] = true
+			}
+		}
+	}
+	return slices.Sorted(mapKeys(seen)), nil
+}
+
+// Status is a snapshot of the node's state.
+type Status struct {
+	NodeID             string
+	Series             int
+	HeadSamples        int64
+	WAL                wal.Stats
+	Accepted, Rejected int64
+	FlushedChunks      int64
+	FlushErrors        int64
+	RetentionDropped   int64
+	Uptime             time.Duration
+}
+
+// Status reports counters and sizes.
+func (n *Node) Status() Status {
+	n.idxMu.RLock()
+	series := len(n.byID)
+	n.idxMu.RUnlock()
+	return Status{
+		NodeID:           n.opts.NodeID,
+		Series:           series,
+		HeadSamples:      n.headSamples.Load(),
+		WAL:              n.wal.Stats(),
+		Accepted:         n.stats.accepted.Load(),
+		Rejected:         n.stats.rejected.Load(),
+		FlushedChunks:    n.stats.flushedChunks.Load(),
+		FlushErrors:      n.stats.flushErrors.Load(),
+		RetentionDropped: n.stats.retentionDropped.Load(),
+		Uptime:           n.opts.Now().Sub(n.started),
+	}
+}
+
+// Flush writes the whole head to the store now (tests, benchmarks, and
+// operators before a backup).
+func (n *Node) Flush() error { return n.flush(true) }
+
+// CompactStore flushes RocksDB memtables and compacts everything; it
+// returns the resulting SST bytes.
+func (n *Node) CompactStore() (int64, error) {
+	if err := n.db.Flush(); err != nil {
+		return 0, err
+	}
+	if err := n.db.CompactAll(); err != nil {
+		return 0, err
+	}
+	st, err := n.db.Stats()
+	return st.SSTBytes, err
+}
+
+// StoredPoints counts the samples in the store, from the daily rollups (which
+// count exactly). Head samples are not included; Flush first.
+func (n *Node) StoredPoints() (int64, error) {
+	n.idxMu.RLock()
+	ids := slices.Collect(mapKeys(n.byID))
+	n.idxMu.RUnlock()
+	var total int64
+	for _, id := range ids {
+		err := n.db.Rollups(store.KindRollup1d, id, math.MinInt64, math.MaxInt64, func(b int64, val []byte) error {
+			a, err := rollup.Decode(val, b)
+			total += a.Count
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}

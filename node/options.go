@@ -1,0 +1,132 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// Options configure a Node. The zero value of every field means its
+// default; defaults are sized for a 512 MiB Raspberry Pi.
+type Options struct {
+	// DataDir holds the WAL (DataDir/wal) and the RocksDB store (DataDir/db).
+	DataDir string
+	// NodeID names this node in WAL segments and, later, in the fleet.
+	// Default: "local".
+	NodeID string
+	Logger *slog.Logger
+
+	// WALSync: the zero value fsyncs before every acknowledgement (group
+	// commit). Interval > 0 fsyncs at most that often and may lose up to
+	// that much acknowledged data on power loss.
+	WALSync         wal.SyncPolicy
+	WALSegmentBytes int64         // default 4 MiB
+	WALSegmentAge   time.Duration // default 5s
+	// HeadChunkSamples closes an open head chunk at this many samples (default 240).
+	HeadChunkSamples int
+	// HeadMaxBytes bounds the memory of unflushed samples (16 bytes each);
+	// past it every open chunk is flushed. Default 32 MiB.
+	HeadMaxBytes int64
+	// ChunkMaxAge closes an open chunk that has been open this long in wall
+	// time, so idle series do not pin the WAL. Default 10m.
+	ChunkMaxAge time.Duration
+	// FlushInterval is how often closed chunks are written to RocksDB. Default 1s.
+	FlushInterval time.Duration
+
+	// OutOfOrderWindow: a sample older than its series' newest sample by
+	// more than this is rejected as too old. Default 1h.
+	OutOfOrderWindow time.Duration
+	// FutureWindow: a sample more than this ahead of the node's clock is
+	// rejected. Default 10m.
+	FutureWindow time.Duration
+
+	// Retention per tier: raw samples, hourly and daily rollups. Defaults
+	// 15 days, 2 years, 10 years. Retention works by whole partitions, so
+	// data is kept up to one partition longer.
+	RetentionRaw, Retention1h, Retention1d time.Duration
+	// RetentionInterval is how often retention runs. Default 1h.
+	RetentionInterval time.Duration
+
+	// Store sizing; see package store for the memory bound they imply.
+	PartitionDuration time.Duration // raw chunk partition, default 24h
+	BlockCacheBytes   int64         // default 8 MiB
+	WriteBufferBytes  int64         // default 4 MiB
+
+	Limits    labels.Limits // default labels.DefaultLimits
+	MaxSeries int           // default 100,000
+
+	// Now is the clock (tests). Default time.Now.
+	Now func() time.Time
+}
+
+// Validate fills defaults and rejects impossible values.
+func (o *Options) Validate() error {
+	if o.DataDir == "" {
+		return errors.New("node options: DataDir is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.NodeID == "" {
+		o.NodeID = "local"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WALSegmentBytes == 0 {
+		o.WALSegmentBytes = 4 << 20
+	}
+	def(&o.WALSegmentAge, 5*time.Second)
+	if o.HeadChunkSamples == 0 {
+		o.HeadChunkSamples = 240
+	}
+	if o.HeadMaxBytes == 0 {
+		o.HeadMaxBytes = 32 << 20
+	}
+	def(&o.ChunkMaxAge, 10*time.Minute)
+	def(&o.FlushInterval, time.Second)
+	def(&o.OutOfOrderWindow, time.Hour)
+	def(&o.FutureWindow, 10*time.Minute)
+	def(&o.RetentionRaw, 15*24*time.Hour)
+	def(&o.Retention1h, 730*24*time.Hour)
+	def(&o.Retention1d, 3650*24*time.Hour)
+	def(&o.RetentionInterval, time.Hour)
+	def(&o.PartitionDuration, 24*time.Hour)
+	if o.Limits == (labels.Limits{}) {
+		o.Limits = labels.DefaultLimits
+	}
+	if o.MaxSeries == 0 {
+		o.MaxSeries = 100_000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.HeadChunkSamples < 8 || o.HeadChunkSamples > 1<<16:
+		return fmt.Errorf("node options: HeadChunkSamples %d out of range [8, 65536]", o.HeadChunkSamples)
+	case o.HeadMaxBytes < 1<<20:
+		return fmt.Errorf("node options: HeadMaxBytes %d is below 1 MiB", o.HeadMaxBytes)
+	case o.WALSegmentBytes < 4096:
+		return fmt.Errorf("node options: WALSegmentBytes %d is below 4 KiB", o.WALSegmentBytes)
+	case o.OutOfOrderWindow < 0 || o.FutureWindow < 0:
+		return errors.New("node options: OutOfOrderWindow and FutureWindow must not be negative")
+	case o.RetentionRaw < time.Hour || o.Retention1h < time.Hour || o.Retention1d < 24*time.Hour:
+		return fmt.Errorf("node options: retention raw=%s 1h=%s 1d=%s: raw and 1h need at least 1h, 1d at least 24h",
+			o.RetentionRaw, o.Retention1h, o.Retention1d)
+	case o.PartitionDuration%time.Hour != 0 || o.PartitionDuration <= 0:
+		return fmt.Errorf("node options: PartitionDuration %s must be a positive multiple of 1h", o.PartitionDuration)
+	case o.MaxSeries < 1:
+		return fmt.Errorf("node options: MaxSeries %d must be positive", o.MaxSeries)
+	}
+	return nil
+}
+
+func (o *Options) walDir() string { return filepath.Join(o.DataDir, "wal") }
+func (o *Options) dbDir() string  { return filepath.Join(o.DataDir, "db") }

@@ -1,0 +1,550 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tributarydb/tributary/node/chunk"
+	"github.com/tributarydb/tributary/node/internal/store"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// QueryMode selects the shape of a query answer.
+type QueryMode int
+
+// The modes; see the public API's QueryMode.
+const (
+	ModeRaw QueryMode = iota + 1
+	ModeDownsample
+	ModeLastPoint
+)
+
+// Query is a request to the local query engine.
+type Query struct {
+	Matchers   []*labels.Matcher
+	Start, End int64 // inclusive, ms
+	Mode       QueryMode
+	Step       int64 // ms, for ModeDownsample
+	Downsample rollup.Func
+	// Aggregate, when set, aggregates across series per timestamp, grouped
+	// by the GroupBy labels.
+	GroupBy     []string
+	Aggregate   rollup.Func
+	LimitSeries int // 0: DefaultQuerySeriesLimit
+}
+
+// DefaultQuerySeriesLimit bounds the series one query may touch.
+const DefaultQuerySeriesLimit = 100_000
+
+// Series is one series (or group) of a query answer.
+type Series struct {
+	Labels labels.Labels
+	Ts     []int64
+	Vs     []float64
+}
+
+// QueryInfo says how a query was answered.
+type QueryInfo struct {
+	Source string // "raw", "rollup_1h", "rollup_1d", "last"
+	Series int
+	// Points is how many samples (or rollup buckets) were read.
+	Points int64
+}
+
+// ErrBadQuery wraps every error caused by the request itself.
+var ErrBadQuery = errors.New("bad query")
+
+func (q *Query) validate() error {
+	switch {
+	case len(q.Matchers) == 0:
+		return fmt.Errorf("%w: at least one matcher is required", ErrBadQuery)
+	case q.End < q.Start:
+		return fmt.Errorf("%w: end %d is before start %d", ErrBadQuery, q.End, q.Start)
+	case q.Mode == ModeDownsample && q.Step <= 0:
+		return fmt.Errorf("%w: downsampling needs a positive step", ErrBadQuery)
+	case q.Mode == ModeDownsample && q.Downsample == rollup.FuncNone:
+		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", ErrBadQuery)
+	case q.Mode < ModeRaw || q.Mode > ModeLastPoint:
+		return fmt.Errorf("%w: unknown mode %d", ErrBadQuery, q.Mode)
+	case q.Mode == ModeDownsample && (q.End-q.Start)/q.Step > 10_000_000:
+		return fmt.Errorf("%w: %d buckets is too many; use a larger step", ErrBadQuery, (q.End-q.Start)/q.Step)
+	}
+	for _, m := range q.Matchers {
+		if m.MatchesEmpty() {
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", ErrBadQuery)
+}
+
+// Source names where a query's answer comes from: "raw", "rollup_1h",
+// "rollup_1d" or "last".
+func (q *Query) Source() string {
+	switch {
+	case q.Mode == ModeLastPoint:
+		return "last"
+	case q.Mode == ModeDownsample && q.Step%rollup.Day == 0:
+		return "rollup_1d"
+	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0:
+		return "rollup_1h"
+	}
+	return "raw"
+}
+
+// Query runs q and calls emit for each series (or group) in label order.
+// The slices passed to emit are owned by the callee.
+func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
+	var info QueryInfo
+	if n.closed.Load() {
+		return info, ErrClosed
+	}
+	if err := q.validate(); err != nil {
+		return info, err
+	}
+	list, err := n.selectSeries(q.Matchers)
+	if err != nil {
+		return info, err
+	}
+	limit := q.LimitSeries
+	if limit <= 0 {
+		limit = DefaultQuerySeriesLimit
+	}
+	if len(list) > limit {
+		return info, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", ErrBadQuery, len(list), limit)
+	}
+	info.Source = q.Source()
+	var groups map[string]*group
+	if q.Aggregate != rollup.FuncNone {
+		groups = map[string]*group{}
+	}
+	for _, s := range list {
+		if err := ctx.Err(); err != nil {
+			return info, err
+		}
+		ts, vs, read, err := n.querySeries(s, &q)
+		if err != nil {
+			return info, fmt.Errorf("query %s: %w", s.lset, err)
+		}
+		info.Points += read
+		if len(ts) == 0 {
+			continue
+		}
+		if groups == nil {
+			info.Series++
+			if err := emit(Series{Labels: s.lset, Ts: ts, Vs: vs}); err != nil {
+				return info, err
+			}
+			continue
+		}
+		addToGroup(groups, s.lset, q.GroupBy, ts, vs)
+	}
+	if groups == nil {
+		return info, nil
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g := groups[k]
+		out := Series{Labels: g.lset}
+		for _, t := range slices.Sorted(mapKeys(g.byT)) {
+			out.Ts = append(out.Ts, t)
+			out.Vs = append(out.Vs, g.byT[t].Value(q.Aggregate))
+		}
+		info.Series++
+		if err := emit(out); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+type group struct {
+	lset labels.Labels
+	byT  map[int64]*rollup.Agg
+}
+
+func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []int64, vs []float64) {
+	var pairs []labels.Label
+	var key strings.Builder
+	for _, name := range by {
+		v := ls.Get(name)
+		key.WriteString(name)
+		key.WriteByte(0)
+		key.WriteString(v)
+		key.WriteByte(0)
+		if v != "" {
+			pairs = append(pairs, labels.Label{Name: name, Value: v})
+		}
+	}
+	g := groups[key.String()]
+	if g == nil {
+		gl, _ := labels.New(pairs, labels.Limits{})
+		if gl == nil {
+			gl = labels.Labels(pairs)
+		}
+		g = &group{lset: gl, byT: map[int64]*rollup.Agg{}}
+		groups[key.String()] = g
+	}
+	for i, t := range ts {
+		a := g.byT[t]
+		if a == nil {
+			a = &rollup.Agg{}
+			g.byT[t] = a
+		}
+		a.Add(t, vs[i])
+	}
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// querySeries answers q for one series.
+func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, read int64, err error) {
+	switch {
+	case q.Mode == ModeLastPoint:
+		t, v, ok, err := n.lastPoint(s, q.Start, q.End)
+		if err != nil || !ok {
+			return nil, nil, 0, err
+		}
+		return []int64{t}, []float64{v}, 1, nil
+	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0:
+		return n.downsampleRollup(s, q)
+	}
+	samples, err := n.rawSamples(s, q.Start, q.End)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	read = int64(len(samples))
+	if q.Mode == ModeRaw {
+		ts = make([]int64, len(samples))
+		vs = make([]float64, len(samples))
+		for i, x := range samples {
+			ts[i], vs[i] = x.t, x.v
+		}
+		return ts, vs, read, nil
+	}
+	// Samples are sorted, so buckets come in order.
+	var agg rollup.Agg
+	cur := int64(0)
+	for i, x := range samples {
+		b := rollup.BucketStart(x.t, q.Step)
+		if i > 0 && b != cur {
+			ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
+			agg = rollup.Agg{}
+		}
+		cur = b
+		agg.Add(x.t, x.v)
+	}
+	if agg.Count > 0 {
+		ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
+	}
+	return ts, vs, read, nil
+}
+
+// rawSamples merges stored chunks and the head for [mint, maxt]. The head
+// is read first: a chunk flushed in between is then read from both and
+// de-duplicated, never missed.
+func (n *Node) rawSamples(s *memSeries, mint, maxt int64) ([]sample, error) {
+	head := s.snapshot(mint, maxt)
+	stored, err := n.storedSamples(s.id, mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return mergeLWW(stored, head), nil
+}
+
+func (n *Node) storedSamples(id uint64, mint, maxt int64) ([]sample, error) {
+	var out []sample
+	var it chunk.Iterator
+	err := n.db.Chunks(id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
+		it.Reset(data)
+		for it.Next() {
+			t, v := it.At()
+			if t >= mint && t <= maxt {
+				out = append(out, sample{t, v})
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("chunk at %s: %w", fmtMs(c.MinT), err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// downsampleRollup answers a downsampling query whose step is a multiple
+// of an hour from the rollups: whole cells (hours, or days when the step is
+// a multiple of a day) come from the stored rollup; cells cut by the query
+// range or holding unflushed head samples are computed from finer data.
+func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int64, error) {
+	head := s.snapshot(q.Start, q.End)
+	dirty := map[int64]bool{} // hours with head samples
+	for _, x := range head {
+		dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
+	}
+	tier, kind := rollup.Hour, store.KindRollup1h
+	if q.Step%rollup.Day == 0 {
+		tier, kind = rollup.Day, store.KindRollup1d
+	}
+	clean := func(cell, width int64) bool {
+		if cell < q.Start || cell+width-1 > q.End {
+			return false
+		}
+		for h := cell; h < cell+width; h += rollup.Hour {
+			if dirty[h] {
+				return false
+			}
+		}
+		return true
+	}
+	buckets := map[int64]*rollup.Agg{}
+	add := func(cell int64, a rollup.Agg) {
+		if a.Count == 0 {
+			return
+		}
+		b := rollup.BucketStart(cell, q.Step)
+		if buckets[b] == nil {
+			buckets[b] = &rollup.Agg{}
+		}
+		buckets[b].Merge(a)
+	}
+	var read int64
+	var cellErr error
+	// fine computes a cell that cannot come from its own rollup.
+	var fine func(cell, width int64) (rollup.Agg, error)
+	fine = func(cell, width int64) (rollup.Agg, error) {
+		var agg rollup.Agg
+		if width == rollup.Day {
+			for h := cell; h < cell+rollup.Day; h += rollup.Hour {
+				if h+rollup.Hour-1 < q.Start || h > q.End {
+					continue
+				}
+				var a rollup.Agg
+				var err error
+				if clean(h, rollup.Hour) {
+					a, err = n.readRollup(store.KindRollup1h, s.id, h)
+					read++
+				} else {
+					a, err = fine(h, rollup.Hour)
+				}
+				if err != nil {
+					return agg, err
+				}
+				agg.Merge(a)
+			}
+			return agg, nil
+		}
+		lo, hi := max(cell, q.Start), min(cell+width-1, q.End)
+		samples, err := n.rawSamples(s, lo, hi)
+		if err != nil {
+			return agg, err
+		}
+		read += int64(len(samples))
+		for _, x := range samples {
+			agg.Add(x.t, x.v)
+		}
+		return agg, nil
+	}
+	first := rollup.BucketStart(q.Start, tier)
+	firstFull := first
+	if firstFull < q.Start {
+		firstFull += tier
+	}
+	lastCell := rollup.BucketStart(q.End, tier)
+	lastFull := lastCell
+	if lastFull+tier-1 > q.End {
+		lastFull -= tier
+	}
+	// Whole, clean cells straight from the rollup tier.
+	if firstFull <= lastFull {
+		err := n.db.Rollups(kind, s.id, firstFull, lastFull, func(cell int64, val []byte) error {
+			if !clean(cell, tier) {
+				return nil
+			}
+			a, err := rollup.Decode(val, cell)
+			if err != nil {
+				return fmt.Errorf("rollup at %s: %w", fmtMs(cell), err)
+			}
+			read++
+			add(cell, a)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	// Edge cells and cells with head data.
+	todo := map[int64]bool{first: true, lastCell: true}
+	for h := range dirty {
+		todo[rollup.BucketStart(h, tier)] = true
+	}
+	for cell := range todo {
+		if clean(cell, tier) || cell+tier-1 < q.Start || cell > q.End {
+			continue
+		}
+		a, err := fine(cell, tier)
+		if err != nil {
+			cellErr = err
+			break
+		}
+		add(cell, a)
+	}
+	if cellErr != nil {
+		return nil, nil, 0, cellErr
+	}
+	keys := slices.Sorted(mapKeys(buckets))
+	ts := make([]int64, len(keys))
+	vs := make([]float64, len(keys))
+	for i, b := range keys {
+		ts[i], vs[i] = b, buckets[b].Value(q.Downsample)
+	}
+	return ts, vs, read, nil
+}
+
+func (n *Node) readRollup(kind store.Kind, id uint64, bucket int64) (rollup.Agg, error) {
+	var agg rollup.Agg
+	err := n.db.Rollups(kind, id, bucket, bucket, func(b int64, val []byte) error {
+		a, err := rollup.Decode(val, b)
+		agg = a
+		return err
+	})
+	return agg, err
+}
+
+// lastPoint finds the newest sample in [mint, maxt] (mint 0: as far back as
+// raw retention), from the head and then stored partitions, newest first.
+func (n *Node) lastPoint(s *memSeries, mint, maxt int64) (int64, float64, bool, error) {
+	if mint == 0 {
+		mint = maxt - n.opts.RetentionRaw.Milliseconds()
+	}
+	head := s.snapshot(mint, maxt)
+	var best sample
+	found := len(head) > 0
+	if found {
+		best = head[len(head)-1]
+	}
+	part := n.opts.PartitionDuration.Milliseconds()
+	for p := rollup.BucketStart(maxt, part); p+part-1 >= mint; p -= part {
+		lo, hi := max(p, mint), min(p+part-1, maxt)
+		if found && best.t >= hi {
+			break // nothing stored here or earlier is newer
+		}
+		stored, err := n.storedSamples(s.id, lo, hi)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if len(stored) > 0 {
+			if x := stored[len(stored)-1]; !found || x.t > best.t {
+				best, found = x, true
+			}
+			break
+		}
+	}
+	return best.t, best.v, found, nil
+}
+
+// selectSeries resolves matchers through the label postings, sorted by
+// labels.
+func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
+	var ids []uint64
+	have := false
+	var exclude [][]uint64
+	for _, m := range ms {
+		if m.MatchesEmpty() {
+			// Series without the label match too: subtract the values that don't.
+			out, err := n.db.PostingsMatching(m.Name, func(v string) bool { return !m.Matches(v) })
+			if err != nil {
+				return nil, err
+			}
+			exclude = append(exclude, out)
+			continue
+		}
+		var got []uint64
+		var err error
+		if m.Type == labels.MatchEqual {
+			got, err = n.db.Postings(m.Name, m.Value)
+		} else {
+			got, err = n.db.PostingsMatching(m.Name, m.Matches)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !have {
+			ids, have = got, true
+		} else {
+			ids = intersect(ids, got)
+		}
+	}
+	for _, ex := range exclude {
+		ids = subtract(ids, ex)
+	}
+	n.idxMu.RLock()
+	list := make([]*memSeries, 0, len(ids))
+	for _, id := range ids {
+		if s := n.byID[id]; s != nil {
+			list = append(list, s)
+		}
+	}
+	n.idxMu.RUnlock()
+	slices.SortFunc(list, func(a, b *memSeries) int { return compareLabels(a.lset, b.lset) })
+	return list, nil
+}
+
+func compareLabels(a, b labels.Labels) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
+
+func intersect(a, b []uint64) []uint64 {
+	out := a[:0:0]
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+func subtract(a, b []uint64) []uint64 {
+	out := a[:0:0]
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j < len(b) && b[j] == x {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+package node
+
+import (
+	"time"
+
+	"github.com/tributarydb/tributary/node/internal/store"
+)
+
+func (n *Node) retentionLoop() {
+	defer n.wg.Done()
+	n.applyRetention()
+	t := time.NewTicker(n.opts.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.applyRetention()
+		}
+	}
+}
+
+// applyRetention drops whole partitions past each tier's retention. Its
+// cost depends on the number of partitions, not of series.
+func (n *Node) applyRetention() {
+	now := n.opts.Now()
+	for _, tier := range []struct {
+		kind store.Kind
+		name string
+		keep time.Duration
+	}{
+		{store.KindChunks, "raw", n.opts.RetentionRaw},
+		{store.KindRollup1h, "1h", n.opts.Retention1h},
+		{store.KindRollup1d, "1d", n.opts.Retention1d},
+	} {
+		cut := now.Add(-tier.keep).UnixMilli()
+		dropped, err := n.db.DropBefore(tier.kind, cut)
+		if err != nil {
+			n.log.Error("retention failed", "tier", tier.name, "before", fmtMs(cut), "err", err)
+			continue
+		}
+		if dropped > 0 {
+			n.stats.retentionDropped.Add(int64(dropped))
+			n.log.Info("retention dropped partitions", "tier", tier.name, "partitions", dropped, "before", fmtMs(cut))
+		}
+	}
+}
+
+// ApplyRetention runs retention now (tests and operators).
+func (n *Node) ApplyRetention() { n.applyRetention() }

@@ -1,0 +1,132 @@
+package node_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+func lbl(nv ...string) []labels.Label {
+	var out []labels.Label
+	for i := 0; i < len(nv); i += 2 {
+		out = append(out, labels.Label{Name: nv[i], Value: nv[i+1]})
+	}
+	return out
+}
+
+func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.OutOfOrderWindow = time.Hour
+	o.MaxSeries = 3
+	n := mustOpen(t, o)
+	defer n.Close()
+	now := o.Now().UnixMilli()
+	// Establish a newest sample for the out-of-order window.
+	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name        string
+		batch       node.Batch
+		accepted    int64
+		rejected    int64
+		reason      node.RejectReason
+		msgFragment string
+	}{
+		{"valid", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 1, now + 2}, Vs: []float64{1, 2}}, 2, 0, 0, ""},
+		{"no metric name", node.Batch{Labels: lbl("id", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectInvalidSeries, "missing metric name"},
+		{"bad label name", node.Batch{Labels: lbl("__name__", "ok", "a b", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectInvalidSeries, `"a b"`},
+		{"length mismatch", node.Batch{Labels: lbl("__name__", "ok"), Ts: []int64{now, now + 1}, Vs: []float64{1}}, 0, 2, node.RejectLengthMismatch, "2 timestamps but 1 values"},
+		{"future point among good ones", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 3, now + int64(time.Hour/time.Millisecond), now + 4}, Vs: []float64{1, 2, 3}}, 2, 1, node.RejectTooFarInFuture, "point 1"},
+		{"outside out-of-order window", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now - 2*3600_000, now - 60_000}, Vs: []float64{1, 2}}, 1, 1, node.RejectTooOld, "out-of-order window"},
+		{"older than retention", node.Batch{Labels: lbl("__name__", "ok", "id", "2"), Ts: []int64{now - 400*24*3600_000}, Vs: []float64{1}}, 0, 1, node.RejectTooOld, "retention"},
+		{"NaN and Inf are values", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 5, now + 6}, Vs: []float64{math.NaN(), math.Inf(1)}}, 2, 0, 0, ""},
+		{"series limit", node.Batch{Labels: lbl("__name__", "ok", "id", "3"), Ts: []int64{now}, Vs: []float64{1}}, 1, 0, 0, ""},
+		{"series limit exceeded", node.Batch{Labels: lbl("__name__", "ok", "id", "4"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectLimitExceeded, "limit of 3 series"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Each case rides along with a valid batch, which must be kept.
+			good := node.Batch{Labels: lbl("__name__", "ok", "id", "0"), Ts: []int64{now}, Vs: []float64{9}}
+			res, err := n.Write([]node.Batch{good, c.batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Accepted != c.accepted+1 || res.Rejected != c.rejected {
+				t.Fatalf("accepted %d rejected %d, want %d and %d: %+v", res.Accepted, res.Rejected, c.accepted+1, c.rejected, res.Rejections)
+			}
+			if c.rejected > 0 {
+				r := res.Rejections[0]
+				if r.Reason != c.reason || r.BatchIndex != 1 || !strings.Contains(r.Message, c.msgFragment) {
+					t.Fatalf("rejection %+v, want reason %d in batch 1 mentioning %q", r, c.reason, c.msgFragment)
+				}
+			}
+		})
+	}
+	got := query(t, n, node.Query{Matchers: sel(t, `ok{id="1"}`), Start: now - 3600_000, End: now + 3600_000, Mode: node.ModeRaw})
+	if s := got[""]; len(s.Ts) != 8 { // now, +1..+6 except the future one, and now-60s
+		t.Fatalf("series id=1 has %d points: %v", len(s.Ts), s.Ts)
+	}
+}
+
+func TestQuery_BadRequestsAreErrors(t *testing.T) {
+	n := mustOpen(t, testOptions(t, t.TempDir()))
+	defer n.Close()
+	for name, q := range map[string]node.Query{
+		"no matchers":         {Mode: node.ModeRaw, End: 1},
+		"only empty-matching": {Matchers: sel(t, `{a!="x"}`), Mode: node.ModeRaw, End: 1},
+		"end before start":    {Matchers: sel(t, `m`), Start: 10, End: 1, Mode: node.ModeRaw},
+		"no step":             {Matchers: sel(t, `m`), End: 1, Mode: node.ModeDownsample},
+		"too many buckets":    {Matchers: sel(t, `m`), End: math.MaxInt64 / 2, Step: 1, Mode: node.ModeDownsample, Downsample: rollup.FuncAvg},
+	} {
+		_, err := n.Query(context.Background(), q, func(node.Series) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "bad query") {
+			t.Errorf("%s: err=%v, want a bad query error", name, err)
+		}
+	}
+}
+
+func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	n := mustOpen(t, o)
+	defer n.Close()
+	t0 := base.UnixMilli()
+	var batches []node.Batch
+	for i, v := range []struct{ site, dev string }{{"a", "1"}, {"a", "2"}, {"b", "3"}} {
+		batches = append(batches, node.Batch{
+			Labels: lbl("__name__", "temp", "site", v.site, "dev", v.dev),
+			Ts:     []int64{t0, t0 + 60_000, t0 + 120_000},
+			Vs:     []float64{float64(i), float64(i) + 10, float64(i) + 20},
+		})
+	}
+	if _, err := n.Write(batches); err != nil {
+		t.Fatal(err)
+	}
+	var groups []node.Series
+	_, err := n.Query(context.Background(), node.Query{Matchers: sel(t, `temp`), Start: t0, End: t0 + 180_000,
+		Mode: node.ModeDownsample, Step: 120_000, Downsample: rollup.FuncAvg, GroupBy: []string{"site"}, Aggregate: rollup.FuncMax},
+		func(s node.Series) error { groups = append(groups, s); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Labels.Get("site") != "a" || groups[1].Labels.Get("site") != "b" {
+		t.Fatalf("groups %+v", groups)
+	}
+	// site a: devices 0 and 1; bucket t0 avg = (0+10)/2=5 and (1+11)/2=6 → max 6; bucket t0+120s: 20, 21 → 21.
+	if want := []float64{6, 21}; groups[0].Vs[0] != want[0] || groups[0].Vs[1] != want[1] {
+		t.Fatalf("site a values %v want %v", groups[0].Vs, want)
+	}
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	last := query(t, n, node.Query{Matchers: sel(t, `temp{dev="3"}`), End: t0 + 3600_000, Mode: node.ModeLastPoint})
+	if s := last[""]; len(s.Ts) != 1 || s.Ts[0] != t0+120_000 || s.Vs[0] != 22 {
+		t.Fatalf("last point %+v", s)
+	}
+}
