@@ -1,0 +1,204 @@
+// Command tribench runs Tributary's system benchmarks and the demo
+// workload against a real node.
+//
+//	tribench ingest --binary bin/tributary [flags]   start a node, measure gRPC ingest
+//	tribench demo --addr 127.0.0.1:7070 [flags]      write CAN-bus data, run example queries
+//	tribench rollup [flags]                          5 years of minutely data, rollup queries
+//
+// It turns flags into Options and runs them; this is the only place that
+// exits the process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/demo"
+	"github.com/tributarydb/tributary/bench/internal/ingest"
+	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/rollupbench"
+)
+
+const usage = `usage: tribench <workload> [flags]
+
+workloads:
+  ingest   start 'tributary node' as its own process, write to it over loopback
+           gRPC, and report points/s, CPU-s per million points, peak RSS and
+           bytes/point (a table, then one JSON line)
+  demo     write minutes of CAN-bus data to a running node and run example queries
+  rollup   load 100 series x 1 point/min x 5 years into an in-process node and
+           time rollup-backed downsampling queries (a table, then one JSON line)
+
+'tribench <workload> -h' lists a workload's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var err error
+	switch args[0] {
+	case "ingest":
+		err = runIngest(ctx, args[1:], stdout, stderr, logger)
+	case "demo":
+		err = runDemo(ctx, args[1:], stdout, stderr, logger)
+	case "rollup":
+		err = runRollup(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "tribench %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// errUsage marks a command-line mistake, already reported by the flag set.
+var errUsage = errors.New("usage")
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := ingest.DefaultOptions()
+	fs := flag.NewFlagSet("tribench ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
+	fs.IntVar(&o.Series, "series", o.Series, "number of series")
+	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
+	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
+	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long to write")
+	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
+	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
+	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for 'tributary node' (repeatable)")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long to wait for the node's ready line")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
+	commit := fs.String("commit", "", "name of the code measured (default: git describe of the working directory)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Commit = *commit
+	if o.Commit == "" {
+		o.Commit = gitDescribe(ctx)
+	}
+	o.Out = stdout
+	o.Logger = logger
+	_, err := ingest.Run(ctx, o)
+	return err
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := demo.DefaultOptions()
+	fs := flag.NewFlagSet("tribench demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Addr, "addr", o.Addr, "node gRPC `address`")
+	fs.IntVar(&o.Vehicles, "vehicles", o.Vehicles, "number of vehicles (22 series each)")
+	fs.IntVar(&o.Minutes, "minutes", o.Minutes, "minutes of 10 Hz data to write, ending now")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated driving")
+	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Out = stdout
+	o.Logger = logger
+	_, err := demo.Run(ctx, o)
+	return err
+}
+
+// gitDescribe names the checked-out code, or "unknown" outside a git
+// checkout.
+func gitDescribe(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o rollupbench.Options
+	fs.IntVar(&o.Series, "series", 100, "number of series")
+	fs.Float64Var(&o.Years, "years", 5, "years of data per series")
+	fs.Int64Var(&o.IntervalMs, "interval-ms", 60_000, "sample interval in milliseconds")
+	fs.IntVar(&o.Repeats, "repeats", 20, "runs per query (the first is the cold one)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the generated data")
+	fs.StringVar(&o.Dir, "work-dir", "", "data directory to use and keep (default: a temp dir, removed)")
+	commit := fs.String("commit", "", "code name for the JSON line (default: git describe)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	o.Log = stderr
+	res, err := rollupbench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	res.Commit = *commit
+	if res.Commit == "" {
+		if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+			res.Commit = strings.TrimSpace(string(out))
+		}
+	}
+	if err := rollupbench.Print(stdout, res); err != nil {
+		return err
+	}
+	return report.WriteJSONLine(stdout, res)
+}

@@ -1,0 +1,389 @@
+// Package ingest is the ingest system benchmark: it starts `tributary node`
+// as its own process on a fresh data directory, writes a generated workload
+// to it over loopback gRPC from several concurrent clients, measures the
+// node process alone (throughput, CPU time per point, peak memory), stops it
+// with SIGTERM, compacts the data directory offline to measure bytes per
+// point, and prints a table for people followed by one JSON line for
+// machines.
+//
+// Every Write response is checked: the node must accept every point sent,
+// and the compacted store must hold every acknowledged point.
+//
+// Run is not safe to call concurrently with itself on the same Options.Out.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/workload"
+	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// Options configures one ingest benchmark run.
+type Options struct {
+	// Binary is the tributary executable to benchmark.
+	Binary string
+	// Workload is "sensor" or "canbus".
+	Workload string
+	// Series is the number of series (rounded up to whole vehicles of 22
+	// channels for canbus).
+	Series int
+	// BatchPoints is the number of points per Write request.
+	BatchPoints int
+	// PointsPerSeriesPerBatch is the number of consecutive points of each
+	// series in a request; BatchPoints / PointsPerSeriesPerBatch series go
+	// in one request.
+	PointsPerSeriesPerBatch int
+	// Clients is the number of concurrent writers, each with its own gRPC
+	// connection.
+	Clients int
+	// Duration is how long to write.
+	Duration time.Duration
+	// WALSync is the node's --wal-sync policy.
+	WALSync string
+	// Interval is the sensor sampling interval (canbus is always 100ms).
+	Interval time.Duration
+	// Seed selects the generated values.
+	Seed uint64
+	// WorkDir is where the temporary data directory is made; "" means the
+	// system temp directory.
+	WorkDir string
+	// KeepDataDir keeps the data directory and node log after the run.
+	KeepDataDir bool
+	// NodeArgs are extra arguments for `tributary node`.
+	NodeArgs []string
+	// ReadyTimeout bounds the node's start-up.
+	ReadyTimeout time.Duration
+	// StopTimeout bounds the node's shutdown after SIGTERM (it flushes its
+	// head to RocksDB first).
+	StopTimeout time.Duration
+	// CallTimeout bounds one Write call.
+	CallTimeout time.Duration
+	// Commit names the code being measured (git describe).
+	Commit string
+	// Env is added to the environment of the node and compact processes.
+	Env []string
+	// Out receives the table and, last, the JSON line.
+	Out io.Writer
+	// Logger reports progress.
+	Logger *slog.Logger
+}
+
+// DefaultOptions are the issue's benchmark settings: 10,000 series,
+// 10,000-point requests of 100 series × 100 points, WAL fsync before ack.
+func DefaultOptions() Options {
+	return Options{
+		Workload:                "sensor",
+		Series:                  10_000,
+		BatchPoints:             10_000,
+		PointsPerSeriesPerBatch: 100,
+		Clients:                 4,
+		Duration:                20 * time.Second,
+		WALSync:                 "always",
+		Interval:                time.Second,
+		Seed:                    1,
+		ReadyTimeout:            60 * time.Second,
+		StopTimeout:             5 * time.Minute,
+		CallTimeout:             60 * time.Second,
+		Commit:                  "unknown",
+		Out:                     os.Stdout,
+	}
+}
+
+// Validate reports every problem with the options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Binary == "" {
+		errs = append(errs, errors.New("--binary is required (build it with make build)"))
+	}
+	if o.Workload != "sensor" && o.Workload != "canbus" {
+		errs = append(errs, fmt.Errorf("workload %q: want sensor or canbus", o.Workload))
+	}
+	if o.Series <= 0 {
+		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
+	}
+	if o.PointsPerSeriesPerBatch <= 0 {
+		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", o.PointsPerSeriesPerBatch))
+	}
+	if o.BatchPoints < o.PointsPerSeriesPerBatch {
+		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", o.BatchPoints, o.PointsPerSeriesPerBatch))
+	}
+	if o.Clients <= 0 {
+		errs = append(errs, fmt.Errorf("clients must be positive, got %d", o.Clients))
+	}
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("duration must be positive, got %v", o.Duration))
+	}
+	if o.Interval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("interval must be at least 1ms, got %v", o.Interval))
+	}
+	if o.WALSync == "" {
+		errs = append(errs, errors.New("wal-sync is required"))
+	}
+	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if o.Out == nil {
+		errs = append(errs, errors.New("out is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// errNodeExited ends a load whose node died.
+var errNodeExited = errors.New("the node process exited during the load")
+
+// ceilingPointsPerS sizes the time range the generated samples cover. The
+// samples start this far in the past, at the newest, so that the run ends
+// before the wall clock: a run that writes faster than this stops early
+// (and says so) rather than writing future samples.
+const ceilingPointsPerS = 10_000_000
+
+// newGenerator builds the workload with samples that start far enough in
+// the past for Duration at ceilingPointsPerS.
+func newGenerator(o Options, now time.Time) (*workload.Generator, error) {
+	series, intervalMs := o.Series, o.Interval.Milliseconds()
+	if o.Workload == "canbus" {
+		intervalMs = workload.CANIntervalMs
+		series = (o.Series + 21) / 22 * 22
+	}
+	pointsPerSeries := int64(o.Duration.Seconds()*ceilingPointsPerS)/int64(series) + int64(o.PointsPerSeriesPerBatch)
+	startMs := now.UnixMilli() - pointsPerSeries*intervalMs
+	startMs -= startMs % intervalMs
+	if o.Workload == "canbus" {
+		return workload.NewCANBus(workload.CANBusOptions{Vehicles: series / 22, StartMs: startMs, Seed: o.Seed})
+	}
+	return workload.NewSensor(workload.SensorOptions{Series: series, StartMs: startMs, IntervalMs: intervalMs, Seed: o.Seed})
+}
+
+// Run runs the benchmark and writes its report to o.Out. The returned error
+// is non-nil when the run could not be measured or the node lost or
+// rejected points; missing a target is never an error.
+func Run(ctx context.Context, o Options) (_ Result, err error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, fmt.Errorf("ingest options: %w", err)
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	binary, err := exec.LookPath(o.Binary)
+	if err == nil {
+		binary, err = filepath.Abs(binary)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("find tributary binary %q: %w", o.Binary, err)
+	}
+
+	// Build every request before the node starts, so that nothing but
+	// refilling them happens in the timed loop.
+	gen, err := newGenerator(o, time.Now())
+	if err != nil {
+		return Result{}, err
+	}
+	seriesPerRequest := o.BatchPoints / o.PointsPerSeriesPerBatch
+	reqs := gen.Requests(seriesPerRequest, o.PointsPerSeriesPerBatch)
+	clients := min(o.Clients, len(reqs))
+	perClient := make([][]*workload.Request, clients)
+	for i, r := range reqs {
+		perClient[i*clients/len(reqs)] = append(perClient[i*clients/len(reqs)], r)
+	}
+
+	workDir, err := os.MkdirTemp(o.WorkDir, "tribench-ingest-")
+	if err != nil {
+		return Result{}, fmt.Errorf("make work dir: %w", err)
+	}
+	defer func() {
+		// A failed run keeps its data directory and node log for a post-mortem.
+		if o.KeepDataDir || err != nil {
+			logger.Info("kept work directory", "dir", workDir)
+			return
+		}
+		if rmErr := os.RemoveAll(workDir); rmErr != nil {
+			logger.Warn("remove work directory", "dir", workDir, "err", rmErr)
+		}
+	}()
+	dataDir := filepath.Join(workDir, "data")
+	if err := os.Mkdir(dataDir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("make data dir: %w", err)
+	}
+	addr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		return Result{}, err
+	}
+	nodeLog := filepath.Join(workDir, "node.log")
+	// NB: no --node-id: `tributary compact` opens the data directory with
+	// the default id and refuses a WAL written under another one.
+	node, err := nodeproc.Start(ctx, nodeproc.Options{
+		Binary:       binary,
+		DataDir:      dataDir,
+		ListenAddr:   addr,
+		WALSync:      o.WALSync,
+		LogLevel:     "info",
+		ExtraArgs:    o.NodeArgs,
+		Env:          o.Env,
+		LogPath:      nodeLog,
+		ReadyTimeout: o.ReadyTimeout,
+		Logger:       logger,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _ = node.Stop(o.StopTimeout)
+		}
+	}()
+
+	// One connection per client, as separate writers would have.
+	conns := make([]*grpc.ClientConn, 0, clients)
+	closeConns := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	defer closeConns()
+	writeClients := make([]tributaryv1.WriteServiceClient, clients)
+	for i := range writeClients {
+		conn, err := nodeclient.Dial(addr)
+		if err != nil {
+			return Result{}, err
+		}
+		conns = append(conns, conn)
+		writeClients[i] = tributaryv1.NewWriteServiceClient(conn)
+	}
+
+	before, err := node.Usage()
+	if err != nil {
+		return Result{}, err
+	}
+	selfBefore, selfErr := nodeproc.SelfCPU()
+	logger.Info("writing", "workload", gen.Name(), "series", gen.NumSeries(), "requests", len(reqs),
+		"points_per_request", reqs[0].NumSeries()*o.PointsPerSeriesPerBatch, "clients", clients, "duration", o.Duration)
+	// If the node dies, stop at once rather than wait out the call timeout.
+	loadCtx, cancelLoad := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-node.Exited():
+			cancelLoad(errNodeExited)
+		case <-loadCtx.Done():
+		}
+	}()
+	stats, loadErr := runLoad(loadCtx, loadConfig{
+		Clients:         writeClients,
+		Requests:        perClient,
+		PointsPerSeries: o.PointsPerSeriesPerBatch,
+		Duration:        o.Duration,
+		CallTimeout:     o.CallTimeout,
+	})
+	cancelLoad(nil)
+	after, usageErr := node.Usage()
+	selfAfter, selfErr2 := nodeproc.SelfCPU()
+	closeConns()
+	if loadErr != nil {
+		// A write can fail on the broken connection a moment before the
+		// watcher above sees the node exit; say what happened either way.
+		select {
+		case <-node.Exited():
+			if !errors.Is(loadErr, errNodeExited) {
+				loadErr = fmt.Errorf("%w: %w", errNodeExited, loadErr)
+			}
+		case <-time.After(time.Second):
+		}
+		return Result{}, fmt.Errorf("%w\nnode log %s ends with:\n%s", loadErr, nodeLog, node.LogTail())
+	}
+	if usageErr != nil {
+		return Result{}, usageErr
+	}
+	logger.Info("load done", "points", stats.Points, "seconds", stats.Elapsed.Seconds())
+
+	stopped = true
+	exit, err := node.Stop(o.StopTimeout)
+	if err != nil {
+		return Result{}, err
+	}
+	logf, err := os.OpenFile(nodeLog, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("open node log: %w", err)
+	}
+	logger.Info("compacting", "data_dir", dataDir)
+	compact, err := nodeproc.Compact(ctx, binary, dataDir, o.Env, logf)
+	logf.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w (log: %s)", err, nodeLog)
+	}
+
+	m := measurement{
+		opts:       o,
+		gen:        gen,
+		reqs:       reqs,
+		clients:    clients,
+		stats:      stats,
+		before:     before,
+		after:      after,
+		exit:       exit,
+		compact:    compact,
+		dataBytes:  dirBytes(dataDir),
+		selfCPU:    selfAfter - selfBefore,
+		selfCPUErr: errors.Join(selfErr, selfErr2),
+		machine:    report.DetectMachine(),
+	}
+	res := m.result()
+	if err := WriteReport(o.Out, res); err != nil {
+		return res, fmt.Errorf("write report: %w", err)
+	}
+	if compact.Points < stats.Points {
+		return res, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", stats.Points, compact.Points)
+	}
+	return res, nil
+}
+
+// dirBytes is the total size of the files under dir, or -1 if it cannot be
+// walked.
+func dirBytes(dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// describeArgs renders the run's settings for the table heading.
+func describeArgs(r Result) string {
+	parts := []string{
+		fmt.Sprintf("%s workload", r.Workload),
+		report.Int(int64(r.Series)) + " series",
+		fmt.Sprintf("%s-point requests (%d series × %d points)", report.Int(int64(r.BatchPoints)), r.SeriesPerBatch, r.PointsPerSeriesPerBatch),
+		fmt.Sprintf("%d clients", r.Clients),
+		"--wal-sync " + r.WALSync,
+	}
+	return strings.Join(parts, ", ")
+}

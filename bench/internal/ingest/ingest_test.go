@@ -1,0 +1,274 @@
+//go:build linux
+
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/workload"
+	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// The test binary doubles as a fake tributary binary: with FAKE_TRIBUTARY
+// set, it serves the fake WriteService as `tributary node` and reports the
+// points it accepted as `tributary compact`. The variable names a mode:
+// "ok", "lossy" (compact reports half the points), "die" (the node exits
+// 300ms after it is ready) or "noop" (accept FAKE_POINTS_PER_REQUEST points
+// per request without decoding it).
+const fakeEnv = "FAKE_TRIBUTARY"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeEnv); mode != "" {
+		os.Exit(fakeTributary(mode, os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func fakeTributary(mode string, args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "", "")
+	listen := fs.String("listen", "", "")
+	fs.String("node-id", "", "")
+	fs.String("wal-sync", "", "")
+	fs.String("log-level", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	countFile := filepath.Join(*dataDir, "points")
+	switch args[0] {
+	case "compact":
+		b, err := os.ReadFile(countFile)
+		if err != nil {
+			log.Error("compact", "err", err)
+			return 1
+		}
+		n, _ := strconv.ParseInt(string(b), 10, 64)
+		if mode == "lossy" {
+			n /= 2
+		}
+		fmt.Printf("{\"sst_bytes\":%d,\"points\":%d}\n", n*7/10, n)
+		return 0
+	case "node":
+	default:
+		return 2
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Error("listen", "err", err)
+		return 1
+	}
+	fw := newFakeWriter()
+	var srv *grpc.Server
+	if mode == "noop" {
+		perRequest, _ := strconv.ParseInt(os.Getenv("FAKE_POINTS_PER_REQUEST"), 10, 64)
+		srv = grpc.NewServer(grpc.ForceServerCodecV2(discardCodec{}))
+		tributaryv1.RegisterWriteServiceServer(srv, noopWriter{perRequest: perRequest})
+	} else {
+		srv = grpc.NewServer()
+		tributaryv1.RegisterWriteServiceServer(srv, fw)
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		srv.GracefulStop()
+	}()
+	if mode == "die" {
+		time.AfterFunc(300*time.Millisecond, func() {
+			log.Error("simulated crash")
+			os.Exit(7)
+		})
+	}
+	log.Info("node ready", "listen", lis.Addr())
+	if err := srv.Serve(lis); err != nil {
+		log.Error("serve", "err", err)
+		return 1
+	}
+	points, series, disorder := fw.stats()
+	log.Info("flushed head", "points", points, "series", series)
+	if len(disorder) > 0 {
+		log.Error("series out of order", "examples", disorder)
+		return 1
+	}
+	if err := os.WriteFile(countFile, []byte(strconv.FormatInt(points, 10)), 0o644); err != nil {
+		log.Error("flush", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func fakeRunOptions(t *testing.T, mode string) (Options, *bytes.Buffer) {
+	var out bytes.Buffer
+	o := DefaultOptions()
+	o.Binary = os.Args[0]
+	o.Env = []string{fakeEnv + "=" + mode}
+	o.Series = 1000
+	o.BatchPoints = 5000
+	o.PointsPerSeriesPerBatch = 50
+	o.Clients = 3
+	o.Duration = time.Second
+	o.WorkDir = t.TempDir()
+	o.Commit = "test"
+	o.Out = &out
+	return o, &out
+}
+
+func TestRun_AgainstFakeNodeProcess(t *testing.T) {
+	tests := []struct {
+		workload     string
+		wantSeries   int
+		wantPerBatch int
+		evenRequests bool // every request carries wantPerBatch points
+	}{
+		{"sensor", 1000, 5000, true},
+		{"canbus", 46 * 22, 4 * 22 * 50, false}, // whole vehicles; the last request has 2
+	}
+	for _, tc := range tests {
+		t.Run(tc.workload, func(t *testing.T) {
+			o, out := fakeRunOptions(t, "ok")
+			o.Workload = tc.workload
+			res, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatalf("%v\noutput:\n%s", err, out)
+			}
+			if res.Series != tc.wantSeries || res.BatchPoints != tc.wantPerBatch {
+				t.Errorf("%d series in %d-point requests, want %d in %d", res.Series, res.BatchPoints, tc.wantSeries, tc.wantPerBatch)
+			}
+			if res.Points == 0 || res.Points != res.CompactPoints || (tc.evenRequests && res.Points != res.Requests*int64(tc.wantPerBatch)) {
+				t.Errorf("points %d, compact points %d, requests %d", res.Points, res.CompactPoints, res.Requests)
+			}
+			if float64(res.BytesPerPoint) != 0.7 {
+				t.Errorf("bytes/point %v, want the fake's 0.7", res.BytesPerPoint)
+			}
+			if float64(res.PeakRSSMiB) <= 0 || float64(res.CPUSPerMillionPoints) <= 0 || float64(res.PointsPerS) <= 0 {
+				t.Errorf("unmeasured figures: %+v", res)
+			}
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			var last map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+				t.Fatalf("last line is not JSON: %v\n%s", err, out)
+			}
+			if last["points"] != float64(res.Points) || last["commit"] != "test" || last["workload"] != tc.workload {
+				t.Errorf("JSON line %v", last)
+			}
+			if !strings.Contains(out.String(), "≥ 3,000,000") {
+				t.Errorf("table has no points/s target:\n%s", out)
+			}
+			entries, _ := os.ReadDir(o.WorkDir)
+			if len(entries) != 0 {
+				t.Errorf("work dir not removed: %v", entries)
+			}
+			t.Logf("output:\n%s", out)
+		})
+	}
+}
+
+func TestRun_LostPointsFailTheRun(t *testing.T) {
+	o, out := fakeRunOptions(t, "lossy")
+	_, err := Run(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "were lost") {
+		t.Fatalf("got %v, want a lost-points error", err)
+	}
+	if !strings.Contains(out.String(), `"compact_points"`) {
+		t.Errorf("report not printed before the error:\n%s", out)
+	}
+	entries, _ := os.ReadDir(o.WorkDir)
+	if len(entries) != 1 {
+		t.Errorf("a failed run should keep its work dir, found %v", entries)
+	}
+}
+
+func TestRun_MissingBinary(t *testing.T) {
+	o, _ := fakeRunOptions(t, "ok")
+	o.Binary = filepath.Join(t.TempDir(), "no-such-tributary")
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "find tributary binary") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestRun_NodeDeathStopsTheLoadAtOnce(t *testing.T) {
+	o, _ := fakeRunOptions(t, "die")
+	o.Duration = time.Minute
+	t0 := time.Now()
+	_, err := Run(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "exited during the load") || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("got %v, want a node-exited error quoting the node's log", err)
+	}
+	if d := time.Since(t0); d > 15*time.Second {
+		t.Errorf("took %v to notice the node died", d)
+	}
+}
+
+// BenchmarkLoad_OneClientSeparateProcess measures one load-generator client
+// alone: the server is another process that accepts each request without
+// decoding it, so this process's CPU time is the client's (refilling
+// requests, protobuf encoding, gRPC). Run with -benchtime=10s or more.
+func BenchmarkLoad_OneClientSeparateProcess(b *testing.B) {
+	dir := b.TempDir()
+	addr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, err := nodeproc.Start(context.Background(), nodeproc.Options{
+		Binary: os.Args[0], DataDir: dir, ListenAddr: addr, LogPath: filepath.Join(dir, "node.log"),
+		Env: []string{fakeEnv + "=noop", "FAKE_POINTS_PER_REQUEST=10000"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Stop(10 * time.Second)
+	conn, err := nodeclient.Dial(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	client := tributaryv1.NewWriteServiceClient(conn)
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: 10_000, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := gen.Requests(100, 100)
+	ctx := context.Background()
+	cpu0, _ := nodeproc.SelfCPU()
+	i := 0
+	for b.Loop() {
+		r := reqs[i%len(reqs)]
+		i++
+		r.Next(100)
+		resp, err := client.Write(ctx, r.Msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nodeclient.CheckWrite(resp, r.Points()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu1, _ := nodeproc.SelfCPU()
+	points := float64(b.N) * 10_000
+	b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric((cpu1-cpu0).Seconds()/(points/1e6), "client-cpu-s/Mpoint")
+	b.ReportMetric((cpu1-cpu0).Seconds()/b.Elapsed().Seconds(), "client-cores")
+}

@@ -1,0 +1,160 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/workload"
+	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// loadConfig describes one load run.
+type loadConfig struct {
+	// Clients[c] sends Requests[c], in order, round after round. Each series
+	// belongs to exactly one request, so every series is written in time
+	// order however the clients interleave.
+	Clients  []tributaryv1.WriteServiceClient
+	Requests [][]*workload.Request
+	// PointsPerSeries is the number of points per series in each request.
+	PointsPerSeries int
+	// Duration is how long to keep starting new requests.
+	Duration time.Duration
+	// CallTimeout bounds one Write call.
+	CallTimeout time.Duration
+	// Now is the wall clock; a client stops instead of writing samples newer
+	// than Now(), which a node may reject as too far in the future.
+	Now func() time.Time
+}
+
+// loadStats is what a load run measured.
+type loadStats struct {
+	Points   int64 // acknowledged points
+	Requests int64
+	Elapsed  time.Duration
+	// Latencies holds every Write call's round-trip time.
+	Latencies []time.Duration
+	// FillTime is the total time clients spent refilling requests.
+	FillTime time.Duration
+	// WaitTime is the total time clients spent inside Write calls.
+	WaitTime time.Duration
+	// CaughtUp is set when a client stopped early because its next samples
+	// would have been newer than the wall clock.
+	CaughtUp bool
+}
+
+// runLoad runs the clients concurrently until Duration has passed (requests
+// in flight then are completed and counted, never cancelled, so that every
+// sent point is accounted for). Every response must accept exactly the
+// points sent; anything else stops the run with an error.
+func runLoad(ctx context.Context, cfg loadConfig) (loadStats, error) {
+	if len(cfg.Clients) != len(cfg.Requests) || len(cfg.Clients) == 0 {
+		panic(fmt.Sprintf("BUG: runLoad with %d clients and %d request lists", len(cfg.Clients), len(cfg.Requests)))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		mu       sync.Mutex
+		total    loadStats
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(cfg.Duration)
+	for c := range cfg.Clients {
+		wg.Go(func() {
+			st, err := runClient(ctx, cfg, c, deadline)
+			mu.Lock()
+			defer mu.Unlock()
+			total.Points += st.Points
+			total.Requests += st.Requests
+			total.Latencies = append(total.Latencies, st.Latencies...)
+			total.FillTime += st.FillTime
+			total.WaitTime += st.WaitTime
+			total.CaughtUp = total.CaughtUp || st.CaughtUp
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	total.Elapsed = time.Since(start)
+	if firstErr == nil && ended(ctx) {
+		firstErr = errors.New("load interrupted before its duration ended")
+		if ctx.Err() != nil {
+			firstErr = fmt.Errorf("load interrupted: %w", context.Cause(ctx))
+		}
+	}
+	return total, firstErr
+}
+
+func runClient(ctx context.Context, cfg loadConfig, c int, deadline time.Time) (loadStats, error) {
+	var st loadStats
+	client, reqs := cfg.Clients[c], cfg.Requests[c]
+	for round := 0; ; round++ {
+		for i, req := range reqs {
+			if ctx.Err() != nil || !time.Now().Before(deadline) {
+				return st, nil
+			}
+			t0 := time.Now()
+			req.Next(cfg.PointsPerSeries)
+			t1 := time.Now()
+			st.FillTime += t1.Sub(t0)
+			if req.LastMs() > cfg.Now().UnixMilli() {
+				st.CaughtUp = true
+				return st, nil
+			}
+			callCtx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+			resp, err := client.Write(callCtx, req.Msg, grpc.WaitForReady(true))
+			cancel()
+			lat := time.Since(t1)
+			st.WaitTime += lat
+			if err != nil {
+				if ended(ctx) {
+					return st, nil // interrupted, or another client failed first
+				}
+				return st, fmt.Errorf("client %d round %d request %d: write %d points: %w", c, round, i, req.Points(), err)
+			}
+			if err := nodeclient.CheckWrite(resp, req.Points()); err != nil {
+				return st, fmt.Errorf("client %d round %d request %d: %w", c, round, i, err)
+			}
+			st.Points += resp.GetAccepted()
+			st.Requests++
+			st.Latencies = append(st.Latencies, lat)
+		}
+	}
+}
+
+// ended reports whether ctx is done or past its deadline. NB: gRPC can fail
+// a call with DeadlineExceeded (the server enforces the deadline too) a
+// moment before the context's own timer has marked it done.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// percentile returns the nearest-rank q-quantile (0 < q ≤ 1) of ds, or 0 when
+// ds is empty. It sorts ds.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	rank := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[min(max(rank, 0), len(ds)-1)]
+}

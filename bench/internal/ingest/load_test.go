@@ -1,0 +1,206 @@
+package ingest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/workload"
+	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+func dial(t testing.TB, addr string, n int) []tributaryv1.WriteServiceClient {
+	t.Helper()
+	var cs []tributaryv1.WriteServiceClient
+	for range n {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		cs = append(cs, tributaryv1.NewWriteServiceClient(conn))
+	}
+	return cs
+}
+
+// splitRequests deals requests to clients the way Run does.
+func splitRequests(reqs []*workload.Request, clients int) [][]*workload.Request {
+	out := make([][]*workload.Request, clients)
+	for i, r := range reqs {
+		out[i*clients/len(reqs)] = append(out[i*clients/len(reqs)], r)
+	}
+	return out
+}
+
+func testConfig(t *testing.T, addr string, series, clients int) loadConfig {
+	t.Helper()
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: series, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadConfig{
+		Clients:         dial(t, addr, clients),
+		Requests:        splitRequests(gen.Requests(50, 20), clients),
+		PointsPerSeries: 20,
+		Duration:        300 * time.Millisecond,
+		CallTimeout:     10 * time.Second,
+	}
+}
+
+func TestRunLoad_CountsEveryAcknowledgedPointInSeriesOrder(t *testing.T) {
+	fw := newFakeWriter()
+	cfg := testConfig(t, serve(t, fw), 500, 3)
+	st, err := runLoad(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, series, disorder := fw.stats()
+	if st.Points == 0 || st.Points != points {
+		t.Fatalf("load counted %d points, server accepted %d", st.Points, points)
+	}
+	if st.Points != st.Requests*50*20 || int64(len(st.Latencies)) != st.Requests {
+		t.Errorf("%d points in %d requests with %d latencies", st.Points, st.Requests, len(st.Latencies))
+	}
+	if series != 500 && st.Requests >= 10 {
+		t.Errorf("server saw %d series, want all 500", series)
+	}
+	if len(disorder) > 0 {
+		t.Errorf("series written out of time order: %v", disorder)
+	}
+	if st.Elapsed < cfg.Duration || st.FillTime <= 0 || st.WaitTime <= 0 {
+		t.Errorf("elapsed %v fill %v wait %v", st.Elapsed, st.FillTime, st.WaitTime)
+	}
+}
+
+func TestRunLoad_RejectedPointFailsLoudly(t *testing.T) {
+	fw := newFakeWriter()
+	fw.rejectLast = true
+	_, err := runLoad(context.Background(), testConfig(t, serve(t, fw), 100, 2))
+	if err == nil {
+		t.Fatal("no error although the node rejected points")
+	}
+	for _, want := range []string{"accepted 999 and rejected 1 of 1000", "REJECT_REASON_TOO_FAR_IN_FUTURE", "2h in the future"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestRunLoad_WriteErrorFails(t *testing.T) {
+	fw := newFakeWriter()
+	fw.failAfter = 3
+	_, err := runLoad(context.Background(), testConfig(t, serve(t, fw), 100, 2))
+	if err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("got %v, want the write error", err)
+	}
+}
+
+func TestRunLoad_StopsBeforeWritingFutureSamples(t *testing.T) {
+	fw := newFakeWriter()
+	cfg := testConfig(t, serve(t, fw), 100, 2)
+	cfg.Duration = time.Minute
+	// Two rounds of 20 one-second samples are in the past; the third is not.
+	cfg.Now = func() time.Time { return time.UnixMilli(1_600_000_000_000 + 45_000) }
+	st, err := runLoad(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.CaughtUp || st.Points != 2*100*20 {
+		t.Errorf("caught up %v after %d points, want true after %d", st.CaughtUp, st.Points, 2*100*20)
+	}
+}
+
+func TestRunLoad_CancelledContextIsAnError(t *testing.T) {
+	fw := newFakeWriter()
+	cfg := testConfig(t, serve(t, fw), 100, 2)
+	cfg.Duration = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := runLoad(ctx, cfg); err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("got %v, want an interrupted error", err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x)*time.Millisecond)
+		}
+		return ds
+	}
+	tests := []struct {
+		name string
+		in   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one", ms(7), 0.99, 7 * time.Millisecond},
+		{"median of unsorted", ms(5, 1, 3, 2, 4), 0.5, 3 * time.Millisecond},
+		{"p99 of 100 is the 99th", ms(100, 99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89, 88, 87, 86, 85, 84, 83, 82, 81, 80, 79, 78, 77, 76, 75, 74, 73, 72, 71, 70, 69, 68, 67, 66, 65, 64, 63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1), 0.99, 99 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := percentile(tc.in, tc.q); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkLoad_OneClient measures the load generator alone: one client
+// refilling and sending 10,000-point requests (100 series × 100 points) to a
+// server that does no work. server=decode decodes each request as a node
+// must; server=discard skips even that, leaving the client's own cost.
+// The generator-cpu-s/Mpoint metric is this process's CPU (client and
+// server) per million points.
+func BenchmarkLoad_OneClient(b *testing.B) {
+	cases := []struct {
+		name string
+		addr func(b *testing.B) string
+	}{
+		{"server=decode", func(b *testing.B) string {
+			return serve(b, noopWriter{perRequest: 10_000})
+		}},
+		{"server=discard", func(b *testing.B) string {
+			return serve(b, noopWriter{perRequest: 10_000}, grpc.ForceServerCodecV2(discardCodec{}))
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			client := dial(b, c.addr(b), 1)[0]
+			gen, err := workload.NewSensor(workload.SensorOptions{Series: 10_000, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			reqs := gen.Requests(100, 100)
+			ctx := context.Background()
+			cpu0, _ := nodeproc.SelfCPU()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := reqs[i%len(reqs)]
+				i++
+				r.Next(100)
+				resp, err := client.Write(ctx, r.Msg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := nodeclient.CheckWrite(resp, r.Points()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu1, _ := nodeproc.SelfCPU()
+			points := float64(b.N) * 10_000
+			b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric((cpu1-cpu0).Seconds()/(points/1e6), "cpu-s/Mpoint")
+		})
+	}
+}

@@ -1,0 +1,231 @@
+// Package report formats benchmark results: aligned text tables for people
+// and single-line JSON for machines, plus a description of the machine the
+// benchmark ran on.
+//
+// Everything here is a pure function of its arguments except DetectMachine,
+// which reads the host; all of it is safe for concurrent use.
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Machine describes the host a benchmark ran on.
+type Machine struct {
+	GOOS     string `json:"goos"`
+	GOARCH   string `json:"goarch"`
+	NProc    int    `json:"nproc"`
+	CPUModel string `json:"cpu_model,omitempty"`
+	MemMiB   int64  `json:"mem_mib,omitempty"`
+}
+
+// String is a one-line summary such as "linux/amd64, 2 CPUs (Intel Xeon), 24105 MiB".
+func (m Machine) String() string {
+	s := fmt.Sprintf("%s/%s, %d CPUs", m.GOOS, m.GOARCH, m.NProc)
+	if m.CPUModel != "" {
+		s += " (" + m.CPUModel + ")"
+	}
+	if m.MemMiB > 0 {
+		s += fmt.Sprintf(", %d MiB RAM", m.MemMiB)
+	}
+	return s
+}
+
+// DetectMachine describes this host. CPU model and memory are read from
+// /proc where it exists and left empty elsewhere.
+func DetectMachine() Machine {
+	m := Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NProc: runtime.NumCPU()}
+	if v, ok := procField("/proc/cpuinfo", "model name"); ok {
+		m.CPUModel = v
+	} else if v, ok := procField("/proc/cpuinfo", "Model"); ok { // Raspberry Pi
+		m.CPUModel = v
+	}
+	if v, ok := procField("/proc/meminfo", "MemTotal"); ok {
+		if kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64); err == nil {
+			m.MemMiB = kb / 1024
+		}
+	}
+	return m
+}
+
+// procField returns the value of the first "key: value" line of path.
+func procField(path, key string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+// WriteJSONLine writes v as compact JSON on exactly one line.
+func WriteJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// Table is a text table with a header row, written with aligned columns.
+type Table struct {
+	Header []string
+	Rows   [][]string
+	// RightAlign marks columns whose cells are right-aligned (numbers).
+	RightAlign []bool
+}
+
+// Add appends a row.
+func (t *Table) Add(cells ...string) { t.Rows = append(t.Rows, cells) }
+
+// Write prints the table with two spaces between columns and a rule under
+// the header.
+func (t *Table) Write(w io.Writer) error {
+	widths := make([]int, len(t.Header))
+	grow := func(row []string) {
+		for i, c := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], displayWidth(c))
+		}
+	}
+	grow(t.Header)
+	for _, r := range t.Rows {
+		grow(r)
+	}
+	bw := bufio.NewWriter(w)
+	line := func(row []string) {
+		var sb strings.Builder
+		for i := range widths {
+			cell := ""
+			if i < len(row) {
+				cell = row[i]
+			}
+			pad := strings.Repeat(" ", widths[i]-displayWidth(cell))
+			if i > 0 {
+				sb.WriteString("  ")
+			}
+			if i < len(t.RightAlign) && t.RightAlign[i] {
+				sb.WriteString(pad + cell)
+			} else {
+				sb.WriteString(cell + pad)
+			}
+		}
+		bw.WriteString(strings.TrimRight(sb.String(), " ") + "\n")
+	}
+	line(t.Header)
+	rule := make([]string, len(widths))
+	for i, wd := range widths {
+		rule[i] = strings.Repeat("-", wd)
+	}
+	line(rule)
+	for _, r := range t.Rows {
+		line(r)
+	}
+	return bw.Flush()
+}
+
+// displayWidth counts runes, so that "°C" and "≥" line up.
+func displayWidth(s string) int { return len([]rune(s)) }
+
+// KeyValues prints "key  value" lines with aligned values.
+func KeyValues(w io.Writer, kv [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range kv {
+		fmt.Fprintf(tw, "%s\t%s\n", p[0], p[1])
+	}
+	return tw.Flush()
+}
+
+// Int formats n with thousands separators: 1234567 → "1,234,567".
+func Int(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var sb strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteRune(c)
+	}
+	if neg {
+		return "-" + sb.String()
+	}
+	return sb.String()
+}
+
+// Float formats x with the given number of decimals, or "n/a" when x is NaN.
+func Float(x float64, decimals int) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(x, 'f', decimals, 64)
+}
+
+// Round rounds x to the given number of decimals, for JSON fields that
+// should not carry float noise. NaN stays NaN.
+func Round(x float64, decimals int) float64 {
+	p := math.Pow10(decimals)
+	return math.Round(x*p) / p
+}
+
+// Number is a float64 that encodes NaN (a figure that could not be
+// measured) as JSON null instead of failing the whole encoding.
+type Number float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Number) MarshalJSON() ([]byte, error) {
+	x := float64(n)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, x, 'f', -1, 64), nil
+}
+
+// Target is a goal for a measured figure: at least Value, or at most Value
+// when AtMost is set.
+type Target struct {
+	Value  float64
+	AtMost bool
+}
+
+// Met reports whether x reaches the target. An unmeasured (NaN) figure
+// never does.
+func (t Target) Met(x float64) bool {
+	if math.IsNaN(x) {
+		return false
+	}
+	if t.AtMost {
+		return x <= t.Value
+	}
+	return x >= t.Value
+}
+
+// Format renders the target as "≥ 3,000,000" or "≤ 0.30", with the value
+// formatted by format.
+func (t Target) Format(format func(float64) string) string {
+	if t.AtMost {
+		return "≤ " + format(t.Value)
+	}
+	return "≥ " + format(t.Value)
+}

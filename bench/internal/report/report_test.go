@@ -1,0 +1,91 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestInt_ThousandsSeparators(t *testing.T) {
+	tests := []struct {
+		in   int64
+		want string
+	}{
+		{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"}, {-1234567, "-1,234,567"}, {100000, "100,000"},
+	}
+	for _, tc := range tests {
+		if got := Int(tc.in); got != tc.want {
+			t.Errorf("Int(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestTable_AlignsColumnsAndRightAlignsNumbers(t *testing.T) {
+	tb := Table{Header: []string{"metric", "measured", "target"}, RightAlign: []bool{false, true, true}}
+	tb.Add("points/s", "1,234", "≥ 3,000,000")
+	tb.Add("peak RSS (MiB)", "96.3", "≤ 128")
+	var buf bytes.Buffer
+	if err := tb.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"metric          measured       target\n" +
+		"--------------  --------  -----------\n" +
+		"points/s           1,234  ≥ 3,000,000\n" +
+		"peak RSS (MiB)      96.3        ≤ 128\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func TestWriteJSONLine_OneLineAndNaNIsNull(t *testing.T) {
+	var buf bytes.Buffer
+	v := struct {
+		A Number `json:"a"`
+		B Number `json:"b"`
+		S string `json:"s"`
+	}{A: 1.5, B: Number(math.NaN()), S: "x\ny"}
+	if err := WriteJSONLine(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("want exactly one line, got %q", out)
+	}
+	var back map[string]any
+	if err := json.Unmarshal([]byte(out), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back["a"] != 1.5 || back["b"] != nil || back["s"] != "x\ny" {
+		t.Errorf("decoded %v", back)
+	}
+}
+
+func TestTarget_MetAndFormat(t *testing.T) {
+	atLeast := Target{Value: 3e6}
+	atMost := Target{Value: 0.3, AtMost: true}
+	if !atLeast.Met(3e6) || atLeast.Met(2.9e6) || atLeast.Met(math.NaN()) {
+		t.Error("at-least target misjudged")
+	}
+	if !atMost.Met(0.3) || atMost.Met(0.31) || atMost.Met(math.NaN()) {
+		t.Error("at-most target misjudged")
+	}
+	if got := atLeast.Format(func(x float64) string { return Int(int64(x)) }); got != "≥ 3,000,000" {
+		t.Errorf("format %q", got)
+	}
+	if got := atMost.Format(func(x float64) string { return Float(x, 2) }); got != "≤ 0.30" {
+		t.Errorf("format %q", got)
+	}
+}
+
+func TestDetectMachine_HasPlatform(t *testing.T) {
+	m := DetectMachine()
+	if m.GOOS == "" || m.GOARCH == "" || m.NProc < 1 {
+		t.Fatalf("incomplete %+v", m)
+	}
+	if !strings.Contains(m.String(), m.GOOS+"/"+m.GOARCH) {
+		t.Errorf("String() = %q", m.String())
+	}
+}

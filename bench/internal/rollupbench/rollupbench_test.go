@@ -1,0 +1,29 @@
+package rollupbench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestRun_SmallLoadAnswersEveryQuery(t *testing.T) {
+	res, err := Run(context.Background(), Options{Dir: t.TempDir(), Series: 3, Years: 0.05, Repeats: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.05 years of whole days at one point per minute, for 3 series.
+	if res.Points == 0 || res.Points%(3*1440) != 0 {
+		t.Fatalf("points %d is not whole days of 3 series", res.Points)
+	}
+	if res.SSTBytes == 0 || res.Q5y1dAvgMs <= 0 || res.Q1hMaxByMinP50Ms <= 0 {
+		t.Fatalf("missing figures: %+v", res)
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "max by minute") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
