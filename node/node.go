@@ -109,13 +109,17 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	n.db = db
+	if err := n.resolveNodeID(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := n.loadSeries(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	w, err := wal.Open(wal.Options{
 		Dir:             opts.walDir(),
-		NodeID:          opts.NodeID,
+		NodeID:          n.opts.NodeID,
 		MaxSegmentBytes: opts.WALSegmentBytes,
 		MaxSegmentAge:   opts.WALSegmentAge,
 		Sync:            opts.WALSync,
@@ -138,6 +142,38 @@ func Open(opts Options) (*Node, error) {
 	go n.flushLoop()
 	go n.retentionLoop()
 	return n, nil
+}
+
+// metaNodeID is the store's record of the node id it was created with.
+const metaNodeID = "node.id"
+
+// resolveNodeID keeps a data directory bound to one node id: an empty
+// Options.NodeID takes the stored one, a different one is refused (its WAL
+// segments and, later, its replicated data carry the id).
+func (n *Node) resolveNodeID() error {
+	stored, ok, err := n.db.GetMeta(metaNodeID)
+	if err != nil {
+		return fmt.Errorf("read node id: %w", err)
+	}
+	switch {
+	case ok && n.opts.NodeID == "":
+		n.opts.NodeID = string(stored)
+		return nil
+	case ok && n.opts.NodeID != string(stored):
+		return fmt.Errorf("data dir %s belongs to node %q, not %q", n.opts.DataDir, stored, n.opts.NodeID)
+	case ok:
+		return nil
+	}
+	if n.opts.NodeID == "" {
+		n.opts.NodeID = DefaultNodeID
+	}
+	b := n.db.NewBatch()
+	defer b.Close()
+	b.PutMeta(metaNodeID, []byte(n.opts.NodeID))
+	if err := n.db.Write(b); err != nil {
+		return fmt.Errorf("record node id: %w", err)
+	}
+	return n.db.SyncWAL()
 }
 
 // loadSeries reads the series dictionary from RocksDB into the head index.

@@ -11,13 +11,17 @@ import (
 	"github.com/tributarydb/tributary/node/wal"
 )
 
+// DefaultNodeID names a node whose options and data directory name none.
+const DefaultNodeID = "local"
+
 // Options configure a Node. The zero value of every field means its
 // default; defaults are sized for a 512 MiB Raspberry Pi.
 type Options struct {
 	// DataDir holds the WAL (DataDir/wal) and the RocksDB store (DataDir/db).
 	DataDir string
-	// NodeID names this node in WAL segments and, later, in the fleet.
-	// Default: "local".
+	// NodeID names this node in WAL segments and, later, in the fleet. A
+	// data directory keeps the id it was created with; empty means that one
+	// (DefaultNodeID for a new directory).
 	NodeID string
 	Logger *slog.Logger
 
@@ -73,9 +77,6 @@ func (o *Options) Validate() error {
 		if *d == 0 {
 			*d = v
 		}
-	}
-	if o.NodeID == "" {
-		o.NodeID = "local"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

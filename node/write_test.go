@@ -130,3 +130,20 @@ func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
 		t.Fatalf("last point %+v", s)
 	}
 }
+
+func TestOpen_DataDirKeepsItsNodeID(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	o.NodeID = "pi-7"
+	mustOpen(t, o).Close()
+	o.NodeID = ""
+	n := mustOpen(t, o)
+	if got := n.Status().NodeID; got != "pi-7" {
+		t.Fatalf("node id %q, want the stored pi-7", got)
+	}
+	n.Close()
+	o.NodeID = "pi-8"
+	if _, err := node.Open(o); err == nil || !strings.Contains(err.Error(), `belongs to node "pi-7"`) {
+		t.Fatalf("opening with another id: %v", err)
+	}
+}

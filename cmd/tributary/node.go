@@ -23,7 +23,7 @@ import (
 // nodeFlags binds the node's command-line flags to node.Options.
 func nodeFlags(fs *flag.FlagSet, o *node.Options) (listen, walSync, logLevel, logFormat *string) {
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "directory for the WAL and the store")
-	fs.StringVar(&o.NodeID, "node-id", "local", "this node's id in WAL segments and in the fleet")
+	fs.StringVar(&o.NodeID, "node-id", "", "this node's id in WAL segments and in the fleet (default: the id the data dir was created with, or \"local\")")
 	listen = fs.String("listen", "127.0.0.1:7070", "gRPC listen address (loopback by default)")
 	walSync = fs.String("wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")

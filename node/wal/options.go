@@ -1,0 +1,94 @@
+package wal
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/tributarydb/tributary/node/wal/walfs"
+)
+
+// FS is the file-system seam the Log does all its I/O through. walfs.OS is
+// the real one; walfs.NewCrashFS simulates power cuts for tests.
+type FS = walfs.FS
+
+// File is an open file of an FS.
+type File = walfs.File
+
+// Defaults and limits of Options and Record.
+const (
+	DefaultMaxSegmentBytes = 4 << 20
+	DefaultMaxSegmentAge   = 5 * time.Second
+	// MinSegmentBytes is the smallest MaxSegmentBytes accepted: room for a
+	// header, a footer and a few records.
+	MinSegmentBytes = 1 << 10
+	// MaxNodeIDBytes bounds Options.NodeID; the header stores its length
+	// in one byte.
+	MaxNodeIDBytes = 255
+	// MaxRecordBytes bounds Record.Data. A record may be larger than
+	// MaxSegmentBytes (it then fills a segment by itself), never larger
+	// than this.
+	MaxRecordBytes = 64 << 20
+)
+
+// SyncPolicy says when appended records are fsynced.
+type SyncPolicy struct {
+	// Interval 0: Sync returns only once the record is fsynced; concurrent
+	// callers share fsyncs (group commit).
+	// Interval > 0: records are fsynced at most every Interval, and Sync
+	// returns once the record has been handed to the operating system, so a
+	// power cut (not a process crash) can lose up to Interval of
+	// acknowledged writes.
+	Interval time.Duration
+}
+
+// Options configure a Log.
+type Options struct {
+	Dir             string        // directory of the log; created if missing
+	NodeID          string        // written into every segment header; required, at most 255 bytes
+	MaxSegmentBytes int64         // MaybeCut cuts once the open segment reaches this; default 4 MiB
+	MaxSegmentAge   time.Duration // MaybeCut cuts once the open segment's first record is this old; default 5s
+	Sync            SyncPolicy
+	FS              FS           // nil: the real file system
+	Logger          *slog.Logger // nil: discard
+}
+
+// Validate fills in defaults and rejects values the Log cannot work with.
+func (o *Options) Validate() error {
+	var bad []string
+	if o.Dir == "" {
+		bad = append(bad, "Dir is required")
+	}
+	switch {
+	case o.NodeID == "":
+		bad = append(bad, "NodeID is required")
+	case len(o.NodeID) > MaxNodeIDBytes:
+		bad = append(bad, fmt.Sprintf("NodeID is %d bytes, more than %d", len(o.NodeID), MaxNodeIDBytes))
+	}
+	switch {
+	case o.MaxSegmentBytes == 0:
+		o.MaxSegmentBytes = DefaultMaxSegmentBytes
+	case o.MaxSegmentBytes < MinSegmentBytes:
+		bad = append(bad, fmt.Sprintf("MaxSegmentBytes %d is below the minimum of %d", o.MaxSegmentBytes, MinSegmentBytes))
+	}
+	switch {
+	case o.MaxSegmentAge == 0:
+		o.MaxSegmentAge = DefaultMaxSegmentAge
+	case o.MaxSegmentAge < 0:
+		bad = append(bad, fmt.Sprintf("MaxSegmentAge %v is negative", o.MaxSegmentAge))
+	}
+	if o.Sync.Interval < 0 {
+		bad = append(bad, fmt.Sprintf("Sync.Interval %v is negative", o.Sync.Interval))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("wal options: %s", strings.Join(bad, "; "))
+	}
+	if o.FS == nil {
+		o.FS = walfs.OS{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+)
+
+// Sync blocks until the record ending at p is durable under the sync
+// policy:
+//
+//   - Interval 0: fsynced, together with its segment's directory entry and
+//     every earlier segment's footer. A single background fsync covers every
+//     record appended before it starts, so concurrent callers share fsyncs
+//     (group commit).
+//   - Interval > 0: written to the operating system; the background syncer
+//     fsyncs at most every Interval.
+//
+// Once the Log has failed, Sync returns the failure whatever p is. Safe for
+// concurrent use; no Append ever waits for an fsync a Sync asked for.
+func (l *Log) Sync(p Position) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.Seq == 0 {
+		return l.err
+	}
+	if cur := l.cur.seg; p.Seq > cur.info.Seq || p.Seq == cur.info.Seq && p.Offset > cur.dataEnd {
+		return fmt.Errorf("wal: sync position %d:%d is past the end of the log (%d:%d)", p.Seq, p.Offset, cur.info.Seq, cur.dataEnd)
+	}
+	for {
+		if l.err != nil {
+			return l.err
+		}
+		if !l.durable.less(p) {
+			return nil
+		}
+		if l.opts.Sync.Interval > 0 {
+			// Every segment but the open one was flushed when it was cut.
+			w := l.cur
+			if p.Seq < w.seg.info.Seq || p.Offset <= w.flushed {
+				return nil
+			}
+			if !l.finished {
+				if err := w.flush(); err != nil {
+					return l.failLocked(err)
+				}
+				return nil
+			}
+		}
+		if l.finished {
+			return ErrClosed
+		}
+		l.kickLocked()
+		l.cond.Wait()
+	}
+}
+
+// kickLocked wakes the syncer if it is not already due to run.
+// REQUIRES: mu held.
+func (l *Log) kickLocked() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the syncer goroutine: it seals cut segments and fsyncs the open
+// one, when kicked by Sync or a cut, and every Interval under an interval
+// sync policy.
+func (l *Log) run() {
+	defer close(l.done)
+	var tick <-chan time.Time
+	if iv := l.opts.Sync.Interval; iv > 0 {
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+			// Under an interval policy a kick comes from a cut: seal, but
+			// leave the open segment to the ticker.
+			l.syncRound(l.opts.Sync.Interval == 0)
+		case <-tick:
+			l.syncRound(true)
+		}
+	}
+}
+
+// syncRound is one group commit. Under mu it writes out the open segment's
+// buffer and notes what to make durable; without mu (so Append carries on)
+// it seals the cut segments, syncs the directory if a segment was created,
+// and, if syncOpen, fsyncs the open segment; then it advances l.durable and
+// wakes the waiters. Only the syncer calls it, so rounds never overlap.
+func (l *Log) syncRound(syncOpen bool) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	w := l.cur
+	if syncOpen {
+		if err := w.flush(); err != nil {
+			l.failLocked(err)
+			l.mu.Unlock()
+			return
+		}
+	}
+	type sealWork struct {
+		j        *sealJob
+		syncData bool
+	}
+	seals := make([]sealWork, len(l.sealing))
+	for i, j := range l.sealing {
+		seals[i] = sealWork{j, j.w.synced < j.w.flushed}
+	}
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	target := w.flushed
+	syncOpen = syncOpen && w.synced < target
+	f, path := w.f, w.seg.info.Path
+	l.mu.Unlock()
+
+	var err error
+	done := 0
+	for _, s := range seals {
+		if err = l.sealFile(s.j.w.f, s.j.w.seg.info.Path, s.syncData, s.j.footer); err != nil {
+			break
+		}
+		done++
+	}
+	if err == nil && dirDirty {
+		err = l.syncDir(l.opts.Dir)
+	}
+	if err == nil && syncOpen {
+		err = l.syncFile(f, path)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range seals[:done] {
+		l.sealedLocked(s.j)
+	}
+	if err != nil {
+		l.failLocked(err)
+		return
+	}
+	if syncOpen {
+		w.synced = max(w.synced, target)
+	}
+	if p := (Position{Seq: w.seg.info.Seq, Offset: w.synced}); l.durable.less(p) {
+		l.durable = p
+	}
+	l.cond.Broadcast()
+}
+
+// sealFile makes a cut segment's records durable, then writes its footer,
+// makes that durable and closes the file. The records are fsynced before
+// the footer is written so that a footer can never reach the disk ahead of
+// the records it vouches for: a power cut could otherwise leave a file that
+// looks sealed but has a hole.
+func (l *Log) sealFile(f File, path string, syncData bool, footer []byte) error {
+	if syncData {
+		if err := l.syncFile(f, path); err != nil {
+			return err
+		}
+	}
+	if _, err := f.Write(footer); err != nil {
+		return fmt.Errorf("write footer of %s: %w", path, err)
+	}
+	if err := l.syncFile(f, path); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close segment %s: %w", path, err)
+	}
+	return nil
+}
+
+func (l *Log) syncFile(f File, path string) error {
+	l.fsyncs.Add(1)
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return nil
+}
+
+func (l *Log) syncDir(dir string) error {
+	l.fsyncs.Add(1)
+	if err := l.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
