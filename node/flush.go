@@ -74,14 +74,16 @@ func (n *Node) flush(all bool) error {
 		// Closed chunks are immutable; the ooo list is appended to, so copy it.
 		tk := taken{s: s, closed: slices.Clone(s.closed), ooo: slices.Clone(s.ooo)}
 		s.mu.Unlock()
+		work = append(work, tk)
 		var err error
-		if buf, err = n.flushSeries(b, &tk, buf); err != nil {
+		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
+			invalidateCaches(work)
 			return fmt.Errorf("flush series %d %s: %w", s.id, s.lset, err)
 		}
-		work = append(work, tk)
 	}
 	if len(work) > 0 {
 		if err := n.db.Write(b); err != nil {
+			invalidateCaches(work)
 			return fmt.Errorf("write batch: %w", err)
 		}
 	}
@@ -97,6 +99,15 @@ func (n *Node) flush(all bool) error {
 	}
 	n.headSamples.Add(-removed)
 	return n.truncateWAL(list)
+}
+
+// invalidateCaches forgets the rollup caches of series whose flush did not
+// reach the store, so their next flush recomputes from what is stored.
+func invalidateCaches(work []taken) {
+	for _, tk := range work {
+		tk.s.hourCache.valid = false
+		tk.s.dayCache.valid = false
+	}
 }
 
 // truncateWAL removes WAL segments older than the oldest one still holding

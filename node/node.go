@@ -20,7 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,6 +276,20 @@ func (n *Node) persistSeries(s *memSeries) error {
 	return nil
 }
 
+// dropFlushedWAL seals the open WAL segment and removes every segment whose
+// samples are all in the store, so the next start has nothing to replay.
+func (n *Node) dropFlushedWAL() error {
+	if _, err := n.wal.Cut(); err != nil {
+		return fmt.Errorf("seal wal segment: %w", err)
+	}
+	n.flushMu.Lock()
+	defer n.flushMu.Unlock()
+	n.idxMu.RLock()
+	list := slices.Collect(maps.Values(n.byID))
+	n.idxMu.RUnlock()
+	return n.truncateWAL(list)
+}
+
 // Close flushes the whole head to RocksDB, syncs it, removes the WAL
 // segments it covers, and closes everything. It is safe to call twice.
 func (n *Node) Close() error {
@@ -287,6 +303,8 @@ func (n *Node) Close() error {
 	var errs []error
 	if err := n.flush(true); err != nil {
 		errs = append(errs, fmt.Errorf("final flush: %w", err))
+	} else if err := n.dropFlushedWAL(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := n.wal.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close wal: %w", err))

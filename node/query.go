@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
@@ -122,26 +125,33 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 	if q.Aggregate != rollup.FuncNone {
 		groups = map[string]*group{}
 	}
-	for _, s := range list {
+	// Series are read in parallel, a window at a time, and emitted in order.
+	window := 4 * runtime.GOMAXPROCS(0)
+	results := make([]seriesResult, min(window, len(list)))
+	for lo := 0; lo < len(list); lo += window {
 		if err := ctx.Err(); err != nil {
 			return info, err
 		}
-		ts, vs, read, err := n.querySeries(s, &q)
-		if err != nil {
-			return info, fmt.Errorf("query %s: %w", s.lset, err)
-		}
-		info.Points += read
-		if len(ts) == 0 {
-			continue
-		}
-		if groups == nil {
-			info.Series++
-			if err := emit(Series{Labels: s.lset, Ts: ts, Vs: vs}); err != nil {
-				return info, err
+		part := list[lo:min(lo+window, len(list))]
+		n.readParallel(part, &q, results[:len(part)])
+		for i, s := range part {
+			r := &results[i]
+			if r.err != nil {
+				return info, fmt.Errorf("query %s: %w", s.lset, r.err)
 			}
-			continue
+			info.Points += r.read
+			if len(r.ts) == 0 {
+				continue
+			}
+			if groups == nil {
+				info.Series++
+				if err := emit(Series{Labels: s.lset, Ts: r.ts, Vs: r.vs}); err != nil {
+					return info, err
+				}
+				continue
+			}
+			addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
 		}
-		addToGroup(groups, s.lset, q.GroupBy, ts, vs)
 	}
 	if groups == nil {
 		return info, nil
@@ -164,6 +174,36 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 		}
 	}
 	return info, nil
+}
+
+type seriesResult struct {
+	ts   []int64
+	vs   []float64
+	read int64
+	err  error
+}
+
+// readParallel answers q for each series of part into out, using up to
+// GOMAXPROCS goroutines.
+func (n *Node) readParallel(part []*memSeries, q *Query, out []seriesResult) {
+	if len(part) == 1 {
+		r := &out[0]
+		r.ts, r.vs, r.read, r.err = n.querySeries(part[0], q)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(part)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
+				r := &out[i]
+				r.ts, r.vs, r.read, r.err = n.querySeries(part[i], q)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 type group struct {

@@ -147,3 +147,24 @@ func TestOpen_DataDirKeepsItsNodeID(t *testing.T) {
 		t.Fatalf("opening with another id: %v", err)
 	}
 }
+
+func TestClose_LeavesNothingToReplay(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	n := mustOpen(t, o)
+	now := o.Now().UnixMilli()
+	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now - 2, now - 1}, Vs: []float64{1, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = mustOpen(t, o)
+	defer n.Close()
+	if st := n.Status(); st.HeadSamples != 0 {
+		t.Fatalf("reopened node replayed %d samples that were already flushed", st.HeadSamples)
+	}
+	if got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: now - 10, End: now, Mode: node.ModeRaw}); len(got[""].Ts) != 2 {
+		t.Fatalf("points after reopen: %+v", got)
+	}
+}

@@ -180,6 +180,7 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the generated data")
 	fs.StringVar(&o.Dir, "work-dir", "", "data directory to use and keep (default: a temp dir, removed)")
 	commit := fs.String("commit", "", "code name for the JSON line (default: git describe)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the query phase to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -19,6 +19,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -37,6 +38,7 @@ type Options struct {
 	Repeats    int   // runs per query for the median; default 20
 	Seed       uint64
 	Log        io.Writer // progress lines; nil = discard
+	CPUProfile string    // file for a CPU profile of the query phase; "" = none
 }
 
 // Result holds the figures, named as the issue names them.
@@ -142,6 +144,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	if n, err = node.Open(o.nodeOptions(dir)); err != nil {
 		return res, err
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	all := []*labels.Matcher{mustMatcher(labels.MatchEqual, labels.MetricName, "sensor")}
 	endMs := end.UnixMilli() - 1

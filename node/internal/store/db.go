@@ -76,9 +76,7 @@ type DB struct {
 	// Shared, never modified after Open: RocksDB only reads them.
 	writeOpts   *grocksdb.WriteOptions // WAL on, sync off
 	syncOpts    *grocksdb.WriteOptions // WAL on, sync on
-	readTotal   *grocksdb.ReadOptions  // total-order iteration, ignores prefix blooms
-	readPrefix  *grocksdb.ReadOptions  // stays within the seek key's 16-byte prefix
-	readDefault *grocksdb.ReadOptions
+	readDefault *grocksdb.ReadOptions  // point reads; scans make their own (scan.go)
 
 	// mu guards the transition to closed; inflight counts running calls so
 	// that Close frees nothing they still use.
@@ -150,14 +148,11 @@ func Open(o Options) (*DB, error) {
 	db.syncOpts = grocksdb.NewDefaultWriteOptions()
 	db.syncOpts.SetSync(true)
 	db.readDefault = grocksdb.NewDefaultReadOptions()
-	db.readTotal = grocksdb.NewDefaultReadOptions()
-	db.readTotal.SetTotalOrderSeek(true)
-	db.readPrefix = grocksdb.NewDefaultReadOptions()
-	db.readPrefix.SetPrefixSameAsStart(true)
 
 	if err := db.loadLayout(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
 	}
+	db.checkNative() // scans use the C pointers under grocksdb's handles
 	ok = true
 	db.log.Info("store: opened", "dir", o.Dir,
 		"partition", o.PartitionDuration,
@@ -244,10 +239,8 @@ func (db *DB) free() {
 			o.Destroy()
 		}
 	}
-	for _, o := range []*grocksdb.ReadOptions{db.readDefault, db.readTotal, db.readPrefix} {
-		if o != nil {
-			o.Destroy()
-		}
+	if db.readDefault != nil {
+		db.readDefault.Destroy()
 	}
 	for _, o := range db.cfOpts {
 		o.Destroy()

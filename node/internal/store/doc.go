@@ -86,6 +86,33 @@
 // its retention (8 days of hourly rollups, 128 days of daily ones), while a
 // 5-year daily query costs 15 seeks, small next to reading 1,826 buckets.
 //
+// # Reads
+//
+// Point reads (the labels of a series, a meta key) use RocksDB's Get and
+// return copies. Every range read (chunks, rollups, postings, the series
+// dictionary) and every skip-scan (label names and values, partitions) goes
+// through a batched scan (scan.go, scan.c): a small C helper owns the
+// iterator and its read options, and each cgo call seeks if asked to, then
+// copies as many entries as fit into a pooled Go buffer as
+//
+//	[u32 key length][key][u32 value length][value]   lengths in host byte order
+//
+// so a scan costs one cgo call per batch instead of about four cgo calls and
+// four allocations per entry. The buffer starts at 32 KiB and grows when one
+// entry alone does not fit. Each batch stops at the caller's exclusive limit
+// key (for a series' time range, the key of hi+1 in the partition), so a
+// scan reads no further than a one-entry-at-a-time iterator would; only a
+// callback that stops a scan early leaves up to one batch read in vain.
+// Skip-scans read one entry per seek and skip the step past it.
+//
+// Keys and values handed to callbacks point into the batch buffer, which the
+// next batch overwrites: they are valid only until the callback returns.
+//
+// The C helper needs the RocksDB objects behind grocksdb's DB and column
+// family handles, which grocksdb v1.7.11 does not export: cPtr reads them
+// from the first field of each struct, and Open checks what it read against
+// grocksdb.
+//
 // # Retention
 //
 // Because the partition start leads every chunks and rollup key, all data of
@@ -111,6 +138,8 @@
 //     state stays near 16 MiB.
 //   - table readers: at most MaxOpenFiles [256] open SST files, each a few
 //     KiB of bookkeeping outside the cache.
+//   - scans: a 32 KiB batch buffer per running scan, pooled; one grown past
+//     1 MiB for a large entry is dropped when its scan ends.
 //
 // The default total is about 8 + 48 + 2 MiB in the worst case.
 package store

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
 
-	"github.com/linxGnu/grocksdb"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -17,15 +15,15 @@ func (db *DB) ForEachSeries(fn func(id uint64, ls labels.Labels) error) error {
 		return err
 	}
 	defer db.release()
-	it := db.rdb.NewIteratorCF(db.readTotal, db.series)
-	defer it.Close()
-	for it.SeekToFirst(); it.Valid(); it.Next() {
-		k := it.Key().Data()
+	s := db.openScan(db.series, scanTotal, nil)
+	defer s.close()
+	s.seek(nil, nil, 0)
+	for k, v, ok := s.next(); ok; k, v, ok = s.next() {
 		if len(k) != 8 {
 			return fmt.Errorf("%w: series key %x", ErrCorrupt, k)
 		}
 		id := binary.BigEndian.Uint64(k)
-		ls, err := labels.DecodeKey(it.Value().Data())
+		ls, err := labels.DecodeKey(v) // copies the strings out of v
 		if err != nil {
 			return fmt.Errorf("%w: series %d: %v", ErrCorrupt, id, err)
 		}
@@ -33,8 +31,8 @@ func (db *DB) ForEachSeries(fn func(id uint64, ls labels.Labels) error) error {
 			return err
 		}
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterate series: %w", err)
+	if s.err != nil {
+		return fmt.Errorf("iterate series: %w", s.err)
 	}
 	return nil
 }
@@ -66,20 +64,19 @@ func (db *DB) Postings(name, value string) ([]uint64, error) {
 	}
 	defer db.release()
 	prefix := appendPostingsValuePrefix(nil, name, value)
-	upper := appendAfter(appendTerminated(nil, name), value)
+	s := db.openScan(db.postings, scanTotal, appendAfter(appendTerminated(nil, name), value))
+	defer s.close()
 	var ids []uint64
-	err := db.scanBounded(db.postings, upper, func(it *grocksdb.Iterator) error {
-		for it.Seek(prefix); it.Valid(); it.Next() {
-			id, err := postingID(it.Key().Data(), len(prefix))
-			if err != nil {
-				return err
-			}
-			ids = append(ids, id)
+	s.seek(prefix, nil, 0)
+	for k, _, ok := s.next(); ok; k, _, ok = s.next() {
+		id, err := postingID(k, len(prefix))
+		if err != nil {
+			return nil, fmt.Errorf("postings %s=%q: %w", name, value, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postings %s=%q: %w", name, value, err)
+		ids = append(ids, id)
+	}
+	if s.err != nil {
+		return nil, fmt.Errorf("postings %s=%q: %w", name, value, s.err)
 	}
 	return ids, nil
 }
@@ -92,44 +89,57 @@ func (db *DB) PostingsMatching(name string, match func(value string) bool) ([]ui
 		return nil, err
 	}
 	defer db.release()
-	namePrefix := appendTerminated(nil, name)
-	var ids []uint64
-	err := db.scanBounded(db.postings, appendAfter(nil, name), func(it *grocksdb.Iterator) error {
-		seek := slices.Clone(namePrefix) // reused; must not alias namePrefix
-		it.Seek(seek)
-		for it.Valid() {
-			k := it.Key().Data()
-			value, rest, err := readTerminated(k[len(namePrefix):])
-			if err != nil {
-				return err
-			}
-			if !match(value) {
-				seek = appendAfter(append(seek[:0], namePrefix...), value)
-				it.Seek(seek)
-				continue
-			}
-			valuePrefixLen := len(k) - len(rest)
-			valuePrefix := append(seek[:0], k[:valuePrefixLen]...)
-			for ; it.Valid(); it.Next() {
-				k := it.Key().Data()
-				if !bytes.HasPrefix(k, valuePrefix) {
-					break // the next value's first posting: no seek needed
-				}
-				id, err := postingID(k, len(valuePrefix))
-				if err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			seek = valuePrefix
-		}
-		return nil
-	})
+	ids, err := db.postingsMatching(name, match)
 	if err != nil {
 		return nil, fmt.Errorf("postings matching %s: %w", name, err)
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids), nil
+}
+
+// postingsMatching reads the first posting of each value of name alone: if
+// the value does not match, it seeks past the value's postings; if it does,
+// it reads them in batches that end where the value does.
+func (db *DB) postingsMatching(name string, match func(value string) bool) ([]uint64, error) {
+	namePrefix := appendTerminated(nil, name)
+	s := db.openScan(db.postings, scanTotal, appendAfter(nil, name))
+	defer s.close()
+	var ids []uint64
+	var bound []byte // reused: the key after every posting of a value
+	s.seek(namePrefix, nil, 1)
+	for {
+		k, _, ok := s.next()
+		if !ok {
+			break
+		}
+		value, rest, err := readTerminated(k[len(namePrefix):])
+		if err != nil {
+			return nil, err
+		}
+		bound = appendAfter(append(bound[:0], namePrefix...), value)
+		if !match(value) {
+			s.seek(bound, nil, 1)
+			continue
+		}
+		valuePrefixLen := len(k) - len(rest)
+		id, err := postingID(k, valuePrefixLen)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		s.resume(bound, 0)
+		for k, _, ok := s.next(); ok; k, _, ok = s.next() {
+			id, err := postingID(k, valuePrefixLen)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		// The batch stopped at the next value's first posting without
+		// returning it: read it without a seek.
+		s.resume(nil, 1)
+	}
+	return ids, s.err
 }
 
 // LabelNames returns every label name in use, sorted. It seeks from name to
@@ -139,20 +149,24 @@ func (db *DB) LabelNames() ([]string, error) {
 		return nil, err
 	}
 	defer db.release()
-	it := db.rdb.NewIteratorCF(db.readTotal, db.postings)
-	defer it.Close()
+	s := db.openScan(db.postings, scanTotal, nil)
+	defer s.close()
 	var names []string
 	var seek []byte
-	for it.SeekToFirst(); it.Valid(); it.Seek(seek) {
-		name, _, err := readTerminated(it.Key().Data())
+	for s.seek(nil, nil, 1); ; s.seek(seek, nil, 1) {
+		k, _, ok := s.next()
+		if !ok {
+			break
+		}
+		name, _, err := readTerminated(k)
 		if err != nil {
 			return nil, fmt.Errorf("label names: %w", err)
 		}
 		names = append(names, name)
 		seek = appendAfter(seek[:0], name)
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("label names: %w", err)
+	if s.err != nil {
+		return nil, fmt.Errorf("label names: %w", s.err)
 	}
 	return names, nil
 }
@@ -165,38 +179,26 @@ func (db *DB) LabelValues(name string) ([]string, error) {
 	}
 	defer db.release()
 	namePrefix := appendTerminated(nil, name)
+	s := db.openScan(db.postings, scanTotal, appendAfter(nil, name))
+	defer s.close()
 	var values []string
-	err := db.scanBounded(db.postings, appendAfter(nil, name), func(it *grocksdb.Iterator) error {
-		seek := slices.Clone(namePrefix)
-		for it.Seek(seek); it.Valid(); it.Seek(seek) {
-			value, _, err := readTerminated(it.Key().Data()[len(namePrefix):])
-			if err != nil {
-				return err
-			}
-			values = append(values, value)
-			seek = appendAfter(append(seek[:0], namePrefix...), value)
+	seek := slices.Clone(namePrefix) // reused; must not alias namePrefix
+	for s.seek(seek, nil, 1); ; s.seek(seek, nil, 1) {
+		k, _, ok := s.next()
+		if !ok {
+			break
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("label values of %s: %w", name, err)
+		value, _, err := readTerminated(k[len(namePrefix):])
+		if err != nil {
+			return nil, fmt.Errorf("label values of %s: %w", name, err)
+		}
+		values = append(values, value)
+		seek = appendAfter(append(seek[:0], namePrefix...), value)
+	}
+	if s.err != nil {
+		return nil, fmt.Errorf("label values of %s: %w", name, s.err)
 	}
 	return values, nil
-}
-
-// scanBounded runs fn with an iterator over cf that never returns a key at
-// or after upper, so that RocksDB reads nothing past it.
-func (db *DB) scanBounded(cf *grocksdb.ColumnFamilyHandle, upper []byte, fn func(*grocksdb.Iterator) error) error {
-	ro := grocksdb.NewDefaultReadOptions()
-	defer ro.Destroy() // after it.Close: the iterator points at the bound
-	ro.SetTotalOrderSeek(true)
-	ro.SetIterateUpperBound(upper)
-	it := db.rdb.NewIteratorCF(ro, cf)
-	defer it.Close()
-	if err := fn(it); err != nil {
-		return err
-	}
-	return it.Err()
 }
 
 func postingID(key []byte, prefixLen int) (uint64, error) {

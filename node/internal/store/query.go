@@ -63,19 +63,20 @@ func (db *DB) Rollups(k Kind, seriesID uint64, start, end int64, fn func(bucketS
 // scanSeries calls visit for the keys of seriesID in column family k, in
 // ascending time: in each partition from partitionStart(lo) through
 // partitionStart(hi), the keys with time in [max(partition, from()), hi].
-// Errors from visit are returned unchanged.
+// val is valid only until visit returns. Errors from visit are returned
+// unchanged.
 // REQUIRES: db acquired; lo <= hi, both within the supported time range.
 func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, hi int64, visit func(t int64, val []byte) error) error {
-	cf, w := db.timeCFs[k], db.widthMs(k)
+	w := db.widthMs(k)
 
-	// One prefix-bounded iterator serves every partition: each seek is
-	// confined to partition|series, and the prefix bloom filters skip the
-	// SST files that hold nothing of the series in that partition.
-	it := db.rdb.NewIteratorCF(db.readPrefix, cf)
-	defer it.Close()
-	// NB: the iterator reads the data as of its creation. Everything below
-	// is computed after it, so it describes the same or newer data: a chunk
-	// the iterator sees was written after its span was published, and a
+	// One prefix-bounded scan serves every partition: each seek is confined
+	// to partition|series, and the prefix bloom filters skip the SST files
+	// that hold nothing of the series in that partition.
+	s := db.openScan(db.timeCFs[k], scanPrefix, nil)
+	defer s.close()
+	// NB: the scan reads the data as of its creation. Everything below is
+	// computed after it, so it describes the same or newer data: a chunk
+	// the scan sees was written after its span was published, and a
 	// partition it sees is still there (or dropped whole) for the bounds.
 	start := from()
 	pLo, pHi := partitionStart(lo, w), partitionStart(hi, w)
@@ -92,24 +93,22 @@ func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, h
 		pLo, pHi = max(pLo, first), min(pHi, last)
 	}
 
-	key := make([]byte, 0, timeKeyLen)
+	var seek, limit [timeKeyLen]byte
 	for p := pLo; p <= pHi; p += w {
-		key = appendTimeKey(key[:0], p, seriesID, max(p, start))
-		for it.Seek(key); it.Valid(); it.Next() {
-			kb := it.Key().Data()
+		// The limit partition|series|hi+1 ends each batch at hi, instead of
+		// reading ahead into the rest of the partition. NB: hi+1 cannot
+		// overflow, hi <= MaxTimestampMs.
+		s.seek(appendTimeKey(seek[:0], p, seriesID, max(p, start)), appendTimeKey(limit[:0], p, seriesID, hi+1), 0)
+		for kb, val, ok := s.next(); ok; kb, val, ok = s.next() {
 			if len(kb) != timeKeyLen {
 				return fmt.Errorf("%w: %s key %x", ErrCorrupt, k, kb)
 			}
-			t := decodeTime(kb[seriesPrefixLen:])
-			if t > hi {
-				break
-			}
-			if err := visit(t, it.Value().Data()); err != nil {
+			if err := visit(decodeTime(kb[seriesPrefixLen:]), val); err != nil {
 				return err
 			}
 		}
-		if err := it.Err(); err != nil {
-			return fmt.Errorf("scan %s of series %d in partition %d: %w", k, seriesID, p, err)
+		if s.err != nil {
+			return fmt.Errorf("scan %s of series %d in partition %d: %w", k, seriesID, p, s.err)
 		}
 	}
 	return nil

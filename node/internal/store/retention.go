@@ -74,11 +74,15 @@ func (db *DB) Partitions(k Kind) ([]int64, error) {
 // REQUIRES: db acquired; before <= MaxTimestampMs.
 func (db *DB) walkPartitions(k Kind, before int64, fn func(p int64)) error {
 	w := db.widthMs(k)
-	it := db.rdb.NewIteratorCF(db.readTotal, db.timeCFs[k])
-	defer it.Close()
-	seek := make([]byte, 0, partitionPrefixLen)
-	for it.SeekToFirst(); it.Valid(); it.Seek(seek) {
-		kb := it.Key().Data()
+	s := db.openScan(db.timeCFs[k], scanTotal, nil)
+	defer s.close()
+	var seek [partitionPrefixLen]byte
+	s.seek(nil, nil, 1)
+	for {
+		kb, _, ok := s.next()
+		if !ok {
+			break
+		}
 		if len(kb) != timeKeyLen {
 			return fmt.Errorf("%w: %s key %x", ErrCorrupt, k, kb)
 		}
@@ -87,10 +91,10 @@ func (db *DB) walkPartitions(k Kind, before int64, fn func(p int64)) error {
 			break
 		}
 		fn(p)
-		seek = appendTime(seek[:0], p+w) // NB: p < before <= MaxTimestampMs, no overflow
+		s.seek(appendTime(seek[:0], p+w), nil, 1) // NB: p < before <= MaxTimestampMs, no overflow
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list %s partitions: %w", k, err)
+	if s.err != nil {
+		return fmt.Errorf("list %s partitions: %w", k, s.err)
 	}
 	return nil
 }
@@ -98,18 +102,22 @@ func (db *DB) walkPartitions(k Kind, before int64, fn func(p int64)) error {
 // partitionBounds returns the first and last partition of k that hold data.
 // REQUIRES: db acquired.
 func (db *DB) partitionBounds(k Kind) (first, last int64, found bool, err error) {
-	it := db.rdb.NewIteratorCF(db.readTotal, db.timeCFs[k])
-	defer it.Close()
+	s := db.openScan(db.timeCFs[k], scanTotal, nil)
+	defer s.close()
 	var bounds [2]int64
-	for i, seek := range []func(){it.SeekToFirst, it.SeekToLast} {
-		seek()
-		if !it.Valid() {
-			if err := it.Err(); err != nil {
-				return 0, 0, false, fmt.Errorf("find %s partitions: %w", k, err)
+	for i := range bounds {
+		if i == 0 {
+			s.seek(nil, nil, 1)
+		} else {
+			s.seekLast()
+		}
+		kb, _, ok := s.next()
+		if !ok {
+			if s.err != nil {
+				return 0, 0, false, fmt.Errorf("find %s partitions: %w", k, s.err)
 			}
 			return 0, 0, false, nil
 		}
-		kb := it.Key().Data()
 		if len(kb) != timeKeyLen {
 			return 0, 0, false, fmt.Errorf("%w: %s key %x", ErrCorrupt, k, kb)
 		}
