@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -77,13 +78,11 @@ func (n *Node) flush(all bool) error {
 		work = append(work, tk)
 		var err error
 		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
-			invalidateCaches(work)
 			return fmt.Errorf("flush series %d %s: %w", s.id, s.lset, err)
 		}
 	}
 	if len(work) > 0 {
 		if err := n.db.Write(b); err != nil {
-			invalidateCaches(work)
 			return fmt.Errorf("write batch: %w", err)
 		}
 	}
@@ -99,15 +98,6 @@ func (n *Node) flush(all bool) error {
 	}
 	n.headSamples.Add(-removed)
 	return n.truncateWAL(list)
-}
-
-// invalidateCaches forgets the rollup caches of series whose flush did not
-// reach the store, so their next flush recomputes from what is stored.
-func invalidateCaches(work []taken) {
-	for _, tk := range work {
-		tk.s.hourCache.valid = false
-		tk.s.dayCache.valid = false
-	}
 }
 
 // truncateWAL removes WAL segments older than the oldest one still holding
@@ -140,8 +130,8 @@ func (n *Node) truncateWAL(list []*memSeries) error {
 	return nil
 }
 
-// flushSeries adds to b the chunks and rollups for what tk took. It keeps
-// the series' rollup caches equal to what b will store.
+// flushSeries adds to b the chunks and rollups for what tk took. Hours are
+// handled in time order, a day's packed hourly rollups loaded once.
 func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error) {
 	s := tk.s
 	type hourWork struct {
@@ -171,57 +161,77 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 	}
 	slices.SortFunc(hours, func(a, b hourWork) int { return cmpInt(a.hour, b.hour) })
 
-	written := map[int64]rollup.Agg{} // hour rollups this round, for day recomputes
+	var day rollup.Hourly
+	curDay := int64(math.MinInt64)
+	finishDay := func() {
+		if curDay == math.MinInt64 {
+			return
+		}
+		buf = day.AppendBinary(buf[:0], curDay)
+		b.PutRollup(store.KindRollup1h, s.id, curDay, buf)
+		buf = day.Total().AppendBinary(buf[:0], curDay)
+		b.PutRollup(store.KindRollup1d, s.id, curDay, buf)
+	}
 	for _, hw := range hours {
-		fast := len(hw.ooo) == 0 && s.hourCache.valid && s.hourCache.bucket == hw.hour
-		last := s.hourCache.agg.LastT
+		if d := rollup.BucketStart(hw.hour, rollup.Day); d != curDay {
+			finishDay()
+			var err error
+			if day, err = n.readHourly(s.id, d); err != nil {
+				return buf, err
+			}
+			curDay = d
+		}
+		stored := &day.Hours[(hw.hour-curDay)/rollup.Hour]
+		// Fast path: in-order chunks all newer than anything stored in the
+		// hour are written as they are and merged into its rollup.
+		fast := len(hw.ooo) == 0
+		last := stored.LastT
 		for _, c := range hw.chunks {
-			if !fast || c.ts[0] <= last {
+			if !fast || (stored.Count > 0 && c.ts[0] <= last) {
 				fast = false
 				break
 			}
 			last = c.ts[len(c.ts)-1]
 		}
-		var delta rollup.Agg
-		if fast {
-			for _, c := range hw.chunks {
-				buf = chunk.Encode(buf[:0], c.ts, c.vs)
-				b.PutChunk(s.id, c.ts[0], c.ts[len(c.ts)-1], buf)
-				for i, t := range c.ts {
-					delta.Add(t, c.vs[i])
-				}
-			}
-			s.hourCache.agg.Merge(delta)
-		} else {
-			var err error
-			if buf, err = n.mergeHour(b, s, hw.hour, hw.chunks, hw.ooo, buf); err != nil {
-				return buf, err
-			}
-		}
-		buf = s.hourCache.agg.AppendBinary(buf[:0], hw.hour)
-		b.PutRollup(store.KindRollup1h, s.id, hw.hour, buf)
-		written[hw.hour] = s.hourCache.agg
-
-		day := rollup.BucketStart(hw.hour, rollup.Day)
-		if fast && s.dayCache.valid && s.dayCache.bucket == day {
-			s.dayCache.agg.Merge(delta)
-		} else {
-			agg, err := n.dayFromHours(s.id, day, written)
+		if !fast {
+			agg, nbuf, err := n.mergeHour(b, s, hw.hour, hw.chunks, hw.ooo, buf)
+			buf = nbuf
 			if err != nil {
 				return buf, err
 			}
-			s.dayCache = aggCache{valid: true, bucket: day, agg: agg}
+			*stored = agg
+			continue
 		}
-		buf = s.dayCache.agg.AppendBinary(buf[:0], day)
-		b.PutRollup(store.KindRollup1d, s.id, day, buf)
+		for _, c := range hw.chunks {
+			buf = chunk.Encode(buf[:0], c.ts, c.vs)
+			b.PutChunk(s.id, c.ts[0], c.ts[len(c.ts)-1], buf)
+			for i, t := range c.ts {
+				stored.Add(t, c.vs[i])
+			}
+		}
 	}
+	finishDay()
 	return buf, nil
+}
+
+// readHourly loads the packed hourly rollups of one series for one day.
+func (n *Node) readHourly(id uint64, day int64) (rollup.Hourly, error) {
+	var d rollup.Hourly
+	err := n.db.Rollups(store.KindRollup1h, id, day, day, func(_ int64, val []byte) error {
+		var err error
+		d, err = rollup.DecodeHourly(val, day)
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("hourly rollups of %s: %w", fmtMs(day), err)
+	}
+	return d, nil
 }
 
 // mergeHour rewrites one hour of a series: stored samples, then the taken
 // chunks, then the out-of-order samples, last write wins; and recomputes
 // the hour's rollup from the result.
-func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []headChunk, ooo []sample, buf []byte) ([]byte, error) {
+func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []headChunk, ooo []sample, buf []byte) (rollup.Agg, []byte, error) {
 	var stored []sample
 	var ts []int64
 	var vs []float64
@@ -238,7 +248,7 @@ func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []head
 		return nil
 	})
 	if err != nil {
-		return buf, err
+		return rollup.Agg{}, buf, err
 	}
 	var pending []sample
 	for _, c := range chunks {
@@ -263,35 +273,5 @@ func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []head
 		buf = chunk.Encode(buf[:0], ts, vs)
 		b.PutChunk(s.id, ts[0], ts[len(ts)-1], buf)
 	}
-	s.hourCache = aggCache{valid: true, bucket: hour, agg: agg}
-	return buf, nil
-}
-
-// dayFromHours recomputes a day's rollup from its stored hourly rollups,
-// overridden by the hours written in the current round.
-func (n *Node) dayFromHours(id uint64, day int64, written map[int64]rollup.Agg) (rollup.Agg, error) {
-	var agg rollup.Agg
-	seen := map[int64]bool{}
-	err := n.db.Rollups(store.KindRollup1h, id, day, day+rollup.Day-1, func(bucket int64, val []byte) error {
-		if w, ok := written[bucket]; ok {
-			agg.Merge(w)
-			seen[bucket] = true
-			return nil
-		}
-		a, err := rollup.Decode(val, bucket)
-		if err != nil {
-			return fmt.Errorf("hourly rollup at %s: %w", fmtMs(bucket), err)
-		}
-		agg.Merge(a)
-		return nil
-	})
-	if err != nil {
-		return agg, err
-	}
-	for h, w := range written {
-		if h >= day && h < day+rollup.Day && !seen[h] {
-			agg.Merge(w)
-		}
-	}
-	return agg, nil
+	return agg, buf, nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
-// memSeries is one series in the head: its identity, the samples not yet
-// written to RocksDB, and the flush loop's cache of its current rollups.
+// memSeries is one series in the head: its identity and the samples not
+// yet written to RocksDB.
 //
 // Samples of a series live in three places until flushed, in increasing
 // precedence for equal timestamps (last write wins):
@@ -44,9 +44,6 @@ type memSeries struct {
 	ooo     []sample
 	oooSeq  uint64 // WAL seq of the first ooo sample
 	closed  []headChunk
-
-	// Flush-loop only (no lock): rollups as stored in RocksDB.
-	hourCache, dayCache aggCache
 }
 
 type sample struct {
@@ -58,14 +55,6 @@ type headChunk struct {
 	ts       []int64
 	vs       []float64
 	firstSeq uint64
-}
-
-// aggCache mirrors the stored rollup of one bucket, and the newest stored
-// sample time in it, so in-order flushes can merge instead of recompute.
-type aggCache struct {
-	valid  bool
-	bucket int64
-	agg    rollup.Agg
 }
 
 // append adds one sample. It returns how many head samples it added (0 when

@@ -330,16 +330,12 @@ func (n *Node) storedSamples(id uint64, mint, maxt int64) ([]sample, error) {
 // downsampleRollup answers a downsampling query whose step is a multiple
 // of an hour from the rollups: whole cells (hours, or days when the step is
 // a multiple of a day) come from the stored rollup; cells cut by the query
-// range or holding unflushed head samples are computed from finer data.
+// range or holding unflushed head samples are computed from raw samples.
 func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int64, error) {
 	head := s.snapshot(q.Start, q.End)
 	dirty := map[int64]bool{} // hours with head samples
 	for _, x := range head {
 		dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
-	}
-	tier, kind := rollup.Hour, store.KindRollup1h
-	if q.Step%rollup.Day == 0 {
-		tier, kind = rollup.Day, store.KindRollup1d
 	}
 	clean := func(cell, width int64) bool {
 		if cell < q.Start || cell+width-1 > q.End {
@@ -364,88 +360,87 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 		buckets[b].Merge(a)
 	}
 	var read int64
-	var cellErr error
-	// fine computes a cell that cannot come from its own rollup.
-	var fine func(cell, width int64) (rollup.Agg, error)
-	fine = func(cell, width int64) (rollup.Agg, error) {
-		var agg rollup.Agg
-		if width == rollup.Day {
-			for h := cell; h < cell+rollup.Day; h += rollup.Hour {
-				if h+rollup.Hour-1 < q.Start || h > q.End {
-					continue
-				}
-				var a rollup.Agg
-				var err error
-				if clean(h, rollup.Hour) {
-					a, err = n.readRollup(store.KindRollup1h, s.id, h)
-					read++
-				} else {
-					a, err = fine(h, rollup.Hour)
-				}
-				if err != nil {
-					return agg, err
-				}
-				agg.Merge(a)
+	// hours adds the hours of one day that the range touches: clean ones
+	// from the packed hourly rollup, the others from raw samples.
+	hours := func(day rollup.Hourly, dayStart int64) error {
+		for h := range 24 {
+			start := dayStart + int64(h)*rollup.Hour
+			if start+rollup.Hour-1 < q.Start || start > q.End {
+				continue
 			}
-			return agg, nil
+			if clean(start, rollup.Hour) {
+				add(start, day.Hours[h])
+				continue
+			}
+			samples, err := n.rawSamples(s, max(start, q.Start), min(start+rollup.Hour-1, q.End))
+			if err != nil {
+				return err
+			}
+			read += int64(len(samples))
+			var agg rollup.Agg
+			for _, x := range samples {
+				agg.Add(x.t, x.v)
+			}
+			add(start, agg)
 		}
-		lo, hi := max(cell, q.Start), min(cell+width-1, q.End)
-		samples, err := n.rawSamples(s, lo, hi)
-		if err != nil {
-			return agg, err
-		}
-		read += int64(len(samples))
-		for _, x := range samples {
-			agg.Add(x.t, x.v)
-		}
-		return agg, nil
+		return nil
 	}
-	first := rollup.BucketStart(q.Start, tier)
-	firstFull := first
-	if firstFull < q.Start {
-		firstFull += tier
-	}
-	lastCell := rollup.BucketStart(q.End, tier)
-	lastFull := lastCell
-	if lastFull+tier-1 > q.End {
-		lastFull -= tier
-	}
-	// Whole, clean cells straight from the rollup tier.
-	if firstFull <= lastFull {
-		err := n.db.Rollups(kind, s.id, firstFull, lastFull, func(cell int64, val []byte) error {
-			if !clean(cell, tier) {
+	firstDay := rollup.BucketStart(q.Start, rollup.Day)
+	lastDay := rollup.BucketStart(q.End, rollup.Day)
+	var err error
+	if q.Step%rollup.Day == 0 {
+		// Whole clean days from the daily tier; the others hour by hour.
+		err = n.db.Rollups(store.KindRollup1d, s.id, firstDay, lastDay, func(d int64, val []byte) error {
+			if !clean(d, rollup.Day) {
 				return nil
 			}
-			a, err := rollup.Decode(val, cell)
+			a, err := rollup.Decode(val, d)
 			if err != nil {
-				return fmt.Errorf("rollup at %s: %w", fmtMs(cell), err)
+				return fmt.Errorf("daily rollup at %s: %w", fmtMs(d), err)
 			}
 			read++
-			add(cell, a)
+			add(d, a)
 			return nil
 		})
-		if err != nil {
-			return nil, nil, 0, err
+		partial := []int64{firstDay, lastDay}
+		for h := range dirty {
+			partial = append(partial, rollup.BucketStart(h, rollup.Day))
+		}
+		slices.Sort(partial)
+		for _, d := range slices.Compact(partial) {
+			if err != nil {
+				break
+			}
+			if clean(d, rollup.Day) {
+				continue
+			}
+			var day rollup.Hourly
+			if day, err = n.readHourly(s.id, d); err == nil {
+				read++
+				err = hours(day, d)
+			}
+		}
+	} else {
+		seen := map[int64]bool{}
+		err = n.db.Rollups(store.KindRollup1h, s.id, firstDay, lastDay, func(d int64, val []byte) error {
+			day, err := rollup.DecodeHourly(val, d)
+			if err != nil {
+				return fmt.Errorf("hourly rollups of %s: %w", fmtMs(d), err)
+			}
+			read++
+			seen[d] = true
+			return hours(day, d)
+		})
+		// Days with no stored rollup may still have head samples.
+		for h := range dirty {
+			if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
+				seen[d] = true
+				err = hours(rollup.Hourly{}, d)
+			}
 		}
 	}
-	// Edge cells and cells with head data.
-	todo := map[int64]bool{first: true, lastCell: true}
-	for h := range dirty {
-		todo[rollup.BucketStart(h, tier)] = true
-	}
-	for cell := range todo {
-		if clean(cell, tier) || cell+tier-1 < q.Start || cell > q.End {
-			continue
-		}
-		a, err := fine(cell, tier)
-		if err != nil {
-			cellErr = err
-			break
-		}
-		add(cell, a)
-	}
-	if cellErr != nil {
-		return nil, nil, 0, cellErr
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	keys := slices.Sorted(mapKeys(buckets))
 	ts := make([]int64, len(keys))
@@ -454,16 +449,6 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 		ts[i], vs[i] = b, buckets[b].Value(q.Downsample)
 	}
 	return ts, vs, read, nil
-}
-
-func (n *Node) readRollup(kind store.Kind, id uint64, bucket int64) (rollup.Agg, error) {
-	var agg rollup.Agg
-	err := n.db.Rollups(kind, id, bucket, bucket, func(b int64, val []byte) error {
-		a, err := rollup.Decode(val, b)
-		agg = a
-		return err
-	})
-	return agg, err
 }
 
 // lastPoint finds the newest sample in [mint, maxt] (mint 0: as far back as

@@ -37,8 +37,8 @@ var cfSpecs = []cfSpec{
 	{name: cfSeries, keyBloom: true},
 	{name: cfPostings},
 	{name: cfChunks, prefixBloom: true, blockBytes: timeBlockBytes},
-	{name: cfRollup1h, prefixBloom: true, blockBytes: timeBlockBytes},
-	{name: cfRollup1d, prefixBloom: true, blockBytes: timeBlockBytes},
+	{name: cfRollup1h, prefixBloom: true, blockBytes: timeBlockBytes, hot: true},
+	{name: cfRollup1d, prefixBloom: true, blockBytes: timeBlockBytes, hot: true},
 	{name: cfMeta},
 }
 

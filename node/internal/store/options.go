@@ -200,6 +200,9 @@ type cfSpec struct {
 	prefixBloom bool // bloom over the partition|series prefix
 	keyBloom    bool // bloom over whole keys
 	blockBytes  int
+	// hot: read in bulk by queries, so the bottommost level keeps the
+	// cheap-to-decompress upper-level codec instead of the denser one.
+	hot bool
 }
 
 // cfOptions builds the options of one column family; the caller destroys
@@ -232,7 +235,11 @@ func cfOptions(o *Options, spec cfSpec, cache *grocksdb.Cache, comp compressions
 	opts.SetMaxBytesForLevelBase(levelBaseBytes)
 	opts.SetTargetFileSizeBase(targetFileBytes)
 	opts.SetCompression(comp.upper)
-	opts.SetBottommostCompression(comp.bottom)
+	if spec.hot {
+		opts.SetBottommostCompression(comp.upper)
+	} else {
+		opts.SetBottommostCompression(comp.bottom)
+	}
 	if !spec.prefixBloom {
 		return opts, nil
 	}
