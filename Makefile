@@ -52,10 +52,13 @@ check-generate: generate ## Fail if `make generate` changes the tree.
 fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
 	@scripts/fuzz.sh $${FUZZTIME:-30s}
 
-bench: bench-ingest bench-rollup ## Run all system benchmarks.
+bench: bench-ingest bench-restart bench-rollup ## Run all system benchmarks.
 
 bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench ingest --binary $(BIN) $(BENCH_ARGS)
+
+bench-restart: build ## Restart benchmark: kill -9 a node with a 256 MiB WAL, time two restarts; prints a table and a JSON line.
+	$(GO) run ./bench/cmd/tribench restart --binary $(BIN) $(BENCH_ARGS)
 
 bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench rollup $(BENCH_ARGS)

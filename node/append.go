@@ -203,18 +203,19 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)
 	}
 	nowNs := n.opts.Now().UnixNano()
-	var added int64
+	var grown int64
 	wake := false
 	for _, r := range runs {
 		r.s.mu.Lock()
 		for i := range r.ts {
-			a, c := r.s.append(r.ts[i], r.vs[i], seq, nowNs, n.opts.HeadChunkSamples)
-			added += int64(a)
+			d, c := r.s.append(r.ts[i], r.vs[i], seq, nowNs, n.opts.HeadChunkSamples)
+			grown += d
 			wake = wake || c
 		}
 		r.s.mu.Unlock()
 	}
-	if n.headSamples.Add(added)*16 > n.opts.HeadMaxBytes {
+	n.headSamples.Add(n.enc.Points())
+	if n.headBytes.Add(grown) > n.opts.HeadMaxBytes {
 		wake = true
 	}
 	if wake {

@@ -32,6 +32,12 @@ func (n *Node) flushLoop() {
 	}
 }
 
+// decoded is a closed head chunk's samples.
+type decoded struct {
+	ts []int64
+	vs []float64
+}
+
 // taken is what one flush round took from a series.
 type taken struct {
 	s       *memSeries
@@ -49,7 +55,7 @@ func (n *Node) flush(all bool) error {
 	defer n.flushMu.Unlock()
 	nowNs := n.opts.Now().UnixNano()
 	maxAgeNs := n.opts.ChunkMaxAge.Nanoseconds()
-	if n.headSamples.Load()*16 > n.opts.HeadMaxBytes {
+	if n.headBytes.Load() > n.opts.HeadMaxBytes {
 		all = true
 	}
 	n.idxMu.RLock()
@@ -65,7 +71,10 @@ func (n *Node) flush(all bool) error {
 	var buf []byte
 	for _, s := range list {
 		s.mu.Lock()
-		if all || (len(s.ts) > 0 && nowNs-s.openedAtNs > maxAgeNs) {
+		// Out-of-order samples may repeat timestamps of the open chunk and
+		// are newer than it: flush them together, or the store would hold
+		// a newer value than the head.
+		if all || len(s.ooo) > 0 || (s.open.Len() > 0 && nowNs-s.openedAtNs > maxAgeNs) {
 			s.closeOpen()
 		}
 		if len(s.closed) == 0 && len(s.ooo) == 0 {
@@ -86,17 +95,22 @@ func (n *Node) flush(all bool) error {
 			return fmt.Errorf("write batch: %w", err)
 		}
 	}
-	var removed int64
+	var removed, freed int64
 	for _, tk := range work {
 		s := tk.s
 		s.mu.Lock()
-		s.closed = s.closed[len(tk.closed):]
+		s.closed = slices.Delete(s.closed, 0, len(tk.closed))
 		s.ooo = s.ooo[len(tk.ooo):]
+		if len(s.ooo) == 0 {
+			s.ooo = nil // let the buffer go
+		}
+		freed -= s.resize()
 		s.mu.Unlock()
 		removed += tk.nSample
 		n.stats.flushedChunks.Add(int64(len(tk.closed)))
 	}
 	n.headSamples.Add(-removed)
+	n.headBytes.Add(-freed)
 	return n.truncateWAL(list)
 }
 
@@ -136,7 +150,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 	s := tk.s
 	type hourWork struct {
 		hour   int64
-		chunks []headChunk
+		chunks []decoded
 		ooo    []sample
 	}
 	var hours []hourWork
@@ -149,7 +163,9 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		hours = append(hours, hourWork{hour: h})
 		return &hours[len(hours)-1]
 	}
-	for _, c := range tk.closed {
+	for _, hc := range tk.closed {
+		var c decoded
+		c.ts, c.vs = hc.c.AppendSamples(nil, nil)
 		hw := at(rollup.BucketStart(c.ts[0], rollup.Hour))
 		hw.chunks = append(hw.chunks, c)
 		tk.nSample += int64(len(c.ts))
@@ -231,7 +247,7 @@ func (n *Node) readHourly(id uint64, day int64) (rollup.Hourly, error) {
 // mergeHour rewrites one hour of a series: stored samples, then the taken
 // chunks, then the out-of-order samples, last write wins; and recomputes
 // the hour's rollup from the result.
-func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []headChunk, ooo []sample, buf []byte) (rollup.Agg, []byte, error) {
+func (n *Node) mergeHour(b *store.Batch, s *memSeries, hour int64, chunks []decoded, ooo []sample, buf []byte) (rollup.Agg, []byte, error) {
 	var stored []sample
 	var ts []int64
 	var vs []float64

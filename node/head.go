@@ -2,9 +2,9 @@ package node
 
 import (
 	"slices"
-	"sort"
 	"sync"
 
+	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -20,9 +20,9 @@ import (
 //	ooo     out-of-order samples, in arrival order
 //
 // INVARIANT: every sample in ooo arrived after every sample with the same
-// timestamp in closed and open (a timestamp below the open chunk's first
-// sample can never enter an open chunk again), and everything in the head
-// arrived after everything in RocksDB.
+// timestamp in closed and open (the open chunk only takes timestamps above
+// its newest), and everything in the head arrived after everything in
+// RocksDB (the flush writes ooo together with the open chunk).
 type memSeries struct {
 	id   uint64
 	lset labels.Labels
@@ -31,10 +31,9 @@ type memSeries struct {
 	// REQUIRES: Node.mu held.
 	definedSeq uint64
 
-	mu sync.Mutex // guards everything below except the flush-only fields
-	// open chunk
-	ts           []int64
-	vs           []float64
+	mu sync.Mutex // guards everything below
+	// open chunk, compressed as it is appended to
+	open         chunk.Appender
 	openHour     int64
 	openFirstSeq uint64
 	openedAtNs   int64
@@ -44,6 +43,7 @@ type memSeries struct {
 	ooo     []sample
 	oooSeq  uint64 // WAL seq of the first ooo sample
 	closed  []headChunk
+	bytes   int64 // memory held by the samples above
 }
 
 type sample struct {
@@ -52,55 +52,56 @@ type sample struct {
 }
 
 type headChunk struct {
-	ts       []int64
-	vs       []float64
+	c        chunk.Sealed
 	firstSeq uint64
 }
 
-// append adds one sample. It returns how many head samples it added (0 when
-// it overwrote a duplicate in the open chunk) and whether the open chunk was
-// closed (the caller may wake the flush loop).
+// append adds one sample. It returns the change in the series' head memory
+// and whether the open chunk was closed (the caller may wake the flush
+// loop).
 // REQUIRES: s.mu held.
-func (s *memSeries) append(t int64, v float64, seq uint64, nowNs int64, chunkSamples int) (added int, closed bool) {
+func (s *memSeries) append(t int64, v float64, seq uint64, nowNs int64, chunkSamples int) (bytesDelta int64, closed bool) {
 	if !s.hasMaxT || t > s.maxT {
 		s.maxT, s.hasMaxT = t, true
 	}
-	n := len(s.ts)
+	n := s.open.Len()
 	switch {
 	case n == 0 && t >= s.maxT:
-		// New newest sample with no open chunk.
+		// The newest sample, and no open chunk.
 		s.startChunk(t, v, seq, nowNs)
-		return 1, false
-	case n > 0 && t > s.ts[n-1]:
+	case n > 0 && t > s.open.LastT():
 		if rollup.BucketStart(t, rollup.Hour) != s.openHour || n >= chunkSamples {
 			s.closeOpen()
 			s.startChunk(t, v, seq, nowNs)
-			return 1, true
+			closed = true
+		} else {
+			s.open.Append(t, v)
 		}
-		s.ts = append(s.ts, t)
-		s.vs = append(s.vs, v)
-		return 1, false
-	case n > 0 && t >= s.ts[0]:
-		i := sort.Search(n, func(i int) bool { return s.ts[i] >= t })
-		if s.ts[i] == t {
-			s.vs[i] = v
-			return 0, false
-		}
-		s.ts = slices.Insert(s.ts, i, t)
-		s.vs = slices.Insert(s.vs, i, v)
-		return 1, false
 	default:
+		// Older than the open chunk's newest sample, or a duplicate: the
+		// flush merges it with what is stored, last write wins.
 		if len(s.ooo) == 0 {
 			s.oooSeq = seq
 		}
 		s.ooo = append(s.ooo, sample{t, v})
-		return 1, false
 	}
+	return s.resize(), closed
+}
+
+// resize recomputes the series' head memory and returns the change.
+// REQUIRES: s.mu held.
+func (s *memSeries) resize() int64 {
+	b := int64(s.open.SizeBytes() + cap(s.ooo)*16)
+	for _, c := range s.closed {
+		b += int64(c.c.SizeBytes())
+	}
+	d := b - s.bytes
+	s.bytes = b
+	return d
 }
 
 func (s *memSeries) startChunk(t int64, v float64, seq uint64, nowNs int64) {
-	s.ts = append(s.ts[:0], t)
-	s.vs = append(s.vs[:0], v)
+	s.open.Append(t, v)
 	s.openHour = rollup.BucketStart(t, rollup.Hour)
 	s.openFirstSeq = seq
 	s.openedAtNs = nowNs
@@ -108,11 +109,10 @@ func (s *memSeries) startChunk(t int64, v float64, seq uint64, nowNs int64) {
 
 // closeOpen moves the open chunk to the closed list. REQUIRES: s.mu held.
 func (s *memSeries) closeOpen() {
-	if len(s.ts) == 0 {
+	if s.open.Len() == 0 {
 		return
 	}
-	s.closed = append(s.closed, headChunk{ts: s.ts, vs: s.vs, firstSeq: s.openFirstSeq})
-	s.ts, s.vs = nil, nil
+	s.closed = append(s.closed, headChunk{c: s.open.Seal(), firstSeq: s.openFirstSeq})
 }
 
 // firstSeq is the oldest WAL segment holding samples of this series that
@@ -128,7 +128,7 @@ func (s *memSeries) firstSeq() uint64 {
 	for _, c := range s.closed {
 		take(c.firstSeq)
 	}
-	if len(s.ts) > 0 {
+	if s.open.Len() > 0 {
 		take(s.openFirstSeq)
 	}
 	if len(s.ooo) > 0 {
@@ -140,12 +140,20 @@ func (s *memSeries) firstSeq() uint64 {
 // snapshot returns the head's samples of this series within [mint, maxt],
 // sorted by time with duplicates resolved last-write-wins.
 func (s *memSeries) snapshot(mint, maxt int64) []sample {
-	s.mu.Lock()
 	var out []sample
+	var ts []int64
+	var vs []float64
+	s.mu.Lock()
 	for _, c := range s.closed {
-		out = appendRange(out, c.ts, c.vs, mint, maxt)
+		if c.c.LastT() >= mint && c.c.FirstT() <= maxt {
+			ts, vs = c.c.AppendSamples(ts[:0], vs[:0])
+			out = appendRange(out, ts, vs, mint, maxt)
+		}
 	}
-	out = appendRange(out, s.ts, s.vs, mint, maxt)
+	if s.open.Len() > 0 && s.open.LastT() >= mint && s.open.FirstT() <= maxt {
+		ts, vs = s.open.AppendSamples(ts[:0], vs[:0])
+		out = appendRange(out, ts, vs, mint, maxt)
+	}
 	for _, o := range s.ooo {
 		if o.t >= mint && o.t <= maxt {
 			out = append(out, o)

@@ -59,7 +59,10 @@ type Node struct {
 	replaySeq atomic.Uint64
 	walLow    uint64
 
+	// headSamples counts samples in the head; headBytes is the memory they
+	// hold (compressed chunks plus out-of-order buffers).
 	headSamples atomic.Int64
+	headBytes   atomic.Int64
 	flushWake   chan struct{}
 	flushMu     sync.Mutex // one flush round at a time
 	stop        chan struct{}
@@ -225,7 +228,7 @@ func (n *Node) replay() (points int64, err error) {
 			lastSeq = seq
 			n.replaySeq.Store(seq)
 			// Keep the head within its memory bound while replaying a long WAL.
-			if n.headSamples.Load()*16 > n.opts.HeadMaxBytes {
+			if n.headBytes.Load() > n.opts.HeadMaxBytes {
 				if err := n.flush(true); err != nil {
 					return err
 				}
@@ -252,12 +255,15 @@ func (n *Node) replay() (points int64, err error) {
 			if s == nil {
 				return fmt.Errorf("segment %d: %w: samples for undefined series %d", seq, record.ErrCorrupt, id)
 			}
+			var grown int64
 			s.mu.Lock()
 			for i := range ts {
-				added, _ := s.append(ts[i], vs[i], seq, nowNs, n.opts.HeadChunkSamples)
-				n.headSamples.Add(int64(added))
+				d, _ := s.append(ts[i], vs[i], seq, nowNs, n.opts.HeadChunkSamples)
+				grown += d
 			}
 			s.mu.Unlock()
+			n.headBytes.Add(grown)
+			n.headSamples.Add(int64(len(ts)))
 			points += int64(len(ts))
 			return nil
 		})

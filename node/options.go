@@ -31,10 +31,12 @@ type Options struct {
 	WALSync         wal.SyncPolicy
 	WALSegmentBytes int64         // default 4 MiB
 	WALSegmentAge   time.Duration // default 5s
-	// HeadChunkSamples closes an open head chunk at this many samples (default 240).
+	// HeadChunkSamples closes an open head chunk at this many samples
+	// (default 480; chunks also close at every hour boundary).
 	HeadChunkSamples int
-	// HeadMaxBytes bounds the memory of unflushed samples (16 bytes each);
-	// past it every open chunk is flushed. Default 32 MiB.
+	// HeadMaxBytes bounds the memory of unflushed samples (compressed head
+	// chunks, about 1-2 bytes a sample, and out-of-order buffers, 16 bytes a
+	// sample); past it every open chunk is flushed. Default 32 MiB.
 	HeadMaxBytes int64
 	// ChunkMaxAge closes an open chunk that has been open this long in wall
 	// time, so idle series do not pin the WAL. Default 10m.
@@ -86,7 +88,7 @@ func (o *Options) Validate() error {
 	}
 	def(&o.WALSegmentAge, 5*time.Second)
 	if o.HeadChunkSamples == 0 {
-		o.HeadChunkSamples = 240
+		o.HeadChunkSamples = 480
 	}
 	if o.HeadMaxBytes == 0 {
 		o.HeadMaxBytes = 32 << 20

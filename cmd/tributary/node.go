@@ -29,7 +29,7 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) (listen, walSync, logLevel, lo
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
 	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
 	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
-	fs.IntVar(&o.HeadChunkSamples, "head-chunk-samples", 240, "samples per head chunk")
+	fs.IntVar(&o.HeadChunkSamples, "head-chunk-samples", 480, "samples per head chunk (chunks also close at each hour boundary)")
 	fs.DurationVar(&o.OutOfOrderWindow, "ooo-window", time.Hour, "accept samples this much older than their series' newest")
 	fs.DurationVar(&o.FutureWindow, "future-window", 10*time.Minute, "reject samples further than this ahead of the clock")
 	fs.DurationVar(&o.RetentionRaw, "retention-raw", 15*24*time.Hour, "keep raw samples this long")

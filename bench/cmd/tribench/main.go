@@ -2,6 +2,7 @@
 // workload against a real node.
 //
 //	tribench ingest --binary bin/tributary [flags]   start a node, measure gRPC ingest
+//	tribench restart --binary bin/tributary [flags]  crash a node with a big WAL, time its restarts
 //	tribench demo --addr 127.0.0.1:7070 [flags]      write CAN-bus data, run example queries
 //	tribench rollup [flags]                          5 years of minutely data, rollup queries
 //
@@ -26,6 +27,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/demo"
 	"github.com/tributarydb/tributary/bench/internal/ingest"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/restart"
 	"github.com/tributarydb/tributary/bench/internal/rollupbench"
 )
 
@@ -35,6 +37,10 @@ workloads:
   ingest   start 'tributary node' as its own process, write to it over loopback
            gRPC, and report points/s, CPU-s per million points, peak RSS and
            bytes/point (a table, then one JSON line)
+  restart  fill a node's WAL (256 MiB by default), kill -9 it, restart it with a
+           big head and with the default flags, and report the time to ready
+           and peak RSS of each and check every acknowledged point is back
+           (a table, then one JSON line)
   demo     write minutes of CAN-bus data to a running node and run example queries
   rollup   load 100 series x 1 point/min x 5 years into an in-process node and
            time rollup-backed downsampling queries (a table, then one JSON line)
@@ -62,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "ingest":
 		err = runIngest(ctx, args[1:], stdout, stderr, logger)
+	case "restart":
+		err = runRestart(ctx, args[1:], stdout, stderr, logger)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr, logger)
 	case "rollup":
@@ -136,6 +144,40 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	o.Out = stdout
 	o.Logger = logger
 	_, err := ingest.Run(ctx, o)
+	return err
+}
+
+func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := restart.DefaultOptions()
+	fs := flag.NewFlagSet("tribench restart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	walMiB := fs.Int64("wal-mib", o.WALBytes>>20, "write until the node's WAL segments hold this many `MiB`, then kill -9 it")
+	fs.IntVar(&o.Series, "series", o.Series, "number of sensor series (each gets at most 1h / interval points)")
+	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
+	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
+	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
+	fs.DurationVar(&o.MaxLoad, "max-load", o.MaxLoad, "give up if the WAL is not full after this long (at most 9m: the node flushes chunks open for 10m)")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
+	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node logs after the run")
+	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node, WAL replay included, may take")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after the final SIGTERM")
+	fs.DurationVar(&o.QueryTimeout, "query-timeout", o.QueryTimeout, "how long each verification query (one metric name) may take")
+	commit := fs.String("commit", "", "name of the code measured (default: git describe of the working directory)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.WALBytes = *walMiB << 20
+	o.Commit = *commit
+	if o.Commit == "" {
+		o.Commit = gitDescribe(ctx)
+	}
+	o.Out = stdout
+	o.Logger = logger
+	_, err := restart.Run(ctx, o)
 	return err
 }
 

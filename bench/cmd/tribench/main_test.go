@@ -23,6 +23,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"stray argument", []string{"demo", "extra"}, 2, "unexpected arguments: extra"},
 		{"invalid options", []string{"demo", "--vehicles", "0"}, 1, "vehicles must be positive"},
 		{"missing binary", []string{"ingest", "--binary", "/nonexistent/tributary", "--commit", "test"}, 1, "find tributary binary"},
+		{"restart flags", []string{"restart", "-h"}, 0, "-wal-mib"},
+		{"restart invalid options", []string{"restart", "--wal-mib", "0", "--max-load", "20m", "--commit", "test"}, 1, "wal size must be positive"},
+		{"restart missing binary", []string{"restart", "--binary", "/nonexistent/tributary", "--commit", "test"}, 1, "find tributary binary"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -284,7 +285,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		case <-loadCtx.Done():
 		}
 	}()
-	stats, loadErr := runLoad(loadCtx, loadConfig{
+	stats, loadErr := load.Run(loadCtx, load.Config{
 		Clients:         writeClients,
 		Requests:        perClient,
 		PointsPerSeries: o.PointsPerSeriesPerBatch,

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/workload"
@@ -80,12 +81,12 @@ func fakeTributary(mode string, args []string) int {
 		log.Error("listen", "err", err)
 		return 1
 	}
-	fw := newFakeWriter()
+	fw := fakenode.NewWriter()
 	var srv *grpc.Server
 	if mode == "noop" {
 		perRequest, _ := strconv.ParseInt(os.Getenv("FAKE_POINTS_PER_REQUEST"), 10, 64)
-		srv = grpc.NewServer(grpc.ForceServerCodecV2(discardCodec{}))
-		tributaryv1.RegisterWriteServiceServer(srv, noopWriter{perRequest: perRequest})
+		srv = grpc.NewServer(grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
+		tributaryv1.RegisterWriteServiceServer(srv, fakenode.NoopWriter{PerRequest: perRequest})
 	} else {
 		srv = grpc.NewServer()
 		tributaryv1.RegisterWriteServiceServer(srv, fw)
@@ -107,7 +108,7 @@ func fakeTributary(mode string, args []string) int {
 		log.Error("serve", "err", err)
 		return 1
 	}
-	points, series, disorder := fw.stats()
+	points, series, disorder := fw.Stats()
 	log.Info("flushed head", "points", points, "series", series)
 	if len(disorder) > 0 {
 		log.Error("series out of order", "examples", disorder)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/workload"
@@ -81,7 +82,7 @@ type measurement struct {
 	gen           *workload.Generator
 	reqs          []*workload.Request
 	clients       int
-	stats         loadStats
+	stats         load.Stats
 	before, after nodeproc.Usage
 	exit          nodeproc.Exit
 	compact       nodeproc.CompactResult
@@ -140,8 +141,8 @@ func (m measurement) result() Result {
 		PeakRSSMiB:           report.Number(report.Round(float64(max(m.after.HWMBytes, m.exit.MaxRSSBytes))/mib, 1)),
 		BytesPerPoint:        ratio(float64(m.compact.SSTBytes), float64(m.stats.Points)),
 
-		WriteP50Ms: ms(percentile(lat, 0.50)),
-		WriteP99Ms: ms(percentile(lat, 0.99)),
+		WriteP50Ms: ms(load.Percentile(lat, 0.50)),
+		WriteP99Ms: ms(load.Percentile(lat, 0.99)),
 
 		CPUSPerMillionPointsLoad: perMillion(nodeLoadCPU),
 		NodeCPUS:                 report.Number(report.Round(nodeCPU.Seconds(), 3)),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/workload"
@@ -30,7 +31,7 @@ func sampleMeasurement(t *testing.T) measurement {
 		gen:     gen,
 		reqs:    gen.Requests(100, 100),
 		clients: 4,
-		stats: loadStats{
+		stats: load.Stats{
 			Points: 60_000_000, Requests: 6000, Elapsed: 20 * time.Second, Latencies: lat,
 			FillTime: 300 * time.Millisecond, WaitTime: 76 * time.Second,
 		},
@@ -129,7 +130,7 @@ func TestWriteReport_TableThenExactlyOneJSONLine(t *testing.T) {
 
 func TestWriteReport_ZeroPointsIsNullNotNaN(t *testing.T) {
 	m := sampleMeasurement(t)
-	m.stats = loadStats{Elapsed: time.Second}
+	m.stats = load.Stats{Elapsed: time.Second}
 	m.compact = nodeproc.CompactResult{}
 	var buf bytes.Buffer
 	if err := WriteReport(&buf, m.result()); err != nil {

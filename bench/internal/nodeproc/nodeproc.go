@@ -1,7 +1,8 @@
 // Package nodeproc runs the tributary binary as a child process for the
-// system benchmarks: it starts `tributary node`, waits for its ready line,
-// measures the node process alone (CPU time and resident memory from /proc
-// while it runs, rusage once it has exited), stops it with SIGTERM, and runs
+// system benchmarks: it starts `tributary node`, waits for its ready line
+// (and times it), measures the node process alone (CPU time and resident
+// memory from /proc while it runs, rusage once it has exited), stops it with
+// SIGTERM or kills it with SIGKILL to simulate a crash, and runs
 // `tributary compact` on the stopped node's data directory.
 //
 // The node's stdout and stderr are appended to a log file; the last lines are
@@ -99,7 +100,10 @@ type Node struct {
 	exited chan struct{} // closed once Wait returned; then waitErr is set
 	// waitErr is what cmd.Wait returned. REQUIRES: exited closed.
 	waitErr error
-	logger  *slog.Logger
+	// readyAfter is the time from just before the process was started to
+	// the moment its ready line was read. REQUIRES: ready closed.
+	readyAfter time.Duration
+	logger     *slog.Logger
 }
 
 // Start starts the node and returns once it has printed its ready line. It
@@ -125,10 +129,16 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		exited: make(chan struct{}),
 		logger: logger,
 	}
-	var readyOnce sync.Once
+	var (
+		readyOnce sync.Once
+		started   time.Time // set before the process starts, so before any line
+	)
 	n.log = newLineLog(logFile, 40, func(line string) {
 		if readyLine.MatchString(line) {
-			readyOnce.Do(func() { close(n.ready) })
+			readyOnce.Do(func() {
+				n.readyAfter = time.Since(started)
+				close(n.ready)
+			})
 		}
 	})
 	// NB: not exec.CommandContext: cancelling ctx must stop the node with
@@ -141,6 +151,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	// If the node hands its pipes to a child that outlives it, do not hang.
 	n.cmd.WaitDelay = 5 * time.Second
 	logger.Info("starting node", "cmd", opts.Binary+" "+strings.Join(opts.Args(), " "), "log", opts.LogPath)
+	started = time.Now()
 	if err := n.cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start node %s: %w", opts.Binary, err)
@@ -151,12 +162,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		close(n.exited)
 	}()
 
-	t0 := time.Now()
 	timer := time.NewTimer(opts.ReadyTimeout)
 	defer timer.Stop()
 	select {
 	case <-n.ready:
-		logger.Info("node ready", "pid", n.PID(), "after", time.Since(t0).Round(time.Millisecond))
+		logger.Info("node ready", "pid", n.PID(), "after", n.readyAfter.Round(time.Millisecond))
 		return n, nil
 	case <-n.exited:
 		return nil, fmt.Errorf("node exited before it was ready (%v); last output:\n%s", n.waitErr, n.LogTail())
@@ -171,6 +181,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 // PID is the node's process id.
 func (n *Node) PID() int { return n.cmd.Process.Pid }
+
+// ReadyAfter is the time from the start of the process to the moment its
+// ready line was read.
+func (n *Node) ReadyAfter() time.Duration { return n.readyAfter }
 
 // Exited is closed when the node process has exited.
 func (n *Node) Exited() <-chan struct{} { return n.exited }
@@ -232,6 +246,22 @@ func (n *Node) Stop(timeout time.Duration) (Exit, error) {
 	}
 	n.logger.Info("node stopped", "after", e.StopDuration.Round(time.Millisecond))
 	return e, nil
+}
+
+// Kill SIGKILLs the node, as a crash or `kill -9` would end it, and waits
+// for it to exit. It returns an error if the node had already exited.
+func (n *Node) Kill() (Exit, error) {
+	select {
+	case <-n.exited:
+		return n.exit(0), fmt.Errorf("node had already exited (%v); last output:\n%s", n.waitErr, n.LogTail())
+	default:
+	}
+	n.logger.Info("killing node (SIGKILL)", "pid", n.PID())
+	if err := n.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return Exit{}, fmt.Errorf("kill node: %w", err)
+	}
+	<-n.exited
+	return n.exit(0), nil
 }
 
 // kill SIGKILLs the node and waits for it; for failure paths.

@@ -276,3 +276,56 @@ func TestOptions_ArgsAndValidate(t *testing.T) {
 		t.Error("empty options validated")
 	}
 }
+
+func TestParseMachineCPU(t *testing.T) {
+	tests := []struct {
+		name      string
+		stat      string
+		wantBusy  time.Duration
+		wantTotal time.Duration
+		wantErr   bool
+	}{
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		{"full line", "cpu  100 10 50 800 20 5 5 10 30 0\ncpu0 1 2 3 4\n", 1800 * time.Millisecond, 10 * time.Second, false},
+		{"old kernel, four fields", "cpu 100 0 100 800\n", 2 * time.Second, 10 * time.Second, false},
+		{"not the cpu line", "cpu0 1 2 3 4 5\n", 0, 0, true},
+		{"garbage", "cpu a b c d\n", 0, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			busy, total, err := parseMachineCPU([]byte(tc.stat), 100)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if busy != tc.wantBusy || total != tc.wantTotal {
+				t.Errorf("busy %v total %v, want %v and %v", busy, total, tc.wantBusy, tc.wantTotal)
+			}
+		})
+	}
+	if busy, total, err := MachineCPU(); err != nil || total <= 0 || busy > total {
+		t.Errorf("this machine: busy %v total %v, %v", busy, total, err)
+	}
+}
+
+func TestNode_KillEndsItAtOnceAndReadyIsTimed(t *testing.T) {
+	opts := fakeOptions(t, "stubborn") // ignores SIGTERM; SIGKILL cannot be ignored
+	t0 := time.Now()
+	n, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := n.ReadyAfter(); d <= 0 || d > time.Since(t0) {
+		t.Errorf("ready after %v, want between 0 and %v", d, time.Since(t0))
+	}
+	e, err := n.Kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Code != -1 || e.MaxRSSBytes < 64<<20 {
+		t.Errorf("exit %+v, want code -1 (killed by a signal) and the fake's 64 MiB", e)
+	}
+	requireGone(t, opts.DataDir)
+	if _, err := n.Kill(); err == nil || !strings.Contains(err.Error(), "already exited") {
+		t.Errorf("second kill: got %v, want an already-exited error", err)
+	}
+}

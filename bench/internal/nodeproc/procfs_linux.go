@@ -132,3 +132,41 @@ func SelfCPU() (time.Duration, error) {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
+
+// MachineCPU reads the first line of /proc/stat: the CPU time every process
+// on the machine has used (busy) and the time that passed on all CPUs
+// together (total), both since boot. Comparing two readings with a process's
+// own CPU time says how much of the machine other work took meanwhile.
+func MachineCPU() (busy, total time.Duration, err error) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read machine cpu time: %w", err)
+	}
+	return parseMachineCPU(stat, clockTicks)
+}
+
+// parseMachineCPU reads the "cpu" line of /proc/stat: user nice system idle
+// iowait irq softirq steal guest guest_nice, in clock ticks. Idle and iowait
+// are not busy; steal (time the hypervisor gave to other guests) is, as it
+// is time this machine's work could not run; guest time is already counted
+// in user and nice.
+func parseMachineCPU(stat []byte, ticksPerSecond int64) (busy, total time.Duration, err error) {
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("malformed /proc/stat cpu line %q", line)
+	}
+	var idle, sum int64
+	for i, v := range f[1:min(len(f), 9)] { // through steal
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("malformed /proc/stat cpu line %q", line)
+		}
+		sum += n
+		if i == 3 || i == 4 { // idle, iowait
+			idle += n
+		}
+	}
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / time.Duration(ticksPerSecond) }
+	return tick(sum - idle), tick(sum), nil
+}

@@ -1,4 +1,16 @@
-package ingest
+// Package load is the benchmark driver's write load: several clients, each
+// with its own gRPC connection, send prepared workload requests to a node
+// round after round until a duration passes, the caller says stop, or the
+// samples would reach the wall clock. Every response must accept exactly the
+// points sent; anything else stops the load with an error.
+//
+// Each series belongs to exactly one request and each request to exactly one
+// client, so every series is written in time order however the clients
+// interleave.
+//
+// Concurrency: Run starts one goroutine per client and returns once they
+// have all finished; it must not be given the same Requests twice at once.
+package load
 
 import (
 	"context"
@@ -16,11 +28,9 @@ import (
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// loadConfig describes one load run.
-type loadConfig struct {
-	// Clients[c] sends Requests[c], in order, round after round. Each series
-	// belongs to exactly one request, so every series is written in time
-	// order however the clients interleave.
+// Config describes one load run.
+type Config struct {
+	// Clients[c] sends Requests[c], in order, round after round.
 	Clients  []tributaryv1.WriteServiceClient
 	Requests [][]*workload.Request
 	// PointsPerSeries is the number of points per series in each request.
@@ -31,11 +41,15 @@ type loadConfig struct {
 	CallTimeout time.Duration
 	// Now is the wall clock; a client stops instead of writing samples newer
 	// than Now(), which a node may reject as too far in the future.
+	// Default time.Now.
 	Now func() time.Time
+	// Stop, when closed, ends the load the way Duration passing does:
+	// requests in flight complete and count. Nil never stops.
+	Stop <-chan struct{}
 }
 
-// loadStats is what a load run measured.
-type loadStats struct {
+// Stats is what a load run measured.
+type Stats struct {
 	Points   int64 // acknowledged points
 	Requests int64
 	Elapsed  time.Duration
@@ -46,17 +60,18 @@ type loadStats struct {
 	// WaitTime is the total time clients spent inside Write calls.
 	WaitTime time.Duration
 	// CaughtUp is set when a client stopped early because its next samples
-	// would have been newer than the wall clock.
+	// would have been newer than Now(). The request it had filled was not
+	// sent.
 	CaughtUp bool
 }
 
-// runLoad runs the clients concurrently until Duration has passed (requests
-// in flight then are completed and counted, never cancelled, so that every
-// sent point is accounted for). Every response must accept exactly the
-// points sent; anything else stops the run with an error.
-func runLoad(ctx context.Context, cfg loadConfig) (loadStats, error) {
+// Run runs the clients concurrently until Duration has passed or Stop is
+// closed (requests in flight then are completed and counted, never
+// cancelled, so that every sent point is accounted for). Every response must
+// accept exactly the points sent; anything else stops the run with an error.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if len(cfg.Clients) != len(cfg.Requests) || len(cfg.Clients) == 0 {
-		panic(fmt.Sprintf("BUG: runLoad with %d clients and %d request lists", len(cfg.Clients), len(cfg.Requests)))
+		panic(fmt.Sprintf("BUG: load.Run with %d clients and %d request lists", len(cfg.Clients), len(cfg.Requests)))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -66,7 +81,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadStats, error) {
 
 	var (
 		mu       sync.Mutex
-		total    loadStats
+		total    Stats
 		firstErr error
 		wg       sync.WaitGroup
 	)
@@ -100,12 +115,12 @@ func runLoad(ctx context.Context, cfg loadConfig) (loadStats, error) {
 	return total, firstErr
 }
 
-func runClient(ctx context.Context, cfg loadConfig, c int, deadline time.Time) (loadStats, error) {
-	var st loadStats
+func runClient(ctx context.Context, cfg Config, c int, deadline time.Time) (Stats, error) {
+	var st Stats
 	client, reqs := cfg.Clients[c], cfg.Requests[c]
 	for round := 0; ; round++ {
 		for i, req := range reqs {
-			if ctx.Err() != nil || !time.Now().Before(deadline) {
+			if ctx.Err() != nil || !time.Now().Before(deadline) || stopped(cfg.Stop) {
 				return st, nil
 			}
 			t0 := time.Now()
@@ -137,6 +152,15 @@ func runClient(ctx context.Context, cfg loadConfig, c int, deadline time.Time) (
 	}
 }
 
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // ended reports whether ctx is done or past its deadline. NB: gRPC can fail
 // a call with DeadlineExceeded (the server enforces the deadline too) a
 // moment before the context's own timer has marked it done.
@@ -148,9 +172,9 @@ func ended(ctx context.Context) bool {
 	return ok && !time.Now().Before(d)
 }
 
-// percentile returns the nearest-rank q-quantile (0 < q ≤ 1) of ds, or 0 when
+// Percentile returns the nearest-rank q-quantile (0 < q ≤ 1) of ds, or 0 when
 // ds is empty. It sorts ds.
-func percentile(ds []time.Duration, q float64) time.Duration {
+func Percentile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package ingest
+package load
 
 import (
 	"context"
@@ -6,14 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func dial(t testing.TB, addr string, n int) []tributaryv1.WriteServiceClient {
 	t.Helper()
@@ -29,7 +33,7 @@ func dial(t testing.TB, addr string, n int) []tributaryv1.WriteServiceClient {
 	return cs
 }
 
-// splitRequests deals requests to clients the way Run does.
+// splitRequests deals requests to clients the way the benchmarks do.
 func splitRequests(reqs []*workload.Request, clients int) [][]*workload.Request {
 	out := make([][]*workload.Request, clients)
 	for i, r := range reqs {
@@ -38,13 +42,13 @@ func splitRequests(reqs []*workload.Request, clients int) [][]*workload.Request 
 	return out
 }
 
-func testConfig(t *testing.T, addr string, series, clients int) loadConfig {
+func testConfig(t *testing.T, addr string, series, clients int) Config {
 	t.Helper()
 	gen, err := workload.NewSensor(workload.SensorOptions{Series: series, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return loadConfig{
+	return Config{
 		Clients:         dial(t, addr, clients),
 		Requests:        splitRequests(gen.Requests(50, 20), clients),
 		PointsPerSeries: 20,
@@ -53,14 +57,14 @@ func testConfig(t *testing.T, addr string, series, clients int) loadConfig {
 	}
 }
 
-func TestRunLoad_CountsEveryAcknowledgedPointInSeriesOrder(t *testing.T) {
-	fw := newFakeWriter()
-	cfg := testConfig(t, serve(t, fw), 500, 3)
-	st, err := runLoad(context.Background(), cfg)
+func TestRun_CountsEveryAcknowledgedPointInSeriesOrder(t *testing.T) {
+	fw := fakenode.NewWriter()
+	cfg := testConfig(t, fakenode.Serve(t, fw), 500, 3)
+	st, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	points, series, disorder := fw.stats()
+	points, series, disorder := fw.Stats()
 	if st.Points == 0 || st.Points != points {
 		t.Fatalf("load counted %d points, server accepted %d", st.Points, points)
 	}
@@ -78,10 +82,10 @@ func TestRunLoad_CountsEveryAcknowledgedPointInSeriesOrder(t *testing.T) {
 	}
 }
 
-func TestRunLoad_RejectedPointFailsLoudly(t *testing.T) {
-	fw := newFakeWriter()
-	fw.rejectLast = true
-	_, err := runLoad(context.Background(), testConfig(t, serve(t, fw), 100, 2))
+func TestRun_RejectedPointFailsLoudly(t *testing.T) {
+	fw := fakenode.NewWriter()
+	fw.RejectLast = true
+	_, err := Run(context.Background(), testConfig(t, fakenode.Serve(t, fw), 100, 2))
 	if err == nil {
 		t.Fatal("no error although the node rejected points")
 	}
@@ -92,22 +96,22 @@ func TestRunLoad_RejectedPointFailsLoudly(t *testing.T) {
 	}
 }
 
-func TestRunLoad_WriteErrorFails(t *testing.T) {
-	fw := newFakeWriter()
-	fw.failAfter = 3
-	_, err := runLoad(context.Background(), testConfig(t, serve(t, fw), 100, 2))
+func TestRun_WriteErrorFails(t *testing.T) {
+	fw := fakenode.NewWriter()
+	fw.FailAfter = 3
+	_, err := Run(context.Background(), testConfig(t, fakenode.Serve(t, fw), 100, 2))
 	if err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("got %v, want the write error", err)
 	}
 }
 
-func TestRunLoad_StopsBeforeWritingFutureSamples(t *testing.T) {
-	fw := newFakeWriter()
-	cfg := testConfig(t, serve(t, fw), 100, 2)
+func TestRun_StopsBeforeWritingFutureSamples(t *testing.T) {
+	fw := fakenode.NewWriter()
+	cfg := testConfig(t, fakenode.Serve(t, fw), 100, 2)
 	cfg.Duration = time.Minute
 	// Two rounds of 20 one-second samples are in the past; the third is not.
 	cfg.Now = func() time.Time { return time.UnixMilli(1_600_000_000_000 + 45_000) }
-	st, err := runLoad(context.Background(), cfg)
+	st, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +120,34 @@ func TestRunLoad_StopsBeforeWritingFutureSamples(t *testing.T) {
 	}
 }
 
-func TestRunLoad_CancelledContextIsAnError(t *testing.T) {
-	fw := newFakeWriter()
-	cfg := testConfig(t, serve(t, fw), 100, 2)
+func TestRun_StopEndsTheLoadWithoutError(t *testing.T) {
+	fw := fakenode.NewWriter()
+	cfg := testConfig(t, fakenode.Serve(t, fw), 100, 2)
+	cfg.Duration = time.Minute
+	stop := make(chan struct{})
+	cfg.Stop = stop
+	time.AfterFunc(200*time.Millisecond, func() { close(stop) })
+	t0 := time.Now()
+	st, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("load ran %v after Stop was closed", d)
+	}
+	points, _, _ := fw.Stats()
+	if st.Points == 0 || st.Points != points || st.CaughtUp {
+		t.Errorf("load counted %d points (caught up %v), server accepted %d", st.Points, st.CaughtUp, points)
+	}
+}
+
+func TestRun_CancelledContextIsAnError(t *testing.T) {
+	fw := fakenode.NewWriter()
+	cfg := testConfig(t, fakenode.Serve(t, fw), 100, 2)
 	cfg.Duration = time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := runLoad(ctx, cfg); err == nil || !strings.Contains(err.Error(), "interrupted") {
+	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("got %v, want an interrupted error", err)
 	}
 }
@@ -148,7 +173,7 @@ func TestPercentile(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := percentile(tc.in, tc.q); got != tc.want {
+			if got := Percentile(tc.in, tc.q); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -167,10 +192,10 @@ func BenchmarkLoad_OneClient(b *testing.B) {
 		addr func(b *testing.B) string
 	}{
 		{"server=decode", func(b *testing.B) string {
-			return serve(b, noopWriter{perRequest: 10_000})
+			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: 10_000})
 		}},
 		{"server=discard", func(b *testing.B) string {
-			return serve(b, noopWriter{perRequest: 10_000}, grpc.ForceServerCodecV2(discardCodec{}))
+			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: 10_000}, grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
 		}},
 	}
 	for _, c := range cases {
