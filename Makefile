@@ -8,7 +8,7 @@ STATIC_CGO_LDFLAGS := -l:librocksdb.a -lstdc++ -lm -lz -lbz2 -lsnappy -llz4 -lzs
 PROTO_FILES := $(shell find proto -name '*.proto')
 GOTEST_FLAGS ?=
 
-.PHONY: help deps build static test test-race lint generate check-generate bench bench-ingest bench-rollup demo fuzz clean
+.PHONY: help deps build static test test-race lint generate check-generate bench bench-ingest bench-rollup bench-restart demo fuzz clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'

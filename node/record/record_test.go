@@ -37,7 +37,7 @@ func TestRecord_RoundTrip(t *testing.T) {
 		{"empty", nil, nil},
 		{"defs only", map[uint64]string{7: "abc"}, nil},
 		{"one run", map[uint64]string{1: "k1"}, []run{{1, []int64{100, 200, 300}, []float64{1, 2, 3}}}},
-		{"unsorted and duplicate", nil, []run{{3, []int64{300, 100, 100, math.MinInt64 + 5}, []float64{1, math.NaN(), math.Inf(-1), -0.0}}}},
+		{"unsorted and duplicate", nil, []run{{3, []int64{300, 100, 100, math.MinInt64 + 5}, []float64{1, math.NaN(), math.Inf(-1), math.Copysign(0, -1)}}}},
 		{"many runs", map[uint64]string{1: "a", 2: "b"}, []run{{1, []int64{1}, []float64{1}}, {2, []int64{-5, 5}, []float64{2, 3}}, {1, []int64{2}, []float64{4}}}},
 	}
 	for _, c := range cases {

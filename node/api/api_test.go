@@ -1,0 +1,120 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+func serve(t *testing.T) (pb.WriteServiceClient, pb.QueryServiceClient) {
+	t.Helper()
+	n, err := node.Open(node.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	api.New(n, "test", "edge").Register(g)
+	go g.Serve(lis)
+	conn, err := grpc.NewClient("passthrough:///buf", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		g.Stop()
+		n.Close()
+	})
+	return pb.NewWriteServiceClient(conn), pb.NewQueryServiceClient(conn)
+}
+
+func series(nv ...string) *pb.Series {
+	s := &pb.Series{}
+	for i := 0; i < len(nv); i += 2 {
+		s.Labels = append(s.Labels, &pb.Label{Name: nv[i], Value: nv[i+1]})
+	}
+	return s
+}
+
+func TestAPI_WriteReportsRejectionsAndQueryStreams(t *testing.T) {
+	w, q := serve(t)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	resp, err := w.Write(ctx, &pb.WriteRequest{Batches: []*pb.SeriesBatch{
+		{Series: series("__name__", "temp", "room", "a"), TimestampsMs: []int64{now - 2000, now - 1000}, Values: []float64{20.5, 20.6}},
+		{Series: series("room", "b"), TimestampsMs: []int64{now}, Values: []float64{1}},
+		{Series: series("__name__", "temp", "room", "c"), TimestampsMs: []int64{now, now + 1}, Values: []float64{1}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Accepted != 2 || resp.Rejected != 3 || len(resp.Rejections) != 2 {
+		t.Fatalf("response %v", resp)
+	}
+	if r := resp.Rejections[0]; r.Reason != pb.RejectReason_REJECT_REASON_INVALID_SERIES || r.BatchIndex != 1 || r.PointIndex != -1 {
+		t.Fatalf("first rejection %v", r)
+	}
+	if r := resp.Rejections[1]; r.Reason != pb.RejectReason_REJECT_REASON_LENGTH_MISMATCH || r.BatchIndex != 2 {
+		t.Fatalf("second rejection %v", r)
+	}
+
+	stream, err := q.Query(ctx, &pb.QueryRequest{
+		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: "temp"}},
+		StartMs:  now - 10_000, EndMs: now, Mode: pb.QueryMode_QUERY_MODE_RAW,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*pb.QueryResponse
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 1 || msgs[0].Source != "raw" || len(msgs[0].Values) != 2 || msgs[0].Values[1] != 20.6 {
+		t.Fatalf("query answer %v", msgs)
+	}
+	st, err := q.Status(ctx, &pb.StatusRequest{})
+	if err != nil || st.PointsAcceptedTotal != 2 || st.Series != 1 {
+		t.Fatalf("status %v %v", st, err)
+	}
+}
+
+func TestAPI_BadQueriesAreInvalidArgument(t *testing.T) {
+	_, q := serve(t)
+	for name, req := range map[string]*pb.QueryRequest{
+		"bad regexp":   {Matchers: []*pb.Matcher{{Type: pb.Matcher_REGEX, Name: "a", Value: "("}}, EndMs: 1},
+		"no matchers":  {EndMs: 1},
+		"reversed":     {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, StartMs: 5, EndMs: 1},
+		"unknown mode": {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, EndMs: 1, Mode: 99},
+	} {
+		stream, err := q.Query(context.Background(), req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+	if _, err := q.LabelValues(context.Background(), &pb.LabelValuesRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("label values without a name: %v", err)
+	}
+}
