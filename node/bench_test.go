@@ -13,7 +13,8 @@ import (
 
 // BenchmarkNode_Write measures the write path in process: validation, WAL
 // record encoding and append, head append, with the WAL fsync relaxed so the
-// figure is the CPU cost, not the disk's. It reports WAL bytes per sample.
+// figure is the CPU cost, not the disk's. It reports WAL bytes and head memory
+// bytes per sample.
 func BenchmarkNode_Write(b *testing.B) {
 	for _, shape := range []struct{ series, perSeries int }{{100, 100}, {1000, 10}} {
 		b.Run(fmt.Sprintf("series=%d/points=%d", shape.series, shape.perSeries), func(b *testing.B) {
@@ -61,6 +62,7 @@ func BenchmarkNode_Write(b *testing.B) {
 			b.StopTimer()
 			st := n.Status()
 			b.ReportMetric(float64(st.WAL.Bytes-startWAL)/float64(written), "walB/sample")
+			b.ReportMetric(float64(st.HeadBytes)/float64(st.HeadSamples), "headB/sample")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(written), "ns/sample")
 		})
 	}

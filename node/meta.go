@@ -72,6 +72,7 @@ type Status struct {
 	NodeID             string
 	Series             int
 	HeadSamples        int64
+	HeadBytes          int64 // memory held by head samples
 	WAL                wal.Stats
 	Accepted, Rejected int64
 	FlushedChunks      int64
@@ -89,6 +90,7 @@ func (n *Node) Status() Status {
 		NodeID:           n.opts.NodeID,
 		Series:           series,
 		HeadSamples:      n.headSamples.Load(),
+		HeadBytes:        n.headBytes.Load(),
 		WAL:              n.wal.Stats(),
 		Accepted:         n.stats.accepted.Load(),
 		Rejected:         n.stats.rejected.Load(),

@@ -128,6 +128,7 @@ func Open(opts Options) (*Node, error) {
 		MaxSegmentBytes: opts.WALSegmentBytes,
 		MaxSegmentAge:   opts.WALSegmentAge,
 		Sync:            opts.WALSync,
+		FS:              opts.WALFS,
 		Logger:          opts.Logger,
 	})
 	if err != nil {

@@ -66,6 +66,10 @@ type Options struct {
 	Limits    labels.Limits // default labels.DefaultLimits
 	MaxSeries int           // default 100,000
 
+	// WALFS is the file system the WAL lives on: nil is the real one; tests
+	// use a crash-simulating one (package walfs).
+	WALFS wal.FS
+
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
 }

@@ -168,3 +168,39 @@ func TestClose_LeavesNothingToReplay(t *testing.T) {
 		t.Fatalf("points after reopen: %+v", got)
 	}
 }
+
+func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
+	dir := t.TempDir()
+	clock := base
+	o := testOptions(t, dir)
+	o.Now = func() time.Time { return clock }
+	o.RetentionRaw = 2 * 24 * time.Hour
+	o.Retention1h = 10 * 24 * time.Hour
+	o.Retention1d = 365 * 24 * time.Hour
+	o.OutOfOrderWindow = time.Hour
+	n := mustOpen(t, o)
+	defer func() { n.Close() }()
+	// One sample an hour for 6 days, written as time passes.
+	t0 := base.UnixMilli()
+	for h := int64(0); h < 6*24; h++ {
+		clock = base.Add(time.Duration(h) * time.Hour)
+		if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock = base.Add(6 * 24 * time.Hour)
+	n.ApplyRetention()
+	end := t0 + 6*24*3600_000
+	raw := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeRaw})[""]
+	// Raw keeps whole days from the cut (now - 2 days) on: days 4 and 5.
+	if len(raw.Ts) != 48 || raw.Ts[0] != t0+4*24*3600_000 {
+		t.Fatalf("raw after retention: %d samples from %d", len(raw.Ts), raw.Ts[0])
+	}
+	daily := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeDownsample, Step: 24 * 3600_000, Downsample: rollup.FuncCount})[""]
+	if len(daily.Ts) != 6 || daily.Vs[0] != 24 {
+		t.Fatalf("daily rollups must all survive: %v %v", daily.Ts, daily.Vs)
+	}
+}

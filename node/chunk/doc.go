@@ -17,7 +17,9 @@
 //
 // Encode, Decode and Info are safe for concurrent use; Encode borrows
 // pooled scratch memory and keeps nothing. An Iterator is not safe for
-// concurrent use; any number of Iterators may read the same bytes.
+// concurrent use; any number of Iterators may read the same bytes. An
+// Appender is not safe for concurrent use, reads included; the Sealed that
+// its Seal returns is immutable and safe for concurrent use.
 //
 // # Layout
 //
@@ -114,6 +116,50 @@
 // histogram of the residuals (exact counts below 16, counts by bit length
 // above): it searches every set of buckets of width <= 4 exactly, and
 // extends them with wider buckets whose widths are bit lengths present.
+//
+// # Appender streams
+//
+// The storage node's head builds each open chunk with an Appender, one
+// sample at a time, and answers queries from it; when the chunk is done,
+// it is re-encoded with Encode. This coding lives only in memory: it is
+// not a storage or wire format, is never persisted, and may change
+// between versions without notice. There is no header: the Appender (and
+// the Sealed that Seal makes of it) keeps the sample count and the first
+// and last timestamps beside the bits, which fill 64-bit words most
+// significant bit first, the last word padded with zeros.
+//
+//	stream = valueCode (tsCode valueCode)*   one valueCode per sample
+//
+// A tsCode is a bucket code (see "Bucket codes") for zigzag(dod), where
+// dod = (t[i]-t[i-1]) - (t[i-1]-t[i-2]), the delta before the first being
+// 0, all modulo 2^64; the bucket widths are fixed at 0, 4, 7, 12, 20 and
+// 64. Evenly spaced timestamps take one bit each.
+//
+// Values are coded in one of two modes. Decimal mode keeps an exponent e
+// and the mantissa m of the last decimal-coded value, both 0 before the
+// first. A value v that is float64(m')/10^e exactly, with |m'| < 2^53 (as
+// for chunk decimals), is a bucket code for zigzag(m'-m) with widths 0,
+// 1, 3, 6, 10, 16 and 55, whose eighth prefix, seven one bits, is an
+// escape instead:
+//
+//	escape 1 e'(4 bits) code   a raise: m *= 10^(e'-e) and e = e', then
+//	                           the value's bucket code at the new exponent
+//	escape 0 xorCode           an exception: m and e stay
+//
+// In XOR mode each value is an xorCode. XOR codes are those of chunks
+// (see "XOR codes"), against the value before whatever its coding (+0.0
+// before the first), with one window for the whole stream, which starts
+// as all 64 bits.
+//
+// The writer raises the exponent when that makes the value a decimal,
+// by at most 3 unless m is 0, and keeping |m| below 2^53; otherwise it
+// codes an exception. The modes switch by rules that the reader follows
+// too: two exceptions in a row switch to XOR mode for 64 values, and each
+// later XOR run is twice the one before, up to 32768. Back in decimal
+// mode, an exception before the next decimal-coded value switches at once.
+//
+// A sensor series (evenly spaced, one decimal moving by a step or less)
+// takes about 3 bits per sample; noise takes what Gorilla's XOR takes.
 //
 // # Corrupt input
 //

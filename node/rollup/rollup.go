@@ -1,36 +1,3 @@
-// Package rollup holds the pre-aggregate kept per series per hour and per
-// day: count, sum, min, max, first and last, plus the timestamps of first
-// and last so that two aggregates of disjoint sample sets merge exactly.
-//
-// Value encoding (the value of a rollup_1h or rollup_1d key in the store):
-//
-//	uvarint count
-//	varint  firstT - bucketStart    (ms)
-//	varint  lastT  - firstT         (ms)
-//	8 bytes sum    (float64, little-endian IEEE-754 bits)
-//	8 bytes min
-//	8 bytes max
-//	8 bytes first
-//	8 bytes last
-//
-// A value whose count is 0 is never written. Decoding checks every length and
-// returns ErrCorrupt instead of panicking.
-//
-// Hourly rollups are stored packed, one value per series per day (see Hourly):
-//
-//	uvarint mask              bit h set: hour h of the day has samples (h < 24)
-//	for each set bit, in hour order: one Agg value as above, relative to the
-//	hour's start
-//
-// so a query over a year of hourly data reads 365 values per series, not
-// 8,760.
-//
-// Merge is exact for count, min, max, first and last; sum (and so avg) is a
-// float64 sum whose rounding depends on the order of additions, so a rollup
-// sum equals the raw sum up to floating-point rounding (relative 1e-12 for
-// sensor-scale data).
-//
-// Agg is a plain value; it is not safe for concurrent mutation.
 package rollup
 
 import (
@@ -206,67 +173,6 @@ func decodePrefix(b []byte, bucketStart int64) (Agg, []byte, error) {
 	f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[i*8:])) }
 	a.Sum, a.Min, a.Max, a.First, a.Last = f(0), f(1), f(2), f(3), f(4)
 	return a, b[40:], nil
-}
-
-// Hourly holds the hourly rollups of one series for one UTC day: Hours[h] is
-// hour h (empty when Count is 0).
-type Hourly struct {
-	Hours [24]Agg
-}
-
-// Total merges the day's hours into the day's rollup.
-func (d *Hourly) Total() Agg {
-	var t Agg
-	for _, h := range d.Hours {
-		t.Merge(h)
-	}
-	return t
-}
-
-// AppendBinary appends the packed encoding of the day's non-empty hours.
-func (d *Hourly) AppendBinary(dst []byte, dayStart int64) []byte {
-	var mask uint64
-	for h, a := range d.Hours {
-		if a.Count > 0 {
-			mask |= 1 << h
-		}
-	}
-	dst = binary.AppendUvarint(dst, mask)
-	for h, a := range d.Hours {
-		if a.Count > 0 {
-			dst = a.AppendBinary(dst, dayStart+int64(h)*Hour)
-		}
-	}
-	return dst
-}
-
-// DecodeHourly parses a packed day written by Hourly.AppendBinary.
-func DecodeHourly(b []byte, dayStart int64) (Hourly, error) {
-	var d Hourly
-	mask, n := binary.Uvarint(b)
-	if n <= 0 || mask >= 1<<24 {
-		return d, fmt.Errorf("%w: bad hour mask", ErrCorrupt)
-	}
-	b = b[n:]
-	for h := 0; h < 24; h++ {
-		if mask&(1<<h) == 0 {
-			continue
-		}
-		start := dayStart + int64(h)*Hour
-		a, rest, err := decodePrefix(b, start)
-		if err != nil {
-			return d, fmt.Errorf("hour %d: %w", h, err)
-		}
-		if a.FirstT < start || a.LastT >= start+Hour {
-			return d, fmt.Errorf("%w: hour %d holds samples outside it", ErrCorrupt, h)
-		}
-		d.Hours[h] = a
-		b = rest
-	}
-	if len(b) != 0 {
-		return d, fmt.Errorf("%w: %d trailing bytes after the hours", ErrCorrupt, len(b))
-	}
-	return d, nil
 }
 
 // BucketStart returns the start of the bucket of width step containing t,

@@ -90,38 +90,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
-func TestHourly_PackedRoundTrip(t *testing.T) {
-	day := 3 * Day
-	var d Hourly
-	for _, h := range []int{0, 5, 23} {
-		d.Hours[h].Add(day+int64(h)*Hour+17, float64(h))
-		d.Hours[h].Add(day+int64(h)*Hour+3599_000, -1)
-	}
-	got, err := DecodeHourly(d.AppendBinary(nil, day), day)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != d {
-		t.Fatalf("got %+v want %+v", got, d)
-	}
-	if tot := got.Total(); tot.Count != 6 || tot.First != 0 || tot.Last != -1 {
-		t.Fatalf("total %+v", tot)
-	}
-}
-
-func FuzzDecodeHourly(f *testing.F) {
-	var d Hourly
-	d.Hours[2].Add(2*Hour+5, 1)
-	f.Add(d.AppendBinary(nil, 0))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := DecodeHourly(b, 0)
-		if err != nil {
-			return
-		}
-		again, err := DecodeHourly(d.AppendBinary(nil, 0), 0)
-		if err != nil || again != d {
-			t.Fatalf("re-encoded day differs: %v", err)
-		}
-	})
-}

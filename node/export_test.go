@@ -1,0 +1,14 @@
+package node
+
+// CrashForTest stops the node as a power cut would: no flush, no WAL
+// seal. The caller has already crashed the WAL's file system; RocksDB is
+// closed without flushing its memtables.
+func (n *Node) CrashForTest() {
+	n.closed.Store(true)
+	close(n.stop)
+	n.wg.Wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.wal.Close() // fails on the crashed file system; stops its goroutine
+	n.db.Close()
+}
