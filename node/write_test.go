@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,9 +172,10 @@ func TestClose_LeavesNothingToReplay(t *testing.T) {
 
 func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	dir := t.TempDir()
-	clock := base
+	var clock atomic.Int64 // the flush and retention loops read it
+	clock.Store(base.UnixNano())
 	o := testOptions(t, dir)
-	o.Now = func() time.Time { return clock }
+	o.Now = func() time.Time { return time.Unix(0, clock.Load()) }
 	o.RetentionRaw = 2 * 24 * time.Hour
 	o.Retention1h = 10 * 24 * time.Hour
 	o.Retention1d = 365 * 24 * time.Hour
@@ -183,7 +185,7 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	// One sample an hour for 6 days, written as time passes.
 	t0 := base.UnixMilli()
 	for h := int64(0); h < 6*24; h++ {
-		clock = base.Add(time.Duration(h) * time.Hour)
+		clock.Store(base.Add(time.Duration(h) * time.Hour).UnixNano())
 		if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +193,7 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	clock = base.Add(6 * 24 * time.Hour)
+	clock.Store(base.Add(6 * 24 * time.Hour).UnixNano())
 	n.ApplyRetention()
 	end := t0 + 6*24*3600_000
 	raw := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeRaw})[""]
