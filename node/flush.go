@@ -177,20 +177,41 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 	}
 	slices.SortFunc(hours, func(a, b hourWork) int { return cmpInt(a.hour, b.hour) })
 
-	var day rollup.Hourly
-	curDay := int64(math.MinInt64)
-	finishDay := func() {
+	var (
+		day     rollup.Hourly // hourly rollups of curDay
+		pack    rollup.Daily  // daily rollups of curPack
+		curDay  = int64(math.MinInt64)
+		curPack = int64(math.MinInt64)
+	)
+	finishPack := func() {
+		if curPack != math.MinInt64 {
+			buf = pack.AppendBinary(buf[:0], curPack)
+			b.PutRollup(store.KindRollup1d, s.id, curPack, buf)
+		}
+	}
+	// finishDay stores curDay's hours and folds its total into its pack.
+	finishDay := func() error {
 		if curDay == math.MinInt64 {
-			return
+			return nil
 		}
 		buf = day.AppendBinary(buf[:0], curDay)
 		b.PutRollup(store.KindRollup1h, s.id, curDay, buf)
-		buf = day.Total().AppendBinary(buf[:0], curDay)
-		b.PutRollup(store.KindRollup1d, s.id, curDay, buf)
+		if p := rollup.PackStart(curDay); p != curPack {
+			finishPack()
+			var err error
+			if pack, err = n.readDaily(s.id, p); err != nil {
+				return err
+			}
+			curPack = p
+		}
+		pack.Days[(curDay-curPack)/rollup.Day] = day.Total()
+		return nil
 	}
 	for _, hw := range hours {
 		if d := rollup.BucketStart(hw.hour, rollup.Day); d != curDay {
-			finishDay()
+			if err := finishDay(); err != nil {
+				return buf, err
+			}
 			var err error
 			if day, err = n.readHourly(s.id, d); err != nil {
 				return buf, err
@@ -226,8 +247,25 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 			}
 		}
 	}
-	finishDay()
+	if err := finishDay(); err != nil {
+		return buf, err
+	}
+	finishPack()
 	return buf, nil
+}
+
+// readDaily loads the packed daily rollups of one series for one pack.
+func (n *Node) readDaily(id uint64, packStart int64) (rollup.Daily, error) {
+	var d rollup.Daily
+	err := n.db.Rollups(store.KindRollup1d, id, packStart, packStart, func(_ int64, val []byte) error {
+		var err error
+		d, err = rollup.DecodeDaily(val, packStart)
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("daily rollups from %s: %w", fmtMs(packStart), err)
+	}
+	return d, nil
 }
 
 // readHourly loads the packed hourly rollups of one series for one day.

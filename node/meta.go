@@ -126,9 +126,11 @@ func (n *Node) StoredPoints() (int64, error) {
 	n.idxMu.RUnlock()
 	var total int64
 	for _, id := range ids {
-		err := n.db.Rollups(store.KindRollup1d, id, math.MinInt64, math.MaxInt64, func(b int64, val []byte) error {
-			a, err := rollup.Decode(val, b)
-			total += a.Count
+		err := n.db.Rollups(store.KindRollup1d, id, math.MinInt64, math.MaxInt64, func(p int64, val []byte) error {
+			pack, err := rollup.DecodeDaily(val, p)
+			for _, a := range pack.Days {
+				total += a.Count
+			}
 			return err
 		})
 		if err != nil {

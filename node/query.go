@@ -40,6 +40,9 @@ type Query struct {
 	LimitSeries int // 0: DefaultQuerySeriesLimit
 }
 
+// MaxBuckets bounds the buckets of a downsampling query per series.
+const MaxBuckets = 1_000_000
+
 // DefaultQuerySeriesLimit bounds the series one query may touch.
 const DefaultQuerySeriesLimit = 100_000
 
@@ -73,8 +76,8 @@ func (q *Query) validate() error {
 		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", ErrBadQuery)
 	case q.Mode < ModeRaw || q.Mode > ModeLastPoint:
 		return fmt.Errorf("%w: unknown mode %d", ErrBadQuery, q.Mode)
-	case q.Mode == ModeDownsample && (q.End-q.Start)/q.Step > 10_000_000:
-		return fmt.Errorf("%w: %d buckets is too many; use a larger step", ErrBadQuery, (q.End-q.Start)/q.Step)
+	case q.Mode == ModeDownsample && (q.End-q.Start)/q.Step > MaxBuckets:
+		return fmt.Errorf("%w: %d buckets is more than %d; use a larger step or a shorter range", ErrBadQuery, (q.End-q.Start)/q.Step, MaxBuckets)
 	}
 	for _, m := range q.Matchers {
 		if m.MatchesEmpty() {
@@ -341,28 +344,25 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 		if cell < q.Start || cell+width-1 > q.End {
 			return false
 		}
-		for h := cell; h < cell+width; h += rollup.Hour {
+		for h := cell; len(dirty) > 0 && h < cell+width; h += rollup.Hour {
 			if dirty[h] {
 				return false
 			}
 		}
 		return true
 	}
-	buckets := map[int64]*rollup.Agg{}
+	// Buckets are indexed from the first one; validate bounds their number.
+	first := rollup.BucketStart(q.Start, q.Step)
+	buckets := make([]rollup.Agg, (q.End-first)/q.Step+1)
 	add := func(cell int64, a rollup.Agg) {
-		if a.Count == 0 {
-			return
+		if a.Count > 0 {
+			buckets[(rollup.BucketStart(cell, q.Step)-first)/q.Step].Merge(a)
 		}
-		b := rollup.BucketStart(cell, q.Step)
-		if buckets[b] == nil {
-			buckets[b] = &rollup.Agg{}
-		}
-		buckets[b].Merge(a)
 	}
 	var read int64
 	// hours adds the hours of one day that the range touches: clean ones
 	// from the packed hourly rollup, the others from raw samples.
-	hours := func(day rollup.Hourly, dayStart int64) error {
+	hours := func(day *rollup.Hourly, dayStart int64) error {
 		for h := range 24 {
 			start := dayStart + int64(h)*rollup.Hour
 			if start+rollup.Hour-1 < q.Start || start > q.End {
@@ -390,16 +390,17 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 	var err error
 	if q.Step%rollup.Day == 0 {
 		// Whole clean days from the daily tier; the others hour by hour.
-		err = n.db.Rollups(store.KindRollup1d, s.id, firstDay, lastDay, func(d int64, val []byte) error {
-			if !clean(d, rollup.Day) {
-				return nil
-			}
-			a, err := rollup.Decode(val, d)
+		err = n.db.Rollups(store.KindRollup1d, s.id, rollup.PackStart(firstDay), lastDay, func(p int64, val []byte) error {
+			pack, err := rollup.DecodeDaily(val, p)
 			if err != nil {
-				return fmt.Errorf("daily rollup at %s: %w", fmtMs(d), err)
+				return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
 			}
 			read++
-			add(d, a)
+			for i, a := range pack.Days {
+				if d := p + int64(i)*rollup.Day; d >= firstDay && d <= lastDay && clean(d, rollup.Day) {
+					add(d, a)
+				}
+			}
 			return nil
 		})
 		partial := []int64{firstDay, lastDay}
@@ -417,7 +418,7 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 			var day rollup.Hourly
 			if day, err = n.readHourly(s.id, d); err == nil {
 				read++
-				err = hours(day, d)
+				err = hours(&day, d)
 			}
 		}
 	} else {
@@ -429,24 +430,26 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 			}
 			read++
 			seen[d] = true
-			return hours(day, d)
+			return hours(&day, d)
 		})
 		// Days with no stored rollup may still have head samples.
 		for h := range dirty {
 			if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
 				seen[d] = true
-				err = hours(rollup.Hourly{}, d)
+				err = hours(&rollup.Hourly{}, d)
 			}
 		}
 	}
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	keys := slices.Sorted(mapKeys(buckets))
-	ts := make([]int64, len(keys))
-	vs := make([]float64, len(keys))
-	for i, b := range keys {
-		ts[i], vs[i] = b, buckets[b].Value(q.Downsample)
+	var ts []int64
+	var vs []float64
+	for i, a := range buckets {
+		if a.Count > 0 {
+			ts = append(ts, first+int64(i)*q.Step)
+			vs = append(vs, a.Value(q.Downsample))
+		}
 	}
 	return ts, vs, read, nil
 }
