@@ -202,6 +202,7 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 	if err != nil {
 		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)
 	}
+	n.stats.walRecordBytes.Add(int64(len(n.recBuf)))
 	nowNs := n.opts.Now().UnixNano()
 	var grown int64
 	wake := false

@@ -74,6 +74,7 @@ type Status struct {
 	HeadSamples        int64
 	HeadBytes          int64 // memory held by head samples
 	WAL                wal.Stats
+	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
 	FlushedChunks      int64
 	FlushErrors        int64
@@ -92,6 +93,7 @@ func (n *Node) Status() Status {
 		HeadSamples:      n.headSamples.Load(),
 		HeadBytes:        n.headBytes.Load(),
 		WAL:              n.wal.Stats(),
+		WALRecordBytes:   n.stats.walRecordBytes.Load(),
 		Accepted:         n.stats.accepted.Load(),
 		Rejected:         n.stats.rejected.Load(),
 		FlushedChunks:    n.stats.flushedChunks.Load(),
