@@ -206,9 +206,9 @@ func appendFloats(dst []byte, vs []float64) []byte {
 // per column: no read goes out of bounds, and garbage costs at most one
 // pass over b.
 
-// readUvarintSlow reads one uvarint of any length. The column loops test for
-// the common one-byte entry inline before calling it: a call per entry
-// costs more than all the rest of the decoding.
+// readUvarintSlow reads one uvarint of any length. The column loops read
+// the common one- and two-byte entries inline before calling it: a call per
+// entry costs more than all the rest of the decoding.
 func readUvarintSlow(b []byte, i int) (uint64, int) {
 	if len(b)-i >= 8 {
 		// Up to 8 bytes without a branch per byte: find the first byte
@@ -254,6 +254,8 @@ func readInts(b []byte, i int, out []int64) int {
 			var u uint64
 			if i < len(b) && b[i] < 0x80 {
 				u, i = uint64(b[i]), i+1
+			} else if i+1 < len(b) && b[i+1] < 0x80 {
+				u, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 			} else {
 				u, i = readUvarintSlow(b, i)
 			}
@@ -265,6 +267,8 @@ func readInts(b []byte, i int, out []int64) int {
 			var u uint64
 			if i < len(b) && b[i] < 0x80 {
 				u, i = uint64(b[i]), i+1
+			} else if i+1 < len(b) && b[i+1] < 0x80 {
+				u, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 			} else {
 				u, i = readUvarintSlow(b, i)
 			}
