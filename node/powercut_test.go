@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -84,38 +83,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 	}
 	n := mustOpen(t, opts())
 	defer n.Close()
-	got := map[string]map[int64]float64{}
-	_, err := n.Query(context.Background(), node.Query{Matchers: sel(t, `cut`), Start: start, End: time.Now().Add(24 * time.Hour).UnixMilli(), Mode: node.ModeRaw},
-		func(s node.Series) error {
-			m := map[int64]float64{}
-			for i, ts := range s.Ts {
-				m[ts] = s.Vs[i]
-			}
-			got[s.Labels.Get("writer")] = m
-			return nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total, lost := 0, 0
-	for series, pts := range led.acked {
-		for ts, v := range pts {
-			total++
-			if gv, ok := got[series][ts]; !ok || gv != v {
-				lost++
-				if lost <= 5 || lost%500 == 0 {
-					t.Errorf("acknowledged %s@%d=%v: got %v (present %v)", series, ts, v, gv, ok)
-				}
-			}
-		}
-	}
-	if total == 0 {
-		t.Fatal("nothing was acknowledged; the test proved nothing")
-	}
-	t.Logf("%d acknowledged points checked after 12 power cuts", total)
-	if lost > 0 {
-		t.Fatalf("%d of %d acknowledged points lost", lost, total)
-	}
+	led.check(t, n, `cut`, start)
 }
 
 type testWriter struct{ t *testing.T }
