@@ -1,12 +1,18 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
+
+// ErrOverloaded is returned by Write when unflushed data has reached twice
+// HeadMaxBytes; nothing of the write is stored and the client should retry
+// later.
+var ErrOverloaded = errors.New("node: head is full, flushing is behind; retry later")
 
 // Batch is the samples of one series in a write, in client order.
 type Batch struct {
@@ -65,10 +71,15 @@ type prepared struct {
 // Write validates every point on its own, stores the valid ones and returns
 // once they are durable. An error means nothing of this write is
 // acknowledged (it may still be visible to queries and be kept).
-func (n *Node) Write(batches []Batch) (WriteResult, error) {
-	var res WriteResult
+func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 	if n.closed.Load() {
 		return res, ErrClosed
+	}
+	defer func() { n.stats.rejected.Add(res.Rejected) }()
+	// Backpressure: when flushing cannot keep up (or fails, e.g. a full
+	// disk), the head stops growing and writers get a retryable error.
+	if n.headBytes.Load() > 2*n.opts.HeadMaxBytes {
+		return res, ErrOverloaded
 	}
 	now := n.opts.Now()
 	maxFuture := now.Add(n.opts.FutureWindow).UnixMilli()
@@ -129,7 +140,6 @@ func (n *Node) Write(batches []Batch) (WriteResult, error) {
 	}
 	res.Accepted = accepted
 	n.stats.accepted.Add(accepted)
-	n.stats.rejected.Add(res.Rejected)
 	return res, nil
 }
 

@@ -12,3 +12,10 @@ func (n *Node) CrashForTest() {
 	n.wal.Close() // fails on the crashed file system; stops its goroutine
 	n.db.Close()
 }
+
+// PauseFlushForTest blocks every flush until the returned function is
+// called, as a stalled disk would.
+func (n *Node) PauseFlushForTest() (resume func()) {
+	n.flushMu.Lock()
+	return n.flushMu.Unlock
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -53,6 +54,34 @@ type taken struct {
 func (n *Node) flush(all bool) error {
 	n.flushMu.Lock()
 	defer n.flushMu.Unlock()
+	for {
+		err := n.flushRound(all)
+		var se *seriesFlushError
+		if !errors.As(err, &se) {
+			return err
+		}
+		// One series' stored data cannot be read back (a checksum error,
+		// say): keep its samples in the head and its WAL segments on disk,
+		// say so, and let every other series flush.
+		n.flushSkip[se.id] = se.err
+		n.stats.flushErrors.Add(1)
+		n.log.Error("series cannot be flushed; its samples stay in the head and WAL until restart", "series", se.lset.String(), "err", se.err)
+	}
+}
+
+// seriesFlushError is a flush failure confined to one series.
+type seriesFlushError struct {
+	id   uint64
+	lset fmt.Stringer
+	err  error
+}
+
+func (e *seriesFlushError) Error() string {
+	return fmt.Sprintf("flush series %d %s: %v", e.id, e.lset, e.err)
+}
+
+// flushRound is one attempt at a flush. REQUIRES: n.flushMu held.
+func (n *Node) flushRound(all bool) error {
 	nowNs := n.opts.Now().UnixNano()
 	maxAgeNs := n.opts.ChunkMaxAge.Nanoseconds()
 	if n.headBytes.Load() > n.opts.HeadMaxBytes {
@@ -70,6 +99,9 @@ func (n *Node) flush(all bool) error {
 	var work []taken
 	var buf []byte
 	for _, s := range list {
+		if n.flushSkip[s.id] != nil {
+			continue
+		}
 		s.mu.Lock()
 		// Out-of-order samples may repeat timestamps of the open chunk and
 		// are newer than it: flush them together, or the store would hold
@@ -87,7 +119,7 @@ func (n *Node) flush(all bool) error {
 		work = append(work, tk)
 		var err error
 		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
-			return fmt.Errorf("flush series %d %s: %w", s.id, s.lset, err)
+			return &seriesFlushError{id: s.id, lset: s.lset, err: err}
 		}
 	}
 	if len(work) > 0 {

@@ -58,6 +58,9 @@ type Node struct {
 	// is the lowest WAL segment kept (flush loop only).
 	replaySeq atomic.Uint64
 	walLow    uint64
+	// flushSkip holds series whose stored data cannot be read back (flush
+	// loop only, under flushMu).
+	flushSkip map[uint64]error
 
 	// headSamples counts samples in the head; headBytes is the memory they
 	// hold (compressed chunks plus out-of-order buffers).
@@ -98,6 +101,7 @@ func Open(opts Options) (*Node, error) {
 		log:       opts.Logger,
 		byID:      map[uint64]*memSeries{},
 		byHash:    map[uint64][]*memSeries{},
+		flushSkip: map[uint64]error{},
 		flushWake: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		started:   opts.Now(),

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -204,5 +206,36 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	daily := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeDownsample, Step: 24 * 3600_000, Downsample: rollup.FuncCount})[""]
 	if len(daily.Ts) != 6 || daily.Vs[0] != 24 {
 		t.Fatalf("daily rollups must all survive: %v %v", daily.Ts, daily.Vs)
+	}
+}
+
+func TestWrite_StalledFlushGivesRetryableErrorThenRecovers(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.HeadMaxBytes = 1 << 20
+	n := mustOpen(t, o)
+	defer n.Close()
+	resume := n.PauseFlushForTest()
+	now := o.Now().UnixMilli()
+	var err error
+	written := 0
+	for i := 0; i < 10_000 && err == nil; i++ {
+		ts := make([]int64, 1000)
+		vs := make([]float64, 1000)
+		for k := range ts {
+			ts[k] = now - 3_000_000 + int64(k)
+			vs[k] = float64(i*k) * 1.0001 // incompressible-ish values fill the head fast
+		}
+		_, err = n.Write([]node.Batch{{Labels: lbl("__name__", "m", "i", fmt.Sprint(i)), Ts: ts, Vs: vs}})
+		written++
+	}
+	if !errors.Is(err, node.ErrOverloaded) {
+		t.Fatalf("after %d writes with flushing stalled: err=%v, want ErrOverloaded", written, err)
+	}
+	resume()
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+		t.Fatalf("write after the flush caught up: %v", err)
 	}
 }

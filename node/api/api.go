@@ -81,8 +81,11 @@ func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, 
 }
 
 func writeError(err error) error {
-	if errors.Is(err, node.ErrClosed) {
+	switch {
+	case errors.Is(err, node.ErrClosed):
 		return status.Error(codes.Unavailable, "node is shutting down")
+	case errors.Is(err, node.ErrOverloaded):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	// Disk and fsync failures: retryable from the client's point of view.
 	return status.Errorf(codes.Unavailable, "write not acknowledged: %v", err)
