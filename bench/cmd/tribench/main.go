@@ -133,16 +133,11 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for 'tributary node' (repeatable)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long to wait for the node's ready line")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
-	commit := fs.String("commit", "", "name of the code measured (default: git describe of the working directory)")
+	commit := commitFlag(ctx, fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	o.Commit = *commit
-	if o.Commit == "" {
-		o.Commit = gitDescribe(ctx)
-	}
-	o.Out = stdout
-	o.Logger = logger
+	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := ingest.Run(ctx, o)
 	return err
 }
@@ -166,17 +161,12 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node, WAL replay included, may take")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after the final SIGTERM")
 	fs.DurationVar(&o.QueryTimeout, "query-timeout", o.QueryTimeout, "how long each verification query (one metric name) may take")
-	commit := fs.String("commit", "", "name of the code measured (default: git describe of the working directory)")
+	commit := commitFlag(ctx, fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	o.WALBytes = *walMiB << 20
-	o.Commit = *commit
-	if o.Commit == "" {
-		o.Commit = gitDescribe(ctx)
-	}
-	o.Out = stdout
-	o.Logger = logger
+	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := restart.Run(ctx, o)
 	return err
 }
@@ -193,10 +183,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	o.Out = stdout
-	o.Logger = logger
+	o.Out, o.Logger = stdout, logger
 	_, err := demo.Run(ctx, o)
 	return err
+}
+
+// commitFlag defines --commit. The function it returns, called once the
+// flags are parsed, names the code measured: the flag's value, or by default
+// what gitDescribe says.
+func commitFlag(ctx context.Context, fs *flag.FlagSet) func() string {
+	commit := fs.String("commit", "", "name of the code measured (default: git describe of the working directory)")
+	return func() string {
+		if *commit != "" {
+			return *commit
+		}
+		return gitDescribe(ctx)
+	}
 }
 
 // gitDescribe names the checked-out code, or "unknown" outside a git

@@ -12,6 +12,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,10 +120,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err := o.Validate(); err != nil {
 		return Summary{}, fmt.Errorf("demo options: %w", err)
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	conn, err := nodeclient.Dial(o.Addr)
 	if err != nil {
 		return Summary{}, err

@@ -3,71 +3,45 @@ package demo
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"net"
+	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// With FAKE_TRIBUTARY set, the test binary acts as `tributary node`,
-// serving fakeNode, so that scripts/demo.sh can be run against it.
-const fakeEnv = "FAKE_TRIBUTARY"
+// With fakenode.Env set, the test binary acts as `tributary node`, serving
+// fakeNode, so that scripts/demo.sh can be run against it.
+func TestMain(m *testing.M) { fakenode.Main(m, fakeNodeMain) }
 
-func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) != "" {
-		os.Exit(fakeNodeMain(os.Args[1:]))
-	}
-	goleak.VerifyTestMain(m)
-}
-
-func fakeNodeMain(args []string) int {
+func fakeNodeMain(_ string, args []string) int {
 	if len(args) == 0 || args[0] != "node" {
 		fmt.Fprintln(os.Stderr, "fake tributary: only 'node' is implemented")
 		return 2
 	}
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	listen := fs.String("listen", "", "")
-	fs.String("data-dir", "", "")
-	fs.String("node-id", "", "")
-	fs.String("wal-sync", "", "")
-	fs.String("log-level", "", "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	lis, err := net.Listen("tcp", *listen)
+	a, err := fakenode.ParseArgs(args)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return 2
 	}
 	srv := grpc.NewServer()
 	f := newFakeNode()
 	tributaryv1.RegisterWriteServiceServer(srv, f)
 	tributaryv1.RegisterQueryServiceServer(srv, f)
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	go func() {
-		<-term
-		srv.GracefulStop()
-	}()
-	fmt.Fprintf(os.Stderr, "level=INFO msg=\"node ready\" listen=%s\n", lis.Addr())
-	if err := srv.Serve(lis); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := fakenode.ServeProcess(srv, a.Listen, log); err != nil {
+		log.Error("fake node", "err", err)
 		return 1
 	}
-	fmt.Fprintln(os.Stderr, "level=INFO msg=\"flushed head, bye\"")
+	log.Info("flushed head, bye")
 	return 0
 }
 
@@ -87,7 +61,7 @@ func TestDemoScript(t *testing.T) {
 	}
 	demoDir := t.TempDir()
 	cmd := exec.Command(bash, filepath.Join(root, "scripts", "demo.sh"), "--vehicles", "2", "--minutes", "2")
-	cmd.Env = append(os.Environ(), "BIN="+os.Args[0], "DEMO_DIR="+demoDir, fakeEnv+"=1")
+	cmd.Env = append(os.Environ(), "BIN="+os.Args[0], "DEMO_DIR="+demoDir, fakenode.Env+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)

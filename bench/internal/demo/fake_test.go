@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -345,21 +345,8 @@ func (f *fakeNode) Status(context.Context, *tributaryv1.StatusRequest) (*tributa
 // serveFake runs f on a loopback port until the test ends.
 func serveFake(t *testing.T, f *fakeNode) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	tributaryv1.RegisterWriteServiceServer(srv, f)
-	tributaryv1.RegisterQueryServiceServer(srv, f)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
+	return fakenode.ServeServices(t, func(s grpc.ServiceRegistrar) {
+		tributaryv1.RegisterWriteServiceServer(s, f)
+		tributaryv1.RegisterQueryServiceServer(s, f)
 	})
-	return lis.Addr().String()
 }

@@ -1,20 +1,32 @@
-// Package fakenode holds stand-ins for a node's gRPC write service, for the
-// benchmark driver's tests: a Writer that counts points and checks that
-// every series arrives in time order, a NoopWriter that accepts requests
-// without decoding them, and Serve, which runs either on a loopback port for
-// the length of a test.
+// Package fakenode holds stand-ins for a node, for the benchmark driver's
+// tests: a Writer that counts points and checks that every series arrives
+// in time order, a NoopWriter that accepts requests without decoding them,
+// and Serve and ServeServices, which run them (or any other fake services) on
+// a loopback port for the length of a test.
+//
+// It also holds what a test binary needs to double as the tributary binary,
+// so that the benchmarks can start it as a node process: Main, which runs a
+// fake instead of the tests when Env is set, ParseArgs for the command line
+// nodeproc writes, and ServeProcess for the serving half of `tributary node`.
 //
 // Concurrency: a Writer is safe for concurrent use.
 package fakenode
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -149,12 +161,20 @@ var _ encoding.CodecV2 = DiscardCodec{}
 // and returns its address; the server stops when the test ends.
 func Serve(t testing.TB, ws tributaryv1.WriteServiceServer, opts ...grpc.ServerOption) string {
 	t.Helper()
+	return ServeServices(t, func(s grpc.ServiceRegistrar) { tributaryv1.RegisterWriteServiceServer(s, ws) }, opts...)
+}
+
+// ServeServices runs a gRPC server with the services register adds on a
+// loopback port and returns its address; the server stops when the test
+// ends.
+func ServeServices(t testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(opts...)
-	tributaryv1.RegisterWriteServiceServer(srv, ws)
+	register(srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -165,4 +185,67 @@ func Serve(t testing.TB, ws tributaryv1.WriteServiceServer, opts ...grpc.ServerO
 		<-done
 	})
 	return lis.Addr().String()
+}
+
+// Env is the environment variable that makes a test binary act as the
+// tributary binary; its value names the fake's mode.
+const Env = "FAKE_TRIBUTARY"
+
+// Main is a TestMain for a package whose test binary doubles as the
+// tributary binary. Started with Env set, the binary runs fake with Env's
+// value and its command-line arguments and exits with what fake returns;
+// otherwise it runs the tests and fails if they leak goroutines.
+func Main(m *testing.M, fake func(mode string, args []string) int) {
+	if mode := os.Getenv(Env); mode != "" {
+		os.Exit(fake(mode, os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// Args is what a fake reads from the command line nodeproc gives the
+// tributary binary.
+type Args struct {
+	// Command is the subcommand: "node" or "compact".
+	Command string
+	DataDir string // --data-dir
+	Listen  string // --listen
+}
+
+// ParseArgs parses `tributary <command> [flags]` as nodeproc writes it:
+// --data-dir and --listen, and --node-id, --wal-sync, --log-level and the
+// string flags named in ignored, which a fake accepts and ignores. A parse
+// error is also reported on stderr.
+func ParseArgs(args []string, ignored ...string) (Args, error) {
+	if len(args) == 0 {
+		return Args{}, errors.New("no command")
+	}
+	a := Args{Command: args[0]}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.StringVar(&a.DataDir, "data-dir", "", "")
+	fs.StringVar(&a.Listen, "listen", "", "")
+	for _, name := range append([]string{"node-id", "wal-sync", "log-level"}, ignored...) {
+		fs.String(name, "", "")
+	}
+	return a, fs.Parse(args[1:])
+}
+
+// ServeProcess is the serving half of a fake `tributary node` process: it
+// serves srv on listen, logs the ready line nodeproc waits for, and returns
+// once SIGTERM has stopped srv gracefully (requests in flight complete).
+func ServeProcess(srv *grpc.Server, listen string, log *slog.Logger) error {
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		srv.GracefulStop()
+	}()
+	log.Info("node ready", "listen", lis.Addr())
+	if err := srv.Serve(lis); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
 }

@@ -13,25 +13,22 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/tributarydb/tributary/bench/internal/load"
-	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
-	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 // Options configures one ingest benchmark run.
@@ -144,9 +141,6 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// errNodeExited ends a load whose node died.
-var errNodeExited = errors.New("the node process exited during the load")
-
 // ceilingPointsPerS sizes the time range the generated samples cover. The
 // samples start this far in the past, at the newest, so that the run ends
 // before the wall clock: a run that writes faster than this stops early
@@ -177,16 +171,10 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("ingest options: %w", err)
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	binary, err := exec.LookPath(o.Binary)
-	if err == nil {
-		binary, err = filepath.Abs(binary)
-	}
+	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	binary, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
-		return Result{}, fmt.Errorf("find tributary binary %q: %w", o.Binary, err)
+		return Result{}, err
 	}
 
 	// Build every request before the node starts, so that nothing but
@@ -197,35 +185,21 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	}
 	seriesPerRequest := o.BatchPoints / o.PointsPerSeriesPerBatch
 	reqs := gen.Requests(seriesPerRequest, o.PointsPerSeriesPerBatch)
-	clients := min(o.Clients, len(reqs))
-	perClient := make([][]*workload.Request, clients)
-	for i, r := range reqs {
-		perClient[i*clients/len(reqs)] = append(perClient[i*clients/len(reqs)], r)
-	}
+	perClient := load.Split(reqs, o.Clients)
+	clients := len(perClient)
 
-	workDir, err := os.MkdirTemp(o.WorkDir, "tribench-ingest-")
+	wd, err := workdir.Make(o.WorkDir, "tribench-ingest-", o.KeepDataDir, logger)
 	if err != nil {
-		return Result{}, fmt.Errorf("make work dir: %w", err)
+		return Result{}, err
 	}
-	defer func() {
-		// A failed run keeps its data directory and node log for a post-mortem.
-		if o.KeepDataDir || err != nil {
-			logger.Info("kept work directory", "dir", workDir)
-			return
-		}
-		if rmErr := os.RemoveAll(workDir); rmErr != nil {
-			logger.Warn("remove work directory", "dir", workDir, "err", rmErr)
-		}
-	}()
-	dataDir := filepath.Join(workDir, "data")
-	if err := os.Mkdir(dataDir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("make data dir: %w", err)
-	}
+	// A failed run keeps its data directory and node log for a post-mortem.
+	defer func() { wd.Finish(err) }()
+	dataDir := wd.DataDir
 	addr, err := nodeproc.FreeLoopbackAddr()
 	if err != nil {
 		return Result{}, err
 	}
-	nodeLog := filepath.Join(workDir, "node.log")
+	nodeLog := filepath.Join(wd.Path, "node.log")
 	// NB: no --node-id: `tributary compact` opens the data directory with
 	// the default id and refuses a WAL written under another one.
 	node, err := nodeproc.Start(ctx, nodeproc.Options{
@@ -250,24 +224,11 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		}
 	}()
 
-	// One connection per client, as separate writers would have.
-	conns := make([]*grpc.ClientConn, 0, clients)
-	closeConns := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		conns = nil
+	conns, err := load.Dial(addr, clients)
+	if err != nil {
+		return Result{}, err
 	}
-	defer closeConns()
-	writeClients := make([]tributaryv1.WriteServiceClient, clients)
-	for i := range writeClients {
-		conn, err := nodeclient.Dial(addr)
-		if err != nil {
-			return Result{}, err
-		}
-		conns = append(conns, conn)
-		writeClients[i] = tributaryv1.NewWriteServiceClient(conn)
-	}
+	defer conns.Close()
 
 	before, err := node.Usage()
 	if err != nil {
@@ -276,36 +237,18 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	selfBefore, selfErr := nodeproc.SelfCPU()
 	logger.Info("writing", "workload", gen.Name(), "series", gen.NumSeries(), "requests", len(reqs),
 		"points_per_request", reqs[0].NumSeries()*o.PointsPerSeriesPerBatch, "clients", clients, "duration", o.Duration)
-	// If the node dies, stop at once rather than wait out the call timeout.
-	loadCtx, cancelLoad := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-node.Exited():
-			cancelLoad(errNodeExited)
-		case <-loadCtx.Done():
-		}
-	}()
-	stats, loadErr := load.Run(loadCtx, load.Config{
-		Clients:         writeClients,
+	stats, loadErr := load.Run(ctx, load.Config{
+		Clients:         conns.WriteClients(),
 		Requests:        perClient,
 		PointsPerSeries: o.PointsPerSeriesPerBatch,
 		Duration:        o.Duration,
 		CallTimeout:     o.CallTimeout,
+		NodeExited:      node.Exited(),
 	})
-	cancelLoad(nil)
 	after, usageErr := node.Usage()
 	selfAfter, selfErr2 := nodeproc.SelfCPU()
-	closeConns()
+	conns.Close()
 	if loadErr != nil {
-		// A write can fail on the broken connection a moment before the
-		// watcher above sees the node exit; say what happened either way.
-		select {
-		case <-node.Exited():
-			if !errors.Is(loadErr, errNodeExited) {
-				loadErr = fmt.Errorf("%w: %w", errNodeExited, loadErr)
-			}
-		case <-time.After(time.Second):
-		}
 		return Result{}, fmt.Errorf("%w\nnode log %s ends with:\n%s", loadErr, nodeLog, node.LogTail())
 	}
 	if usageErr != nil {

@@ -5,61 +5,37 @@ package ingest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/bench/internal/fakenode"
-	"github.com/tributarydb/tributary/bench/internal/nodeclient"
-	"github.com/tributarydb/tributary/bench/internal/nodeproc"
-	"github.com/tributarydb/tributary/bench/workload"
+	"github.com/tributarydb/tributary/bench/internal/report/reporttest"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// The test binary doubles as a fake tributary binary: with FAKE_TRIBUTARY
-// set, it serves the fake WriteService as `tributary node` and reports the
-// points it accepted as `tributary compact`. The variable names a mode:
-// "ok", "lossy" (compact reports half the points), "die" (the node exits
-// 300ms after it is ready) or "noop" (accept FAKE_POINTS_PER_REQUEST points
-// per request without decoding it).
-const fakeEnv = "FAKE_TRIBUTARY"
-
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(fakeEnv); mode != "" {
-		os.Exit(fakeTributary(mode, os.Args[1:]))
-	}
-	goleak.VerifyTestMain(m)
-}
+// The test binary doubles as a fake tributary binary: with fakenode.Env set,
+// it serves the fake WriteService as `tributary node` and reports the points
+// it accepted as `tributary compact`. The variable names a mode: "ok",
+// "lossy" (compact reports half the points) or "die" (the node exits 300ms
+// after it starts).
+func TestMain(m *testing.M) { fakenode.Main(m, fakeTributary) }
 
 func fakeTributary(mode string, args []string) int {
-	if len(args) == 0 {
-		return 2
-	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "")
-	listen := fs.String("listen", "", "")
-	fs.String("node-id", "", "")
-	fs.String("wal-sync", "", "")
-	fs.String("log-level", "", "")
-	if err := fs.Parse(args[1:]); err != nil {
+	a, err := fakenode.ParseArgs(args)
+	if err != nil {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	countFile := filepath.Join(*dataDir, "points")
-	switch args[0] {
+	countFile := filepath.Join(a.DataDir, "points")
+	switch a.Command {
 	case "compact":
 		b, err := os.ReadFile(countFile)
 		if err != nil {
@@ -76,36 +52,17 @@ func fakeTributary(mode string, args []string) int {
 	default:
 		return 2
 	}
-	lis, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Error("listen", "err", err)
-		return 1
-	}
 	fw := fakenode.NewWriter()
-	var srv *grpc.Server
-	if mode == "noop" {
-		perRequest, _ := strconv.ParseInt(os.Getenv("FAKE_POINTS_PER_REQUEST"), 10, 64)
-		srv = grpc.NewServer(grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
-		tributaryv1.RegisterWriteServiceServer(srv, fakenode.NoopWriter{PerRequest: perRequest})
-	} else {
-		srv = grpc.NewServer()
-		tributaryv1.RegisterWriteServiceServer(srv, fw)
-	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	go func() {
-		<-term
-		srv.GracefulStop()
-	}()
+	srv := grpc.NewServer()
+	tributaryv1.RegisterWriteServiceServer(srv, fw)
 	if mode == "die" {
 		time.AfterFunc(300*time.Millisecond, func() {
 			log.Error("simulated crash")
 			os.Exit(7)
 		})
 	}
-	log.Info("node ready", "listen", lis.Addr())
-	if err := srv.Serve(lis); err != nil {
-		log.Error("serve", "err", err)
+	if err := fakenode.ServeProcess(srv, a.Listen, log); err != nil {
+		log.Error("fake node", "err", err)
 		return 1
 	}
 	points, series, disorder := fw.Stats()
@@ -125,7 +82,7 @@ func fakeRunOptions(t *testing.T, mode string) (Options, *bytes.Buffer) {
 	var out bytes.Buffer
 	o := DefaultOptions()
 	o.Binary = os.Args[0]
-	o.Env = []string{fakeEnv + "=" + mode}
+	o.Env = []string{fakenode.Env + "=" + mode}
 	o.Series = 1000
 	o.BatchPoints = 5000
 	o.PointsPerSeriesPerBatch = 50
@@ -167,11 +124,7 @@ func TestRun_AgainstFakeNodeProcess(t *testing.T) {
 			if float64(res.PeakRSSMiB) <= 0 || float64(res.CPUSPerMillionPoints) <= 0 || float64(res.PointsPerS) <= 0 {
 				t.Errorf("unmeasured figures: %+v", res)
 			}
-			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-			var last map[string]any
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
-				t.Fatalf("last line is not JSON: %v\n%s", err, out)
-			}
+			last := reporttest.LastJSONLine(t, out.String())
 			if last["points"] != float64(res.Points) || last["commit"] != "test" || last["workload"] != tc.workload {
 				t.Errorf("JSON line %v", last)
 			}
@@ -221,55 +174,4 @@ func TestRun_NodeDeathStopsTheLoadAtOnce(t *testing.T) {
 	if d := time.Since(t0); d > 15*time.Second {
 		t.Errorf("took %v to notice the node died", d)
 	}
-}
-
-// BenchmarkLoad_OneClientSeparateProcess measures one load-generator client
-// alone: the server is another process that accepts each request without
-// decoding it, so this process's CPU time is the client's (refilling
-// requests, protobuf encoding, gRPC). Run with -benchtime=10s or more.
-func BenchmarkLoad_OneClientSeparateProcess(b *testing.B) {
-	dir := b.TempDir()
-	addr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		b.Fatal(err)
-	}
-	node, err := nodeproc.Start(context.Background(), nodeproc.Options{
-		Binary: os.Args[0], DataDir: dir, ListenAddr: addr, LogPath: filepath.Join(dir, "node.log"),
-		Env: []string{fakeEnv + "=noop", "FAKE_POINTS_PER_REQUEST=10000"},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer node.Stop(10 * time.Second)
-	conn, err := nodeclient.Dial(addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	client := tributaryv1.NewWriteServiceClient(conn)
-	gen, err := workload.NewSensor(workload.SensorOptions{Series: 10_000, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	reqs := gen.Requests(100, 100)
-	ctx := context.Background()
-	cpu0, _ := nodeproc.SelfCPU()
-	i := 0
-	for b.Loop() {
-		r := reqs[i%len(reqs)]
-		i++
-		r.Next(100)
-		resp, err := client.Write(ctx, r.Msg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := nodeclient.CheckWrite(resp, r.Points()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu1, _ := nodeproc.SelfCPU()
-	points := float64(b.N) * 10_000
-	b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
-	b.ReportMetric((cpu1-cpu0).Seconds()/(points/1e6), "client-cpu-s/Mpoint")
-	b.ReportMetric((cpu1-cpu0).Seconds()/b.Elapsed().Seconds(), "client-cores")
 }

@@ -209,13 +209,6 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
 
 	f := func(x report.Number, decimals int) string { return report.Float(float64(x), decimals) }
-	status := func(t report.Target, x report.Number) string {
-		if t.Met(float64(x)) {
-			return "met"
-		}
-		return "missed"
-	}
-	intFmt := func(x float64) string { return report.Int(int64(x)) }
 	dec := func(d int) func(float64) string { return func(x float64) string { return report.Float(x, d) } }
 
 	tb := report.Table{Header: []string{"metric", "measured", "target", ""}, RightAlign: []bool{false, true, true, false}}
@@ -223,10 +216,10 @@ func WriteReport(w io.Writer, r Result) error {
 	tb.Add("series", report.Int(int64(r.Series)), "", "")
 	tb.Add("points", report.Int(r.Points), "", "")
 	tb.Add("seconds", f(r.Duration, 2), "", "")
-	tb.Add("points/s", intNum(r.PointsPerS), Targets.PointsPerS.Format(intFmt), status(Targets.PointsPerS, r.PointsPerS))
-	tb.Add("CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), status(Targets.CPUSPerMillionPoints, r.CPUSPerMillionPoints))
-	tb.Add("peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), status(Targets.PeakRSSMiB, r.PeakRSSMiB))
-	tb.Add("bytes/point", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(1)), status(Targets.BytesPerPoint, r.BytesPerPoint))
+	tb.Add("points/s", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS.Format(report.Whole), Targets.PointsPerS.Verdict(float64(r.PointsPerS)))
+	tb.Add("CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), Targets.CPUSPerMillionPoints.Verdict(float64(r.CPUSPerMillionPoints)))
+	tb.Add("peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), Targets.PeakRSSMiB.Verdict(float64(r.PeakRSSMiB)))
+	tb.Add("bytes/point", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(1)), Targets.BytesPerPoint.Verdict(float64(r.BytesPerPoint)))
 	tb.Add("write latency p50 (ms)", f(r.WriteP50Ms, 2), "", "")
 	tb.Add("write latency p99 (ms)", f(r.WriteP99Ms, 2), "", "")
 	if err := tb.Write(w); err != nil {
@@ -241,24 +234,11 @@ func WriteReport(w io.Writer, r Result) error {
 		{"node shutdown", fmt.Sprintf("exited %s s after SIGTERM", f(r.StopS, 2))},
 		{"storage", fmt.Sprintf("%s SST bytes for %s points after a %s s full compaction; data dir %s bytes", report.Int(r.SSTBytes), report.Int(r.CompactPoints), f(r.CompactS, 2), report.Int(r.DataDirBytes))},
 		{"load generator", fmt.Sprintf("%s cores (%s CPU-s), %s requests; refills requests at %s points/s; clients waited on the node %s%% of the time",
-			f(r.GeneratorCores, 2), f(r.GeneratorCPUS, 2), report.Int(r.Requests), intNum(r.GeneratorRefillPointsPS), f(100*r.ClientWaitFraction, 0))},
+			f(r.GeneratorCores, 2), f(r.GeneratorCPUS, 2), report.Int(r.Requests), report.Whole(float64(r.GeneratorRefillPointsPS)), f(100*r.ClientWaitFraction, 0))},
 		{"machine CPU", fmt.Sprintf("%s%% busy (node + generator, of %d cores)", f(100*r.MachineCPUUtil, 0), r.Machine.NProc)},
 	})
 	if err != nil {
 		return err
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	fmt.Fprintln(w)
-	return report.WriteJSONLine(w, r)
-}
-
-// intNum formats a figure as a whole number with thousands separators, or
-// "n/a" when it was not measured.
-func intNum(x report.Number) string {
-	if math.IsNaN(float64(x)) {
-		return "n/a"
-	}
-	return report.Int(int64(math.Round(float64(x))))
+	return report.WriteNotesAndJSONLine(w, r.Notes, r)
 }

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/report/reporttest"
 	"github.com/tributarydb/tributary/bench/workload"
 )
 
@@ -93,12 +93,8 @@ func TestWriteReport_TableThenExactlyOneJSONLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
+	j := reporttest.LastJSONLine(t, out)
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	last := lines[len(lines)-1]
-	var j map[string]any
-	if err := json.Unmarshal([]byte(last), &j); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
 	for _, l := range lines[:len(lines)-1] {
 		if strings.HasPrefix(strings.TrimSpace(l), "{") {
 			t.Errorf("JSON-looking line before the last: %q", l)
@@ -136,11 +132,7 @@ func TestWriteReport_ZeroPointsIsNullNotNaN(t *testing.T) {
 	if err := WriteReport(&buf, m.result()); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
-	var j map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &j); err != nil {
-		t.Fatal(err)
-	}
+	j := reporttest.LastJSONLine(t, buf.String())
 	if j["cpu_s_per_million_points"] != nil || j["bytes_per_point"] != nil || j["write_p50_ms"] != nil {
 		t.Errorf("unmeasurable figures should be null: %v", j)
 	}

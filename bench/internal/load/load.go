@@ -8,8 +8,10 @@
 // client, so every series is written in time order however the clients
 // interleave.
 //
-// Concurrency: Run starts one goroutine per client and returns once they
-// have all finished; it must not be given the same Requests twice at once.
+// Concurrency: Run starts one goroutine per client (and one that watches
+// Config.NodeExited) and returns once they have all finished; it must not be
+// given the same Requests twice at once. Conns is not safe for concurrent
+// use.
 package load
 
 import (
@@ -46,6 +48,63 @@ type Config struct {
 	// Stop, when closed, ends the load the way Duration passing does:
 	// requests in flight complete and count. Nil never stops.
 	Stop <-chan struct{}
+	// NodeExited, when closed, says the node process has died: the load
+	// stops at once, rather than waiting out CallTimeout, and its error is
+	// an ErrNodeExited. Nil for a node that is not watched.
+	NodeExited <-chan struct{}
+}
+
+// ErrNodeExited ends a load whose node died.
+var ErrNodeExited = errors.New("the node process exited during the load")
+
+// Split deals reqs to clients in contiguous runs, each request to exactly
+// one client, for Config.Requests: one list per client, or one per request
+// when there are fewer requests than clients.
+func Split(reqs []*workload.Request, clients int) [][]*workload.Request {
+	clients = min(clients, len(reqs))
+	out := make([][]*workload.Request, clients)
+	for i, r := range reqs {
+		out[i*clients/len(reqs)] = append(out[i*clients/len(reqs)], r)
+	}
+	return out
+}
+
+// Conns are the clients' gRPC connections, one each, as separate writers
+// would have.
+type Conns []*grpc.ClientConn
+
+// Dial opens n connections to the node at addr. On an error it closes the
+// ones it opened.
+func Dial(addr string, n int) (Conns, error) {
+	cs := make(Conns, 0, n)
+	for range n {
+		conn, err := nodeclient.Dial(addr)
+		if err != nil {
+			cs.Close()
+			return nil, err
+		}
+		cs = append(cs, conn)
+	}
+	return cs, nil
+}
+
+// WriteClients returns a WriteService client on each connection, for
+// Config.Clients.
+func (cs Conns) WriteClients() []tributaryv1.WriteServiceClient {
+	clients := make([]tributaryv1.WriteServiceClient, len(cs))
+	for i, conn := range cs {
+		clients[i] = tributaryv1.NewWriteServiceClient(conn)
+	}
+	return clients
+}
+
+// Close closes every connection and forgets them, so that calling it again
+// (say, deferred after an early close) does nothing.
+func (cs *Conns) Close() {
+	for _, conn := range *cs {
+		conn.Close()
+	}
+	*cs = nil
 }
 
 // Stats is what a load run measured.
@@ -76,8 +135,23 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg.NodeExited != nil {
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case <-cfg.NodeExited:
+				cancel(ErrNodeExited)
+			case <-ctx.Done():
+			}
+		}()
+		defer func() {
+			cancel(nil)
+			<-watched
+		}()
+	}
 
 	var (
 		mu       sync.Mutex
@@ -100,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			total.CaughtUp = total.CaughtUp || st.CaughtUp
 			if err != nil && firstErr == nil {
 				firstErr = err
-				cancel()
+				cancel(nil)
 			}
 		})
 	}
@@ -110,6 +184,17 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		firstErr = errors.New("load interrupted before its duration ended")
 		if ctx.Err() != nil {
 			firstErr = fmt.Errorf("load interrupted: %w", context.Cause(ctx))
+		}
+	}
+	if firstErr != nil && cfg.NodeExited != nil {
+		// A write can fail on the broken connection a moment before the
+		// watcher sees the node exit; say what happened either way.
+		select {
+		case <-cfg.NodeExited:
+			if !errors.Is(firstErr, ErrNodeExited) {
+				firstErr = fmt.Errorf("%w: %w", ErrNodeExited, firstErr)
+			}
+		case <-time.After(time.Second):
 		}
 	}
 	return total, firstErr

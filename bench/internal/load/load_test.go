@@ -2,13 +2,16 @@ package load
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
@@ -17,29 +20,34 @@ import (
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The test binary doubles as a fake tributary binary: with fakenode.Env set,
+// it serves as `tributary node` a WriteService that answers every request
+// without decoding it, for BenchmarkLoad_OneClientSeparateProcess.
+func TestMain(m *testing.M) { fakenode.Main(m, fakeTributary) }
+
+func fakeTributary(_ string, args []string) int {
+	a, err := fakenode.ParseArgs(args)
+	if err != nil || a.Command != "node" {
+		return 2
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
+	tributaryv1.RegisterWriteServiceServer(srv, fakenode.NoopWriter{PerRequest: benchPointsPerRequest})
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := fakenode.ServeProcess(srv, a.Listen, log); err != nil {
+		log.Error("fake node", "err", err)
+		return 1
+	}
+	return 0
+}
 
 func dial(t testing.TB, addr string, n int) []tributaryv1.WriteServiceClient {
 	t.Helper()
-	var cs []tributaryv1.WriteServiceClient
-	for range n {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		cs = append(cs, tributaryv1.NewWriteServiceClient(conn))
+	conns, err := Dial(addr, n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return cs
-}
-
-// splitRequests deals requests to clients the way the benchmarks do.
-func splitRequests(reqs []*workload.Request, clients int) [][]*workload.Request {
-	out := make([][]*workload.Request, clients)
-	for i, r := range reqs {
-		out[i*clients/len(reqs)] = append(out[i*clients/len(reqs)], r)
-	}
-	return out
+	t.Cleanup(conns.Close)
+	return conns.WriteClients()
 }
 
 func testConfig(t *testing.T, addr string, series, clients int) Config {
@@ -50,7 +58,7 @@ func testConfig(t *testing.T, addr string, series, clients int) Config {
 	}
 	return Config{
 		Clients:         dial(t, addr, clients),
-		Requests:        splitRequests(gen.Requests(50, 20), clients),
+		Requests:        Split(gen.Requests(50, 20), clients),
 		PointsPerSeries: 20,
 		Duration:        300 * time.Millisecond,
 		CallTimeout:     10 * time.Second,
@@ -152,6 +160,64 @@ func TestRun_CancelledContextIsAnError(t *testing.T) {
 	}
 }
 
+func TestRun_NodeExitCutsHangingWritesShort(t *testing.T) {
+	exited, release := make(chan struct{}), make(chan struct{})
+	fw := fakenode.NewWriter()
+	// The node dies while it answers the first write, which then hangs,
+	// as a write to a dead node can until its call timeout.
+	fw.OnAccept = func(*tributaryv1.SeriesBatch) error {
+		select {
+		case <-exited:
+		default:
+			close(exited)
+		}
+		<-release
+		return nil
+	}
+	cfg := testConfig(t, fakenode.Serve(t, fw), 100, 2)
+	t.Cleanup(func() { close(release) }) // before the server stops
+	cfg.NodeExited = exited
+	t0 := time.Now()
+	_, err := Run(context.Background(), cfg)
+	if !errors.Is(err, ErrNodeExited) {
+		t.Fatalf("got %v, want ErrNodeExited", err)
+	}
+	if d := time.Since(t0); d >= cfg.CallTimeout {
+		t.Errorf("load took %v, the call timeout, to stop after the node exited", d)
+	}
+}
+
+func TestSplit_DealsEveryRequestToOneClientInOrder(t *testing.T) {
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: 10, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := gen.Requests(2, 1) // five requests
+	tests := []struct {
+		name    string
+		clients int
+		want    []int // requests per client
+	}{
+		{"fewer clients than requests", 2, []int{3, 2}},
+		{"as many as requests", 5, []int{1, 1, 1, 1, 1}},
+		{"more clients than requests", 8, []int{1, 1, 1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Split(reqs, tc.clients)
+			var sizes []int
+			var dealt []*workload.Request
+			for _, rs := range got {
+				sizes = append(sizes, len(rs))
+				dealt = append(dealt, rs...)
+			}
+			if !slices.Equal(sizes, tc.want) || !slices.Equal(dealt, reqs) {
+				t.Errorf("requests per client %v, want %v, every request once in order", sizes, tc.want)
+			}
+		})
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	ms := func(xs ...int) []time.Duration {
 		var ds []time.Duration
@@ -180,52 +246,88 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// benchPointsPerRequest is the size of the one-client benchmarks'
+// requests: 100 series × 100 points.
+const benchPointsPerRequest = 10_000
+
 // BenchmarkLoad_OneClient measures the load generator alone: one client
 // refilling and sending 10,000-point requests (100 series × 100 points) to a
 // server that does no work. server=decode decodes each request as a node
 // must; server=discard skips even that, leaving the client's own cost.
-// The generator-cpu-s/Mpoint metric is this process's CPU (client and
-// server) per million points.
+// The cpu-s/Mpoint metric is this process's CPU (client and server) per
+// million points.
 func BenchmarkLoad_OneClient(b *testing.B) {
 	cases := []struct {
 		name string
 		addr func(b *testing.B) string
 	}{
 		{"server=decode", func(b *testing.B) string {
-			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: 10_000})
+			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: benchPointsPerRequest})
 		}},
 		{"server=discard", func(b *testing.B) string {
-			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: 10_000}, grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
+			return fakenode.Serve(b, fakenode.NoopWriter{PerRequest: benchPointsPerRequest}, grpc.ForceServerCodecV2(fakenode.DiscardCodec{}))
 		}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			client := dial(b, c.addr(b), 1)[0]
-			gen, err := workload.NewSensor(workload.SensorOptions{Series: 10_000, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs := gen.Requests(100, 100)
-			ctx := context.Background()
-			cpu0, _ := nodeproc.SelfCPU()
 			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				r := reqs[i%len(reqs)]
-				i++
-				r.Next(100)
-				resp, err := client.Write(ctx, r.Msg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := nodeclient.CheckWrite(resp, r.Points()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			cpu1, _ := nodeproc.SelfCPU()
-			points := float64(b.N) * 10_000
+			cpu, points := benchWrites(b, client)
 			b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric((cpu1-cpu0).Seconds()/(points/1e6), "cpu-s/Mpoint")
+			b.ReportMetric(cpu.Seconds()/(points/1e6), "cpu-s/Mpoint")
 		})
 	}
+}
+
+// BenchmarkLoad_OneClientSeparateProcess measures one load-generator client
+// alone: the server is another process that accepts each request without
+// decoding it, so this process's CPU time is the client's (refilling
+// requests, protobuf encoding, gRPC). Run with -benchtime=10s or more.
+func BenchmarkLoad_OneClientSeparateProcess(b *testing.B) {
+	dir := b.TempDir()
+	addr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, err := nodeproc.Start(context.Background(), nodeproc.Options{
+		Binary: os.Args[0], DataDir: dir, ListenAddr: addr, LogPath: filepath.Join(dir, "node.log"),
+		Env: []string{fakenode.Env + "=noop"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Stop(10 * time.Second)
+	cpu, points := benchWrites(b, dial(b, addr, 1)[0])
+	b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(cpu.Seconds()/(points/1e6), "client-cpu-s/Mpoint")
+	b.ReportMetric(cpu.Seconds()/b.Elapsed().Seconds(), "client-cores")
+}
+
+// benchWrites is the timed loop of the one-client benchmarks: it refills and
+// writes 10,000-point sensor requests through client, checking each
+// response, and returns this process's CPU time meanwhile and the points
+// written.
+func benchWrites(b *testing.B, client tributaryv1.WriteServiceClient) (cpu time.Duration, points float64) {
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: 10_000, StartMs: 1_600_000_000_000, IntervalMs: 1000, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := gen.Requests(100, 100)
+	ctx := context.Background()
+	cpu0, _ := nodeproc.SelfCPU()
+	i := 0
+	for b.Loop() {
+		r := reqs[i%len(reqs)]
+		i++
+		r.Next(100)
+		resp, err := client.Write(ctx, r.Msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nodeclient.CheckWrite(resp, r.Points()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu1, _ := nodeproc.SelfCPU()
+	return cpu1 - cpu0, float64(b.N) * benchPointsPerRequest
 }

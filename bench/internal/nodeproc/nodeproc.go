@@ -13,6 +13,7 @@ package nodeproc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -116,10 +118,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	logFile, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open node log: %w", err)
@@ -321,6 +320,19 @@ func ParseCompactOutput(stdout []byte) (CompactResult, error) {
 		return CompactResult{}, fmt.Errorf("parse compact output %q: want both sst_bytes and points", last)
 	}
 	return CompactResult{SSTBytes: *out.SSTBytes, Points: *out.Points}, nil
+}
+
+// FindBinary looks the tributary executable up as a shell would (a bare
+// name in PATH, anything else as a path) and returns its absolute path.
+func FindBinary(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find tributary binary %q: %w", name, err)
+	}
+	return path, nil
 }
 
 // FreeLoopbackAddr returns a 127.0.0.1 address with a port that was free a

@@ -5,7 +5,6 @@ package nodeproc
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,36 +16,24 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
 )
 
-// The test binary doubles as a fake tributary binary: with FAKE_TRIBUTARY
-// set it behaves as `tributary node` or `tributary compact` in the mode the
+// The test binary doubles as a fake tributary binary: with fakenode.Env set
+// it behaves as `tributary node` or `tributary compact` in the mode the
 // variable names.
-const fakeEnv = "FAKE_TRIBUTARY"
-
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(fakeEnv); mode != "" {
-		os.Exit(fakeTributary(mode, os.Args[1:]))
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { fakenode.Main(m, fakeTributary) }
 
 func fakeTributary(mode string, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "usage: tributary node|compact")
 		return 2
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "")
-	listen := fs.String("listen", "", "")
-	fs.String("node-id", "", "")
-	fs.String("wal-sync", "", "")
-	fs.String("log-level", "", "")
-	if err := fs.Parse(args[1:]); err != nil {
+	a, err := fakenode.ParseArgs(args)
+	if err != nil {
 		return 2
 	}
-	switch args[0] {
+	switch a.Command {
 	case "compact":
 		fmt.Fprintln(os.Stderr, "level=INFO msg=compacting")
 		fmt.Println(`{"note":"progress"}`)
@@ -56,7 +43,7 @@ func fakeTributary(mode string, args []string) int {
 	default:
 		return 2
 	}
-	_ = os.WriteFile(filepath.Join(*dataDir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	_ = os.WriteFile(filepath.Join(a.DataDir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	fmt.Fprintln(os.Stderr, `level=INFO msg="WAL already open elsewhere? no"`)
 	switch mode {
 	case "crash":
@@ -83,10 +70,10 @@ func fakeTributary(mode string, args []string) int {
 			break
 		}
 	}
-	fmt.Fprintf(os.Stderr, "level=INFO msg=\"node ready\" listen=%s\n", *listen)
+	fmt.Fprintf(os.Stderr, "level=INFO msg=\"node ready\" listen=%s\n", a.Listen)
 	<-term
 	runtime.KeepAlive(ballast)
-	_ = os.WriteFile(filepath.Join(*dataDir, "stopped"), nil, 0o644)
+	_ = os.WriteFile(filepath.Join(a.DataDir, "stopped"), nil, 0o644)
 	return 0
 }
 
@@ -98,7 +85,7 @@ func fakeOptions(t *testing.T, mode string) Options {
 		DataDir:      dir,
 		ListenAddr:   "127.0.0.1:1",
 		WALSync:      "always",
-		Env:          []string{fakeEnv + "=" + mode},
+		Env:          []string{fakenode.Env + "=" + mode},
 		LogPath:      filepath.Join(dir, "node.log"),
 		ReadyTimeout: 20 * time.Second,
 	}
@@ -192,7 +179,7 @@ func requireGone(t *testing.T, dataDir string) {
 
 func TestCompact_ReadsLastJSONLine(t *testing.T) {
 	var stderr strings.Builder
-	res, err := Compact(context.Background(), os.Args[0], t.TempDir(), []string{fakeEnv + "=ok"}, &stderr)
+	res, err := Compact(context.Background(), os.Args[0], t.TempDir(), []string{fakenode.Env + "=ok"}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +188,16 @@ func TestCompact_ReadsLastJSONLine(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "compacting") {
 		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+func TestFindBinary_AbsolutePathOrNamedError(t *testing.T) {
+	path, err := FindBinary(os.Args[0])
+	if err != nil || !filepath.IsAbs(path) {
+		t.Errorf("got %q, %v; want an absolute path", path, err)
+	}
+	if _, err := FindBinary(filepath.Join(t.TempDir(), "no-such-tributary")); err == nil || !strings.Contains(err.Error(), "find tributary binary") {
+		t.Errorf("got %v, want a find-tributary-binary error", err)
 	}
 }
 

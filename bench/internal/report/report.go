@@ -85,6 +85,17 @@ func WriteJSONLine(w io.Writer, v any) error {
 	return err
 }
 
+// WriteNotesAndJSONLine ends a benchmark's report: each note on a line of
+// its own ("note: ..."), a blank line, and then v as the JSON line, which is
+// always the last line a benchmark prints.
+func WriteNotesAndJSONLine(w io.Writer, notes []string, v any) error {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintln(w)
+	return WriteJSONLine(w, v)
+}
+
 // Table is a text table with a header row, written with aligned columns.
 type Table struct {
 	Header []string
@@ -182,6 +193,15 @@ func Float(x float64, decimals int) string {
 	return strconv.FormatFloat(x, 'f', decimals, 64)
 }
 
+// Whole formats x rounded to a whole number with thousands separators
+// (2999999.6 → "3,000,000"), or "n/a" when x is NaN.
+func Whole(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return Int(int64(math.Round(x)))
+}
+
 // Round rounds x to the given number of decimals, for JSON fields that
 // should not carry float noise. NaN stays NaN.
 func Round(x float64, decimals int) float64 {
@@ -219,6 +239,15 @@ func (t Target) Met(x float64) bool {
 		return x <= t.Value
 	}
 	return x >= t.Value
+}
+
+// Verdict is "met" when x reaches the target and "missed" otherwise, for the
+// last column of a report table.
+func (t Target) Verdict(x float64) string {
+	if t.Met(x) {
+		return "met"
+	}
+	return "missed"
 }
 
 // Format renders the target as "≥ 3,000,000" or "≤ 0.30", with the value

@@ -22,6 +22,20 @@ func TestInt_ThousandsSeparators(t *testing.T) {
 	}
 }
 
+func TestWhole_RoundsAndSaysNA(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"}, {2_999_999.6, "3,000,000"}, {1234.4, "1,234"}, {-1500.5, "-1,501"}, {math.NaN(), "n/a"},
+	}
+	for _, tc := range tests {
+		if got := Whole(tc.in); got != tc.want {
+			t.Errorf("Whole(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestTable_AlignsColumnsAndRightAlignsNumbers(t *testing.T) {
 	tb := Table{Header: []string{"metric", "measured", "target"}, RightAlign: []bool{false, true, true}}
 	tb.Add("points/s", "1,234", "≥ 3,000,000")
@@ -63,6 +77,16 @@ func TestWriteJSONLine_OneLineAndNaNIsNull(t *testing.T) {
 	}
 }
 
+func TestWriteNotesAndJSONLine_NotesThenBlankThenJSON(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteNotesAndJSONLine(&buf, []string{"first", "second"}, map[string]int{"points": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "note: first\nnote: second\n\n{\"points\":3}\n"; buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
+
 func TestTarget_MetAndFormat(t *testing.T) {
 	atLeast := Target{Value: 3e6}
 	atMost := Target{Value: 0.3, AtMost: true}
@@ -71,6 +95,9 @@ func TestTarget_MetAndFormat(t *testing.T) {
 	}
 	if !atMost.Met(0.3) || atMost.Met(0.31) || atMost.Met(math.NaN()) {
 		t.Error("at-most target misjudged")
+	}
+	if atLeast.Verdict(3e6) != "met" || atMost.Verdict(0.31) != "missed" || atMost.Verdict(math.NaN()) != "missed" {
+		t.Error("verdicts misjudged")
 	}
 	if got := atLeast.Format(func(x float64) string { return Int(int64(x)) }); got != "≥ 3,000,000" {
 		t.Errorf("format %q", got)

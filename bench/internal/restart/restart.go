@@ -21,6 +21,7 @@
 package restart
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,18 +29,16 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -210,9 +209,6 @@ func (o Options) nodeOptions(p phase, binary, dataDir, addr, logPath string, log
 	}
 }
 
-// errNodeExited ends a load whose node died.
-var errNodeExited = errors.New("the node process exited during the load")
-
 // hourMs is one clock hour in milliseconds.
 const hourMs = int64(time.Hour / time.Millisecond)
 
@@ -229,16 +225,10 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	binary, err := exec.LookPath(o.Binary)
-	if err == nil {
-		binary, err = filepath.Abs(binary)
-	}
+	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	binary, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
-		return Result{}, fmt.Errorf("find tributary binary %q: %w", o.Binary, err)
+		return Result{}, err
 	}
 
 	// Every sample falls in the last whole clock hour: in the past, so the
@@ -251,31 +241,16 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		return Result{}, err
 	}
 	reqs := gen.Requests(o.BatchPoints/o.PointsPerSeriesPerBatch, o.PointsPerSeriesPerBatch)
-	clients := min(o.Clients, len(reqs))
-	perClient := make([][]*workload.Request, clients)
-	for i, r := range reqs {
-		perClient[i*clients/len(reqs)] = append(perClient[i*clients/len(reqs)], r)
-	}
+	perClient := load.Split(reqs, o.Clients)
+	clients := len(perClient)
 
-	workDir, err := os.MkdirTemp(o.WorkDir, "tribench-restart-")
+	wd, err := workdir.Make(o.WorkDir, "tribench-restart-", o.KeepDataDir, logger)
 	if err != nil {
-		return Result{}, fmt.Errorf("make work dir: %w", err)
+		return Result{}, err
 	}
-	defer func() {
-		// A failed run keeps its data directory and node logs for a post-mortem.
-		if o.KeepDataDir || err != nil {
-			logger.Info("kept work directory", "dir", workDir)
-			return
-		}
-		if rmErr := os.RemoveAll(workDir); rmErr != nil {
-			logger.Warn("remove work directory", "dir", workDir, "err", rmErr)
-		}
-	}()
-	dataDir := filepath.Join(workDir, "data")
-	if err := os.Mkdir(dataDir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("make data dir: %w", err)
-	}
-	r := &runner{o: o, logger: logger, binary: binary, workDir: workDir, dataDir: dataDir}
+	// A failed run keeps its data directory and node logs for a post-mortem.
+	defer func() { wd.Finish(err) }()
+	r := &runner{o: o, logger: logger, binary: binary, workDir: wd.Path, dataDir: wd.DataDir}
 	// On a failure path, SIGKILL whatever node is left: that keeps its data
 	// directory as the failure left it.
 	defer func() {
@@ -322,7 +297,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if m.verify.NumProblems > 0 {
 		return res, fmt.Errorf("acknowledged points were lost or changed across the restarts: the node acknowledged %s points in %s series and answered %s; %d series differ, e.g.\n  %s\n(node logs in %s)",
 			report.Int(exp.Points), report.Int(int64(len(exp.Counts))), report.Int(m.verify.Points), m.verify.NumProblems,
-			strings.Join(m.verify.Problems, "\n  "), workDir)
+			strings.Join(m.verify.Problems, "\n  "), wd.Path)
 	}
 	return res, nil
 }
@@ -368,21 +343,11 @@ func (r *runner) load(ctx context.Context, perClient [][]*workload.Request, limi
 	if err != nil {
 		return err
 	}
-	conns := make([]*grpc.ClientConn, 0, len(perClient))
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	writeClients := make([]tributaryv1.WriteServiceClient, len(perClient))
-	for i := range writeClients {
-		conn, err := nodeclient.Dial(r.addr)
-		if err != nil {
-			return err
-		}
-		conns = append(conns, conn)
-		writeClients[i] = tributaryv1.NewWriteServiceClient(conn)
+	conns, err := load.Dial(r.addr, len(perClient))
+	if err != nil {
+		return err
 	}
+	defer conns.Close()
 
 	r.logger.Info("writing until the WAL holds the target", "target_mib", report.Round(float64(o.WALBytes)/mib, 1),
 		"series", m.gen.NumSeries(), "clients", len(perClient), "samples_from", time.UnixMilli(m.gen.StartMs()).UTC().Format(time.RFC3339))
@@ -394,37 +359,22 @@ func (r *runner) load(ctx context.Context, perClient [][]*workload.Request, limi
 		reached bool // written by the watcher; read after wg.Wait
 	)
 	wg.Go(func() {
-		select {
-		case <-node.Exited():
-			cancelLoad(errNodeExited)
-		case <-loadCtx.Done():
-		}
-	})
-	wg.Go(func() {
 		reached = r.watchWAL(loadCtx, cancelLoad, stop)
 	})
 	stats, loadErr := load.Run(loadCtx, load.Config{
-		Clients:         writeClients,
+		Clients:         conns.WriteClients(),
 		Requests:        perClient,
 		PointsPerSeries: o.PointsPerSeriesPerBatch,
 		Duration:        o.MaxLoad,
 		CallTimeout:     o.CallTimeout,
 		Now:             func() time.Time { return time.UnixMilli(limitMs) },
 		Stop:            stop,
+		NodeExited:      node.Exited(),
 	})
 	watchErr := context.Cause(loadCtx)
 	cancelLoad(nil)
 	wg.Wait()
 	if loadErr != nil {
-		// A write can fail on the broken connection a moment before the
-		// watcher sees the node exit; say what happened either way.
-		select {
-		case <-node.Exited():
-			if !errors.Is(loadErr, errNodeExited) {
-				loadErr = fmt.Errorf("%w: %w", errNodeExited, loadErr)
-			}
-		case <-time.After(time.Second):
-		}
 		return fmt.Errorf("%w\nnode log %s ends with:\n%s", loadErr, filepath.Join(r.workDir, phaseLoad.logName()), node.LogTail())
 	}
 	if watchErr != nil {

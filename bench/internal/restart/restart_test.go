@@ -5,53 +5,33 @@ package restart
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
+	"github.com/tributarydb/tributary/bench/internal/report/reporttest"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// The test binary doubles as a fake tributary binary: with FAKE_TRIBUTARY
-// set, it serves as `tributary node` over a naive text WAL in
-// DATA_DIR/wal/*.seg, which it replays when it starts. The variable names a
-// mode: "ok", or "lossy" (the replay drops the last record of every
-// segment). With FAKE_STARTS set, it appends its command line to that file.
-const (
-	fakeEnv       = "FAKE_TRIBUTARY"
-	fakeStartsEnv = "FAKE_STARTS"
-)
+// The test binary doubles as a fake tributary binary: with fakenode.Env set,
+// it serves as `tributary node` over a naive text WAL in DATA_DIR/wal/*.seg,
+// which it replays when it starts. The variable names a mode: "ok", or
+// "lossy" (the replay drops the last record of every segment). With
+// FAKE_STARTS set, it appends its command line to that file.
+const fakeStartsEnv = "FAKE_STARTS"
 
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(fakeEnv); mode != "" {
-		os.Exit(fakeTributary(mode, os.Args[1:]))
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { fakenode.Main(m, fakeTributary) }
 
 func fakeTributary(mode string, args []string) int {
-	if len(args) == 0 || args[0] != "node" {
-		return 2
-	}
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "")
-	listen := fs.String("listen", "", "")
-	for _, name := range []string{"node-id", "wal-sync", "log-level", "head-max-bytes", "head-chunk-samples"} {
-		fs.String(name, "", "")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
+	a, err := fakenode.ParseArgs(args, "head-max-bytes", "head-chunk-samples")
+	if err != nil || a.Command != "node" {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -67,7 +47,7 @@ func fakeTributary(mode string, args []string) int {
 		}
 	}
 	t0 := time.Now()
-	wal, err := openFakeWAL(filepath.Join(*dataDir, "wal"), 32<<10)
+	wal, err := openFakeWAL(filepath.Join(a.DataDir, "wal"), 32<<10)
 	if err != nil {
 		log.Error("open wal", "err", err)
 		return 1
@@ -78,24 +58,12 @@ func fakeTributary(mode string, args []string) int {
 		log.Error("replay wal", "err", err)
 		return 1
 	}
-	log.Info("node opened", "data_dir", *dataDir, "replayed_points", replayed, "took", time.Since(t0).Round(time.Millisecond))
-	lis, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Error("listen", "err", err)
-		return 1
-	}
+	log.Info("node opened", "data_dir", a.DataDir, "replayed_points", replayed, "took", time.Since(t0).Round(time.Millisecond))
 	srv := grpc.NewServer()
 	tributaryv1.RegisterWriteServiceServer(srv, newFakeWriter(wal, head))
 	tributaryv1.RegisterQueryServiceServer(srv, head)
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	go func() {
-		<-term
-		srv.GracefulStop()
-	}()
-	log.Info("node ready", "grpc", lis.Addr())
-	if err := srv.Serve(lis); err != nil {
-		log.Error("serve", "err", err)
+	if err := fakenode.ServeProcess(srv, a.Listen, log); err != nil {
+		log.Error("fake node", "err", err)
 		return 1
 	}
 	return 0
@@ -107,7 +75,7 @@ func fakeRunOptions(t *testing.T, mode string) (Options, *bytes.Buffer, string) 
 	starts := filepath.Join(t.TempDir(), "starts")
 	o := DefaultOptions()
 	o.Binary = os.Args[0]
-	o.Env = []string{fakeEnv + "=" + mode, fakeStartsEnv + "=" + starts}
+	o.Env = []string{fakenode.Env + "=" + mode, fakeStartsEnv + "=" + starts}
 	o.WALBytes = 256 << 10
 	o.Series = 200
 	o.BatchPoints = 1000
@@ -145,15 +113,11 @@ func TestRun_AgainstFakeNodeProcess(t *testing.T) {
 		t.Errorf("peak RSS a %v b %v", res.RestartPeakRSSMiBBigHead, res.RestartPeakRSSMiBDefault)
 	}
 
-	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	var last map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, out)
-	}
+	last := reporttest.LastJSONLine(t, out.String())
 	for _, k := range []string{"wal_mib", "wal_points", "restart_ready_s", "restart_ready_big_head_s", "restart_ready_default_s",
 		"restart_peak_rss_mib_big_head", "restart_peak_rss_mib_default", "commit", "machine"} {
 		if _, ok := last[k]; !ok {
-			t.Errorf("JSON line lacks %q: %s", k, lines[len(lines)-1])
+			t.Errorf("JSON line lacks %q: %v", k, last)
 		}
 	}
 	if last["wal_points"] != float64(res.WALPoints) || last["commit"] != "test" {

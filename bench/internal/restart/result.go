@@ -223,22 +223,16 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
 
 	f := func(x report.Number, decimals int) string { return report.Float(float64(x), decimals) }
-	status := func(t report.Target, x report.Number) string {
-		if t.Met(float64(x)) {
-			return "met"
-		}
-		return "missed"
-	}
 	target := Targets.ReadyS.Format(func(x float64) string { return report.Float(x, 0) })
 
 	tb := report.Table{Header: []string{"metric", "measured", "target", ""}, RightAlign: []bool{false, true, true, false}}
 	tb.Add("WAL (MiB)", f(r.WALMiB, 1), "", "")
 	tb.Add("points in WAL", report.Int(r.WALPoints), "", "")
-	tb.Add("a. big head: ready after restart (s)", f(r.RestartReadyBigHeadS, 2), target, status(Targets.ReadyS, r.RestartReadyBigHeadS))
+	tb.Add("a. big head: ready after restart (s)", f(r.RestartReadyBigHeadS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyBigHeadS)))
 	tb.Add("a. big head: peak RSS (MiB)", f(r.RestartPeakRSSMiBBigHead, 1), "", "")
-	tb.Add("b. default flags: ready after restart (s)", f(r.RestartReadyDefaultS, 2), target, status(Targets.ReadyS, r.RestartReadyDefaultS))
+	tb.Add("b. default flags: ready after restart (s)", f(r.RestartReadyDefaultS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyDefaultS)))
 	tb.Add("b. default flags: peak RSS (MiB)", f(r.RestartPeakRSSMiBDefault, 1), "", "")
-	tb.Add("worst ready after restart (s)", f(r.RestartReadyS, 2), target, status(Targets.ReadyS, r.RestartReadyS))
+	tb.Add("worst ready after restart (s)", f(r.RestartReadyS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyS)))
 	if err := tb.Write(w); err != nil {
 		return err
 	}
@@ -258,7 +252,7 @@ func WriteReport(w io.Writer, r Result) error {
 	}
 	err := report.KeyValues(w, [][2]string{
 		{"load", fmt.Sprintf("%s points in %s s (%s points/s) before the crash; WAL %s bytes in %d segments, %s bytes/point; node head held %s points",
-			report.Int(r.WALPoints), f(r.LoadS, 1), intNum(r.LoadPointsPerS), report.Int(r.WALBytes), r.WALSegments, f(r.WALBytesPerPt, 2), headText(r.HeadSamplesKill))},
+			report.Int(r.WALPoints), f(r.LoadS, 1), report.Whole(float64(r.LoadPointsPerS)), report.Int(r.WALBytes), r.WALSegments, f(r.WALBytesPerPt, 2), headText(r.HeadSamplesKill))},
 		{"a. big head", fmt.Sprintf("%s; %s; %s CPU-s to ready; %s", strings.Join(r.BigHeadArgs, " "),
 			openedText(r.NodeOpenSBigHead, r.ReplayedPointsBigHead), f(r.RestartCPUSBigHead, 2), otherText(r.RestartOtherCoresBigHead))},
 		{"b. default flags", fmt.Sprintf("head bounded at 32 MiB, replay flushes to RocksDB; %s; %s CPU-s to ready; %s",
@@ -269,11 +263,7 @@ func WriteReport(w io.Writer, r Result) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	fmt.Fprintln(w)
-	return report.WriteJSONLine(w, r)
+	return report.WriteNotesAndJSONLine(w, r.Notes, r)
 }
 
 func headText(n int64) string {
@@ -281,13 +271,4 @@ func headText(n int64) string {
 		return "an unknown number of"
 	}
 	return report.Int(n)
-}
-
-// intNum formats a figure as a whole number with thousands separators, or
-// "n/a" when it was not measured.
-func intNum(x report.Number) string {
-	if math.IsNaN(float64(x)) {
-		return "n/a"
-	}
-	return report.Int(int64(math.Round(float64(x))))
 }

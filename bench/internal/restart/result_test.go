@@ -2,7 +2,6 @@ package restart
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/report/reporttest"
 	"github.com/tributarydb/tributary/bench/workload"
 )
 
@@ -135,11 +135,7 @@ func TestWriteReport_TableThenJSONLine(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
 	}
-	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	var got map[string]any
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("last line is not JSON: %v\n%s", err, text)
-	}
+	got := reporttest.LastJSONLine(t, text)
 	want := map[string]any{
 		"wal_mib":                       256.3,
 		"wal_points":                    26_800_000.0,

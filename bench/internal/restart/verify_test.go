@@ -2,14 +2,14 @@ package restart
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/bench/internal/fakenode"
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -111,22 +111,8 @@ func TestVerify_FindsEveryKindOfDifference(t *testing.T) {
 // queryClient serves qs on a loopback port for the length of the test.
 func queryClient(t *testing.T, qs tributaryv1.QueryServiceServer) tributaryv1.QueryServiceClient {
 	t.Helper()
-	srv := grpc.NewServer()
-	tributaryv1.RegisterQueryServiceServer(srv, qs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := fakenode.ServeServices(t, func(s grpc.ServiceRegistrar) { tributaryv1.RegisterQueryServiceServer(s, qs) })
+	conn, err := nodeclient.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
