@@ -196,16 +196,45 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 			}
 		}
 	}
+	lastPoints := func(stage string) {
+		for i := 0; i < 40; i++ {
+			maxt := start + rng.Int64N(span+1)
+			mint := maxt - rng.Int64N(span/2)
+			got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: mint, End: maxt, Mode: node.ModeLastPoint})
+			for s := 0; s < nSeries; s++ {
+				var wantT int64
+				found := false
+				for ts := range tr[seriesName(s)] {
+					if ts >= mint && ts <= maxt && (!found || ts > wantT) {
+						wantT, found = ts, true
+					}
+				}
+				g := got[seriesName(s)]
+				if !found {
+					if len(g.Ts) != 0 {
+						t.Fatalf("%s: last point of series %d in [%d,%d]: got %v, want none", stage, s, mint, maxt, g.Ts)
+					}
+					continue
+				}
+				if len(g.Ts) != 1 || g.Ts[0] != wantT || g.Vs[0] != tr[seriesName(s)][wantT] {
+					t.Fatalf("%s: last point of series %d in [%d,%d]: got %v %v, want %d %v", stage, s, mint, maxt, g.Ts, g.Vs, wantT, tr[seriesName(s)][wantT])
+				}
+			}
+		}
+	}
 	check("with head")
+	lastPoints("with head")
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	check("flushed")
+	lastPoints("flushed")
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 	n = mustOpen(t, testOptions(t, dir))
 	check("reopened")
+	lastPoints("reopened")
 }
 
 // approxEqual compares exactly, except sums and averages, whose float rounding

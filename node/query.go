@@ -455,35 +455,82 @@ func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int
 }
 
 // lastPoint finds the newest sample in [mint, maxt] (mint 0: as far back as
-// raw retention), from the head and then stored partitions, newest first.
+// the daily rollups are kept), from the head and the store.
 func (n *Node) lastPoint(s *memSeries, mint, maxt int64) (int64, float64, bool, error) {
 	if mint == 0 {
-		mint = maxt - n.opts.RetentionRaw.Milliseconds()
+		mint = maxt - n.opts.Retention1d.Milliseconds()
 	}
 	head := s.snapshot(mint, maxt)
-	var best sample
-	found := len(head) > 0
-	if found {
-		best = head[len(head)-1]
+	stored, ok, err := n.lastStored(s.id, mint, maxt)
+	if err != nil {
+		return 0, 0, false, err
 	}
-	part := n.opts.PartitionDuration.Milliseconds()
-	for p := rollup.BucketStart(maxt, part); p+part-1 >= mint; p -= part {
-		lo, hi := max(p, mint), min(p+part-1, maxt)
-		if found && best.t >= hi {
-			break // nothing stored here or earlier is newer
+	if len(head) > 0 {
+		// The head is newer than the store for an equal timestamp.
+		if x := head[len(head)-1]; !ok || x.t >= stored.t {
+			return x.t, x.v, true, nil
 		}
-		stored, err := n.storedSamples(s.id, lo, hi)
+	}
+	return stored.t, stored.v, ok, nil
+}
+
+// lastStored finds the newest stored sample in [mint, maxt] from the
+// rollups, newest pack first: a day whose newest sample is in range answers
+// from its daily rollup; the day holding maxt is searched hour by hour, and
+// only the hour holding maxt is read from raw chunks.
+func (n *Node) lastStored(id uint64, mint, maxt int64) (sample, bool, error) {
+	for p := rollup.PackStart(maxt); p+rollup.DailySpan-1 >= mint; p -= rollup.DailySpan {
+		pack, err := n.readDaily(id, p)
 		if err != nil {
-			return 0, 0, false, err
+			return sample{}, false, err
 		}
-		if len(stored) > 0 {
-			if x := stored[len(stored)-1]; !found || x.t > best.t {
-				best, found = x, true
+		for i := len(pack.Days) - 1; i >= 0; i-- {
+			day, a := p+int64(i)*rollup.Day, pack.Days[i]
+			if a.Count == 0 || day > maxt {
+				continue
 			}
-			break
+			if a.LastT < mint {
+				return sample{}, false, nil // everything older is older still
+			}
+			if a.LastT <= maxt {
+				return sample{a.LastT, a.Last}, true, nil
+			}
+			// maxt falls inside this day, before its newest sample.
+			x, ok, err := n.lastInDay(id, day, mint, maxt)
+			if err != nil || ok {
+				return x, ok, err
+			}
 		}
 	}
-	return best.t, best.v, found, nil
+	return sample{}, false, nil
+}
+
+// lastInDay is lastStored within one day whose newest sample is after maxt.
+func (n *Node) lastInDay(id uint64, day, mint, maxt int64) (sample, bool, error) {
+	hours, err := n.readHourly(id, day)
+	if err != nil {
+		return sample{}, false, err
+	}
+	for h := 23; h >= 0; h-- {
+		start, a := day+int64(h)*rollup.Hour, hours.Hours[h]
+		if a.Count == 0 || start > maxt {
+			continue
+		}
+		if a.LastT < mint {
+			return sample{}, false, nil
+		}
+		if a.LastT <= maxt {
+			return sample{a.LastT, a.Last}, true, nil
+		}
+		raw, err := n.storedSamples(id, max(start, mint), maxt)
+		if err != nil || len(raw) > 0 {
+			if len(raw) == 0 {
+				return sample{}, false, err
+			}
+			return raw[len(raw)-1], true, err
+		}
+	}
+	return sample{}, false, nil
 }
 
 // selectSeries resolves matchers through the label postings, sorted by
