@@ -1,0 +1,6 @@
+// Package tributaryv1 holds the Go code generated from tributary.proto, the
+// public gRPC API of Tributary (version 1): WriteService for columnar sample
+// batches and QueryService for raw, downsampled, grouped and last-point
+// queries plus series metadata. The .proto file is the specification; run
+// `make generate` after changing it and commit the result.
+package tributaryv1
