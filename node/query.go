@@ -65,6 +65,13 @@ type QueryInfo struct {
 var ErrBadQuery = errors.New("bad query")
 
 func (q *Query) validate() error {
+	slices.Sort(q.GroupBy)
+	q.GroupBy = slices.Compact(q.GroupBy)
+	for _, f := range []rollup.Func{q.Downsample, q.Aggregate} {
+		if f < rollup.FuncNone || f > rollup.FuncLast {
+			return fmt.Errorf("%w: unknown aggregate function %d", ErrBadQuery, f)
+		}
+	}
 	switch {
 	case len(q.Matchers) == 0:
 		return fmt.Errorf("%w: at least one matcher is required", ErrBadQuery)
@@ -229,11 +236,8 @@ func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []in
 	}
 	g := groups[key.String()]
 	if g == nil {
-		gl, _ := labels.New(pairs, labels.Limits{})
-		if gl == nil {
-			gl = labels.Labels(pairs)
-		}
-		g = &group{lset: gl, byT: map[int64]*rollup.Agg{}}
+		// by is sorted and unique (validate), so pairs are a label set.
+		g = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
 		groups[key.String()] = g
 	}
 	for i, t := range ts {

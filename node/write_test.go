@@ -86,6 +86,8 @@ func TestQuery_BadRequestsAreErrors(t *testing.T) {
 		"only empty-matching": {Matchers: sel(t, `{a!="x"}`), Mode: node.ModeRaw, End: 1},
 		"end before start":    {Matchers: sel(t, `m`), Start: 10, End: 1, Mode: node.ModeRaw},
 		"no step":             {Matchers: sel(t, `m`), End: 1, Mode: node.ModeDownsample},
+		"unknown function":    {Matchers: sel(t, `m`), End: 1, Step: 10, Mode: node.ModeDownsample, Downsample: rollup.FuncLast + 1},
+		"unknown aggregate":   {Matchers: sel(t, `m`), End: 1, Mode: node.ModeRaw, Aggregate: 42},
 		"too many buckets":    {Matchers: sel(t, `m`), End: math.MaxInt64 / 2, Step: 1, Mode: node.ModeDownsample, Downsample: rollup.FuncAvg},
 	} {
 		_, err := n.Query(context.Background(), q, func(node.Series) error { return nil })
@@ -113,12 +115,12 @@ func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
 	}
 	var groups []node.Series
 	_, err := n.Query(context.Background(), node.Query{Matchers: sel(t, `temp`), Start: t0, End: t0 + 180_000,
-		Mode: node.ModeDownsample, Step: 120_000, Downsample: rollup.FuncAvg, GroupBy: []string{"site"}, Aggregate: rollup.FuncMax},
+		Mode: node.ModeDownsample, Step: 120_000, Downsample: rollup.FuncAvg, GroupBy: []string{"site", "site"}, Aggregate: rollup.FuncMax},
 		func(s node.Series) error { groups = append(groups, s); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 2 || groups[0].Labels.Get("site") != "a" || groups[1].Labels.Get("site") != "b" {
+	if len(groups) != 2 || groups[0].Labels.String() != `{site="a"}` || groups[1].Labels.Get("site") != "b" {
 		t.Fatalf("groups %+v", groups)
 	}
 	// site a: devices 0 and 1; bucket t0 avg = (0+10)/2=5 and (1+11)/2=6 → max 6; bucket t0+120s: 20, 21 → 21.

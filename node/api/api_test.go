@@ -101,10 +101,11 @@ func TestAPI_WriteReportsRejectionsAndQueryStreams(t *testing.T) {
 func TestAPI_BadQueriesAreInvalidArgument(t *testing.T) {
 	_, q := serve(t)
 	for name, req := range map[string]*pb.QueryRequest{
-		"bad regexp":   {Matchers: []*pb.Matcher{{Type: pb.Matcher_REGEX, Name: "a", Value: "("}}, EndMs: 1},
-		"no matchers":  {EndMs: 1},
-		"reversed":     {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, StartMs: 5, EndMs: 1},
-		"unknown mode": {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, EndMs: 1, Mode: 99},
+		"bad regexp":        {Matchers: []*pb.Matcher{{Type: pb.Matcher_REGEX, Name: "a", Value: "("}}, EndMs: 1},
+		"no matchers":       {EndMs: 1},
+		"reversed":          {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, StartMs: 5, EndMs: 1},
+		"unknown aggregate": {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, EndMs: 1, Aggregate: 99},
+		"unknown mode":      {Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, EndMs: 1, Mode: 99},
 	} {
 		stream, err := q.Query(context.Background(), req)
 		if err == nil {
