@@ -131,6 +131,9 @@ func (n *Node) flushRound(all bool) error {
 	for _, tk := range work {
 		s := tk.s
 		s.mu.Lock()
+		for _, c := range tk.closed {
+			s.closedBytes -= int64(c.c.SizeBytes())
+		}
 		s.closed = slices.Delete(s.closed, 0, len(tk.closed))
 		s.ooo = s.ooo[len(tk.ooo):]
 		if len(s.ooo) == 0 {

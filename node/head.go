@@ -43,7 +43,10 @@ type memSeries struct {
 	ooo     []sample
 	oooSeq  uint64 // WAL seq of the first ooo sample
 	closed  []headChunk
-	bytes   int64 // memory held by the samples above
+	// closedBytes is the memory of the closed chunks (fixed once sealed);
+	// bytes is the memory of all the samples above.
+	closedBytes int64
+	bytes       int64
 }
 
 type sample struct {
@@ -91,10 +94,7 @@ func (s *memSeries) append(t int64, v float64, seq uint64, nowNs int64, chunkSam
 // resize recomputes the series' head memory and returns the change.
 // REQUIRES: s.mu held.
 func (s *memSeries) resize() int64 {
-	b := int64(s.open.SizeBytes() + cap(s.ooo)*16)
-	for _, c := range s.closed {
-		b += int64(c.c.SizeBytes())
-	}
+	b := int64(s.open.SizeBytes()+cap(s.ooo)*16) + s.closedBytes
 	d := b - s.bytes
 	s.bytes = b
 	return d
@@ -112,7 +112,9 @@ func (s *memSeries) closeOpen() {
 	if s.open.Len() == 0 {
 		return
 	}
-	s.closed = append(s.closed, headChunk{c: s.open.Seal(), firstSeq: s.openFirstSeq})
+	c := s.open.Seal()
+	s.closed = append(s.closed, headChunk{c: c, firstSeq: s.openFirstSeq})
+	s.closedBytes += int64(c.SizeBytes())
 }
 
 // firstSeq is the oldest WAL segment holding samples of this series that
