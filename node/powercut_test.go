@@ -37,7 +37,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 	led := &ledger{acked: map[string]map[int64]float64{}}
 	const writers = 3
 	next := make([]int64, writers)
-	start := time.Now().Add(-6 * time.Hour).UnixMilli()
+	start := time.Now().Add(-24 * time.Hour).UnixMilli() // room for ~40 M points a writer
 	for w := range next {
 		next[w] = start
 	}
@@ -68,7 +68,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 						continue // not acknowledged
 					}
 					if res.Accepted != int64(len(ts)) {
-						t.Errorf("accepted %d of %d: %+v", res.Accepted, len(ts), res.Rejections)
+						t.Errorf("accepted %d of %d; first rejection: %+v", res.Accepted, len(ts), res.Rejections[0])
 						return
 					}
 					led.add(name, ts, vs)
