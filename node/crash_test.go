@@ -87,7 +87,7 @@ func TestNode_KillNineLosesNoAcknowledgedPoint(t *testing.T) {
 	dir := t.TempDir()
 	led := &ledger{acked: map[string]map[int64]float64{}}
 	const writers = 4
-	next := make([]int64, writers) // next timestamp per writer, continues across cycles
+	next := make([]int64, writers)                       // next timestamp per writer, continues across cycles
 	start := time.Now().Add(-24 * time.Hour).UnixMilli() // room for ~86 M points a writer
 	for w := range next {
 		next[w] = start
