@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev
-      protobuf-compiler libprotobuf-dev gcc g++ make git)
+      protobuf-compiler libprotobuf-dev protobuf-compiler-grpc python3-grpcio python3-protobuf
+      gcc g++ make git)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

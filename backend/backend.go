@@ -1,0 +1,104 @@
+// Package backend is the storage interface that the client-facing protocols
+// (gRPC, InfluxDB line protocol, OpenTSDB, Prometheus) are served from. A
+// storage node implements it today (ForNode); a coordinator will implement
+// the same interface over its replica store and query fan-out, so every
+// protocol works unchanged on both.
+//
+// Errors returned by a Backend are classified by Classify so that each
+// protocol can map them onto its own status codes the same way.
+package backend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// Backend stores and answers queries. Implementations are safe for
+// concurrent use.
+type Backend interface {
+	// Write validates and stores batches; see node.Node.Write for the
+	// meaning of the result and of an error.
+	Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error)
+	// Query runs q and calls emit per series (or group) in label order.
+	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+	// Series lists the label sets matching ms, at most limit of them
+	// (limit <= 0: the backend's default).
+	Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error)
+	// LabelNames lists label names of series matching ms (all series when
+	// ms is empty), sorted.
+	LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error)
+	// LabelValues lists the values of name among series matching ms (all
+	// series when ms is empty), sorted.
+	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
+}
+
+// ForNode serves a Backend from a local storage node.
+func ForNode(n *node.Node) Backend { return nodeBackend{n} }
+
+type nodeBackend struct{ n *node.Node }
+
+func (b nodeBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return node.WriteResult{}, err
+	}
+	return b.n.Write(batches)
+}
+
+func (b nodeBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+	return b.n.Query(ctx, q, emit)
+}
+
+func (b nodeBackend) Series(_ context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+	return b.n.SeriesMatching(ms, limit)
+}
+
+func (b nodeBackend) LabelNames(_ context.Context, ms []*labels.Matcher) ([]string, error) {
+	return b.n.LabelNames(ms)
+}
+
+func (b nodeBackend) LabelValues(_ context.Context, name string, ms []*labels.Matcher) ([]string, error) {
+	return b.n.LabelValues(name, ms)
+}
+
+// Kind is the class of a backend error, which protocols map onto their
+// status codes.
+type Kind int
+
+// The kinds of error.
+const (
+	// KindNone: no error.
+	KindNone Kind = iota
+	// KindBadRequest: the request itself is wrong; retrying it will not help.
+	KindBadRequest
+	// KindOverloaded: the backend is shedding load; retry after a pause
+	// (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+	KindOverloaded
+	// KindUnavailable: the backend is shutting down or cannot reach its
+	// disk; retry, possibly elsewhere (HTTP 503, gRPC UNAVAILABLE).
+	KindUnavailable
+	// KindTimeout: the request's deadline passed or it was cancelled.
+	KindTimeout
+)
+
+// ErrBadRequest marks errors caused by the request; wrap it (fmt.Errorf
+// with %w) to have Classify report KindBadRequest.
+var ErrBadRequest = errors.New("bad request")
+
+// Classify says what kind of error err is. Errors it does not know are
+// KindUnavailable: for a write that means "not acknowledged, retry".
+func Classify(err error) Kind {
+	switch {
+	case err == nil:
+		return KindNone
+	case errors.Is(err, node.ErrBadQuery), errors.Is(err, ErrBadRequest):
+		return KindBadRequest
+	case errors.Is(err, node.ErrOverloaded):
+		return KindOverloaded
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return KindTimeout
+	}
+	return KindUnavailable
+}

@@ -1,0 +1,243 @@
+// Package httpapi holds what every HTTP protocol served by Tributary shares:
+// request limits, body reading (gzip, size caps that also stop decompression
+// bombs), the mapping from backend errors to HTTP status codes, violation
+// counters, bearer-token authentication, and the hardened http.Server the
+// protocols are mounted on.
+//
+// The protocols themselves live in sub-packages (influx, opentsdb, prom);
+// each registers its routes on a *http.ServeMux given a backend.Backend and
+// a *Config.
+package httpapi
+
+import (
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tributarydb/tributary/backend"
+)
+
+// Limits bound what one request may cost. The zero value of a field means
+// its default.
+type Limits struct {
+	// MaxBodyBytes caps a request body after decompression (and before it,
+	// for uncompressed bodies). Default 32 MiB.
+	MaxBodyBytes int64
+	// MaxPointsPerRequest caps the points of one write. Default 1,000,000.
+	MaxPointsPerRequest int
+	// MaxSeriesPerQuery caps the series one query may touch. Default 100,000.
+	MaxSeriesPerQuery int
+	// RequestTimeout bounds the time a request may take. Default 30s.
+	RequestTimeout time.Duration
+}
+
+// Defaults for Limits.
+const (
+	DefaultMaxBodyBytes        = 32 << 20
+	DefaultMaxPointsPerRequest = 1_000_000
+	DefaultMaxSeriesPerQuery   = 100_000
+	DefaultRequestTimeout      = 30 * time.Second
+)
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxPointsPerRequest <= 0 {
+		l.MaxPointsPerRequest = DefaultMaxPointsPerRequest
+	}
+	if l.MaxSeriesPerQuery <= 0 {
+		l.MaxSeriesPerQuery = DefaultMaxSeriesPerQuery
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = DefaultRequestTimeout
+	}
+	return l
+}
+
+// Config is what protocol handlers are built with.
+type Config struct {
+	Limits Limits
+	// Stats counts requests, points and violations; nil means a private one.
+	Stats *Stats
+}
+
+// Normalize fills defaults; protocol packages call it once when registering.
+func (c *Config) Normalize() {
+	c.Limits = c.Limits.WithDefaults()
+	if c.Stats == nil {
+		c.Stats = NewStats()
+	}
+}
+
+// Error is an error with an HTTP status, produced by the helpers here and
+// by protocol handlers for bad requests.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Errorf returns an *Error with status code and a formatted message.
+func Errorf(status int, format string, a ...any) *Error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Violation names used with Stats.Inc; each is also the reason reported
+// in metrics.
+const (
+	ViolationBodyTooLarge   = "body_too_large"
+	ViolationBadEncoding    = "bad_encoding"
+	ViolationTooManyPoints  = "too_many_points"
+	ViolationBadRequest     = "bad_request"
+	ViolationUnauthorized   = "unauthorized"
+	ViolationOverloaded     = "overloaded"
+	ViolationTimeout        = "timeout"
+	ViolationRejectedPoints = "rejected_points"
+)
+
+// ReadBody reads r's body, decompressing Content-Encoding gzip, and fails
+// with a 413 *Error when it is larger than max bytes, compressed or not: a
+// decompression bomb is cut off after max bytes of output. Unknown
+// encodings are a 415.
+func ReadBody(r *http.Request, max int64, st *Stats) ([]byte, error) {
+	if r.ContentLength > max {
+		st.Inc(ViolationBodyTooLarge)
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "request body is %d bytes, limit is %d", r.ContentLength, max)
+	}
+	var src io.Reader = http.MaxBytesReader(nil, r.Body, max+1)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			st.Inc(ViolationBadEncoding)
+			return nil, Errorf(http.StatusBadRequest, "body is not valid gzip: %v", err)
+		}
+		defer zr.Close()
+		src = zr
+	default:
+		st.Inc(ViolationBadEncoding)
+		return nil, Errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported (use gzip or none)", enc)
+	}
+	body, err := io.ReadAll(io.LimitReader(src, max+1))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe) || int64(len(body)) > max:
+		st.Inc(ViolationBodyTooLarge)
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "request body is larger than the limit of %d bytes (after decompression)", max)
+	case err != nil && r.Header.Get("Content-Encoding") != "":
+		st.Inc(ViolationBadEncoding)
+		return nil, Errorf(http.StatusBadRequest, "body could not be decompressed: %v", err)
+	case err != nil:
+		return nil, Errorf(http.StatusBadRequest, "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// RetryAfterSeconds is the pause suggested to clients of an overloaded or
+// unavailable backend.
+const RetryAfterSeconds = 1
+
+// StatusFor maps an error to an HTTP status and a Retry-After value ("" for
+// none): *Error keeps its status; backend errors map by backend.Classify
+// (bad request 400, overloaded 429, unavailable 503, timeout 503).
+func StatusFor(err error) (status int, retryAfter string) {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Status, ""
+	}
+	switch backend.Classify(err) {
+	case backend.KindNone:
+		return http.StatusOK, ""
+	case backend.KindBadRequest:
+		return http.StatusBadRequest, ""
+	case backend.KindOverloaded:
+		return http.StatusTooManyRequests, strconv.Itoa(RetryAfterSeconds)
+	case backend.KindTimeout:
+		return http.StatusServiceUnavailable, strconv.Itoa(RetryAfterSeconds)
+	}
+	return http.StatusServiceUnavailable, strconv.Itoa(RetryAfterSeconds)
+}
+
+// CountError records err in st under the violation it corresponds to, if
+// any (helpers that already counted return *Error, which is not counted
+// again unless it is a plain 400).
+func CountError(st *Stats, err error) {
+	var he *Error
+	if errors.As(err, &he) {
+		if he.Status == http.StatusBadRequest {
+			st.Inc(ViolationBadRequest)
+		}
+		return
+	}
+	switch backend.Classify(err) {
+	case backend.KindBadRequest:
+		st.Inc(ViolationBadRequest)
+	case backend.KindOverloaded:
+		st.Inc(ViolationOverloaded)
+	case backend.KindTimeout:
+		st.Inc(ViolationTimeout)
+	}
+}
+
+// Stats counts events by name; it is safe for concurrent use. Names are
+// the Violation* constants plus whatever protocols add (e.g.
+// "influx_points_accepted").
+type Stats struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// NewStats returns empty Stats.
+func NewStats() *Stats { return &Stats{m: map[string]int64{}} }
+
+// Inc adds one to name.
+func (s *Stats) Inc(name string) { s.Add(name, 1) }
+
+// Add adds d to name. A nil *Stats ignores it.
+func (s *Stats) Add(name string, d int64) {
+	if s == nil || d == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.m[name] += d
+	s.mu.Unlock()
+}
+
+// Get returns the count of name.
+func (s *Stats) Get(name string) int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[name]
+}
+
+// Snapshot returns a copy of all counts, names sorted.
+func (s *Stats) Snapshot() []NameCount {
+	s.mu.Lock()
+	out := make([]NameCount, 0, len(s.m))
+	for k, v := range s.m {
+		out = append(out, NameCount{k, v})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// NameCount is one entry of a Stats snapshot.
+type NameCount struct {
+	Name  string
+	Count int64
+}
