@@ -6,25 +6,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
 // nodeFlags binds the node's command-line flags to node.Options.
-func nodeFlags(fs *flag.FlagSet, o *node.Options) (listen, walSync, logLevel, logFormat *string) {
+func nodeFlags(fs *flag.FlagSet, o *node.Options) (walSync, logLevel, logFormat *string) {
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "directory for the WAL and the store")
 	fs.StringVar(&o.NodeID, "node-id", "", "this node's id in WAL segments and in the fleet (default: the id the data dir was created with, or \"local\")")
-	listen = fs.String("listen", "127.0.0.1:7070", "gRPC listen address (loopback by default)")
 	walSync = fs.String("wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
 	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
@@ -38,6 +36,9 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) (listen, walSync, logLevel, lo
 	fs.Int64Var(&o.BlockCacheBytes, "block-cache-bytes", 8<<20, "RocksDB block cache size")
 	fs.Int64Var(&o.WriteBufferBytes, "write-buffer-bytes", 4<<20, "RocksDB memtable size per column family")
 	fs.IntVar(&o.MaxSeries, "max-series", 100_000, "series limit of this node")
+	fs.IntVar(&o.Limits.MaxLabels, "max-labels", labels.DefaultLimits.MaxLabels, "most labels per series, including the metric name")
+	fs.IntVar(&o.Limits.MaxNameBytes, "max-label-name-bytes", labels.DefaultLimits.MaxNameBytes, "longest label name, in bytes")
+	fs.IntVar(&o.Limits.MaxValueBytes, "max-label-value-bytes", labels.DefaultLimits.MaxValueBytes, "longest label value, in bytes")
 	logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat = fs.String("log-format", "text", "text or json")
 	return
@@ -60,9 +61,14 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o node.Options
-	listen, walSync, logLevel, logFormat := nodeFlags(fs, &o)
+	walSync, logLevel, logFormat := nodeFlags(fs, &o)
+	var sf serveFlags
+	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
@@ -71,37 +77,33 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if o.WALSync, err = parseWALSync(*walSync); err != nil {
 		return err
 	}
+	if _, err := sf.validate(); err != nil {
+		return err
+	}
+	if _, err := sf.tokens(); err != nil {
+		return err
+	}
 	o.Logger = log
 	n, err := node.Open(o)
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *listen)
+	fe, err := sf.start(backend.ForNode(n), api.New(n, version, "edge").Register, log)
 	if err != nil {
 		n.Close()
-		return fmt.Errorf("listen on %s: %w", *listen, err)
+		return err
 	}
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
-	api.New(n, version, "edge").Register(g)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(lis) }()
-	log.Info("node ready", "grpc", lis.Addr().String(), "data_dir", o.DataDir, "version", version)
+	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining requests, flushing the head")
-	case err = <-serveErr:
-		log.Error("grpc server stopped", "err", err)
+	case err = <-fe.errc:
+		log.Error("listener stopped", "err", err)
 	}
-	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		g.Stop()
-	}
+	fe.stop(10 * time.Second)
 	if cerr := n.Close(); cerr != nil {
 		return fmt.Errorf("close node: %w", cerr)
 	}

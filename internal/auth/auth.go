@@ -265,3 +265,10 @@ func CheckListen(what, addr string, tlsOn, allowInsecure bool) error {
 	}
 	return fmt.Errorf("%s %q: a plaintext listener binds only to loopback; configure TLS, or pass --insecure-listen to serve plaintext on %q anyway", what, addr, host)
 }
+
+// With returns a set holding t's tokens and the non-empty ones given.
+func (t Tokens) With(tokens ...string) Tokens {
+	out := Tokens{list: append([][]byte(nil), t.list...)}
+	out.list = append(out.list, NewTokens(tokens...).list...)
+	return out
+}

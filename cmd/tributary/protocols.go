@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/auth"
+)
+
+// openPaths need no token: liveness probes and client pings.
+var openPaths = []string{"/ping", "/health", "/healthz"}
+
+// registerHTTP mounts every HTTP protocol on mux.
+func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
+	// TODO(wiring): influx, opentsdb, prom.
+}
+
+type telnetServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
+func newTelnet(b backend.Backend, cfg *httpapi.Config, _ auth.Tokens, log *slog.Logger) telnetServer {
+	return nil
+}

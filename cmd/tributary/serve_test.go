@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and its key; it returns
+// their paths and a pool trusting the certificate.
+func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "tributary-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func TestServe_TLSAndTokensOnBothListeners(t *testing.T) {
+	const token = "fleet-token-0123456789"
+	t.Setenv("TRIBUTARY_TOKEN", token)
+	certFile, keyFile, pool := selfSigned(t)
+	n, err := node.Open(node.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
+	sf.tls.Cert, sf.tls.Key = certFile, keyFile
+	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.stop(time.Second)
+	addr := map[string]string{}
+	for i := 0; i+1 < len(fe.addrs); i += 2 {
+		addr[fe.addrs[i].(string)] = fe.addrs[i+1].(string)
+	}
+
+	// gRPC over TLS: refused without a token, served with one.
+	cc, err := grpc.NewClient(addr["grpc"], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	qc := pb.NewQueryServiceClient(cc)
+	ctx := context.Background()
+	if _, err := qc.Status(ctx, &pb.StatusRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("status without token: %v, want Unauthenticated", err)
+	}
+	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if _, err := qc.Status(actx, &pb.StatusRequest{}); err != nil {
+		t.Fatalf("status with token: %v", err)
+	}
+
+	// HTTP over TLS: plaintext fails, HTTPS without a token is 401.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
+	if resp, err := http.Get("http://" + addr["http"] + "/api/v1/labels"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("plaintext request to a TLS listener answered %d", resp.StatusCode)
+		}
+	}
+	resp, err := hc.Get("https://" + addr["http"] + "/api/v1/labels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("HTTPS without token: %d, want 401", resp.StatusCode)
+	}
+	if fe.stats.Get("unauthorized") != 2 {
+		t.Fatalf("unauthorized counter = %d, want 2", fe.stats.Get("unauthorized"))
+	}
+}
+
+func TestRunNode_RefusesPublicPlaintextAndBadTLS(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, "--insecure-listen"},
+		{[]string{"--http-listen", "0.0.0.0:0"}, "--http-listen"},
+		{[]string{"--tls-cert", "x.pem"}, "key"},
+		{[]string{"--token-file", filepath.Join(dir, "missing")}, "--token-file"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"node", "--data-dir", filepath.Join(dir, "d")}, tc.args...), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
