@@ -32,6 +32,8 @@ const (
 	RejectTooFarInFuture
 	RejectInvalidValue
 	RejectLimitExceeded
+
+	numRejectReasons
 )
 
 // Rejection describes rejected points of one batch. PointIndex is -1 when
@@ -48,6 +50,8 @@ type Rejection struct {
 type WriteResult struct {
 	Accepted, Rejected int64
 	Rejections         []Rejection // the first MaxRejectionDetails
+	// RejectedBy counts rejected points by reason (index: RejectReason).
+	RejectedBy [numRejectReasons]int64
 }
 
 // MaxRejectionDetails bounds WriteResult.Rejections.
@@ -55,6 +59,7 @@ const MaxRejectionDetails = 64
 
 func (r *WriteResult) reject(rj Rejection) {
 	r.Rejected += rj.Points
+	r.RejectedBy[rj.Reason] += rj.Points
 	if len(r.Rejections) < MaxRejectionDetails {
 		r.Rejections = append(r.Rejections, rj)
 	}
@@ -75,7 +80,14 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 	if n.closed.Load() {
 		return res, ErrClosed
 	}
-	defer func() { n.stats.rejected.Add(res.Rejected) }()
+	defer func() {
+		n.stats.rejected.Add(res.Rejected)
+		for r, c := range res.RejectedBy {
+			if c != 0 {
+				n.stats.rejectedBy[r].Add(c)
+			}
+		}
+	}()
 	// Backpressure: when flushing cannot keep up (or fails, e.g. a full
 	// disk), the head stops growing and writers get a retryable error.
 	if n.headBytes.Load() > 2*n.opts.HeadMaxBytes {

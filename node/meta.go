@@ -76,10 +76,12 @@ type Status struct {
 	WAL                wal.Stats
 	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
-	FlushedChunks      int64
-	FlushErrors        int64
-	RetentionDropped   int64
-	Uptime             time.Duration
+	// RejectedBy counts rejected points by reason (index: RejectReason).
+	RejectedBy       [numRejectReasons]int64
+	FlushedChunks    int64
+	FlushErrors      int64
+	RetentionDropped int64
+	Uptime           time.Duration
 }
 
 // Status reports counters and sizes.
@@ -96,11 +98,38 @@ func (n *Node) Status() Status {
 		WALRecordBytes:   n.stats.walRecordBytes.Load(),
 		Accepted:         n.stats.accepted.Load(),
 		Rejected:         n.stats.rejected.Load(),
+		RejectedBy:       n.rejectedBy(),
 		FlushedChunks:    n.stats.flushedChunks.Load(),
 		FlushErrors:      n.stats.flushErrors.Load(),
 		RetentionDropped: n.stats.retentionDropped.Load(),
 		Uptime:           n.opts.Now().Sub(n.started),
 	}
+}
+
+func (n *Node) rejectedBy() (out [numRejectReasons]int64) {
+	for i := range out {
+		out[i] = n.stats.rejectedBy[i].Load()
+	}
+	return out
+}
+
+// String names a reason the way the public API does, e.g. "too_old".
+func (r RejectReason) String() string {
+	switch r {
+	case RejectInvalidSeries:
+		return "invalid_series"
+	case RejectLengthMismatch:
+		return "length_mismatch"
+	case RejectTooOld:
+		return "too_old"
+	case RejectTooFarInFuture:
+		return "too_far_in_future"
+	case RejectInvalidValue:
+		return "invalid_value"
+	case RejectLimitExceeded:
+		return "limit_exceeded"
+	}
+	return "unknown"
 }
 
 // Flush writes the whole head to the store now (tests, benchmarks, and

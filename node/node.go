@@ -78,6 +78,7 @@ type Node struct {
 
 type counters struct {
 	accepted, rejected atomic.Int64
+	rejectedBy         [numRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64

@@ -69,8 +69,19 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 				if r.Reason != c.reason || r.BatchIndex != 1 || !strings.Contains(r.Message, c.msgFragment) {
 					t.Fatalf("rejection %+v, want reason %d in batch 1 mentioning %q", r, c.reason, c.msgFragment)
 				}
+				if res.RejectedBy[c.reason] != c.rejected {
+					t.Fatalf("RejectedBy[%s] = %d, want %d", c.reason, res.RejectedBy[c.reason], c.rejected)
+				}
 			}
 		})
+	}
+	st := n.Status()
+	var sum int64
+	for _, c := range st.RejectedBy {
+		sum += c
+	}
+	if sum != st.Rejected || st.RejectedBy[node.RejectTooOld] != 2 || st.RejectedBy[node.RejectInvalidSeries] != 2 {
+		t.Fatalf("status counts rejections %d by reason %v", st.Rejected, st.RejectedBy)
 	}
 	got := query(t, n, node.Query{Matchers: sel(t, `ok{id="1"}`), Start: now - 3600_000, End: now + 3600_000, Mode: node.ModeRaw})
 	if s := got[""]; len(s.Ts) != 8 { // now, +1..+6 except the future one, and now-60s

@@ -88,7 +88,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fe, err := sf.start(backend.ForNode(n), api.New(n, version, "edge").Register, log)
+	grpcAPI := api.New(n, version, "edge")
+	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, log)
 	if err != nil {
 		n.Close()
 		return err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,14 +26,46 @@ import (
 type Server struct {
 	pb.UnimplementedWriteServiceServer
 	pb.UnimplementedQueryServiceServer
-	node    *node.Node
-	version string
-	role    string
+	node      *node.Node
+	version   string
+	role      string
+	maxPoints int
+	tooLarge  atomic.Int64
 }
+
+// DefaultMaxPointsPerRequest bounds the points of one WriteRequest (each
+// message of a WriteStream counts on its own).
+const DefaultMaxPointsPerRequest = 1_000_000
 
 // New returns a Server for n. version and role are reported by Status.
 func New(n *node.Node, version, role string) *Server {
-	return &Server{node: n, version: version, role: role}
+	return &Server{node: n, version: version, role: role, maxPoints: DefaultMaxPointsPerRequest}
+}
+
+// SetMaxPointsPerRequest changes the points limit of one request (<= 0:
+// the default). Call it before serving.
+func (s *Server) SetMaxPointsPerRequest(n int) {
+	if n <= 0 {
+		n = DefaultMaxPointsPerRequest
+	}
+	s.maxPoints = n
+}
+
+// TooLargeRequests counts write requests refused for carrying more points
+// than the limit.
+func (s *Server) TooLargeRequests() int64 { return s.tooLarge.Load() }
+
+// checkSize refuses a request over the points limit; nothing of it is stored.
+func (s *Server) checkSize(req *pb.WriteRequest) error {
+	var points int
+	for _, b := range req.Batches {
+		points += max(len(b.TimestampsMs), len(b.Values))
+	}
+	if points > s.maxPoints {
+		s.tooLarge.Add(1)
+		return status.Errorf(codes.InvalidArgument, "write request carries %d points, the limit is %d; split it into smaller requests", points, s.maxPoints)
+	}
+	return nil
 }
 
 // Register adds both services to g.
@@ -46,6 +79,9 @@ const maxPointsPerResponse = 8192
 
 // Write stores one request.
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
+	if err := s.checkSize(req); err != nil {
+		return nil, err
+	}
 	res, err := s.node.Write(toBatches(req))
 	if err != nil {
 		return nil, writeError(err)
@@ -63,6 +99,9 @@ func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, 
 			return stream.SendAndClose(total)
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.checkSize(req); err != nil {
 			return err
 		}
 		res, err := s.node.Write(toBatches(req))

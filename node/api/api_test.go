@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,13 +21,21 @@ import (
 
 func serve(t *testing.T) (pb.WriteServiceClient, pb.QueryServiceClient) {
 	t.Helper()
+	w, q, _ := serveWith(t, 0)
+	return w, q
+}
+
+func serveWith(t *testing.T, maxPoints int) (pb.WriteServiceClient, pb.QueryServiceClient, *api.Server) {
+	t.Helper()
 	n, err := node.Open(node.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer()
-	api.New(n, "test", "edge").Register(g)
+	srv := api.New(n, "test", "edge")
+	srv.SetMaxPointsPerRequest(maxPoints)
+	srv.Register(g)
 	go g.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///buf", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
@@ -38,7 +47,40 @@ func serve(t *testing.T) (pb.WriteServiceClient, pb.QueryServiceClient) {
 		g.Stop()
 		n.Close()
 	})
-	return pb.NewWriteServiceClient(conn), pb.NewQueryServiceClient(conn)
+	return pb.NewWriteServiceClient(conn), pb.NewQueryServiceClient(conn), srv
+}
+
+func TestAPI_RequestOverThePointsLimitIsRefusedWhole(t *testing.T) {
+	wc, qc, srv := serveWith(t, 3)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	big := &pb.WriteRequest{Batches: []*pb.SeriesBatch{
+		{Series: series("__name__", "a"), TimestampsMs: []int64{now, now + 1}, Values: []float64{1, 2}},
+		{Series: series("__name__", "b"), TimestampsMs: []int64{now, now + 1}, Values: []float64{1, 2}},
+	}}
+	_, err := wc.Write(ctx, big)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "4 points, the limit is 3") {
+		t.Fatalf("unary: %v", err)
+	}
+	st, err := wc.WriteStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(big)
+	if _, err := st.CloseAndRecv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("stream: %v", err)
+	}
+	if srv.TooLargeRequests() != 2 {
+		t.Fatalf("counted %d, want 2", srv.TooLargeRequests())
+	}
+	resp, err := qc.Series(ctx, &pb.SeriesRequest{Matchers: []*pb.Matcher{{Type: pb.Matcher_REGEX, Name: "__name__", Value: ".+"}}})
+	if err != nil || len(resp.Series) != 0 {
+		t.Fatalf("something was stored: %v %v", resp, err)
+	}
+	small := &pb.WriteRequest{Batches: big.Batches[:1]}
+	if r, err := wc.Write(ctx, small); err != nil || r.Accepted != 2 {
+		t.Fatalf("small write: %v %v", r, err)
+	}
 }
 
 func series(nv ...string) *pb.Series {
