@@ -7,4 +7,6 @@ import (
 	_ "github.com/prometheus/prometheus/promql"
 	_ "github.com/prometheus/prometheus/promql/parser"
 	_ "github.com/prometheus/prometheus/storage"
+	_ "go.etcd.io/raft/v3"
+	_ "go.etcd.io/raft/v3/raftpb"
 )
