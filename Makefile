@@ -8,7 +8,7 @@ STATIC_CGO_LDFLAGS := -l:librocksdb.a -lstdc++ -lm -lz -lbz2 -lsnappy -llz4 -lzs
 PROTO_FILES := $(shell find proto -name '*.proto')
 GOTEST_FLAGS ?=
 
-.PHONY: help deps build static test test-race lint generate check-generate bench bench-ingest bench-rollup bench-restart demo fuzz clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp demo fuzz clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -26,7 +26,9 @@ static: deps ## Build a static bin/tributary (RocksDB linked in).
 	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
 	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(BIN) ./cmd/tributary
 
-test: deps ## Run all tests (what CI runs): vet, unit, crash, oracle and short fuzz tests.
+test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle, conformance and short fuzz tests.
+	@GO=$(GO) scripts/protocheck.sh
+	@GO=$(GO) scripts/protocheck.sh selftest
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m $(GOTEST_FLAGS) ./...
 
@@ -37,6 +39,7 @@ lint: deps ## gofmt, go vet, staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	@GO=$(GO) scripts/protocheck.sh
 
 generate: deps ## Regenerate protobuf code (committed; must leave a clean tree).
 	protoc -I proto \
@@ -48,6 +51,16 @@ generate: deps ## Regenerate protobuf code (committed; must leave a clean tree).
 
 check-generate: generate ## Fail if `make generate` changes the tree.
 	@git diff --exit-code -- proto || (echo "generated code is stale: run make generate and commit"; exit 1)
+
+proto-check: ## Lint proto/ and check it for breaking changes against the newest release baseline.
+	@GO=$(GO) scripts/protocheck.sh
+
+proto-selftest: ## Prove proto-check fails on lint violations and breaking changes.
+	@GO=$(GO) scripts/protocheck.sh selftest
+
+proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto-release TAG=v0.2.0).
+	@test -n "$(TAG)" || { echo "usage: make proto-release TAG=vX.Y.Z"; exit 1; }
+	@GO=$(GO) scripts/protocheck.sh release $(TAG)
 
 fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
 	@scripts/fuzz.sh $${FUZZTIME:-30s}
