@@ -48,9 +48,10 @@ generate: deps ## Regenerate protobuf code (committed; must leave a clean tree).
 	  --go_out=proto --go_opt=paths=source_relative \
 	  --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_FILES:proto/%=%)
+	sdk/python/generate.sh
 
 check-generate: generate ## Fail if `make generate` changes the tree.
-	@git diff --exit-code -- proto || (echo "generated code is stale: run make generate and commit"; exit 1)
+	@git diff --exit-code -- proto sdk/python/tributary/_gen || (echo "generated code is stale: run make generate and commit"; exit 1)
 
 proto-check: ## Lint proto/ and check it for breaking changes against the newest release baseline.
 	@GO=$(GO) scripts/protocheck.sh
