@@ -66,6 +66,8 @@ func TestParseSelector(t *testing.T) {
 		{`cpu`, []string{`__name__="cpu"`}, false},
 		{`cpu{host="a", core=~"0|1"}`, []string{`__name__="cpu"`, `host="a"`, `core=~"0|1"`}, false},
 		{`{__name__!="x",a!~'b.*'}`, []string{`__name__!="x"`, `a!~"b.*"`}, false},
+		{`x{a='l1\nl2',b='it\'s',c='say "hi"',d='back\\'}`, []string{`__name__="x"`, `a="l1\nl2"`, `b="it's"`, `c="say \"hi\""`, `d="back\\"`}, false},
+		{`x{a='bad \q escape'}`, nil, true},
 		{`cpu{host=a}`, nil, true},
 		{`cpu{host="a"`, nil, true},
 		{`cpu{host~"a"}`, nil, true},

@@ -125,15 +125,28 @@ func (p *selParser) quoted() (string, error) {
 		p.pos += len(q)
 		return strconv.Unquote(q)
 	}
+	// Single quotes take the same escapes as double quotes (as in PromQL):
+	// rewrite the literal as a double-quoted one and unquote that.
 	var b strings.Builder
+	b.WriteByte('"')
 	for i := 1; i < len(rest); i++ {
 		switch c := rest[i]; {
 		case c == '\\' && i+1 < len(rest):
 			i++
+			if rest[i] != '\'' {
+				b.WriteByte('\\')
+			}
 			b.WriteByte(rest[i])
+		case c == '"':
+			b.WriteString(`\"`)
 		case c == '\'':
+			b.WriteByte('"')
+			v, err := strconv.Unquote(b.String())
+			if err != nil {
+				return "", err
+			}
 			p.pos += i + 1
-			return b.String(), nil
+			return v, nil
 		default:
 			b.WriteByte(c)
 		}
