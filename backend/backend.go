@@ -20,7 +20,9 @@ import (
 // concurrent use.
 type Backend interface {
 	// Write validates and stores batches; see node.Node.Write for the
-	// meaning of the result and of an error.
+	// meaning of the result and of an error. The batches' slices belong to
+	// the caller again once Write returns (callers reuse them): an
+	// implementation must copy what it keeps.
 	Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error)
 	// Query runs q and calls emit per series (or group) in label order.
 	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -129,7 +130,14 @@ func ReadBody(r *http.Request, max int64, st *Stats) ([]byte, error) {
 		st.Inc(ViolationBadEncoding)
 		return nil, Errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported (use gzip or none)", enc)
 	}
-	body, err := io.ReadAll(io.LimitReader(src, max+1))
+	// Size the buffer from Content-Length when it is known: growing it by
+	// doubling costs a measurable share of a write's CPU.
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.Header.Get("Content-Encoding") == "" {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(src, max+1))
+	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe) || int64(len(body)) > max:

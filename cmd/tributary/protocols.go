@@ -8,6 +8,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/httpapi/influx"
 	"github.com/tributarydb/tributary/internal/auth"
 )
 
@@ -16,7 +17,7 @@ var openPaths = []string{"/ping", "/health", "/healthz"}
 
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
-	// TODO(wiring): influx, opentsdb, prom.
+	influx.Register(mux, b, cfg)
 }
 
 type telnetServer interface {

@@ -1,0 +1,707 @@
+package opentsdb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// maxSubQueries bounds the sub-queries of one /api/query request.
+const maxSubQueries = 64
+
+// flexText is a JSON string or number kept as text (query times).
+type flexText struct {
+	set  bool
+	text string
+}
+
+func (f *flexText) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		return nil
+	case b[0] == '"':
+		f.set = true
+		return json.Unmarshal(b, &f.text)
+	case b[0] == '-' || b[0] >= '0' && b[0] <= '9':
+		f.set, f.text = true, string(b)
+		if bytes.ContainsAny(b, "eE") {
+			v, err := strconv.ParseFloat(f.text, 64)
+			if err != nil || v < 0 || v > maxMsTimestamp {
+				return fmt.Errorf("time %.32s is out of range", f.text)
+			}
+			f.text = strconv.FormatInt(int64(v), 10)
+		}
+		return nil
+	}
+	return fmt.Errorf("a time must be a number or a string, not %.32s", string(b))
+}
+
+// queryRequest is the body of POST /api/query.
+type queryRequest struct {
+	Start        flexText   `json:"start"`
+	End          flexText   `json:"end"`
+	Queries      []subQuery `json:"queries"`
+	MsResolution bool       `json:"msResolution"`
+	ShowQuery    bool       `json:"showQuery"`
+	Timezone     string     `json:"timezone"`
+	UseCalendar  bool       `json:"useCalendar"`
+	Delete       bool       `json:"delete"`
+}
+
+// flag reads a boolean query parameter the way OpenTSDB does: present
+// means true unless its value is "false" or "0".
+func flag(q url.Values, names ...string) bool {
+	for _, n := range names {
+		if q.Has(n) {
+			v := strings.ToLower(q.Get(n))
+			return v != "false" && v != "0"
+		}
+	}
+	return false
+}
+
+// outSeries is one series (or group) of an answer.
+type outSeries struct {
+	metric  string
+	tags    map[string]string
+	aggTags []string
+	ts      []int64
+	vs      []float64
+	collate rollup.Func // combines points of one second in second resolution
+	query   *subQuery
+}
+
+func (a *api) query(w http.ResponseWriter, r *http.Request) {
+	if !a.readOrGet(w, r) {
+		return
+	}
+	ctx, cancel := a.withTimeout(r)
+	defer cancel()
+	a.cfg.Stats.Inc("opentsdb_query_requests")
+	q := r.URL.Query()
+	var req queryRequest
+	if r.Method == http.MethodPost {
+		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		if err := decodeJSON(body, &req); err != nil {
+			a.badRequest(w, "query body: %v", err)
+			return
+		}
+	} else {
+		if q.Has("tsuids") {
+			a.badRequest(w, "queries by tsuids are not supported: query by metric and tags (m=)")
+			return
+		}
+		if q.Has("exp") {
+			a.badRequest(w, "expressions are not supported")
+			return
+		}
+		req.Start = flexText{q.Has("start"), q.Get("start")}
+		req.End = flexText{q.Has("end") && q.Get("end") != "", q.Get("end")}
+		req.Timezone = q.Get("tz")
+		if req.Timezone == "" {
+			req.Timezone = q.Get("timezone")
+		}
+		req.UseCalendar = flag(q, "use_calendar")
+		req.Delete = flag(q, "delete")
+		for i, m := range q["m"] {
+			sq, err := parseM(m)
+			if err != nil {
+				a.badRequest(w, "%v", err)
+				return
+			}
+			sq.Index = i
+			req.Queries = append(req.Queries, sq)
+		}
+	}
+	ms := req.MsResolution || flag(q, "ms", "msResolution")
+	arrays := flag(q, "arrays")
+	showQuery := req.ShowQuery || flag(q, "show_query", "showQuery")
+	if req.Delete {
+		a.badRequest(w, "delete is not supported")
+		return
+	}
+	loc := time.UTC
+	if req.Timezone != "" {
+		var err error
+		if loc, err = time.LoadLocation(req.Timezone); err != nil {
+			a.badRequest(w, "timezone %.64q: %v", req.Timezone, err)
+			return
+		}
+	}
+	now := a.now()
+	if !req.Start.set || req.Start.text == "" {
+		a.badRequest(w, "missing start time")
+		return
+	}
+	start, err := parseTime(req.Start.text, now, loc)
+	if err != nil {
+		a.badRequest(w, "start: %v", err)
+		return
+	}
+	end := now.UnixMilli()
+	if req.End.set && req.End.text != "" {
+		if end, err = parseTime(req.End.text, now, loc); err != nil {
+			a.badRequest(w, "end: %v", err)
+			return
+		}
+	}
+	if end < start {
+		a.badRequest(w, "end time %s is before start time %s", fmtMs(end), fmtMs(start))
+		return
+	}
+	switch {
+	case len(req.Queries) == 0:
+		a.badRequest(w, "no queries: give at least one m= parameter or an entry in \"queries\"")
+		return
+	case len(req.Queries) > maxSubQueries:
+		a.badRequest(w, "%d queries in one request, limit is %d", len(req.Queries), maxSubQueries)
+		return
+	}
+	plans := make([]*plan, len(req.Queries))
+	for i, sq := range req.Queries {
+		sq.Index = i
+		p, err := compile(sq)
+		if err == nil && p.ds != nil && (p.ds.calendar || req.UseCalendar) && !p.ds.all {
+			switch {
+			case p.ds.stepMs > unitMs["d"]:
+				err = fmt.Errorf("calendar downsampling by %s is not supported (up to a day only)", p.sq.Downsample)
+			case loc != time.UTC:
+				err = fmt.Errorf("calendar downsampling is supported in UTC only, not in %s", loc)
+			}
+		}
+		if err != nil {
+			a.badRequest(w, "query %d (%.64s): %v", i, sq.Metric, err)
+			return
+		}
+		plans[i] = p
+	}
+	budget := a.maxQueryPoints
+	var out []outSeries
+	for _, p := range plans {
+		res, err := a.execute(ctx, p, start, end, &budget)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		if showQuery {
+			echo := p.sq
+			for i := range res {
+				res[i].query = &echo
+			}
+		}
+		out = append(out, res...)
+	}
+	writeRaw(w, http.StatusOK, appendAnswer(nil, out, ms, arrays))
+}
+
+// decodeJSON decodes a request body into v with errors that say where.
+func decodeJSON(body []byte, v any) error {
+	err := json.Unmarshal(body, v)
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return fmt.Errorf("field %s must not be a JSON %s", te.Field, te.Value)
+	}
+	return err
+}
+
+func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// tooManyPoints is the error of an answer over the points budget.
+func (a *api) tooManyPoints() error {
+	return httpapi.Errorf(http.StatusBadRequest,
+		"the answer would hold more than %d data points; use a coarser downsampling interval, a shorter range or narrower filters", a.maxQueryPoints)
+}
+
+// execute runs one sub-query. budget is the number of data points the
+// answer may still hold; execute lowers it.
+//
+// Downsampling always runs in the backend. Aggregation across series runs
+// in the backend too (node.Query GroupBy and Aggregate) unless the plan
+// needs something to happen per series before it: a rate, a fill policy,
+// or the "none" aggregator; then series are read one by one and combined
+// here. Both ways aggregate the values that series have at the same
+// timestamp (bucket start when downsampling); neither interpolates.
+func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *int) ([]outSeries, error) {
+	ms := p.matchers
+	if p.explicit != nil || p.sq.ExplicitTags {
+		names, err := a.b.LabelNames(ctx, ms)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if n == labels.MetricName || slices.Contains(p.explicit, n) {
+				continue
+			}
+			m, err := labels.NewMatcher(labels.MatchEqual, n, "")
+			if err != nil {
+				return nil, err
+			}
+			ms = append(ms, m)
+		}
+	}
+	nq := node.Query{Matchers: ms, Start: start, End: end, Mode: node.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
+	collate := p.agg.fn
+	if ds := p.ds; ds != nil {
+		nq.Mode, nq.Downsample = node.ModeDownsample, ds.agg.fn
+		if ds.all {
+			// One bucket: a step larger than end puts every sample in the
+			// bucket starting at 0; whole days of it come from the rollups.
+			nq.Step = (end/rollup.Day + 1) * rollup.Day
+		} else {
+			nq.Step = ds.stepMs
+			nq.Start = rollup.BucketStart(start, ds.stepMs)
+		}
+		collate = ds.agg.fn
+	}
+	if collate == rollup.FuncNone {
+		collate = rollup.FuncLast
+	}
+	fixAll := func(ts []int64) {
+		if p.ds != nil && p.ds.all {
+			for i := range ts {
+				ts[i] = start
+			}
+		}
+	}
+	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone)
+	if !inPackage {
+		return a.executeInBackend(ctx, p, nq, collate, fixAll, budget)
+	}
+	var grid []int64 // bucket starts, with a fill policy
+	if ds := p.ds; ds != nil && !ds.all && ds.fill != fillNone {
+		n := (rollup.BucketStart(end, ds.stepMs)-nq.Start)/ds.stepMs + 1
+		if n > int64(a.maxQueryPoints) {
+			return nil, a.tooManyPoints()
+		}
+		grid = make([]int64, n)
+		for i := range grid {
+			grid[i] = nq.Start + int64(i)*ds.stepMs
+		}
+	}
+	var out []outSeries
+	groups := map[string]*accum{}
+	var order []string
+	cells := 0
+	_, err := a.b.Query(ctx, nq, func(s node.Series) error {
+		ts, vs := s.Ts, s.Vs
+		fixAll(ts)
+		if grid != nil {
+			ts, vs = fill(grid, ts, vs, p.ds.fill)
+		}
+		if p.rate != nil {
+			ts, vs = rate(ts, vs, p.rate)
+		}
+		if p.agg.fn == rollup.FuncNone {
+			if *budget -= len(ts); *budget < 0 {
+				return a.tooManyPoints()
+			}
+			var tr tagTracker
+			tr.add(s.Labels)
+			tags, aggTags := tr.result()
+			out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: ts, vs: vs, collate: collate})
+			return nil
+		}
+		key := groupKey(s.Labels, p.groupBy)
+		g := groups[key]
+		if g == nil {
+			g = &accum{byT: map[int64]*rollup.Agg{}}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.tags.add(s.Labels)
+		before := len(g.byT)
+		g.add(ts, vs)
+		if cells += len(g.byT) - before; cells > *budget {
+			return a.tooManyPoints()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(order)
+	for _, k := range order {
+		g := groups[k]
+		ts, vs := g.result(p.agg.fn)
+		tags, aggTags := g.tags.result()
+		out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: ts, vs: vs, collate: collate})
+	}
+	*budget -= cells
+	return out, nil
+}
+
+// executeInBackend has the backend aggregate; the tags of each group
+// (tags its series share, and aggregateTags, the keys they differ in) are
+// then computed from the series the query's matchers select.
+func (a *api) executeInBackend(ctx context.Context, p *plan, nq node.Query, collate rollup.Func, fixAll func([]int64), budget *int) ([]outSeries, error) {
+	nq.Aggregate, nq.GroupBy = p.agg.fn, p.groupBy
+	var out []outSeries
+	var keys []string
+	_, err := a.b.Query(ctx, nq, func(s node.Series) error {
+		if *budget -= len(s.Ts); *budget < 0 {
+			return a.tooManyPoints()
+		}
+		fixAll(s.Ts)
+		out = append(out, outSeries{metric: p.metric, ts: s.Ts, vs: s.Vs, collate: collate})
+		keys = append(keys, groupKey(s.Labels, p.groupBy))
+		return nil
+	})
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	members, err := a.b.Series(ctx, nq.Matchers, a.cfg.Limits.MaxSeriesPerQuery)
+	if err != nil {
+		return nil, err
+	}
+	trackers := map[string]*tagTracker{}
+	for _, k := range keys {
+		trackers[k] = &tagTracker{}
+	}
+	for _, ls := range members {
+		if tr := trackers[groupKey(ls, p.groupBy)]; tr != nil {
+			tr.add(ls)
+		}
+	}
+	for i, k := range keys {
+		out[i].tags, out[i].aggTags = trackers[k].result()
+	}
+	return out, nil
+}
+
+// groupKey identifies the group of a series: its values of the group-by
+// labels.
+func groupKey(ls labels.Labels, by []string) string {
+	var b strings.Builder
+	for _, n := range by {
+		b.WriteString(ls.Get(n))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// tagTracker computes a group's tags (the tags all its series share) and
+// aggregateTags (the tag keys whose values differ or are missing in some).
+type tagTracker struct {
+	n      int
+	common map[string]string
+	agg    map[string]bool
+}
+
+func (t *tagTracker) add(ls labels.Labels) {
+	t.n++
+	if t.n == 1 {
+		t.common, t.agg = map[string]string{}, map[string]bool{}
+		for _, l := range ls {
+			if l.Name != labels.MetricName {
+				t.common[l.Name] = l.Value
+			}
+		}
+		return
+	}
+	matched := 0
+	for _, l := range ls {
+		if l.Name == labels.MetricName {
+			continue
+		}
+		v, ok := t.common[l.Name]
+		switch {
+		case ok && v == l.Value:
+			matched++
+		case ok:
+			delete(t.common, l.Name)
+			t.agg[l.Name] = true
+		default:
+			t.agg[l.Name] = true
+		}
+	}
+	if matched < len(t.common) {
+		for k := range t.common {
+			if ls.Get(k) == "" {
+				delete(t.common, k)
+				t.agg[k] = true
+			}
+		}
+	}
+}
+
+func (t *tagTracker) result() (map[string]string, []string) {
+	if t.common == nil {
+		return map[string]string{}, []string{}
+	}
+	agg := sortedKeys(t.agg)
+	return t.common, agg
+}
+
+// accum aggregates the series of one group per timestamp. NaN values (a
+// nan or null fill) are skipped; a timestamp with nothing but NaN stays in
+// the answer as NaN.
+type accum struct {
+	tags tagTracker
+	byT  map[int64]*rollup.Agg
+}
+
+func (g *accum) add(ts []int64, vs []float64) {
+	for i, t := range ts {
+		a := g.byT[t]
+		if a == nil {
+			a = &rollup.Agg{}
+			g.byT[t] = a
+		}
+		if !math.IsNaN(vs[i]) {
+			a.Add(t, vs[i])
+		}
+	}
+}
+
+func (g *accum) result(fn rollup.Func) ([]int64, []float64) {
+	ts := sortedKeysInt(g.byT)
+	vs := make([]float64, len(ts))
+	for i, t := range ts {
+		if a := g.byT[t]; a.Count > 0 {
+			vs[i] = a.Value(fn)
+		} else {
+			vs[i] = math.NaN()
+		}
+	}
+	return ts, vs
+}
+
+func sortedKeysInt[V any](m map[int64]V) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fill expands a downsampled series onto grid (every bucket start of the
+// range), filling empty buckets per policy.
+func fill(grid, ts []int64, vs []float64, policy fillPolicy) ([]int64, []float64) {
+	v := math.NaN()
+	if policy == fillZero {
+		v = 0
+	}
+	out := make([]float64, len(grid))
+	j := 0
+	for i, t := range grid {
+		for j < len(ts) && ts[j] < t {
+			j++
+		}
+		if j < len(ts) && ts[j] == t {
+			out[i] = vs[j]
+		} else {
+			out[i] = v
+		}
+	}
+	return slices.Clone(grid), out
+}
+
+// rate turns a series into its per-second rate of change, as OpenTSDB
+// does: the first point has no rate; with counter, a decrease is a
+// counter reset: the point is dropped with dropResets, else the rate is
+// computed across the wrap at counterMax and set to 0 when it exceeds a
+// positive resetValue.
+func rate(ts []int64, vs []float64, r *rateSpec) ([]int64, []float64) {
+	if len(ts) < 2 {
+		return nil, nil
+	}
+	ots := make([]int64, 0, len(ts)-1)
+	ovs := make([]float64, 0, len(ts)-1)
+	for i := 1; i < len(ts); i++ {
+		dt := float64(ts[i]-ts[i-1]) / 1000
+		if dt <= 0 {
+			continue
+		}
+		prev, cur := vs[i-1], vs[i]
+		var v float64
+		if r.counter && cur < prev {
+			if r.dropResets {
+				continue
+			}
+			v = (r.counterMax - prev + cur) / dt
+			if r.resetValue > 0 && v > r.resetValue {
+				v = 0
+			}
+		} else {
+			v = (cur - prev) / dt
+		}
+		ots, ovs = append(ots, ts[i]), append(ovs, v)
+	}
+	return ots, ovs
+}
+
+// appendAnswer writes the /api/query answer: an array of
+// {"metric","tags","aggregateTags"[,"query"],"dps"}. Timestamps are in
+// seconds unless ms; points of the same second are then combined with the
+// series' collate function. dps is an object keyed by timestamp, or with
+// arrays an array of [timestamp, value] pairs. NaN and infinities are
+// written as null (JSON has no NaN).
+func appendAnswer(b []byte, out []outSeries, ms, arrays bool) []byte {
+	b = append(b, '[')
+	for i, s := range out {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"metric":`...)
+		b = appendJSONString(b, s.metric)
+		b = append(b, `,"tags":{`...)
+		for j, k := range sortedKeys(s.tags) {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, s.tags[k])
+		}
+		b = append(b, `},"aggregateTags":[`...)
+		for j, k := range s.aggTags {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+		}
+		b = append(b, ']')
+		if s.query != nil {
+			q, err := json.Marshal(s.query)
+			if err != nil {
+				panic("BUG: opentsdb: encode query echo: " + err.Error())
+			}
+			b = append(b, `,"query":`...)
+			b = append(b, q...)
+		}
+		b = append(b, `,"dps":`...)
+		ts, vs := s.ts, s.vs
+		if !ms {
+			ts, vs = toSeconds(ts, vs, s.collate)
+		}
+		if arrays {
+			b = append(b, '[')
+		} else {
+			b = append(b, '{')
+		}
+		for j, t := range ts {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			if arrays {
+				b = append(b, '[')
+				b = strconv.AppendInt(b, t, 10)
+				b = append(b, ',')
+				b = appendFloat(b, vs[j])
+				b = append(b, ']')
+			} else {
+				b = append(b, '"')
+				b = strconv.AppendInt(b, t, 10)
+				b = append(b, `":`...)
+				b = appendFloat(b, vs[j])
+			}
+		}
+		if arrays {
+			b = append(b, ']')
+		} else {
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']', '\n')
+}
+
+// toSeconds converts ms timestamps to seconds, combining points that fall
+// in the same second with fn.
+func toSeconds(ts []int64, vs []float64, fn rollup.Func) ([]int64, []float64) {
+	exact := true
+	for i := 1; i < len(ts); i++ {
+		if floorDiv(ts[i], 1000) == floorDiv(ts[i-1], 1000) {
+			exact = false
+			break
+		}
+	}
+	ots := make([]int64, 0, len(ts))
+	if exact {
+		for _, t := range ts {
+			ots = append(ots, floorDiv(t, 1000))
+		}
+		return ots, vs
+	}
+	ovs := make([]float64, 0, len(ts))
+	var agg rollup.Agg
+	for i, t := range ts {
+		sec := floorDiv(t, 1000)
+		if i > 0 && sec != ots[len(ots)-1] {
+			ovs = append(ovs, agg.Value(fn))
+			agg = rollup.Agg{}
+		}
+		if i == 0 || sec != ots[len(ots)-1] {
+			ots = append(ots, sec)
+		}
+		agg.Add(t, vs[i])
+	}
+	if agg.Count > 0 {
+		ovs = append(ovs, agg.Value(fn))
+	}
+	return ots, ovs
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// appendFloat writes v as a JSON number, or null for NaN and infinities.
+func appendFloat(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(b, "null"...)
+	}
+	format := byte('f')
+	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(b, v, format, -1, 64)
+}
+
+// appendJSONString writes s as a JSON string; invalid UTF-8 becomes
+// U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,142 @@
+package prom
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/node"
+	nlabels "github.com/tributarydb/tributary/node/labels"
+)
+
+// benchNode holds a TSBS cpu-only data set: 10 hosts × 10 cpu metrics,
+// one sample every 10 s for 6 hours, flushed to RocksDB except for the
+// last hour, which stays in the head.
+func benchNode(b *testing.B) (*node.Node, time.Time) {
+	b.Helper()
+	end := time.Date(2026, 6, 1, 6, 0, 0, 0, time.UTC)
+	n, err := node.Open(node.Options{DataDir: b.TempDir(), Now: func() time.Time { return end }, FlushInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	fields := []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait", "usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+	const interval = 10_000
+	start := end.Add(-6 * time.Hour).UnixMilli()
+	for lo := start; lo < end.UnixMilli(); lo += 1800_000 {
+		var batches []node.Batch
+		for h := range 10 {
+			for _, f := range fields {
+				bt := node.Batch{Labels: []nlabels.Label{{Name: "__name__", Value: "cpu_" + f}, {Name: "hostname", Value: fmt.Sprintf("host_%d", h)},
+					{Name: "region", Value: "eu-west-1"}, {Name: "datacenter", Value: "eu-west-1a"}}}
+				for t := lo; t < lo+1800_000; t += interval {
+					bt.Ts = append(bt.Ts, t)
+					bt.Vs = append(bt.Vs, float64(rng.IntN(10000))/100)
+				}
+				batches = append(batches, bt)
+			}
+		}
+		res, err := n.Write(batches)
+		if err != nil || res.Rejected != 0 {
+			b.Fatalf("write: %v %+v", err, res.Rejections)
+		}
+		if lo == end.UnixMilli()-3600_000-1800_000 {
+			if err := n.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return n, end
+}
+
+// BenchmarkQueryRange1hMaxByMinute is TSBS's single-groupby-1-1-1 in
+// PromQL: the per-minute maximum of one host's cpu_usage_user over an
+// hour, as Grafana sends it (form POST, aligned start, step 60). The
+// "handler" case serves in process; "loopback" is the full HTTP round trip
+// on 127.0.0.1 with a keep-alive client. Both report the mean and median
+// (p50) milliseconds per query.
+func BenchmarkQueryRange1hMaxByMinute(b *testing.B) {
+	n, end := benchNode(b)
+	cfg := httpapi.Config{}
+	api, err := New(backend.ForNode(n), &cfg, Options{Now: func() time.Time { return end }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	// 16 hour-long windows at random minutes of the data set.
+	rng := rand.New(rand.NewPCG(3, 4))
+	var bodies []string
+	for range 16 {
+		s := end.Add(-time.Duration(60+rng.IntN(5*60)) * time.Minute)
+		bodies = append(bodies, url.Values{
+			"query": {`max_over_time(cpu_usage_user{hostname="host_0"}[1m])`},
+			"start": {fmt.Sprint(s.Unix())}, "end": {fmt.Sprint(s.Add(time.Hour).Unix())}, "step": {"60"},
+		}.Encode())
+	}
+	check := func(code int, body []byte) {
+		if code != http.StatusOK || strings.Count(string(body), "],[") != 60 {
+			b.Fatalf("%d %s", code, body)
+		}
+	}
+	report := func(b *testing.B, lat []time.Duration) {
+		slices.Sort(lat)
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/query")
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	}
+	b.Run("handler", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/query_range", strings.NewReader(bodies[i%len(bodies)]))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			rec := httptest.NewRecorder()
+			t0 := time.Now()
+			mux.ServeHTTP(rec, req)
+			lat = append(lat, time.Since(t0))
+			if i == 0 {
+				check(rec.Code, rec.Body.Bytes())
+			}
+			i++
+		}
+		report(b, lat)
+	})
+	b.Run("loopback", func(b *testing.B) {
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		client := srv.Client()
+		u := srv.URL + "/api/v1/query_range"
+		lat := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			resp, err := client.Post(u, "application/x-www-form-urlencoded", strings.NewReader(bodies[i%len(bodies)]))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			lat = append(lat, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				check(resp.StatusCode, body)
+			}
+			i++
+		}
+		report(b, lat)
+	})
+}

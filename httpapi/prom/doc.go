@@ -1,0 +1,75 @@
+// Package prom serves the Prometheus protocols from a backend.Backend:
+// remote_write ingestion (POST /api/v1/write) and the Prometheus HTTP query
+// API (/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
+// /api/v1/label/<name>/values and what Grafana's Prometheus data source
+// calls besides), evaluated by the upstream PromQL engine over a
+// storage.Queryable adapter (storage.go).
+//
+// # Concurrency
+//
+// An API is safe for concurrent use: one PromQL engine serves every
+// request. At most Options.MaxConcurrentQueries queries and
+// Options.MaxConcurrentWrites remote_write requests run at once; others
+// wait for a slot until their deadline. Per-query state (the queryable
+// and its sample count) is built per request and used by one goroutine.
+//
+// # remote_write 1.0 wire format
+//
+// A request body is one snappy block (not the framed stream format): a
+// uvarint holding the decoded length, then snappy literal and copy
+// elements. The decoded length is checked against the body limit before
+// anything is allocated for it. The decoded bytes are one protobuf (proto3)
+// message prometheus.WriteRequest; this package reads these fields:
+//
+//	WriteRequest   { repeated TimeSeries timeseries = 1;       // length-delimited
+//	                 repeated MetricMetadata metadata = 3; }   // length-delimited
+//	TimeSeries     { repeated Label labels = 1;                // length-delimited
+//	                 repeated Sample samples = 2;              // length-delimited
+//	                 repeated Exemplar exemplars = 3;          // counted, not stored
+//	                 repeated Histogram histograms = 4; }      // counted, not stored
+//	Label          { string name = 1; string value = 2; }      // length-delimited
+//	Sample         { double value = 1; int64 timestamp = 2; }  // fixed64, varint (ms)
+//	MetricMetadata { MetricType type = 1;                      // varint
+//	                 string metric_family_name = 2;            // length-delimited
+//	                 string help = 4; string unit = 5; }
+//
+// As in any proto3 decoder, an absent field is zero (a sample with value 0
+// at timestamp 0 may be the empty message), the last occurrence of a
+// scalar field wins, and unknown fields of any valid wire type are skipped.
+// A known field with the wrong wire type, a length running past its
+// message, a truncated varint or fixed64, or an end-group tag without its
+// start is an error naming the byte offset in the decoded message.
+//
+// Labels are passed to the backend as given (the node sorts and validates
+// them: __name__ is required), and a value keeps its exact bit pattern, so
+// Prometheus staleness markers (a particular NaN) survive. Decoding runs in
+// two passes: the first validates the structure and counts series, labels
+// and samples without allocating; the second fills exactly sized arrays.
+// Memory is therefore bounded by the decoded size and the sample limit,
+// whatever the input claims.
+//
+// # remote_write statuses
+//
+// Prometheus retries a 5xx (and a 429 with retry_on_http_429) and drops
+// the batch on any other 4xx:
+//
+//	204  every float sample is stored (metadata-only requests too)
+//	400  malformed body, or some data not stored: samples the node rejected
+//	     (invalid series, too old, too far in the future, limits), native
+//	     histograms, exemplars. The valid samples of the request are stored;
+//	     the text body gives counts by reason, then the first rejections.
+//	413  body, decoded size or sample count over the limits
+//	415  not snappy remote_write 1.0 (remote_write 2.0 is not supported)
+//	503  backend overloaded or unavailable, or no write slot before the
+//	     deadline; nothing stored; Retry-After is set (Options.
+//	     WriteOverloadStatus may make overload a 429)
+//
+// # Query API
+//
+// Answers use the Prometheus JSON envelope and error types (bad_data 400,
+// execution 422, canceled 499, timeout 503, unavailable 503, internal
+// 500, not_found 404), encoded by hand (response.go). Range functions whose
+// window equals the step are answered from per-window samples computed by
+// the node when that gives exactly the engine's answer on raw data; the
+// rules are in downsample.go and docs/prometheus.md.
+package prom

@@ -1,0 +1,271 @@
+package prom
+
+import (
+	"context"
+	"math"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tributarydb/tributary/node"
+	nlabels "github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// Answering range functions from downsampled data.
+//
+// For `f(x[R])` evaluated every R (hints.Range == hints.Step), PromQL
+// evaluates f over the samples of consecutive, non-overlapping windows
+// (e-R, e] (left-open since Prometheus 3.0; the engine selects from
+// hints.Start = first e - R + 1, and each window is the inclusive
+// [hints.Start + i*R, hints.Start + (i+1)*R - 1]). When f only looks at
+// one sample of a window — the largest, the smallest, the first, the last,
+// or whether there is any — Select may return that sample alone, placed at
+// the window's end e, which lies in exactly that window. The node computes
+// it per bucket [b, b+R) with Query.Offset = hints.Start mod R, so its
+// buckets are exactly the windows. An instant query (hints.Step == 0) has
+// one window, hints.Start..hints.End.
+//
+// The answer is then bit-for-bit the engine's answer on raw data, with one
+// catch: NaN. The engine drops staleness markers (a NaN) before looking at
+// a window and its max/min skip a NaN that is not first, while the node's
+// aggregate takes whatever sample comes first. Whenever the node's value
+// for a window is NaN, that window is answered with its raw samples
+// instead; when it is not NaN, no NaN came first in the window, and the
+// node's max, min, first and last equal the engine's (a NaN later in the
+// window is ignored by both, or is not the first or last sample). For the
+// same reason max and min never use the hourly rollups in exact mode: a
+// rollup merges per-hour aggregates, and an hour that starts with a NaN
+// would hide its other samples.
+//
+// sum_over_time and avg_over_time are not answered this way in exact mode:
+// the engine adds with Kahan compensation and the node does not, so the
+// last bits can differ. count_over_time never is: the engine would count
+// the one sample.
+//
+// Approximate mode (Options.ApproximateRollups) additionally serves
+// windows that are whole hours (R a multiple of 1h, window starts on a
+// multiple of R since the epoch) from the node's rollup buckets [b, b+R):
+// the node then reads hourly and daily rollups, and sum_over_time and
+// avg_over_time are served too. A sample exactly on a window's start is
+// then counted in that window instead of the one before: an approximation
+// at the edges, and the only way to query ranges longer than the raw
+// retention.
+
+// exactFuncs are the range functions answered exactly from one sample per
+// window, with the node function that picks the sample.
+var exactFuncs = map[string]rollup.Func{
+	"max_over_time":     rollup.FuncMax,
+	"min_over_time":     rollup.FuncMin,
+	"first_over_time":   rollup.FuncFirst,
+	"last_over_time":    rollup.FuncLast,
+	"present_over_time": rollup.FuncLast,
+	"absent_over_time":  rollup.FuncLast,
+}
+
+// approxFuncs are those answered from rollup buckets in approximate mode.
+var approxFuncs = map[string]rollup.Func{
+	"max_over_time":     rollup.FuncMax,
+	"min_over_time":     rollup.FuncMin,
+	"first_over_time":   rollup.FuncFirst,
+	"last_over_time":    rollup.FuncLast,
+	"present_over_time": rollup.FuncLast,
+	"absent_over_time":  rollup.FuncLast,
+	"sum_over_time":     rollup.FuncSum,
+	"avg_over_time":     rollup.FuncAvg,
+}
+
+// plan is how a Select is answered from downsampled data.
+type plan struct {
+	fn     rollup.Func
+	width  int64 // window length R, the node query's step
+	offset int64 // node bucket alignment
+	// qStart and qEnd are the node query's range.
+	qStart, qEnd int64
+	// end is the last evaluated window end (hints.End); buckets whose
+	// window ends later are never looked at and are dropped.
+	end int64
+	// approx: buckets are [b, b+R) standing for the window (b, b+R];
+	// otherwise they are the windows [b, b+R-1] themselves.
+	approx bool
+}
+
+// windowOf returns the window (inclusive bounds) that the node bucket
+// starting at b stands for.
+func (p *plan) windowOf(b int64) (lo, hi int64) {
+	if p.approx {
+		return b + 1, b + p.width
+	}
+	return b, b + p.width - 1
+}
+
+func floorMod(a, m int64) int64 {
+	r := a % m
+	if r < 0 {
+		r += m
+	}
+	return r
+}
+
+// plan decides whether a Select with these hints can be answered from
+// downsampled data.
+func (q *queryable) plan(h *storage.SelectHints) (plan, bool) {
+	if h == nil || !q.downsample || h.Range <= 0 || h.End < h.Start {
+		return plan{}, false
+	}
+	r := h.Range
+	switch {
+	case h.Step == 0 && h.End-h.Start+1 == r: // instant query: one window
+	case h.Step == r:
+	default:
+		return plan{}, false
+	}
+	if (h.End-h.Start)/r >= node.MaxBuckets {
+		return plan{}, false
+	}
+	if q.api.opts.ApproximateRollups && r%rollup.Hour == 0 && floorMod(h.Start-1, r) == 0 {
+		if f, ok := approxFuncs[h.Func]; ok {
+			return plan{fn: f, width: r, qStart: h.Start - 1, qEnd: h.End - 1, end: h.End, approx: true}, true
+		}
+	}
+	f, ok := exactFuncs[h.Func]
+	if !ok {
+		return plan{}, false
+	}
+	off := floorMod(h.Start, r)
+	if off == 0 && r%rollup.Hour == 0 && (f == rollup.FuncMax || f == rollup.FuncMin) {
+		return plan{}, false // the node would merge hourly rollups; see above
+	}
+	return plan{fn: f, width: r, offset: off, qStart: h.Start, qEnd: h.End, end: h.End}, true
+}
+
+// window is a time range, inclusive.
+type window struct{ lo, hi int64 }
+
+// fallback is a series some of whose windows need raw samples.
+type fallback struct {
+	idx     int      // in the result list
+	windows []window // sorted
+	// nan holds the node's (NaN) value of each window, kept in
+	// approximate mode when raw samples are gone.
+	nan []float64
+}
+
+func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher, p plan) ([]series, error) {
+	var out []series
+	fallbacks := map[string]*fallback{}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	var read int64
+	nq := node.Query{Matchers: ms, Start: p.qStart, End: p.qEnd, Mode: node.ModeDownsample,
+		Step: p.width, Offset: p.offset, Downsample: p.fn}
+	err := qr.query(ctx, nq, func(lset labels.Labels, s node.Series) error {
+		read += int64(len(s.Ts))
+		var fb *fallback
+		ts, vs := s.Ts[:0], s.Vs[:0] // in place: the backend hands the slices over
+		for i, b := range s.Ts {
+			wlo, whi := p.windowOf(b)
+			if whi > p.end {
+				continue
+			}
+			v := s.Vs[i]
+			if !math.IsNaN(v) {
+				ts, vs = append(ts, whi), append(vs, v)
+				continue
+			}
+			if fb == nil {
+				fb = &fallback{idx: len(out)}
+				fallbacks[string(s.Labels.AppendKey(nil))] = fb
+			}
+			fb.windows = append(fb.windows, window{wlo, whi})
+			fb.nan = append(fb.nan, v)
+			lo, hi = min(lo, wlo), max(hi, whi)
+		}
+		out = append(out, series{lset: lset, ts: ts, vs: vs})
+		return nil
+	})
+	qr.q.api.stats.Add(StatSamplesRead, read)
+	if err != nil || len(fallbacks) == 0 {
+		return out, err
+	}
+	qr.q.api.stats.Add(StatWindowsFromRaw, int64(len(fallbacks)))
+	raw := map[string]node.Series{}
+	err = qr.query(ctx, node.Query{Matchers: ms, Start: lo, End: hi, Mode: node.ModeRaw}, func(_ labels.Labels, s node.Series) error {
+		key := string(s.Labels.AppendKey(nil))
+		if fallbacks[key] != nil {
+			raw[key] = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for key, fb := range fallbacks {
+		s := &out[fb.idx]
+		s.ts, s.vs = mergeWindows(s.ts, s.vs, fb, raw[key], p.approx)
+	}
+	return out, nil
+}
+
+// mergeWindows merges the per-window samples of a series with the raw
+// samples of its fallback windows; both are sorted and the windows are
+// disjoint, so the result is sorted. In approximate mode a fallback window
+// without raw samples (they are older than the raw retention) keeps the
+// node's value at its end.
+func mergeWindows(ts []int64, vs []float64, fb *fallback, raw node.Series, approx bool) ([]int64, []float64) {
+	var add []int64
+	var addV []float64
+	j := 0
+	for w, win := range fb.windows {
+		for j < len(raw.Ts) && raw.Ts[j] < win.lo {
+			j++
+		}
+		n := 0
+		for ; j < len(raw.Ts) && raw.Ts[j] <= win.hi; j++ {
+			add, addV = append(add, raw.Ts[j]), append(addV, raw.Vs[j])
+			n++
+		}
+		if n == 0 && approx {
+			add, addV = append(add, win.hi), append(addV, fb.nan[w])
+		}
+	}
+	outT := make([]int64, 0, len(ts)+len(add))
+	outV := make([]float64, 0, len(ts)+len(add))
+	i, k := 0, 0
+	for i < len(ts) || k < len(add) {
+		if k >= len(add) || (i < len(ts) && ts[i] < add[k]) {
+			outT, outV = append(outT, ts[i]), append(outV, vs[i])
+			i++
+			continue
+		}
+		outT, outV = append(outT, add[k]), append(outV, addV[k])
+		k++
+	}
+	return outT, outV
+}
+
+// downsamplable reports whether a statement's shape allows plan at all:
+// every selector is evaluated on the query's own step grid. Subqueries
+// evaluate on their own grid, @ pins a selector to one time (the hints then
+// ignore its offset), and the extended range selectors (anchored, smoothed)
+// look outside the window. (A selector inside a StepInvariantExpr always
+// has an @.)
+func downsamplable(stmt parser.Statement) bool {
+	es, ok := stmt.(*parser.EvalStmt)
+	if !ok {
+		return false
+	}
+	allowed := true
+	parser.Inspect(es.Expr, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.SubqueryExpr:
+			allowed = false
+		case *parser.VectorSelector:
+			if n.Timestamp != nil || n.StartOrEnd != 0 || n.Anchored || n.Smoothed {
+				allowed = false
+			}
+		}
+		return nil
+	})
+	return allowed
+}

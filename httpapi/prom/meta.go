@@ -1,0 +1,291 @@
+package prom
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	nlabels "github.com/tributarydb/tributary/node/labels"
+)
+
+// The metadata endpoints answer from the backend's series index, which
+// knows series, not when they had samples: start and end are validated and
+// otherwise ignored, so a series whose samples have all expired may still
+// be listed.
+
+// metaParams parses what series, labels and label values share.
+func (a *API) metaParams(w http.ResponseWriter, r *http.Request) (limit int, sets [][]*nlabels.Matcher, e *apiError) {
+	if e := a.parseForm(w, r); e != nil {
+		return 0, nil, e
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return 0, nil, invalidParam("limit", err)
+	}
+	for _, p := range []string{"start", "end"} {
+		if s := r.FormValue(p); s != "" {
+			if _, err := parseTime(s); err != nil {
+				return 0, nil, invalidParam(p, err)
+			}
+		}
+	}
+	psets, err := parseMatchers(r.Form["match[]"])
+	if err != nil {
+		return 0, nil, invalidParam("match[]", err)
+	}
+	for _, ms := range psets {
+		nms, err := a.nodeMatchers(ms)
+		if err != nil {
+			return 0, nil, invalidParam("match[]", err)
+		}
+		sets = append(sets, nms)
+	}
+	return limit, sets, nil
+}
+
+// truncate cuts a sorted list to limit, saying so in a warning.
+func truncate[T any](list []T, limit int) ([]T, []string) {
+	if limit > 0 && len(list) > limit {
+		return list[:limit], []string{"results truncated due to limit"}
+	}
+	return list, nil
+}
+
+func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
+	limit, sets, e := a.metaParams(w, r)
+	if e != nil {
+		a.fail(w, e)
+		return
+	}
+	if len(sets) == 0 {
+		a.fail(w, badData("no match[] parameter provided"))
+		return
+	}
+	maxSeries := a.cfg.Limits.MaxSeriesPerQuery
+	byKey := map[string]nlabels.Labels{}
+	for _, ms := range sets {
+		// One more than the limit tells "exactly at the limit" from "over".
+		list, err := a.b.Series(r.Context(), ms, maxSeries+1)
+		if err != nil {
+			a.fail(w, classifyStorage(err))
+			return
+		}
+		for _, ls := range list {
+			byKey[string(ls.AppendKey(nil))] = ls
+		}
+		if len(byKey) > maxSeries {
+			a.fail(w, &apiError{typ: errExec, status: http.StatusUnprocessableEntity,
+				msg: fmt.Sprintf("more than %d series match; narrow match[] or use limit", maxSeries)})
+			return
+		}
+	}
+	out := make([]labels.Labels, 0, len(byKey))
+	sb := labels.NewScratchBuilder(8)
+	for _, ls := range byKey {
+		sb.Reset()
+		for _, l := range ls {
+			sb.Add(l.Name, l.Value)
+		}
+		out = append(out, sb.Labels())
+	}
+	slices.SortFunc(out, labels.Compare)
+	out, warn := truncate(out, limit)
+	respond(w, func(b []byte) []byte {
+		b = append(b, '[')
+		for i, ls := range out {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendLabels(b, ls)
+		}
+		return append(b, ']')
+	}, warn, nil)
+}
+
+func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
+	limit, sets, e := a.metaParams(w, r)
+	if e != nil {
+		a.fail(w, e)
+		return
+	}
+	names, err := a.union(sets, func(ms []*nlabels.Matcher) ([]string, error) { return a.b.LabelNames(r.Context(), ms) })
+	if err != nil {
+		a.fail(w, classifyStorage(err))
+		return
+	}
+	names, warn := truncate(names, limit)
+	respond(w, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
+}
+
+func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if name == "" || !utf8.ValidString(name) {
+		a.fail(w, badData(fmt.Sprintf("invalid label name: %q", name)))
+		return
+	}
+	limit, sets, e := a.metaParams(w, r)
+	if e != nil {
+		a.fail(w, e)
+		return
+	}
+	vals, err := a.union(sets, func(ms []*nlabels.Matcher) ([]string, error) { return a.b.LabelValues(r.Context(), name, ms) })
+	if err != nil {
+		a.fail(w, classifyStorage(err))
+		return
+	}
+	vals, warn := truncate(vals, limit)
+	respond(w, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
+}
+
+// union runs list for each matcher set (once with none when there are
+// none) and merges the sorted answers.
+func (a *API) union(sets [][]*nlabels.Matcher, list func([]*nlabels.Matcher) ([]string, error)) ([]string, error) {
+	if len(sets) == 0 {
+		sets = [][]*nlabels.Matcher{nil}
+	}
+	var out []string
+	for _, ms := range sets {
+		got, err := list(ms)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	if len(sets) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out, nil
+}
+
+func appendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// serveBuildInfo answers like a Prometheus server of Options.Version
+// without feature flags, which Grafana reads as "Prometheus".
+func (a *API) serveBuildInfo(w http.ResponseWriter, _ *http.Request) {
+	respond(w, func(b []byte) []byte {
+		b = append(b, `{"version":`...)
+		b = appendString(b, a.opts.Version)
+		b = append(b, `,"revision":"tributary","branch":"","buildUser":"","buildDate":"","goVersion":`...)
+		b = appendString(b, runtime.Version())
+		return append(b, '}')
+	}, nil, nil)
+}
+
+// serveExemplars validates the query and answers that there are none:
+// exemplars are not stored.
+func (a *API) serveExemplars(w http.ResponseWriter, r *http.Request) {
+	if e := a.parseForm(w, r); e != nil {
+		a.fail(w, e)
+		return
+	}
+	for _, p := range []string{"start", "end"} {
+		if s := r.FormValue(p); s != "" {
+			if _, err := parseTime(s); err != nil {
+				a.fail(w, invalidParam(p, err))
+				return
+			}
+		}
+	}
+	if _, err := parser.ParseExpr(r.FormValue("query")); err != nil {
+		a.fail(w, invalidParam("query", err))
+		return
+	}
+	respond(w, func(b []byte) []byte { return append(b, "[]"...) }, nil, nil)
+}
+
+func (a *API) serveFormatQuery(w http.ResponseWriter, r *http.Request) {
+	if e := a.parseForm(w, r); e != nil {
+		a.fail(w, e)
+		return
+	}
+	expr, err := parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		a.fail(w, invalidParam("query", err))
+		return
+	}
+	pretty := expr.Pretty(0)
+	respond(w, func(b []byte) []byte { return appendString(b, pretty) }, nil, nil)
+}
+
+// serveMetadata answers from the metadata received over remote_write:
+// {"<metric>":[{"type":..,"help":..,"unit":..}]}, filtered by metric and
+// cut by limit (metrics) and limit_per_metric (always 1 entry here).
+func (a *API) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if e := a.parseForm(w, r); e != nil {
+		a.fail(w, e)
+		return
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		a.fail(w, invalidParam("limit", err))
+		return
+	}
+	perMetric := -1
+	if s := r.FormValue("limit_per_metric"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			a.fail(w, invalidParam("limit_per_metric", errors.New("not an integer")))
+			return
+		}
+		perMetric = n
+	}
+	list := a.meta.list(r.FormValue("metric"), limit)
+	respond(w, func(b []byte) []byte {
+		b = append(b, '{')
+		for i, md := range list {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, md.Family)
+			b = append(b, ":["...)
+			if perMetric != 0 {
+				b = append(b, `{"type":`...)
+				b = appendString(b, md.Type)
+				b = append(b, `,"help":`...)
+				b = appendString(b, md.Help)
+				b = append(b, `,"unit":`...)
+				b = appendString(b, md.Unit)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		return append(b, '}')
+	}, nil, nil)
+}
+
+// serveRules and serveAlerts answer that there are no recording or
+// alerting rules, so tools that list them (Grafana's alerting pages) work.
+func (*API) serveRules(w http.ResponseWriter, _ *http.Request) {
+	respond(w, func(b []byte) []byte { return append(b, `{"groups":[]}`...) }, nil, nil)
+}
+
+func (*API) serveAlerts(w http.ResponseWriter, _ *http.Request) {
+	respond(w, func(b []byte) []byte { return append(b, `{"alerts":[]}`...) }, nil, nil)
+}
+
+func (a *API) serveNotFound(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, &apiError{typ: errNotFound, status: http.StatusNotFound,
+		msg: fmt.Sprintf("%s %s is not served here; see the list of supported endpoints in the documentation", r.Method, r.URL.Path)})
+}

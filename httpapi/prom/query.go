@@ -1,0 +1,232 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/tributarydb/tributary/httpapi"
+)
+
+// maxPointsPerSeries bounds the steps of a range query, as Prometheus does.
+const maxPointsPerSeries = 11_000
+
+// parseForm reads URL and (for POST) form-encoded body parameters, with
+// the body capped at the configured limit.
+func (a *API) parseForm(w http.ResponseWriter, r *http.Request) *apiError {
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, a.cfg.Limits.MaxBodyBytes)
+	}
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			a.stats.Inc(httpapi.ViolationBodyTooLarge)
+			return &apiError{typ: errBadData, status: http.StatusRequestEntityTooLarge,
+				msg: fmt.Sprintf("request body is larger than the limit of %d bytes", a.cfg.Limits.MaxBodyBytes)}
+		}
+		return badData(fmt.Sprintf("error parsing form values: %v", err))
+	}
+	return nil
+}
+
+func invalidParam(name string, err error) *apiError {
+	return badData(fmt.Sprintf("invalid parameter %q: %v", name, err))
+}
+
+// fail sends e and counts it.
+func (a *API) fail(w http.ResponseWriter, e *apiError) {
+	switch e.typ {
+	case errBadData:
+		if e.status == http.StatusBadRequest {
+			a.stats.Inc(httpapi.ViolationBadRequest)
+		}
+	case errTimeout:
+		a.stats.Inc(httpapi.ViolationTimeout)
+	case errUnavailable:
+		if e.retryAfter {
+			a.stats.Inc(httpapi.ViolationOverloaded)
+		}
+	}
+	respondError(w, e)
+}
+
+// queryEnv is what query and query_range share.
+type queryEnv struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	limit  int
+	opts   promql.QueryOpts
+}
+
+func (a *API) queryEnv(w http.ResponseWriter, r *http.Request) (*queryEnv, *apiError) {
+	a.stats.Inc(StatQueries)
+	if e := a.parseForm(w, r); e != nil {
+		return nil, e
+	}
+	env := &queryEnv{ctx: r.Context(), cancel: func() {}}
+	var err error
+	if env.limit, err = parseLimit(r.FormValue("limit")); err != nil {
+		return nil, invalidParam("limit", err)
+	}
+	if s := r.FormValue("timeout"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, invalidParam("timeout", err)
+		}
+		if d <= 0 {
+			return nil, invalidParam("timeout", errors.New("must be positive"))
+		}
+		env.ctx, env.cancel = context.WithTimeout(env.ctx, d)
+	}
+	var lookback time.Duration
+	if s := r.FormValue("lookback_delta"); s != "" {
+		if lookback, err = parseDuration(s); err != nil {
+			env.cancel()
+			return nil, invalidParam("lookback_delta", err)
+		}
+	}
+	env.opts = promql.NewPrometheusQueryOpts(false, lookback)
+	return env, nil
+}
+
+func (a *API) serveQuery(w http.ResponseWriter, r *http.Request) {
+	env, e := a.queryEnv(w, r)
+	if e != nil {
+		a.fail(w, e)
+		return
+	}
+	defer env.cancel()
+	ts := a.opts.Now()
+	if s := r.FormValue("time"); s != "" {
+		t, err := parseTime(s)
+		if err != nil {
+			a.fail(w, invalidParam("time", err))
+			return
+		}
+		ts = t
+	}
+	qs := r.FormValue("query")
+	a.run(w, env, qs, func(q *queryable) (promql.Query, error) {
+		return a.engine.NewInstantQuery(env.ctx, q, env.opts, qs, ts)
+	})
+}
+
+func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request) {
+	env, e := a.queryEnv(w, r)
+	if e != nil {
+		a.fail(w, e)
+		return
+	}
+	defer env.cancel()
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		a.fail(w, invalidParam("start", err))
+		return
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		a.fail(w, invalidParam("end", err))
+		return
+	}
+	if end.Before(start) {
+		a.fail(w, invalidParam("end", errors.New("end timestamp must not be before start time")))
+		return
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		a.fail(w, invalidParam("step", err))
+		return
+	}
+	if step <= 0 {
+		a.fail(w, invalidParam("step", errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer")))
+		return
+	}
+	if step < time.Millisecond {
+		// The engine steps in whole milliseconds.
+		a.fail(w, invalidParam("step", errors.New("the query resolution step must be at least 1ms")))
+		return
+	}
+	// In float: the span between the extreme times overflows a Duration.
+	if (float64(end.UnixMilli())-float64(start.UnixMilli()))/float64(step.Milliseconds()) > maxPointsPerSeries {
+		a.fail(w, badData("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
+		return
+	}
+	qs := r.FormValue("query")
+	a.run(w, env, qs, func(q *queryable) (promql.Query, error) {
+		return a.engine.NewRangeQuery(env.ctx, q, env.opts, qs, start, end, step)
+	})
+}
+
+// run creates the query with newQuery, evaluates it and sends the answer.
+func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func(*queryable) (promql.Query, error)) {
+	release, err := acquire(env.ctx, a.queries)
+	if err != nil {
+		a.stats.Inc(StatQueryErrors)
+		a.fail(w, &apiError{typ: errUnavailable, status: http.StatusServiceUnavailable, retryAfter: true,
+			msg: fmt.Sprintf("too many concurrent queries (limit %d); retry later", a.opts.MaxConcurrentQueries)})
+		return
+	}
+	defer release()
+	q := &queryable{api: a}
+	qry, err := newQuery(q)
+	if err != nil {
+		a.stats.Inc(StatQueryErrors)
+		a.fail(w, invalidParam("query", err))
+		return
+	}
+	defer qry.Close()
+	q.downsample = !a.opts.DisableDownsampling && downsamplable(qry.Statement())
+	res := qry.Exec(env.ctx)
+	if res.Err != nil {
+		a.stats.Inc(StatQueryErrors)
+		a.fail(w, classifyQueryError(res.Err))
+		return
+	}
+	warnings := res.Warnings
+	v := res.Value
+	if env.limit > 0 {
+		truncated := false
+		switch m := v.(type) {
+		case promql.Matrix:
+			if len(m) > env.limit {
+				v, truncated = m[:env.limit], true
+			}
+		case promql.Vector:
+			if len(m) > env.limit {
+				v, truncated = m[:env.limit], true
+			}
+		}
+		if truncated {
+			warnings = warnings.Add(errors.New("results truncated due to limit"))
+		}
+	}
+	warn, info := warnings.AsStrings(qs, 10, 10)
+	respond(w, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
+}
+
+// classifyQueryError maps an evaluation error to the API's error types.
+func classifyQueryError(err error) *apiError {
+	var (
+		canceled promql.ErrQueryCanceled
+		timeout  promql.ErrQueryTimeout
+		tooMany  errTooManySamples
+		se       storageError
+	)
+	switch {
+	case errors.As(err, &canceled):
+		return &apiError{typ: errCanceled, status: statusClientClosed, msg: err.Error()}
+	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{typ: errTimeout, status: http.StatusServiceUnavailable, msg: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &apiError{typ: errCanceled, status: statusClientClosed, msg: err.Error()}
+	case errors.As(err, &tooMany):
+		return &apiError{typ: errExec, status: http.StatusUnprocessableEntity, msg: err.Error()}
+	case errors.As(err, &se):
+		return classifyStorage(se.err)
+	}
+	return &apiError{typ: errExec, status: http.StatusUnprocessableEntity, msg: err.Error()}
+}

@@ -1,0 +1,553 @@
+package prom
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/golang/snappy"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// The remote_write decoder; the wire format it reads is specified in the
+// package documentation (doc.go).
+
+// rwError is a remote_write request that cannot be stored as sent: status
+// is the HTTP status to answer with, violation the httpapi counter.
+type rwError struct {
+	status    int
+	violation string
+	msg       string
+}
+
+func (e *rwError) Error() string { return e.msg }
+
+// rwErrorf makes an *rwError counted as the status suggests: 413 a body
+// too large, 415 a bad encoding, anything else a bad request.
+func rwErrorf(status int, format string, a ...any) *rwError {
+	v := httpapi.ViolationBadRequest
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		v = httpapi.ViolationBodyTooLarge
+	case http.StatusUnsupportedMediaType:
+		v = httpapi.ViolationBadEncoding
+	}
+	return &rwError{status: status, violation: v, msg: fmt.Sprintf(format, a...)}
+}
+
+func (e *rwError) counted(violation string) *rwError {
+	e.violation = violation
+	return e
+}
+
+// decodeSnappy checks the declared decoded length of a snappy block against
+// maxBytes before allocating, then decodes into dst (reused when large
+// enough).
+func decodeSnappy(dst, body []byte, maxBytes int64) ([]byte, *rwError) {
+	n, err := snappy.DecodedLen(body)
+	if err != nil {
+		return nil, rwErrorf(http.StatusBadRequest, "body is not a snappy block (remote_write bodies are snappy block-compressed, not framed): %v", err).
+			counted(httpapi.ViolationBadEncoding)
+	}
+	if int64(n) > maxBytes {
+		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", n, maxBytes)
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	out, err := snappy.Decode(dst[:cap(dst)], body)
+	if err != nil {
+		return nil, rwErrorf(http.StatusBadRequest, "body is not valid snappy (truncated or corrupt): %v", err).
+			counted(httpapi.ViolationBadEncoding)
+	}
+	return out, nil
+}
+
+// writeRequest is a decoded remote_write request.
+type writeRequest struct {
+	// Batches holds one batch per time series that has float samples, in
+	// request order; Index[i] is the position of Batches[i] among the
+	// request's time series.
+	Batches []node.Batch
+	Index   []int
+	// Series counts all time series entries, Samples their float samples.
+	Series  int
+	Samples int64
+	// Histograms and Exemplars count what was sent but cannot be stored;
+	// HistogramSeries and ExemplarSeries the series carrying them.
+	Histograms, Exemplars           int64
+	HistogramSeries, ExemplarSeries int
+	Metadata                        []metricMetadata
+}
+
+// metricMetadata is one MetricMetadata entry.
+type metricMetadata struct {
+	Type, Family, Help, Unit string
+}
+
+// The field numbers of the messages above.
+const (
+	fieldWriteTimeseries = 1
+	fieldWriteMetadata   = 3
+
+	fieldSeriesLabels     = 1
+	fieldSeriesSamples    = 2
+	fieldSeriesExemplars  = 3
+	fieldSeriesHistograms = 4
+
+	fieldLabelName  = 1
+	fieldLabelValue = 2
+
+	fieldSampleValue     = 1
+	fieldSampleTimestamp = 2
+
+	fieldMetaType   = 1
+	fieldMetaFamily = 2
+	fieldMetaHelp   = 4
+	fieldMetaUnit   = 5
+)
+
+// metricTypes are the MetricMetadata.MetricType names, as the metadata API
+// reports them.
+var metricTypes = [...]string{"unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset"}
+
+// msgReader walks one protobuf message; base is the offset of buf in the
+// whole decoded request, series the index of the time series it belongs to
+// (-1: none), what the message's name: the last three only make error
+// messages.
+type msgReader struct {
+	buf    []byte
+	pos    int
+	base   int
+	series int
+	what   string
+}
+
+func (r *msgReader) done() bool { return r.pos >= len(r.buf) }
+
+func (r *msgReader) errorf(format string, a ...any) error {
+	what := r.what
+	if r.series >= 0 {
+		what = strings.TrimSpace(fmt.Sprintf("timeseries %d %s", r.series, r.what))
+	}
+	return rwErrorf(http.StatusBadRequest, "invalid protobuf WriteRequest: %s at byte %d: %s", what, r.base+r.pos, fmt.Sprintf(format, a...))
+}
+
+// next reads a field tag.
+func (r *msgReader) next() (protowire.Number, protowire.Type, error) {
+	num, typ, n := protowire.ConsumeTag(r.buf[r.pos:])
+	if n < 0 {
+		return 0, 0, r.errorf("bad field tag: %v", protowire.ParseError(n))
+	}
+	r.pos += n
+	return num, typ, nil
+}
+
+// bytes reads a length-delimited field value of the field num.
+func (r *msgReader) bytes(num protowire.Number, typ protowire.Type) ([]byte, int, error) {
+	if typ != protowire.BytesType {
+		return nil, 0, r.errorf("field %d has wire type %d, want length-delimited", num, typ)
+	}
+	v, n := protowire.ConsumeBytes(r.buf[r.pos:])
+	if n < 0 {
+		return nil, 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
+	}
+	start := r.base + r.pos + n - len(v)
+	r.pos += n
+	return v, start, nil
+}
+
+func (r *msgReader) varint(num protowire.Number, typ protowire.Type) (uint64, error) {
+	if typ != protowire.VarintType {
+		return 0, r.errorf("field %d has wire type %d, want varint", num, typ)
+	}
+	v, n := protowire.ConsumeVarint(r.buf[r.pos:])
+	if n < 0 {
+		return 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
+	}
+	r.pos += n
+	return v, nil
+}
+
+func (r *msgReader) fixed64(num protowire.Number, typ protowire.Type) (uint64, error) {
+	if typ != protowire.Fixed64Type {
+		return 0, r.errorf("field %d has wire type %d, want fixed64", num, typ)
+	}
+	v, n := protowire.ConsumeFixed64(r.buf[r.pos:])
+	if n < 0 {
+		return 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
+	}
+	r.pos += n
+	return v, nil
+}
+
+// skip consumes the value of an unknown field.
+func (r *msgReader) skip(num protowire.Number, typ protowire.Type) error {
+	if typ == protowire.EndGroupType {
+		return r.errorf("end-group tag for field %d without a start", num)
+	}
+	n := protowire.ConsumeFieldValue(num, typ, r.buf[r.pos:])
+	if n < 0 {
+		return r.errorf("field %d: %v", num, protowire.ParseError(n))
+	}
+	r.pos += n
+	return nil
+}
+
+// sub returns a reader for an embedded message starting at offset base.
+func sub(buf []byte, base, series int, what string) msgReader {
+	return msgReader{buf: buf, base: base, series: series, what: what}
+}
+
+// counts are what the first pass finds.
+type counts struct {
+	series, batches, labels int
+	samples                 int64
+}
+
+// decodeWriteRequest decodes a WriteRequest (already snappy-decoded).
+// maxSamples bounds the float samples (0: no bound); more is a 413 error
+// found before anything is allocated.
+func decodeWriteRequest(buf []byte, maxSamples int64) (*writeRequest, error) {
+	var c counts
+	if err := scanWriteRequest(buf, &c, maxSamples); err != nil {
+		return nil, err
+	}
+	req := &writeRequest{
+		Series:  c.series,
+		Batches: make([]node.Batch, 0, c.batches),
+		Index:   make([]int, 0, c.batches),
+	}
+	ts := make([]int64, c.samples)
+	vs := make([]float64, c.samples)
+	lbls := make([]labels.Label, c.labels)
+	in := interner{}
+	r := sub(buf, 0, -1, "WriteRequest")
+	seriesIdx := 0
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		switch num {
+		case fieldWriteTimeseries:
+			msg, base, err := r.bytes(num, typ)
+			if err != nil {
+				return nil, err
+			}
+			b, err := fillSeries(req, msg, base, seriesIdx, &ts, &vs, &lbls, in)
+			if err != nil {
+				return nil, err
+			}
+			if len(b.Ts) > 0 {
+				req.Batches = append(req.Batches, b)
+				req.Index = append(req.Index, seriesIdx)
+			}
+			seriesIdx++
+		case fieldWriteMetadata:
+			msg, base, err := r.bytes(num, typ)
+			if err != nil {
+				return nil, err
+			}
+			md, err := decodeMetadata(msg, base)
+			if err != nil {
+				return nil, err
+			}
+			req.Metadata = append(req.Metadata, md)
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(ts) != 0 || len(lbls) != 0 {
+		return nil, errors.New("BUG: remote_write decoder passes disagree")
+	}
+	return req, nil
+}
+
+// scanWriteRequest is the first pass: it validates the structure down to
+// samples and labels and counts them.
+func scanWriteRequest(buf []byte, c *counts, maxSamples int64) error {
+	r := sub(buf, 0, -1, "WriteRequest")
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch num {
+		case fieldWriteTimeseries:
+			msg, base, err := r.bytes(num, typ)
+			if err != nil {
+				return err
+			}
+			if err := scanSeries(msg, base, c.series, c); err != nil {
+				return err
+			}
+			c.series++
+			if maxSamples > 0 && c.samples > maxSamples {
+				return rwErrorf(http.StatusRequestEntityTooLarge, "request has more than %d samples (the per-request limit); lower max_samples_per_send", maxSamples).
+					counted(httpapi.ViolationTooManyPoints)
+			}
+		case fieldWriteMetadata:
+			if _, _, err := r.bytes(num, typ); err != nil {
+				return err
+			}
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func scanSeries(buf []byte, base, idx int, c *counts) error {
+	r := sub(buf, base, idx, "")
+	var nLabels int
+	var nSamples int64
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch num {
+		case fieldSeriesLabels:
+			msg, b, err := r.bytes(num, typ)
+			if err != nil {
+				return err
+			}
+			if _, _, err := decodeLabel(msg, b, idx); err != nil {
+				return err
+			}
+			nLabels++
+		case fieldSeriesSamples:
+			msg, b, err := r.bytes(num, typ)
+			if err != nil {
+				return err
+			}
+			if _, _, err := decodeSample(msg, b, idx); err != nil {
+				return err
+			}
+			nSamples++
+		case fieldSeriesExemplars, fieldSeriesHistograms:
+			// Only their framing is checked; their content is not read.
+			if _, _, err := r.bytes(num, typ); err != nil {
+				return err
+			}
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return err
+			}
+		}
+	}
+	if nSamples > 0 {
+		c.batches++
+		c.labels += nLabels
+		c.samples += nSamples
+	}
+	return nil
+}
+
+// fillSeries is the second pass over one TimeSeries: it takes its labels
+// and samples from the front of the preallocated arrays.
+func fillSeries(req *writeRequest, buf []byte, base, idx int, ts *[]int64, vs *[]float64, lbls *[]labels.Label, in interner) (node.Batch, error) {
+	// Count first: labels are only kept for series with samples, and only
+	// then do they have room reserved.
+	var nLabels, nSamples, nHist, nEx int
+	r := sub(buf, base, idx, "")
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return node.Batch{}, err
+		}
+		switch num {
+		case fieldSeriesLabels:
+			nLabels++
+		case fieldSeriesSamples:
+			nSamples++
+		case fieldSeriesExemplars:
+			nEx++
+		case fieldSeriesHistograms:
+			nHist++
+		}
+		if err := r.skip(num, typ); err != nil {
+			return node.Batch{}, err
+		}
+	}
+	if nHist > 0 {
+		req.Histograms += int64(nHist)
+		req.HistogramSeries++
+	}
+	if nEx > 0 {
+		req.Exemplars += int64(nEx)
+		req.ExemplarSeries++
+	}
+	if nSamples == 0 {
+		return node.Batch{}, nil
+	}
+	if nSamples > len(*ts) || nLabels > len(*lbls) {
+		return node.Batch{}, errors.New("BUG: remote_write decoder passes disagree")
+	}
+	b := node.Batch{
+		Labels: (*lbls)[:0:nLabels],
+		Ts:     (*ts)[:0:nSamples],
+		Vs:     (*vs)[:0:nSamples],
+	}
+	*lbls, *ts, *vs = (*lbls)[nLabels:], (*ts)[nSamples:], (*vs)[nSamples:]
+	req.Samples += int64(nSamples)
+	r = sub(buf, base, idx, "")
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return node.Batch{}, err
+		}
+		switch num {
+		case fieldSeriesLabels:
+			msg, mb, err := r.bytes(num, typ)
+			if err != nil {
+				return node.Batch{}, err
+			}
+			name, value, err := decodeLabel(msg, mb, idx)
+			if err != nil {
+				return node.Batch{}, err
+			}
+			b.Labels = append(b.Labels, labels.Label{Name: in.get(name), Value: in.get(value)})
+		case fieldSeriesSamples:
+			msg, mb, err := r.bytes(num, typ)
+			if err != nil {
+				return node.Batch{}, err
+			}
+			t, v, err := decodeSample(msg, mb, idx)
+			if err != nil {
+				return node.Batch{}, err
+			}
+			b.Ts = append(b.Ts, t)
+			b.Vs = append(b.Vs, v)
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return node.Batch{}, err
+			}
+		}
+	}
+	return b, nil
+}
+
+func decodeLabel(buf []byte, base, series int) (name, value []byte, err error) {
+	r := sub(buf, base, series, "label")
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return nil, nil, err
+		}
+		switch num {
+		case fieldLabelName:
+			if name, _, err = r.bytes(num, typ); err != nil {
+				return nil, nil, err
+			}
+		case fieldLabelValue:
+			if value, _, err = r.bytes(num, typ); err != nil {
+				return nil, nil, err
+			}
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return name, value, nil
+}
+
+func decodeSample(buf []byte, base, series int) (int64, float64, error) {
+	r := sub(buf, base, series, "sample")
+	var t int64
+	var bits uint64
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return 0, 0, err
+		}
+		switch num {
+		case fieldSampleValue:
+			if bits, err = r.fixed64(num, typ); err != nil {
+				return 0, 0, err
+			}
+		case fieldSampleTimestamp:
+			u, err := r.varint(num, typ)
+			if err != nil {
+				return 0, 0, err
+			}
+			t = int64(u)
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return t, math.Float64frombits(bits), nil
+}
+
+// Metadata strings are kept in memory; longer ones are cut.
+const maxMetadataStringBytes = 1024
+
+func decodeMetadata(buf []byte, base int) (metricMetadata, error) {
+	r := sub(buf, base, -1, "metadata")
+	var md metricMetadata
+	mtype := uint64(0)
+	for !r.done() {
+		num, typ, err := r.next()
+		if err != nil {
+			return md, err
+		}
+		switch num {
+		case fieldMetaType:
+			if mtype, err = r.varint(num, typ); err != nil {
+				return md, err
+			}
+		case fieldMetaFamily, fieldMetaHelp, fieldMetaUnit:
+			v, _, err := r.bytes(num, typ)
+			if err != nil {
+				return md, err
+			}
+			s := string(v[:min(len(v), maxMetadataStringBytes)])
+			switch num {
+			case fieldMetaFamily:
+				md.Family = s
+			case fieldMetaHelp:
+				md.Help = s
+			default:
+				md.Unit = s
+			}
+		default:
+			if err := r.skip(num, typ); err != nil {
+				return md, err
+			}
+		}
+	}
+	md.Type = metricTypes[0]
+	if mtype < uint64(len(metricTypes)) {
+		md.Type = metricTypes[mtype]
+	}
+	return md, nil
+}
+
+// interner turns label bytes into strings, allocating each distinct string
+// of a request once (label names and many values repeat across series).
+// The strings never alias the request buffer, so a stored series does not
+// pin it.
+type interner map[string]string
+
+func (in interner) get(b []byte) string {
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	in[s] = s
+	return s
+}
