@@ -26,7 +26,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"node", "run a storage node (gRPC write and query API)", runNode},
-		{"query", "query a node: raw, downsampled, grouped or last point", runQuery},
+		{"write", "write points from a file or stdin (line protocol or CSV) and print a summary", runWrite},
+		{"query", "query a server: raw, downsampled, grouped or last point (table, CSV or JSON)", runQuery},
+		{"series", "list the series matching a selector", runSeries},
+		{"labels", "list label names, or the values of one label", runLabels},
+		{"status", "print a server's state (also a connection and token check)", runStatus},
 		{"compact", "compact a stopped node's store and print its size as JSON", runCompact},
 		{"version", "print the version", func(_ []string, out, _ io.Writer) error {
 			_, err := fmt.Fprintln(out, "tributary", version)

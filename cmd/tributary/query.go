@@ -1,152 +1,396 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/rollup"
-	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
 func runQuery(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("query", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7070", "node gRPC address")
-	since := fs.Duration("since", time.Hour, "query the last DURATION (ignored with --start)")
-	start := fs.String("start", "", "start time, RFC 3339 or Unix milliseconds")
-	end := fs.String("end", "", "end time, RFC 3339 or Unix milliseconds (default now)")
-	step := fs.Duration("step", 0, "downsample to buckets of DURATION (0: raw samples)")
-	fn := fs.String("fn", "avg", "downsample function: avg, sum, min, max, count, first, last")
-	agg := fs.String("agg", "", "aggregate across series with this function")
-	by := fs.String("by", "", "comma-separated labels to group by (with --agg)")
-	last := fs.Bool("last", false, "only the newest point of each series")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	var cf clientFlags
+	cf.register(fs, "give up after this long")
+	since, step := time.Hour, time.Duration(0)
+	fs.Var(durationFlag{&since}, "since", "query the last DURATION, e.g. 15m, 6h, 7d (ignored with --start)")
+	start := fs.String("start", "", "start time: RFC 3339, YYYY-MM-DD, Unix seconds or milliseconds, now, or relative such as -1h or now-30m (default: --end minus --since)")
+	end := fs.String("end", "", "end time, same forms as --start (default now)")
+	fs.Var(durationFlag{&step}, "step", "downsample to buckets of DURATION, e.g. 1m, 1h, 1d (0: raw samples)")
+	fn := fs.String("fn", "avg", "downsample function (with --step): avg, sum, min, max, count, first, last")
+	agg := fs.String("agg", "", "aggregate across series with this function (avg, sum, min, max, count, first, last)")
+	var by string
+	fs.StringVar(&by, "by", "", "comma-separated labels to group by (with --agg)")
+	fs.StringVar(&by, "group-by", "", "same as --by")
+	last := fs.Bool("last", false, "only the newest point of each series (looking back to --start or --since)")
+	limit := fs.Int("limit", 0, "most series the query may touch; more is an error (0: the server's limit)")
+	format := fs.String("format", "table", "output: table (aligned columns, with a sparkline for a single series), csv or json")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tributary query [flags] 'metric{label=\"value\",...}'")
+		fmt.Fprintln(stderr, "\nSelects series with a PromQL-style selector (=, !=, =~, !~) and prints their samples.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	args, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(args) != 1 {
 		fs.Usage()
-		return fmt.Errorf("%w: want exactly one selector, got %d arguments", errUsage, fs.NArg())
+		return fmt.Errorf("%w: want exactly one selector, got %d arguments", errUsage, len(args))
 	}
-	ms, err := labels.ParseSelector(fs.Arg(0))
-	if err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	q := tributary.Query{Selector: arg(args, 0), Last: *last, LimitSeries: *limit}
+	if _, err := tributary.ParseSelector(q.Selector); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	now := time.Now()
-	endMs, err := parseTime(*end, now.UnixMilli())
+	endMs, err := parseTime(*end, now, now.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("%w: --end: %v", errUsage, err)
 	}
-	startMs, err := parseTime(*start, endMs-since.Milliseconds())
+	if since < 0 {
+		return fmt.Errorf("%w: --since %s is negative", errUsage, since)
+	}
+	startMs, err := parseTime(*start, now, endMs-since.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("%w: --start: %v", errUsage, err)
 	}
-	req := &pb.QueryRequest{StartMs: startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW}
-	for _, m := range ms {
-		req.Matchers = append(req.Matchers, &pb.Matcher{Type: pb.Matcher_Type(m.Type), Name: m.Name, Value: m.Value})
+	if endMs < startMs {
+		return fmt.Errorf("%w: --end %s is before --start %s", errUsage, fmtTime(endMs), fmtTime(startMs))
 	}
-	if *step > 0 {
-		f, err := rollup.ParseFunc(*fn)
-		if err != nil || f == rollup.FuncNone {
+	q.Start, q.End = time.UnixMilli(startMs), time.UnixMilli(endMs)
+	switch {
+	case step < 0 || step%time.Millisecond != 0:
+		return fmt.Errorf("%w: --step %s: want a positive whole number of milliseconds", errUsage, step)
+	case step > 0 && *last:
+		return fmt.Errorf("%w: --step and --last exclude each other", errUsage)
+	case step > 0:
+		f, err := tributary.ParseFunc(*fn)
+		if err != nil || f == tributary.FuncNone {
 			return fmt.Errorf("%w: --fn %q: want avg, sum, min, max, count, first or last", errUsage, *fn)
 		}
-		req.Mode, req.StepMs, req.Downsample = pb.QueryMode_QUERY_MODE_DOWNSAMPLE, step.Milliseconds(), pb.Aggregate(f)
-	}
-	if *last {
-		req.Mode = pb.QueryMode_QUERY_MODE_LAST_POINT
+		q.Step, q.Fn = step, f
+	case set["fn"]:
+		return fmt.Errorf("%w: --fn needs --step", errUsage)
 	}
 	if *agg != "" {
-		f, err := rollup.ParseFunc(*agg)
-		if err != nil || f == rollup.FuncNone {
+		f, err := tributary.ParseFunc(*agg)
+		if err != nil || f == tributary.FuncNone {
 			return fmt.Errorf("%w: --agg %q: want avg, sum, min, max, count, first or last", errUsage, *agg)
 		}
-		req.Aggregate = pb.Aggregate(f)
-		if *by != "" {
-			req.GroupBy = strings.Split(*by, ",")
+		q.Aggregate = f
+		for _, l := range strings.Split(by, ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				q.GroupBy = append(q.GroupBy, l)
+			}
 		}
+	} else if by != "" {
+		return fmt.Errorf("%w: --by needs --agg", errUsage)
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", *addr, err)
+	var out queryOutput
+	switch *format {
+	case "table":
+		out = &tableOutput{}
+	case "csv":
+		out = &csvOutput{}
+	case "json":
+		out = &jsonOutput{}
+	default:
+		return fmt.Errorf("%w: --format %q: want table, csv or json", errUsage, *format)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, req)
+	c, err := cf.dial(ctx)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERIES\tTIME\tVALUE")
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if err == io.EOF {
-			break
+	defer c.Close()
+
+	bw := bufio.NewWriterSize(stdout, 64<<10)
+	if err := out.begin(ctx, c, q, bw); err != nil {
+		return err
+	}
+	it := c.Query(ctx, q)
+	defer it.Close()
+	n := 0
+	for it.Next() {
+		n++
+		if err := out.series(it.Series()); err != nil {
+			return err
 		}
+	}
+	if err := it.Err(); err != nil {
+		bw.Flush()
+		return err
+	}
+	if err := out.end(it); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range it.Warnings() {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "no series matched %s between %s and %s\n", q.Selector, fmtTime(startMs), fmtTime(endMs))
+	}
+	return nil
+}
+
+// queryOutput renders an answer as it streams in.
+type queryOutput interface {
+	begin(ctx context.Context, c *tributary.Client, q tributary.Query, w *bufio.Writer) error
+	series(s tributary.Series) error
+	end(it *tributary.SeriesIter) error
+}
+
+// timeLayout has a fixed width, so table columns stay aligned.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func fmtTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(timeLayout) }
+
+// fmtValue prints integers without a fraction and others with six
+// significant digits.
+func fmtValue(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// tableOutput prints one aligned row per point. Rows are aligned in runs
+// of tableFlushRows, so memory stays bounded for long answers.
+type tableOutput struct {
+	w     *bufio.Writer
+	tw    *tabwriter.Writer
+	rows  int
+	n     int
+	first tributary.Series
+}
+
+const tableFlushRows = 8192
+
+func (t *tableOutput) begin(_ context.Context, _ *tributary.Client, _ tributary.Query, w *bufio.Writer) error {
+	t.w = w
+	t.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	_, err := fmt.Fprintln(t.tw, "SERIES\tTIME\tVALUE")
+	return err
+}
+
+func (t *tableOutput) series(s tributary.Series) error {
+	t.n++
+	if t.n == 1 {
+		t.first = s
+	} else {
+		t.first = tributary.Series{}
+	}
+	name := s.Labels.String()
+	for _, p := range s.Points {
+		if _, err := fmt.Fprintf(t.tw, "%s\t%s\t%s\n", name, fmtTime(p.TimestampMs), fmtValue(p.Value)); err != nil {
+			return err
+		}
+		if t.rows++; t.rows%tableFlushRows == 0 {
+			if err := t.tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *tableOutput) end(*tributary.SeriesIter) error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	if t.n == 1 && len(t.first.Points) > 1 {
+		_, err := fmt.Fprintln(t.w, sparkline(t.first.Points, 60))
+		return err
+	}
+	return nil
+}
+
+var sparkChars = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws points as at most width bars (averaging runs of points
+// when there are more), followed by the range and count. NaN and infinite
+// values are left blank.
+func sparkline(points []tributary.Point, width int) string {
+	nb := min(len(points), width)
+	bars := make([]float64, nb)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for b := range nb {
+		from, to := b*len(points)/nb, (b+1)*len(points)/nb
+		sum, n := 0.0, 0
+		for _, p := range points[from:to] {
+			if !math.IsNaN(p.Value) && !math.IsInf(p.Value, 0) {
+				sum += p.Value
+				n++
+			}
+		}
+		bars[b] = math.NaN()
+		if n > 0 {
+			bars[b] = sum / float64(n)
+			lo, hi = min(lo, bars[b]), max(hi, bars[b])
+		}
+	}
+	var sb strings.Builder
+	for _, v := range bars {
+		switch {
+		case math.IsNaN(v):
+			sb.WriteByte(' ')
+		case hi == lo:
+			sb.WriteRune(sparkChars[len(sparkChars)/2])
+		default:
+			i := int((v - lo) / (hi - lo) * float64(len(sparkChars)-1))
+			sb.WriteRune(sparkChars[min(max(i, 0), len(sparkChars)-1)])
+		}
+	}
+	if math.IsInf(lo, 1) {
+		return sb.String()
+	}
+	fmt.Fprintf(&sb, "  min %s  max %s  (%d points)", fmtValue(lo), fmtValue(hi), len(points))
+	return sb.String()
+}
+
+// csvOutput prints the columns metric, timestamp, value and one column per
+// label, in the format `tributary write --format csv` reads back.
+type csvOutput struct {
+	cw     *csv.Writer
+	labels []string
+	row    []string
+}
+
+func (o *csvOutput) begin(ctx context.Context, c *tributary.Client, q tributary.Query, w *bufio.Writer) error {
+	if q.Aggregate != tributary.FuncNone {
+		o.labels = slices.Sorted(slices.Values(q.GroupBy))
+		o.labels = slices.Compact(o.labels)
+	} else {
+		names, err := c.LabelNames(ctx, q.Selector)
 		if err != nil {
 			return err
 		}
-		if msg.Series != nil {
-			name = seriesString(msg.Series)
-		}
-		for i, t := range msg.TimestampsMs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, time.UnixMilli(t).UTC().Format(time.RFC3339Nano), fmtValue(msg.Values[i]))
-		}
-		for _, w := range msg.Warnings {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
+		for _, n := range names {
+			if n != tributary.MetricName {
+				o.labels = append(o.labels, n)
+			}
 		}
 	}
-	return tw.Flush()
+	o.cw = csv.NewWriter(w)
+	o.row = make([]string, 3+len(o.labels))
+	return o.cw.Write(append([]string{"metric", "timestamp", "value"}, o.labels...))
 }
 
-func seriesString(s *pb.Series) string {
-	pairs := make([]labels.Label, len(s.Labels))
-	for i, l := range s.Labels {
-		pairs[i] = labels.Label{Name: l.Name, Value: l.Value}
+func (o *csvOutput) series(s tributary.Series) error {
+	o.row[0] = s.Labels.Metric()
+	for i, n := range o.labels {
+		o.row[3+i] = s.Labels.Get(n)
 	}
-	ls, err := labels.New(pairs, labels.Limits{})
-	if err != nil { // groups have no metric name
-		parts := make([]string, len(pairs))
-		for i, p := range pairs {
-			parts[i] = fmt.Sprintf("%s=%q", p.Name, p.Value)
+	for _, p := range s.Points {
+		o.row[1] = time.UnixMilli(p.TimestampMs).UTC().Format(time.RFC3339Nano)
+		o.row[2] = strconv.FormatFloat(p.Value, 'g', -1, 64)
+		if err := o.cw.Write(o.row); err != nil {
+			return err
 		}
-		return "{" + strings.Join(parts, ",") + "}"
 	}
-	return ls.String()
+	return nil
 }
 
-func fmtValue(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.6g", v)
+func (o *csvOutput) end(*tributary.SeriesIter) error {
+	o.cw.Flush()
+	return o.cw.Error()
 }
 
-func parseTime(s string, def int64) (int64, error) {
-	if s == "" {
-		return def, nil
+// jsonOutput prints one document:
+//
+//	{"series":[{"labels":{...},"points":[[timestamp_ms,value],...]},...],"source":"raw","warnings":[]}
+//
+// Values that JSON cannot hold (NaN, ±Inf) are the strings "NaN", "+Inf"
+// and "-Inf".
+type jsonOutput struct {
+	w *bufio.Writer
+	n int
+}
+
+func (o *jsonOutput) begin(_ context.Context, _ *tributary.Client, _ tributary.Query, w *bufio.Writer) error {
+	o.w = w
+	_, err := w.WriteString(`{"series":[`)
+	return err
+}
+
+func (o *jsonOutput) series(s tributary.Series) error {
+	if o.n > 0 {
+		o.w.WriteByte(',')
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UnixMilli(), nil
+	o.n++
+	ls, err := json.Marshal(s.Labels.Map())
+	if err != nil {
+		return err
 	}
-	var ms int64
-	if _, err := fmt.Sscan(s, &ms); err == nil {
-		return ms, nil
+	o.w.WriteString("\n{\"labels\":")
+	o.w.Write(ls)
+	o.w.WriteString(`,"points":[`)
+	var buf []byte
+	for i, p := range s.Points {
+		buf = buf[:0]
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '[')
+		buf = strconv.AppendInt(buf, p.TimestampMs, 10)
+		buf = append(buf, ',')
+		buf = appendJSONValue(buf, p.Value)
+		buf = append(buf, ']')
+		if _, err := o.w.Write(buf); err != nil {
+			return err
+		}
 	}
-	return 0, fmt.Errorf("%q is neither RFC 3339 nor Unix milliseconds", s)
+	_, err = o.w.WriteString("]}")
+	return err
+}
+
+func appendJSONValue(dst []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(v, 1):
+		return append(dst, `"+Inf"`...)
+	case math.IsInf(v, -1):
+		return append(dst, `"-Inf"`...)
+	}
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+}
+
+func (o *jsonOutput) end(it *tributary.SeriesIter) error {
+	src, err := json.Marshal(it.Source())
+	if err != nil {
+		return err
+	}
+	warns := it.Warnings()
+	if warns == nil {
+		warns = []string{}
+	}
+	ws, err := json.Marshal(warns)
+	if err != nil {
+		return err
+	}
+	if o.n > 0 {
+		o.w.WriteByte('\n')
+	}
+	_, err = fmt.Fprintf(o.w, "],\"source\":%s,\"warnings\":%s}\n", src, ws)
+	return err
 }

@@ -1,0 +1,126 @@
+package tributary
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// allSeries selects every series (the server wants at least one matcher
+// that does not match the empty string).
+var allSeries = []*pb.Matcher{{Type: pb.Matcher_REGEX, Name: MetricName, Value: ".+"}}
+
+// Series lists the label sets of the series matching selector (every
+// series when it is empty), sorted, at most limit of them (0: the server's
+// default).
+func (c *Client) Series(ctx context.Context, selector string, limit int) ([]Labels, error) {
+	ms, err := protoMatchers(selector, nil)
+	if err != nil {
+		return nil, fmt.Errorf("series: %w", err)
+	}
+	if len(ms) == 0 {
+		ms = allSeries
+	}
+	var resp *pb.SeriesResponse
+	err = c.call(ctx, c.opts.retry, true, "series", nil, func(ctx context.Context) error {
+		var err error
+		resp, err = c.query.Series(ctx, &pb.SeriesRequest{Matchers: ms, Limit: int64(limit)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Labels, len(resp.Series))
+	for i, s := range resp.Series {
+		out[i] = labelsFromProto(s)
+	}
+	return out, nil
+}
+
+// LabelNames lists the label names (including MetricName) of the series
+// matching selector, or of all series when it is empty, sorted.
+func (c *Client) LabelNames(ctx context.Context, selector string) ([]string, error) {
+	ms, err := protoMatchers(selector, nil)
+	if err != nil {
+		return nil, fmt.Errorf("label names: %w", err)
+	}
+	var resp *pb.LabelNamesResponse
+	err = c.call(ctx, c.opts.retry, true, "label names", nil, func(ctx context.Context) error {
+		var err error
+		resp, err = c.query.LabelNames(ctx, &pb.LabelNamesRequest{Matchers: ms})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Names, nil
+}
+
+// LabelValues lists the values of the label name among the series matching
+// selector, or among all series when it is empty, sorted. LabelValues(ctx,
+// MetricName, "") lists the metric names.
+func (c *Client) LabelValues(ctx context.Context, name, selector string) ([]string, error) {
+	if name == "" {
+		return nil, fmt.Errorf("label values: empty label name")
+	}
+	ms, err := protoMatchers(selector, nil)
+	if err != nil {
+		return nil, fmt.Errorf("label values: %w", err)
+	}
+	var resp *pb.LabelValuesResponse
+	err = c.call(ctx, c.opts.retry, true, "label values", nil, func(ctx context.Context) error {
+		var err error
+		resp, err = c.query.LabelValues(ctx, &pb.LabelValuesRequest{Name: name, Matchers: ms})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Values, nil
+}
+
+// Status is a snapshot of a server's state.
+type Status struct {
+	NodeID, Role, Version string
+	Series                int64 // series known
+	HeadSeries            int64
+	HeadSamples           int64 // samples not yet flushed to the store
+	WALSegmentSeq         uint64
+	WALBytes              int64
+	PointsAccepted        int64 // since the server started
+	PointsRejected        int64
+	Uptime                time.Duration
+	// CorruptSegmentsQuarantined counts WAL segments set aside after a
+	// crash because they failed their checksums.
+	CorruptSegmentsQuarantined int64
+}
+
+// Status asks the server for its state. It is cheap; use it as a health
+// check.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var resp *pb.StatusResponse
+	err := c.call(ctx, c.opts.retry, true, "status", nil, func(ctx context.Context) error {
+		var err error
+		resp, err = c.query.Status(ctx, &pb.StatusRequest{})
+		return err
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{
+		NodeID:                     resp.NodeId,
+		Role:                       resp.Role,
+		Version:                    resp.Version,
+		Series:                     resp.Series,
+		HeadSeries:                 resp.HeadSeries,
+		HeadSamples:                resp.HeadSamples,
+		WALSegmentSeq:              resp.WalSegmentSeq,
+		WALBytes:                   resp.WalBytes,
+		PointsAccepted:             resp.PointsAcceptedTotal,
+		PointsRejected:             resp.PointsRejectedTotal,
+		Uptime:                     time.Duration(resp.UptimeMs) * time.Millisecond,
+		CorruptSegmentsQuarantined: resp.CorruptSegmentsQuarantined,
+	}, nil
+}
