@@ -9,6 +9,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/influx"
+	"github.com/tributarydb/tributary/httpapi/opentsdb"
 	"github.com/tributarydb/tributary/internal/auth"
 )
 
@@ -18,6 +19,7 @@ var openPaths = []string{"/ping", "/health", "/healthz"}
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
 	influx.Register(mux, b, cfg)
+	opentsdb.Register(mux, b, cfg)
 }
 
 type telnetServer interface {
@@ -25,6 +27,14 @@ type telnetServer interface {
 	Shutdown(context.Context) error
 }
 
+// newTelnet returns the OpenTSDB telnet-style put listener. It has no
+// authentication (standard senders cannot send a token), which is why it is
+// off by default and, like every plaintext listener, loopback-only unless
+// --insecure-listen is given.
 func newTelnet(b backend.Backend, cfg *httpapi.Config, _ auth.Tokens, log *slog.Logger) telnetServer {
-	return nil
+	srv, err := opentsdb.NewTelnetServer(b, cfg, opentsdb.TelnetOptions{Logger: log})
+	if err != nil {
+		panic("BUG: default telnet options: " + err.Error())
+	}
+	return srv
 }

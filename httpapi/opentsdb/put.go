@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tributarydb/tributary/httpapi"
@@ -264,13 +265,19 @@ func decodePut(body []byte, maxPoints int) (*putBody, error) {
 		if rawCheck {
 			var raw json.RawMessage
 			if err = dec.Decode(&raw); err == nil {
-				if !utf8.Valid(raw) {
-					dp.Metric.text = "(invalid UTF-8)"
+				err = json.Unmarshal(raw, &dp)
+				if err == nil && !utf8.Valid(raw) {
+					// Strings without escapes keep their bytes, so
+					// validation usually names the field; escaped strings
+					// and keys have been repaired by the decoder.
 					pb.total++
-					pb.fail(&dp, errors.New("datapoint contains invalid UTF-8"))
+					_, verr := dp.validate(tags)
+					if verr == nil || !strings.Contains(verr.Error(), "UTF-8") {
+						verr = errors.New("datapoint contains invalid UTF-8")
+					}
+					pb.fail(&dp, verr)
 					return nil
 				}
-				err = json.Unmarshal(raw, &dp)
 			}
 		} else {
 			err = dec.Decode(&dp)
@@ -306,7 +313,7 @@ func decodePut(body []byte, maxPoints int) (*putBody, error) {
 	malformed := func(err error) error {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return httpapi.Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %v", se.Offset, err)
+			return httpapi.Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %v", se.Offset+int64(len(body)-len(trimmed)), err)
 		}
 		return httpapi.Errorf(http.StatusBadRequest, "malformed JSON: %v", err)
 	}

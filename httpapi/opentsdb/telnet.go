@@ -467,7 +467,7 @@ func (tc *telnetConn) handle(line []byte) bool {
 			tc.reply("tributary.%s %d %d", nc.Name, now, nc.Count)
 		}
 	default:
-		tc.reply("unknown command: %.64s; try help", f[0])
+		tc.reply("unknown command: %.64q; try help", f[0])
 	}
 	return true
 }

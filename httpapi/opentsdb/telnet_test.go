@@ -144,7 +144,7 @@ func TestTelnet_PutOverTCPThenQueryBack(t *testing.T) {
 	}
 	fmt.Fprintf(c, "put sys.if.bytes %d 10 host=web02 iface=eth0\n", t0)
 	fmt.Fprintf(c, "frobnicate\n")
-	if line, _ := rd.ReadString('\n'); !strings.HasPrefix(line, "unknown command: frobnicate") {
+	if line, _ := rd.ReadString('\n'); !strings.HasPrefix(line, `unknown command: "frobnicate"`) {
 		t.Fatalf("reply %q to an unknown command", line)
 	}
 	fmt.Fprintf(c, "put sys.if.bytes %d 20 host=web02 iface=eth0", t0+10) // no final newline
