@@ -71,6 +71,17 @@ type prepared struct {
 	lset labels.Labels
 	ts   []int64
 	vs   []float64
+	// orig maps a point of ts/vs back to its index in the client's batch
+	// when some points were already rejected (nil: the identity).
+	orig []int
+}
+
+// pointIndex is the client's index of point k of p.
+func (p *prepared) pointIndex(k int) int {
+	if p.orig != nil {
+		return p.orig[k]
+	}
+	return k
 }
 
 // Write validates every point on its own, stores the valid ones and returns
@@ -112,12 +123,17 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 			continue
 		}
 		ts, vs := b.Ts, b.Vs
+		var orig []int
 		for j, t := range b.Ts {
 			if t <= maxFuture && t >= oldest {
 				continue
 			}
 			// Slow path: copy out the valid points.
 			ts, vs = append([]int64(nil), b.Ts[:j]...), append([]float64(nil), b.Vs[:j]...)
+			orig = make([]int, j, len(b.Ts))
+			for k := range orig {
+				orig[k] = k
+			}
 			for k := j; k < len(b.Ts); k++ {
 				t := b.Ts[k]
 				switch {
@@ -129,12 +145,13 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 						i, k, fmtMs(t), n.opts.RetentionRaw), 1})
 				default:
 					ts, vs = append(ts, t), append(vs, b.Vs[k])
+					orig = append(orig, k)
 				}
 			}
 			break
 		}
 		if len(ts) > 0 {
-			preps = append(preps, prepared{i, ls, ts, vs})
+			preps = append(preps, prepared{i, ls, ts, vs, orig})
 		}
 	}
 	if len(preps) == 0 {
@@ -199,7 +216,7 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 		s.mu.Unlock()
 		for j, t := range p.ts {
 			if has && t < maxT-window {
-				ts, vs = filterWindow(p, j, maxT, window, res)
+				ts, vs = filterWindow(&p, j, maxT, window, res)
 				break
 			}
 			if !has || t > maxT {
@@ -252,14 +269,15 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 
 // filterWindow copies the points of p from index j on that fall inside the
 // out-of-order window, rejecting the others.
-func filterWindow(p prepared, j int, maxT, window int64, res *WriteResult) ([]int64, []float64) {
+func filterWindow(p *prepared, j int, maxT, window int64, res *WriteResult) ([]int64, []float64) {
 	ts := append([]int64(nil), p.ts[:j]...)
 	vs := append([]float64(nil), p.vs[:j]...)
 	for k := j; k < len(p.ts); k++ {
 		t := p.ts[k]
 		if t < maxT-window {
-			res.reject(Rejection{p.idx, k, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is more than the out-of-order window (%s) older than the series' newest sample %s",
-				p.idx, k, fmtMs(t), time.Duration(window)*time.Millisecond, fmtMs(maxT)), 1})
+			pi := p.pointIndex(k)
+			res.reject(Rejection{p.idx, pi, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is more than the out-of-order window (%s) older than the series' newest sample %s",
+				p.idx, pi, fmtMs(t), time.Duration(window)*time.Millisecond, fmtMs(maxT)), 1})
 			continue
 		}
 		maxT = max(maxT, t)

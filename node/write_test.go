@@ -252,3 +252,37 @@ func TestWrite_StalledFlushGivesRetryableErrorThenRecovers(t *testing.T) {
 		t.Fatalf("write after the flush caught up: %v", err)
 	}
 }
+
+func TestWrite_RejectionPointIndexIsTheClientsEvenAfterEarlierRejections(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.OutOfOrderWindow = time.Hour
+	n := mustOpen(t, o)
+	defer n.Close()
+	now := o.Now().UnixMilli()
+	ls := lbl("__name__", "idx")
+	if _, err := n.Write([]node.Batch{{Labels: ls, Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Point 0 is too far in the future (rejected first, in the fast path);
+	// point 2 is outside the out-of-order window and must be reported as
+	// point 2, not as its index among the points left.
+	far := now + int64(time.Hour/time.Millisecond)
+	old := now - 2*int64(time.Hour/time.Millisecond)
+	res, err := n.Write([]node.Batch{{Labels: ls, Ts: []int64{far, now + 1, old, now + 2}, Vs: []float64{1, 2, 3, 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Accepted != 2 || res.Rejected != 2 || len(res.Rejections) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	got := map[node.RejectReason]int{}
+	for _, r := range res.Rejections {
+		got[r.Reason] = r.PointIndex
+		if !strings.Contains(r.Message, fmt.Sprintf("point %d:", r.PointIndex)) {
+			t.Errorf("message %q does not name point %d", r.Message, r.PointIndex)
+		}
+	}
+	if got[node.RejectTooFarInFuture] != 0 || got[node.RejectTooOld] != 2 {
+		t.Fatalf("point indexes by reason: %v", got)
+	}
+}
