@@ -33,6 +33,13 @@ type Query struct {
 	Mode       QueryMode
 	Step       int64 // ms, for ModeDownsample
 	Downsample rollup.Func
+	// Offset (ms) shifts the buckets of ModeDownsample: they are
+	// [k*Step+Offset, (k+1)*Step+Offset) and are reported by their start,
+	// instead of being aligned to multiples of Step since the epoch. Only
+	// Offset modulo Step matters, and the zero value keeps epoch alignment.
+	// Rollups are epoch-aligned, so a query whose offset is not a multiple
+	// of Step is always answered from raw samples.
+	Offset int64
 	// Aggregate, when set, aggregates across series per timestamp, grouped
 	// by the GroupBy labels.
 	GroupBy     []string
@@ -101,12 +108,26 @@ func (q *Query) Source() string {
 	switch {
 	case q.Mode == ModeLastPoint:
 		return "last"
-	case q.Mode == ModeDownsample && q.Step%rollup.Day == 0:
+	case q.Mode != ModeDownsample || q.offset() != 0:
+		return "raw"
+	case q.Step%rollup.Day == 0:
 		return "rollup_1d"
-	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0:
+	case q.Step%rollup.Hour == 0:
 		return "rollup_1h"
 	}
 	return "raw"
+}
+
+// offset is Offset reduced to [0, Step) (0 without a positive Step).
+func (q *Query) offset() int64 {
+	if q.Step <= 0 {
+		return 0
+	}
+	off := q.Offset % q.Step
+	if off < 0 {
+		off += q.Step
+	}
+	return off
 }
 
 // Query runs q and calls emit for each series (or group) in label order.
@@ -269,7 +290,7 @@ func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, re
 			return nil, nil, 0, err
 		}
 		return []int64{t}, []float64{v}, 1, nil
-	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0:
+	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0 && q.offset() == 0:
 		return n.downsampleRollup(s, q)
 	}
 	samples, err := n.rawSamples(s, q.Start, q.End)
@@ -288,8 +309,9 @@ func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, re
 	// Samples are sorted, so buckets come in order.
 	var agg rollup.Agg
 	cur := int64(0)
+	off := q.offset()
 	for i, x := range samples {
-		b := rollup.BucketStart(x.t, q.Step)
+		b := rollup.BucketStart(x.t-off, q.Step) + off
 		if i > 0 && b != cur {
 			ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
 			agg = rollup.Agg{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/influx"
 	"github.com/tributarydb/tributary/httpapi/opentsdb"
+	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/auth"
 )
 
@@ -17,9 +19,15 @@ import (
 var openPaths = []string{"/ping", "/health", "/healthz"}
 
 // registerHTTP mounts every HTTP protocol on mux.
-func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
+func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {
 	influx.Register(mux, b, cfg)
 	opentsdb.Register(mux, b, cfg)
+	api, err := prom.New(b, cfg, po)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	api.Register(mux)
+	return nil
 }
 
 type telnetServer interface {

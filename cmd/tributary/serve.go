@@ -18,6 +18,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/auth"
 )
 
@@ -29,6 +30,7 @@ type serveFlags struct {
 	tls                                auth.TLSFiles
 	insecureListen                     bool
 	limits                             httpapi.Limits
+	prom                               prom.Options
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -44,6 +46,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxPointsPerRequest, "max-points-per-request", httpapi.DefaultMaxPointsPerRequest, "most points one write request may carry")
 	fs.IntVar(&f.limits.MaxSeriesPerQuery, "max-series-per-query", httpapi.DefaultMaxSeriesPerQuery, "most series one query may touch")
 	fs.DurationVar(&f.limits.RequestTimeout, "request-timeout", httpapi.DefaultRequestTimeout, "longest time one request may take")
+	fs.IntVar(&f.prom.MaxSamples, "prom-max-samples", 5_000_000, "PromQL: most samples one query may hold in memory")
+	fs.DurationVar(&f.prom.QueryTimeout, "prom-query-timeout", 2*time.Minute, "PromQL: longest evaluation of one query")
+	fs.DurationVar(&f.prom.LookbackDelta, "prom-lookback-delta", 5*time.Minute, "PromQL: how far back an instant selector looks for a sample")
+	fs.IntVar(&f.prom.MaxConcurrentQueries, "prom-max-concurrent-queries", 4, "PromQL: queries evaluated at once")
+	fs.BoolVar(&f.prom.ApproximateRollups, "prom-approximate-rollups", false, "PromQL: answer range functions over whole hours from rollups (faster; samples exactly on hour edges may fall in the neighbouring window)")
 }
 
 // frontend is the set of running client listeners.
@@ -88,6 +95,10 @@ func (f *serveFlags) validate() (*tls.Config, error) {
 	if f.grpcListen == "" {
 		return nil, fmt.Errorf("%w: --listen must not be empty", errUsage)
 	}
+	po := f.prom
+	if err := po.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
 	return tlsCfg, nil
 }
 
@@ -131,7 +142,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), l
 	cfg.Normalize()
 	if f.httpListen != "" {
 		mux := http.NewServeMux()
-		registerHTTP(mux, b, cfg)
+		if err := registerHTTP(mux, b, cfg, f.prom); err != nil {
+			return nil, err
+		}
 		h := toks.HTTP(mux, func(*http.Request) { fe.stats.Inc(httpapi.ViolationUnauthorized) }, openPaths...)
 		fe.http = httpapi.NewServer(httpapi.ServerOptions{Handler: h, TLS: tlsCfg, Limits: cfg.Limits, Logger: log})
 		hlis, err := net.Listen("tcp", f.httpListen)

@@ -48,10 +48,10 @@ import (
 // windows that are whole hours (R a multiple of 1h, window starts on a
 // multiple of R since the epoch) from the node's rollup buckets [b, b+R):
 // the node then reads hourly and daily rollups, and sum_over_time and
-// avg_over_time are served too. A sample exactly on a window's start is
-// then counted in that window instead of the one before: an approximation
-// at the edges, and the only way to query ranges longer than the raw
-// retention.
+// avg_over_time are served too. A sample exactly on an edge between two
+// windows is then counted in the window that starts there instead of the
+// one that ends there: an approximation at the edges, and the only way to
+// query ranges longer than the raw retention.
 
 // exactFuncs are the range functions answered exactly from one sample per
 // window, with the node function that picks the sample.

@@ -99,7 +99,7 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out, labels.Compare)
 	out, warn := truncate(out, limit)
-	respond(w, func(b []byte) []byte {
+	respond(w, r, func(b []byte) []byte {
 		b = append(b, '[')
 		for i, ls := range out {
 			if i > 0 {
@@ -123,7 +123,7 @@ func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	names, warn := truncate(names, limit)
-	respond(w, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
+	respond(w, r, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
 }
 
 func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +146,7 @@ func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vals, warn := truncate(vals, limit)
-	respond(w, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
+	respond(w, r, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
 }
 
 // union runs list for each matcher set (once with none when there are
@@ -183,8 +183,8 @@ func appendStrings(b []byte, list []string) []byte {
 
 // serveBuildInfo answers like a Prometheus server of Options.Version
 // without feature flags, which Grafana reads as "Prometheus".
-func (a *API) serveBuildInfo(w http.ResponseWriter, _ *http.Request) {
-	respond(w, func(b []byte) []byte {
+func (a *API) serveBuildInfo(w http.ResponseWriter, r *http.Request) {
+	respond(w, r, func(b []byte) []byte {
 		b = append(b, `{"version":`...)
 		b = appendString(b, a.opts.Version)
 		b = append(b, `,"revision":"tributary","branch":"","buildUser":"","buildDate":"","goVersion":`...)
@@ -212,7 +212,7 @@ func (a *API) serveExemplars(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, invalidParam("query", err))
 		return
 	}
-	respond(w, func(b []byte) []byte { return append(b, "[]"...) }, nil, nil)
+	respond(w, r, func(b []byte) []byte { return append(b, "[]"...) }, nil, nil)
 }
 
 func (a *API) serveFormatQuery(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +226,7 @@ func (a *API) serveFormatQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pretty := expr.Pretty(0)
-	respond(w, func(b []byte) []byte { return appendString(b, pretty) }, nil, nil)
+	respond(w, r, func(b []byte) []byte { return appendString(b, pretty) }, nil, nil)
 }
 
 // serveMetadata answers from the metadata received over remote_write:
@@ -252,7 +252,7 @@ func (a *API) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		perMetric = n
 	}
 	list := a.meta.list(r.FormValue("metric"), limit)
-	respond(w, func(b []byte) []byte {
+	respond(w, r, func(b []byte) []byte {
 		b = append(b, '{')
 		for i, md := range list {
 			if i > 0 {
@@ -277,12 +277,12 @@ func (a *API) serveMetadata(w http.ResponseWriter, r *http.Request) {
 
 // serveRules and serveAlerts answer that there are no recording or
 // alerting rules, so tools that list them (Grafana's alerting pages) work.
-func (*API) serveRules(w http.ResponseWriter, _ *http.Request) {
-	respond(w, func(b []byte) []byte { return append(b, `{"groups":[]}`...) }, nil, nil)
+func (*API) serveRules(w http.ResponseWriter, r *http.Request) {
+	respond(w, r, func(b []byte) []byte { return append(b, `{"groups":[]}`...) }, nil, nil)
 }
 
-func (*API) serveAlerts(w http.ResponseWriter, _ *http.Request) {
-	respond(w, func(b []byte) []byte { return append(b, `{"alerts":[]}`...) }, nil, nil)
+func (*API) serveAlerts(w http.ResponseWriter, r *http.Request) {
+	respond(w, r, func(b []byte) []byte { return append(b, `{"alerts":[]}`...) }, nil, nil)
 }
 
 func (a *API) serveNotFound(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
@@ -56,6 +57,7 @@ func (a *API) fail(w http.ResponseWriter, e *apiError) {
 
 // queryEnv is what query and query_range share.
 type queryEnv struct {
+	r      *http.Request
 	ctx    context.Context
 	cancel context.CancelFunc
 	limit  int
@@ -67,7 +69,7 @@ func (a *API) queryEnv(w http.ResponseWriter, r *http.Request) (*queryEnv, *apiE
 	if e := a.parseForm(w, r); e != nil {
 		return nil, e
 	}
-	env := &queryEnv{ctx: r.Context(), cancel: func() {}}
+	env := &queryEnv{r: r, ctx: r.Context(), cancel: func() {}}
 	var err error
 	if env.limit, err = parseLimit(r.FormValue("limit")); err != nil {
 		return nil, invalidParam("limit", err)
@@ -205,7 +207,7 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 		}
 	}
 	warn, info := warnings.AsStrings(qs, 10, 10)
-	respond(w, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
+	respond(w, env.r, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
 }
 
 // classifyQueryError maps an evaluation error to the API's error types.
@@ -215,6 +217,7 @@ func classifyQueryError(err error) *apiError {
 		timeout  promql.ErrQueryTimeout
 		tooMany  errTooManySamples
 		se       storageError
+		rt       runtime.Error
 	)
 	switch {
 	case errors.As(err, &canceled):
@@ -227,6 +230,9 @@ func classifyQueryError(err error) *apiError {
 		return &apiError{typ: errExec, status: http.StatusUnprocessableEntity, msg: err.Error()}
 	case errors.As(err, &se):
 		return classifyStorage(se.err)
+	case errors.As(err, &rt):
+		// The engine recovered from a panic while evaluating.
+		return &apiError{typ: errInternal, status: http.StatusInternalServerError, msg: err.Error()}
 	}
 	return &apiError{typ: errExec, status: http.StatusUnprocessableEntity, msg: err.Error()}
 }

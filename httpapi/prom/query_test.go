@@ -1,10 +1,13 @@
 package prom
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -265,5 +268,42 @@ func TestQuery_FormBodyLimit(t *testing.T) {
 	}
 	if e.stats.Get(httpapi.ViolationBodyTooLarge) != 1 {
 		t.Fatalf("counters: %v", e.stats.Snapshot())
+	}
+}
+
+// TestQuery_LargeAnswersAreGzipped for clients that accept gzip, and only
+// for them.
+func TestQuery_LargeAnswersAreGzipped(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	e.writeChunked(genData(rand.New(rand.NewPCG(5, 5))), nil)
+	params := url.Values{"query": {"gauge[1h]"}, "time": {unixParam(ms(testNow))}}
+	_, plainBody := e.serve(http.MethodGet, "/api/v1/query", params)
+	if len(plainBody) < gzipMinBytes {
+		t.Fatalf("answer of %d bytes is too small for the test", len(plainBody))
+	}
+	for _, tc := range []struct {
+		accept string
+		gz     bool
+	}{{"gzip", true}, {"deflate, gzip;q=0.5", true}, {"br", false}, {"gzip;q=0", false}} {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/query?"+params.Encode(), nil)
+		req.Header.Set("Accept-Encoding", tc.accept)
+		rec := httptest.NewRecorder()
+		e.mux.ServeHTTP(rec, req)
+		if gz := rec.Header().Get("Content-Encoding") == "gzip"; gz != tc.gz {
+			t.Fatalf("Accept-Encoding %q: gzip %v, want %v", tc.accept, gz, tc.gz)
+		}
+		body := rec.Body.Bytes()
+		if tc.gz {
+			zr, err := gzip.NewReader(rec.Body)
+			must(t, err)
+			body, err = io.ReadAll(zr)
+			must(t, err)
+			if rec.Body.Len() >= len(plainBody)/2 {
+				t.Fatalf("compressed %d bytes to %d", len(plainBody), rec.Body.Len())
+			}
+		}
+		if string(body) != string(plainBody) {
+			t.Fatalf("Accept-Encoding %q: body differs", tc.accept)
+		}
 	}
 }

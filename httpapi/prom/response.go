@@ -1,9 +1,12 @@
 package prom
 
 import (
+	"compress/gzip"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -71,17 +74,52 @@ func putBuf(b *[]byte) {
 	bufPool.Put(b)
 }
 
-// writeJSON sends body with status.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+// gzipMinBytes: answers at least this large are gzip-compressed for
+// clients that accept it (a dashboard reading an edge node over a slow
+// link); smaller ones are not worth the CPU.
+const gzipMinBytes = 16 << 10
+
+var gzipPool = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
+	return zw
+}}
+
+// writeJSON sends body with status, compressed when r accepts gzip and
+// the body is large.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
+	if r != nil && len(body) >= gzipMinBytes && acceptsGzip(r) {
+		h.Set("Content-Encoding", "gzip")
+		h.Add("Vary", "Accept-Encoding")
+		w.WriteHeader(status)
+		zw := gzipPool.Get().(*gzip.Writer)
+		zw.Reset(w)
+		_, _ = zw.Write(body) // a client that went away is not an error here
+		_ = zw.Close()
+		zw.Reset(io.Discard) // drop the reference to w
+		gzipPool.Put(zw)
+		return
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body) // a client that went away is not an error here
+	_, _ = w.Write(body)
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, part := range strings.Split(v, ",") {
+			enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // respond sends a success envelope; data appends the data value.
-func respond(w http.ResponseWriter, data func([]byte) []byte, warnings, infos []string) {
+func respond(w http.ResponseWriter, r *http.Request, data func([]byte) []byte, warnings, infos []string) {
 	bp := getBuf()
 	defer putBuf(bp)
 	b := append((*bp)[:0], `{"status":"success","data":`...)
@@ -90,7 +128,7 @@ func respond(w http.ResponseWriter, data func([]byte) []byte, warnings, infos []
 	b = appendStringList(b, "infos", infos)
 	b = append(b, '}')
 	*bp = b
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(w, r, http.StatusOK, b)
 }
 
 func appendStringList(b []byte, key string, list []string) []byte {
@@ -122,7 +160,7 @@ func respondError(w http.ResponseWriter, e *apiError) {
 	b = appendString(b, e.msg)
 	b = append(b, '}')
 	*bp = b
-	writeJSON(w, e.status, b)
+	writeJSON(w, nil, e.status, b)
 }
 
 const hexDigits = "0123456789abcdef"
