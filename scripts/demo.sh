@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Demo: start a Tributary node on a fresh data directory, write ten minutes of
 # CAN-bus data from three vehicles to it over gRPC, run the queries a new user
-# would try, and stop the node. `make demo` runs it after `make build`.
+# would try, then write climate readings as InfluxDB line protocol over HTTP
+# and read them back with PromQL and OpenTSDB's API, and stop the node. `make demo` runs it after `make build`.
 #
 #   scripts/demo.sh [tribench demo flags, e.g. --vehicles 5 --minutes 30]
 #
 # Environment:
 #   DEMO_DIR   where each run's data directory is made (default ./demo-data)
 #   DEMO_PORT  loopback port for the node's gRPC listener (default: a free one)
+#   DEMO_HTTP_PORT  loopback port for its HTTP listener (default: a free one)
 #   BIN        the tributary binary (default bin/tributary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,15 +31,19 @@ mkdir -p "$data_dir"
 
 # A loopback port nobody listens on (the node reports it if it cannot bind).
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-port="${DEMO_PORT:-}"
-if [ -z "$port" ]; then
+free_port() {
+  local candidate
   for _ in $(seq 50); do
     candidate=$((20000 + RANDOM % 40000))
-    if ! port_in_use "$candidate"; then port="$candidate"; break; fi
+    if ! port_in_use "$candidate" && [ "$candidate" != "${1:-}" ]; then echo "$candidate"; return 0; fi
   done
-  [ -n "$port" ] || { echo "demo: found no free loopback port" >&2; exit 1; }
-fi
+  echo "demo: found no free loopback port" >&2
+  return 1
+}
+port="${DEMO_PORT:-$(free_port)}"
+http_port="${DEMO_HTTP_PORT:-$(free_port "$port")}"
 addr="127.0.0.1:$port"
+http_addr="127.0.0.1:$http_port"
 
 node_pid=""
 stop_node() {
@@ -62,8 +68,8 @@ trap 'stop_node || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "demo: starting $bin node on $addr (data $data_dir, log $node_log)"
-"$bin" node --data-dir "$data_dir" --listen "$addr" \
+echo "demo: starting $bin node on $addr (gRPC) and $http_addr (HTTP) (data $data_dir, log $node_log)"
+"$bin" node --data-dir "$data_dir" --listen "$addr" --http-listen "$http_addr" \
   --wal-sync always --log-level info >"$node_log" 2>&1 &
 node_pid=$!
 
@@ -81,7 +87,7 @@ fi
 
 echo "demo: node ready (pid $node_pid)"
 echo
-"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" "$@"
+"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" "$@"
 echo
 
 echo "demo: stopping the node (SIGTERM)"
@@ -91,4 +97,4 @@ if ! stop_node; then
   exit 1
 fi
 echo "demo: data is in $data_dir (node log: $node_log)"
-echo "demo: restart it with: $bin node --data-dir $data_dir --listen $addr"
+echo "demo: restart it with: $bin node --data-dir $data_dir --listen $addr --http-listen $http_addr"

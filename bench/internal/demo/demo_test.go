@@ -3,53 +3,25 @@ package demo
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/tributarydb/tributary/bench/internal/fakenode"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// With fakenode.Env set, the test binary acts as `tributary node`, serving
-// fakeNode, so that scripts/demo.sh can be run against it.
-func TestMain(m *testing.M) { fakenode.Main(m, fakeNodeMain) }
-
-func fakeNodeMain(_ string, args []string) int {
-	if len(args) == 0 || args[0] != "node" {
-		fmt.Fprintln(os.Stderr, "fake tributary: only 'node' is implemented")
-		return 2
-	}
-	a, err := fakenode.ParseArgs(args)
-	if err != nil {
-		return 2
-	}
-	srv := grpc.NewServer()
-	f := newFakeNode()
-	tributaryv1.RegisterWriteServiceServer(srv, f)
-	tributaryv1.RegisterQueryServiceServer(srv, f)
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := fakenode.ServeProcess(srv, a.Listen, log); err != nil {
-		log.Error("fake node", "err", err)
-		return 1
-	}
-	log.Info("flushed head, bye")
-	return 0
-}
-
-// TestDemoScript runs scripts/demo.sh with this test binary as the node: it
-// must start the node, run the demo, stop the node and leave no process.
+// TestDemoScript runs scripts/demo.sh with a freshly built tributary binary:
+// it must start the node, write and read back over gRPC and HTTP (line
+// protocol, PromQL, OpenTSDB) with every answer matching the data written,
+// stop the node with SIGTERM and leave no process behind.
 func TestDemoScript(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs tribench through go run")
+		t.Skip("builds tributary and runs tribench through go run")
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -59,25 +31,43 @@ func TestDemoScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := filepath.Join(t.TempDir(), "tributary")
+	build := exec.Command(goCmd(), "build", "-o", bin, "./cmd/tributary")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tributary: %v\n%s", err, out)
+	}
 	demoDir := t.TempDir()
 	cmd := exec.Command(bash, filepath.Join(root, "scripts", "demo.sh"), "--vehicles", "2", "--minutes", "2")
-	cmd.Env = append(os.Environ(), "BIN="+os.Args[0], "DEMO_DIR="+demoDir, fakenode.Env+"=1")
+	cmd.Env = append(os.Environ(), "BIN="+bin, "DEMO_DIR="+demoDir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"node ready", "Writing 52,800 points", "matches the data written", "stopping the node (SIGTERM)", "data is in " + demoDir} {
+	for _, want := range []string{"node ready", "Writing 52,800 points", "matches the data written",
+		"204 No Content", "PromQL: mean temperature per room", "OpenTSDB: newest temperature",
+		"stopping the node (SIGTERM)", "data is in " + demoDir} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(string(out), "✗") {
+		t.Errorf("a demo query failed:\n%s", out)
 	}
 	logs, _ := filepath.Glob(filepath.Join(demoDir, "*.node.log"))
 	if len(logs) != 1 {
 		t.Fatalf("node logs %v, want one", logs)
 	}
-	if log, _ := os.ReadFile(logs[0]); !strings.Contains(string(log), "flushed head, bye") {
-		t.Errorf("node was not stopped with SIGTERM; its log:\n%s", log)
+	if log, _ := os.ReadFile(logs[0]); !strings.Contains(string(log), "node stopped cleanly") {
+		t.Errorf("node was not stopped cleanly with SIGTERM; its log:\n%s", log)
 	}
+}
+
+func goCmd() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // Not on a minute boundary, so that the first and last minute buckets are
