@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -90,7 +92,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	grpcAPI := api.New(n, version, "edge")
 	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, log)
+	metrics := func(st *httpapi.Stats) http.Handler { return metricsHandler(n, grpcAPI, st) }
+	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, log)
 	if err != nil {
 		n.Close()
 		return err

@@ -16,7 +16,7 @@ import (
 )
 
 // openPaths need no token: liveness probes and client pings.
-var openPaths = []string{"/ping", "/health", "/healthz"}
+var openPaths = []string{"/ping", "/health", "/healthz", "/metrics"}
 
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {

@@ -10,6 +10,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -27,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -79,7 +82,7 @@ func TestServe_TLSAndTokensOnBothListeners(t *testing.T) {
 	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
 	sf.tls.Cert, sf.tls.Key = certFile, keyFile
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +144,56 @@ func TestRunNode_RefusesPublicPlaintextAndBadTLS(t *testing.T) {
 		code := run(append([]string{"node", "--data-dir", filepath.Join(dir, "d")}, tc.args...), &out, &errOut)
 		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestServe_MetricsCountViolations(t *testing.T) {
+	n, err := node.Open(node.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0", limits: httpapi.Limits{MaxBodyBytes: 1 << 10}}
+	grpcAPI := api.New(n, "test", "edge")
+	metrics := func(st *httpapi.Stats) http.Handler { return metricsHandler(n, grpcAPI, st) }
+	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.stop(time.Second)
+	base := "http://" + fe.addrs[3].(string)
+	post := func(body string) int {
+		resp, err := http.Post(base+"/api/v2/write?bucket=b&precision=ms", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	now := time.Now().UnixMilli()
+	good := fmt.Sprintf("m,host=a v=1 %d\n", now)
+	future := fmt.Sprintf("m,host=a v=2 %d\n", now+24*3600_000)
+	if st := post(good + future); st != http.StatusBadRequest {
+		t.Fatalf("partial write: status %d, want 400", st)
+	}
+	if st := post(strings.Repeat(good, 100)); st != http.StatusRequestEntityTooLarge {
+		t.Fatalf("body over the limit: status %d, want 413", st)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"tributary_points_accepted_total 1\n",
+		`tributary_points_rejected_total{reason="too_far_in_future"} 1` + "\n",
+		`tributary_api_events_total{event="body_too_large"} 1` + "\n",
+		"# TYPE tributary_series gauge\n",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
 }
