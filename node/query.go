@@ -153,6 +153,7 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 	}
 	info.Source = q.Source()
 	var groups map[string]*group
+	var cells int // (group, timestamp) cells held by groups
 	if q.Aggregate != rollup.FuncNone {
 		groups = map[string]*group{}
 	}
@@ -181,7 +182,10 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 				}
 				continue
 			}
-			addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
+			cells += addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
+			if cells > MaxBuckets {
+				return info, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", ErrBadQuery, MaxBuckets)
+			}
 		}
 	}
 	if groups == nil {
@@ -242,7 +246,9 @@ type group struct {
 	byT  map[int64]*rollup.Agg
 }
 
-func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []int64, vs []float64) {
+// addToGroup adds a series' samples to its group and returns how many new
+// (group, timestamp) cells that made.
+func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []int64, vs []float64) (added int) {
 	var pairs []labels.Label
 	var key strings.Builder
 	for _, name := range by {
@@ -266,9 +272,11 @@ func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []in
 		if a == nil {
 			a = &rollup.Agg{}
 			g.byT[t] = a
+			added++
 		}
 		a.Add(t, vs[i])
 	}
+	return added
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
