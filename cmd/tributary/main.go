@@ -25,7 +25,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"node", "run a storage node (gRPC write and query API)", runNode},
+		{"node", "run a storage node (gRPC, InfluxDB, OpenTSDB and Prometheus APIs)", runNode},
 		{"write", "write points from a file or stdin (line protocol or CSV) and print a summary", runWrite},
 		{"query", "query a server: raw, downsampled, grouped or last point (table, CSV or JSON)", runQuery},
 		{"series", "list the series matching a selector", runSeries},
