@@ -66,7 +66,7 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
 	@scripts/fuzz.sh $${FUZZTIME:-30s}
 
-bench: bench-ingest bench-restart bench-rollup ## Run all system benchmarks.
+bench: bench-ingest bench-restart bench-rollup bench-lp ## Run all system benchmarks.
 
 bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench ingest --binary $(BIN) $(BENCH_ARGS)
@@ -76,6 +76,10 @@ bench-restart: build ## Restart benchmark: kill -9 a node with a 256 MiB WAL, ti
 
 bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench rollup $(BENCH_ARGS)
+
+bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute; prints a table and a JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench lp --binary $(BIN) $(BENCH_ARGS)
 
 demo: build ## Start a node, write a CAN-bus sensor workload, query it back.
 	@scripts/demo.sh

@@ -4,8 +4,10 @@
 // A Generator is a fixed set of series plus the process that produces their
 // samples: Sensor (smooth readings of many small sensors) and CANBus (the
 // 22 channels of a vehicle's CAN bus at 10 Hz, after the Warp 10 Raspberry Pi
-// benchmark). Series are grouped into units that advance together — one
-// sensor, or all channels of one vehicle — and every unit draws from its own
+// benchmark); TSBSCPU (tsbs.go) renders the TSBS cpu-only workload as
+// InfluxDB line protocol instead of gRPC requests. Series are grouped into
+// units that advance together — one sensor, or all channels of one vehicle
+// — and every unit draws from its own
 // random stream seeded by (seed, unit index), so the samples of a series do
 // not depend on how the series are split into requests or how many clients
 // send them.

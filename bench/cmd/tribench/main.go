@@ -5,6 +5,7 @@
 //	tribench restart --binary bin/tributary [flags]  crash a node with a big WAL, time its restarts
 //	tribench demo --addr 127.0.0.1:7070 [flags]      write CAN-bus data, run example queries
 //	tribench rollup [flags]                          5 years of minutely data, rollup queries
+//	tribench lp --binary bin/tributary [flags]       TSBS cpu-only over HTTP line protocol, then PromQL
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -26,6 +27,7 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/demo"
 	"github.com/tributarydb/tributary/bench/internal/ingest"
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/restart"
 	"github.com/tributarydb/tributary/bench/internal/rollupbench"
@@ -44,6 +46,10 @@ workloads:
   demo     write minutes of CAN-bus data to a running node and run example queries
   rollup   load 100 series x 1 point/min x 5 years into an in-process node and
            time rollup-backed downsampling queries (a table, then one JSON line)
+  lp       start 'tributary node', write a day of the TSBS cpu-only workload as
+           InfluxDB line protocol over HTTP, compact, restart, and time the
+           1-hour max-by-minute PromQL query through /api/v1/query_range,
+           checking every answer (a table, then one JSON line)
 
 'tribench <workload> -h' lists a workload's flags.
 `
@@ -74,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr, logger)
 	case "rollup":
 		err = runRollup(ctx, args[1:], stdout, stderr)
+	case "lp":
+		err = runLP(ctx, args[1:], stdout, stderr, logger)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
@@ -171,6 +179,37 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	return err
 }
 
+func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := lpbench.DefaultOptions()
+	fs := flag.NewFlagSet("tribench lp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
+	fs.DurationVar(&o.Span, "span", o.Span, "time the data covers, ending now")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two lines of a host")
+	fs.IntVar(&o.BatchLines, "batch-lines", o.BatchLines, "lines per write request")
+	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one keep-alive connection and one group of hosts each")
+	fs.IntVar(&o.QueryClients, "query-clients", o.QueryClients, "concurrent query clients")
+	fs.IntVar(&o.Queries, "queries", o.Queries, "timed queries")
+	fs.IntVar(&o.WarmupQueries, "warmup-queries", o.WarmupQueries, "queries sent before the timed ones")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated data and queries")
+	fs.StringVar(&o.DB, "db", o.DB, "db parameter of the writes (the node's db label)")
+	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
+	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node logs after the run")
+	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node may take")
+	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
+	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
+	commit := commitFlag(ctx, fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Commit, o.Out, o.Logger = commit(), stdout, logger
+	_, err := lpbench.Run(ctx, o)
+	return err
+}
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := demo.DefaultOptions()
 	fs := flag.NewFlagSet("tribench demo", flag.ContinueOnError)
@@ -180,12 +219,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	fs.IntVar(&o.Minutes, "minutes", o.Minutes, "minutes of 10 Hz data to write, ending now")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated driving")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
+	httpAddr := fs.String("http-addr", "", "node HTTP `address`; when set, also show line protocol, PromQL and OpenTSDB on it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	o.Out, o.Logger = stdout, logger
-	_, err := demo.Run(ctx, o)
-	return err
+	if _, err := demo.Run(ctx, o); err != nil || *httpAddr == "" {
+		return err
+	}
+	outs, err := demo.RunCompat(ctx, demo.CompatOptions{HTTPAddr: *httpAddr, Minutes: o.Minutes,
+		CallTimeout: o.CallTimeout, Now: o.Now, Location: o.Location, Out: stdout})
+	if err != nil {
+		return err
+	}
+	for _, q := range outs {
+		if q.Err != nil {
+			return fmt.Errorf("%s: %w", q.Title, q.Err)
+		}
+	}
+	return nil
 }
 
 // commitFlag defines --commit. The function it returns, called once the

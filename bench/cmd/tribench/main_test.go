@@ -25,6 +25,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"missing binary", []string{"ingest", "--binary", "/nonexistent/tributary", "--commit", "test"}, 1, "find tributary binary"},
 		{"restart flags", []string{"restart", "-h"}, 0, "-wal-mib"},
 		{"restart invalid options", []string{"restart", "--wal-mib", "0", "--max-load", "20m", "--commit", "test"}, 1, "wal size must be positive"},
+		{"lp flags", []string{"lp", "-h"}, 0, "-batch-lines"},
+		{"lp invalid options", []string{"lp", "--hosts", "0", "--commit", "test"}, 1, "hosts must be positive"},
+		{"demo http flag", []string{"demo", "-h"}, 0, "-http-addr"},
 		{"restart missing binary", []string{"restart", "--binary", "/nonexistent/tributary", "--commit", "test"}, 1, "find tributary binary"},
 	}
 	for _, tc := range tests {

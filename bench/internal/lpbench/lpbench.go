@@ -1,0 +1,385 @@
+// Package lpbench is the line-protocol system benchmark (tribench lp): the
+// TSBS cpu-only workload written as InfluxDB line protocol over HTTP to
+// `tributary node` running as its own process, then the kdb+ blog query —
+// the maximum of one field of one host over one hour, by minute — through
+// the Prometheus query API.
+//
+// A run:
+//
+//  1. renders every write body before the node starts (about 350 bytes a
+//     line, 300 MB for the default day), so that the clients do nothing
+//     during the timed phase but send bytes;
+//  2. starts the node with its HTTP listener on a free loopback port;
+//  3. writes: each of Clients clients owns a contiguous group of hosts and
+//     POSTs its lines in time order, BatchLines lines a request, to
+//     /write?db=DB&precision=ns over one keep-alive connection; every
+//     response must be 204 No Content;
+//  4. stops the node with SIGTERM, runs `tributary compact` on its data
+//     directory (bytes at rest per point; it must hold every acknowledged
+//     point) and starts it again;
+//  5. queries: QueryClients clients send WarmupQueries and then Queries
+//     GET /api/v1/query_range requests for random hosts and random
+//     minute-aligned hours, and every answer is compared with the values
+//     computed from the generated data;
+//  6. prints a table for people, then one JSON line, always the last line
+//     of its output.
+//
+// Missing a target never fails a run; lost points, a failed request or a
+// wrong answer do (after the report is printed, when there is one).
+//
+// Run is not safe to call concurrently with itself on the same Options.Out.
+package lpbench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/workdir"
+	"github.com/tributarydb/tributary/bench/workload"
+)
+
+// Options configures one run.
+type Options struct {
+	// Binary is the tributary executable to benchmark.
+	Binary string
+	// Hosts is the number of TSBS hosts (ten series each).
+	Hosts int
+	// Span is how much time the data covers, ending at the start of the
+	// run's current minute.
+	Span time.Duration
+	// Interval is the time between two lines of a host; it must divide a
+	// minute.
+	Interval time.Duration
+	// BatchLines is the number of lines per write request.
+	BatchLines int
+	// Clients is the number of concurrent writers.
+	Clients int
+	// QueryClients is the number of concurrent query clients.
+	QueryClients int
+	// WarmupQueries are sent, and checked, before the timed Queries.
+	WarmupQueries int
+	Queries       int
+	// Seed selects the generated data and the queries.
+	Seed uint64
+	// DB is the db parameter of the writes.
+	DB string
+	// WALSync is the node's --wal-sync policy.
+	WALSync string
+	// WorkDir is where the temporary data directory is made; "" means the
+	// system temp directory.
+	WorkDir string
+	// KeepDataDir keeps the data directory and node logs after the run.
+	KeepDataDir bool
+	// NodeArgs are extra arguments for every `tributary node` start.
+	NodeArgs []string
+	// ReadyTimeout bounds each start of the node.
+	ReadyTimeout time.Duration
+	// StopTimeout bounds the node's shutdown after SIGTERM (it flushes its
+	// head to RocksDB first).
+	StopTimeout time.Duration
+	// CallTimeout bounds one HTTP request.
+	CallTimeout time.Duration
+	// Commit names the code being measured.
+	Commit string
+	// Env is added to the environment of the node and compact processes.
+	Env []string
+	// Out receives the table and, last, the JSON line.
+	Out io.Writer
+	// Logger reports progress.
+	Logger *slog.Logger
+	// Now is the wall clock, which places the data; default time.Now.
+	Now func() time.Time
+}
+
+// DefaultOptions are the issue's settings: 100 hosts, one day at 10 s
+// (8.64 million points), 10,000-line requests from 2 clients, then 2,000
+// queries from 2 clients after 200 for warm-up.
+func DefaultOptions() Options {
+	return Options{
+		Hosts:         100,
+		Span:          24 * time.Hour,
+		Interval:      10 * time.Second,
+		BatchLines:    10_000,
+		Clients:       2,
+		QueryClients:  2,
+		WarmupQueries: 200,
+		Queries:       2000,
+		Seed:          1,
+		DB:            "benchmark",
+		WALSync:       "always",
+		ReadyTimeout:  60 * time.Second,
+		StopTimeout:   5 * time.Minute,
+		CallTimeout:   60 * time.Second,
+		Commit:        "unknown",
+		Out:           os.Stdout,
+	}
+}
+
+// maxSpan keeps the data inside the node's default raw retention (15 days),
+// with a day to spare.
+const maxSpan = 14 * 24 * time.Hour
+
+// Validate reports every problem with the options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Binary == "" {
+		errs = append(errs, errors.New("--binary is required (build it with make build)"))
+	}
+	if o.Hosts <= 0 {
+		errs = append(errs, fmt.Errorf("hosts must be positive, got %d", o.Hosts))
+	}
+	if o.Interval < time.Millisecond || time.Minute%o.Interval != 0 {
+		errs = append(errs, fmt.Errorf("interval must be at least 1ms and divide a minute, got %v", o.Interval))
+	} else if o.Span < time.Hour+2*time.Minute || o.Span%o.Interval != 0 || o.Span > maxSpan {
+		errs = append(errs, fmt.Errorf("span must be a multiple of the interval from 1h2m (room for a one-hour query) to %v (inside raw retention), got %v", maxSpan, o.Span))
+	}
+	if o.BatchLines <= 0 {
+		errs = append(errs, fmt.Errorf("batch lines must be positive, got %d", o.BatchLines))
+	}
+	if o.Clients <= 0 || o.Clients > o.Hosts {
+		errs = append(errs, fmt.Errorf("clients must be between 1 and the number of hosts (%d), got %d", o.Hosts, o.Clients))
+	}
+	if o.QueryClients <= 0 {
+		errs = append(errs, fmt.Errorf("query clients must be positive, got %d", o.QueryClients))
+	}
+	if o.Queries <= 0 || o.WarmupQueries < 0 {
+		errs = append(errs, fmt.Errorf("queries must be positive and warm-up queries not negative, got %d and %d", o.Queries, o.WarmupQueries))
+	}
+	if o.DB == "" {
+		errs = append(errs, errors.New("db is required"))
+	}
+	if o.WALSync == "" {
+		errs = append(errs, errors.New("wal-sync is required"))
+	}
+	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if o.Out == nil {
+		errs = append(errs, errors.New("out is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// newWorkload places the data: Span of rows ending at the start of now's
+// minute, so that the last line is at most a minute old and none is in the
+// future, and the queried hours are whole minutes.
+func newWorkload(o Options, now time.Time) (*workload.TSBSCPU, error) {
+	end := now.Truncate(time.Minute)
+	return workload.NewTSBSCPU(workload.TSBSCPUOptions{
+		Hosts:      o.Hosts,
+		Rows:       int(o.Span / o.Interval),
+		StartNs:    end.Add(-o.Span).UnixNano(),
+		IntervalNs: o.Interval.Nanoseconds(),
+		Seed:       o.Seed,
+	})
+}
+
+// Run runs the benchmark and writes its report to o.Out. The returned error
+// is non-nil when the run could not be measured, the node failed a request,
+// lost points or answered a query wrongly; missing a target never is.
+func Run(ctx context.Context, o Options) (_ Result, err error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, fmt.Errorf("lp options: %w", err)
+	}
+	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	binary, err := nodeproc.FindBinary(o.Binary)
+	if err != nil {
+		return Result{}, err
+	}
+
+	m := measurement{opts: o, machine: report.DetectMachine()}
+	t0 := time.Now()
+	gen, err := newWorkload(o, now())
+	if err != nil {
+		return Result{}, err
+	}
+	logger.Info("rendering line protocol", "hosts", gen.Hosts(), "lines", gen.Lines(), "points", gen.Points())
+	batches := buildBatches(gen, o.Clients, o.BatchLines)
+	plan, err := newQueryPlan(gen, o.WarmupQueries+o.Queries, o.Seed)
+	if err != nil {
+		return Result{}, err
+	}
+	m.gen, m.generate = gen, time.Since(t0)
+	for _, bs := range batches {
+		for _, b := range bs {
+			m.bodyBytes += int64(len(b.body))
+			m.plannedRequests++
+		}
+	}
+	logger.Info("rendered", "bytes", m.bodyBytes, "seconds", m.generate.Seconds())
+
+	wd, err := workdir.Make(o.WorkDir, "tribench-lp-", o.KeepDataDir, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	// A failed run keeps its data directory and node logs for a post-mortem.
+	defer func() { wd.Finish(err) }()
+
+	// Write phase.
+	writeLog := filepath.Join(wd.Path, "node-write.log")
+	node, httpAddr, err := startNode(ctx, o, binary, wd.DataDir, writeLog, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _ = node.Stop(o.StopTimeout)
+		}
+	}()
+	hwm := watchHWM(node, hwmEvery)
+	if m.before, err = node.Usage(); err != nil {
+		return Result{}, err
+	}
+	selfBefore, selfErr := nodeproc.SelfCPU()
+	machBusy0, machTotal0, machErr := nodeproc.MachineCPU()
+	q := url.Values{"db": {o.DB}, "precision": {"ns"}}
+	logger.Info("writing", "clients", o.Clients, "requests", m.plannedRequests, "lines_per_request", o.BatchLines)
+	m.write, err = runWrites(ctx, writeConfig{
+		URL:         "http://" + httpAddr + "/write?" + q.Encode(),
+		Batches:     batches,
+		CallTimeout: o.CallTimeout,
+		NodeExited:  node.Exited(),
+	})
+	after, usageErr := node.Usage()
+	selfAfter, selfErr2 := nodeproc.SelfCPU()
+	machBusy1, machTotal1, machErr2 := nodeproc.MachineCPU()
+	if err != nil {
+		return Result{}, fmt.Errorf("write: %w\nnode log %s ends with:\n%s", err, writeLog, node.LogTail())
+	}
+	if usageErr != nil {
+		return Result{}, usageErr
+	}
+	m.after = after
+	m.selfCPU, m.selfCPUErr = selfAfter-selfBefore, errors.Join(selfErr, selfErr2)
+	m.machineBusy, m.machineTotal, m.machineErr = machBusy1-machBusy0, machTotal1-machTotal0, errors.Join(machErr, machErr2)
+	logger.Info("write done", "points", m.write.Lines*workload.TSBSCPUFields, "seconds", m.write.Elapsed.Seconds())
+	clear(batches) // let the bodies go before the node restarts
+
+	stopped = true
+	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
+		return Result{}, err
+	}
+	m.hwm = hwm.Final()
+	logf, err := os.OpenFile(writeLog, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("open node log: %w", err)
+	}
+	logger.Info("compacting", "data_dir", wd.DataDir)
+	m.compact, err = nodeproc.Compact(ctx, binary, wd.DataDir, o.Env, logf)
+	logf.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w (log: %s)", err, writeLog)
+	}
+
+	// Query phase, on a fresh start of the node over the compacted store.
+	queryLog := filepath.Join(wd.Path, "node-query.log")
+	qnode, httpAddr, err := startNode(ctx, o, binary, wd.DataDir, queryLog, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	qstopped := false
+	defer func() {
+		if !qstopped {
+			_, _ = qnode.Stop(o.StopTimeout)
+		}
+	}()
+	qhwm := watchHWM(qnode, hwmEvery)
+	plan.setBaseURL("http://" + httpAddr)
+	m.pings = runPings(ctx, "http://"+httpAddr+"/ping", o.QueryClients, pings, o.CallTimeout)
+	if m.qBefore, err = qnode.Usage(); err != nil {
+		return Result{}, err
+	}
+	logger.Info("querying", "clients", o.QueryClients, "warmup", o.WarmupQueries, "queries", o.Queries)
+	m.query, err = runQueries(ctx, queryConfig{
+		Plan:        plan,
+		Warmup:      o.WarmupQueries,
+		Clients:     o.QueryClients,
+		CallTimeout: o.CallTimeout,
+		NodeExited:  qnode.Exited(),
+	})
+	qAfter, usageErr := qnode.Usage()
+	if err != nil {
+		return Result{}, fmt.Errorf("query: %w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
+	}
+	if usageErr != nil {
+		return Result{}, usageErr
+	}
+	m.qAfter = qAfter
+	qstopped = true
+	if m.qExit, err = qnode.Stop(o.StopTimeout); err != nil {
+		return Result{}, err
+	}
+	m.qHWM = qhwm.Final()
+
+	res := m.result()
+	if err := WriteReport(o.Out, res); err != nil {
+		return res, fmt.Errorf("write report: %w", err)
+	}
+	var errs []error
+	if acked := m.write.Lines * workload.TSBSCPUFields; m.compact.Points < acked {
+		errs = append(errs, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", acked, m.compact.Points))
+	}
+	if m.query.Wrong > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d query answers did not match the written data, e.g.:\n  %s",
+			m.query.Wrong, m.query.Checked, joinLines(m.query.Examples)))
+	}
+	return res, errors.Join(errs...)
+}
+
+// pings is how many GET /ping requests measure the HTTP round-trip floor
+// before the queries.
+const pings = 500
+
+// startNode starts `tributary node` with its gRPC and HTTP listeners on free
+// loopback ports and returns it and its HTTP address.
+func startNode(ctx context.Context, o Options, binary, dataDir, logPath string, logger *slog.Logger) (*nodeproc.Node, string, error) {
+	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	httpAddr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	// NB: no --node-id: `tributary compact` opens the data directory with
+	// the default id and refuses a WAL written under another one.
+	n, err := nodeproc.Start(ctx, nodeproc.Options{
+		Binary:       binary,
+		DataDir:      dataDir,
+		ListenAddr:   grpcAddr,
+		WALSync:      o.WALSync,
+		LogLevel:     "info",
+		ExtraArgs:    append([]string{"--http-listen", httpAddr}, o.NodeArgs...),
+		Env:          o.Env,
+		LogPath:      logPath,
+		ReadyTimeout: o.ReadyTimeout,
+		Logger:       logger,
+	})
+	return n, httpAddr, err
+}
+
+func joinLines(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += s
+	}
+	return out
+}
