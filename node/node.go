@@ -73,7 +73,8 @@ type Node struct {
 	closed      atomic.Bool
 	started     time.Time
 
-	stats counters
+	stats    counters
+	postings postingsCache
 }
 
 type counters struct {
@@ -286,6 +287,7 @@ func (n *Node) persistSeries(s *memSeries) error {
 	if err := n.db.Write(b); err != nil {
 		return fmt.Errorf("persist series %d: %w", s.id, err)
 	}
+	n.postings.invalidate()
 	return nil
 }
 

@@ -586,7 +586,7 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 		var got []uint64
 		var err error
 		if m.Type == labels.MatchEqual {
-			got, err = n.db.Postings(m.Name, m.Value)
+			got, err = n.cachedPostings(m.Name, m.Value)
 		} else {
 			got, err = n.db.PostingsMatching(m.Name, m.Matches)
 		}
@@ -612,6 +612,22 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 	n.idxMu.RUnlock()
 	slices.SortFunc(list, func(a, b *memSeries) int { return compareLabels(a.lset, b.lset) })
 	return list, nil
+}
+
+// cachedPostings returns the postings of name=value, from the cache when
+// it holds them. The slice is shared: callers must not modify it.
+func (n *Node) cachedPostings(name, value string) ([]uint64, error) {
+	key := postingsKey(name, value)
+	ids, gen, ok := n.postings.get(key)
+	if ok {
+		return ids, nil
+	}
+	ids, err := n.db.Postings(name, value)
+	if err != nil {
+		return nil, err
+	}
+	n.postings.put(key, ids, gen)
+	return ids, nil
 }
 
 func compareLabels(a, b labels.Labels) int {
