@@ -8,7 +8,7 @@ STATIC_CGO_LDFLAGS := -l:librocksdb.a -lstdc++ -lm -lz -lbz2 -lsnappy -llz4 -lzs
 PROTO_FILES := $(shell find proto -name '*.proto')
 GOTEST_FLAGS ?=
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp demo fuzz clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp demo fuzz soak clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ proto-selftest: ## Prove proto-check fails on lint violations and breaking chang
 proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto-release TAG=v0.2.0).
 	@test -n "$(TAG)" || { echo "usage: make proto-release TAG=vX.Y.Z"; exit 1; }
 	@GO=$(GO) scripts/protocheck.sh release $(TAG)
+
+soak: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, default 5000).
+	TRIBUTARY_SIM_SEEDS=$${TRIBUTARY_SIM_SEEDS:-5000} $(GO) test -count=1 -run TestSim -timeout 60m ./coordinator/internal/raftnode
 
 fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
 	@scripts/fuzz.sh $${FUZZTIME:-30s}

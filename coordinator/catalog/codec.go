@@ -1,0 +1,181 @@
+package catalog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Bounds that every decoder enforces, so that hostile bytes cannot make it
+// allocate more than a small multiple of the input's size.
+const (
+	// MaxIDBytes bounds a node id.
+	MaxIDBytes = 128
+	// MaxAddrBytes bounds an advertised address.
+	MaxAddrBytes = 512
+	// MaxIdentityBytes bounds a certificate identity.
+	MaxIdentityBytes = 1024
+	// MaxNodeLabels bounds the labels of a node.
+	MaxNodeLabels = 32
+	// MaxHeldRuns bounds the held sequence runs kept per edge: an edge
+	// with more gaps than this must have old ranges forgotten first.
+	MaxHeldRuns = 4096
+	// MaxReplicationFactor bounds FleetConfig.ReplicationFactor.
+	MaxReplicationFactor = 7
+)
+
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+func appendVarint(b []byte, v int64) []byte   { return binary.AppendVarint(b, v) }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// decoder reads the primitives of the catalog formats. The first problem
+// sticks: every later read returns a zero value, and err says what was
+// wrong and at which byte offset.
+type decoder struct {
+	b    []byte
+	off  int
+	what string // what is being decoded, for errors
+	err  error
+}
+
+func (d *decoder) failf(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("decode %s: at byte %d: %s", d.what, d.off, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) remaining() int { return len(d.b) - d.off }
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.failf("unexpected end of input")
+		return 0
+	}
+	c := d.b[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) bool() bool {
+	switch c := d.byte(); c {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.off--
+		d.failf("boolean byte is %d, want 0 or 1", c)
+		return false
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.failf("bad uvarint")
+		return 0
+	}
+	if n > 1 && d.b[d.off+n-1] == 0 {
+		d.failf("uvarint is not minimally encoded")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.failf("bad varint")
+		return 0
+	}
+	if n > 1 && d.b[d.off+n-1] == 0 {
+		d.failf("varint is not minimally encoded")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// string reads a length-prefixed string of at most max bytes (what names
+// the field in errors).
+func (d *decoder) string(what string, max int) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(max) {
+		d.failf("%s is %d bytes, limit is %d", what, n, max)
+		return ""
+	}
+	if n > uint64(d.remaining()) {
+		d.failf("%s length %d runs past the end (%d bytes left)", what, n, d.remaining())
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+// bytes reads a length-prefixed byte string without copying.
+func (d *decoder) bytes(what string) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(d.remaining()) {
+		d.failf("%s length %d runs past the end (%d bytes left)", what, n, d.remaining())
+		return nil
+	}
+	b := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return b
+}
+
+// count reads an item count and checks it against the bytes left, given
+// that every item takes at least minItemBytes; this bounds the allocations
+// a caller makes from the count.
+func (d *decoder) count(what string, minItemBytes int) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if minItemBytes < 1 {
+		minItemBytes = 1
+	}
+	if n > uint64(d.remaining()/minItemBytes) || n > math.MaxInt32 {
+		d.failf("%s count %d is more than the %d bytes left can hold", what, n, d.remaining())
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && d.off != len(d.b) {
+		d.failf("%d trailing bytes", len(d.b)-d.off)
+	}
+	return d.err
+}

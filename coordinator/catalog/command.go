@@ -1,0 +1,356 @@
+package catalog
+
+import (
+	"fmt"
+
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// CommandVersion is the version byte that starts every encoded command.
+const CommandVersion = 1
+
+// maxDecodedString bounds any string inside a command; the semantic limits
+// (node ids, label lengths) are checked when the command is applied, so
+// that a bad series is rejected on its own and not with its whole batch.
+const maxDecodedString = 64 << 10
+
+// Kind identifies a command.
+type Kind uint8
+
+// The command kinds, as encoded.
+const (
+	KindRegisterNode   Kind = 1
+	KindRemoveNode     Kind = 2
+	KindHeartbeat      Kind = 3
+	KindRegisterSeries Kind = 4
+	KindRecordHeld     Kind = 5
+	KindSetPlacement   Kind = 6
+	KindRebalance      Kind = 7
+	KindSetConfig      Kind = 8
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRegisterNode:
+		return "register-node"
+	case KindRemoveNode:
+		return "remove-node"
+	case KindHeartbeat:
+		return "heartbeat"
+	case KindRegisterSeries:
+		return "register-series"
+	case KindRecordHeld:
+		return "record-held"
+	case KindSetPlacement:
+		return "set-placement"
+	case KindRebalance:
+		return "rebalance"
+	case KindSetConfig:
+		return "set-config"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Command is one catalog command. Encode it with EncodeCommand and propose
+// the bytes; every member applies them with FSM.Apply.
+type Command interface {
+	Kind() Kind
+	appendBody(dst []byte) []byte
+}
+
+// RegisterNode registers a node or updates its address, labels and
+// heartbeat. The role, the raft id of a coordinator and a non-empty
+// identity cannot change. Result: RegisterNodeResult.
+type RegisterNode struct {
+	ID       string
+	Role     Role
+	RaftID   uint64 // coordinators only
+	Addr     string
+	Identity string
+	Labels   labels.Labels
+	TimeMs   int64 // proposer's clock; becomes the node's heartbeat
+}
+
+// RemoveNode forgets a node. For an edge this drops its placement, held
+// ranges and series membership (the series themselves and their ids stay);
+// for a coordinator it rebalances placements away from it. Result: nil.
+type RemoveNode struct{ ID string }
+
+// Heartbeat records heartbeats of many nodes. Result: HeartbeatResult.
+type Heartbeat struct{ Beats []Beat }
+
+// Beat is one node's heartbeat.
+type Beat struct {
+	ID     string
+	TimeMs int64
+}
+
+// RegisterSeries registers series seen on an edge and returns their
+// fleet-wide ids (existing ids for known series). Invalid series are
+// rejected one by one. Result: RegisterSeriesResult.
+type RegisterSeries struct {
+	Edge   string
+	Series []labels.Labels
+}
+
+// RecordHeld records segment ranges of an edge that the cloud now holds
+// and advances the edge's watermark. Recording a range already held is a
+// no-op (replays are idempotent); a range overlapping a held run without
+// lying inside it rejects the whole command. Result: RecordHeldResult.
+type RecordHeld struct {
+	Edge   string
+	Ranges []HeldRange
+	// WatermarkSeq (0: unchanged) must be held once Ranges are recorded.
+	WatermarkSeq    uint64
+	WatermarkTimeMs int64
+}
+
+// SetPlacement pins an edge's replicas to the given coordinators.
+// Result: Placement.
+type SetPlacement struct {
+	Edge     string
+	Replicas []string
+}
+
+// Rebalance recomputes every unpinned placement. Result: RebalanceResult.
+type Rebalance struct{}
+
+// SetConfig replaces the fleet configuration (Version is ignored and set
+// to the command's index). Result: FleetConfig.
+type SetConfig struct{ Config FleetConfig }
+
+// Kind implements Command.
+func (RegisterNode) Kind() Kind { return KindRegisterNode }
+
+// Kind implements Command.
+func (RemoveNode) Kind() Kind { return KindRemoveNode }
+
+// Kind implements Command.
+func (Heartbeat) Kind() Kind { return KindHeartbeat }
+
+// Kind implements Command.
+func (RegisterSeries) Kind() Kind { return KindRegisterSeries }
+
+// Kind implements Command.
+func (RecordHeld) Kind() Kind { return KindRecordHeld }
+
+// Kind implements Command.
+func (SetPlacement) Kind() Kind { return KindSetPlacement }
+
+// Kind implements Command.
+func (Rebalance) Kind() Kind { return KindRebalance }
+
+// Kind implements Command.
+func (SetConfig) Kind() Kind { return KindSetConfig }
+
+// EncodeCommand encodes c (see the package documentation for the layout).
+func EncodeCommand(c Command) []byte { return AppendCommand(nil, c) }
+
+// AppendCommand appends the encoding of c to dst.
+func AppendCommand(dst []byte, c Command) []byte {
+	dst = append(dst, CommandVersion, byte(c.Kind()))
+	return c.appendBody(dst)
+}
+
+func appendLabels(b []byte, ls labels.Labels) []byte {
+	b = appendUvarint(b, uint64(len(ls)))
+	for _, l := range ls {
+		b = appendString(b, l.Name)
+		b = appendString(b, l.Value)
+	}
+	return b
+}
+
+func (c RegisterNode) appendBody(b []byte) []byte {
+	b = appendString(b, c.ID)
+	b = append(b, byte(c.Role))
+	b = appendUvarint(b, c.RaftID)
+	b = appendString(b, c.Addr)
+	b = appendString(b, c.Identity)
+	b = appendLabels(b, c.Labels)
+	return appendVarint(b, c.TimeMs)
+}
+
+func (c RemoveNode) appendBody(b []byte) []byte { return appendString(b, c.ID) }
+
+func (c Heartbeat) appendBody(b []byte) []byte {
+	b = appendUvarint(b, uint64(len(c.Beats)))
+	for _, h := range c.Beats {
+		b = appendString(b, h.ID)
+		b = appendVarint(b, h.TimeMs)
+	}
+	return b
+}
+
+func (c RegisterSeries) appendBody(b []byte) []byte {
+	b = appendString(b, c.Edge)
+	b = appendUvarint(b, uint64(len(c.Series)))
+	for _, ls := range c.Series {
+		b = appendLabels(b, ls)
+	}
+	return b
+}
+
+func appendHeldRange(b []byte, r HeldRange) []byte {
+	b = appendUvarint(b, r.FirstSeq)
+	b = appendUvarint(b, r.LastSeq)
+	b = appendUvarint(b, r.Points)
+	b = appendVarint(b, r.MinTimeMs)
+	return appendVarint(b, r.MaxTimeMs)
+}
+
+func (c RecordHeld) appendBody(b []byte) []byte {
+	b = appendString(b, c.Edge)
+	b = appendUvarint(b, c.WatermarkSeq)
+	b = appendVarint(b, c.WatermarkTimeMs)
+	b = appendUvarint(b, uint64(len(c.Ranges)))
+	for _, r := range c.Ranges {
+		b = appendHeldRange(b, r)
+	}
+	return b
+}
+
+func (c SetPlacement) appendBody(b []byte) []byte {
+	b = appendString(b, c.Edge)
+	b = appendUvarint(b, uint64(len(c.Replicas)))
+	for _, r := range c.Replicas {
+		b = appendString(b, r)
+	}
+	return b
+}
+
+func (Rebalance) appendBody(b []byte) []byte { return b }
+
+func appendConfig(b []byte, c FleetConfig) []byte {
+	b = appendVarint(b, c.RetentionRawMs)
+	b = appendVarint(b, c.Retention1hMs)
+	b = appendVarint(b, c.Retention1dMs)
+	b = appendBool(b, c.RollupHourly)
+	b = appendBool(b, c.RollupDaily)
+	b = appendUvarint(b, c.RateLimitPointsPerSec)
+	b = appendUvarint(b, c.RateLimitBurstPoints)
+	b = appendUvarint(b, uint64(c.ReplicationFactor))
+	return appendUvarint(b, c.MaxSeries)
+}
+
+func (c SetConfig) appendBody(b []byte) []byte { return appendConfig(b, c.Config) }
+
+// DecodeCommand decodes one command. It checks the encoding only (lengths,
+// counts, enum values); what the command asks for is checked when it is
+// applied. It never panics, and allocates at most a small multiple of
+// len(b).
+func DecodeCommand(b []byte) (Command, error) {
+	d := &decoder{b: b, what: "command"}
+	if v := d.byte(); d.err == nil && v != CommandVersion {
+		return nil, fmt.Errorf("decode command: version %d, want %d", v, CommandVersion)
+	}
+	k := Kind(d.byte())
+	if d.err != nil {
+		return nil, d.err
+	}
+	d.what = k.String()
+	var c Command
+	switch k {
+	case KindRegisterNode:
+		var r RegisterNode
+		r.ID = d.string("node id", maxDecodedString)
+		r.Role = Role(d.byte())
+		r.RaftID = d.uvarint()
+		r.Addr = d.string("address", maxDecodedString)
+		r.Identity = d.string("identity", maxDecodedString)
+		r.Labels = d.labels()
+		r.TimeMs = d.varint()
+		c = r
+	case KindRemoveNode:
+		c = RemoveNode{ID: d.string("node id", maxDecodedString)}
+	case KindHeartbeat:
+		n := d.count("beat", 2)
+		h := Heartbeat{Beats: make([]Beat, 0, n)}
+		for i := 0; i < n && d.err == nil; i++ {
+			h.Beats = append(h.Beats, Beat{ID: d.string("node id", maxDecodedString), TimeMs: d.varint()})
+		}
+		c = h
+	case KindRegisterSeries:
+		var r RegisterSeries
+		r.Edge = d.string("edge id", maxDecodedString)
+		n := d.count("series", 1)
+		r.Series = make([]labels.Labels, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Series = append(r.Series, d.labels())
+		}
+		c = r
+	case KindRecordHeld:
+		var r RecordHeld
+		r.Edge = d.string("edge id", maxDecodedString)
+		r.WatermarkSeq = d.uvarint()
+		r.WatermarkTimeMs = d.varint()
+		n := d.count("range", 5)
+		r.Ranges = make([]HeldRange, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Ranges = append(r.Ranges, d.heldRange())
+		}
+		c = r
+	case KindSetPlacement:
+		var r SetPlacement
+		r.Edge = d.string("edge id", maxDecodedString)
+		n := d.count("replica", 1)
+		r.Replicas = make([]string, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Replicas = append(r.Replicas, d.string("replica id", maxDecodedString))
+		}
+		c = r
+	case KindRebalance:
+		c = Rebalance{}
+	case KindSetConfig:
+		c = SetConfig{Config: d.config()}
+	default:
+		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// labels reads a label list as encoded (not validated, not sorted).
+func (d *decoder) labels() labels.Labels {
+	n := d.count("label", 2)
+	if n == 0 {
+		return nil
+	}
+	ls := make(labels.Labels, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		name := d.string("label name", maxDecodedString)
+		value := d.string("label value", maxDecodedString)
+		ls = append(ls, labels.Label{Name: name, Value: value})
+	}
+	return ls
+}
+
+func (d *decoder) heldRange() HeldRange {
+	return HeldRange{
+		FirstSeq:  d.uvarint(),
+		LastSeq:   d.uvarint(),
+		Points:    d.uvarint(),
+		MinTimeMs: d.varint(),
+		MaxTimeMs: d.varint(),
+	}
+}
+
+func (d *decoder) config() FleetConfig {
+	var c FleetConfig
+	c.RetentionRawMs = d.varint()
+	c.Retention1hMs = d.varint()
+	c.Retention1dMs = d.varint()
+	c.RollupHourly = d.bool()
+	c.RollupDaily = d.bool()
+	c.RateLimitPointsPerSec = d.uvarint()
+	c.RateLimitBurstPoints = d.uvarint()
+	rf := d.uvarint()
+	if rf > MaxReplicationFactor && d.err == nil {
+		d.failf("replication factor %d is more than %d", rf, MaxReplicationFactor)
+	}
+	c.ReplicationFactor = uint32(rf)
+	c.MaxSeries = d.uvarint()
+	return c
+}

@@ -1,0 +1,101 @@
+// Package catalog is the fleet's series catalog: the deterministic state
+// machine that the coordinators replicate with raft.
+//
+// It holds the registered nodes (edges and coordinators: id, role, labels,
+// advertised address, certificate identity, last heartbeat), the raft
+// members, every series of the fleet with its fleet-wide id and label
+// postings, which edges registered which series, the placement of each
+// edge's data on coordinators, what the cloud holds of each edge (held
+// segment ranges with point counts, and the watermark), and the fleet
+// configuration edges pull (retention, rollups, rate limits, replication
+// factor, series limit).
+//
+// # Determinism
+//
+// Every member applies the same commands at the same raft indexes, so
+// every member must reach the same state, byte for byte: Snapshot of two
+// catalogs at the same applied index is identical. To keep it so:
+//
+//   - The state changes only in Apply, ApplyMembership and Restore, and
+//     only from their arguments: no clock, no randomness, no
+//     configuration outside the replicated state (limits that could differ
+//     between members are constants of this package or fields of
+//     FleetConfig). Times (heartbeats) come inside commands.
+//   - Every choice iterates in sorted order and breaks ties by id
+//     (placement), and ids are assigned by counting (series ids are dense,
+//     from 1, never reused).
+//   - Snapshot writes maps in sorted key order and writes nothing derived.
+//   - A bad command is a result, not a panic: Apply returns a
+//     *CommandError and changes nothing but the applied index, on every
+//     member alike.
+//
+// # Concurrency
+//
+// One goroutine (the raft apply loop) calls Apply, ApplyCommand,
+// ApplyMembership and Restore. Any number of goroutines may call the read
+// methods (Select, Lookup, Nodes, Placement, Progress, ...) and Snapshot
+// concurrently; they see the state between two commands.
+//
+// # Command encoding (version 1)
+//
+// A raft entry carries commands encoded by EncodeCommand. All integers are
+// unsigned LEB128 varints (uvarint) or zig-zag varints (varint, for
+// times, which may be negative); a string is uvarint(len) then the bytes;
+// a bool is one byte, 0 or 1; labels are uvarint(count) then count
+// (string name, string value) pairs.
+//
+//	command        = version:u8(1) kind:u8 body
+//	register-node  (1) = string id, u8 role (1 edge, 2 coordinator), uvarint raftID,
+//	                     string addr, string identity, labels, varint timeMs
+//	remove-node    (2) = string id
+//	heartbeat      (3) = uvarint n, n × (string id, varint timeMs)
+//	register-series(4) = string edge, uvarint n, n × labels
+//	record-held    (5) = string edge, uvarint watermarkSeq, varint watermarkTimeMs,
+//	                     uvarint n, n × range
+//	set-placement  (6) = string edge, uvarint n, n × string coordinator id
+//	rebalance      (7) = (empty)
+//	set-config     (8) = config
+//	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
+//	                 varint minTimeMs, varint maxTimeMs
+//	config         = varint retentionRawMs, varint retention1hMs, varint retention1dMs,
+//	                 bool rollupHourly, bool rollupDaily, uvarint rateLimitPointsPerSec,
+//	                 uvarint rateLimitBurstPoints, uvarint replicationFactor, uvarint maxSeries
+//
+// DecodeCommand checks the encoding only: version, kind, lengths that fit,
+// counts that the remaining bytes can hold (so a hostile count cannot make
+// it allocate), no trailing bytes. Apply then checks meaning: node ids are
+// 1..128 bytes of [A-Za-z0-9._:-]; series labels follow node/labels rules
+// and DefaultLimits (an invalid series is rejected on its own, the rest of
+// its batch is registered); ranges have 1 <= first <= last and
+// minTime <= maxTime.
+//
+// # Snapshot encoding (version 1)
+//
+//	+-------+---------+------------------+-----------+-----+-----------+--------+
+//	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
+//	| TCAT  |  u8 (1) |                  |           |     |           | u32 LE |
+//	+-------+---------+------------------+-----------+-----+-----------+--------+
+//
+// The CRC-32C (Castagnoli) covers every byte before it. Each section is
+// tag:u8, uvarint(length), body; the seven sections always appear, in tag
+// order:
+//
+//	1 config      config (as above), uvarint version
+//	2 members     uvarint n, n × (uvarint raftID, bool learner, string addr)     sorted by raftID
+//	3 nodes       uvarint n, n × (string id, u8 role, uvarint raftID, string addr,
+//	              string identity, labels, uvarint registeredIndex,
+//	              varint lastHeartbeatMs)                                        sorted by id
+//	4 series      uvarint n, n × string key      series id i+1 is the i-th key; key is the
+//	                                             canonical labels encoding of node/labels
+//	5 edge series uvarint n, n × (string edge, uvarint k, k × uvarint delta)     sorted by edge;
+//	                                             ids are running sums of the deltas (> 0)
+//	6 placements  uvarint n, n × (string edge, uvarint epoch, bool pinned,
+//	              uvarint k, k × string coordinator)                             sorted by edge
+//	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
+//	              varint watermarkTimeMs, uvarint k, k × range)                  sorted by edge
+//
+// Postings and coordinator loads are derived and rebuilt by Restore.
+// Restore checks the checksum, the encoding, canonical forms and every
+// invariant Check verifies before it replaces anything, and wraps
+// ErrCorruptSnapshot on failure.
+package catalog

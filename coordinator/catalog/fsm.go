@@ -1,0 +1,414 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// The classes of a rejected command; a *CommandError wraps one of them.
+var (
+	// ErrBadCommand: the command is malformed or asks for something invalid.
+	ErrBadCommand = errors.New("bad command")
+	// ErrNotFound: the command names a node that is not registered.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the command contradicts the catalog (a role or identity
+	// change, a range overlapping a held run).
+	ErrConflict = errors.New("conflict")
+	// ErrLimit: applying the command would exceed a catalog limit.
+	ErrLimit = errors.New("limit exceeded")
+)
+
+// CommandError is a command that was applied and rejected: the catalog did
+// not change (apart from its applied index). Every member rejects it the
+// same way, with the same message.
+type CommandError struct {
+	Kind Kind
+	Err  error // ErrBadCommand, ErrNotFound, ErrConflict or ErrLimit
+	Msg  string
+}
+
+func (e *CommandError) Error() string { return fmt.Sprintf("catalog %s: %s", e.Kind, e.Msg) }
+
+// Unwrap returns the class of the error.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+func cmdErr(k Kind, class error, format string, args ...any) *CommandError {
+	return &CommandError{Kind: k, Err: class, Msg: fmt.Sprintf(format, args...)}
+}
+
+// RegisterNodeResult is the result of RegisterNode.
+type RegisterNodeResult struct {
+	Created bool
+}
+
+// HeartbeatResult is the result of Heartbeat.
+type HeartbeatResult struct {
+	Updated int
+	// Unknown lists the first 64 ids that are not registered.
+	Unknown []string
+}
+
+// RegisterSeriesResult is the result of RegisterSeries.
+type RegisterSeriesResult struct {
+	// IDs holds one id per series of the command, 0 for a rejected one.
+	IDs []uint64
+	// Created counts series new to the fleet.
+	Created int
+	// Rejected describes the first 64 rejected series.
+	Rejected []Rejection
+}
+
+// Rejection says why one item of a batch was rejected.
+type Rejection struct {
+	Index  int
+	Reason string
+}
+
+// RecordHeldResult is the result of RecordHeld.
+type RecordHeldResult struct {
+	// Added counts ranges newly recorded, Duplicates ranges already held.
+	Added, Duplicates int
+	// The edge's watermark after the command.
+	WatermarkSeq    uint64
+	WatermarkTimeMs int64
+}
+
+// RebalanceResult is the result of Rebalance.
+type RebalanceResult struct {
+	// Changed counts placements whose replicas changed.
+	Changed int
+}
+
+const maxReported = 64
+
+// FSM is the series catalog: a deterministic state machine. Applying the
+// same commands at the same indexes to two FSMs leaves them with
+// byte-identical snapshots.
+//
+// Concurrency: one goroutine (raft's apply loop) calls Apply,
+// ApplyMembership and Restore; any number of goroutines may call the read
+// methods and Snapshot at the same time.
+type FSM struct {
+	mu sync.RWMutex
+	st *state // REQUIRES: mu held to read or write
+}
+
+type seriesRec struct {
+	key string // canonical labels encoding (labels.AppendKey); shared with byKey
+	ls  labels.Labels
+}
+
+type state struct {
+	applied uint64
+	config  FleetConfig
+	members map[uint64]*Member
+	nodes   map[string]*Node
+	// series[id-1] is series id: ids are dense, start at 1 and are never
+	// reused.
+	series seriesStore
+	byKey  map[string]uint64
+	// postings[name][value] lists the ids of series with that label, sorted.
+	postings map[string]map[string][]uint64
+	// edgeSeries[edge] lists the ids of series registered by the edge, sorted.
+	edgeSeries map[string][]uint64
+	placement  map[string]*Placement
+	progress   map[string]*EdgeProgress
+	// load[coordinator] counts the placements holding it (derived).
+	load map[string]int
+	// eligibleCache holds eligible() while eligibleOK (derived).
+	eligibleCache []string
+	eligibleOK    bool
+}
+
+func newState() *state {
+	return &state{
+		config:     DefaultConfig,
+		members:    map[uint64]*Member{},
+		nodes:      map[string]*Node{},
+		byKey:      map[string]uint64{},
+		postings:   map[string]map[string][]uint64{},
+		edgeSeries: map[string][]uint64{},
+		placement:  map[string]*Placement{},
+		progress:   map[string]*EdgeProgress{},
+		load:       map[string]int{},
+	}
+}
+
+// New returns an empty catalog with DefaultConfig.
+func New() *FSM { return &FSM{st: newState()} }
+
+// Apply decodes and applies one command at raft index index. Several
+// commands may share an index (one raft entry may carry a batch); index
+// must not go back. A rejected command returns a *CommandError and leaves
+// the catalog unchanged; the result's type depends on the command (see
+// each command).
+func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
+	c, err := DecodeCommand(cmd)
+	if err != nil {
+		k := Kind(0)
+		if len(cmd) > 1 {
+			k = Kind(cmd[1])
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if index > f.st.applied {
+			f.st.applied = index
+		}
+		return nil, &CommandError{Kind: k, Err: ErrBadCommand, Msg: err.Error()}
+	}
+	return f.ApplyCommand(index, c)
+}
+
+// ApplyCommand applies a decoded command; see Apply.
+func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.st
+	if index < s.applied {
+		return nil, cmdErr(c.Kind(), ErrBadCommand, "index %d is behind the applied index %d", index, s.applied)
+	}
+	s.applied = index
+	switch c := c.(type) {
+	case RegisterNode:
+		return s.registerNode(index, c)
+	case RemoveNode:
+		return nil, s.removeNode(index, c)
+	case Heartbeat:
+		return s.heartbeat(c), nil
+	case RegisterSeries:
+		return s.registerSeries(c)
+	case RecordHeld:
+		return s.recordHeld(c)
+	case SetPlacement:
+		return s.setPlacement(index, c)
+	case Rebalance:
+		return RebalanceResult{Changed: s.rebalance(index, true)}, nil
+	case SetConfig:
+		return s.setConfig(index, c)
+	}
+	return nil, cmdErr(c.Kind(), ErrBadCommand, "unknown command")
+}
+
+// ApplyMembership records the raft configuration after a configuration
+// change applied at index, and rebalances placements if the set of
+// coordinators able to hold replicas changed.
+func (f *FSM) ApplyMembership(index uint64, m Membership) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.st
+	if index < s.applied {
+		return fmt.Errorf("catalog membership: index %d is behind the applied index %d", index, s.applied)
+	}
+	next := map[uint64]*Member{}
+	for _, id := range m.Voters {
+		if id == 0 {
+			return fmt.Errorf("catalog membership: raft id 0")
+		}
+		next[id] = &Member{RaftID: id}
+	}
+	for _, id := range m.Learners {
+		if id == 0 {
+			return fmt.Errorf("catalog membership: raft id 0")
+		}
+		if next[id] == nil {
+			next[id] = &Member{RaftID: id, Learner: true}
+		}
+	}
+	for id, mb := range next {
+		if old := s.members[id]; old != nil {
+			mb.Addr = old.Addr
+		}
+	}
+	for _, a := range m.Addrs {
+		if mb := next[a.RaftID]; mb != nil {
+			if len(a.Addr) > MaxAddrBytes {
+				return fmt.Errorf("catalog membership: member %d: address is %d bytes, limit is %d", a.RaftID, len(a.Addr), MaxAddrBytes)
+			}
+			mb.Addr = a.Addr
+		}
+	}
+	before := s.eligible()
+	s.applied = index
+	s.members = next
+	s.invalidateEligible()
+	if !slices.Equal(before, s.eligible()) {
+		s.rebalance(index, true)
+	}
+	return nil
+}
+
+func (s *state) registerNode(index uint64, c RegisterNode) (any, error) {
+	k := c.Kind()
+	if err := validNodeID(c.ID); err != nil {
+		return nil, cmdErr(k, ErrBadCommand, "%v", err)
+	}
+	if !c.Role.valid() {
+		return nil, cmdErr(k, ErrBadCommand, "node %q: unknown role %d", c.ID, uint8(c.Role))
+	}
+	switch {
+	case c.Role == RoleCoordinator && c.RaftID == 0:
+		return nil, cmdErr(k, ErrBadCommand, "coordinator %q: raft id 0", c.ID)
+	case c.Role == RoleEdge && c.RaftID != 0:
+		return nil, cmdErr(k, ErrBadCommand, "edge %q: raft id %d given; only coordinators have one", c.ID, c.RaftID)
+	case len(c.Addr) > MaxAddrBytes:
+		return nil, cmdErr(k, ErrBadCommand, "node %q: address is %d bytes, limit is %d", c.ID, len(c.Addr), MaxAddrBytes)
+	case len(c.Identity) > MaxIdentityBytes:
+		return nil, cmdErr(k, ErrBadCommand, "node %q: identity is %d bytes, limit is %d", c.ID, len(c.Identity), MaxIdentityBytes)
+	case !utf8.ValidString(c.Addr) || !utf8.ValidString(c.Identity):
+		return nil, cmdErr(k, ErrBadCommand, "node %q: address or identity is not valid UTF-8", c.ID)
+	}
+	ls, err := nodeLabels(c.Labels)
+	if err != nil {
+		return nil, cmdErr(k, ErrBadCommand, "node %q: %v", c.ID, err)
+	}
+	if c.Role == RoleCoordinator {
+		for _, n := range s.nodes {
+			if n.ID != c.ID && n.RaftID == c.RaftID {
+				return nil, cmdErr(k, ErrConflict, "coordinator %q: raft id %d belongs to %q", c.ID, c.RaftID, n.ID)
+			}
+		}
+	}
+	n := s.nodes[c.ID]
+	if n != nil {
+		switch {
+		case n.Role != c.Role:
+			return nil, cmdErr(k, ErrConflict, "node %q is registered as %s, not %s", c.ID, n.Role, c.Role)
+		case n.RaftID != c.RaftID:
+			return nil, cmdErr(k, ErrConflict, "coordinator %q has raft id %d, not %d", c.ID, n.RaftID, c.RaftID)
+		case n.Identity != "" && n.Identity != c.Identity:
+			return nil, cmdErr(k, ErrConflict, "node %q is bound to another certificate identity; remove it first", c.ID)
+		}
+		n.Addr, n.Identity, n.Labels = c.Addr, c.Identity, ls
+		n.LastHeartbeatMs = max(n.LastHeartbeatMs, c.TimeMs)
+		return RegisterNodeResult{}, nil
+	}
+	s.nodes[c.ID] = &Node{
+		ID: c.ID, Role: c.Role, RaftID: c.RaftID, Addr: c.Addr, Identity: c.Identity,
+		Labels: ls, RegisteredIndex: index, LastHeartbeatMs: c.TimeMs,
+	}
+	switch c.Role {
+	case RoleEdge:
+		p := &Placement{Edge: c.ID}
+		s.placement[c.ID] = p
+		s.fill(index, p, s.eligible())
+	case RoleCoordinator:
+		s.invalidateEligible()
+		if s.members[c.RaftID] != nil {
+			s.rebalance(index, true)
+		}
+	}
+	return RegisterNodeResult{Created: true}, nil
+}
+
+// nodeLabels validates and sorts a node's labels: names as for series
+// labels, no duplicates, values valid UTF-8, empty values dropped, the
+// series limits on lengths and at most MaxNodeLabels labels.
+func nodeLabels(in labels.Labels) (labels.Labels, error) {
+	if len(in) > MaxNodeLabels {
+		return nil, fmt.Errorf("%d labels, limit is %d", len(in), MaxNodeLabels)
+	}
+	ls := make(labels.Labels, 0, len(in))
+	for _, l := range in {
+		if l.Value != "" {
+			ls = append(ls, l)
+		}
+	}
+	slices.SortFunc(ls, func(a, b labels.Label) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	lim := labels.DefaultLimits
+	for i, l := range ls {
+		if err := validLabelName(l.Name); err != nil {
+			return nil, err
+		}
+		if i > 0 && ls[i-1].Name == l.Name {
+			return nil, fmt.Errorf("duplicate label name %q", l.Name)
+		}
+		if len(l.Name) > lim.MaxNameBytes || len(l.Value) > lim.MaxValueBytes {
+			return nil, fmt.Errorf("label %.32q: name or value too long (limits %d and %d bytes)", l.Name, lim.MaxNameBytes, lim.MaxValueBytes)
+		}
+		if !utf8.ValidString(l.Value) {
+			return nil, fmt.Errorf("label %q: value is not valid UTF-8", l.Name)
+		}
+	}
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	return ls, nil
+}
+
+// validLabelName accepts the names node/labels accepts.
+func validLabelName(n string) error {
+	if n == "" {
+		return fmt.Errorf("empty label name")
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		ok := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-' || c == ':'))
+		if !ok {
+			return fmt.Errorf("label name %.32q: character %q at %d is not allowed", n, c, i)
+		}
+	}
+	return nil
+}
+
+func (s *state) removeNode(index uint64, c RemoveNode) error {
+	n := s.nodes[c.ID]
+	if n == nil {
+		return cmdErr(c.Kind(), ErrNotFound, "node %q is not registered", c.ID)
+	}
+	delete(s.nodes, c.ID)
+	switch n.Role {
+	case RoleEdge:
+		if p := s.placement[c.ID]; p != nil {
+			s.setReplicas(index, p, nil)
+			delete(s.placement, c.ID)
+		}
+		delete(s.progress, c.ID)
+		delete(s.edgeSeries, c.ID)
+	case RoleCoordinator:
+		s.invalidateEligible()
+		s.rebalance(index, true)
+	}
+	return nil
+}
+
+func (s *state) heartbeat(c Heartbeat) HeartbeatResult {
+	var r HeartbeatResult
+	for _, b := range c.Beats {
+		n := s.nodes[b.ID]
+		if n == nil {
+			if len(r.Unknown) < maxReported {
+				r.Unknown = append(r.Unknown, b.ID)
+			}
+			continue
+		}
+		n.LastHeartbeatMs = max(n.LastHeartbeatMs, b.TimeMs)
+		r.Updated++
+	}
+	return r
+}
+
+func (s *state) setConfig(index uint64, c SetConfig) (any, error) {
+	cfg := c.Config
+	if err := cfg.validate(); err != nil {
+		return nil, cmdErr(c.Kind(), ErrBadCommand, "%v", err)
+	}
+	cfg.Version = index
+	rfChanged := cfg.ReplicationFactor != s.config.ReplicationFactor
+	s.config = cfg
+	if rfChanged {
+		s.rebalance(index, true)
+	}
+	return cfg, nil
+}

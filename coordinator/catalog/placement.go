@@ -1,0 +1,234 @@
+package catalog
+
+import (
+	"slices"
+)
+
+// Placement rules (deterministic: every choice breaks ties by node id):
+//
+//   - A coordinator may hold replicas while it is registered with
+//     RoleCoordinator and its RaftID is a raft member (voter or learner).
+//   - Every edge gets min(ReplicationFactor, eligible coordinators)
+//     replicas, the least-loaded coordinators first (load: the number of
+//     placements holding it).
+//   - When coordinators come or go, or the replication factor changes,
+//     replicas on coordinators that went away are dropped, placements over
+//     the factor give up their most-loaded replicas, placements under it
+//     are filled, and then single replicas move from the most- to the
+//     least-loaded coordinator until loads differ by at most one. Nothing
+//     else moves, so each move is data the replica store must copy.
+//   - Pinned placements (SetPlacement) are left alone unless one of their
+//     coordinators goes away; they are then unpinned and refilled.
+
+// eligible returns the sorted ids of coordinators that may hold replicas.
+// The result is cached until invalidateEligible; callers must not modify
+// it.
+func (s *state) eligible() []string {
+	if s.eligibleOK {
+		return s.eligibleCache
+	}
+	var out []string
+	for id, n := range s.nodes {
+		if n.Role == RoleCoordinator && s.members[n.RaftID] != nil {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	s.eligibleCache, s.eligibleOK = out, true
+	return out
+}
+
+// invalidateEligible must be called whenever a coordinator node or the
+// raft membership changes.
+func (s *state) invalidateEligible() { s.eligibleOK = false }
+
+// setReplicas replaces p's replicas (sorted copy), keeping load in step.
+// It reports whether anything changed.
+func (s *state) setReplicas(index uint64, p *Placement, reps []string) bool {
+	reps = slices.Clone(reps)
+	slices.Sort(reps)
+	if slices.Equal(reps, p.Replicas) {
+		return false
+	}
+	for _, r := range p.Replicas {
+		if s.load[r]--; s.load[r] <= 0 {
+			delete(s.load, r)
+		}
+	}
+	for _, r := range reps {
+		s.load[r]++
+	}
+	if len(reps) == 0 {
+		reps = nil
+	}
+	p.Replicas = reps
+	p.Epoch = index
+	return true
+}
+
+// leastLoaded returns the eligible coordinator with the lowest load that
+// is not in exclude (ties: smallest id), or "".
+func (s *state) leastLoaded(coords, exclude []string) string {
+	best, bestLoad := "", 0
+	for _, c := range coords {
+		if slices.Contains(exclude, c) {
+			continue
+		}
+		if l := s.load[c]; best == "" || l < bestLoad {
+			best, bestLoad = c, l
+		}
+	}
+	return best
+}
+
+// fill adds replicas to an unpinned placement until it has the
+// replication factor's worth (or every eligible coordinator).
+func (s *state) fill(index uint64, p *Placement, coords []string) bool {
+	if p.Pinned {
+		return false
+	}
+	rf := min(int(s.config.ReplicationFactor), len(coords))
+	reps := slices.Clone(p.Replicas)
+	for len(reps) < rf {
+		c := s.leastLoaded(coords, reps)
+		if c == "" {
+			break
+		}
+		reps = append(reps, c)
+		s.load[c]++ // counted now so the next pick sees it; setReplicas recounts
+	}
+	for _, r := range reps[len(p.Replicas):] {
+		if s.load[r]--; s.load[r] <= 0 {
+			delete(s.load, r)
+		}
+	}
+	return s.setReplicas(index, p, reps)
+}
+
+// rebalance applies the placement rules to every placement and returns
+// how many changed. With balance false it only drops, trims and fills.
+func (s *state) rebalance(index uint64, balance bool) int {
+	coords := s.eligible()
+	rf := min(int(s.config.ReplicationFactor), len(coords))
+	edges := sortedKeys(s.placement)
+	changed := map[string]bool{}
+
+	for _, e := range edges {
+		p := s.placement[e]
+		kept := slices.DeleteFunc(slices.Clone(p.Replicas), func(r string) bool {
+			_, found := slices.BinarySearch(coords, r)
+			return !found
+		})
+		if len(kept) != len(p.Replicas) {
+			p.Pinned = false
+			if s.setReplicas(index, p, kept) {
+				changed[e] = true
+			}
+		}
+	}
+	for _, e := range edges {
+		p := s.placement[e]
+		if p.Pinned || len(p.Replicas) <= rf {
+			continue
+		}
+		reps := slices.Clone(p.Replicas)
+		for len(reps) > rf {
+			worst := 0
+			for i, r := range reps {
+				if l, w := s.load[r], s.load[reps[worst]]; l > w || (l == w && r > reps[worst]) {
+					worst = i
+				}
+			}
+			reps = slices.Delete(reps, worst, worst+1)
+		}
+		if s.setReplicas(index, p, reps) {
+			changed[e] = true
+		}
+	}
+	for _, e := range edges {
+		if s.fill(index, s.placement[e], coords) {
+			changed[e] = true
+		}
+	}
+	if balance && len(coords) > 1 {
+		// Each move lowers the spread between the most and the least
+		// loaded coordinator, so the loop ends; the bound is a backstop.
+		for range len(edges) * (rf + 1) {
+			hi, lo := coords[0], coords[0]
+			for _, c := range coords {
+				if l := s.load[c]; l > s.load[hi] || (l == s.load[hi] && c > hi) {
+					hi = c
+				}
+				if l := s.load[c]; l < s.load[lo] {
+					lo = c
+				}
+			}
+			if s.load[hi]-s.load[lo] <= 1 {
+				break
+			}
+			moved := false
+			for _, e := range edges {
+				p := s.placement[e]
+				if p.Pinned || !slices.Contains(p.Replicas, hi) || slices.Contains(p.Replicas, lo) {
+					continue
+				}
+				reps := slices.Clone(p.Replicas)
+				reps[slices.Index(reps, hi)] = lo
+				s.setReplicas(index, p, reps)
+				changed[e] = true
+				moved = true
+				break
+			}
+			if !moved {
+				break
+			}
+		}
+	}
+	return len(changed)
+}
+
+func (s *state) setPlacement(index uint64, c SetPlacement) (any, error) {
+	k := c.Kind()
+	n := s.nodes[c.Edge]
+	switch {
+	case n == nil:
+		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
+	case n.Role != RoleEdge:
+		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+	case len(c.Replicas) > MaxReplicationFactor:
+		return nil, cmdErr(k, ErrBadCommand, "edge %q: %d replicas, limit is %d", c.Edge, len(c.Replicas), MaxReplicationFactor)
+	}
+	coords := s.eligible()
+	reps := slices.Clone(c.Replicas)
+	slices.Sort(reps)
+	for i, r := range reps {
+		if i > 0 && reps[i-1] == r {
+			return nil, cmdErr(k, ErrBadCommand, "edge %q: replica %q listed twice", c.Edge, r)
+		}
+		if _, ok := slices.BinarySearch(coords, r); !ok {
+			return nil, cmdErr(k, ErrNotFound, "edge %q: %q is not a coordinator that is a raft member", c.Edge, r)
+		}
+	}
+	p := s.placement[c.Edge]
+	if p == nil {
+		// Every registered edge has a placement; this is a restored
+		// catalog that lacked one.
+		p = &Placement{Edge: c.Edge}
+		s.placement[c.Edge] = p
+	}
+	if len(reps) == 0 {
+		// Unpin: back to the automatic rules.
+		p.Pinned = false
+		s.rebalance(index, false)
+	} else {
+		p.Pinned = true
+		s.setReplicas(index, p, reps)
+	}
+	return clonePlacement(p), nil
+}
+
+func clonePlacement(p *Placement) Placement {
+	c := *p
+	c.Replicas = slices.Clone(p.Replicas)
+	return c
+}

@@ -1,0 +1,253 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+func (s *state) registerSeries(c RegisterSeries) (any, error) {
+	if s.nodes[c.Edge] == nil {
+		return nil, cmdErr(c.Kind(), ErrNotFound, "node %q is not registered", c.Edge)
+	}
+	res := RegisterSeriesResult{IDs: make([]uint64, len(c.Series))}
+	reject := func(i int, reason string) {
+		if len(res.Rejected) < maxReported {
+			res.Rejected = append(res.Rejected, Rejection{Index: i, Reason: reason})
+		}
+	}
+	owned := s.edgeSeries[c.Edge]
+	var key []byte
+	for i, in := range c.Series {
+		ls, err := labels.New(in, labels.DefaultLimits)
+		if err != nil {
+			reject(i, err.Error())
+			continue
+		}
+		key = ls.AppendKey(key[:0])
+		id, ok := s.byKey[string(key)]
+		if !ok {
+			if uint64(s.series.len()) >= s.config.MaxSeries {
+				reject(i, fmt.Sprintf("the fleet holds %d series, the configured maximum", s.series.len()))
+				continue
+			}
+			id = s.addSeries(string(key), ls)
+			res.Created++
+		}
+		owned = insertSorted(owned, id)
+		res.IDs[i] = id
+	}
+	if len(owned) > 0 {
+		s.edgeSeries[c.Edge] = owned
+	}
+	return res, nil
+}
+
+// addSeries assigns the next id to a new series and indexes it.
+func (s *state) addSeries(key string, ls labels.Labels) uint64 {
+	id := s.series.add(seriesRec{key: key, ls: ls})
+	s.byKey[key] = id
+	for _, l := range ls {
+		vals := s.postings[l.Name]
+		if vals == nil {
+			vals = map[string][]uint64{}
+			s.postings[l.Name] = vals
+		}
+		// ids grow, so appending keeps the list sorted.
+		vals[l.Value] = append(vals[l.Value], id)
+	}
+	return id
+}
+
+// insertSorted inserts id into the sorted list ids unless present.
+func insertSorted(ids []uint64, id uint64) []uint64 {
+	if n := len(ids); n == 0 || ids[n-1] < id {
+		return append(ids, id)
+	}
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids
+	}
+	return slices.Insert(ids, i, id)
+}
+
+// ErrNoSelectiveMatcher is returned by Select when every matcher matches
+// the empty string (which would select every series).
+var ErrNoSelectiveMatcher = errors.New("catalog select: at least one matcher must not match the empty string")
+
+// Select returns the series matching every matcher, in id order, at most
+// limit of them (limit <= 0: all). At least one matcher must not match the
+// empty string.
+func (f *FSM) Select(ms []*labels.Matcher, limit int) ([]SeriesRef, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ids, err := f.st.selectIDs(ms)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
+	out := make([]SeriesRef, len(ids))
+	for i, id := range ids {
+		out[i] = SeriesRef{ID: id, Labels: f.st.series.at(id).ls}
+	}
+	return out, nil
+}
+
+func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
+	var positive, negative []*labels.Matcher
+	for _, m := range ms {
+		if m.MatchesEmpty() {
+			negative = append(negative, m)
+		} else {
+			positive = append(positive, m)
+		}
+	}
+	if len(positive) == 0 {
+		return nil, ErrNoSelectiveMatcher
+	}
+	// Equality matchers first: they are one postings list each.
+	slices.SortStableFunc(positive, func(a, b *labels.Matcher) int {
+		ae, be := a.Type == labels.MatchEqual, b.Type == labels.MatchEqual
+		switch {
+		case ae && !be:
+			return -1
+		case !ae && be:
+			return 1
+		}
+		return 0
+	})
+	var cand []uint64
+	for i, m := range positive {
+		ids := s.postingsFor(m)
+		if i == 0 {
+			cand = slices.Clone(ids)
+		} else {
+			cand = intersect(cand, ids)
+		}
+		if len(cand) == 0 {
+			return nil, nil
+		}
+	}
+	if len(negative) == 0 {
+		return cand, nil
+	}
+	out := cand[:0]
+	for _, id := range cand {
+		ls := s.series.at(id).ls
+		ok := true
+		for _, m := range negative {
+			if !m.Matches(ls.Get(m.Name)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// postingsFor returns the sorted ids of series whose label m.Name has a
+// value matching m (m must not match the empty string). The result may be
+// an internal list: callers must not modify it.
+func (s *state) postingsFor(m *labels.Matcher) []uint64 {
+	vals := s.postings[m.Name]
+	if m.Type == labels.MatchEqual {
+		return vals[m.Value]
+	}
+	var out []uint64
+	for v, ids := range vals {
+		if m.Matches(v) {
+			out = append(out, ids...)
+		}
+	}
+	// A series has one value per name, so the lists are disjoint.
+	slices.Sort(out)
+	return out
+}
+
+// intersect returns the ids in both sorted lists, reusing a.
+func intersect(a, b []uint64) []uint64 {
+	out := a[:0]
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Lookup returns the id of a series (ls need not be sorted).
+func (f *FSM) Lookup(ls labels.Labels) (uint64, bool) {
+	ls, err := labels.New(ls, labels.Limits{})
+	if err != nil {
+		return 0, false
+	}
+	key := ls.AppendKey(nil)
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.st.byKey[string(key)]
+	return id, ok
+}
+
+// Series returns the labels of series id.
+func (f *FSM) Series(id uint64) (labels.Labels, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if id == 0 || id > uint64(f.st.series.len()) {
+		return nil, false
+	}
+	return f.st.series.at(id).ls, true
+}
+
+// SeriesCount returns the number of series in the fleet.
+func (f *FSM) SeriesCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.series.len()
+}
+
+// EdgeSeries returns the sorted ids of the series an edge has registered.
+func (f *FSM) EdgeSeries(edge string) []uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.st.edgeSeries[edge])
+}
+
+// EdgesOf groups ids by the edges that registered them: for each edge
+// holding at least one of ids (sorted by edge), the ids it holds, sorted.
+// A query front end uses it to decide which edges and replicas to ask.
+func (f *FSM) EdgesOf(ids []uint64) []EdgeSeries {
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []EdgeSeries
+	for _, edge := range sortedKeys(f.st.edgeSeries) {
+		got := intersect(slices.Clone(want), f.st.edgeSeries[edge])
+		if len(got) > 0 {
+			out = append(out, EdgeSeries{Edge: edge, IDs: got})
+		}
+	}
+	return out
+}
+
+// EdgeSeries is a set of series held by one edge.
+type EdgeSeries struct {
+	Edge string
+	IDs  []uint64
+}

@@ -1,0 +1,529 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"slices"
+
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// Snapshot framing; see the package documentation.
+const (
+	snapshotMagic   = "TCAT"
+	SnapshotVersion = 1
+)
+
+// Section tags, in the order they appear.
+const (
+	secConfig     = 1
+	secMembers    = 2
+	secNodes      = 3
+	secSeries     = 4
+	secEdgeSeries = 5
+	secPlacements = 6
+	secProgress   = 7
+)
+
+// ErrCorruptSnapshot is wrapped by every error Restore returns for bytes
+// that are not a valid snapshot.
+var ErrCorruptSnapshot = errors.New("corrupt catalog snapshot")
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// Snapshot encodes the whole catalog. Two catalogs holding the same state
+// encode to the same bytes: everything is written in sorted order, and
+// nothing derived (postings, loads) is written.
+func (f *FSM) Snapshot() []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.appendSnapshot(nil)
+}
+
+// AppliedIndex returns the raft index of the last command or membership
+// change applied (or restored).
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.applied
+}
+
+func appendSection(b []byte, tag byte, body []byte) []byte {
+	b = append(b, tag)
+	b = appendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+func (s *state) appendSnapshot(b []byte) []byte {
+	b = append(b, snapshotMagic...)
+	b = append(b, SnapshotVersion)
+	b = appendUvarint(b, s.applied)
+
+	var sec []byte
+	sec = appendConfig(sec, s.config)
+	sec = appendUvarint(sec, s.config.Version)
+	b = appendSection(b, secConfig, sec)
+
+	sec = appendUvarint(sec[:0], uint64(len(s.members)))
+	for _, id := range slices.Sorted(maps.Keys(s.members)) {
+		m := s.members[id]
+		sec = appendUvarint(sec, m.RaftID)
+		sec = appendBool(sec, m.Learner)
+		sec = appendString(sec, m.Addr)
+	}
+	b = appendSection(b, secMembers, sec)
+
+	sec = appendUvarint(sec[:0], uint64(len(s.nodes)))
+	for _, id := range sortedKeys(s.nodes) {
+		n := s.nodes[id]
+		sec = appendString(sec, n.ID)
+		sec = append(sec, byte(n.Role))
+		sec = appendUvarint(sec, n.RaftID)
+		sec = appendString(sec, n.Addr)
+		sec = appendString(sec, n.Identity)
+		sec = appendLabels(sec, n.Labels)
+		sec = appendUvarint(sec, n.RegisteredIndex)
+		sec = appendVarint(sec, n.LastHeartbeatMs)
+	}
+	b = appendSection(b, secNodes, sec)
+
+	// The series section is the big one: write it straight into b.
+	size := binary.AppendUvarint(nil, uint64(s.series.len()))
+	total := len(size)
+	s.series.each(func(_ uint64, r *seriesRec) { total += uvarintLen(uint64(len(r.key))) + len(r.key) })
+	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
+	b = append(b, secSeries)
+	b = appendUvarint(b, uint64(total))
+	b = append(b, size...)
+	s.series.each(func(_ uint64, r *seriesRec) { b = appendString(b, r.key) })
+
+	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
+	for _, e := range sortedKeys(s.edgeSeries) {
+		ids := s.edgeSeries[e]
+		sec = appendString(sec, e)
+		sec = appendUvarint(sec, uint64(len(ids)))
+		prev := uint64(0)
+		for _, id := range ids {
+			sec = appendUvarint(sec, id-prev)
+			prev = id
+		}
+	}
+	b = appendSection(b, secEdgeSeries, sec)
+
+	sec = appendUvarint(sec[:0], uint64(len(s.placement)))
+	for _, e := range sortedKeys(s.placement) {
+		p := s.placement[e]
+		sec = appendString(sec, p.Edge)
+		sec = appendUvarint(sec, p.Epoch)
+		sec = appendBool(sec, p.Pinned)
+		sec = appendUvarint(sec, uint64(len(p.Replicas)))
+		for _, r := range p.Replicas {
+			sec = appendString(sec, r)
+		}
+	}
+	b = appendSection(b, secPlacements, sec)
+
+	sec = appendUvarint(sec[:0], uint64(len(s.progress)))
+	for _, e := range sortedKeys(s.progress) {
+		p := s.progress[e]
+		sec = appendString(sec, p.Edge)
+		sec = appendUvarint(sec, p.WatermarkSeq)
+		sec = appendVarint(sec, p.WatermarkTimeMs)
+		sec = appendUvarint(sec, uint64(len(p.Held)))
+		for _, h := range p.Held {
+			sec = appendHeldRange(sec, h)
+		}
+	}
+	b = appendSection(b, secProgress, sec)
+
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// Restore replaces the catalog with a snapshot. The snapshot is checked in
+// full (checksum, encoding, and every invariant the catalog keeps) before
+// anything changes; on error the catalog is left as it was.
+func (f *FSM) Restore(data []byte) error {
+	s, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = s
+	return nil
+}
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorruptSnapshot, fmt.Sprintf(format, args...))
+}
+
+func decodeSnapshot(data []byte) (*state, error) {
+	if len(data) < len(snapshotMagic)+1+4 {
+		return nil, corruptf("%d bytes is too short", len(data))
+	}
+	if string(data[:4]) != snapshotMagic {
+		return nil, corruptf("bad magic %q", data[:4])
+	}
+	if v := data[4]; v != SnapshotVersion {
+		return nil, corruptf("version %d, want %d", v, SnapshotVersion)
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, corruptf("checksum %08x, want %08x", got, sum)
+	}
+	d := &decoder{b: body, off: 5, what: "catalog snapshot"}
+	s := newState()
+	s.applied = d.uvarint()
+	sections := []struct {
+		tag    byte
+		decode func(*decoder) error
+	}{
+		{secConfig, s.decodeConfig},
+		{secMembers, s.decodeMembers},
+		{secNodes, s.decodeNodes},
+		{secSeries, s.decodeSeries},
+		{secEdgeSeries, s.decodeEdgeSeries},
+		{secPlacements, s.decodePlacements},
+		{secProgress, s.decodeProgress},
+	}
+	for _, sec := range sections {
+		tag := d.byte()
+		if d.err == nil && tag != sec.tag {
+			d.failf("section tag %d, want %d", tag, sec.tag)
+		}
+		b := d.bytes("section")
+		if d.err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, d.err)
+		}
+		sd := &decoder{b: b, what: fmt.Sprintf("catalog snapshot section %d", sec.tag)}
+		if err := sec.decode(sd); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
+		if err := sd.finish(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	for _, p := range s.placement {
+		for _, r := range p.Replicas {
+			s.load[r]++
+		}
+	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	return s, nil
+}
+
+func (s *state) decodeConfig(d *decoder) error {
+	c := d.config()
+	c.Version = d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("config: %v", err)
+	}
+	s.config = c
+	return nil
+}
+
+func (s *state) decodeMembers(d *decoder) error {
+	n := d.count("member", 3)
+	prev := uint64(0)
+	for i := 0; i < n && d.err == nil; i++ {
+		m := &Member{RaftID: d.uvarint(), Learner: d.bool(), Addr: d.string("member address", MaxAddrBytes)}
+		if d.err == nil && m.RaftID <= prev {
+			return fmt.Errorf("member %d: raft id %d not after %d", i, m.RaftID, prev)
+		}
+		prev = m.RaftID
+		s.members[m.RaftID] = m
+	}
+	return d.err
+}
+
+func (s *state) decodeNodes(d *decoder) error {
+	n := d.count("node", 7)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		nd := &Node{
+			ID:       d.string("node id", MaxIDBytes),
+			Role:     Role(d.byte()),
+			RaftID:   d.uvarint(),
+			Addr:     d.string("node address", MaxAddrBytes),
+			Identity: d.string("node identity", MaxIdentityBytes),
+		}
+		ls := d.labels()
+		nd.RegisteredIndex = d.uvarint()
+		nd.LastHeartbeatMs = d.varint()
+		if d.err != nil {
+			break
+		}
+		if i > 0 && nd.ID <= prev {
+			return fmt.Errorf("node %q not after %q", nd.ID, prev)
+		}
+		prev = nd.ID
+		if err := validNodeID(nd.ID); err != nil {
+			return err
+		}
+		if !nd.Role.valid() || (nd.Role == RoleCoordinator) != (nd.RaftID != 0) {
+			return fmt.Errorf("node %q: role %s with raft id %d", nd.ID, nd.Role, nd.RaftID)
+		}
+		norm, err := nodeLabels(ls)
+		if err != nil {
+			return fmt.Errorf("node %q: %v", nd.ID, err)
+		}
+		if !labels.Equal(norm, ls) {
+			return fmt.Errorf("node %q: labels are not in canonical form", nd.ID)
+		}
+		nd.Labels = norm
+		s.nodes[nd.ID] = nd
+	}
+	return d.err
+}
+
+func (s *state) decodeSeries(d *decoder) error {
+	n := d.count("series", 2)
+	s.byKey = make(map[string]uint64, n)
+	var canon []byte
+	for i := 0; i < n && d.err == nil; i++ {
+		key := d.string("series key", 1<<20)
+		if d.err != nil {
+			break
+		}
+		raw, err := labels.DecodeKey([]byte(key))
+		if err != nil {
+			return fmt.Errorf("series %d: %v", i+1, err)
+		}
+		ls, err := labels.New(raw, labels.DefaultLimits)
+		if err != nil {
+			return fmt.Errorf("series %d: %v", i+1, err)
+		}
+		canon = ls.AppendKey(canon[:0])
+		if !bytes.Equal(canon, []byte(key)) {
+			return fmt.Errorf("series %d: labels are not in canonical form", i+1)
+		}
+		if _, dup := s.byKey[key]; dup {
+			return fmt.Errorf("series %d: duplicate of series %d", i+1, s.byKey[key])
+		}
+		s.addSeries(key, ls)
+	}
+	return d.err
+}
+
+func (s *state) decodeEdgeSeries(d *decoder) error {
+	n := d.count("edge", 2)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		e := d.string("edge id", MaxIDBytes)
+		k := d.count("series id", 1)
+		if d.err != nil {
+			break
+		}
+		if i > 0 && e <= prev {
+			return fmt.Errorf("edge series: %q not after %q", e, prev)
+		}
+		prev = e
+		if s.nodes[e] == nil {
+			return fmt.Errorf("edge series: node %q is not registered", e)
+		}
+		if k == 0 {
+			return fmt.Errorf("edge series: %q has an empty list", e)
+		}
+		ids := make([]uint64, 0, k)
+		id := uint64(0)
+		for j := 0; j < k && d.err == nil; j++ {
+			delta := d.uvarint()
+			if d.err == nil && (delta == 0 || delta > uint64(s.series.len())-id) {
+				return fmt.Errorf("edge series: %q: series id %d+%d is not a series after the previous", e, id, delta)
+			}
+			id += delta
+			ids = append(ids, id)
+		}
+		s.edgeSeries[e] = ids
+	}
+	return d.err
+}
+
+func (s *state) decodePlacements(d *decoder) error {
+	n := d.count("placement", 4)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		p := &Placement{Edge: d.string("edge id", MaxIDBytes), Epoch: d.uvarint(), Pinned: d.bool()}
+		k := d.count("replica", 1)
+		if d.err == nil && k > MaxReplicationFactor {
+			return fmt.Errorf("placement %q: %d replicas", p.Edge, k)
+		}
+		for j := 0; j < k && d.err == nil; j++ {
+			p.Replicas = append(p.Replicas, d.string("replica id", MaxIDBytes))
+		}
+		if d.err != nil {
+			break
+		}
+		if i > 0 && p.Edge <= prev {
+			return fmt.Errorf("placement %q not after %q", p.Edge, prev)
+		}
+		prev = p.Edge
+		s.placement[p.Edge] = p
+	}
+	return d.err
+}
+
+func (s *state) decodeProgress(d *decoder) error {
+	n := d.count("edge progress", 4)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		p := &EdgeProgress{Edge: d.string("edge id", MaxIDBytes), WatermarkSeq: d.uvarint(), WatermarkTimeMs: d.varint()}
+		k := d.count("held run", 5)
+		if d.err == nil && k > MaxHeldRuns {
+			return fmt.Errorf("edge %q: %d held runs, limit is %d", p.Edge, k, MaxHeldRuns)
+		}
+		for j := 0; j < k && d.err == nil; j++ {
+			p.Held = append(p.Held, d.heldRange())
+		}
+		if d.err != nil {
+			break
+		}
+		if i > 0 && p.Edge <= prev {
+			return fmt.Errorf("edge progress %q not after %q", p.Edge, prev)
+		}
+		prev = p.Edge
+		s.progress[p.Edge] = p
+	}
+	return d.err
+}
+
+// Check verifies every invariant of the catalog: ids dense and unique,
+// postings and edge lists consistent with the series, placements on
+// eligible coordinators and loads matching them, held runs sorted and
+// disjoint, watermarks held. Tests call it; Restore runs it on every
+// snapshot.
+func (f *FSM) Check() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.check()
+}
+
+func (s *state) check() error {
+	if len(s.byKey) != s.series.len() {
+		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byKey))
+	}
+	postings := 0
+	var bad error
+	s.series.each(func(id uint64, r *seriesRec) {
+		if s.byKey[r.key] != id && bad == nil {
+			bad = fmt.Errorf("series %d: key maps to %d", id, s.byKey[r.key])
+		}
+		postings += len(r.ls)
+	})
+	if bad != nil {
+		return bad
+	}
+	n := 0
+	for name, vals := range s.postings {
+		for v, ids := range vals {
+			for j, id := range ids {
+				if id == 0 || id > uint64(s.series.len()) || (j > 0 && ids[j-1] >= id) {
+					return fmt.Errorf("postings %s=%q: bad or unsorted id %d", name, v, id)
+				}
+				if s.series.at(id).ls.Get(name) != v {
+					return fmt.Errorf("postings %s=%q list series %d, which lacks it", name, v, id)
+				}
+			}
+			n += len(ids)
+		}
+	}
+	if n != postings {
+		return fmt.Errorf("postings hold %d entries, series have %d labels", n, postings)
+	}
+	for e, ids := range s.edgeSeries {
+		if s.nodes[e] == nil {
+			return fmt.Errorf("edge series of unregistered node %q", e)
+		}
+		for j, id := range ids {
+			if id == 0 || id > uint64(s.series.len()) || (j > 0 && ids[j-1] >= id) {
+				return fmt.Errorf("edge %q: bad or unsorted series id %d", e, id)
+			}
+		}
+	}
+	raftIDs := map[uint64]string{}
+	for id, nd := range s.nodes {
+		if nd.Role == RoleCoordinator {
+			if other, dup := raftIDs[nd.RaftID]; dup {
+				return fmt.Errorf("coordinators %q and %q share raft id %d", id, other, nd.RaftID)
+			}
+			raftIDs[nd.RaftID] = id
+		}
+	}
+	var eligible []string
+	for id, nd := range s.nodes {
+		if nd.Role == RoleCoordinator && s.members[nd.RaftID] != nil {
+			eligible = append(eligible, id)
+		}
+	}
+	slices.Sort(eligible)
+	load := map[string]int{}
+	for id, nd := range s.nodes {
+		if nd.Role == RoleEdge && s.placement[id] == nil {
+			return fmt.Errorf("edge %q has no placement", id)
+		}
+	}
+	for e, p := range s.placement {
+		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
+			return fmt.Errorf("placement of %q, which is not a registered edge", e)
+		}
+		if p.Edge != e || !slices.IsSorted(p.Replicas) || len(slices.Compact(slices.Clone(p.Replicas))) != len(p.Replicas) {
+			return fmt.Errorf("placement of %q: replicas not sorted and unique", e)
+		}
+		for _, r := range p.Replicas {
+			if _, ok := slices.BinarySearch(eligible, r); !ok {
+				return fmt.Errorf("placement of %q: %q is not an eligible coordinator", e, r)
+			}
+			load[r]++
+		}
+	}
+	if !maps.Equal(load, s.load) {
+		return fmt.Errorf("coordinator loads %v, placements say %v", s.load, load)
+	}
+	for e, p := range s.progress {
+		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
+			return fmt.Errorf("progress of %q, which is not a registered edge", e)
+		}
+		if p.Edge != e || len(p.Held) > MaxHeldRuns {
+			return fmt.Errorf("progress of %q: bad edge or too many runs", e)
+		}
+		for j, h := range p.Held {
+			if h.FirstSeq == 0 || h.FirstSeq > h.LastSeq || h.MinTimeMs > h.MaxTimeMs {
+				return fmt.Errorf("progress of %q: bad run [%d,%d]", e, h.FirstSeq, h.LastSeq)
+			}
+			if j > 0 && p.Held[j-1].LastSeq+1 >= h.FirstSeq {
+				return fmt.Errorf("progress of %q: runs [%d,%d] and [%d,%d] overlap or touch", e,
+					p.Held[j-1].FirstSeq, p.Held[j-1].LastSeq, h.FirstSeq, h.LastSeq)
+			}
+		}
+		if p.WatermarkSeq != 0 && !heldContains(p.Held, p.WatermarkSeq) {
+			return fmt.Errorf("progress of %q: watermark %d is not held", e, p.WatermarkSeq)
+		}
+	}
+	if s.config.Version > s.applied {
+		return fmt.Errorf("config version %d after applied index %d", s.config.Version, s.applied)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package raftnode_test
+
+const raceEnabled = false
