@@ -104,6 +104,11 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 	if n.headBytes.Load() > 2*n.opts.HeadMaxBytes {
 		return res, ErrOverloaded
 	}
+	if n.opts.WriteGate != nil {
+		if err := n.opts.WriteGate(); err != nil {
+			return res, err
+		}
+	}
 	now := n.opts.Now()
 	maxFuture := now.Add(n.opts.FutureWindow).UnixMilli()
 	oldest := now.Add(-n.opts.RetentionRaw).UnixMilli()

@@ -149,8 +149,9 @@ func (n *Node) flushRound(all bool) error {
 	return n.truncateWAL(list)
 }
 
-// truncateWAL removes WAL segments older than the oldest one still holding
-// a sample that is not in RocksDB.
+// truncateWAL records how far the WAL is flushed and removes the segments
+// older than the oldest one still holding a sample that is not in RocksDB,
+// except those Options.WALRetention keeps.
 func (n *Node) truncateWAL(list []*memSeries) error {
 	low := n.wal.OpenSeq()
 	if r := n.replaySeq.Load(); r != 0 && r < low {
@@ -164,18 +165,33 @@ func (n *Node) truncateWAL(list []*memSeries) error {
 			low = f
 		}
 	}
-	if low <= n.walLow {
+	advance := low > n.flushedLow
+	keep := low
+	if n.opts.WALRetention != nil {
+		keep = min(keep, n.opts.WALRetention())
+	}
+	if !advance && keep <= n.walLow {
 		return nil
 	}
-	// The samples of the segments about to go are in RocksDB's memtables;
-	// sync its WAL so they survive a power cut without our segments.
+	// The samples of the segments about to go (or about to be recorded as
+	// flushed) are in RocksDB's memtables; sync its WAL so they survive a
+	// power cut without our segments being replayed.
 	if err := n.db.SyncWAL(); err != nil {
 		return fmt.Errorf("sync store wal: %w", err)
 	}
-	if err := n.wal.RemoveBefore(low); err != nil {
-		return fmt.Errorf("remove wal segments below %d: %w", low, err)
+	if advance {
+		if err := n.recordFlushedThrough(low - 1); err != nil {
+			return err
+		}
+		n.flushedLow = low
 	}
-	n.walLow = low
+	if keep <= n.walLow {
+		return nil
+	}
+	if err := n.wal.RemoveBefore(keep); err != nil {
+		return fmt.Errorf("remove wal segments below %d: %w", keep, err)
+	}
+	n.walLow = keep
 	return nil
 }
 

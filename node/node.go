@@ -55,9 +55,12 @@ type Node struct {
 	byHash map[uint64][]*memSeries
 
 	// replaySeq is the segment being replayed (0 outside replay); walLow
-	// is the lowest WAL segment kept (flush loop only).
-	replaySeq atomic.Uint64
-	walLow    uint64
+	// is the lowest WAL segment kept; flushedLow is the lowest segment
+	// that may hold samples not durable in RocksDB, recorded in the store
+	// as flushed-through = flushedLow-1 (flush loop only).
+	replaySeq  atomic.Uint64
+	walLow     uint64
+	flushedLow uint64
 	// flushSkip holds series whose stored data cannot be read back (flush
 	// loop only, under flushMu).
 	flushSkip map[uint64]error
@@ -143,7 +146,14 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
 	n.wal = w
-	replayed, err := n.replay()
+	from, err := n.replayStart()
+	if err != nil {
+		w.Close()
+		db.Close()
+		return nil, err
+	}
+	n.flushedLow = from
+	replayed, err := n.replay(from)
 	if err != nil {
 		w.Close()
 		db.Close()
@@ -222,15 +232,17 @@ func (n *Node) lookupLocked(key []byte, ls labels.Labels) *memSeries {
 	return nil
 }
 
-// replay re-applies every WAL record still on disk. Records already flushed
-// to RocksDB are applied again harmlessly: the flush merges them with what
-// is stored, last write wins, and rollups are recomputed from the result.
-func (n *Node) replay() (points int64, err error) {
+// replay re-applies the WAL records of segments fromSeq and later (the
+// earlier ones are all in RocksDB and may be on disk only for shipping).
+// Records already flushed to RocksDB are applied again harmlessly: the
+// flush merges them with what is stored, last write wins, and rollups are
+// recomputed from the result.
+func (n *Node) replay(fromSeq uint64) (points int64, err error) {
 	var dec record.Decoder
 	defs := map[uint64]*memSeries{}
 	lastSeq := uint64(0)
 	nowNs := n.opts.Now().UnixNano()
-	err = n.wal.Replay(0, func(seq uint64, r wal.Record) error {
+	err = n.wal.Replay(fromSeq, func(seq uint64, r wal.Record) error {
 		if seq != lastSeq {
 			clear(defs) // definitions are per segment
 			lastSeq = seq
@@ -292,7 +304,8 @@ func (n *Node) persistSeries(s *memSeries) error {
 }
 
 // dropFlushedWAL seals the open WAL segment and removes every segment whose
-// samples are all in the store, so the next start has nothing to replay.
+// samples are all in the store (and that Options.WALRetention releases), so
+// the next start has nothing to replay.
 func (n *Node) dropFlushedWAL() error {
 	if _, err := n.wal.Cut(); err != nil {
 		return fmt.Errorf("seal wal segment: %w", err)

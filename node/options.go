@@ -70,6 +70,20 @@ type Options struct {
 	// use a crash-simulating one (package walfs).
 	WALFS wal.FS
 
+	// WALRetention, if set, is asked before WAL segments are removed:
+	// segments with a sequence at or above the number it returns stay on
+	// disk even once all their samples are in RocksDB (0 keeps every
+	// segment). The replicator sets it to keep segments until the cloud
+	// acknowledges them. It is called from the flush goroutine, also
+	// during Open, and must be fast and not call the Node.
+	WALRetention func() uint64
+	// WriteGate, if set, is asked at the start of every Write; an error
+	// refuses the whole write with that error and stores nothing. The
+	// replicator's block-writers overflow policy sets it; an error that
+	// matches ErrOverloaded (errors.Is) tells clients to retry later. It
+	// must be fast and not call the Node.
+	WriteGate func() error
+
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
 }

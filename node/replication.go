@@ -1,0 +1,87 @@
+package node
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// What the node does for replication (package replicator ships its sealed
+// WAL segments to the cloud):
+//
+//   - Options.WALRetention keeps segments on disk until the replicator
+//     releases them, even once every sample in them is in RocksDB.
+//   - WALSegments and ReadWALSegment let the replicator list and read them.
+//   - The node records in its store meta the "flushed-through" sequence:
+//     every sample of every segment at or below it is durable in RocksDB.
+//     Replay starts after it, so segments kept only for shipping are not
+//     applied again at every start.
+//   - Options.WriteGate lets the replicator refuse writes while its
+//     backlog is over budget (the block-writers overflow policy).
+
+// metaFlushedThrough is the store meta key of the flushed-through sequence:
+// 8 bytes, little-endian.
+const metaFlushedThrough = "wal.flushed_through"
+
+// NodeID returns the node's id, as written into its WAL segment headers.
+func (n *Node) NodeID() string { return n.opts.NodeID }
+
+// WALSegments describes the node's WAL segments in ascending sequence: the
+// sealed ones (immutable; kept on disk while Options.WALRetention asks for
+// them) and, last, the open one (Sealed false).
+func (n *Node) WALSegments() []wal.SegmentInfo { return n.wal.Segments() }
+
+// ReadWALSegment returns the verified bytes of sealed WAL segment seq (see
+// wal.Log.ReadSealed for its errors). Safe for concurrent use.
+func (n *Node) ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error) {
+	return n.wal.ReadSealed(seq)
+}
+
+// replayStart returns the first WAL sequence to replay: the one after the
+// recorded flushed-through sequence. A record that is not below the open
+// segment's sequence belongs to an earlier incarnation of the WAL
+// directory (it was removed or replaced while the store stayed): skipping
+// by it would skip the new segments' samples, so it is cleared (durably,
+// before anything is replayed) and everything on disk is replayed.
+func (n *Node) replayStart() (uint64, error) {
+	b, ok, err := n.db.GetMeta(metaFlushedThrough)
+	if err != nil {
+		return 0, fmt.Errorf("read flushed-through sequence: %w", err)
+	}
+	if !ok {
+		return 1, nil
+	}
+	if len(b) != 8 {
+		n.log.Error("stored flushed-through sequence is damaged; replaying the whole WAL", "bytes", len(b))
+		return 1, nil
+	}
+	through := binary.LittleEndian.Uint64(b)
+	if open := n.wal.OpenSeq(); through >= open {
+		n.log.Warn("WAL sequence numbers are behind the store's flushed-through record (WAL directory replaced?); replaying the whole WAL",
+			"flushed_through", through, "open_segment", open)
+		if err := n.recordFlushedThrough(0); err != nil {
+			return 0, err
+		}
+		if err := n.db.SyncWAL(); err != nil {
+			return 0, fmt.Errorf("sync store wal: %w", err)
+		}
+		return 1, nil
+	}
+	return through + 1, nil
+}
+
+// recordFlushedThrough writes the flushed-through sequence to the store
+// meta. It is not synced by itself.
+// REQUIRES: the samples of every segment <= seq are durable in RocksDB
+// (SyncWAL returned after they were written), so that a record that
+// survives a power cut never vouches for samples that did not.
+func (n *Node) recordFlushedThrough(seq uint64) error {
+	b := n.db.NewBatch()
+	defer b.Close()
+	b.PutMeta(metaFlushedThrough, binary.LittleEndian.AppendUint64(nil, seq))
+	if err := n.db.Write(b); err != nil {
+		return fmt.Errorf("record flushed-through sequence %d: %w", seq, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/wal"
+	"github.com/tributarydb/tributary/node/wal/walfs"
+)
+
+// writeSegments writes batches of fresh points until the node has sealed
+// at least segs WAL segments, and returns the number of points written.
+// Timestamps start at from and advance by one millisecond per point.
+func writeSegments(t *testing.T, n *node.Node, from int64, segs int) (points int64, next int64) {
+	t.Helper()
+	next = from
+	for i := 0; sealedCount(n.WALSegments()) < segs; i++ {
+		if i > 10_000 {
+			t.Fatalf("no %d sealed segments after %d writes", segs, i)
+		}
+		ts := make([]int64, 200)
+		vs := make([]float64, 200)
+		for k := range ts {
+			ts[k], vs[k] = next, float64(next%977)*1.37
+			next++
+		}
+		res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m", "series", fmt.Sprint(i%3)), Ts: ts, Vs: vs}})
+		if err != nil || res.Accepted != int64(len(ts)) {
+			t.Fatalf("write %d: %+v, %v", i, res, err)
+		}
+		points += res.Accepted
+	}
+	return points, next
+}
+
+func sealedCount(segs []wal.SegmentInfo) int {
+	c := 0
+	for _, s := range segs {
+		if s.Sealed {
+			c++
+		}
+	}
+	return c
+}
+
+func storedPoints(t *testing.T, n *node.Node, start, end int64) int {
+	t.Helper()
+	total := 0
+	for _, s := range query(t, n, node.Query{Matchers: sel(t, `m`), Start: start, End: end, Mode: node.ModeRaw}) {
+		total += len(s.Ts)
+	}
+	return total
+}
+
+func TestWALRetention_KeepsFlushedSegmentsUntilReleased(t *testing.T) {
+	var keepFrom atomic.Uint64 // 0: keep every segment
+	o := testOptions(t, t.TempDir())
+	o.WALSegmentBytes = 4096
+	o.WALRetention = keepFrom.Load
+	n := mustOpen(t, o)
+	defer n.Close()
+	start := o.Now().UnixMilli() - 3_600_000
+	writeSegments(t, n, start, 5)
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	segs := n.WALSegments()
+	if segs[0].Seq != 1 || sealedCount(segs) < 5 {
+		t.Fatalf("after a flush with nothing released, segments are %+v; want every sealed one from 1 on", segs)
+	}
+	for _, s := range segs {
+		if !s.Sealed {
+			continue
+		}
+		b, info, err := n.ReadWALSegment(s.Seq)
+		if err != nil || int64(len(b)) != s.Bytes || info.CRC != s.CRC || info.NodeID != n.NodeID() {
+			t.Fatalf("ReadWALSegment(%d) = %d bytes, %+v, %v; listed as %+v", s.Seq, len(b), info, err, s)
+		}
+	}
+
+	release := segs[3].Seq
+	keepFrom.Store(release)
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	after := n.WALSegments()
+	if after[0].Seq != release {
+		t.Fatalf("released below %d, the oldest segment left is %d", release, after[0].Seq)
+	}
+	if _, _, err := n.ReadWALSegment(segs[0].Seq); err == nil {
+		t.Fatalf("released segment %d can still be read", segs[0].Seq)
+	}
+}
+
+func TestWALRetention_NilKeepsRemovingFlushedSegments(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.WALSegmentBytes = 4096
+	n := mustOpen(t, o)
+	defer n.Close()
+	writeSegments(t, n, o.Now().UnixMilli()-3_600_000, 3)
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if segs := n.WALSegments(); len(segs) != 1 || segs[0].Sealed {
+		t.Fatalf("without a retention hook a flush leaves only the open segment; got %+v", segs)
+	}
+}
+
+// TestReplay_SkipsFlushedSegmentsKeptForShipping: segments kept on disk for
+// the replicator are not applied again at the next start, while a crash
+// still replays the segments that were not flushed.
+func TestReplay_SkipsFlushedSegmentsKeptForShipping(t *testing.T) {
+	dir := t.TempDir()
+	fs := walfs.NewCrashFS()
+	opts := func() node.Options {
+		o := testOptions(t, dir)
+		o.WALFS = fs
+		o.WALSegmentBytes = 4096
+		o.WALRetention = func() uint64 { return 0 } // keep everything, as before any ack
+		o.HeadChunkSamples = 1 << 16                // no chunk closes, so nothing flushes before Close
+		return o
+	}
+	n := mustOpen(t, opts())
+	start := opts().Now().UnixMilli() - 3_600_000
+	flushed, next := writeSegments(t, n, start, 4)
+	if err := n.Close(); err != nil { // flushes the head and seals the open segment
+		t.Fatal(err)
+	}
+
+	n = mustOpen(t, opts())
+	if sealedCount(n.WALSegments()) < 4 {
+		t.Fatalf("segments kept for shipping are gone after a restart: %+v", n.WALSegments())
+	}
+	if st := n.Status(); st.HeadSamples != 0 {
+		t.Fatalf("restart replayed %d samples of segments already flushed", st.HeadSamples)
+	}
+	if got := storedPoints(t, n, start, next); got != int(flushed) {
+		t.Fatalf("%d points after restart, want %d", got, flushed)
+	}
+
+	// Unflushed points written now live only in the WAL; a power cut must
+	// not lose them, and the restart replays exactly them.
+	unflushed, next2 := writeSegments(t, n, next, sealedCount(n.WALSegments())+2)
+	fs = fs.Crash()
+	n.CrashForTest()
+
+	n = mustOpen(t, opts())
+	defer n.Close()
+	if st := n.Status(); st.HeadSamples != unflushed {
+		t.Fatalf("after a crash the restart put %d samples in the head, want the %d unflushed ones", st.HeadSamples, unflushed)
+	}
+	if got := storedPoints(t, n, start, next2); got != int(flushed+unflushed) {
+		t.Fatalf("%d points after the crash, want %d", got, flushed+unflushed)
+	}
+}
+
+// TestReplay_ReplacedWALIsReplayedInFull: when the WAL directory is lost
+// and sequence numbers start again at 1, the store's flushed-through record
+// must not hide the new segments from replay.
+func TestReplay_ReplacedWALIsReplayedInFull(t *testing.T) {
+	dir := t.TempDir()
+	fs := walfs.NewCrashFS()
+	opts := func() node.Options {
+		o := testOptions(t, dir)
+		o.WALFS = fs
+		o.WALSegmentBytes = 4096
+		return o
+	}
+	n := mustOpen(t, opts())
+	start := opts().Now().UnixMilli() - 3_600_000
+	first, next := writeSegments(t, n, start, 4)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	fs = walfs.NewCrashFS() // the WAL directory is gone; the store is not
+	n = mustOpen(t, opts())
+	if segs := n.WALSegments(); segs[0].Seq != 1 {
+		t.Fatalf("new WAL starts at %d, want 1", segs[0].Seq)
+	}
+	second, next2 := writeSegments(t, n, next, 1)
+	fs = fs.Crash()
+	n.CrashForTest()
+
+	n = mustOpen(t, opts())
+	defer n.Close()
+	if got := storedPoints(t, n, start, next2); got != int(first+second) {
+		t.Fatalf("%d points after the crash, want %d (%d written into the new WAL)", got, first+second, second)
+	}
+}
+
+func TestWriteGate_RefusesWholeWrites(t *testing.T) {
+	gateErr := fmt.Errorf("backlog full: %w", node.ErrOverloaded)
+	var closed atomic.Bool
+	o := testOptions(t, t.TempDir())
+	o.WriteGate = func() error {
+		if closed.Load() {
+			return gateErr
+		}
+		return nil
+	}
+	n := mustOpen(t, o)
+	defer n.Close()
+	now := o.Now().UnixMilli()
+	write := func(ts int64) (node.WriteResult, error) {
+		return n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}})
+	}
+	closed.Store(true)
+	if res, err := write(now - 1); !errors.Is(err, node.ErrOverloaded) || res.Accepted != 0 {
+		t.Fatalf("write through a closed gate: %+v, %v", res, err)
+	}
+	closed.Store(false)
+	if res, err := write(now); err != nil || res.Accepted != 1 {
+		t.Fatalf("write through an open gate: %+v, %v", res, err)
+	}
+	if got := storedPoints(t, n, now-10, now); got != 1 {
+		t.Fatalf("%d points stored, want only the one written through the open gate", got)
+	}
+}

@@ -1,0 +1,1311 @@
+// Tributary replication API, version 1: how an edge node ships its sealed
+// WAL segments to the cloud coordinators.
+//
+// The edge dials out (it is usually behind NAT) and keeps one long-lived
+// bidirectional stream open on one coordinator at a time. docs/replication.md
+// is the long-form specification; the comments here are normative.
+//
+// # Words
+//
+// A segment is one sealed WAL segment file of an edge node, byte for byte
+// as node/wal wrote it (header, records, footer; see node/wal/doc.go). It is
+// immutable and identified by (node id, seq, crc32c), where crc32c is the
+// CRC32C its footer stores over every byte of the file before that field.
+//
+// Sequence numbers order segments; wall clocks never do. They start at 1,
+// only grow, and may skip numbers (a WAL segment that never held a record
+// is removed instead of sealed). A segment's header names prev_seq, the
+// segment sealed just before it (0 for the first), so a segment COVERS the
+// sequence numbers prev_seq+1 .. seq: the skipped numbers below it belong to
+// it, and the covered intervals of one node's segments never overlap and
+// leave no hole. A gap declaration (ShipGap) covers after_seq+1 ..
+// through_seq the same way.
+//
+// acked_through is the highest S such that every number in 1..S is covered
+// by a segment the cloud holds durably or by a gap the cloud has recorded.
+// It never goes back.
+//
+// # The stream
+//
+//	edge                                   coordinator
+//	 |-- ShipRequest{hello} ----------------->|  verify identity, load progress
+//	 |<---------------- ShipResponse{welcome} -|  acked_through + held runs above it
+//	 |-- ShipRequest{gap} (0..n) ------------->|  record, then ack (gap_through)
+//	 |-- ShipRequest{segment} part 1..k ------>|  reassemble, verify, store
+//	 |<---------------- ShipResponse{ack} -----|  when durable on the replicas
+//	 |<---------------- ShipResponse{error} ---|  per segment, or per gap
+//	 |   ... any number of segments and gaps, a window of them unacked ...
+//
+// 1. The first request is a hello; anything else first is a protocol error
+//    (status FAILED_PRECONDITION). The coordinator checks that node_id is
+//    the identity of the caller's certificate (PERMISSION_DENIED otherwise)
+//    and that it speaks protocol_version (FAILED_PRECONDITION otherwise).
+// 2. The coordinator answers with exactly one welcome before any ack or
+//    error. Its held runs list what it already holds above acked_through,
+//    so that an edge resuming on another coordinator skips them.
+// 3. The edge then sends gap declarations and segments, each segment as one
+//    or more consecutive parts (parts of different segments never
+//    interleave). It keeps a window of segments sent but not acknowledged;
+//    it may send segments in any sequence order (fresh data first after an
+//    outage), but never a segment the welcome or an ack says is held.
+// 4. The coordinator acknowledges each segment only once it is durable on
+//    the edge's replica coordinators and recorded in the catalog, and each
+//    gap once it is recorded. Every ack carries the current acked_through.
+//    Acks may come in any order.
+// 5. Either side may end the stream at any time. Nothing unacknowledged is
+//    assumed durable: the edge keeps every segment until it is covered by
+//    acked_through (or by a gap), and resends the rest on the next stream,
+//    on any coordinator.
+//
+// # Idempotency: what the coordinator must do with a segment
+//
+//   - Reassemble its parts: every part repeats the same metadata; offsets
+//     are contiguous from 0; the parts' data adds up to compressed_bytes.
+//   - Bound memory before trusting anything: compressed_bytes and
+//     uncompressed_bytes within its limits (it announces max_segment_bytes
+//     in the welcome); decompress with an output limit of
+//     uncompressed_bytes, and require exactly that many bytes.
+//   - Verify the file by itself (node/wal format): header CRC, every record
+//     CRC, footer counts and whole-file CRC; node id in the header equal to
+//     the hello's node_id; seq and prev_seq equal to the message's; footer
+//     CRC equal to crc32c; records, points, min_time_ms and max_time_ms
+//     equal to the message's.
+//   - (node_id, seq) already held with the same crc32c: a resend after a
+//     lost ack. Store nothing, acknowledge again. Replaying the same
+//     segment twice changes nothing.
+//   - (node_id, seq) already held with a different crc32c: a conflict (the
+//     edge's WAL was reset, or two nodes share an id). Keep what is held,
+//     answer SHIP_ERROR_CODE_CONFLICT, not retryable.
+//
+// Keepalive: the edge sends gRPC keepalive pings (default every 30s, also
+// without active calls); the coordinator's keepalive enforcement policy must
+// allow them (MinTime at most the edge's interval, PermitWithoutStream), or
+// it will close the connection with ENHANCE_YOUR_CALM.
+
+// Code generated by protoc-gen-go. DO NOT EDIT.
+// versions:
+// 	protoc-gen-go v1.36.12
+// 	protoc        v3.21.12
+// source: tributary/v1/replication.proto
+
+package tributaryv1
+
+import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
+)
+
+const (
+	// Verify that this generated code is sufficiently up-to-date.
+	_ = protoimpl.EnforceVersion(20 - protoimpl.MinVersion)
+	// Verify that runtime/protoimpl is sufficiently up-to-date.
+	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
+)
+
+// SegmentCompression says how ShipSegment.data is encoded.
+type SegmentCompression int32
+
+const (
+	SegmentCompression_SEGMENT_COMPRESSION_UNSPECIFIED SegmentCompression = 0
+	// The segment file's bytes as they are.
+	SegmentCompression_SEGMENT_COMPRESSION_NONE SegmentCompression = 1
+	// One zstd frame (RFC 8878) holding the segment file, with its content
+	// size in the frame header.
+	SegmentCompression_SEGMENT_COMPRESSION_ZSTD SegmentCompression = 2
+)
+
+// Enum value maps for SegmentCompression.
+var (
+	SegmentCompression_name = map[int32]string{
+		0: "SEGMENT_COMPRESSION_UNSPECIFIED",
+		1: "SEGMENT_COMPRESSION_NONE",
+		2: "SEGMENT_COMPRESSION_ZSTD",
+	}
+	SegmentCompression_value = map[string]int32{
+		"SEGMENT_COMPRESSION_UNSPECIFIED": 0,
+		"SEGMENT_COMPRESSION_NONE":        1,
+		"SEGMENT_COMPRESSION_ZSTD":        2,
+	}
+)
+
+func (x SegmentCompression) Enum() *SegmentCompression {
+	p := new(SegmentCompression)
+	*p = x
+	return p
+}
+
+func (x SegmentCompression) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SegmentCompression) Descriptor() protoreflect.EnumDescriptor {
+	return file_tributary_v1_replication_proto_enumTypes[0].Descriptor()
+}
+
+func (SegmentCompression) Type() protoreflect.EnumType {
+	return &file_tributary_v1_replication_proto_enumTypes[0]
+}
+
+func (x SegmentCompression) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SegmentCompression.Descriptor instead.
+func (SegmentCompression) EnumDescriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+}
+
+// GapReason says why an edge will not ship some segments. In every case the
+// points of those segments were acknowledged to their writers and may still
+// be in the edge's local store; a gap is a record of where, never a silent
+// loss.
+type GapReason int32
+
+const (
+	GapReason_GAP_REASON_UNSPECIFIED GapReason = 0
+	// The edge's replication backlog outgrew its disk budget and the default
+	// policy released the segments: the points stay in the edge's local store
+	// and are to be backfilled from there when the link allows.
+	GapReason_GAP_REASON_BACKLOG_OVERFLOW GapReason = 1
+	// The backlog outgrew its budget under the drop-oldest policy: the points
+	// will not be replicated (they may stay in the edge's local store until
+	// its retention removes them); the edge counts them as dropped.
+	GapReason_GAP_REASON_DROPPED GapReason = 2
+	// The segments are no longer on the edge's disk: removed before
+	// replication was enabled, or quarantined as corrupt when the node
+	// started. How many points they held is unknown.
+	GapReason_GAP_REASON_MISSING GapReason = 3
+)
+
+// Enum value maps for GapReason.
+var (
+	GapReason_name = map[int32]string{
+		0: "GAP_REASON_UNSPECIFIED",
+		1: "GAP_REASON_BACKLOG_OVERFLOW",
+		2: "GAP_REASON_DROPPED",
+		3: "GAP_REASON_MISSING",
+	}
+	GapReason_value = map[string]int32{
+		"GAP_REASON_UNSPECIFIED":      0,
+		"GAP_REASON_BACKLOG_OVERFLOW": 1,
+		"GAP_REASON_DROPPED":          2,
+		"GAP_REASON_MISSING":          3,
+	}
+)
+
+func (x GapReason) Enum() *GapReason {
+	p := new(GapReason)
+	*p = x
+	return p
+}
+
+func (x GapReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GapReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_tributary_v1_replication_proto_enumTypes[1].Descriptor()
+}
+
+func (GapReason) Type() protoreflect.EnumType {
+	return &file_tributary_v1_replication_proto_enumTypes[1]
+}
+
+func (x GapReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GapReason.Descriptor instead.
+func (GapReason) EnumDescriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+}
+
+// ShipErrorCode classifies a refused segment or gap.
+type ShipErrorCode int32
+
+const (
+	ShipErrorCode_SHIP_ERROR_CODE_UNSPECIFIED ShipErrorCode = 0
+	// The reassembled segment does not decompress, or does not verify
+	// (damaged in transit or on the edge's disk). Retryable.
+	ShipErrorCode_SHIP_ERROR_CODE_CHECKSUM_MISMATCH ShipErrorCode = 1
+	// The cloud holds this sequence with a different crc32c. Not retryable.
+	ShipErrorCode_SHIP_ERROR_CODE_CONFLICT ShipErrorCode = 2
+	// The message contradicts the protocol or itself (metadata differing
+	// between parts or from the file, wrong node id, a bad range). Not
+	// retryable.
+	ShipErrorCode_SHIP_ERROR_CODE_MALFORMED ShipErrorCode = 3
+	// Larger than the coordinator's limits. Not retryable.
+	ShipErrorCode_SHIP_ERROR_CODE_TOO_LARGE ShipErrorCode = 4
+	// The coordinator cannot make it durable now (replicas unavailable,
+	// catalog not writable, disk full). Retryable.
+	ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE ShipErrorCode = 5
+)
+
+// Enum value maps for ShipErrorCode.
+var (
+	ShipErrorCode_name = map[int32]string{
+		0: "SHIP_ERROR_CODE_UNSPECIFIED",
+		1: "SHIP_ERROR_CODE_CHECKSUM_MISMATCH",
+		2: "SHIP_ERROR_CODE_CONFLICT",
+		3: "SHIP_ERROR_CODE_MALFORMED",
+		4: "SHIP_ERROR_CODE_TOO_LARGE",
+		5: "SHIP_ERROR_CODE_UNAVAILABLE",
+	}
+	ShipErrorCode_value = map[string]int32{
+		"SHIP_ERROR_CODE_UNSPECIFIED":       0,
+		"SHIP_ERROR_CODE_CHECKSUM_MISMATCH": 1,
+		"SHIP_ERROR_CODE_CONFLICT":          2,
+		"SHIP_ERROR_CODE_MALFORMED":         3,
+		"SHIP_ERROR_CODE_TOO_LARGE":         4,
+		"SHIP_ERROR_CODE_UNAVAILABLE":       5,
+	}
+)
+
+func (x ShipErrorCode) Enum() *ShipErrorCode {
+	p := new(ShipErrorCode)
+	*p = x
+	return p
+}
+
+func (x ShipErrorCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ShipErrorCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_tributary_v1_replication_proto_enumTypes[2].Descriptor()
+}
+
+func (ShipErrorCode) Type() protoreflect.EnumType {
+	return &file_tributary_v1_replication_proto_enumTypes[2]
+}
+
+func (x ShipErrorCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ShipErrorCode.Descriptor instead.
+func (ShipErrorCode) EnumDescriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+}
+
+// ShipRequest is one message from the edge.
+type ShipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*ShipRequest_Hello
+	//	*ShipRequest_Segment
+	//	*ShipRequest_Gap
+	Body          isShipRequest_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipRequest) Reset() {
+	*x = ShipRequest{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipRequest) ProtoMessage() {}
+
+func (x *ShipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipRequest.ProtoReflect.Descriptor instead.
+func (*ShipRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ShipRequest) GetBody() isShipRequest_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *ShipRequest) GetHello() *ShipHello {
+	if x != nil {
+		if x, ok := x.Body.(*ShipRequest_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *ShipRequest) GetSegment() *ShipSegment {
+	if x != nil {
+		if x, ok := x.Body.(*ShipRequest_Segment); ok {
+			return x.Segment
+		}
+	}
+	return nil
+}
+
+func (x *ShipRequest) GetGap() *ShipGap {
+	if x != nil {
+		if x, ok := x.Body.(*ShipRequest_Gap); ok {
+			return x.Gap
+		}
+	}
+	return nil
+}
+
+type isShipRequest_Body interface {
+	isShipRequest_Body()
+}
+
+type ShipRequest_Hello struct {
+	// First message of every stream, and only the first.
+	Hello *ShipHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+}
+
+type ShipRequest_Segment struct {
+	// One part of one segment.
+	Segment *ShipSegment `protobuf:"bytes,2,opt,name=segment,proto3,oneof"`
+}
+
+type ShipRequest_Gap struct {
+	// Segments the edge will not ship.
+	Gap *ShipGap `protobuf:"bytes,3,opt,name=gap,proto3,oneof"`
+}
+
+func (*ShipRequest_Hello) isShipRequest_Body() {}
+
+func (*ShipRequest_Segment) isShipRequest_Body() {}
+
+func (*ShipRequest_Gap) isShipRequest_Body() {}
+
+// ShipResponse is one message from the coordinator.
+type ShipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*ShipResponse_Welcome
+	//	*ShipResponse_Ack
+	//	*ShipResponse_Error
+	Body          isShipResponse_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipResponse) Reset() {
+	*x = ShipResponse{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipResponse) ProtoMessage() {}
+
+func (x *ShipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipResponse.ProtoReflect.Descriptor instead.
+func (*ShipResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShipResponse) GetBody() isShipResponse_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *ShipResponse) GetWelcome() *ShipWelcome {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Welcome); ok {
+			return x.Welcome
+		}
+	}
+	return nil
+}
+
+func (x *ShipResponse) GetAck() *ShipAck {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *ShipResponse) GetError() *ShipError {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isShipResponse_Body interface {
+	isShipResponse_Body()
+}
+
+type ShipResponse_Welcome struct {
+	// First message of every stream, and only the first.
+	Welcome *ShipWelcome `protobuf:"bytes,1,opt,name=welcome,proto3,oneof"`
+}
+
+type ShipResponse_Ack struct {
+	// A segment or gap is durable; acked_through may have moved.
+	Ack *ShipAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
+}
+
+type ShipResponse_Error struct {
+	// A segment or gap was refused.
+	Error *ShipError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*ShipResponse_Welcome) isShipResponse_Body() {}
+
+func (*ShipResponse_Ack) isShipResponse_Body() {}
+
+func (*ShipResponse_Error) isShipResponse_Body() {}
+
+// ShipHello opens a stream.
+type ShipHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The edge node's id, as in its WAL segment headers (1 to 255 bytes). It
+	// must be the identity of the client certificate.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The edge's software version, for logs and fleet status.
+	SoftwareVersion string `protobuf:"bytes,2,opt,name=software_version,json=softwareVersion,proto3" json:"software_version,omitempty"`
+	// Protocol version the edge speaks; this file describes version 1.
+	ProtocolVersion uint32 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The highest acked_through the edge has been told (its durable cursor;
+	// 0 if none). The coordinator's own value wins; a coordinator that knows
+	// less than the edge has lost data and should say so in its logs.
+	AckedThrough uint64 `protobuf:"varint,4,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	// The lowest sequence the edge still holds on disk to ship (0: none).
+	OldestRetainedSeq uint64 `protobuf:"varint,5,opt,name=oldest_retained_seq,json=oldestRetainedSeq,proto3" json:"oldest_retained_seq,omitempty"`
+	// The highest sequence the edge has sealed (0: none), for lag reporting.
+	NewestSealedSeq uint64 `protobuf:"varint,6,opt,name=newest_sealed_seq,json=newestSealedSeq,proto3" json:"newest_sealed_seq,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ShipHello) Reset() {
+	*x = ShipHello{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipHello) ProtoMessage() {}
+
+func (x *ShipHello) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipHello.ProtoReflect.Descriptor instead.
+func (*ShipHello) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShipHello) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShipHello) GetSoftwareVersion() string {
+	if x != nil {
+		return x.SoftwareVersion
+	}
+	return ""
+}
+
+func (x *ShipHello) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *ShipHello) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+func (x *ShipHello) GetOldestRetainedSeq() uint64 {
+	if x != nil {
+		return x.OldestRetainedSeq
+	}
+	return 0
+}
+
+func (x *ShipHello) GetNewestSealedSeq() uint64 {
+	if x != nil {
+		return x.NewestSealedSeq
+	}
+	return 0
+}
+
+// SeqRange is an inclusive run of sequence numbers.
+type SeqRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeqRange) Reset() {
+	*x = SeqRange{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeqRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeqRange) ProtoMessage() {}
+
+func (x *SeqRange) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
+func (*SeqRange) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SeqRange) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *SeqRange) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+// ShipWelcome answers a hello.
+type ShipWelcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the coordinator, for logs.
+	CoordinatorId string `protobuf:"bytes,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// What the cloud holds for this node: every number in 1..acked_through
+	// is covered (see the file comment).
+	AckedThrough uint64 `protobuf:"varint,2,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	// Runs of covered sequence numbers above acked_through, ascending and
+	// disjoint, at most 1024 (the lowest ones when there are more). A segment
+	// whose seq lies in a run is held and must not be sent again.
+	Held []*SeqRange `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
+	// Largest uncompressed segment the coordinator accepts (0: 256 MiB).
+	MaxSegmentBytes uint64 `protobuf:"varint,4,opt,name=max_segment_bytes,json=maxSegmentBytes,proto3" json:"max_segment_bytes,omitempty"`
+	// Largest data field of one ShipSegment it accepts (0: 1 MiB; at least
+	// 1024 otherwise).
+	MaxPartBytes  uint32 `protobuf:"varint,5,opt,name=max_part_bytes,json=maxPartBytes,proto3" json:"max_part_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipWelcome) Reset() {
+	*x = ShipWelcome{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipWelcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipWelcome) ProtoMessage() {}
+
+func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipWelcome.ProtoReflect.Descriptor instead.
+func (*ShipWelcome) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShipWelcome) GetCoordinatorId() string {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return ""
+}
+
+func (x *ShipWelcome) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+func (x *ShipWelcome) GetHeld() []*SeqRange {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *ShipWelcome) GetMaxSegmentBytes() uint64 {
+	if x != nil {
+		return x.MaxSegmentBytes
+	}
+	return 0
+}
+
+func (x *ShipWelcome) GetMaxPartBytes() uint32 {
+	if x != nil {
+		return x.MaxPartBytes
+	}
+	return 0
+}
+
+// ShipSegment is one part of one sealed segment. A segment is sent as one or
+// more parts in a row; every part repeats the metadata fields (1 to 12)
+// unchanged, and offset says where its data starts in the compressed stream.
+type ShipSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Must equal the hello's node_id.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The segment's sequence number (>= 1) and that of the segment sealed
+	// before it (0 for the first).
+	Seq     uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	PrevSeq uint64 `protobuf:"varint,3,opt,name=prev_seq,json=prevSeq,proto3" json:"prev_seq,omitempty"`
+	// The CRC32C (Castagnoli) stored in the segment's footer, over every byte
+	// of the uncompressed file before that field.
+	Crc32C      uint32             `protobuf:"fixed32,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Compression SegmentCompression `protobuf:"varint,5,opt,name=compression,proto3,enum=tributary.v1.SegmentCompression" json:"compression,omitempty"`
+	// Size of the segment file.
+	UncompressedBytes uint64 `protobuf:"varint,6,opt,name=uncompressed_bytes,json=uncompressedBytes,proto3" json:"uncompressed_bytes,omitempty"`
+	// Size of the compressed stream (the sum of every part's data).
+	CompressedBytes uint64 `protobuf:"varint,7,opt,name=compressed_bytes,json=compressedBytes,proto3" json:"compressed_bytes,omitempty"`
+	// From the segment's footer: records and points it holds, and the time
+	// span (ms since the epoch) of the records that carry points (both 0 when
+	// none do).
+	Records   int64 `protobuf:"varint,8,opt,name=records,proto3" json:"records,omitempty"`
+	Points    int64 `protobuf:"varint,9,opt,name=points,proto3" json:"points,omitempty"`
+	MinTimeMs int64 `protobuf:"varint,10,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs int64 `protobuf:"varint,11,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	// This part's position in the compressed stream and its bytes (never
+	// empty, at most the welcome's max_part_bytes).
+	Offset        uint64 `protobuf:"varint,12,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipSegment) Reset() {
+	*x = ShipSegment{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipSegment) ProtoMessage() {}
+
+func (x *ShipSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipSegment.ProtoReflect.Descriptor instead.
+func (*ShipSegment) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ShipSegment) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShipSegment) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetPrevSeq() uint64 {
+	if x != nil {
+		return x.PrevSeq
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetCompression() SegmentCompression {
+	if x != nil {
+		return x.Compression
+	}
+	return SegmentCompression_SEGMENT_COMPRESSION_UNSPECIFIED
+}
+
+func (x *ShipSegment) GetUncompressedBytes() uint64 {
+	if x != nil {
+		return x.UncompressedBytes
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetCompressedBytes() uint64 {
+	if x != nil {
+		return x.CompressedBytes
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetPoints() int64 {
+	if x != nil {
+		return x.Points
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ShipSegment) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ShipGap declares that the edge will not ship the segments covering
+// after_seq+1 .. through_seq. The coordinator records it durably in the
+// catalog (so acked_through can move past it and the gap stays visible),
+// then acknowledges with ShipAck.gap_through = through_seq. Declaring the
+// same gap twice records it once. A gap may cover segments the cloud holds:
+// the held segments win.
+type ShipGap struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Must equal the hello's node_id.
+	NodeId     string    `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	AfterSeq   uint64    `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	ThroughSeq uint64    `protobuf:"varint,3,opt,name=through_seq,json=throughSeq,proto3" json:"through_seq,omitempty"`
+	Reason     GapReason `protobuf:"varint,4,opt,name=reason,proto3,enum=tributary.v1.GapReason" json:"reason,omitempty"`
+	// Segments and points in the gap; segments is 0 and points -1 when
+	// unknown.
+	Segments uint64 `protobuf:"varint,5,opt,name=segments,proto3" json:"segments,omitempty"`
+	Points   int64  `protobuf:"varint,6,opt,name=points,proto3" json:"points,omitempty"`
+	// Time span (ms since the epoch) of those points; both 0 when unknown.
+	MinTimeMs     int64 `protobuf:"varint,7,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs     int64 `protobuf:"varint,8,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipGap) Reset() {
+	*x = ShipGap{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipGap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipGap) ProtoMessage() {}
+
+func (x *ShipGap) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipGap.ProtoReflect.Descriptor instead.
+func (*ShipGap) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ShipGap) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShipGap) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ShipGap) GetThroughSeq() uint64 {
+	if x != nil {
+		return x.ThroughSeq
+	}
+	return 0
+}
+
+func (x *ShipGap) GetReason() GapReason {
+	if x != nil {
+		return x.Reason
+	}
+	return GapReason_GAP_REASON_UNSPECIFIED
+}
+
+func (x *ShipGap) GetSegments() uint64 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *ShipGap) GetPoints() int64 {
+	if x != nil {
+		return x.Points
+	}
+	return 0
+}
+
+func (x *ShipGap) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *ShipGap) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+// ShipAck says a segment or a gap is durable in the cloud.
+type ShipAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The acknowledged segment, or 0.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The acknowledged gap's through_seq, or 0.
+	GapThrough uint64 `protobuf:"varint,2,opt,name=gap_through,json=gapThrough,proto3" json:"gap_through,omitempty"`
+	// The node's acked_through after this ack (see the file comment).
+	AckedThrough  uint64 `protobuf:"varint,3,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipAck) Reset() {
+	*x = ShipAck{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipAck) ProtoMessage() {}
+
+func (x *ShipAck) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipAck.ProtoReflect.Descriptor instead.
+func (*ShipAck) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShipAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ShipAck) GetGapThrough() uint64 {
+	if x != nil {
+		return x.GapThrough
+	}
+	return 0
+}
+
+func (x *ShipAck) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+// ShipError refuses one segment or one gap. The stream stays open. The
+// edge resends a retryable refusal (after a delay, possibly on another
+// stream) and reports a non-retryable one to its operator; it keeps the
+// segment either way.
+type ShipError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refused segment, or 0.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The refused gap's through_seq, or 0.
+	GapThrough uint64        `protobuf:"varint,2,opt,name=gap_through,json=gapThrough,proto3" json:"gap_through,omitempty"`
+	Code       ShipErrorCode `protobuf:"varint,3,opt,name=code,proto3,enum=tributary.v1.ShipErrorCode" json:"code,omitempty"`
+	Retryable  bool          `protobuf:"varint,4,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	// Human-readable: what was wrong, naming the field and values.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipError) Reset() {
+	*x = ShipError{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipError) ProtoMessage() {}
+
+func (x *ShipError) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipError.ProtoReflect.Descriptor instead.
+func (*ShipError) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ShipError) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ShipError) GetGapThrough() uint64 {
+	if x != nil {
+		return x.GapThrough
+	}
+	return 0
+}
+
+func (x *ShipError) GetCode() ShipErrorCode {
+	if x != nil {
+		return x.Code
+	}
+	return ShipErrorCode_SHIP_ERROR_CODE_UNSPECIFIED
+}
+
+func (x *ShipError) GetRetryable() bool {
+	if x != nil {
+		return x.Retryable
+	}
+	return false
+}
+
+func (x *ShipError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+var File_tributary_v1_replication_proto protoreflect.FileDescriptor
+
+const file_tributary_v1_replication_proto_rawDesc = "" +
+	"\n" +
+	"\x1etributary/v1/replication.proto\x12\ftributary.v1\"\xa8\x01\n" +
+	"\vShipRequest\x12/\n" +
+	"\x05hello\x18\x01 \x01(\v2\x17.tributary.v1.ShipHelloH\x00R\x05hello\x125\n" +
+	"\asegment\x18\x02 \x01(\v2\x19.tributary.v1.ShipSegmentH\x00R\asegment\x12)\n" +
+	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gapB\x06\n" +
+	"\x04body\"\xa9\x01\n" +
+	"\fShipResponse\x125\n" +
+	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
+	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05errorB\x06\n" +
+	"\x04body\"\xfb\x01\n" +
+	"\tShipHello\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
+	"\x10software_version\x18\x02 \x01(\tR\x0fsoftwareVersion\x12)\n" +
+	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12#\n" +
+	"\racked_through\x18\x04 \x01(\x04R\fackedThrough\x12.\n" +
+	"\x13oldest_retained_seq\x18\x05 \x01(\x04R\x11oldestRetainedSeq\x12*\n" +
+	"\x11newest_sealed_seq\x18\x06 \x01(\x04R\x0fnewestSealedSeq\"B\n" +
+	"\bSeqRange\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xd7\x01\n" +
+	"\vShipWelcome\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
+	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
+	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
+	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
+	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\"\xa7\x03\n" +
+	"\vShipSegment\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
+	"\bprev_seq\x18\x03 \x01(\x04R\aprevSeq\x12\x16\n" +
+	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12B\n" +
+	"\vcompression\x18\x05 \x01(\x0e2 .tributary.v1.SegmentCompressionR\vcompression\x12-\n" +
+	"\x12uncompressed_bytes\x18\x06 \x01(\x04R\x11uncompressedBytes\x12)\n" +
+	"\x10compressed_bytes\x18\a \x01(\x04R\x0fcompressedBytes\x12\x18\n" +
+	"\arecords\x18\b \x01(\x03R\arecords\x12\x16\n" +
+	"\x06points\x18\t \x01(\x03R\x06points\x12\x1e\n" +
+	"\vmin_time_ms\x18\n" +
+	" \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\v \x01(\x03R\tmaxTimeMs\x12\x16\n" +
+	"\x06offset\x18\f \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\r \x01(\fR\x04data\"\x85\x02\n" +
+	"\aShipGap\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x1f\n" +
+	"\vthrough_seq\x18\x03 \x01(\x04R\n" +
+	"throughSeq\x12/\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x17.tributary.v1.GapReasonR\x06reason\x12\x1a\n" +
+	"\bsegments\x18\x05 \x01(\x04R\bsegments\x12\x16\n" +
+	"\x06points\x18\x06 \x01(\x03R\x06points\x12\x1e\n" +
+	"\vmin_time_ms\x18\a \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\b \x01(\x03R\tmaxTimeMs\"a\n" +
+	"\aShipAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
+	"\vgap_through\x18\x02 \x01(\x04R\n" +
+	"gapThrough\x12#\n" +
+	"\racked_through\x18\x03 \x01(\x04R\fackedThrough\"\xa7\x01\n" +
+	"\tShipError\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1f\n" +
+	"\vgap_through\x18\x02 \x01(\x04R\n" +
+	"gapThrough\x12/\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x1b.tributary.v1.ShipErrorCodeR\x04code\x12\x1c\n" +
+	"\tretryable\x18\x04 \x01(\bR\tretryable\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage*u\n" +
+	"\x12SegmentCompression\x12#\n" +
+	"\x1fSEGMENT_COMPRESSION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SEGMENT_COMPRESSION_NONE\x10\x01\x12\x1c\n" +
+	"\x18SEGMENT_COMPRESSION_ZSTD\x10\x02*x\n" +
+	"\tGapReason\x12\x1a\n" +
+	"\x16GAP_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bGAP_REASON_BACKLOG_OVERFLOW\x10\x01\x12\x16\n" +
+	"\x12GAP_REASON_DROPPED\x10\x02\x12\x16\n" +
+	"\x12GAP_REASON_MISSING\x10\x03*\xd4\x01\n" +
+	"\rShipErrorCode\x12\x1f\n" +
+	"\x1bSHIP_ERROR_CODE_UNSPECIFIED\x10\x00\x12%\n" +
+	"!SHIP_ERROR_CODE_CHECKSUM_MISMATCH\x10\x01\x12\x1c\n" +
+	"\x18SHIP_ERROR_CODE_CONFLICT\x10\x02\x12\x1d\n" +
+	"\x19SHIP_ERROR_CODE_MALFORMED\x10\x03\x12\x1d\n" +
+	"\x19SHIP_ERROR_CODE_TOO_LARGE\x10\x04\x12\x1f\n" +
+	"\x1bSHIP_ERROR_CODE_UNAVAILABLE\x10\x052W\n" +
+	"\x12ReplicationService\x12A\n" +
+	"\x04Ship\x12\x19.tributary.v1.ShipRequest\x1a\x1a.tributary.v1.ShipResponse(\x010\x01BAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+
+var (
+	file_tributary_v1_replication_proto_rawDescOnce sync.Once
+	file_tributary_v1_replication_proto_rawDescData []byte
+)
+
+func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
+	file_tributary_v1_replication_proto_rawDescOnce.Do(func() {
+		file_tributary_v1_replication_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)))
+	})
+	return file_tributary_v1_replication_proto_rawDescData
+}
+
+var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tributary_v1_replication_proto_goTypes = []any{
+	(SegmentCompression)(0), // 0: tributary.v1.SegmentCompression
+	(GapReason)(0),          // 1: tributary.v1.GapReason
+	(ShipErrorCode)(0),      // 2: tributary.v1.ShipErrorCode
+	(*ShipRequest)(nil),     // 3: tributary.v1.ShipRequest
+	(*ShipResponse)(nil),    // 4: tributary.v1.ShipResponse
+	(*ShipHello)(nil),       // 5: tributary.v1.ShipHello
+	(*SeqRange)(nil),        // 6: tributary.v1.SeqRange
+	(*ShipWelcome)(nil),     // 7: tributary.v1.ShipWelcome
+	(*ShipSegment)(nil),     // 8: tributary.v1.ShipSegment
+	(*ShipGap)(nil),         // 9: tributary.v1.ShipGap
+	(*ShipAck)(nil),         // 10: tributary.v1.ShipAck
+	(*ShipError)(nil),       // 11: tributary.v1.ShipError
+}
+var file_tributary_v1_replication_proto_depIdxs = []int32{
+	5,  // 0: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
+	8,  // 1: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
+	9,  // 2: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
+	7,  // 3: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
+	10, // 4: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
+	11, // 5: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
+	6,  // 6: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	0,  // 7: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 8: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 9: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	3,  // 10: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	4,  // 11: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
+}
+
+func init() { file_tributary_v1_replication_proto_init() }
+func file_tributary_v1_replication_proto_init() {
+	if File_tributary_v1_replication_proto != nil {
+		return
+	}
+	file_tributary_v1_replication_proto_msgTypes[0].OneofWrappers = []any{
+		(*ShipRequest_Hello)(nil),
+		(*ShipRequest_Segment)(nil),
+		(*ShipRequest_Gap)(nil),
+	}
+	file_tributary_v1_replication_proto_msgTypes[1].OneofWrappers = []any{
+		(*ShipResponse_Welcome)(nil),
+		(*ShipResponse_Ack)(nil),
+		(*ShipResponse_Error)(nil),
+	}
+	type x struct{}
+	out := protoimpl.TypeBuilder{
+		File: protoimpl.DescBuilder{
+			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
+			NumEnums:      3,
+			NumMessages:   9,
+			NumExtensions: 0,
+			NumServices:   1,
+		},
+		GoTypes:           file_tributary_v1_replication_proto_goTypes,
+		DependencyIndexes: file_tributary_v1_replication_proto_depIdxs,
+		EnumInfos:         file_tributary_v1_replication_proto_enumTypes,
+		MessageInfos:      file_tributary_v1_replication_proto_msgTypes,
+	}.Build()
+	File_tributary_v1_replication_proto = out.File
+	file_tributary_v1_replication_proto_goTypes = nil
+	file_tributary_v1_replication_proto_depIdxs = nil
+}

@@ -1,0 +1,65 @@
+// Package replicator is the edge side of replication: a Shipper ships a
+// node's sealed WAL segments to the cloud coordinators over one long-lived
+// gRPC stream that the edge opens (ReplicationService.Ship, specified in
+// proto/tributary/v1/replication.proto and docs/replication.md), and keeps
+// every segment on the node's disk until the cloud has acknowledged it.
+//
+// # Wiring
+//
+//	s, err := replicator.New(replicator.Options{Targets: coords, TLS: nodeTLS, CursorPath: dir + "/replication.cursor"})
+//	n, err := node.Open(node.Options{..., WALRetention: s.RetainFrom, WriteGate: s.WriteGate})
+//	go s.Run(ctx, n) // until ctx is done; stop it before n.Close
+//
+// New loads the cursor before the node opens, so that the node's replay
+// (which may flush and remove segments) already keeps what is unshipped.
+//
+// # What it does
+//
+// One goroutine (Run's) owns all state and runs an event loop:
+//
+//	         +--------------------------------------------+
+//	         v                                            |
+//	[backoff] --due--> [dialing] --hello, welcome--> [streaming] --stream ends / ack timeout--+
+//	    ^                  |                             |  send: gap declarations, then segments
+//	    +---dial fails-----+                             |        within the window and rate limits
+//	                                                     |  recv: acks advance the cursor;
+//	                                                     |        refusals schedule a resend
+//
+// In more detail:
+//
+//   - Connect to the current target; after any failure wait a jittered
+//     exponential backoff and move to the next target (a stream that
+//     got an acknowledgement resets the backoff).
+//   - Hello with the cursor; the welcome says what the cloud already holds
+//     (acked_through and held runs), so nothing held is sent again, on any
+//     coordinator. Segments missing from the node's disk (deleted before
+//     replication began, quarantined) are declared as gaps.
+//   - Send each sealed segment not yet held, zstd-compressed, in parts of
+//     at most 1 MiB: first the newest Options.FreshSegments, then the
+//     backlog oldest first (after an outage, fresh data arrives first),
+//     with at most WindowSegments / WindowBytes unacknowledged, within
+//     MaxBytesPerSec and, for the backlog, BacklogBytesPerSec.
+//   - A stream that makes no progress for AckTimeout while something is
+//     outstanding (no welcome, no part written, no ack) is dead: a peer that
+//     stopped reading blocks Send under flow control, and the watchdog
+//     cancels it. gRPC keepalives detect a dead TCP connection.
+//   - On each ack, the covered sequence numbers grow; Released is how far
+//     they run unbroken from 1. The cursor is saved (write, fsync, rename,
+//     fsync the directory) and only then does RetainFrom move to
+//     Released+1, so the node never deletes a segment the cursor on disk
+//     does not vouch for.
+//   - Every PollInterval the node's segment list is read and the disk
+//     budget enforced: past BudgetBytes of kept segments the overflow
+//     policy releases the oldest unshipped segments (recording a gap with
+//     their points: keep-in-store, the default, or drop-oldest) or blocks
+//     writers until the backlog ships.
+//
+// The cursor file's format is in package replicator/internal/cursor.
+//
+// # Concurrency
+//
+// New, RetainFrom, WriteGate and Stats are safe for concurrent use;
+// RetainFrom and WriteGate never block (the node calls them on its write
+// and flush paths). Run may be called once; it returns when its context
+// is done, after ending the stream and saving the cursor.
+package replicator

@@ -1,0 +1,382 @@
+package replicator_test
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/record"
+	"github.com/tributarydb/tributary/node/wal"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+	"github.com/tributarydb/tributary/replicator/internal/seqset"
+	"github.com/tributarydb/tributary/replicator/wire"
+)
+
+// cloud is the fake of what the coordinators hold durably, shared by every
+// fake intake of a test (as the raft catalog and replica stores would be).
+// It stores segments by (node, seq) and verifies everything the protocol
+// says a coordinator must.
+type cloud struct {
+	t  testing.TB
+	mu sync.Mutex
+	// Per node: segments by seq, gaps by through_seq, covered numbers.
+	segs map[string]map[uint64]storedSeg
+	gaps map[string]map[uint64]*pb.ShipGap
+	cov  map[string]*seqset.Set
+
+	completions []uint64 // seq of every complete segment received, duplicates included, in order
+	duplicates  int
+	hellos      []*pb.ShipHello
+}
+
+type storedSeg struct {
+	prev    uint64
+	crc     uint32
+	points  int64 // from the footer
+	decoded int64 // counted by decoding every record
+	stored  int   // times stored: must stay 1
+}
+
+func newCloud(t testing.TB) *cloud {
+	return &cloud{t: t, segs: map[string]map[uint64]storedSeg{}, gaps: map[string]map[uint64]*pb.ShipGap{}, cov: map[string]*seqset.Set{}}
+}
+
+func (c *cloud) setFor(node string) *seqset.Set {
+	if c.cov[node] == nil {
+		c.cov[node] = &seqset.Set{}
+		c.segs[node] = map[uint64]storedSeg{}
+		c.gaps[node] = map[uint64]*pb.ShipGap{}
+	}
+	return c.cov[node]
+}
+
+// welcome is what a coordinator answers a hello with.
+func (c *cloud) welcome(name, node string, stale bool) *pb.ShipWelcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10}
+	if stale {
+		return w // as a replica that has not caught up would answer
+	}
+	cov := c.setFor(node)
+	w.AckedThrough = cov.Through(0)
+	for _, r := range cov.Ranges() {
+		if r.First > w.AckedThrough+1 {
+			w.Held = append(w.Held, &pb.SeqRange{FirstSeq: r.First, LastSeq: r.Last})
+		}
+	}
+	return w
+}
+
+// store keeps a verified segment unless it holds it already; a different
+// checksum under a held sequence is a conflict.
+func (c *cloud) store(seg *wire.Segment) (uint64, *wire.Error) {
+	// Decode every record as the replica store would apply it.
+	var dec record.Decoder
+	var decoded int64
+	_, err := wal.VerifySegment("shipped", seg.File, func(r wal.Record) error {
+		return dec.Decode(r.Data, func(uint64, []byte) error { return nil }, func(_ uint64, ts []int64, _ []float64) error {
+			decoded += int64(len(ts))
+			return nil
+		})
+	})
+	if err != nil {
+		c.t.Errorf("fake intake: segment %d does not decode: %v", seg.Seq, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cov := c.setFor(seg.NodeID)
+	c.completions = append(c.completions, seg.Seq)
+	if old, ok := c.segs[seg.NodeID][seg.Seq]; ok {
+		if old.crc != seg.CRC {
+			return cov.Through(0), &wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT,
+				Msg: fmt.Sprintf("held with checksum %08x, sent with %08x", old.crc, seg.CRC)}
+		}
+		c.duplicates++
+		return cov.Through(0), nil
+	}
+	c.segs[seg.NodeID][seg.Seq] = storedSeg{prev: seg.PrevSeq, crc: seg.CRC, points: seg.Points, decoded: decoded, stored: 1}
+	cov.Add(seg.PrevSeq+1, seg.Seq)
+	return cov.Through(0), nil
+}
+
+func (c *cloud) recordGap(node string, g *pb.ShipGap) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cov := c.setFor(node)
+	if _, ok := c.gaps[node][g.ThroughSeq]; !ok {
+		c.gaps[node][g.ThroughSeq] = g
+		cov.Add(g.AfterSeq+1, g.ThroughSeq)
+	}
+	return cov.Through(0)
+}
+
+func (c *cloud) ackedThrough(node string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.setFor(node).Through(0)
+}
+
+// snapshot returns copies of what the cloud holds for node.
+func (c *cloud) snapshot(node string) (map[uint64]storedSeg, map[uint64]*pb.ShipGap, []uint64, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setFor(node)
+	segs := map[uint64]storedSeg{}
+	for k, v := range c.segs[node] {
+		segs[k] = v
+	}
+	gaps := map[uint64]*pb.ShipGap{}
+	for k, v := range c.gaps[node] {
+		gaps[k] = v
+	}
+	return segs, gaps, slices.Clone(c.completions), c.duplicates
+}
+
+// intake is one fake coordinator serving ReplicationService on loopback
+// TCP, with fault injection.
+type intake struct {
+	pb.UnimplementedReplicationServiceServer
+	name  string
+	cloud *cloud
+	srv   *grpc.Server
+	addr  string
+
+	down       atomic.Bool  // refuse every stream with UNAVAILABLE
+	dropAcks   atomic.Int64 // drop this many segment acks
+	killMid    atomic.Bool  // end the next stream when a segment's second part arrives
+	halfOpen   atomic.Bool  // after the welcome, stop reading (never close)
+	stale      atomic.Bool  // welcome with nothing held, as a lagging replica
+	refuseOnce sync.Map     // seq → pb.ShipErrorCode: refuse that segment once
+	streams    atomic.Int64
+	// clientCert is the subject of the last verified client certificate.
+	clientCert atomic.Value
+}
+
+func startIntake(t *testing.T, name string, c *cloud, opts ...grpc.ServerOption) *intake {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &intake{name: name, cloud: c, addr: lis.Addr().String()}
+	// The edge pings every KeepaliveTime, also between streams: the
+	// enforcement policy must allow it.
+	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
+	in.srv = grpc.NewServer(opts...)
+	pb.RegisterReplicationServiceServer(in.srv, in)
+	go in.srv.Serve(lis)
+	t.Cleanup(in.srv.Stop)
+	return in
+}
+
+func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]) error {
+	in.streams.Add(1)
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			in.clientCert.Store(ti.State.VerifiedChains[0][0].Subject.CommonName)
+		}
+	}
+	if in.down.Load() {
+		return status.Error(codes.Unavailable, "fake intake is down")
+	}
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := req.GetHello()
+	if err := wire.CheckHello(hello, ""); err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	node := hello.NodeId
+	in.cloud.mu.Lock()
+	in.cloud.hellos = append(in.cloud.hellos, hello)
+	in.cloud.mu.Unlock()
+	w := in.cloud.welcome(in.name, node, in.stale.Load())
+	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: w}}); err != nil {
+		return err
+	}
+	asm, err := wire.NewAssembler(node, wire.Limits{MaxPartBytes: int(w.MaxPartBytes)})
+	if err != nil {
+		return err
+	}
+	defer asm.Close()
+	refuse := func(e *wire.Error) error {
+		return stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Error{Error: e.Proto()}})
+	}
+	ack := func(a *pb.ShipAck) error {
+		return stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Ack{Ack: a}})
+	}
+	for {
+		if in.halfOpen.Load() {
+			<-stream.Context().Done()
+			return stream.Context().Err()
+		}
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch b := req.Body.(type) {
+		case *pb.ShipRequest_Segment:
+			part := b.Segment
+			if part.Offset > 0 && in.killMid.CompareAndSwap(true, false) {
+				return status.Error(codes.Unavailable, "fake intake killed the stream mid-segment")
+			}
+			seg, werr := asm.Add(part)
+			if werr != nil {
+				if err := refuse(werr); err != nil {
+					return err
+				}
+				continue
+			}
+			if seg == nil {
+				continue
+			}
+			if code, ok := in.refuseOnce.LoadAndDelete(seg.Seq); ok {
+				if err := refuse(&wire.Error{Seq: seg.Seq, Code: code.(pb.ShipErrorCode), Retryable: true, Msg: "injected"}); err != nil {
+					return err
+				}
+				continue
+			}
+			through, werr := in.cloud.store(seg)
+			if werr != nil {
+				if err := refuse(werr); err != nil {
+					return err
+				}
+				continue
+			}
+			if in.dropAcks.Add(-1) >= 0 {
+				continue
+			}
+			if err := ack(&pb.ShipAck{Seq: seg.Seq, AckedThrough: through}); err != nil {
+				return err
+			}
+		case *pb.ShipRequest_Gap:
+			if werr := wire.CheckGap(node, b.Gap); werr != nil {
+				if err := refuse(werr); err != nil {
+					return err
+				}
+				continue
+			}
+			through := in.cloud.recordGap(node, b.Gap)
+			if err := ack(&pb.ShipAck{GapThrough: b.Gap.ThroughSeq, AckedThrough: through}); err != nil {
+				return err
+			}
+		default:
+			return status.Error(codes.FailedPrecondition, "second hello")
+		}
+	}
+}
+
+// walSource ships straight from a wal.Log (no node): tests control exactly
+// which segments exist.
+type walSource struct {
+	l  *wal.Log
+	id string
+}
+
+func (w walSource) NodeID() string                 { return w.id }
+func (w walSource) WALSegments() []wal.SegmentInfo { return w.l.Segments() }
+func (w walSource) ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error) {
+	return w.l.ReadSealed(seq)
+}
+
+func openWAL(t *testing.T, id string) walSource {
+	t.Helper()
+	l, err := wal.Open(wal.Options{Dir: t.TempDir(), NodeID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return walSource{l: l, id: id}
+}
+
+// sealSegment appends records of real samples (node/record payloads) and
+// seals them into one segment. It returns the segment's points.
+func (w walSource) sealSegment(t *testing.T, records int, t0 int64) int64 {
+	t.Helper()
+	key := labels.FromStrings("__name__", "temp", "room", "lab").AppendKey(nil)
+	var points int64
+	for r := range records {
+		var enc record.Encoder
+		enc.Reset()
+		enc.DefineSeries(1, key)
+		ts := make([]int64, 50)
+		vs := make([]float64, 50)
+		for k := range ts {
+			ts[k] = t0 + int64(r*50+k)*1000
+			vs[k] = 20 + float64((r*50+k)%37)*0.173
+		}
+		enc.AddRun(1, ts, vs)
+		pos, err := w.l.Append(wal.Record{Data: enc.AppendTo(nil), MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.Points()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.l.Sync(pos); err != nil {
+			t.Fatal(err)
+		}
+		points += enc.Points()
+	}
+	if _, err := w.l.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	return points
+}
+
+// sealed returns the node's sealed segments.
+func sealed(segs []wal.SegmentInfo) []wal.SegmentInfo {
+	var out []wal.SegmentInfo
+	for _, s := range segs {
+		if s.Sealed {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// eventually polls cond every 5 ms for up to 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkHeldOnce requires that the cloud holds exactly the given segments,
+// each stored once, with the right checksum, decoding to its points.
+func checkHeldOnce(t *testing.T, c *cloud, node string, want []wal.SegmentInfo) {
+	t.Helper()
+	segs, _, _, _ := c.snapshot(node)
+	for _, s := range want {
+		got, ok := segs[s.Seq]
+		switch {
+		case !ok:
+			t.Errorf("segment %d not held", s.Seq)
+		case got.crc != s.CRC || got.prev != s.PrevSeq:
+			t.Errorf("segment %d held with crc %08x prev %d, sealed with %08x prev %d", s.Seq, got.crc, got.prev, s.CRC, s.PrevSeq)
+		case got.stored != 1:
+			t.Errorf("segment %d stored %d times", s.Seq, got.stored)
+		case got.decoded != s.Points || got.points != s.Points:
+			t.Errorf("segment %d decodes to %d points (footer %d), sealed with %d", s.Seq, got.decoded, got.points, s.Points)
+		}
+	}
+	if len(segs) != len(want) {
+		t.Errorf("cloud holds %d segments, want %d", len(segs), len(want))
+	}
+}

@@ -1,0 +1,134 @@
+package cursor
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func sample() State {
+	s := State{NodeID: "pi-7", AckedThrough: 40, Released: 57}
+	s.AddGap(Gap{After: 41, Through: 44, Reason: ReasonMissing, Segments: 2, Points: -1})
+	s.AddGap(Gap{After: 44, Through: 57, Reason: ReasonBacklogOverflow, Segments: 13, Points: 9000, MinT: 1000, MaxT: 5000, Reported: true})
+	return s
+}
+
+func TestSaveLoad_RoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursor")
+	if _, found, err := Load(path); found || err != nil {
+		t.Fatalf("Load of a missing file: found=%v err=%v", found, err)
+	}
+	want := sample()
+	if err := Save(path, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := Load(path)
+	if err != nil || !found || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load = %+v, %v, %v; want %+v", got, found, err, want)
+	}
+	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+	// A leftover temporary file (a save cut short) changes nothing.
+	if err := os.WriteFile(path+".tmp", []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := Load(path); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load with a torn temporary file beside it = %+v, %v", got, err)
+	}
+	want.AckedThrough, want.Released = 57, 60
+	if err := Save(path, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := Load(path); got.Released != 60 {
+		t.Fatalf("second save not read back: %+v", got)
+	}
+}
+
+func TestLoad_DamageIsCorruptError(t *testing.T) {
+	good := sample()
+	enc := good.Encode()
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"truncated", enc[:len(enc)-1]},
+		{"flipped bit", func() []byte { b := append([]byte(nil), enc...); b[20] ^= 8; return b }()},
+		{"bad magic", append([]byte("XXXX"), enc[4:]...)},
+		{"grown", append(append([]byte(nil), enc...), 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cursor")
+			if err := os.WriteFile(path, tc.b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Load(path)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Path != path {
+				t.Fatalf("Load = %v, want a *CorruptError naming the file", err)
+			}
+		})
+	}
+}
+
+func TestAddGap_MergesAndCounts(t *testing.T) {
+	var s State
+	s.AddGap(Gap{After: 10, Through: 12, Reason: ReasonDropped, Segments: 2, Points: 100, MinT: 5, MaxT: 9})
+	s.AddGap(Gap{After: 12, Through: 13, Reason: ReasonDropped, Segments: 1, Points: 50, MinT: 3, MaxT: 20})
+	s.AddGap(Gap{After: 13, Through: 15, Reason: ReasonBacklogOverflow, Segments: 2, Points: 7})
+	s.AddGap(Gap{After: 2, Through: 4, Reason: ReasonMissing, Segments: 1, Points: -1}) // found later, sorts first
+	want := []Gap{
+		{After: 2, Through: 4, Reason: ReasonMissing, Segments: 1, Points: -1},
+		{After: 10, Through: 13, Reason: ReasonDropped, Segments: 3, Points: 150, MinT: 3, MaxT: 20},
+		{After: 13, Through: 15, Reason: ReasonBacklogOverflow, Segments: 2, Points: 7},
+	}
+	if !reflect.DeepEqual(s.Gaps, want) {
+		t.Fatalf("gaps %+v\nwant %+v", s.Gaps, want)
+	}
+	if s.GapSegments != 6 || s.GapPoints != 157 || s.DroppedPoints != 150 {
+		t.Fatalf("totals: %d segments, %d points, %d dropped", s.GapSegments, s.GapPoints, s.DroppedPoints)
+	}
+}
+
+func TestAddGap_StaysBounded(t *testing.T) {
+	var s State
+	for i := uint64(0); i < 3*MaxGaps; i++ {
+		// Reported gaps never merge on arrival, so only the bound applies.
+		s.AddGap(Gap{After: 2 * i, Through: 2*i + 1, Reason: ReasonBacklogOverflow, Segments: 1, Points: 2, Reported: true})
+	}
+	if len(s.Gaps) != MaxGaps {
+		t.Fatalf("%d gap records, want %d", len(s.Gaps), MaxGaps)
+	}
+	var seg uint64
+	var pts int64
+	for _, g := range s.Gaps {
+		seg += g.Segments
+		pts += g.Points
+	}
+	if seg != 3*MaxGaps || pts != 6*MaxGaps || s.GapSegments != 3*MaxGaps || s.Gaps[0].After != 0 {
+		t.Fatalf("merging lost counts: %d segments, %d points in records; totals %d", seg, pts, s.GapSegments)
+	}
+	b := s.Encode()
+	got, reason := Decode(b)
+	if reason != "" || !reflect.DeepEqual(got, s) {
+		t.Fatalf("a full cursor does not round-trip: %s", reason)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	s := sample()
+	f.Add(s.Encode())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, reason := Decode(b)
+		if reason != "" {
+			return
+		}
+		if again, r := Decode(st.Encode()); r != "" || !reflect.DeepEqual(again, st) {
+			t.Fatalf("decoded cursor does not round-trip: %s", r)
+		}
+	})
+}

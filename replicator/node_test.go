@@ -1,0 +1,153 @@
+package replicator_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// writePoints writes batches of fresh points to n, spread over a few
+// series, and returns how many were accepted.
+func writePoints(t *testing.T, n *node.Node, batches int, next *int64) int64 {
+	t.Helper()
+	var total int64
+	for i := range batches {
+		ts := make([]int64, 100)
+		vs := make([]float64, 100)
+		for k := range ts {
+			ts[k] = *next
+			vs[k] = float64(*next%1000) * 0.37
+			*next++
+		}
+		res, err := n.Write([]node.Batch{{
+			Labels: []labels.Label{{Name: "__name__", Value: "vibration"}, {Name: "axis", Value: fmt.Sprint("xyz"[i%3 : i%3+1])}},
+			Ts:     ts, Vs: vs,
+		}})
+		if err != nil || res.Accepted != int64(len(ts)) {
+			t.Fatalf("write: %+v, %v", res, err)
+		}
+		total += res.Accepted
+	}
+	return total
+}
+
+// TestShipper_RealNode runs a node whose WAL retention is the Shipper's:
+// while the coordinator is unreachable, flushed segments stay on disk and
+// survive a restart without being replayed; once it is reachable every
+// sealed segment arrives exactly once, decodes to the points written, and
+// only then may the node delete it.
+func TestShipper_RealNode(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	in.down.Store(true)
+	dir := t.TempDir()
+	path := cursorPath(t)
+	nodeOptions := func(s interface {
+		RetainFrom() uint64
+		WriteGate() error
+	}) node.Options {
+		return node.Options{
+			DataDir:          dir,
+			NodeID:           "pi-7",
+			WALSegmentBytes:  4096,
+			WALSegmentAge:    20 * time.Millisecond,
+			FlushInterval:    10 * time.Millisecond,
+			HeadChunkSamples: 32,
+			WALRetention:     s.RetainFrom,
+			WriteGate:        s.WriteGate,
+		}
+	}
+	s := newShipper(t, options(t, path, in.addr))
+	n, err := node.Open(nodeOptions(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, s, n)
+	next := time.Now().Add(-10 * time.Minute).UnixMilli()
+	written := writePoints(t, n, 40, &next)
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	held := sealed(n.WALSegments())
+	if len(held) < 5 || held[0].Seq != 1 {
+		t.Fatalf("with nothing acknowledged a flush left %d sealed segments from %d; want every one from 1", len(held), held[0].Seq)
+	}
+
+	// Restart node and shipper while the link is down.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = newShipper(t, options(t, path, in.addr))
+	n, err = node.Open(nodeOptions(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if st := n.Status(); st.HeadSamples != 0 {
+		t.Fatalf("restart replayed %d samples already flushed", st.HeadSamples)
+	}
+	if got := sealed(n.WALSegments()); got[0].Seq != 1 || len(got) < len(held) {
+		t.Fatalf("unacknowledged segments lost across a restart: %d sealed from %d", len(got), got[0].Seq)
+	}
+	start(t, s, n)
+
+	// The link comes back while writes go on.
+	in.down.Store(false)
+	written += writePoints(t, n, 40, &next)
+	time.Sleep(30 * time.Millisecond) // let the last segment age, then cut it with one more write
+	written += writePoints(t, n, 1, &next)
+	var open int64
+	eventually(t, "every sealed segment acknowledged", func() bool {
+		segs := n.WALSegments()
+		last := segs[len(segs)-1]
+		if len(sealed(segs)) != len(segs)-1 || last.Sealed {
+			return false // a cut segment is still being sealed
+		}
+		open = last.Points
+		return s.Stats().AckedThrough == last.PrevSeq
+	})
+
+	stored, gaps, _, dups := c.snapshot("pi-7")
+	if dups != 0 || len(gaps) != 0 {
+		t.Fatalf("%d duplicates, gaps %v", dups, gaps)
+	}
+	// The held segments form one unbroken chain from the first segment,
+	// and hold every point written except the open segment's.
+	var points int64
+	for seq, seg := range stored {
+		if _, ok := stored[seg.prev]; seg.prev != 0 && !ok {
+			t.Errorf("segment %d follows %d, which the cloud does not hold", seq, seg.prev)
+		}
+		if seg.decoded != seg.points {
+			t.Errorf("segment %d decodes to %d points, its footer says %d", seq, seg.decoded, seg.points)
+		}
+		points += seg.decoded
+	}
+	if points+open != written {
+		t.Fatalf("cloud holds %d points and the open segment %d; %d were written", points, open, written)
+	}
+	// By identity: those held through the restart, and those still on disk.
+	for _, seg := range append(held, sealed(n.WALSegments())...) {
+		if got, ok := stored[seg.Seq]; !ok || got.crc != seg.CRC {
+			t.Errorf("sealed segment %d (crc %08x) arrived as %+v", seg.Seq, seg.CRC, got)
+		}
+	}
+	// Acknowledged and flushed: now the node may delete them.
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if first := n.WALSegments()[0].Seq; s.RetainFrom() <= 1 || first < s.RetainFrom() {
+		t.Fatalf("after acks and a flush the oldest segment is %d, RetainFrom %d", first, s.RetainFrom())
+	}
+	st := s.Stats()
+	if st.ShippedPoints != points || st.BytesPerPoint <= 0 || st.BacklogSegments != 0 || st.LagBytes <= 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	t.Logf("shipped %d segments, %d points, %.2f bytes/point on the wire", st.ShippedSegments, st.ShippedPoints, st.BytesPerPoint)
+}

@@ -1,0 +1,218 @@
+package replicator
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/grpc"
+)
+
+// OverflowPolicy says what the Shipper does when the segments it keeps
+// for shipping outgrow Options.BudgetBytes.
+type OverflowPolicy int
+
+const (
+	// OverflowKeepInStore (the default) releases the oldest unshipped
+	// segments to the node, which deletes them once they are flushed: their
+	// points stay in the node's local store. The released range is recorded
+	// as a gap (GapReason BACKLOG_OVERFLOW) with its points, in the cursor
+	// and to the cloud, for a later backfill from the store.
+	OverflowKeepInStore OverflowPolicy = iota
+	// OverflowBlockWriters keeps every segment and makes the node refuse
+	// writes (WriteGate returns ErrBacklogFull, a retryable error) until
+	// the backlog is back under 90% of the budget.
+	OverflowBlockWriters
+	// OverflowDropOldest releases the oldest unshipped segments like
+	// OverflowKeepInStore, but records them as dropped (GapReason DROPPED):
+	// they will not be replicated, and every point in them is counted in
+	// Stats.DroppedPoints.
+	OverflowDropOldest
+)
+
+func (p OverflowPolicy) String() string {
+	switch p {
+	case OverflowKeepInStore:
+		return "keep-in-store"
+	case OverflowBlockWriters:
+		return "block-writers"
+	case OverflowDropOldest:
+		return "drop-oldest"
+	}
+	return fmt.Sprintf("OverflowPolicy(%d)", int(p))
+}
+
+// ParseOverflowPolicy parses the names String returns.
+func ParseOverflowPolicy(s string) (OverflowPolicy, error) {
+	for _, p := range []OverflowPolicy{OverflowKeepInStore, OverflowBlockWriters, OverflowDropOldest} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown overflow policy %q (want keep-in-store, block-writers or drop-oldest)", s)
+}
+
+// Options configure a Shipper. The zero value of a field means its
+// default.
+type Options struct {
+	// Targets are the coordinators' gRPC addresses (host:port, or any
+	// grpc.NewClient target). The Shipper uses one at a time and moves to
+	// the next after a failure. Required.
+	Targets []string
+	// TLS is the client TLS configuration: the CA that signs the
+	// coordinators' certificates, and this node's own certificate
+	// (mTLS; the coordinators derive the node's identity from it).
+	// Exactly one of TLS and Insecure must be set.
+	TLS *tls.Config
+	// Insecure ships in plaintext; only for tests and local mode.
+	Insecure bool
+	// DialOptions are added to the Shipper's own (tests use a custom
+	// dialer).
+	DialOptions []grpc.DialOption
+	// SoftwareVersion is sent in the hello.
+	SoftwareVersion string
+
+	// CursorPath is the cursor file (see package doc). Required.
+	CursorPath string
+
+	// WindowSegments and WindowBytes bound what is sent but not yet
+	// acknowledged: segments, and compressed bytes (one segment may exceed
+	// WindowBytes on its own). Defaults 8 and 16 MiB.
+	WindowSegments int
+	WindowBytes    int64
+	// MaxPartBytes bounds the data of one message (default 1 MiB, and never
+	// more than the coordinator announces).
+	MaxPartBytes int
+	// Compression is the zstd level. Default zstd.SpeedDefault (on sensor
+	// data about as fast as SpeedFastest and 20% smaller).
+	Compression zstd.EncoderLevel
+
+	// Reconnection backoff: attempt k waits a random duration in
+	// [d*(1-BackoffJitter), d] with d = min(BackoffInitial*2^k, BackoffMax).
+	// Defaults 500ms, 1m, 0.5.
+	BackoffInitial, BackoffMax time.Duration
+	BackoffJitter              float64
+	// KeepaliveTime and KeepaliveTimeout are the gRPC keepalive pings on
+	// the connection (also when idle, to keep NAT mappings and to notice
+	// a dead peer). Defaults 30s and 10s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// AckTimeout: a stream that makes no progress (no welcome, no part
+	// sent, no acknowledgement) for this long while something is
+	// outstanding is dead and is replaced. It catches a half-open peer
+	// that stopped reading. Default 30s.
+	AckTimeout time.Duration
+
+	// MaxBytesPerSec limits the compressed bytes shipped per second (0:
+	// unlimited). BacklogBytesPerSec limits, further, the segments shipped
+	// from behind the fresh tail after an outage (0: only MaxBytesPerSec).
+	MaxBytesPerSec, BacklogBytesPerSec int64
+	// FreshSegments: the newest this many sealed segments ship before any
+	// older one, so that after an outage fresh data arrives first and the
+	// backlog drains behind it, oldest first. Default 4; negative ships
+	// strictly in sequence order.
+	FreshSegments int
+
+	// BudgetBytes bounds the sealed segments kept on disk for shipping.
+	// Default 1 GiB. Overflow says what happens past it.
+	BudgetBytes int64
+	Overflow    OverflowPolicy
+
+	// PollInterval is how often the node's WAL is checked for newly
+	// sealed segments and the budget enforced. Default 250ms.
+	PollInterval time.Duration
+
+	Logger *slog.Logger
+	// Now is the clock that dates the lag (against segment times).
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Validate fills in defaults and rejects impossible values.
+func (o *Options) Validate() error {
+	var bad []string
+	if len(o.Targets) == 0 {
+		bad = append(bad, "Targets is empty")
+	}
+	for i, t := range o.Targets {
+		if strings.TrimSpace(t) == "" {
+			bad = append(bad, fmt.Sprintf("Targets[%d] is empty", i))
+		}
+	}
+	if (o.TLS == nil) == !o.Insecure {
+		bad = append(bad, "set exactly one of TLS and Insecure")
+	}
+	if o.CursorPath == "" {
+		bad = append(bad, "CursorPath is required")
+	}
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt64 := func(p *int64, v int64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt(&o.WindowSegments, 8)
+	defInt64(&o.WindowBytes, 16<<20)
+	defInt(&o.MaxPartBytes, 1<<20)
+	if o.Compression == 0 {
+		o.Compression = zstd.SpeedDefault
+	}
+	defDur(&o.BackoffInitial, 500*time.Millisecond)
+	defDur(&o.BackoffMax, time.Minute)
+	if o.BackoffJitter == 0 {
+		o.BackoffJitter = 0.5
+	}
+	defDur(&o.KeepaliveTime, 30*time.Second)
+	defDur(&o.KeepaliveTimeout, 10*time.Second)
+	defDur(&o.AckTimeout, 30*time.Second)
+	defInt(&o.FreshSegments, 4)
+	defInt64(&o.BudgetBytes, 1<<30)
+	defDur(&o.PollInterval, 250*time.Millisecond)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.WindowSegments < 1 || o.WindowBytes < 1:
+		bad = append(bad, fmt.Sprintf("window of %d segments, %d bytes", o.WindowSegments, o.WindowBytes))
+	case o.MaxPartBytes < 1024:
+		bad = append(bad, fmt.Sprintf("MaxPartBytes %d is below 1 KiB", o.MaxPartBytes))
+	}
+	if o.BackoffInitial < 0 || o.BackoffMax < o.BackoffInitial || o.BackoffJitter < 0 || o.BackoffJitter > 1 {
+		bad = append(bad, fmt.Sprintf("backoff initial %s, max %s, jitter %g (want 0 < initial <= max, 0 <= jitter <= 1)",
+			o.BackoffInitial, o.BackoffMax, o.BackoffJitter))
+	}
+	if o.KeepaliveTime < 0 || o.KeepaliveTimeout < 0 || o.AckTimeout < 0 || o.PollInterval < 0 {
+		bad = append(bad, "negative keepalive, ack timeout or poll interval")
+	}
+	if o.MaxBytesPerSec < 0 || o.BacklogBytesPerSec < 0 {
+		bad = append(bad, "negative rate limit")
+	}
+	if o.Compression < zstd.SpeedFastest || o.Compression > zstd.SpeedBestCompression {
+		bad = append(bad, fmt.Sprintf("unknown zstd level %d", int(o.Compression)))
+	}
+	if o.BudgetBytes < 0 {
+		bad = append(bad, fmt.Sprintf("BudgetBytes %d is negative", o.BudgetBytes))
+	}
+	if o.Overflow < OverflowKeepInStore || o.Overflow > OverflowDropOldest {
+		bad = append(bad, fmt.Sprintf("unknown overflow policy %d", int(o.Overflow)))
+	}
+	if len(bad) > 0 {
+		return errors.New("replicator options: " + strings.Join(bad, "; "))
+	}
+	return nil
+}

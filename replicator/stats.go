@@ -1,0 +1,88 @@
+package replicator
+
+import (
+	"github.com/tributarydb/tributary/replicator/internal/cursor"
+)
+
+// Stats is a snapshot of a Shipper.
+type Stats struct {
+	// Connected: a stream is open and welcomed; Target is its coordinator
+	// (the last one tried when not connected).
+	Connected   bool
+	Target      string
+	Coordinator string // the welcome's coordinator_id
+
+	// AckedThrough is the cloud's acked_through (every sequence up to it
+	// is held or a recorded gap); Released is how far the node may delete
+	// (acknowledged or a local gap; >= AckedThrough).
+	AckedThrough uint64
+	Released     uint64
+	NewestSealed uint64 // newest sealed segment of the node
+	OpenSeq      uint64 // the node's open segment
+
+	// Backlog: sealed segments not yet held by the cloud (nor given up as a
+	// gap), and their bytes. LagBytes adds the open segment's bytes.
+	// LagSeconds is now minus the newest point time of the oldest such
+	// segment that holds points (0 when none).
+	BacklogSegments int
+	BacklogBytes    int64
+	LagBytes        int64
+	LagSeconds      float64
+	// RetainedBytes is what the node keeps on disk for shipping (sealed
+	// segments above Released, acknowledged or not): the measure the
+	// budget applies to. WritesBlocked: WriteGate is refusing writes.
+	RetainedBytes int64
+	WritesBlocked bool
+
+	// Gaps, from the cursor: records (at most cursor.MaxGaps, the oldest
+	// merged), and totals since the cursor was created. GapPoints counts
+	// the points of gaps whose count is known; DroppedPoints those of
+	// drop-oldest gaps. UnreportedGaps are not yet acknowledged by the
+	// cloud.
+	Gaps           []Gap
+	GapSegments    uint64
+	GapPoints      uint64
+	DroppedPoints  uint64
+	UnreportedGaps int
+
+	// Since Run started: segments acknowledged, their compressed bytes on
+	// the wire and points; BytesPerPoint is ShippedBytes/ShippedPoints.
+	ShippedSegments int64
+	ShippedBytes    int64
+	ShippedPoints   int64
+	BytesPerPoint   float64
+	// Sends counts segments sent (resends after a lost ack or a broken
+	// stream included); Refusals, segments and gaps the cloud refused.
+	Sends    int64
+	Refusals int64
+	// Sessions counts streams opened, SessionFailures those that ended
+	// (every end is a failure: a healthy stream lasts until Run returns).
+	Sessions        int64
+	SessionFailures int64
+	LastError       string
+}
+
+// Gap is a run of segments the edge will not ship (see cursor.Gap): it
+// covers sequence numbers After+1..Through.
+type Gap struct {
+	After, Through uint64
+	Reason         string // backlog_overflow, dropped, missing
+	Segments       uint64
+	Points         int64 // -1: unknown
+	MinT, MaxT     int64
+	Reported       bool
+}
+
+// setGaps copies the gap records and totals from a cursor.
+func (st *Stats) setGaps(c *cursor.State) {
+	st.Gaps = st.Gaps[:0]
+	st.UnreportedGaps = 0
+	for _, g := range c.Gaps {
+		st.Gaps = append(st.Gaps, Gap{After: g.After, Through: g.Through, Reason: g.Reason.String(), Segments: g.Segments,
+			Points: g.Points, MinT: g.MinT, MaxT: g.MaxT, Reported: g.Reported})
+		if !g.Reported {
+			st.UnreportedGaps++
+		}
+	}
+	st.GapSegments, st.GapPoints, st.DroppedPoints = c.GapSegments, c.GapPoints, c.DroppedPoints
+}
