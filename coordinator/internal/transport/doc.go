@@ -1,0 +1,65 @@
+// Package transport carries raft messages between Tributary's cloud
+// coordinators: a gRPC client-streaming RPC (tributary.cluster.v1
+// RaftService.Send) over mutual TLS.
+//
+// # Sending
+//
+// Transport implements raftnode.Transport. Send never blocks: it sorts each
+// message into a bounded per-peer queue and returns. Every peer has two
+// long-lived workers, each with its own gRPC connection:
+//
+//   - the message worker drains the peer's queue in order onto one stream,
+//     packing the messages it finds waiting into one envelope (up to
+//     Options.MaxBatchBytes);
+//   - the snapshot worker sends each MsgSnap on a stream of its own and
+//     waits for the receiver to acknowledge it, then reports the outcome
+//     with Reporter.ReportSnapshot. A snapshot of many megabytes thus never
+//     sits in front of heartbeats, neither in a queue nor in a TCP buffer.
+//
+// A message that finds its queue full, or whose peer is unknown, is dropped
+// and counted (raft retransmits) and the peer is reported unreachable. When
+// a stream fails, the messages it held and those still queued are dropped,
+// the peer is reported unreachable, and the worker reconnects after a
+// jittered exponential backoff (Options.MinBackoff to MaxBackoff). Messages
+// to one peer arrive in the order Send was given them, except that a
+// MsgSnap travels separately (raft does not need order between them).
+//
+// The address book (member id → Peer{Addr, Name}) changes at runtime with
+// AddPeer, UpdatePeer and RemovePeer; changing or removing a peer drops
+// what was queued for it.
+//
+// # Receiving
+//
+// Server serves RaftService. For each stream it checks, before handing any
+// message on, that the envelope's cluster id equals its own, that the
+// sender's member id is in its address book, and that the sender's TLS
+// client certificate carries that member's Name. Every message must come
+// from the envelope's sender and be addressed to this member. Accepted
+// messages go, in order, to ServerOptions.Step (raftnode's Node.Step). A
+// Step error drops the message (raft retransmits) except for a MsgSnap,
+// whose failure ends the stream so that the sender reports it.
+//
+// # Identity
+//
+// A member's Name is matched against its certificate's subject alternative
+// names: the certificate matches when one of its DNS names or URIs equals
+// Name exactly (for example "coord-1.tributary.svc" or
+// "spiffe://tributary/coordinator/1"). The subject common name is not used.
+// The same check applies in the other direction: a Transport refuses a
+// server whose certificate does not carry the Name of the member it dials,
+// so a misconfigured address cannot divert raft traffic to another member.
+//
+// # TLS
+//
+// Both sides take a *tls.Config (certificates and CA pools are loaded by
+// the caller). Without one, New and NewServer fail unless Insecure is set,
+// which is meant for tests and loopback only; an insecure server checks
+// the cluster id but cannot authenticate senders.
+//
+// # Concurrency
+//
+// Every exported method of Transport and Server is safe for concurrent use.
+// Send is called from raftnode's Process; Reporter methods are called from
+// the transport's own goroutines and from Send, which raftnode allows.
+// Close stops every worker and waits for it.
+package transport

@@ -1,0 +1,182 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Reporter receives delivery outcomes; *raftnode.Node implements it.
+type Reporter interface {
+	// ReportUnreachable tells raft that messages to id were lost.
+	ReportUnreachable(id uint64)
+	// ReportSnapshot tells raft whether the MsgSnap sent to id arrived.
+	ReportSnapshot(id uint64, ok bool)
+}
+
+// Peer is one entry of the address book.
+type Peer struct {
+	// Addr is the member's raft address, host:port.
+	Addr string
+	// Name is the identity its TLS certificate must carry, as a DNS or URI
+	// subject alternative name (see the package doc). Required with TLS.
+	Name string
+}
+
+// PeerLookup resolves a member id to its Peer; *Transport implements it,
+// so a Server and a Transport can share one address book.
+type PeerLookup interface {
+	Peer(id uint64) (Peer, bool)
+}
+
+// Options configure a Transport. Zero values take the defaults listed.
+type Options struct {
+	// ID is this member's raft id; ClusterID names the cluster (non-empty).
+	ID        uint64
+	ClusterID string
+	// TLS is the client configuration: a certificate to present and the
+	// RootCAs that verify servers. Required unless Insecure.
+	TLS      *tls.Config
+	Insecure bool
+	// Reporter receives delivery outcomes; it may also be set later with
+	// SetReporter (raftnode.Open needs the Transport first).
+	Reporter Reporter
+
+	// QueueMessages (4,096) bounds the messages waiting for one peer;
+	// QueueSnapshots (2) the snapshots.
+	QueueMessages  int
+	QueueSnapshots int
+	// MaxBatchBytes (1 MiB): the message worker packs waiting messages
+	// into one envelope up to about this many bytes.
+	MaxBatchBytes int
+	// MaxSnapshotBytes (256 MiB) bounds one encoded MsgSnap; larger ones
+	// fail (and are reported failed). The receiver's limit must be at
+	// least as large.
+	MaxSnapshotBytes int
+	// MinBackoff (50 ms) and MaxBackoff (2 s) bound the wait before
+	// reconnecting after a failure; it doubles per failure, with jitter.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// SnapshotTimeout (5 min) bounds sending one snapshot.
+	SnapshotTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+func (o *Options) normalize() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.QueueMessages, 4096)
+	def(&o.QueueSnapshots, 2)
+	def(&o.MaxBatchBytes, 1<<20)
+	def(&o.MaxSnapshotBytes, 256<<20)
+	if o.MinBackoff == 0 {
+		o.MinBackoff = 50 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	if o.SnapshotTimeout == 0 {
+		o.SnapshotTimeout = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o.Validate()
+}
+
+// Validate checks the options (after defaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.ID == 0:
+		return errors.New("transport: Options.ID is 0")
+	case o.ClusterID == "":
+		return errors.New("transport: Options.ClusterID is empty")
+	case o.TLS == nil && !o.Insecure:
+		return errors.New("transport: Options.TLS is nil (set Insecure only for tests and loopback)")
+	case o.TLS != nil && o.Insecure:
+		return errors.New("transport: both Options.TLS and Insecure are set")
+	case o.QueueMessages < 1 || o.QueueSnapshots < 1 || o.MaxBatchBytes < 1 || o.MaxSnapshotBytes < 1:
+		return errors.New("transport: queue and size limits must be positive")
+	case o.MinBackoff < 0 || o.MaxBackoff < o.MinBackoff:
+		return fmt.Errorf("transport: MaxBackoff %v is below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
+	case o.SnapshotTimeout < 0:
+		return errors.New("transport: SnapshotTimeout is negative")
+	}
+	return nil
+}
+
+// ServerOptions configure a Server. Zero values take the defaults listed.
+type ServerOptions struct {
+	// ID is this member's raft id; ClusterID names the cluster.
+	ID        uint64
+	ClusterID string
+	// TLS is the server configuration: a certificate to present and the
+	// ClientCAs that verify members. The server always requires and
+	// verifies a client certificate. Required unless Insecure.
+	TLS      *tls.Config
+	Insecure bool
+	// Peers maps sender ids to identities (usually the Transport).
+	Peers PeerLookup
+	// Step receives each accepted message (raftnode's Node.Step, wrapped).
+	Step func(ctx context.Context, m raftpb.Message) error
+	// MaxEnvelopeBytes (256 MiB) bounds one received envelope (a snapshot
+	// is one envelope); MaxEnvelopeMessages (4,096) its message count;
+	// MaxStreams (8) the concurrent streams per connection (a Transport
+	// uses at most one per connection at a time). The envelope is read
+	// before its sender is known, so a client with a certificate from the
+	// CA can make the server buffer up to MaxStreams × MaxEnvelopeBytes
+	// per connection: keep the CA for members only.
+	MaxEnvelopeBytes    int
+	MaxEnvelopeMessages int
+	MaxStreams          uint32
+
+	Logger *slog.Logger
+}
+
+func (o *ServerOptions) normalize() error {
+	if o.MaxEnvelopeBytes == 0 {
+		o.MaxEnvelopeBytes = 256 << 20
+	}
+	if o.MaxEnvelopeMessages == 0 {
+		o.MaxEnvelopeMessages = 4096
+	}
+	if o.MaxStreams == 0 {
+		o.MaxStreams = 8
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o.Validate()
+}
+
+// Validate checks the options (after defaults).
+func (o *ServerOptions) Validate() error {
+	switch {
+	case o.ID == 0:
+		return errors.New("transport: ServerOptions.ID is 0")
+	case o.ClusterID == "":
+		return errors.New("transport: ServerOptions.ClusterID is empty")
+	case o.TLS == nil && !o.Insecure:
+		return errors.New("transport: ServerOptions.TLS is nil (set Insecure only for tests and loopback)")
+	case o.TLS != nil && o.Insecure:
+		return errors.New("transport: both ServerOptions.TLS and Insecure are set")
+	case o.TLS != nil && o.TLS.ClientCAs == nil:
+		return errors.New("transport: ServerOptions.TLS has no ClientCAs to verify members")
+	case o.Peers == nil:
+		return errors.New("transport: ServerOptions.Peers is nil")
+	case o.Step == nil:
+		return errors.New("transport: ServerOptions.Step is nil")
+	case o.MaxEnvelopeBytes < 1 || o.MaxEnvelopeMessages < 1:
+		return errors.New("transport: envelope limits must be positive")
+	}
+	return nil
+}
