@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -50,6 +51,14 @@ func (e *rwError) counted(violation string) *rwError {
 // maxBytes before allocating, then decodes into dst (reused when large
 // enough).
 func decodeSnappy(dst, body []byte, maxBytes int64) ([]byte, *rwError) {
+	// Read the declared length ourselves first: snappy.DecodedLen refuses
+	// lengths over the int range, which on 32-bit machines would turn an
+	// oversize body into a decoding error instead of a 413.
+	// (The block format caps the length at 2^32-1; more is not snappy.)
+	declared, hdr := binary.Uvarint(body)
+	if hdr > 0 && declared <= math.MaxUint32 && declared > uint64(maxBytes) {
+		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", declared, maxBytes)
+	}
 	n, err := snappy.DecodedLen(body)
 	if err != nil {
 		return nil, rwErrorf(http.StatusBadRequest, "body is not a snappy block (remote_write bodies are snappy block-compressed, not framed): %v", err).

@@ -286,7 +286,8 @@ func (d *intDec) start(x0, pred int64) {
 	if last := uint(p.c.last); last > 0 {
 		for top := range uint(1) << last {
 			// Leading ones of top as a last-bit number, at most last.
-			j := min(uint(bits.LeadingZeros64(^uint64(top<<(64-last)))), last)
+			// NB: shift as uint64; uint is 32 bits on armv7.
+			j := min(uint(bits.LeadingZeros64(^(uint64(top) << (64 - last)))), last)
 			d.byTop[top].j, d.byTop[top].bits = uint8(j), p.c.plen[j]+p.c.width[j]
 		}
 	}
