@@ -34,7 +34,7 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() {
   local candidate
   for _ in $(seq 50); do
-    candidate=$((20000 + RANDOM % 40000))
+    candidate=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768+)
     if ! port_in_use "$candidate" && [ "$candidate" != "${1:-}" ]; then echo "$candidate"; return 0; fi
   done
   echo "demo: found no free loopback port" >&2
