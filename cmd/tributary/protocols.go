@@ -12,7 +12,6 @@ import (
 	"github.com/tributarydb/tributary/httpapi/influx"
 	"github.com/tributarydb/tributary/httpapi/opentsdb"
 	"github.com/tributarydb/tributary/httpapi/prom"
-	"github.com/tributarydb/tributary/internal/auth"
 )
 
 // openPaths need no token: liveness probes and client pings.
@@ -39,7 +38,7 @@ type telnetServer interface {
 // authentication (standard senders cannot send a token), which is why it is
 // off by default and, like every plaintext listener, loopback-only unless
 // --insecure-listen is given.
-func newTelnet(b backend.Backend, cfg *httpapi.Config, _ auth.Tokens, log *slog.Logger) telnetServer {
+func newTelnet(b backend.Backend, cfg *httpapi.Config, log *slog.Logger) telnetServer {
 	srv, err := opentsdb.NewTelnetServer(b, cfg, opentsdb.TelnetOptions{Logger: log})
 	if err != nil {
 		panic("BUG: default telnet options: " + err.Error())

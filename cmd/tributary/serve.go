@@ -169,7 +169,7 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), m
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s (--opentsdb-listen): %w", f.tsdbListen, err)
 		}
-		srv := newTelnet(b, cfg, toks, log)
+		srv := newTelnet(b, cfg, log)
 		fe.telnet = srv
 		fe.addrs = append(fe.addrs, "opentsdb_telnet", tlis.Addr().String())
 		go func() { fe.errc <- wrapServeErr("opentsdb telnet", srv.Serve(tlis)) }()
