@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -159,5 +161,43 @@ func TestServe_MetricsCountViolations(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
+	n, err := node.Open(node.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sf := serveFlags{grpcListen: "127.0.0.1:0", tsdbListen: "127.0.0.1:0"}
+	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for i := 0; i+1 < len(fe.addrs); i += 2 {
+		if fe.addrs[i] == "opentsdb_telnet" {
+			addr = fe.addrs[i+1].(string)
+		}
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Unix()
+	fmt.Fprintf(conn, "put sys.cpu.user %d 42.5 host=pi1\nput sys.cpu.user %d 43 host=pi1\n", now-1, now)
+	conn.Close()
+	// Shutdown flushes what the telnet server buffered before it returns.
+	fe.stop(5 * time.Second)
+	ms, err := labels.ParseSelector(`sys.cpu.user{host="pi1"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	_, err = n.Query(context.Background(), node.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: node.ModeRaw},
+		func(s node.Series) error { got = append(got, s.Vs...); return nil })
+	if err != nil || len(got) != 2 || got[0] != 42.5 || got[1] != 43 {
+		t.Fatalf("stored %v, %v; want [42.5 43]", got, err)
 	}
 }
