@@ -165,6 +165,7 @@ func TestServe_MetricsCountViolations(t *testing.T) {
 }
 
 func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
+	t.Parallel()
 	n, err := node.Open(node.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -188,15 +189,21 @@ func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
 	now := time.Now().Unix()
 	fmt.Fprintf(conn, "put sys.cpu.user %d 42.5 host=pi1\nput sys.cpu.user %d 43 host=pi1\n", now-1, now)
 	conn.Close()
-	// Shutdown flushes what the telnet server buffered before it returns.
-	fe.stop(5 * time.Second)
+	defer fe.stop(5 * time.Second)
 	ms, err := labels.ParseSelector(`sys.cpu.user{host="pi1"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Telnet puts have no acknowledgement: wait for the points to land.
 	var got []float64
-	_, err = n.Query(context.Background(), node.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: node.ModeRaw},
-		func(s node.Series) error { got = append(got, s.Vs...); return nil })
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got = got[:0]
+		_, err = n.Query(context.Background(), node.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: node.ModeRaw},
+			func(s node.Series) error { got = append(got, s.Vs...); return nil })
+		if err != nil || len(got) == 2 {
+			break
+		}
+	}
 	if err != nil || len(got) != 2 || got[0] != 42.5 || got[1] != 43 {
 		t.Fatalf("stored %v, %v; want [42.5 43]", got, err)
 	}
