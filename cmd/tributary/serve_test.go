@@ -165,7 +165,6 @@ func TestServe_MetricsCountViolations(t *testing.T) {
 }
 
 func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
-	t.Parallel()
 	n, err := node.Open(node.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
