@@ -1,6 +1,7 @@
 // Package testcert makes throwaway TLS material for tests: a self-signed
 // certificate for 127.0.0.1, ::1 and localhost that is its own CA, written
-// to PEM files in a test's temporary directory.
+// to PEM files in a test's temporary directory (New), or a CA issuing one
+// certificate per identity for mutual-TLS tests (NewCA).
 package testcert
 
 import (
@@ -13,6 +14,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,4 +80,70 @@ func New(t testing.TB) *Cert {
 	c.Pool.AppendCertsFromPEM(certPEM)
 	c.Server = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	return c
+}
+
+// CA is a throwaway certificate authority issuing one certificate per
+// identity, for tests of mutual TLS where identities must differ.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// Pool trusts the CA.
+	Pool *x509.CertPool
+}
+
+// NewCA makes a CA valid for an hour around now.
+func NewCA(t testing.TB) *CA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tributary test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &CA{cert: cert, key: key, Pool: x509.NewCertPool()}
+	ca.Pool.AddCert(cert)
+	return ca
+}
+
+// Issue makes a client-and-server certificate for 127.0.0.1 whose identity
+// is the URI name (for example "spiffe://tributary/coordinator/1"), also
+// used as its common name.
+func (ca *CA) Issue(t testing.TB, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		URIs:        []*url.URL{u},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -1,23 +1,17 @@
 package transport
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/internal/testcert"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tributarydb/tributary/internal/testcert"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -26,63 +20,19 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // member's URI name; every certificate is valid for 127.0.0.1.
 type pki struct {
 	t    testing.TB
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
+	ca   *testcert.CA
 	pool *x509.CertPool
 }
 
 func newPKI(t testing.TB) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tributary test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &pki{t: t, ca: ca, key: key, pool: pool}
+	ca := testcert.NewCA(t)
+	return &pki{t: t, ca: ca, pool: ca.Pool}
 }
 
 func memberName(id uint64) string { return "spiffe://tributary/coordinator/" + string(rune('0'+id)) }
 
 // issue makes the certificate of a member named name.
-func (p *pki) issue(name string) tls.Certificate {
-	p.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	u, err := url.Parse(name)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		URIs:        []*url.URL{u},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
+func (p *pki) issue(name string) tls.Certificate { return p.ca.Issue(p.t, name) }
 
 func (p *pki) client(c tls.Certificate) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{c}, RootCAs: p.pool, MinVersion: tls.VersionTLS13}
