@@ -51,8 +51,11 @@ func TestPostingsCache_Concurrent(t *testing.T) {
 		wg.Go(func() {
 			for j := range 1000 {
 				key := postingsKey("n", string(rune('a'+j%5)))
-				if _, gen, ok := c.get(key); !ok {
+				ids, gen, ok := c.get(key)
+				if !ok {
 					c.put(key, []uint64{uint64(j)}, gen)
+				} else if len(ids) != 1 || ids[0]%5 != uint64(j%5) {
+					t.Errorf("key %q answered %v, which was stored under another key", key, ids)
 				}
 				if i == 0 && j%100 == 0 {
 					c.invalidate()

@@ -15,7 +15,7 @@ import (
 )
 
 // openPaths need no token: liveness probes and client pings.
-var openPaths = []string{"/ping", "/health", "/healthz", "/metrics"}
+var openPaths = []string{"/ping", "/health", "/metrics"}
 
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {

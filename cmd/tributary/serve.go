@@ -55,7 +55,6 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 
 // frontend is the set of running client listeners.
 type frontend struct {
-	log    *slog.Logger
 	grpc   *grpc.Server
 	http   *http.Server
 	telnet interface{ Shutdown(context.Context) error }
@@ -117,7 +116,7 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), m
 	if err != nil {
 		return nil, err
 	}
-	fe := &frontend{log: log, stats: httpapi.NewStats(), errc: make(chan error, 3)}
+	fe := &frontend{stats: httpapi.NewStats(), errc: make(chan error, 3)}
 	defer func() {
 		if err != nil {
 			fe.stop(time.Second)

@@ -51,22 +51,19 @@ func (e *rwError) counted(violation string) *rwError {
 // maxBytes before allocating, then decodes into dst (reused when large
 // enough).
 func decodeSnappy(dst, body []byte, maxBytes int64) ([]byte, *rwError) {
-	// Read the declared length ourselves first: snappy.DecodedLen refuses
-	// lengths over the int range, which on 32-bit machines would turn an
-	// oversize body into a decoding error instead of a 413.
-	// (The block format caps the length at 2^32-1; more is not snappy.)
+	// The block starts with the decoded length as a uvarint, at most
+	// 2^32-1. Read it here rather than with snappy.DecodedLen, which also
+	// refuses lengths over the int range and so on 32-bit machines would
+	// turn an oversize body into a decoding error instead of a 413.
 	declared, hdr := binary.Uvarint(body)
-	if hdr > 0 && declared <= math.MaxUint32 && declared > uint64(maxBytes) {
-		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", declared, maxBytes)
-	}
-	n, err := snappy.DecodedLen(body)
-	if err != nil {
-		return nil, rwErrorf(http.StatusBadRequest, "body is not a snappy block (remote_write bodies are snappy block-compressed, not framed): %v", err).
+	if hdr <= 0 || declared > math.MaxUint32 {
+		return nil, rwErrorf(http.StatusBadRequest, "body is not a snappy block (remote_write bodies are snappy block-compressed, not framed): bad decoded-length header").
 			counted(httpapi.ViolationBadEncoding)
 	}
-	if int64(n) > maxBytes {
-		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", n, maxBytes)
+	if declared > uint64(maxBytes) {
+		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", declared, maxBytes)
 	}
+	n := int(declared)
 	if cap(dst) < n {
 		dst = make([]byte, n)
 	}
