@@ -1,0 +1,65 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+)
+
+// replicaMetaPrefix reserves a part of the store's meta column family for
+// the coordinator's replica store (package coordinator/replica), which runs
+// a Node to hold the data edges replicate to it and keeps its own small
+// records (which segment of which edge it applied, with which checksum)
+// beside the data. Nothing else in the node writes keys with this prefix.
+const replicaMetaPrefix = "replica."
+
+// GetReplicaMeta returns a copy of the replica record stored under key, and
+// whether there is one.
+func (n *Node) GetReplicaMeta(key string) ([]byte, bool, error) {
+	if n.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	if key == "" {
+		return nil, false, errors.New("get replica meta: empty key")
+	}
+	v, ok, err := n.db.GetMeta(replicaMetaPrefix + key)
+	if err != nil {
+		return nil, false, fmt.Errorf("get replica meta %q: %w", key, err)
+	}
+	return v, ok, nil
+}
+
+// PutReplicaMeta stores val under key and returns once it is durable
+// (RocksDB's WAL is synced). It does not order itself after samples still
+// in the node's head: a caller that records "these points are stored" must
+// call it only after the Write that stored them returned.
+func (n *Node) PutReplicaMeta(key string, val []byte) error {
+	if key == "" {
+		return errors.New("put replica meta: empty key")
+	}
+	if err := n.putReplicaMeta(key, val); err != nil {
+		return err
+	}
+	// Without the sync a power cut could lose the record while the caller
+	// acted on it (e.g. acknowledged a segment as held).
+	if err := n.db.SyncWAL(); err != nil {
+		return fmt.Errorf("put replica meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// putReplicaMeta writes the record under the write lock, which Close takes
+// before it closes the store: a batch must not be built on a closed store.
+func (n *Node) putReplicaMeta(key string, val []byte) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed.Load() {
+		return ErrClosed
+	}
+	b := n.db.NewBatch()
+	defer b.Close()
+	b.PutMeta(replicaMetaPrefix+key, val)
+	if err := n.db.Write(b); err != nil {
+		return fmt.Errorf("put replica meta %q: %w", key, err)
+	}
+	return nil
+}
