@@ -66,6 +66,11 @@ type QueryInfo struct {
 	Series int
 	// Points is how many samples (or rollup buckets) were read.
 	Points int64
+	// Warnings say, one human-readable line each, what an answer is
+	// missing when it is incomplete. A node answering from its own data
+	// leaves them nil; a coordinator's query front end sets them when an
+	// edge or a replica could not answer (partial result).
+	Warnings []string
 }
 
 // ErrBadQuery wraps every error caused by the request itself.

@@ -1,8 +1,11 @@
 // Package api serves the public gRPC API (tributary.v1 WriteService and
-// QueryService) on top of a storage node: it converts between protobuf
-// messages and the node's types and maps errors to gRPC status codes.
+// QueryService): it converts between protobuf messages and the node's types
+// and maps errors to gRPC status codes. A Server serves both services over
+// a storage node; a QueryServer serves QueryService over any
+// backend.Backend, so a coordinator's query front end answers the same
+// queries as a node.
 //
-// A Server is safe for concurrent use; gRPC calls it from many goroutines.
+// Servers are safe for concurrent use; gRPC calls them from many goroutines.
 package api
 
 import (
@@ -16,16 +19,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
-// Server implements the gRPC services over one node.
+// Server implements the gRPC services over one node. Its QueryService
+// methods are those of a QueryServer over backend.ForNode.
 type Server struct {
 	pb.UnimplementedWriteServiceServer
-	pb.UnimplementedQueryServiceServer
+	*QueryServer
 	node      *node.Node
 	version   string
 	role      string
@@ -39,7 +43,9 @@ const DefaultMaxPointsPerRequest = 1_000_000
 
 // New returns a Server for n. version and role are reported by Status.
 func New(n *node.Node, version, role string) *Server {
-	return &Server{node: n, version: version, role: role, maxPoints: DefaultMaxPointsPerRequest}
+	s := &Server{node: n, version: version, role: role, maxPoints: DefaultMaxPointsPerRequest}
+	s.QueryServer = NewQueryServer(backend.ForNode(n), s.nodeStatus)
+	return s
 }
 
 // SetMaxPointsPerRequest changes the points limit of one request (<= 0:
@@ -73,9 +79,6 @@ func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterWriteServiceServer(g, s)
 	pb.RegisterQueryServiceServer(g, s)
 }
-
-// maxPointsPerResponse bounds one streamed QueryResponse message.
-const maxPointsPerResponse = 8192
 
 // Write stores one request.
 func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResponse, error) {
@@ -172,86 +175,6 @@ func ToMatchers(ms []*pb.Matcher) ([]*labels.Matcher, error) {
 	return out, nil
 }
 
-func toFunc(a pb.Aggregate) rollup.Func { return rollup.Func(a) }
-
-// Query streams the answer, series by series.
-func (s *Server) Query(req *pb.QueryRequest, stream grpc.ServerStreamingServer[pb.QueryResponse]) error {
-	ms, err := ToMatchers(req.Matchers)
-	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	q := node.Query{
-		Matchers:    ms,
-		Start:       req.StartMs,
-		End:         req.EndMs,
-		Step:        req.StepMs,
-		Downsample:  toFunc(req.Downsample),
-		GroupBy:     req.GroupBy,
-		Aggregate:   toFunc(req.Aggregate),
-		LimitSeries: int(req.LimitSeries),
-	}
-	switch req.Mode {
-	case pb.QueryMode_QUERY_MODE_RAW:
-		q.Mode = node.ModeRaw
-	case pb.QueryMode_QUERY_MODE_DOWNSAMPLE:
-		q.Mode = node.ModeDownsample
-	case pb.QueryMode_QUERY_MODE_LAST_POINT:
-		q.Mode = node.ModeLastPoint
-	case pb.QueryMode_QUERY_MODE_UNSPECIFIED:
-		q.Mode = node.ModeRaw
-		if req.StepMs > 0 {
-			q.Mode = node.ModeDownsample
-		}
-	default:
-		return status.Errorf(codes.InvalidArgument, "unknown query mode %d", req.Mode)
-	}
-	if q.Mode == node.ModeDownsample && q.Downsample == rollup.FuncNone {
-		q.Downsample = rollup.FuncAvg
-	}
-	idx := int64(0)
-	first := true
-	info, err := s.node.Query(stream.Context(), q, func(ser node.Series) error {
-		for off := 0; off == 0 || off < len(ser.Ts); off += maxPointsPerResponse {
-			end := min(off+maxPointsPerResponse, len(ser.Ts))
-			msg := &pb.QueryResponse{
-				SeriesIndex:  idx,
-				TimestampsMs: ser.Ts[off:end],
-				Values:       ser.Vs[off:end],
-			}
-			if off == 0 {
-				msg.Series = toSeries(ser.Labels)
-			}
-			if first {
-				msg.Source, first = q.Source(), false
-			}
-			if err := stream.Send(msg); err != nil {
-				return err
-			}
-		}
-		idx++
-		return nil
-	})
-	if err != nil {
-		return queryError(err)
-	}
-	if first { // empty answer: still say where it came from
-		return stream.Send(&pb.QueryResponse{SeriesIndex: -1, Source: info.Source})
-	}
-	return nil
-}
-
-func queryError(err error) error {
-	switch {
-	case errors.Is(err, node.ErrBadQuery):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, node.ErrClosed):
-		return status.Error(codes.Unavailable, "node is shutting down")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	}
-	return status.Errorf(codes.Internal, "query failed: %v", err)
-}
-
 func toSeries(ls labels.Labels) *pb.Series {
 	out := &pb.Series{Labels: make([]*pb.Label, len(ls))}
 	for i, l := range ls {
@@ -260,54 +183,8 @@ func toSeries(ls labels.Labels) *pb.Series {
 	return out
 }
 
-// Series lists the series matching the request's matchers.
-func (s *Server) Series(ctx context.Context, req *pb.SeriesRequest) (*pb.SeriesResponse, error) {
-	ms, err := ToMatchers(req.Matchers)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	sets, err := s.node.SeriesMatching(ms, int(req.Limit))
-	if err != nil {
-		return nil, queryError(err)
-	}
-	out := &pb.SeriesResponse{Series: make([]*pb.Series, len(sets))}
-	for i, ls := range sets {
-		out.Series[i] = toSeries(ls)
-	}
-	return out, nil
-}
-
-// LabelNames lists label names.
-func (s *Server) LabelNames(ctx context.Context, req *pb.LabelNamesRequest) (*pb.LabelNamesResponse, error) {
-	ms, err := ToMatchers(req.Matchers)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	names, err := s.node.LabelNames(ms)
-	if err != nil {
-		return nil, queryError(err)
-	}
-	return &pb.LabelNamesResponse{Names: names}, nil
-}
-
-// LabelValues lists the values of one label.
-func (s *Server) LabelValues(ctx context.Context, req *pb.LabelValuesRequest) (*pb.LabelValuesResponse, error) {
-	if req.Name == "" {
-		return nil, status.Error(codes.InvalidArgument, "label name is required")
-	}
-	ms, err := ToMatchers(req.Matchers)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	vals, err := s.node.LabelValues(req.Name, ms)
-	if err != nil {
-		return nil, queryError(err)
-	}
-	return &pb.LabelValuesResponse{Values: vals}, nil
-}
-
-// Status reports the node's counters.
-func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+// nodeStatus reports the node's counters.
+func (s *Server) nodeStatus(context.Context) (*pb.StatusResponse, error) {
 	st := s.node.Status()
 	return &pb.StatusResponse{
 		NodeId:                     st.NodeID,
