@@ -23,6 +23,9 @@ const (
 	// MaxHeldRuns bounds the held sequence runs kept per edge: an edge
 	// with more gaps than this must have old ranges forgotten first.
 	MaxHeldRuns = 4096
+	// MaxGapRuns bounds the recorded gaps kept per edge (after merging
+	// adjacent gaps of the same reason).
+	MaxGapRuns = 4096
 	// MaxReplicationFactor bounds FleetConfig.ReplicationFactor.
 	MaxReplicationFactor = 7
 )

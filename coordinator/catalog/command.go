@@ -27,6 +27,7 @@ const (
 	KindSetPlacement   Kind = 6
 	KindRebalance      Kind = 7
 	KindSetConfig      Kind = 8
+	KindRecordGap      Kind = 9
 )
 
 func (k Kind) String() string {
@@ -47,6 +48,8 @@ func (k Kind) String() string {
 		return "rebalance"
 	case KindSetConfig:
 		return "set-config"
+	case KindRecordGap:
+		return "record-gap"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -105,6 +108,31 @@ type RecordHeld struct {
 	WatermarkTimeMs int64
 }
 
+// RecordGap records gaps an edge declared: sequence ranges it will not
+// ship. The gaps are applied in order, each by these rules:
+//
+//   - the parts of a gap that are held, or already inside a recorded gap
+//     (of any reason), are left as they are: held segments win, and the
+//     first declaration of a number wins;
+//   - the rest is recorded; if that is not the whole gap (the gap was cut),
+//     its pieces keep the reason and the time span but their segment and
+//     point counts become unknown (0 and -1);
+//   - a gap with nothing left to record is a duplicate (a replay changes
+//     nothing);
+//   - recorded pieces merge with adjacent gaps of the same reason (counts
+//     add up while both are known; the time span widens while both are
+//     known, else it becomes unknown).
+//
+// A gap with ThroughSeq <= AfterSeq, an unknown reason, Points below -1 or
+// MinTimeMs after MaxTimeMs rejects the whole command, as does an edge
+// that would end up with more than MaxGapRuns gaps (ErrLimit). The
+// watermark then moves forward as described at EdgeProgress.
+// Result: RecordGapResult.
+type RecordGap struct {
+	Edge string
+	Gaps []GapRange
+}
+
 // SetPlacement pins an edge's replicas to the given coordinators.
 // Result: Placement.
 type SetPlacement struct {
@@ -142,6 +170,9 @@ func (Rebalance) Kind() Kind { return KindRebalance }
 
 // Kind implements Command.
 func (SetConfig) Kind() Kind { return KindSetConfig }
+
+// Kind implements Command.
+func (RecordGap) Kind() Kind { return KindRecordGap }
 
 // EncodeCommand encodes c (see the package documentation for the layout).
 func EncodeCommand(c Command) []byte { return AppendCommand(nil, c) }
@@ -206,6 +237,25 @@ func (c RecordHeld) appendBody(b []byte) []byte {
 	b = appendUvarint(b, uint64(len(c.Ranges)))
 	for _, r := range c.Ranges {
 		b = appendHeldRange(b, r)
+	}
+	return b
+}
+
+func appendGapRange(b []byte, g GapRange) []byte {
+	b = appendUvarint(b, g.AfterSeq)
+	b = appendUvarint(b, g.ThroughSeq)
+	b = append(b, byte(g.Reason))
+	b = appendUvarint(b, g.Segments)
+	b = appendVarint(b, g.Points)
+	b = appendVarint(b, g.MinTimeMs)
+	return appendVarint(b, g.MaxTimeMs)
+}
+
+func (c RecordGap) appendBody(b []byte) []byte {
+	b = appendString(b, c.Edge)
+	b = appendUvarint(b, uint64(len(c.Gaps)))
+	for _, g := range c.Gaps {
+		b = appendGapRange(b, g)
 	}
 	return b
 }
@@ -303,6 +353,15 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = Rebalance{}
 	case KindSetConfig:
 		c = SetConfig{Config: d.config()}
+	case KindRecordGap:
+		var r RecordGap
+		r.Edge = d.string("edge id", maxDecodedString)
+		n := d.count("gap", 7)
+		r.Gaps = make([]GapRange, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Gaps = append(r.Gaps, d.gapRange())
+		}
+		c = r
 	default:
 		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
 	}
@@ -334,6 +393,18 @@ func (d *decoder) heldRange() HeldRange {
 		Points:    d.uvarint(),
 		MinTimeMs: d.varint(),
 		MaxTimeMs: d.varint(),
+	}
+}
+
+func (d *decoder) gapRange() GapRange {
+	return GapRange{
+		AfterSeq:   d.uvarint(),
+		ThroughSeq: d.uvarint(),
+		Reason:     GapReason(d.byte()),
+		Segments:   d.uvarint(),
+		Points:     d.varint(),
+		MinTimeMs:  d.varint(),
+		MaxTimeMs:  d.varint(),
 	}
 }
 

@@ -74,6 +74,22 @@ type Rejection struct {
 type RecordHeldResult struct {
 	// Added counts ranges newly recorded, Duplicates ranges already held.
 	Added, Duplicates int
+	// AckedThrough is the edge's EdgeProgress.AckedThrough after the
+	// command.
+	AckedThrough uint64
+	// The edge's watermark after the command.
+	WatermarkSeq    uint64
+	WatermarkTimeMs int64
+}
+
+// RecordGapResult is the result of RecordGap.
+type RecordGapResult struct {
+	// Added counts gaps of which something was recorded, Duplicates gaps
+	// with nothing left to record (held, or recorded before).
+	Added, Duplicates int
+	// AckedThrough is the edge's EdgeProgress.AckedThrough after the
+	// command.
+	AckedThrough uint64
 	// The edge's watermark after the command.
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
@@ -191,6 +207,8 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return RebalanceResult{Changed: s.rebalance(index, true)}, nil
 	case SetConfig:
 		return s.setConfig(index, c)
+	case RecordGap:
+		return s.recordGap(c)
 	}
 	return nil, cmdErr(c.Kind(), ErrBadCommand, "unknown command")
 }

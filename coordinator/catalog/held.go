@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 )
@@ -56,14 +57,19 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 	if len(held) > MaxHeldRuns {
 		return nil, cmdErr(k, ErrLimit, "edge %q would have %d held runs, limit is %d", c.Edge, len(held), MaxHeldRuns)
 	}
+	var gaps []GapRange
 	var wmSeq uint64
 	var wmTime int64
 	if p != nil {
+		gaps = cutGaps(p.Gaps, held)
 		wmSeq, wmTime = p.WatermarkSeq, p.WatermarkTimeMs
 	}
+	if len(gaps) > MaxGapRuns {
+		return nil, cmdErr(k, ErrLimit, "edge %q: the ranges cut its gaps into %d, limit is %d", c.Edge, len(gaps), MaxGapRuns)
+	}
 	if c.WatermarkSeq != 0 {
-		if !heldContains(held, c.WatermarkSeq) {
-			return nil, cmdErr(k, ErrBadCommand, "edge %q: watermark %d is not a held sequence", c.Edge, c.WatermarkSeq)
+		if !heldContains(held, c.WatermarkSeq) && !gapContains(gaps, c.WatermarkSeq) {
+			return nil, cmdErr(k, ErrBadCommand, "edge %q: watermark %d is neither held nor in a recorded gap", c.Edge, c.WatermarkSeq)
 		}
 		switch {
 		case c.WatermarkSeq > wmSeq:
@@ -72,17 +78,198 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 			wmTime = max(wmTime, c.WatermarkTimeMs)
 		}
 	}
-	if len(held) == 0 && wmSeq == 0 {
+	res.AckedThrough, res.WatermarkSeq, res.WatermarkTimeMs = s.setProgress(c.Edge, held, gaps, wmSeq, wmTime)
+	return res, nil
+}
+
+// setProgress stores an edge's new held runs, gaps and watermark after
+// moving the watermark forward to what they cover from sequence 1 (see
+// EdgeProgress), and returns AckedThrough and the watermark. It stores
+// nothing for an edge with nothing recorded.
+func (s *state) setProgress(edge string, held []HeldRange, gaps []GapRange, wmSeq uint64, wmTime int64) (uint64, uint64, int64) {
+	ack := EdgeProgress{Held: held, Gaps: gaps}.AckedThrough()
+	if ack > wmSeq {
+		wmSeq = ack
+	}
+	// Held runs never straddle ack: a run starting at or before it lies
+	// within 1..ack.
+	for _, h := range held {
+		if h.FirstSeq > ack {
+			break
+		}
+		wmTime = max(wmTime, h.MaxTimeMs)
+	}
+	p := s.progress[edge]
+	if p == nil {
+		if len(held) == 0 && len(gaps) == 0 && wmSeq == 0 {
+			return ack, wmSeq, wmTime
+		}
+		p = &EdgeProgress{Edge: edge}
+		s.progress[edge] = p
+	}
+	p.Held, p.Gaps, p.WatermarkSeq, p.WatermarkTimeMs = held, gaps, wmSeq, wmTime
+	return ack, wmSeq, wmTime
+}
+
+func (s *state) recordGap(c RecordGap) (any, error) {
+	k := c.Kind()
+	n := s.nodes[c.Edge]
+	switch {
+	case n == nil:
+		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
+	case n.Role != RoleEdge:
+		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+	}
+	for i, g := range c.Gaps {
+		if err := g.validate(); err != nil {
+			return nil, cmdErr(k, ErrBadCommand, "edge %q: gap %d: %v", c.Edge, i, err)
+		}
+	}
+	p := s.progress[c.Edge]
+	var held []HeldRange
+	var gaps []GapRange
+	var wmSeq uint64
+	var wmTime int64
+	if p != nil {
+		held, gaps = p.Held, slices.Clone(p.Gaps)
+		wmSeq, wmTime = p.WatermarkSeq, p.WatermarkTimeMs
+	}
+	var res RecordGapResult
+	for _, g := range c.Gaps {
+		pieces := uncovered(g.AfterSeq+1, g.ThroughSeq, held, gaps)
+		switch {
+		case len(pieces) == 0:
+			res.Duplicates++
+			continue
+		case len(pieces) > 1 || pieces[0] != [2]uint64{g.AfterSeq + 1, g.ThroughSeq}:
+			g.Segments, g.Points = 0, -1
+		}
+		res.Added++
+		for _, pc := range pieces {
+			g.AfterSeq, g.ThroughSeq = pc[0]-1, pc[1]
+			gaps = insertGap(gaps, g)
+		}
+	}
+	if len(gaps) > MaxGapRuns {
+		return nil, cmdErr(k, ErrLimit, "edge %q would have %d gaps, limit is %d", c.Edge, len(gaps), MaxGapRuns)
+	}
+	if res.Added == 0 {
+		// Nothing changed; report the progress as it is.
+		if p != nil {
+			res.AckedThrough = p.AckedThrough()
+		}
 		res.WatermarkSeq, res.WatermarkTimeMs = wmSeq, wmTime
 		return res, nil
 	}
-	if p == nil {
-		p = &EdgeProgress{Edge: c.Edge}
-		s.progress[c.Edge] = p
-	}
-	p.Held, p.WatermarkSeq, p.WatermarkTimeMs = held, wmSeq, wmTime
-	res.WatermarkSeq, res.WatermarkTimeMs = wmSeq, wmTime
+	res.AckedThrough, res.WatermarkSeq, res.WatermarkTimeMs = s.setProgress(c.Edge, held, gaps, wmSeq, wmTime)
 	return res, nil
+}
+
+// validate checks one gap on its own.
+func (g GapRange) validate() error {
+	switch {
+	case g.ThroughSeq <= g.AfterSeq:
+		return fmt.Errorf("through sequence %d is not after sequence %d", g.ThroughSeq, g.AfterSeq)
+	case !g.Reason.valid():
+		return fmt.Errorf("unknown reason %d", uint8(g.Reason))
+	case g.Points < -1:
+		return fmt.Errorf("points %d (-1 is unknown)", g.Points)
+	case g.MinTimeMs > g.MaxTimeMs:
+		return fmt.Errorf("min time %d after max time %d", g.MinTimeMs, g.MaxTimeMs)
+	}
+	return nil
+}
+
+// uncovered returns the runs [first, last] of lo..hi that neither a held
+// run nor a gap covers, in order.
+func uncovered(lo, hi uint64, held []HeldRange, gaps []GapRange) [][2]uint64 {
+	var cov [][2]uint64
+	i, _ := slices.BinarySearchFunc(held, lo, func(h HeldRange, seq uint64) int { return cmp.Compare(h.LastSeq, seq) })
+	for ; i < len(held) && held[i].FirstSeq <= hi; i++ {
+		cov = append(cov, [2]uint64{held[i].FirstSeq, held[i].LastSeq})
+	}
+	j, _ := slices.BinarySearchFunc(gaps, lo, func(g GapRange, seq uint64) int { return cmp.Compare(g.ThroughSeq, seq) })
+	for ; j < len(gaps) && gaps[j].AfterSeq < hi; j++ {
+		cov = append(cov, [2]uint64{gaps[j].AfterSeq + 1, gaps[j].ThroughSeq})
+	}
+	slices.SortFunc(cov, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	var out [][2]uint64
+	next := lo // first number not yet accounted for
+	for _, c := range cov {
+		if c[0] > next {
+			out = append(out, [2]uint64{next, min(c[0]-1, hi)})
+		}
+		if c[1] >= hi {
+			return out
+		}
+		next = max(next, c[1]+1)
+	}
+	return append(out, [2]uint64{next, hi})
+}
+
+// insertGap inserts g, which overlaps no gap of gaps, keeping gaps sorted
+// and merging g with adjacent gaps of the same reason.
+func insertGap(gaps []GapRange, g GapRange) []GapRange {
+	i, _ := slices.BinarySearchFunc(gaps, g.AfterSeq, func(x GapRange, seq uint64) int { return cmp.Compare(x.AfterSeq, seq) })
+	lo, hi := i, i
+	if i > 0 && gaps[i-1].ThroughSeq == g.AfterSeq && gaps[i-1].Reason == g.Reason {
+		lo = i - 1
+		g = mergeGaps(gaps[i-1], g)
+	}
+	if i < len(gaps) && g.ThroughSeq == gaps[i].AfterSeq && gaps[i].Reason == g.Reason {
+		hi = i + 1
+		g = mergeGaps(g, gaps[i])
+	}
+	return slices.Replace(gaps, lo, hi, g)
+}
+
+// mergeGaps joins two adjacent gaps of the same reason, a before b. A
+// count or time span unknown in either is unknown in the result.
+func mergeGaps(a, b GapRange) GapRange {
+	m := GapRange{AfterSeq: a.AfterSeq, ThroughSeq: b.ThroughSeq, Reason: a.Reason, Points: -1}
+	if a.Segments != 0 && b.Segments != 0 {
+		m.Segments = satAdd(a.Segments, b.Segments)
+	}
+	if a.Points >= 0 && b.Points >= 0 {
+		m.Points = int64(min(uint64(a.Points)+uint64(b.Points), math.MaxInt64))
+	}
+	if a.timeKnown() && b.timeKnown() {
+		m.MinTimeMs, m.MaxTimeMs = min(a.MinTimeMs, b.MinTimeMs), max(a.MaxTimeMs, b.MaxTimeMs)
+	}
+	return m
+}
+
+func (g GapRange) timeKnown() bool { return g.MinTimeMs != 0 || g.MaxTimeMs != 0 }
+
+// cutGaps removes from gaps every number held (held segments win). A gap
+// that loses numbers keeps its reason and time span; its counts become
+// unknown. gaps is not modified.
+func cutGaps(gaps []GapRange, held []HeldRange) []GapRange {
+	var out []GapRange
+	for _, g := range gaps {
+		pieces := uncovered(g.AfterSeq+1, g.ThroughSeq, held, nil)
+		if len(pieces) == 1 && pieces[0] == [2]uint64{g.AfterSeq + 1, g.ThroughSeq} {
+			out = append(out, g)
+			continue
+		}
+		for _, pc := range pieces {
+			c := g
+			c.AfterSeq, c.ThroughSeq, c.Segments, c.Points = pc[0]-1, pc[1], 0, -1
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// heldOverlaps reports whether a held run has a number in first..last.
+func heldOverlaps(held []HeldRange, first, last uint64) bool {
+	i, _ := slices.BinarySearchFunc(held, first, func(h HeldRange, seq uint64) int { return cmp.Compare(h.LastSeq, seq) })
+	return i < len(held) && held[i].FirstSeq <= last
+}
+
+func gapContains(gaps []GapRange, seq uint64) bool {
+	i, _ := slices.BinarySearchFunc(gaps, seq, func(g GapRange, seq uint64) int { return cmp.Compare(g.ThroughSeq, seq) })
+	return i < len(gaps) && gaps[i].AfterSeq < seq
 }
 
 // addHeld adds r to the sorted, disjoint, non-adjacent runs held. A range

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -103,18 +104,96 @@ type HeldRange struct {
 	MinTimeMs, MaxTimeMs int64
 }
 
+// GapReason says why an edge will not ship a range of segments. The
+// numbers are those of the GapReason enum of the replication protocol.
+type GapReason uint8
+
+// The gap reasons. Zero is not a reason.
+const (
+	// GapBacklogOverflow: released under the edge's disk budget; the points
+	// stay in the edge's local store, for a backfill.
+	GapBacklogOverflow GapReason = 1
+	// GapDropped: released and not to be replicated.
+	GapDropped GapReason = 2
+	// GapMissing: no longer on the edge's disk (deleted or damaged).
+	GapMissing GapReason = 3
+)
+
+func (r GapReason) String() string {
+	switch r {
+	case GapBacklogOverflow:
+		return "backlog-overflow"
+	case GapDropped:
+		return "dropped"
+	case GapMissing:
+		return "missing"
+	}
+	return fmt.Sprintf("gap-reason(%d)", uint8(r))
+}
+
+func (r GapReason) valid() bool { return r >= GapBacklogOverflow && r <= GapMissing }
+
+// GapRange is a run of an edge's sequence numbers that the edge declared
+// it will not ship: it covers AfterSeq+1..ThroughSeq (ThroughSeq >
+// AfterSeq). Segments is 0 and Points -1 when unknown; MinTimeMs and
+// MaxTimeMs are both 0 when the time span is unknown.
+type GapRange struct {
+	AfterSeq, ThroughSeq uint64
+	Reason               GapReason
+	Segments             uint64
+	Points               int64
+	MinTimeMs, MaxTimeMs int64
+}
+
 // EdgeProgress is what the cloud holds of one edge.
 type EdgeProgress struct {
 	Edge string
-	// WatermarkSeq is the highest sequence the cloud acknowledges as held
-	// for the edge's replicas; it never goes back. WatermarkTimeMs is the
-	// newest time that sequence covers.
+	// WatermarkSeq is the highest sequence the cloud acknowledges for the
+	// edge's replicas; it never goes back, and it is a sequence that is
+	// held or inside a recorded gap. WatermarkTimeMs never goes back
+	// either. Together they mean: the edge's data with a time at or
+	// before WatermarkTimeMs is on the replicas, except the data inside
+	// recorded gaps.
+	//
+	// After every RecordHeld and RecordGap the watermark moves forward on
+	// its own: WatermarkSeq to AckedThrough() when that is further, and
+	// WatermarkTimeMs to the newest MaxTimeMs of the held runs within
+	// 1..AckedThrough() when that is newer. RecordHeld may also move it
+	// explicitly.
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
 	// Held lists the held runs, sorted, disjoint and not adjacent (adjacent
 	// runs are merged, summing points). Gaps between runs are segments the
 	// cloud does not hold.
 	Held []HeldRange
+	// Gaps lists the recorded gaps, sorted, disjoint, overlapping no held
+	// run, with adjacent gaps of the same reason merged. Held segments win:
+	// a held run recorded later cuts the gaps it overlaps.
+	Gaps []GapRange
+}
+
+// AckedThrough returns the highest S such that every sequence number in
+// 1..S is held or inside a recorded gap, or 0 if 1 is neither.
+func (p EdgeProgress) AckedThrough() uint64 {
+	var cur uint64
+	i, j := 0, 0
+	for cur < math.MaxUint64 {
+		for i < len(p.Held) && p.Held[i].LastSeq <= cur {
+			i++
+		}
+		for j < len(p.Gaps) && p.Gaps[j].ThroughSeq <= cur {
+			j++
+		}
+		switch {
+		case i < len(p.Held) && p.Held[i].FirstSeq <= cur+1:
+			cur = p.Held[i].LastSeq
+		case j < len(p.Gaps) && p.Gaps[j].AfterSeq <= cur:
+			cur = p.Gaps[j].ThroughSeq
+		default:
+			return cur
+		}
+	}
+	return cur
 }
 
 // FleetConfig is the configuration every edge pulls from the cloud.

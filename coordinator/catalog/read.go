@@ -72,6 +72,7 @@ func (f *FSM) Progress(edge string) (EdgeProgress, bool) {
 	}
 	c := *p
 	c.Held = slices.Clone(p.Held)
+	c.Gaps = slices.Clone(p.Gaps)
 	return c, true
 }
 
@@ -84,6 +85,7 @@ func (f *FSM) Progresses() []EdgeProgress {
 	for _, e := range sortedKeys(f.st.progress) {
 		c := *f.st.progress[e]
 		c.Held = slices.Clone(c.Held)
+		c.Gaps = slices.Clone(c.Gaps)
 		out = append(out, c)
 	}
 	return out

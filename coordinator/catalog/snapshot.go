@@ -15,7 +15,10 @@ import (
 // Snapshot framing; see the package documentation.
 const (
 	snapshotMagic   = "TCAT"
-	SnapshotVersion = 1
+	SnapshotVersion = 2
+	// snapshotVersionNoGaps is the previous version, which Restore still
+	// reads: its progress entries have no gap list.
+	snapshotVersionNoGaps = 1
 )
 
 // Section tags, in the order they appear.
@@ -139,6 +142,10 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		for _, h := range p.Held {
 			sec = appendHeldRange(sec, h)
 		}
+		sec = appendUvarint(sec, uint64(len(p.Gaps)))
+		for _, g := range p.Gaps {
+			sec = appendGapRange(sec, g)
+		}
 	}
 	b = appendSection(b, secProgress, sec)
 
@@ -179,8 +186,9 @@ func decodeSnapshot(data []byte) (*state, error) {
 	if string(data[:4]) != snapshotMagic {
 		return nil, corruptf("bad magic %q", data[:4])
 	}
-	if v := data[4]; v != SnapshotVersion {
-		return nil, corruptf("version %d, want %d", v, SnapshotVersion)
+	version := data[4]
+	if version != SnapshotVersion && version != snapshotVersionNoGaps {
+		return nil, corruptf("version %d, want %d or %d", version, SnapshotVersion, snapshotVersionNoGaps)
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
@@ -199,7 +207,7 @@ func decodeSnapshot(data []byte) (*state, error) {
 		{secSeries, s.decodeSeries},
 		{secEdgeSeries, s.decodeEdgeSeries},
 		{secPlacements, s.decodePlacements},
-		{secProgress, s.decodeProgress},
+		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version >= 2) }},
 	}
 	for _, sec := range sections {
 		tag := d.byte()
@@ -386,7 +394,7 @@ func (s *state) decodePlacements(d *decoder) error {
 	return d.err
 }
 
-func (s *state) decodeProgress(d *decoder) error {
+func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 	n := d.count("edge progress", 4)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
@@ -397,6 +405,15 @@ func (s *state) decodeProgress(d *decoder) error {
 		}
 		for j := 0; j < k && d.err == nil; j++ {
 			p.Held = append(p.Held, d.heldRange())
+		}
+		if withGaps {
+			g := d.count("gap", 7)
+			if d.err == nil && g > MaxGapRuns {
+				return fmt.Errorf("edge %q: %d gaps, limit is %d", p.Edge, g, MaxGapRuns)
+			}
+			for j := 0; j < g && d.err == nil; j++ {
+				p.Gaps = append(p.Gaps, d.gapRange())
+			}
 		}
 		if d.err != nil {
 			break
@@ -410,10 +427,34 @@ func (s *state) decodeProgress(d *decoder) error {
 	return d.err
 }
 
+// checkGaps verifies an edge's gaps: each valid, sorted, disjoint,
+// adjacent ones of different reasons, none overlapping a held run.
+func checkGaps(p *EdgeProgress) error {
+	if len(p.Gaps) > MaxGapRuns {
+		return fmt.Errorf("%d gaps, limit is %d", len(p.Gaps), MaxGapRuns)
+	}
+	for j, g := range p.Gaps {
+		if err := g.validate(); err != nil {
+			return fmt.Errorf("gap (%d,%d]: %v", g.AfterSeq, g.ThroughSeq, err)
+		}
+		if j > 0 {
+			prev := p.Gaps[j-1]
+			if prev.ThroughSeq > g.AfterSeq || (prev.ThroughSeq == g.AfterSeq && prev.Reason == g.Reason) {
+				return fmt.Errorf("gaps (%d,%d] and (%d,%d] overlap or are unmerged", prev.AfterSeq, prev.ThroughSeq, g.AfterSeq, g.ThroughSeq)
+			}
+		}
+		if heldOverlaps(p.Held, g.AfterSeq+1, g.ThroughSeq) {
+			return fmt.Errorf("gap (%d,%d] overlaps a held run", g.AfterSeq, g.ThroughSeq)
+		}
+	}
+	return nil
+}
+
 // Check verifies every invariant of the catalog: ids dense and unique,
 // postings and edge lists consistent with the series, placements on
 // eligible coordinators and loads matching them, held runs sorted and
-// disjoint, watermarks held. Tests call it; Restore runs it on every
+// disjoint, gaps sorted, disjoint, merged and clear of held runs,
+// watermarks held or in a gap. Tests call it; Restore runs it on every
 // snapshot.
 func (f *FSM) Check() error {
 	f.mu.RLock()
@@ -518,8 +559,11 @@ func (s *state) check() error {
 					p.Held[j-1].FirstSeq, p.Held[j-1].LastSeq, h.FirstSeq, h.LastSeq)
 			}
 		}
-		if p.WatermarkSeq != 0 && !heldContains(p.Held, p.WatermarkSeq) {
-			return fmt.Errorf("progress of %q: watermark %d is not held", e, p.WatermarkSeq)
+		if err := checkGaps(p); err != nil {
+			return fmt.Errorf("progress of %q: %v", e, err)
+		}
+		if p.WatermarkSeq != 0 && !heldContains(p.Held, p.WatermarkSeq) && !gapContains(p.Gaps, p.WatermarkSeq) {
+			return fmt.Errorf("progress of %q: watermark %d is neither held nor in a gap", e, p.WatermarkSeq)
 		}
 	}
 	if s.config.Version > s.applied {
