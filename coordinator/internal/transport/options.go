@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"time"
 
@@ -138,6 +139,12 @@ type ServerOptions struct {
 	MaxEnvelopeBytes    int
 	MaxEnvelopeMessages int
 	MaxStreams          uint32
+
+	// Register, when set, registers further cluster-internal services on
+	// the server's gRPC server (the coordinator's replica service), so
+	// they share the listener and its mutual TLS. Those services check
+	// their callers themselves (see AuthorizeMember).
+	Register func(*grpc.Server)
 
 	Logger *slog.Logger
 }

@@ -54,6 +54,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	clusterv1.RegisterRaftServiceServer(s.grpc, s)
+	if opts.Register != nil {
+		opts.Register(s.grpc)
+	}
 	return s, nil
 }
 
