@@ -490,6 +490,7 @@ func (l *loop) startSession() {
 	hello := &pb.ShipHello{
 		NodeId:          l.nodeID,
 		SoftwareVersion: l.o.SoftwareVersion,
+		QueryAddr:       l.o.QueryAddr,
 		ProtocolVersion: wire.ProtocolVersion,
 		AckedThrough:    l.cur.AckedThrough,
 		NewestSealedSeq: l.newest,

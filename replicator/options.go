@@ -75,6 +75,10 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// SoftwareVersion is sent in the hello.
 	SoftwareVersion string
+	// QueryAddr is sent in the hello: the address (host:port) where the
+	// coordinators can reach this node's QueryService; empty when they
+	// cannot.
+	QueryAddr string
 
 	// CursorPath is the cursor file (see package doc). Required.
 	CursorPath string

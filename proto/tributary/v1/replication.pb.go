@@ -513,8 +513,12 @@ type ShipHello struct {
 	OldestRetainedSeq uint64 `protobuf:"varint,5,opt,name=oldest_retained_seq,json=oldestRetainedSeq,proto3" json:"oldest_retained_seq,omitempty"`
 	// The highest sequence the edge has sealed (0: none), for lag reporting.
 	NewestSealedSeq uint64 `protobuf:"varint,6,opt,name=newest_sealed_seq,json=newestSealedSeq,proto3" json:"newest_sealed_seq,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Where coordinators can reach the edge's QueryService (host:port), to
+	// read what the cloud does not hold; empty when the edge is not
+	// reachable. The coordinator records it as the node's address.
+	QueryAddr     string `protobuf:"bytes,7,opt,name=query_addr,json=queryAddr,proto3" json:"query_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipHello) Reset() {
@@ -587,6 +591,13 @@ func (x *ShipHello) GetNewestSealedSeq() uint64 {
 		return x.NewestSealedSeq
 	}
 	return 0
+}
+
+func (x *ShipHello) GetQueryAddr() string {
+	if x != nil {
+		return x.QueryAddr
+	}
+	return ""
 }
 
 // SeqRange is an inclusive run of sequence numbers.
@@ -1154,14 +1165,16 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
 	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05errorB\x06\n" +
-	"\x04body\"\xfb\x01\n" +
+	"\x04body\"\x9a\x02\n" +
 	"\tShipHello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
 	"\x10software_version\x18\x02 \x01(\tR\x0fsoftwareVersion\x12)\n" +
 	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12#\n" +
 	"\racked_through\x18\x04 \x01(\x04R\fackedThrough\x12.\n" +
 	"\x13oldest_retained_seq\x18\x05 \x01(\x04R\x11oldestRetainedSeq\x12*\n" +
-	"\x11newest_sealed_seq\x18\x06 \x01(\x04R\x0fnewestSealedSeq\"B\n" +
+	"\x11newest_sealed_seq\x18\x06 \x01(\x04R\x0fnewestSealedSeq\x12\x1d\n" +
+	"\n" +
+	"query_addr\x18\a \x01(\tR\tqueryAddr\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xd7\x01\n" +
