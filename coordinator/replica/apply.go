@@ -1,0 +1,265 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/record"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// Applied describes what Apply did.
+type Applied struct {
+	Points               int64           // points written (= the segment footer's points when nothing was rejected)
+	Rejected             int64           // points the engine refused (e.g. older than retention), counted
+	Series               []labels.Labels // distinct series the segment defines, as the edge named them (no __edge__), sorted
+	MinTimeMs, MaxTimeMs int64
+	Duplicate            bool // the index already held (edge, seq) with this crc: nothing was written
+}
+
+// maxEdgeBytes bounds an edge id (it becomes a label value).
+const maxEdgeBytes = 256
+
+func validEdge(edge string) error {
+	switch {
+	case edge == "":
+		return fmt.Errorf("%w: empty edge id", ErrInvalidSegment)
+	case len(edge) > maxEdgeBytes:
+		return fmt.Errorf("%w: edge id of %d bytes, limit is %d", ErrInvalidSegment, len(edge), maxEdgeBytes)
+	case !utf8.ValidString(edge) || strings.IndexByte(edge, 0) >= 0:
+		return fmt.Errorf("%w: edge id %q is not valid UTF-8 without NUL", ErrInvalidSegment, edge)
+	}
+	return nil
+}
+
+// decoded is what the verifying pass learnt about a segment.
+type decoded struct {
+	info   wal.SegmentInfo
+	series map[uint64]labels.Labels // the edge's series ids → labels
+	keys   map[uint64]string        // ... → canonical key, to check redefinitions
+	points int64
+}
+
+// Apply stores one sealed WAL segment file of edge (bytes as the edge's WAL
+// wrote them). Durable when it returns nil.
+//
+// Errors: ErrInvalidSegment (wrapped) for a file that does not verify or
+// decode or that contradicts edge, seq or crc; ErrConflict (wrapped) when
+// (edge, seq) is held with another crc32c; node.ErrOverloaded (wrapped)
+// when the engine cannot keep up (retry later); others (e.g. a disk
+// error, or ctx ending) leave the segment not recorded, and applying it
+// again is safe. Points the engine refuses are counted in Rejected.
+func (s *Store) Apply(ctx context.Context, edge string, seq uint64, crc uint32, file []byte) (Applied, error) {
+	a, err := s.apply(ctx, edge, seq, crc, file)
+	switch {
+	case errors.Is(err, ErrInvalidSegment):
+		s.stats.invalid.Add(1)
+	case errors.Is(err, ErrConflict):
+		s.stats.conflicts.Add(1)
+	case err == nil && a.Duplicate:
+		s.stats.duplicates.Add(1)
+	case err == nil:
+		s.stats.applied.Add(1)
+	}
+	if err != nil {
+		return Applied{}, fmt.Errorf("store segment %d of %q: %w", seq, edge, err)
+	}
+	return a, nil
+}
+
+func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, file []byte) (Applied, error) {
+	if err := validEdge(edge); err != nil {
+		return Applied{}, err
+	}
+	if seq == 0 {
+		return Applied{}, fmt.Errorf("%w: sequence number 0", ErrInvalidSegment)
+	}
+	d, err := decodeSegment(edge, seq, crc, file)
+	if err != nil {
+		return Applied{}, err
+	}
+	a := Applied{Series: sortedSeries(d.series), MinTimeMs: d.info.MinT, MaxTimeMs: d.info.MaxT}
+
+	mu := s.lockFor(edge, seq)
+	mu.Lock()
+	defer mu.Unlock()
+	held, ok, err := s.SegmentCRC(edge, seq)
+	switch {
+	case err != nil:
+		return Applied{}, err
+	case ok && held == crc:
+		a.Duplicate = true
+		return a, nil
+	case ok:
+		return Applied{}, fmt.Errorf("%w: held with crc32c %08x, this one has %08x", ErrConflict, held, crc)
+	}
+	if err := s.write(ctx, edge, file, d, &a); err != nil {
+		return Applied{}, err
+	}
+	// Only now are the points durable; a crash before this line makes the
+	// resend apply them again, which changes nothing.
+	if err := s.recordCRC(edge, seq, crc); err != nil {
+		return Applied{}, err
+	}
+	if a.Rejected > 0 {
+		s.log.Warn("replica engine refused points of a segment", "edge", edge, "seq", seq,
+			"points", a.Points, "rejected", a.Rejected)
+	}
+	return a, nil
+}
+
+// decodeSegment verifies the whole file and decodes every record without
+// storing anything, so that a damaged segment stores nothing.
+func decodeSegment(edge string, seq uint64, crc uint32, file []byte) (*decoded, error) {
+	d := &decoded{series: map[uint64]labels.Labels{}, keys: map[uint64]string{}}
+	var dec record.Decoder
+	var recNo int
+	info, err := wal.VerifySegment(fmt.Sprintf("%d of %s", seq, edge), file, func(r wal.Record) error {
+		recNo++
+		err := dec.Decode(r.Data, func(id uint64, key []byte) error {
+			if prev, ok := d.keys[id]; ok {
+				if prev != string(key) {
+					return fmt.Errorf("series %d redefined with other labels", id)
+				}
+				return nil
+			}
+			ls, err := labels.DecodeKey(key)
+			if err != nil {
+				return fmt.Errorf("series %d: %w", id, err)
+			}
+			d.keys[id], d.series[id] = string(key), ls
+			return nil
+		}, func(id uint64, ts []int64, _ []float64) error {
+			if _, ok := d.series[id]; !ok {
+				return fmt.Errorf("run of series %d, which the segment does not define", id)
+			}
+			d.points += int64(len(ts))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("record %d: %w", recNo, err)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
+	case info.NodeID != edge:
+		return nil, fmt.Errorf("%w: the file is of node %q", ErrInvalidSegment, info.NodeID)
+	case info.Seq != seq:
+		return nil, fmt.Errorf("%w: the file is segment %d", ErrInvalidSegment, info.Seq)
+	case info.CRC != crc:
+		return nil, fmt.Errorf("%w: the file's crc32c is %08x, the request says %08x", ErrInvalidSegment, info.CRC, crc)
+	case d.points != info.Points:
+		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, d.points, info.Points)
+	}
+	d.info = info
+	return d, nil
+}
+
+// write stores the segment's points, with the edge label, in batches of
+// about applyBatchPoints points. Samples keep the file's order, so
+// duplicate timestamps stay last-write-wins.
+func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied) error {
+	withEdge := make(map[uint64][]labels.Label, len(d.series))
+	for id, ls := range d.series {
+		withEdge[id] = append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
+	}
+	var (
+		batches []node.Batch
+		slot    = map[uint64]int{}
+		pending int
+	)
+	flush := func() error {
+		if pending == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := s.eng.Write(batches)
+		if errors.Is(err, node.ErrOverloaded) {
+			// The head is full; flushing it now is what the engine's flush
+			// loop would do next. One retry, then the caller retries later.
+			if ferr := s.eng.Flush(); ferr != nil {
+				return fmt.Errorf("flush replica engine: %w", ferr)
+			}
+			res, err = s.eng.Write(batches)
+		}
+		if err != nil {
+			return fmt.Errorf("write %d points: %w", pending, err)
+		}
+		a.Points += res.Accepted
+		a.Rejected += res.Rejected
+		s.stats.points.Add(res.Accepted)
+		s.stats.rejected.Add(res.Rejected)
+		batches, pending = batches[:0], 0
+		clear(slot)
+		return nil
+	}
+	var dec record.Decoder
+	var werr error
+	_, err := wal.VerifySegment("", file, func(r wal.Record) error {
+		return dec.Decode(r.Data, func(uint64, []byte) error { return nil }, func(id uint64, ts []int64, vs []float64) error {
+			i, ok := slot[id]
+			if !ok {
+				i = len(batches)
+				slot[id] = i
+				batches = append(batches, node.Batch{Labels: withEdge[id]})
+			}
+			b := &batches[i]
+			b.Ts = append(b.Ts, ts...)
+			b.Vs = append(b.Vs, vs...)
+			pending += len(ts)
+			if pending >= applyBatchPoints {
+				if werr = flush(); werr != nil {
+					return werr
+				}
+			}
+			return nil
+		})
+	})
+	if werr != nil {
+		return werr
+	}
+	if err != nil {
+		// The first pass verified these bytes; the caller changed them.
+		return fmt.Errorf("BUG: segment changed between verifying and writing it: %w", err)
+	}
+	return flush()
+}
+
+func sortedSeries(m map[uint64]labels.Labels) []labels.Labels {
+	seen := make(map[string]bool, len(m))
+	out := make([]labels.Labels, 0, len(m))
+	var buf []byte
+	for _, ls := range m {
+		buf = ls.AppendKey(buf[:0])
+		if seen[string(buf)] {
+			continue
+		}
+		seen[string(buf)] = true
+		out = append(out, ls)
+	}
+	slices.SortFunc(out, compareLabels)
+	return out
+}
+
+// compareLabels orders label sets the way the engine emits them.
+func compareLabels(a, b labels.Labels) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}

@@ -1,0 +1,114 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
+)
+
+// Client calls a peer coordinator's ReplicaService. Safe for concurrent use.
+type Client struct {
+	rpc clusterv1.ReplicaServiceClient
+	enc *zstd.Encoder
+}
+
+// NewClient wraps a connection to a peer (the caller owns and closes cc).
+func NewClient(cc grpc.ClientConnInterface) *Client {
+	// EncodeAll is safe for concurrent use. SpeedFastest: segments between
+	// coordinators cross a data-centre network, where CPU costs more than
+	// bytes. Options are constants, so NewWriter cannot fail.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(8<<20))
+	if err != nil {
+		panic("BUG: replica client: zstd encoder: " + err.Error())
+	}
+	return &Client{rpc: clusterv1.NewReplicaServiceClient(cc), enc: enc}
+}
+
+// Store stores one segment on the peer. ErrConflict, ErrInvalidSegment and
+// node.ErrOverloaded survive the round trip (errors.Is), and the error
+// keeps its gRPC status (status.Code): InvalidArgument (bad request, do
+// not retry), AlreadyExists (conflict), ResourceExhausted (retry later),
+// Unavailable and others (retryable).
+func (c *Client) Store(ctx context.Context, edge string, seq uint64, crc uint32, file []byte) (Applied, error) {
+	req := &clusterv1.StoreRequest{Edge: edge, Seq: seq, Crc32C: crc, UncompressedBytes: uint64(len(file)),
+		Compression: clusterv1.Compression_COMPRESSION_ZSTD, Data: zstdFrame(c.enc, file)}
+	if len(req.Data) >= len(file) {
+		req.Compression, req.Data = clusterv1.Compression_COMPRESSION_NONE, file
+	}
+	limit := MaxStoreMessageBytes(max(int64(len(file)), DefaultMaxSegmentBytes))
+	resp, err := c.rpc.Store(ctx, req, grpc.MaxCallSendMsgSize(limit))
+	if err != nil {
+		return Applied{}, fmt.Errorf("store segment %d of %q on peer: %w", seq, edge, fromStatus(err, ErrInvalidSegment))
+	}
+	return appliedFromProto(resp), nil
+}
+
+// Query has the contract of Store.Query; errors.Is(err, node.ErrBadQuery)
+// survives the round trip.
+func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error) {
+	var info node.QueryInfo
+	req, err := queryToProto(edges, q)
+	if err != nil {
+		return info, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream when emit fails
+	stream, err := c.rpc.Query(ctx, req)
+	if err != nil {
+		return info, fmt.Errorf("query peer: %w", fromStatus(err, node.ErrBadQuery))
+	}
+	var cur *node.Series
+	var curEdge string
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		s := *cur
+		cur = nil
+		return emit(curEdge, s)
+	}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return info, errors.New("query peer: the answer ended without its final message")
+		}
+		if err != nil {
+			return info, fmt.Errorf("query peer: %w", fromStatus(err, node.ErrBadQuery))
+		}
+		for _, p := range msg.GetSeries() {
+			if len(p.GetTimestampsMs()) != len(p.GetValues()) {
+				return info, fmt.Errorf("query peer: series part with %d timestamps and %d values", len(p.GetTimestampsMs()), len(p.GetValues()))
+			}
+			if p.GetContinued() {
+				if cur == nil || p.GetEdge() != curEdge {
+					return info, errors.New("query peer: a series part continues nothing")
+				}
+				cur.Ts = append(cur.Ts, p.GetTimestampsMs()...)
+				cur.Vs = append(cur.Vs, p.GetValues()...)
+				continue
+			}
+			if err := flush(); err != nil {
+				return info, err
+			}
+			cur = &node.Series{Labels: labels.Labels(labelsFromProto(p.GetLabels())), Ts: p.GetTimestampsMs(), Vs: p.GetValues()}
+			curEdge = p.GetEdge()
+		}
+		if msg.GetDone() {
+			if err := flush(); err != nil {
+				return info, err
+			}
+			pi := msg.GetInfo()
+			info = node.QueryInfo{Source: pi.GetSource(), Series: int(pi.GetSeries()), Points: pi.GetPoints()}
+			return info, nil
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// EdgeLabel is the reserved label naming the edge a stored series came from.
+const EdgeLabel = "__edge__"
+
+// Defaults for a cloud machine (node's own defaults are sized for a
+// Raspberry Pi).
+const (
+	DefaultHeadMaxBytes     = 256 << 20
+	DefaultBlockCacheBytes  = 256 << 20
+	DefaultWriteBufferBytes = 64 << 20
+	DefaultMaxSeries        = 10_000_000
+	// DefaultFutureWindow: a point more than this ahead of the
+	// coordinator's clock is refused (counted); anything nearer is the
+	// edge's business.
+	DefaultFutureWindow = 365 * 24 * time.Hour
+	// applyBatchPoints bounds the points of one engine write while a
+	// segment is applied.
+	applyBatchPoints = 64 << 10
+)
+
+// Options configure a Store.
+type Options struct {
+	Dir           string // data directory of the replica engine (required)
+	CoordinatorID string // this coordinator's node id (required; the engine's node id)
+	Logger        *slog.Logger
+	// Retention per tier; zero: node's defaults (15 days, 2 years, 10 years).
+	// The out-of-order window is RetentionRaw.
+	RetentionRaw, Retention1h, Retention1d time.Duration
+	// Engine sizing; zero: DefaultHeadMaxBytes, DefaultBlockCacheBytes,
+	// DefaultWriteBufferBytes.
+	HeadMaxBytes, BlockCacheBytes, WriteBufferBytes int64
+	MaxSeries                                       int // zero: DefaultMaxSeries
+	Now                                             func() time.Time
+}
+
+// Validate fills defaults and rejects impossible values.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("replica options: Dir is required")
+	}
+	if o.CoordinatorID == "" {
+		return errors.New("replica options: CoordinatorID is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.HeadMaxBytes == 0 {
+		o.HeadMaxBytes = DefaultHeadMaxBytes
+	}
+	if o.BlockCacheBytes == 0 {
+		o.BlockCacheBytes = DefaultBlockCacheBytes
+	}
+	if o.WriteBufferBytes == 0 {
+		o.WriteBufferBytes = DefaultWriteBufferBytes
+	}
+	if o.MaxSeries == 0 {
+		o.MaxSeries = DefaultMaxSeries
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HeadMaxBytes < 0 || o.BlockCacheBytes < 0 || o.WriteBufferBytes < 0 || o.MaxSeries < 0 {
+		return fmt.Errorf("replica options: negative sizes (HeadMaxBytes %d, BlockCacheBytes %d, WriteBufferBytes %d, MaxSeries %d)",
+			o.HeadMaxBytes, o.BlockCacheBytes, o.WriteBufferBytes, o.MaxSeries)
+	}
+	// The engine checks the rest (retention minimums, HeadMaxBytes floor).
+	no := o.nodeOptions()
+	if err := no.Validate(); err != nil {
+		return fmt.Errorf("replica options: %w", err)
+	}
+	return nil
+}
+
+// nodeOptions are the engine's options for a replica.
+func (o *Options) nodeOptions() node.Options {
+	lim := labels.DefaultLimits
+	lim.MaxLabels++ // room for EdgeLabel
+	no := node.Options{
+		DataDir:          o.Dir,
+		NodeID:           o.CoordinatorID,
+		Logger:           o.Logger.With("component", "replica-engine"),
+		HeadMaxBytes:     o.HeadMaxBytes,
+		BlockCacheBytes:  o.BlockCacheBytes,
+		WriteBufferBytes: o.WriteBufferBytes,
+		RetentionRaw:     o.RetentionRaw,
+		Retention1h:      o.Retention1h,
+		Retention1d:      o.Retention1d,
+		FutureWindow:     DefaultFutureWindow,
+		Limits:           lim,
+		MaxSeries:        o.MaxSeries,
+		Now:              o.Now,
+	}
+	if no.RetentionRaw == 0 {
+		// node's default, so that the out-of-order window can follow it.
+		tmp := node.Options{DataDir: o.Dir}
+		_ = tmp.Validate()
+		no.RetentionRaw = tmp.RetentionRaw
+	}
+	no.OutOfOrderWindow = no.RetentionRaw
+	return no
+}

@@ -1,0 +1,188 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/node"
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
+)
+
+// ServerOptions configure the ReplicaService server.
+type ServerOptions struct {
+	Store     *Store
+	Authorize func(ctx context.Context) error // nil: allow (tests, local mode); production checks the caller is a coordinator member
+	// MaxSegmentBytes bounds a stored segment, uncompressed (default 64 MiB).
+	// The grpc.Server must accept messages of MaxStoreMessageBytes of it:
+	// see GRPCServerOptions.
+	MaxSegmentBytes int64
+}
+
+// Validate fills defaults and rejects impossible values.
+func (o *ServerOptions) Validate() error {
+	if o.Store == nil {
+		return errors.New("replica server options: Store is required")
+	}
+	if o.MaxSegmentBytes == 0 {
+		o.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	if o.MaxSegmentBytes < 4096 || o.MaxSegmentBytes > 1<<30 {
+		return fmt.Errorf("replica server options: MaxSegmentBytes %d out of range [4 KiB, 1 GiB]", o.MaxSegmentBytes)
+	}
+	return nil
+}
+
+// GRPCServerOptions are the grpc.Server options a server of segments up to
+// maxSegmentBytes needs (gRPC refuses messages over 4 MiB by default).
+func GRPCServerOptions(maxSegmentBytes int64) []grpc.ServerOption {
+	if maxSegmentBytes <= 0 {
+		maxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxStoreMessageBytes(maxSegmentBytes))}
+}
+
+// Server serves tributary.cluster.v1.ReplicaService over a Store. Safe for
+// concurrent use; every call runs on its gRPC goroutine.
+type Server struct {
+	clusterv1.UnimplementedReplicaServiceServer
+	opts ServerOptions
+	dec  *zstd.Decoder
+}
+
+// NewServer checks the options and builds a server.
+func NewServer(o ServerOptions) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	// DecodeAll is safe for concurrent use; the limits bound what one
+	// frame may make us allocate.
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(uint64(o.MaxSegmentBytes)),
+		zstd.WithDecoderMaxWindow(uint64(min(o.MaxSegmentBytes, 1<<30))),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, fmt.Errorf("replica server: zstd decoder: %w", err)
+	}
+	return &Server{opts: o, dec: dec}, nil
+}
+
+// Register registers the service on g. g must have been made with
+// GRPCServerOptions (or larger limits).
+func (s *Server) Register(g *grpc.Server) { clusterv1.RegisterReplicaServiceServer(g, s) }
+
+func (s *Server) authorize(ctx context.Context) error {
+	if s.opts.Authorize == nil {
+		return nil
+	}
+	err := s.opts.Authorize(ctx)
+	if err == nil {
+		return nil
+	}
+	if !isPlain(err) {
+		return err
+	}
+	return status.Error(codes.PermissionDenied, err.Error())
+}
+
+// Store applies one segment.
+func (s *Server) Store(ctx context.Context, req *clusterv1.StoreRequest) (*clusterv1.StoreResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	file, err := s.decompress(req)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("store segment %d of %q: %w", req.GetSeq(), req.GetEdge(), err))
+	}
+	a, err := s.opts.Store.Apply(ctx, req.GetEdge(), req.GetSeq(), req.GetCrc32C(), file)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return appliedToProto(a), nil
+}
+
+// decompress returns the segment file of req, bounded by MaxSegmentBytes.
+func (s *Server) decompress(req *clusterv1.StoreRequest) ([]byte, error) {
+	n := req.GetUncompressedBytes()
+	if n == 0 || n > uint64(s.opts.MaxSegmentBytes) {
+		return nil, fmt.Errorf("%w: uncompressed size %d out of range [1, %d]", ErrInvalidSegment, n, s.opts.MaxSegmentBytes)
+	}
+	data := req.GetData()
+	switch req.GetCompression() {
+	case clusterv1.Compression_COMPRESSION_NONE:
+		if uint64(len(data)) != n {
+			return nil, fmt.Errorf("%w: %d bytes of uncompressed data, the request says %d", ErrInvalidSegment, len(data), n)
+		}
+		return data, nil
+	case clusterv1.Compression_COMPRESSION_ZSTD:
+		// With the cap limit, DecodeAll never grows dst past its capacity:
+		// a frame that would make more than n bytes stops there.
+		out, err := s.dec.DecodeAll(data, make([]byte, 0, n))
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %w", ErrInvalidSegment, err)
+		}
+		if uint64(len(out)) != n {
+			return nil, fmt.Errorf("%w: decompressed to %d bytes, the request says %d", ErrInvalidSegment, len(out), n)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unknown compression %d", ErrInvalidSegment, req.GetCompression())
+}
+
+// Query streams the answer to a query.
+func (s *Server) Query(req *clusterv1.QueryRequest, stream clusterv1.ReplicaService_QueryServer) error {
+	ctx := stream.Context()
+	if err := s.authorize(ctx); err != nil {
+		return err
+	}
+	q, err := queryFromProto(req)
+	if err != nil {
+		return toStatus(err)
+	}
+	msg := &clusterv1.QueryResponse{}
+	size := 0
+	send := func() error {
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		msg, size = &clusterv1.QueryResponse{}, 0
+		return nil
+	}
+	info, err := s.opts.Store.Query(ctx, req.GetEdges(), q, func(edge string, x node.Series) error {
+		for lo := 0; lo == 0 || lo < len(x.Ts); lo += maxQueryPartPoints {
+			hi := min(lo+maxQueryPartPoints, len(x.Ts))
+			part := &clusterv1.QuerySeries{Edge: edge, TimestampsMs: x.Ts[lo:hi]}
+			part.Values = x.Vs[lo:hi]
+			if lo == 0 {
+				part.Labels = labelsToProto(x.Labels)
+			} else {
+				part.Continued = true
+			}
+			msg.Series = append(msg.Series, part)
+			size += 18*(hi-lo) + 64*len(part.Labels) + len(edge)
+			if size >= maxQueryMessageBytes {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	msg.Done = true
+	msg.Info = &clusterv1.QueryInfo{Source: info.Source, Series: int64(info.Series), Points: info.Points}
+	return send()
+}
+
+// zstdFrame compresses file (the client's side).
+func zstdFrame(enc *zstd.Encoder, file []byte) []byte {
+	return enc.EncodeAll(file, make([]byte, 0, len(file)/2+64))
+}

@@ -1,0 +1,424 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testNow = time.Date(2026, 4, 10, 12, 0, 0, 0, time.UTC)
+
+func clock() time.Time { return testNow }
+
+// segment is one sealed WAL segment of an edge, as it would be shipped.
+type segment struct {
+	seq  uint64
+	crc  uint32
+	file []byte
+}
+
+// edgeSegments writes each group with one Write on a fresh node named edge
+// and returns the sealed segments, one per group: the segment age is 1 ms
+// and the WAL cuts before a write into a segment older than that.
+func edgeSegments(t *testing.T, edge string, groups ...[]node.Batch) []segment {
+	t.Helper()
+	n, err := node.Open(node.Options{
+		DataDir: t.TempDir(), NodeID: edge, Now: clock,
+		WALSegmentAge: time.Millisecond, WALRetention: func() uint64 { return 1 },
+		FlushInterval: time.Hour, OutOfOrderWindow: 30 * 24 * time.Hour, RetentionRaw: 60 * 24 * time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	write := func(bs []node.Batch) {
+		time.Sleep(2 * time.Millisecond)
+		if _, err := n.Write(bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range groups {
+		write(g)
+	}
+	// One more write seals the last group's segment.
+	write([]node.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{0}}})
+	var out []segment
+	for i := 0; len(out) < len(groups); i++ {
+		if i > 2000 {
+			t.Fatalf("only %d of %d segments sealed: %+v", len(out), len(groups), n.WALSegments())
+		}
+		out = out[:0]
+		for _, s := range n.WALSegments() {
+			if s.Sealed && len(out) < len(groups) {
+				b, info, err := n.ReadWALSegment(s.Seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, segment{info.Seq, info.CRC, b})
+			}
+		}
+		if len(out) < len(groups) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return out
+}
+
+func lbl(nv ...string) []labels.Label {
+	var out []labels.Label
+	for i := 0; i < len(nv); i += 2 {
+		out = append(out, labels.Label{Name: nv[i], Value: nv[i+1]})
+	}
+	return out
+}
+
+// points makes n points one minute apart, ending at end.
+func points(end time.Time, n int, val func(i int) float64) ([]int64, []float64) {
+	ts, vs := make([]int64, n), make([]float64, n)
+	for i := range n {
+		ts[i] = end.Add(-time.Duration(n-1-i) * time.Minute).UnixMilli()
+		vs[i] = val(i)
+	}
+	return ts, vs
+}
+
+func openStore(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, CoordinatorID: "coord-1", Now: clock, RetentionRaw: 30 * 24 * time.Hour,
+		HeadMaxBytes: 8 << 20, BlockCacheBytes: 8 << 20, WriteBufferBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type got struct {
+	edge string
+	s    node.Series
+}
+
+func queryAll(t *testing.T, s interface {
+	Query(context.Context, []string, node.Query, func(string, node.Series) error) (node.QueryInfo, error)
+}, edges []string, q node.Query) ([]got, node.QueryInfo) {
+	t.Helper()
+	var out []got
+	info, err := s.Query(context.Background(), edges, q, func(e string, x node.Series) error {
+		out = append(out, got{e, x})
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("query %v: %v", edges, err)
+	}
+	return out, info
+}
+
+func sel(t *testing.T, s string) []*labels.Matcher {
+	ms, err := labels.ParseSelector(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func rawQuery(t *testing.T) node.Query {
+	return node.Query{Matchers: sel(t, `temp`), Start: 0, End: testNow.UnixMilli() + 1, Mode: node.ModeRaw}
+}
+
+func mustApply(t *testing.T, s *Store, edge string, seg segment) Applied {
+	t.Helper()
+	a, err := s.Apply(context.Background(), edge, seg.seq, seg.crc, seg.file)
+	if err != nil {
+		t.Fatalf("apply segment %d of %s: %v", seg.seq, edge, err)
+	}
+	return a
+}
+
+func TestApply_QueryBackExactlyPerEdge(t *testing.T) {
+	ts, vs := points(testNow, 300, func(i int) float64 { return float64(i) * 0.5 })
+	ts2, vs2 := points(testNow, 300, func(i int) float64 { return -float64(i) })
+	// Two edges with the same label set, different values; edge b also
+	// has a second series.
+	segA := edgeSegments(t, "edge-a", []node.Batch{{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts, Vs: vs}})
+	segB := edgeSegments(t, "edge-b", []node.Batch{
+		{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts2, Vs: vs2},
+		{Labels: lbl("__name__", "temp", "room", "2"), Ts: ts[:10], Vs: vs[:10]},
+	})
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	a := mustApply(t, s, "edge-a", segA[0])
+	if a.Points != 300 || a.Rejected != 0 || a.Duplicate || a.MinTimeMs != ts[0] || a.MaxTimeMs != ts[299] ||
+		len(a.Series) != 1 || a.Series[0].String() != `temp{room="1"}` {
+		t.Fatalf("applied %+v", a)
+	}
+	b := mustApply(t, s, "edge-b", segB[0])
+	if b.Points != 310 || len(b.Series) != 2 || b.Series[1].String() != `temp{room="2"}` {
+		t.Fatalf("applied %+v", b)
+	}
+
+	res, info := queryAll(t, s, []string{"edge-a"}, rawQuery(t))
+	if len(res) != 1 || res[0].edge != "edge-a" || !slices.Equal(res[0].s.Ts, ts) || !slices.Equal(res[0].s.Vs, vs) ||
+		res[0].s.Labels.String() != `temp{room="1"}` || info.Series != 1 || info.Points != 300 {
+		t.Fatalf("edge-a raw: %+v %+v", res, info)
+	}
+	res, _ = queryAll(t, s, []string{"edge-b", "edge-a"}, rawQuery(t))
+	var order []string
+	for _, r := range res {
+		order = append(order, r.s.Labels.String()+"@"+r.edge)
+		if r.s.Labels.Get(EdgeLabel) != "" {
+			t.Fatalf("answer shows the edge label: %s", r.s.Labels)
+		}
+	}
+	want := []string{`temp{room="1"}@edge-a`, `temp{room="1"}@edge-b`, `temp{room="2"}@edge-b`}
+	if !slices.Equal(order, want) {
+		t.Fatalf("order %q, want %q", order, want)
+	}
+	if !slices.Equal(res[1].s.Vs, vs2) {
+		t.Fatal("edge-b's series holds other values")
+	}
+
+	// Downsampled: 1-hour buckets of avg, against a naive computation.
+	q := node.Query{Matchers: sel(t, `temp{room="1"}`), Start: 0, End: testNow.UnixMilli() + 1,
+		Mode: node.ModeDownsample, Step: time.Hour.Milliseconds(), Downsample: rollup.FuncAvg}
+	res, _ = queryAll(t, s, []string{"edge-a"}, q)
+	sums, counts := map[int64]float64{}, map[int64]float64{}
+	for i, tm := range ts {
+		b := tm - tm%q.Step
+		sums[b] += vs[i]
+		counts[b]++
+	}
+	if len(res) != 1 || len(res[0].s.Ts) != len(sums) {
+		t.Fatalf("downsample: %+v, want %d buckets", res, len(sums))
+	}
+	for i, b := range res[0].s.Ts {
+		if w := sums[b] / counts[b]; res[0].s.Vs[i] != w {
+			t.Fatalf("bucket %d: %v, want %v", b, res[0].s.Vs[i], w)
+		}
+	}
+
+	// Aggregate across the two edges: sum per timestamp, edge "".
+	q = rawQuery(t)
+	q.Matchers = sel(t, `temp{room="1"}`)
+	q.Aggregate = rollup.FuncSum
+	res, _ = queryAll(t, s, []string{"edge-a", "edge-b"}, q)
+	if len(res) != 1 || res[0].edge != "" || len(res[0].s.Ts) != 300 || res[0].s.Vs[299] != vs[299]+vs2[299] {
+		t.Fatalf("aggregate: %+v", res)
+	}
+	st := s.Stats()
+	if st.SegmentsApplied != 2 || st.Points != 610 || st.Series != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestQuery_BadRequests(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	for name, tc := range map[string]struct {
+		edges []string
+		q     node.Query
+	}{
+		"no edges":              {nil, rawQuery(t)},
+		"empty edge":            {[]string{""}, rawQuery(t)},
+		"matcher on edge label": {[]string{"a"}, node.Query{Matchers: sel(t, `temp{__edge__="a"}`), End: 1, Mode: node.ModeRaw}},
+		"group by edge label":   {[]string{"a"}, node.Query{Matchers: sel(t, `temp`), End: 1, Mode: node.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{EdgeLabel}}},
+		"engine refuses":        {[]string{"a"}, node.Query{Matchers: sel(t, `temp`), Start: 2, End: 1, Mode: node.ModeRaw}},
+	} {
+		_, err := s.Query(context.Background(), tc.edges, tc.q, func(string, node.Series) error { return nil })
+		if !errors.Is(err, node.ErrBadQuery) {
+			t.Errorf("%s: %v, want ErrBadQuery", name, err)
+		}
+	}
+}
+
+func TestApply_DuplicateChangesNothingAndConflictIsRefused(t *testing.T) {
+	ts, vs := points(testNow, 50, func(i int) float64 { return float64(i) })
+	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	mustApply(t, s, "e", seg)
+	a := mustApply(t, s, "e", seg)
+	if !a.Duplicate || a.Points != 0 || len(a.Series) != 1 {
+		t.Fatalf("second apply: %+v, want a duplicate that writes nothing", a)
+	}
+	res, _ := queryAll(t, s, []string{"e"}, rawQuery(t))
+	if len(res) != 1 || !slices.Equal(res[0].s.Ts, ts) || !slices.Equal(res[0].s.Vs, vs) {
+		t.Fatalf("after a duplicate: %+v", res)
+	}
+	// Another segment under the same seq (an edge whose disk was wiped).
+	ts2, vs2 := points(testNow, 5, func(i int) float64 { return 99 })
+	other := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts2, Vs: vs2}})[0]
+	if other.seq != seg.seq || other.crc == seg.crc {
+		t.Fatalf("test setup: segments %d/%08x and %d/%08x", seg.seq, seg.crc, other.seq, other.crc)
+	}
+	if _, err := s.Apply(context.Background(), "e", other.seq, other.crc, other.file); !errors.Is(err, ErrConflict) {
+		t.Fatalf("conflicting segment: %v, want ErrConflict", err)
+	}
+	res, _ = queryAll(t, s, []string{"e"}, rawQuery(t))
+	if !slices.Equal(res[0].s.Vs, vs) {
+		t.Fatal("a conflicting segment changed the data")
+	}
+	if crc, ok, err := s.SegmentCRC("e", seg.seq); err != nil || !ok || crc != seg.crc {
+		t.Fatalf("SegmentCRC = %08x, %v, %v; want %08x", crc, ok, err, seg.crc)
+	}
+	st := s.Stats()
+	if st.SegmentsApplied != 1 || st.Duplicates != 1 || st.Conflicts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestApply_InvalidSegmentStoresNothing(t *testing.T) {
+	ts, vs := points(testNow, 50, func(i int) float64 { return float64(i) })
+	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	flipped := slices.Clone(seg.file)
+	flipped[len(flipped)/2] ^= 0x40
+	cases := map[string]struct {
+		edge string
+		seq  uint64
+		crc  uint32
+		file []byte
+	}{
+		"flipped byte":  {"e", seg.seq, seg.crc, flipped},
+		"truncated":     {"e", seg.seq, seg.crc, seg.file[:len(seg.file)-3]},
+		"empty":         {"e", seg.seq, seg.crc, nil},
+		"other edge":    {"f", seg.seq, seg.crc, seg.file},
+		"other seq":     {"e", seg.seq + 1, seg.crc, seg.file},
+		"other crc":     {"e", seg.seq, seg.crc + 1, seg.file},
+		"seq 0":         {"e", 0, seg.crc, seg.file},
+		"empty edge id": {"", seg.seq, seg.crc, seg.file},
+	}
+	for name, c := range cases {
+		_, err := s.Apply(context.Background(), c.edge, c.seq, c.crc, c.file)
+		if !errors.Is(err, ErrInvalidSegment) {
+			t.Errorf("%s: %v, want ErrInvalidSegment", name, err)
+		}
+	}
+	if _, ok, _ := s.SegmentCRC("e", seg.seq); ok {
+		t.Fatal("an invalid segment was recorded")
+	}
+	if st := s.Stats(); st.Series != 0 || st.Points != 0 || st.Invalid != int64(len(cases)) {
+		t.Fatalf("invalid segments stored something: %+v", st)
+	}
+}
+
+func TestApply_BacklogOlderSegmentAfterNewerOnes(t *testing.T) {
+	day := 24 * time.Hour
+	old1, oldv := points(testNow.Add(-10*day), 100, func(i int) float64 { return 1 })
+	mid, midv := points(testNow.Add(-5*day), 100, func(i int) float64 { return 2 })
+	fresh, freshv := points(testNow, 100, func(i int) float64 { return 3 })
+	tooOld, tooOldv := points(testNow.Add(-40*day), 7, func(i int) float64 { return 4 })
+	segs := edgeSegments(t, "e",
+		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: append(tooOld, old1...), Vs: append(tooOldv, oldv...)}},
+		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: mid, Vs: midv}},
+		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: fresh, Vs: freshv}},
+	)
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	mustApply(t, s, "e", segs[2]) // fresh data first, then the backlog
+	mustApply(t, s, "e", segs[1])
+	a := mustApply(t, s, "e", segs[0])
+	if a.Points != 100 || a.Rejected != 7 {
+		t.Fatalf("oldest segment: %+v; want 100 points and the 7 older than retention rejected", a)
+	}
+	res, _ := queryAll(t, s, []string{"e"}, rawQuery(t))
+	want := slices.Concat(old1, mid, fresh)
+	if len(res) != 1 || !slices.Equal(res[0].s.Ts, want) {
+		t.Fatalf("backlog: %d series, %d points, want %d", len(res), len(res[0].s.Ts), len(want))
+	}
+}
+
+func TestStore_RestartKeepsDataAndIndex(t *testing.T) {
+	ts, vs := points(testNow, 80, func(i int) float64 { return float64(i) / 3 })
+	segs := edgeSegments(t, "e",
+		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:40], Vs: vs[:40]}},
+		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[40:], Vs: vs[40:]}},
+	)
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	mustApply(t, s, "e", segs[0])
+	mustApply(t, s, "e", segs[1])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir)
+	defer s.Close()
+	for _, seg := range segs {
+		if crc, ok, err := s.SegmentCRC("e", seg.seq); err != nil || !ok || crc != seg.crc {
+			t.Fatalf("after restart SegmentCRC(%d) = %08x, %v, %v", seg.seq, crc, ok, err)
+		}
+	}
+	if a := mustApply(t, s, "e", segs[1]); !a.Duplicate {
+		t.Fatalf("after restart a resend is not a duplicate: %+v", a)
+	}
+	res, _ := queryAll(t, s, []string{"e"}, rawQuery(t))
+	if len(res) != 1 || !slices.Equal(res[0].s.Ts, ts) || !slices.Equal(res[0].s.Vs, vs) {
+		t.Fatalf("after restart: %+v", res)
+	}
+}
+
+// TestApply_MutatedBytesNeverPanic: random damage to a segment is refused
+// as invalid (the CRCs catch it), never a panic, and stores nothing.
+func TestApply_MutatedBytesNeverPanic(t *testing.T) {
+	ts, vs := points(testNow, 64, func(i int) float64 { return float64(i) })
+	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp", "k", "v"), Ts: ts, Vs: vs}})[0]
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := range 500 {
+		b := slices.Clone(seg.file)
+		switch rng.IntN(3) {
+		case 0:
+			for range 1 + rng.IntN(4) {
+				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			}
+		case 1:
+			b = b[:rng.IntN(len(b))]
+		default:
+			at := rng.IntN(len(b))
+			b = slices.Insert(b, at, byte(rng.IntN(256)))
+		}
+		if _, err := s.Apply(context.Background(), "e", seg.seq, seg.crc, b); err == nil {
+			t.Fatalf("case %d: damaged segment accepted", i)
+		}
+	}
+	if st := s.Stats(); st.Points != 0 || st.Series != 0 {
+		t.Fatalf("damaged segments stored something: %+v", st)
+	}
+	mustApply(t, s, "e", seg) // the intact one still applies
+}
+
+func TestOptions_Validate(t *testing.T) {
+	for name, o := range map[string]Options{
+		"no dir":    {CoordinatorID: "c"},
+		"no id":     {Dir: "x"},
+		"negative":  {Dir: "x", CoordinatorID: "c", MaxSeries: -1},
+		"short raw": {Dir: "x", CoordinatorID: "c", RetentionRaw: time.Minute},
+		"tiny head": {Dir: "x", CoordinatorID: "c", HeadMaxBytes: 1},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	o := Options{Dir: "x", CoordinatorID: "c", RetentionRaw: 48 * time.Hour}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	no := o.nodeOptions()
+	if no.OutOfOrderWindow != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
+		t.Fatalf("engine options %+v", no)
+	}
+}
+

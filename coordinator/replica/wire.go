@@ -1,0 +1,179 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
+)
+
+// Conversions between the store's types and tributary.cluster.v1, and the
+// mapping of errors to gRPC status codes and back.
+
+// DefaultMaxSegmentBytes bounds a stored segment (uncompressed).
+const DefaultMaxSegmentBytes = 64 << 20
+
+// maxQueryPartPoints bounds the points of one QuerySeries part, and
+// maxQueryMessageBytes (about) one QueryResponse, well under gRPC's default
+// 4 MiB message limit.
+const (
+	maxQueryPartPoints   = 64 << 10
+	maxQueryMessageBytes = 1 << 20
+)
+
+// MaxStoreMessageBytes is the largest StoreRequest a segment of up to
+// maxSegmentBytes can make (zstd's worst case, plus the other fields):
+// the receive limit a server needs and the send limit a client needs.
+func MaxStoreMessageBytes(maxSegmentBytes int64) int {
+	return int(maxSegmentBytes + maxSegmentBytes/64 + 64<<10)
+}
+
+func labelsToProto(ls labels.Labels) []*clusterv1.Label {
+	out := make([]*clusterv1.Label, len(ls))
+	for i, l := range ls {
+		out[i] = &clusterv1.Label{Name: l.Name, Value: l.Value}
+	}
+	return out
+}
+
+func labelsFromProto(ps []*clusterv1.Label) labels.Labels {
+	out := make(labels.Labels, len(ps))
+	for i, p := range ps {
+		out[i] = labels.Label{Name: p.GetName(), Value: p.GetValue()}
+	}
+	return out
+}
+
+func appliedToProto(a Applied) *clusterv1.StoreResponse {
+	r := &clusterv1.StoreResponse{Points: a.Points, Rejected: a.Rejected, MinTimeMs: a.MinTimeMs, MaxTimeMs: a.MaxTimeMs, Duplicate: a.Duplicate}
+	r.Series = make([]*clusterv1.Series, len(a.Series))
+	for i, ls := range a.Series {
+		r.Series[i] = &clusterv1.Series{Labels: labelsToProto(ls)}
+	}
+	return r
+}
+
+func appliedFromProto(r *clusterv1.StoreResponse) Applied {
+	a := Applied{Points: r.GetPoints(), Rejected: r.GetRejected(), MinTimeMs: r.GetMinTimeMs(), MaxTimeMs: r.GetMaxTimeMs(), Duplicate: r.GetDuplicate()}
+	a.Series = make([]labels.Labels, len(r.GetSeries()))
+	for i, s := range r.GetSeries() {
+		a.Series[i] = labelsFromProto(s.GetLabels())
+	}
+	return a
+}
+
+func queryToProto(edges []string, q node.Query) (*clusterv1.QueryRequest, error) {
+	r := &clusterv1.QueryRequest{
+		Edges: edges, StartMs: q.Start, EndMs: q.End, Mode: clusterv1.QueryMode(q.Mode), StepMs: q.Step,
+		Downsample: clusterv1.Func(q.Downsample), OffsetMs: q.Offset, GroupBy: q.GroupBy,
+		Aggregate: clusterv1.Func(q.Aggregate), LimitSeries: int64(q.LimitSeries),
+	}
+	for _, m := range q.Matchers {
+		if m == nil {
+			return nil, fmt.Errorf("%w: nil matcher", node.ErrBadQuery)
+		}
+		r.Matchers = append(r.Matchers, &clusterv1.Matcher{Type: clusterv1.MatchType(m.Type + 1), Name: m.Name, Value: m.Value})
+	}
+	return r, nil
+}
+
+func queryFromProto(r *clusterv1.QueryRequest) (node.Query, error) {
+	q := node.Query{
+		Start: r.GetStartMs(), End: r.GetEndMs(), Mode: node.QueryMode(r.GetMode()), Step: r.GetStepMs(),
+		Downsample: rollup.Func(r.GetDownsample()), Offset: r.GetOffsetMs(), GroupBy: r.GetGroupBy(),
+		Aggregate: rollup.Func(r.GetAggregate()),
+	}
+	if l := r.GetLimitSeries(); l < 0 || l > int64(^uint(0)>>1) {
+		return q, fmt.Errorf("%w: limit_series %d", node.ErrBadQuery, l)
+	}
+	q.LimitSeries = int(r.GetLimitSeries())
+	for i, pm := range r.GetMatchers() {
+		if pm.GetType() == clusterv1.MatchType_MATCH_TYPE_UNSPECIFIED {
+			return q, fmt.Errorf("%w: matcher %d on %q has no type", node.ErrBadQuery, i, pm.GetName())
+		}
+		m, err := labels.NewMatcher(labels.MatchType(pm.GetType()-1), pm.GetName(), pm.GetValue())
+		if err != nil {
+			return q, fmt.Errorf("%w: matcher %d: %w", node.ErrBadQuery, i, err)
+		}
+		q.Matchers = append(q.Matchers, m)
+	}
+	return q, nil
+}
+
+// toStatus maps a store error to the status the service answers with.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !isPlain(err) {
+		return err // already a status (e.g. from Authorize)
+	}
+	code := codes.Unavailable
+	switch {
+	case errors.Is(err, ErrInvalidSegment), errors.Is(err, node.ErrBadQuery):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrConflict):
+		code = codes.AlreadyExists
+	case errors.Is(err, node.ErrOverloaded):
+		code = codes.ResourceExhausted
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, err.Error())
+}
+
+// isPlain reports whether err carries no gRPC status of its own.
+func isPlain(err error) bool {
+	var se interface{ GRPCStatus() *status.Status }
+	return !errors.As(err, &se)
+}
+
+// remoteError is an error answered by a peer: its status stays readable
+// (status.Code, status.FromError) and errors.Is matches the sentinel of
+// its class (ErrConflict, ErrInvalidSegment, node.ErrBadQuery,
+// node.ErrOverloaded).
+type remoteError struct {
+	st       *status.Status
+	sentinel error
+}
+
+func (e *remoteError) Error() string {
+	return fmt.Sprintf("replica peer: %s: %s", e.st.Code(), e.st.Message())
+}
+func (e *remoteError) Unwrap() error              { return e.sentinel }
+func (e *remoteError) GRPCStatus() *status.Status { return e.st }
+
+// fromStatus maps an error of a call back to the store's classes.
+// invalid is the sentinel of InvalidArgument for this method.
+func fromStatus(err error, invalid error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	var sentinel error
+	switch st.Code() {
+	case codes.InvalidArgument:
+		sentinel = invalid
+	case codes.AlreadyExists:
+		sentinel = ErrConflict
+	case codes.ResourceExhausted:
+		sentinel = node.ErrOverloaded
+	case codes.Canceled:
+		sentinel = context.Canceled
+	case codes.DeadlineExceeded:
+		sentinel = context.DeadlineExceeded
+	}
+	return &remoteError{st: st, sentinel: sentinel}
+}
