@@ -1,0 +1,145 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/rollup"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// EdgeClient queries an edge's tributary.v1 QueryService. It implements
+// Source and is safe for concurrent use.
+type EdgeClient struct {
+	addr string
+	conn *grpc.ClientConn
+	qc   pb.QueryServiceClient
+}
+
+// DialEdge returns a client for the edge at addr. The options must say how
+// to secure the connection (grpc.WithTransportCredentials); the connection
+// is made lazily, so an unreachable edge fails on its first query.
+func DialEdge(addr string, opts ...grpc.DialOption) (*EdgeClient, error) {
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial edge %s: %w", addr, err)
+	}
+	return &EdgeClient{addr: addr, conn: conn, qc: pb.NewQueryServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *EdgeClient) Close() error { return c.conn.Close() }
+
+// Query runs q on the edge. The API has no bucket offset, so a
+// downsampling query whose Offset is not a multiple of its Step (and that
+// does not aggregate across series) asks for raw samples and buckets them
+// here.
+func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+	var info node.QueryInfo
+	wire := q
+	rebucket := q.Mode == node.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0
+	if rebucket {
+		if q.Aggregate != rollup.FuncNone {
+			return info, fmt.Errorf("%w: edge %s: cannot aggregate across series with a bucket offset over the gRPC API", node.ErrBadQuery, c.addr)
+		}
+		wire.Mode, wire.Step, wire.Offset, wire.Downsample = node.ModeRaw, 0, 0, rollup.FuncNone
+	}
+	req, err := api.FromQuery(wire)
+	if err != nil {
+		return info, fmt.Errorf("query edge %s: %w", c.addr, err)
+	}
+	stream, err := c.qc.Query(ctx, req)
+	if err != nil {
+		return info, c.wrap(err)
+	}
+	var cur node.Series
+	idx := int64(-1)
+	flush := func() error {
+		if idx < 0 {
+			return nil
+		}
+		s := cur
+		cur, idx = node.Series{}, -1
+		if rebucket {
+			s.Ts, s.Vs = bucket(s.Ts, s.Vs, q)
+		}
+		info.Series++
+		info.Points += int64(len(s.Ts))
+		return emit(s)
+	}
+	first := true
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return info, c.wrap(err)
+		}
+		if first {
+			info.Source, first = msg.Source, false
+		}
+		info.Warnings = append(info.Warnings, msg.Warnings...)
+		if msg.SeriesIndex < 0 {
+			continue
+		}
+		if msg.SeriesIndex != idx {
+			if err := flush(); err != nil {
+				return info, err
+			}
+			idx = msg.SeriesIndex
+			cur.Labels = api.ToLabels(msg.Series)
+		}
+		if len(msg.TimestampsMs) != len(msg.Values) {
+			return info, fmt.Errorf("query edge %s: series %d: %d timestamps and %d values", c.addr, idx, len(msg.TimestampsMs), len(msg.Values))
+		}
+		cur.Ts = append(cur.Ts, msg.TimestampsMs...)
+		cur.Vs = append(cur.Vs, msg.Values...)
+	}
+	if err := flush(); err != nil {
+		return info, err
+	}
+	if rebucket {
+		info.Source = q.Source()
+	}
+	return info, nil
+}
+
+func (c *EdgeClient) wrap(err error) error {
+	if status.Code(err) == codes.InvalidArgument {
+		return fmt.Errorf("%w: edge %s: %s", node.ErrBadQuery, c.addr, status.Convert(err).Message())
+	}
+	return fmt.Errorf("query edge %s: %w", c.addr, err)
+}
+
+// bucket downsamples sorted raw samples as a node does.
+func bucket(ts []int64, vs []float64, q node.Query) ([]int64, []float64) {
+	off := q.Offset % q.Step
+	if off < 0 {
+		off += q.Step
+	}
+	var ots []int64
+	var ovs []float64
+	var agg rollup.Agg
+	cur := int64(0)
+	for i, t := range ts {
+		b := rollup.BucketStart(t-off, q.Step) + off
+		if i > 0 && b != cur {
+			ots, ovs = append(ots, cur), append(ovs, agg.Value(q.Downsample))
+			agg = rollup.Agg{}
+		}
+		cur = b
+		agg.Add(t, vs[i])
+	}
+	if agg.Count > 0 {
+		ots, ovs = append(ots, cur), append(ovs, agg.Value(q.Downsample))
+	}
+	return ots, ovs
+}

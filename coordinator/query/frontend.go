@@ -1,0 +1,301 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// Source answers queries over one edge's data: an *EdgeClient, or
+// backend.ForNode(n) in-process.
+type Source interface {
+	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+}
+
+// ReplicaSource answers queries over the replicated data of some edges: a
+// coordinator's local replica store or a peer coordinator. emit names the
+// edge each series comes from.
+type ReplicaSource interface {
+	Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error)
+}
+
+// Options configure a Frontend.
+type Options struct {
+	// Catalog is the coordinator's catalog state machine. Required.
+	Catalog *catalog.FSM
+	// Barrier waits until the local catalog reflects every committed
+	// command (a linearizable read barrier). nil: read the local state as
+	// it is.
+	Barrier func(ctx context.Context) error
+	// Replica returns the replica store of a coordinator (local or peer).
+	// Required.
+	Replica func(coordinatorID string) (ReplicaSource, error)
+	// Edge returns a source for an edge at its advertised address. nil, or
+	// an error: the edge is not queried and counts as unreachable.
+	Edge func(edgeID, addr string) (Source, error)
+	// EdgeTimeout bounds one leg to an edge (default 5s), ReplicaTimeout
+	// one leg to a replica (default 30s). HedgeAfter is how long a replica
+	// leg may go unanswered before the same leg is sent to the next
+	// replica (default 1s).
+	EdgeTimeout, ReplicaTimeout, HedgeAfter time.Duration
+	// MaxSeries bounds the series of one query (and of a Series listing)
+	// when the request gives no limit; default node.DefaultQuerySeriesLimit.
+	MaxSeries int
+	// MaxParallelEdges bounds the edges queried at once (default 16).
+	MaxParallelEdges int
+	Logger           *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.EdgeTimeout == 0 {
+		o.EdgeTimeout = 5 * time.Second
+	}
+	if o.ReplicaTimeout == 0 {
+		o.ReplicaTimeout = 30 * time.Second
+	}
+	if o.HedgeAfter == 0 {
+		o.HedgeAfter = time.Second
+	}
+	if o.MaxSeries == 0 {
+		o.MaxSeries = node.DefaultQuerySeriesLimit
+	}
+	if o.MaxParallelEdges == 0 {
+		o.MaxParallelEdges = 16
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	switch {
+	case o.Catalog == nil:
+		return errors.New("query front end: a catalog is required")
+	case o.Replica == nil:
+		return errors.New("query front end: a replica resolver is required")
+	case o.EdgeTimeout < 0 || o.ReplicaTimeout < 0 || o.HedgeAfter < 0:
+		return fmt.Errorf("query front end: negative timeout (edge %s, replica %s, hedge after %s)", o.EdgeTimeout, o.ReplicaTimeout, o.HedgeAfter)
+	case o.MaxSeries < 0:
+		return fmt.Errorf("query front end: negative series limit %d", o.MaxSeries)
+	case o.MaxParallelEdges < 0:
+		return fmt.Errorf("query front end: negative edge parallelism %d", o.MaxParallelEdges)
+	}
+	return nil
+}
+
+// Frontend answers queries from the fleet. It implements backend.Backend.
+type Frontend struct {
+	o Options
+}
+
+var _ backend.Backend = (*Frontend)(nil)
+
+// New returns a Frontend.
+func New(o Options) (*Frontend, error) {
+	o.setDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Frontend{o: o}, nil
+}
+
+// Coverage says which sources answered a query and what is missing.
+type Coverage struct {
+	Edges []EdgeCoverage // sorted by edge
+}
+
+// Complete reports whether nothing is missing.
+func (c Coverage) Complete() bool {
+	for _, e := range c.Edges {
+		if len(e.Missing) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// EdgeCoverage is how one edge's part of a query was answered.
+type EdgeCoverage struct {
+	Edge string
+	// Replicas are the coordinators placed to hold the edge's data;
+	// ReplicaAnswered is the one whose answer was used ("" if none).
+	Replicas        []string
+	ReplicaAnswered string
+	// EdgeAnswered says the edge itself answered its part.
+	EdgeAnswered bool
+	// WatermarkMs is the edge's watermark time when the query ran.
+	WatermarkMs int64
+	// Missing are the time ranges of the edge's data that the answer
+	// lacks (inclusive), sorted.
+	Missing []TimeRange
+	// Reason says why sources were skipped or failed ("" when all went
+	// to plan).
+	Reason string
+}
+
+// TimeRange is an inclusive range of Unix milliseconds.
+type TimeRange struct{ StartMs, EndMs int64 }
+
+// Write refuses: coordinators hold replicas, not primaries.
+func (f *Frontend) Write(context.Context, []node.Batch) (node.WriteResult, error) {
+	return node.WriteResult{}, fmt.Errorf("%w: coordinators do not accept writes; write to an edge node", backend.ErrBadRequest)
+}
+
+func (f *Frontend) barrier(ctx context.Context) error {
+	if f.o.Barrier == nil {
+		return nil
+	}
+	if err := f.o.Barrier(ctx); err != nil {
+		return fmt.Errorf("catalog read barrier: %w", err)
+	}
+	return nil
+}
+
+// selectSeries returns the catalog's series matching ms (all series when
+// ms is empty), sorted by labels.
+func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, error) {
+	var refs []catalog.SeriesRef
+	if len(ms) == 0 {
+		n := f.o.Catalog.SeriesCount()
+		refs = make([]catalog.SeriesRef, 0, n)
+		for id := uint64(1); id <= uint64(n); id++ {
+			if ls, ok := f.o.Catalog.Series(id); ok {
+				refs = append(refs, catalog.SeriesRef{ID: id, Labels: ls})
+			}
+		}
+	} else {
+		var err error
+		refs, err = f.o.Catalog.Select(ms, 0)
+		if errors.Is(err, catalog.ErrNoSelectiveMatcher) {
+			return nil, fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", backend.ErrBadRequest)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("select series in the catalog: %w", err)
+		}
+	}
+	slices.SortFunc(refs, func(a, b catalog.SeriesRef) int { return compareLabels(a.Labels, b.Labels) })
+	return refs, nil
+}
+
+// Series lists the catalog's series matching ms, in label order, at most
+// limit (<= 0: MaxSeries).
+func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+	if err := f.barrier(ctx); err != nil {
+		return nil, err
+	}
+	refs, err := f.selectSeries(ms)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = f.o.MaxSeries
+	}
+	out := make([]labels.Labels, 0, min(len(refs), limit))
+	for _, r := range refs[:min(len(refs), limit)] {
+		out = append(out, r.Labels)
+	}
+	return out, nil
+}
+
+// LabelNames lists the label names of the catalog's series matching ms.
+func (f *Frontend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
+	if err := f.barrier(ctx); err != nil {
+		return nil, err
+	}
+	refs, err := f.selectSeries(ms)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range refs {
+		for _, l := range r.Labels {
+			seen[l.Name] = true
+		}
+	}
+	return sortedSet(seen), nil
+}
+
+// LabelValues lists the values of name among the catalog's series
+// matching ms.
+func (f *Frontend) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
+	if err := f.barrier(ctx); err != nil {
+		return nil, err
+	}
+	refs, err := f.selectSeries(ms)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if v := r.Labels.Get(name); v != "" {
+			seen[v] = true
+		}
+	}
+	return sortedSet(seen), nil
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func compareLabels(a, b labels.Labels) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
+
+// validate checks q as a node would, with the same messages, so that a
+// bad query fails before any source is asked.
+func validate(q *node.Query) error {
+	slices.Sort(q.GroupBy)
+	q.GroupBy = slices.Compact(q.GroupBy)
+	for _, fn := range []rollup.Func{q.Downsample, q.Aggregate} {
+		if fn < rollup.FuncNone || fn > rollup.FuncLast {
+			return fmt.Errorf("%w: unknown aggregate function %d", node.ErrBadQuery, fn)
+		}
+	}
+	switch {
+	case len(q.Matchers) == 0:
+		return fmt.Errorf("%w: at least one matcher is required", node.ErrBadQuery)
+	case q.End < q.Start:
+		return fmt.Errorf("%w: end %d is before start %d", node.ErrBadQuery, q.End, q.Start)
+	case q.Mode == node.ModeDownsample && q.Step <= 0:
+		return fmt.Errorf("%w: downsampling needs a positive step", node.ErrBadQuery)
+	case q.Mode == node.ModeDownsample && q.Downsample == rollup.FuncNone:
+		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", node.ErrBadQuery)
+	case q.Mode < node.ModeRaw || q.Mode > node.ModeLastPoint:
+		return fmt.Errorf("%w: unknown mode %d", node.ErrBadQuery, q.Mode)
+	case q.Mode == node.ModeDownsample && (q.End-q.Start)/q.Step > node.MaxBuckets:
+		return fmt.Errorf("%w: %d buckets is more than %d; use a larger step or a shorter range", node.ErrBadQuery, (q.End-q.Start)/q.Step, node.MaxBuckets)
+	}
+	for _, m := range q.Matchers {
+		if !m.MatchesEmpty() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", node.ErrBadQuery)
+}
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

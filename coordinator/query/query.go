@@ -1,0 +1,302 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// Query runs q over the fleet; see QueryWithCoverage. When the answer is
+// incomplete, QueryInfo.Warnings says what is missing.
+func (f *Frontend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+	info, _, err := f.QueryWithCoverage(ctx, q, emit)
+	return info, err
+}
+
+// QueryWithCoverage runs q over the fleet and calls emit per series (or
+// group) in label order. Besides the answer it says, per edge, which
+// sources answered and which time ranges are missing; the same is
+// summarized as human-readable lines in QueryInfo.Warnings.
+func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, Coverage, error) {
+	var info node.QueryInfo
+	var cov Coverage
+	q.Matchers = slices.Clone(q.Matchers)
+	q.GroupBy = slices.Clone(q.GroupBy)
+	if err := validate(&q); err != nil {
+		return info, cov, err
+	}
+	if err := f.barrier(ctx); err != nil {
+		return info, cov, err
+	}
+	refs, err := f.o.Catalog.Select(q.Matchers, 0)
+	if err != nil {
+		return info, cov, fmt.Errorf("select series in the catalog: %w", err)
+	}
+	limit := q.LimitSeries
+	if limit <= 0 {
+		limit = f.o.MaxSeries
+	}
+	if len(refs) > limit {
+		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", node.ErrBadQuery, len(refs), limit)
+	}
+	info.Source = q.Source()
+	ids := make([]uint64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	edges := f.o.Catalog.EdgesOf(ids)
+
+	sub := q
+	sub.Aggregate, sub.GroupBy = rollup.FuncNone, nil
+	sub.LimitSeries = limit
+	results := make([]edgeResult, len(edges))
+	sem := make(chan struct{}, f.o.MaxParallelEdges)
+	var wg sync.WaitGroup
+	for i, es := range edges {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = f.queryEdge(ctx, es.Edge, sub)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return info, cov, err
+	}
+
+	merged := map[string]*seriesData{}
+	for i := range results {
+		r := &results[i]
+		info.Points += r.points
+		cov.Edges = append(cov.Edges, r.cov)
+		info.Warnings = append(info.Warnings, r.warnings...)
+		for k, s := range r.series {
+			if have := merged[k]; have != nil {
+				combine(have, s, q)
+			} else {
+				merged[k] = s
+			}
+		}
+	}
+	list := make([]*seriesData, 0, len(merged))
+	for _, s := range merged {
+		if len(s.ts) > 0 {
+			list = append(list, s)
+		}
+	}
+	slices.SortFunc(list, func(a, b *seriesData) int { return compareLabels(a.ls, b.ls) })
+	if len(list) > limit {
+		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", node.ErrBadQuery, len(list), limit)
+	}
+	if q.Aggregate == rollup.FuncNone {
+		for _, s := range list {
+			info.Series++
+			if err := emit(node.Series{Labels: s.ls, Ts: s.ts, Vs: s.vs}); err != nil {
+				return info, cov, err
+			}
+		}
+		return info, cov, nil
+	}
+	out, err := aggregate(list, q)
+	if err != nil {
+		return info, cov, err
+	}
+	for _, s := range out {
+		info.Series++
+		if err := emit(s); err != nil {
+			return info, cov, err
+		}
+	}
+	return info, cov, nil
+}
+
+// seriesData is one series' answer, sorted by time, unique timestamps.
+type seriesData struct {
+	ls labels.Labels
+	ts []int64
+	vs []float64
+}
+
+// answer collects the series of one leg.
+type answer map[string]*seriesData
+
+func (a answer) add(s node.Series) {
+	k := string(s.Labels.AppendKey(nil))
+	d := a[k]
+	if d == nil {
+		d = &seriesData{ls: s.Labels}
+		a[k] = d
+	}
+	d.ts = append(d.ts, s.Ts...)
+	d.vs = append(d.vs, s.Vs...)
+}
+
+// absorb adds the series of b, an answer for a time range disjoint from
+// a's (or, for last-point queries, keeps the newer point).
+func (a answer) absorb(b answer, lastPoint bool) {
+	for k, s := range b {
+		d := a[k]
+		switch {
+		case d == nil:
+			a[k] = s
+		case lastPoint:
+			if len(s.ts) > 0 && (len(d.ts) == 0 || s.ts[len(s.ts)-1] >= d.ts[len(d.ts)-1]) {
+				a[k] = s
+			}
+		default:
+			d.ts = append(d.ts, s.ts...)
+			d.vs = append(d.vs, s.vs...)
+			sortSeries(d)
+		}
+	}
+}
+
+// sortSeries sorts d by time; of equal timestamps the later one wins.
+func sortSeries(d *seriesData) {
+	idx := make([]int, len(d.ts))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return d.ts[idx[i]] < d.ts[idx[j]] })
+	ts := make([]int64, 0, len(idx))
+	vs := make([]float64, 0, len(idx))
+	for _, i := range idx {
+		if n := len(ts); n > 0 && ts[n-1] == d.ts[i] {
+			vs[n-1] = d.vs[i]
+			continue
+		}
+		ts, vs = append(ts, d.ts[i]), append(vs, d.vs[i])
+	}
+	d.ts, d.vs = ts, vs
+}
+
+// combine merges b, the same series from an edge sorting after the one(s)
+// that gave a, into a: per timestamp, sum and count add, min and max
+// combine, anything else (raw values, avg, first, last) takes b's value.
+// Last-point answers keep the newest point.
+func combine(a, b *seriesData, q node.Query) {
+	if q.Mode == node.ModeLastPoint {
+		if len(b.ts) > 0 && (len(a.ts) == 0 || b.ts[0] >= a.ts[0]) {
+			a.ts, a.vs = b.ts, b.vs
+		}
+		return
+	}
+	fn := rollup.FuncNone
+	if q.Mode == node.ModeDownsample {
+		fn = q.Downsample
+	}
+	ts := make([]int64, 0, len(a.ts)+len(b.ts))
+	vs := make([]float64, 0, len(a.ts)+len(b.ts))
+	i, j := 0, 0
+	for i < len(a.ts) || j < len(b.ts) {
+		switch {
+		case j == len(b.ts) || i < len(a.ts) && a.ts[i] < b.ts[j]:
+			ts, vs = append(ts, a.ts[i]), append(vs, a.vs[i])
+			i++
+		case i == len(a.ts) || b.ts[j] < a.ts[i]:
+			ts, vs = append(ts, b.ts[j]), append(vs, b.vs[j])
+			j++
+		default:
+			v := b.vs[j]
+			switch fn {
+			case rollup.FuncSum, rollup.FuncCount:
+				v = a.vs[i] + b.vs[j]
+			case rollup.FuncMin:
+				v = math.Min(a.vs[i], b.vs[j])
+			case rollup.FuncMax:
+				v = math.Max(a.vs[i], b.vs[j])
+			}
+			ts, vs = append(ts, a.ts[i]), append(vs, v)
+			i++
+			j++
+		}
+	}
+	a.ts, a.vs = ts, vs
+}
+
+// aggregate groups the series (in label order) by q.GroupBy and folds each
+// timestamp across a group's series with q.Aggregate, as a node does.
+func aggregate(list []*seriesData, q node.Query) ([]node.Series, error) {
+	type group struct {
+		lset labels.Labels
+		byT  map[int64]*rollup.Agg
+	}
+	groups := map[string]*group{}
+	cells := 0
+	for _, s := range list {
+		var pairs []labels.Label
+		var key strings.Builder
+		for _, name := range q.GroupBy {
+			v := s.ls.Get(name)
+			key.WriteString(name)
+			key.WriteByte(0)
+			key.WriteString(v)
+			key.WriteByte(0)
+			if v != "" {
+				pairs = append(pairs, labels.Label{Name: name, Value: v})
+			}
+		}
+		g := groups[key.String()]
+		if g == nil {
+			g = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
+			groups[key.String()] = g
+		}
+		for i, t := range s.ts {
+			a := g.byT[t]
+			if a == nil {
+				a = &rollup.Agg{}
+				g.byT[t] = a
+				cells++
+			}
+			a.Add(t, s.vs[i])
+		}
+		if cells > node.MaxBuckets {
+			return nil, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", node.ErrBadQuery, node.MaxBuckets)
+		}
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]node.Series, 0, len(keys))
+	for _, k := range keys {
+		g := groups[k]
+		s := node.Series{Labels: g.lset}
+		ts := make([]int64, 0, len(g.byT))
+		for t := range g.byT {
+			ts = append(ts, t)
+		}
+		slices.Sort(ts)
+		for _, t := range ts {
+			s.Ts = append(s.Ts, t)
+			s.Vs = append(s.Vs, g.byT[t].Value(q.Aggregate))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// gapSpan is a recorded gap of an edge as the front end needs it.
+type gapSpan struct {
+	minMs, maxMs int64 // both 0: unknown
+	points       int64 // -1: unknown
+	reason       string
+}
+
+func (g gapSpan) known() bool { return g.minMs != 0 || g.maxMs != 0 }
+
+// gapsOf returns the recorded gaps of an edge.
+func gapsOf(p catalog.EdgeProgress) []gapSpan {
+	return nil
+}

@@ -1,0 +1,587 @@
+package query_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// t0 is the test clock: every node's "now".
+var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+const (
+	hour   = int64(time.Hour / time.Millisecond)
+	minute = int64(time.Minute / time.Millisecond)
+)
+
+func openNode(t *testing.T) *node.Node {
+	t.Helper()
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+type sample struct {
+	t int64
+	v float64
+}
+
+// edgeData is one edge's series.
+type edgeData struct {
+	id       string
+	wm       int64
+	replicas []string
+	series   map[string][]sample // key: labels string
+	lsets    map[string]labels.Labels
+}
+
+// fleet is a catalog, edges as real nodes, replica nodes holding each
+// edge's data up to its watermark, and one oracle node holding everything.
+type fleet struct {
+	cat      *catalog.FSM
+	edges    []*edgeData
+	edge     map[string]*node.Node // full data, as the edge holds it
+	replica  map[string]*node.Node // per edge: data up to the watermark
+	oracle   *node.Node
+	coords   map[string]*fakeReplica
+	start    int64 // first sample time
+	mu       sync.Mutex
+	deadEdge map[string]bool
+}
+
+func write(t *testing.T, n *node.Node, ls labels.Labels, ss []sample) {
+	t.Helper()
+	b := node.Batch{Labels: ls}
+	for _, s := range ss {
+		b.Ts = append(b.Ts, s.t)
+		b.Vs = append(b.Vs, s.v)
+	}
+	if len(b.Ts) == 0 {
+		return
+	}
+	res, err := n.Write([]node.Batch{b})
+	if err != nil || res.Rejected != 0 {
+		t.Fatalf("write %s: %+v %v", ls, res, err)
+	}
+}
+
+func newFleet(t *testing.T, seed uint64, shared bool) *fleet {
+	t.Helper()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b9))
+	f := &fleet{
+		cat: catalog.New(), edge: map[string]*node.Node{}, replica: map[string]*node.Node{},
+		oracle: openNode(t), coords: map[string]*fakeReplica{}, deadEdge: map[string]bool{},
+		start: t0.UnixMilli() - 50*hour,
+	}
+	idx := uint64(0)
+	apply := func(c catalog.Command) {
+		t.Helper()
+		idx++
+		if _, err := f.cat.ApplyCommand(idx, c); err != nil {
+			t.Fatalf("apply %T: %v", c, err)
+		}
+	}
+	idx++
+	if err := f.cat.ApplyMembership(idx, catalog.Membership{Voters: []uint64{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	coords := []string{"c1", "c2", "c3"}
+	for i, c := range coords {
+		apply(catalog.RegisterNode{ID: c, Role: catalog.RoleCoordinator, RaftID: uint64(i + 1), Addr: c + ":7000", TimeMs: 1})
+		f.coords[c] = &fakeReplica{id: c, f: f}
+	}
+	oracle, oracleLabels := map[string][]sample{}, map[string]labels.Labels{}
+	now := t0.UnixMilli()
+	wms := []int64{now - 20*hour - 17*minute, now - 3*hour + 5, now + hour} // the last edge is fully replicated
+	for i, e := range []string{"e1", "e2", "e3"} {
+		d := &edgeData{id: e, wm: wms[i], replicas: []string{coords[i], coords[(i+1)%3]}, series: map[string][]sample{}, lsets: map[string]labels.Labels{}}
+		apply(catalog.RegisterNode{ID: e, Role: catalog.RoleEdge, Addr: e + ":7070", TimeMs: 1})
+		en, rn := openNode(t), openNode(t)
+		f.edge[e], f.replica[e] = en, rn
+		var lsets []labels.Labels
+		for k := range 3 {
+			ls := labels.FromStrings("__name__", "cpu", "host", fmt.Sprintf("%s-%d", e, k), "dc", []string{"a", "b"}[(i+k)%2])
+			lsets = append(lsets, ls)
+		}
+		lsets = append(lsets, labels.FromStrings("__name__", "mem", "host", e+"-0"))
+		if shared {
+			lsets = append(lsets, labels.FromStrings("__name__", "cpu", "host", "moved", "dc", "a"))
+		}
+		var min, max int64 = math.MaxInt64, math.MinInt64
+		var points uint64
+		for _, ls := range lsets {
+			var ss []sample
+			for ts := f.start + rng.Int64N(10*minute); ts <= now; ts += 1 + rng.Int64N(20*minute) {
+				if ls.Get("host") == "moved" {
+					ts += int64(i) // edges hold different samples of the moved series
+				}
+				ss = append(ss, sample{ts, float64(rng.IntN(2000)-1000) / 4})
+			}
+			d.series[ls.String()], d.lsets[ls.String()] = ss, ls
+			write(t, en, ls, ss)
+			oracle[ls.String()], oracleLabels[ls.String()] = append(oracle[ls.String()], ss...), ls
+			var upTo []sample
+			for _, s := range ss {
+				if s.t <= d.wm {
+					upTo = append(upTo, s)
+					min, max = slicesMin(min, s.t), slicesMax(max, s.t)
+				}
+			}
+			points += uint64(len(upTo))
+			write(t, rn, ls, upTo)
+		}
+		apply(catalog.RegisterSeries{Edge: e, Series: lsets})
+		apply(catalog.SetPlacement{Edge: e, Replicas: d.replicas})
+		apply(catalog.RecordHeld{Edge: e, Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 1, Points: points, MinTimeMs: min, MaxTimeMs: max}},
+			WatermarkSeq: 1, WatermarkTimeMs: d.wm})
+		f.edges = append(f.edges, d)
+		for _, c := range d.replicas {
+			f.coords[c].edges = append(f.coords[c].edges, e)
+		}
+	}
+	for k, ss := range oracle {
+		slices.SortFunc(ss, func(a, b sample) int { return int(a.t - b.t) })
+		write(t, f.oracle, oracleLabels[k], ss)
+	}
+	// Some data through the rollups and stored chunks, some in the head.
+	for _, n := range []*node.Node{f.edge["e1"], f.replica["e2"], f.oracle} {
+		if err := n.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func slicesMin(a, b int64) int64 { return min(a, b) }
+func slicesMax(a, b int64) int64 { return max(a, b) }
+
+// fakeReplica serves the replica nodes of the edges placed on it. down
+// makes it fail; block makes it wait until its context ends.
+type fakeReplica struct {
+	id    string
+	f     *fleet
+	edges []string
+	mu    sync.Mutex
+	down  bool
+	block bool
+	calls int
+	ended chan error // receives ctx.Err() of a blocked call
+}
+
+func (r *fakeReplica) Query(ctx context.Context, edges []string, q node.Query, emit func(string, node.Series) error) (node.QueryInfo, error) {
+	r.mu.Lock()
+	r.calls++
+	down, block, ended := r.down, r.block, r.ended
+	r.mu.Unlock()
+	if down {
+		return node.QueryInfo{}, fmt.Errorf("coordinator %s is down", r.id)
+	}
+	if block {
+		<-ctx.Done()
+		if ended != nil {
+			ended <- ctx.Err()
+		}
+		return node.QueryInfo{}, ctx.Err()
+	}
+	var info node.QueryInfo
+	for _, e := range edges {
+		if !slices.Contains(r.edges, e) {
+			continue
+		}
+		in, err := r.f.replica[e].Query(ctx, q, func(s node.Series) error { return emit(e, s) })
+		if err != nil {
+			return info, err
+		}
+		info.Points += in.Points
+		info.Series += in.Series
+	}
+	return info, nil
+}
+
+func (f *fleet) frontend(t *testing.T, mod func(*query.Options)) *query.Frontend {
+	t.Helper()
+	o := query.Options{
+		Catalog: f.cat,
+		Replica: func(id string) (query.ReplicaSource, error) {
+			r := f.coords[id]
+			if r == nil {
+				return nil, fmt.Errorf("unknown coordinator %s", id)
+			}
+			return r, nil
+		},
+		Edge: func(id, addr string) (query.Source, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.deadEdge[id] {
+				return nil, fmt.Errorf("connection refused")
+			}
+			return f.edge[id], nil
+		},
+		HedgeAfter: time.Hour, // hedging is tested on its own
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	fe, err := query.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fe
+}
+
+func collect(t *testing.T, run func(emit func(node.Series) error) (node.QueryInfo, error)) ([]node.Series, node.QueryInfo) {
+	t.Helper()
+	var out []node.Series
+	info, err := run(func(s node.Series) error {
+		out = append(out, node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, info
+}
+
+func sameAnswer(t *testing.T, what string, got, want []node.Series) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d series, want %d\n got %v\nwant %v", what, len(got), len(want), names(got), names(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if !labels.Equal(g.Labels, w.Labels) {
+			t.Fatalf("%s: series %d is %s, want %s", what, i, g.Labels, w.Labels)
+		}
+		if !slices.Equal(g.Ts, w.Ts) {
+			t.Fatalf("%s: %s: timestamps differ (%d vs %d points)\n got %v\nwant %v", what, g.Labels, len(g.Ts), len(w.Ts), clip(g.Ts), clip(w.Ts))
+		}
+		for j := range g.Vs {
+			if d := math.Abs(g.Vs[j] - w.Vs[j]); d > 1e-9*math.Max(1, math.Abs(w.Vs[j])) {
+				t.Fatalf("%s: %s at %d: %v, want %v", what, g.Labels, g.Ts[j], g.Vs[j], w.Vs[j])
+			}
+		}
+	}
+}
+
+func clip(ts []int64) []int64 { return ts[:min(len(ts), 20)] }
+
+func names(ss []node.Series) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Labels.String())
+	}
+	return out
+}
+
+func must(t *testing.T, typ labels.MatchType, name, value string) *labels.Matcher {
+	t.Helper()
+	m, err := labels.NewMatcher(typ, name, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// queries are the oracle cases: every mode, every downsampling function,
+// with and without offset, rollup-sized and raw-sized steps, aggregation.
+func queries(t *testing.T, start int64) map[string]node.Query {
+	t.Helper()
+	now := t0.UnixMilli()
+	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", "cpu|mem")}
+	cpu := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}
+	qs := map[string]node.Query{
+		"raw":            {Matchers: all, Start: start + 12345, End: now - 1000, Mode: node.ModeRaw},
+		"raw dc=a":       {Matchers: append(slices.Clone(cpu), must(t, labels.MatchEqual, "dc", "a")), Start: start, End: now, Mode: node.ModeRaw},
+		"last":           {Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint},
+		"last before":    {Matchers: all, Start: start + 10*hour, End: now - 21*hour, Mode: node.ModeLastPoint},
+		"sum by dc raw":  {Matchers: cpu, Start: start, End: now, Mode: node.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{"dc"}},
+		"max 1h all":     {Matchers: cpu, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
+		"avg by dc 10m":  {Matchers: cpu, Start: start + 7, End: now - 7, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncSum, Aggregate: rollup.FuncAvg, GroupBy: []string{"dc", "nope"}},
+		"last by host 1h": {Matchers: all, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncLast, Aggregate: rollup.FuncLast, GroupBy: []string{"host"}},
+	}
+	for fn := rollup.FuncAvg; fn <= rollup.FuncLast; fn++ {
+		for _, step := range []int64{10 * minute, hour, 3 * hour} {
+			for _, off := range []int64{0, 7 * minute} {
+				name := fmt.Sprintf("%s step %dm offset %dm", fn, step/minute, off/minute)
+				qs[name] = node.Query{Matchers: all, Start: start + 3*minute + 1, End: now - 2*minute, Mode: node.ModeDownsample, Step: step, Downsample: fn, Offset: off}
+			}
+		}
+	}
+	return qs
+}
+
+func TestFrontend_MatchesASingleNodeHoldingEverything(t *testing.T) {
+	f := newFleet(t, uint64(time.Now().UnixNano()), false)
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	for name, q := range queries(t, f.start) {
+		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		var cov query.Coverage
+		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+			var info node.QueryInfo
+			var err error
+			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+			return info, err
+		})
+		sameAnswer(t, name, got, want)
+		if len(info.Warnings) != 0 || !cov.Complete() || len(cov.Edges) != 3 {
+			t.Fatalf("%s: warnings %q, coverage %+v", name, info.Warnings, cov)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: the oracle answered nothing; the case tests nothing", name)
+		}
+	}
+}
+
+func TestFrontend_SharedSeriesMergesAcrossEdges(t *testing.T) {
+	f := newFleet(t, uint64(time.Now().UnixNano()), true)
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	moved := []*labels.Matcher{must(t, labels.MatchEqual, "host", "moved")}
+	now := t0.UnixMilli()
+	// The edges hold disjoint samples of the moved series: raw is a union,
+	// and sum/count/min/max combine exactly per bucket.
+	cases := map[string]node.Query{
+		"raw": {Matchers: moved, Start: f.start, End: now, Mode: node.ModeRaw},
+		"last": {Matchers: moved, Start: 0, End: now, Mode: node.ModeLastPoint},
+	}
+	for _, fn := range []rollup.Func{rollup.FuncSum, rollup.FuncCount, rollup.FuncMin, rollup.FuncMax} {
+		cases[fn.String()] = node.Query{Matchers: moved, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: fn}
+	}
+	for name, q := range cases {
+		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+		sameAnswer(t, name, got, want)
+	}
+}
+
+// truncated answers q from the oracle with one edge's data cut to its
+// watermark: what the front end can answer with that edge unreachable.
+func (f *fleet) truncatedOracle(t *testing.T, q node.Query, edge string) []node.Series {
+	t.Helper()
+	n := openNode(t)
+	for _, d := range f.edges {
+		for k, ss := range d.series {
+			if d.id == edge {
+				var cut []sample
+				for _, s := range ss {
+					if s.t <= d.wm {
+						cut = append(cut, s)
+					}
+				}
+				ss = cut
+			}
+			write(t, n, d.lsets[k], ss)
+		}
+	}
+	out, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return n.Query(context.Background(), q, emit) })
+	return out
+}
+
+func coverageOf(t *testing.T, cov query.Coverage, edge string) query.EdgeCoverage {
+	t.Helper()
+	for _, e := range cov.Edges {
+		if e.Edge == edge {
+			return e
+		}
+	}
+	t.Fatalf("no coverage for %s in %+v", edge, cov)
+	return query.EdgeCoverage{}
+}
+
+func TestFrontend_UnreachableEdgeIsAnsweredByReplicasAndFlagged(t *testing.T) {
+	f := newFleet(t, 7, false)
+	f.deadEdge["e1"] = true
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	now := t0.UnixMilli()
+	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", ".+")}
+	for name, q := range map[string]node.Query{
+		"raw":       {Matchers: all, Start: f.start, End: now, Mode: node.ModeRaw},
+		"sum 1h":    {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum},
+		"avg 10m+3": {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Offset: 3 * minute},
+		"last":      {Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint},
+	} {
+		want := f.truncatedOracle(t, q, "e1")
+		var cov query.Coverage
+		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+			var info node.QueryInfo
+			var err error
+			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+			return info, err
+		})
+		sameAnswer(t, name, got, want)
+		e1 := coverageOf(t, cov, "e1")
+		wm := f.edges[0].wm
+		if e1.EdgeAnswered || e1.ReplicaAnswered != "c1" || !slices.Equal(e1.Missing, []query.TimeRange{{StartMs: wm + 1, EndMs: now}}) ||
+			!strings.Contains(e1.Reason, "connection refused") {
+			t.Fatalf("%s: e1 coverage %+v", name, e1)
+		}
+		wantWarn := "edge e1 unreachable: points after " + time.UnixMilli(wm).UTC().Format(time.RFC3339Nano) + " missing"
+		if !slices.Equal(info.Warnings, []string{wantWarn}) {
+			t.Fatalf("%s: warnings %q, want %q", name, info.Warnings, wantWarn)
+		}
+		if e2 := coverageOf(t, cov, "e2"); !e2.EdgeAnswered || e2.ReplicaAnswered != "c2" || len(e2.Missing) != 0 {
+			t.Fatalf("%s: e2 coverage %+v", name, e2)
+		}
+	}
+}
+
+func TestFrontend_ReplicasDownTheEdgeAnswersEverything(t *testing.T) {
+	f := newFleet(t, 8, false)
+	f.coords["c1"].down = true // e1's replicas are c1 and c2
+	f.coords["c2"].down = true
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	for name, q := range queries(t, f.start) {
+		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		var cov query.Coverage
+		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+			var info node.QueryInfo
+			var err error
+			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+			return info, err
+		})
+		sameAnswer(t, name, got, want)
+		e1 := coverageOf(t, cov, "e1")
+		if !e1.EdgeAnswered || e1.ReplicaAnswered != "" || len(e1.Missing) != 0 || !strings.Contains(e1.Reason, "coordinator c2 is down") {
+			t.Fatalf("%s: e1 coverage %+v", name, e1)
+		}
+		if len(info.Warnings) != 0 {
+			t.Fatalf("%s: warnings %q", name, info.Warnings)
+		}
+	}
+}
+
+func TestFrontend_EdgeAndReplicasDownTheEdgeIsMissing(t *testing.T) {
+	f := newFleet(t, 9, false)
+	f.coords["c2"].down = true // e2's replicas are c2 and c3
+	f.coords["c3"].down = true
+	f.deadEdge["e2"] = true
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".+")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw}
+	var cov query.Coverage
+	got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+		var info node.QueryInfo
+		var err error
+		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+		return info, err
+	})
+	for _, s := range got {
+		if strings.HasPrefix(s.Labels.Get("host"), "e2-") {
+			t.Fatalf("answer has %s", s.Labels)
+		}
+	}
+	if len(got) != 8 {
+		t.Fatalf("%d series, want the 8 of e1 and e3", len(got))
+	}
+	e2 := coverageOf(t, cov, "e2")
+	if e2.EdgeAnswered || e2.ReplicaAnswered != "" || !slices.Equal(e2.Missing, []query.TimeRange{{StartMs: q.Start, EndMs: q.End}}) {
+		t.Fatalf("e2 coverage %+v", e2)
+	}
+	if len(info.Warnings) != 1 || !strings.Contains(info.Warnings[0], "edge e2: neither the edge nor a replica (c2, c3) answered") {
+		t.Fatalf("warnings %q", info.Warnings)
+	}
+	if cov.Complete() {
+		t.Fatal("coverage says complete")
+	}
+}
+
+func TestFrontend_SlowReplicaIsHedged(t *testing.T) {
+	f := newFleet(t, 10, false)
+	slow := f.coords["c1"] // e1's first replica
+	ended := make(chan error, 4)
+	slow.block, slow.ended = true, ended
+	fe := f.frontend(t, func(o *query.Options) {
+		o.HedgeAfter = time.Millisecond
+		// Without hedging the leg would wait for this and then fail over
+		// with DeadlineExceeded; the test checks that the loser was
+		// cancelled instead.
+		o.ReplicaTimeout = time.Minute
+	})
+	ctx := context.Background()
+	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e1-0")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum}
+	want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+	var cov query.Coverage
+	got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+		var info node.QueryInfo
+		var err error
+		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+		return info, err
+	})
+	sameAnswer(t, "hedged", got, want)
+	if e1 := coverageOf(t, cov, "e1"); e1.ReplicaAnswered != "c2" || !e1.EdgeAnswered || len(e1.Missing) != 0 {
+		t.Fatalf("e1 coverage %+v", e1)
+	}
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the slow replica's leg ended with %v, want it cancelled by the winner", err)
+	}
+}
+
+func TestFrontend_MetadataComesFromTheCatalog(t *testing.T) {
+	f := newFleet(t, 11, false)
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	names, err := fe.LabelNames(ctx, nil)
+	if err != nil || !slices.Equal(names, []string{"__name__", "dc", "host"}) {
+		t.Fatalf("label names %q %v", names, err)
+	}
+	vals, err := fe.LabelValues(ctx, "__name__", nil)
+	if err != nil || !slices.Equal(vals, []string{"cpu", "mem"}) {
+		t.Fatalf("values %q %v", vals, err)
+	}
+	ms := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "mem")}
+	vals, err = fe.LabelValues(ctx, "host", ms)
+	if err != nil || !slices.Equal(vals, []string{"e1-0", "e2-0", "e3-0"}) {
+		t.Fatalf("mem hosts %q %v", vals, err)
+	}
+	sets, err := fe.Series(ctx, ms, 2)
+	if err != nil || len(sets) != 2 || sets[0].Get("host") != "e1-0" {
+		t.Fatalf("series %v %v", sets, err)
+	}
+	if _, err := fe.Series(ctx, []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".*")}, 0); err == nil {
+		t.Fatal("a selector matching everything was accepted")
+	}
+	if _, err := fe.Write(ctx, nil); err == nil || !strings.Contains(err.Error(), "write to an edge node") {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+func TestFrontend_BadQueriesAndLimits(t *testing.T) {
+	f := newFleet(t, 12, false)
+	fe := f.frontend(t, nil)
+	ctx := context.Background()
+	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", ".+")}
+	for name, q := range map[string]node.Query{
+		"no matchers":  {Start: 0, End: 1, Mode: node.ModeRaw},
+		"end < start":  {Matchers: all, Start: 2, End: 1, Mode: node.ModeRaw},
+		"no step":      {Matchers: all, Start: 0, End: 1, Mode: node.ModeDownsample, Downsample: rollup.FuncAvg},
+		"series limit": {Matchers: all, Start: 0, End: 1, Mode: node.ModeRaw, LimitSeries: 3},
+	} {
+		_, err := fe.Query(ctx, q, func(node.Series) error { return nil })
+		if !errors.Is(err, node.ErrBadQuery) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, err := query.New(query.Options{}); err == nil {
+		t.Fatal("options without a catalog were accepted")
+	}
+}
