@@ -26,10 +26,29 @@ func (n *Node) flushLoop() {
 		case <-t.C:
 		case <-n.flushWake:
 		}
+		n.sealAgedSegment()
 		if err := n.flush(false); err != nil {
 			n.stats.flushErrors.Add(1)
 			n.log.Error("flush head to store failed; will retry", "err", err)
 		}
+	}
+}
+
+// sealAgedSegment seals the open WAL segment once it is WALSegmentAge old,
+// also when no write comes along to do it: otherwise an edge whose writes
+// stop would never ship (or release) its last points.
+func (n *Node) sealAgedSegment() {
+	// NB: under the write lock, as in the write path: a writer decides which
+	// series to define in a record from the segment MaybeCut left open, so a
+	// cut between its MaybeCut and its Append would leave a segment using
+	// series it does not define.
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed.Load() {
+		return
+	}
+	if _, _, err := n.wal.MaybeCut(); err != nil {
+		n.log.Error("seal aged WAL segment failed; will retry", "err", err)
 	}
 }
 

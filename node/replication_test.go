@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/wal"
@@ -218,5 +219,30 @@ func TestWriteGate_RefusesWholeWrites(t *testing.T) {
 	}
 	if got := storedPoints(t, n, now-10, now); got != 1 {
 		t.Fatalf("%d points stored, want only the one written through the open gate", got)
+	}
+}
+
+// An edge whose writes stop must still seal (and so ship) its last
+// segment once it is WALSegmentAge old.
+func TestWAL_IdleSegmentIsSealedByAge(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.FlushInterval = 10 * time.Millisecond
+	o.WALSegmentAge = 50 * time.Millisecond
+	n := mustOpen(t, o)
+	defer n.Close()
+	ts := base.Add(39 * 24 * time.Hour).UnixMilli()
+	if res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil || res.Accepted != 1 {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sealedCount(n.WALSegments()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the segment holding the only write was not sealed 20 s after it aged: %+v", n.WALSegments())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	segs := n.WALSegments()
+	if got := segs[0]; !got.Sealed || got.Points != 1 {
+		t.Fatalf("sealed segment %+v, want one point", got)
 	}
 }
