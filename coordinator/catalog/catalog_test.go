@@ -500,7 +500,25 @@ func randomCommands(seed uint64, n int) []Command {
 				out = append(out, SetPlacement{Edge: edge(), Replicas: []string{fmt.Sprintf("c%d", 1+r.IntN(4))}})
 			}
 		case 9:
-			out = append(out, membershipCmd{voters: randomSubset(r)})
+			if r.IntN(2) == 0 {
+				out = append(out, membershipCmd{voters: randomSubset(r)})
+				break
+			}
+			// A gap: usually the next numbers, sometimes over numbers
+			// already held or recorded.
+			e := edge()
+			after := seq[e]
+			if r.IntN(3) == 0 && after > 4 {
+				after -= uint64(r.IntN(4))
+			}
+			through := after + 1 + uint64(r.IntN(4))
+			seq[e] = max(seq[e], through)
+			g := GapRange{AfterSeq: after, ThroughSeq: through, Reason: GapReason(1 + r.IntN(3)), Points: -1}
+			if r.IntN(2) == 0 {
+				g.Segments, g.Points = through-after, int64(r.IntN(500))
+				g.MinTimeMs, g.MaxTimeMs = int64(after*100+100), int64(through*100+99)
+			}
+			out = append(out, RecordGap{Edge: e, Gaps: []GapRange{g}})
 		}
 	}
 	return out
