@@ -107,7 +107,7 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 				return info, err
 			}
 			pi := msg.GetInfo()
-			info = node.QueryInfo{Source: pi.GetSource(), Series: int(pi.GetSeries()), Points: pi.GetPoints()}
+			info = node.QueryInfo{Source: pi.GetSource(), Series: int(pi.GetSeries()), Points: pi.GetPoints(), Warnings: pi.GetWarnings()}
 			return info, nil
 		}
 	}

@@ -178,7 +178,7 @@ func (s *Server) Query(req *clusterv1.QueryRequest, stream clusterv1.ReplicaServ
 		return toStatus(err)
 	}
 	msg.Done = true
-	msg.Info = &clusterv1.QueryInfo{Source: info.Source, Series: int64(info.Series), Points: info.Points}
+	msg.Info = &clusterv1.QueryInfo{Source: info.Source, Series: int64(info.Series), Points: info.Points, Warnings: info.Warnings}
 	return send()
 }
 

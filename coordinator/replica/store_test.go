@@ -421,4 +421,3 @@ func TestOptions_Validate(t *testing.T) {
 		t.Fatalf("engine options %+v", no)
 	}
 }
-

@@ -801,10 +801,13 @@ func (x *QuerySeries) GetContinued() bool {
 
 // QueryInfo says how a query was answered.
 type QueryInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	Series        int64                  `protobuf:"varint,2,opt,name=series,proto3" json:"series,omitempty"`
-	Points        int64                  `protobuf:"varint,3,opt,name=points,proto3" json:"points,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Series int64                  `protobuf:"varint,2,opt,name=series,proto3" json:"series,omitempty"`
+	Points int64                  `protobuf:"varint,3,opt,name=points,proto3" json:"points,omitempty"`
+	// warnings say, one line each, what the answer is missing or how it was
+	// degraded.
+	Warnings      []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -858,6 +861,13 @@ func (x *QueryInfo) GetPoints() int64 {
 		return x.Points
 	}
 	return 0
+}
+
+func (x *QueryInfo) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 // QueryResponse is one message of a query answer.
@@ -970,11 +980,12 @@ const file_tributary_cluster_v1_replica_proto_rawDesc = "" +
 	"\x06labels\x18\x02 \x03(\v2\x1b.tributary.cluster.v1.LabelR\x06labels\x12#\n" +
 	"\rtimestamps_ms\x18\x03 \x03(\x03R\ftimestampsMs\x12\x16\n" +
 	"\x06values\x18\x04 \x03(\x01R\x06values\x12\x1c\n" +
-	"\tcontinued\x18\x05 \x01(\bR\tcontinued\"S\n" +
+	"\tcontinued\x18\x05 \x01(\bR\tcontinued\"o\n" +
 	"\tQueryInfo\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06series\x18\x02 \x01(\x03R\x06series\x12\x16\n" +
-	"\x06points\x18\x03 \x01(\x03R\x06points\"\x93\x01\n" +
+	"\x06points\x18\x03 \x01(\x03R\x06points\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\x93\x01\n" +
 	"\rQueryResponse\x129\n" +
 	"\x06series\x18\x01 \x03(\v2!.tributary.cluster.v1.QuerySeriesR\x06series\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x123\n" +
