@@ -1,0 +1,46 @@
+// Package intake is the coordinators' side of the replication protocol:
+// the tributary.v1.ReplicationService server that edge nodes ship their
+// sealed WAL segments to (docs/replication.md, sections 1 and 2, and
+// proto/tributary/v1/replication.proto are the specification).
+//
+// # One stream
+//
+//  1. Hello: the edge's identity comes from Options.Identity (the verified
+//     mTLS client certificate in production); a hello naming another node
+//     ends the stream with PERMISSION_DENIED. An edge the catalog does not
+//     know, or whose query address changed, is registered
+//     (catalog.RegisterNode). The welcome is answered from a linearizable
+//     read of the catalog: acked_through and the covered runs above it.
+//  2. Segments: parts go through a wire.Assembler (protocol checks, limits,
+//     decompression, verification; its refusals are sent as they are and
+//     the stream stays open). A complete segment the catalog already holds
+//     is checked against a stored CRC and acknowledged again (same CRC) or
+//     refused with CONFLICT. Any other segment is stored on every replica
+//     of the edge's placement, in parallel (Replicas.Store); then the series
+//     the catalog does not yet list for the edge are registered with one
+//     RegisterSeries, the run [prev_seq+1, seq] is recorded with RecordHeld,
+//     and only then is the segment acknowledged, with the acked_through the
+//     command returned.
+//  3. Gaps: checked (wire.CheckGap), recorded with RecordGap, acknowledged.
+//
+// A failure to make something durable (a replica, the raft catalog, a
+// timeout) is refused as UNAVAILABLE, retryable; a rejected catalog
+// command as MALFORMED or CONFLICT. Nothing is acknowledged on an error.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use and serves any number of streams.
+// Each stream has one goroutine that receives (and only it reads from the
+// gRPC stream) and one that owns the assembler and is the only one to
+// send; up to maxInflight segments and gaps of a stream are made durable
+// concurrently by worker goroutines, which hand their answer back to the
+// sender. The next message is read only while fewer than maxInflight are
+// being processed, which bounds a stream's memory to maxInflight
+// segments plus the one being reassembled. Acks therefore may leave in
+// another order than the segments arrived, which the protocol allows.
+// Cancelling a stream (the edge leaves, or Close) cancels its workers; the
+// stream ends only once they have returned.
+//
+// Heartbeats of the edges with an open stream are batched: one
+// catalog.Heartbeat command per Options.HeartbeatInterval for all of them.
+package intake

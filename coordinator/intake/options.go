@@ -1,0 +1,112 @@
+package intake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/replicator/wire"
+)
+
+// Raft is what the intake needs of the raft member (*raftnode.Node
+// satisfies it). Propose returns the catalog's result, or a
+// *catalog.CommandError for a rejected command.
+type Raft interface {
+	Propose(ctx context.Context, cmd []byte) (any, error)
+	LinearizableRead(ctx context.Context) error
+}
+
+// Replicas stores segments on coordinators (this one or peers) and reads
+// back stored CRCs.
+type Replicas interface {
+	// Store makes the verified segment file durable on coordinator
+	// coordID. A conflicting stored segment returns an error wrapping
+	// ErrConflict.
+	Store(ctx context.Context, coordID, edge string, seq uint64, crc uint32, file []byte) (series []labels.Labels, err error)
+	// CRC reports the crc stored for (edge, seq) on coordinator coordID,
+	// ok=false if unknown/not checkable.
+	CRC(ctx context.Context, coordID, edge string, seq uint64) (crc uint32, ok bool, err error)
+}
+
+// ErrConflict is wrapped by a Replicas.Store error when the replica holds
+// the segment with another CRC.
+var ErrConflict = errors.New("intake: segment conflicts with a stored one")
+
+// maxInflight bounds the segments and gaps of one stream being made
+// durable at the same time (the edge's default window): the next message
+// is read only under it.
+const maxInflight = 8
+
+// Options configure a Server.
+type Options struct {
+	CoordinatorID string       // this coordinator's node id (required)
+	Catalog       *catalog.FSM // read side (required)
+	Raft          Raft         // required
+	Replicas      Replicas     // required
+	// Identity returns the verified identity of a stream's caller (the
+	// node id its client certificate proves). Nil trusts the hello's
+	// node_id: insecure or local mode only.
+	Identity func(ctx context.Context) (string, error)
+	// Limits bound a segment and a part; zero fields take the wire
+	// defaults, and the welcome announces the result.
+	Limits wire.Limits
+	// HeartbeatInterval (10s): how often the heartbeats of the edges with
+	// an open stream are proposed, all in one command.
+	HeartbeatInterval time.Duration
+	// ProposalTimeout (10s) bounds each step of making a segment or gap
+	// durable: one proposal, a linearizable read, a store on the replicas.
+	ProposalTimeout time.Duration
+	Logger          *slog.Logger
+	Now             func() time.Time // default time.Now; dates registrations and heartbeats
+}
+
+// Validate fills in defaults and rejects impossible values.
+func (o *Options) Validate() error {
+	var bad []string
+	if o.CoordinatorID == "" {
+		bad = append(bad, "CoordinatorID is required")
+	}
+	if o.Catalog == nil {
+		bad = append(bad, "Catalog is required")
+	}
+	if o.Raft == nil {
+		bad = append(bad, "Raft is required")
+	}
+	if o.Replicas == nil {
+		bad = append(bad, "Replicas is required")
+	}
+	if o.Limits.MaxSegmentBytes == 0 {
+		o.Limits.MaxSegmentBytes = wire.DefaultMaxSegmentBytes
+	}
+	if o.Limits.MaxPartBytes == 0 {
+		o.Limits.MaxPartBytes = wire.DefaultMaxPartBytes
+	}
+	if o.Limits.MaxPartBytes < 1024 || o.Limits.MaxPartBytes > math.MaxUint32 {
+		bad = append(bad, fmt.Sprintf("Limits.MaxPartBytes %d is outside 1 KiB..4 GiB", o.Limits.MaxPartBytes))
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 10 * time.Second
+	}
+	if o.ProposalTimeout == 0 {
+		o.ProposalTimeout = 10 * time.Second
+	}
+	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 {
+		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s or ProposalTimeout %s", o.HeartbeatInterval, o.ProposalTimeout))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if len(bad) > 0 {
+		return errors.New("intake options: " + strings.Join(bad, "; "))
+	}
+	return nil
+}

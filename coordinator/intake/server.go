@@ -1,0 +1,157 @@
+package intake
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// Server is a coordinator's ReplicationService.
+type Server struct {
+	o Options
+
+	ctx    context.Context // canceled by Close: open streams end
+	cancel context.CancelFunc
+	hbDone chan struct{}
+	close  sync.Once
+
+	mu   sync.Mutex
+	open map[string]int // edge → open streams; REQUIRES: mu held
+
+	streams, streamsOpen, segments, duplicates, conflicts atomic.Int64
+	gaps, bytes, heartbeats                               atomic.Int64
+	refusals                                              sync.Map // pb.ShipErrorCode → *atomic.Int64
+}
+
+// Stats counts what a Server did since New.
+type Stats struct {
+	StreamsOpen int64 // streams past their hello, now
+	Streams     int64 // streams that got a welcome, in total
+	// SegmentsStored counts segments stored on their replicas and recorded;
+	// Duplicates segments already held and acknowledged again; Conflicts
+	// segments held with another CRC (refused).
+	SegmentsStored, Duplicates, Conflicts int64
+	// Refusals counts ShipErrors sent, by code name
+	// (SHIP_ERROR_CODE_UNAVAILABLE, ...), conflicts included.
+	Refusals map[string]int64
+	// GapsRecorded counts gap declarations acknowledged (replays included).
+	GapsRecorded int64
+	// BytesReceived counts the data bytes of segment parts received
+	// (compressed, as on the wire).
+	BytesReceived int64
+	// Heartbeats counts Heartbeat commands proposed.
+	Heartbeats int64
+}
+
+// New returns a Server and starts its heartbeat batcher; Close stops it.
+func New(o Options) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), open: map[string]int{}}
+	go s.heartbeatLoop()
+	return s, nil
+}
+
+// Register registers the ReplicationService on g.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterReplicationServiceServer(g, service{s: s})
+}
+
+// Close stops the heartbeat batcher and ends the open streams (their
+// unfinished segments are not acknowledged; the edges resend them). It
+// waits for the batcher, not for the streams.
+func (s *Server) Close() {
+	s.close.Do(func() {
+		s.cancel()
+		<-s.hbDone
+	})
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	st := Stats{
+		StreamsOpen:    s.streamsOpen.Load(),
+		Streams:        s.streams.Load(),
+		SegmentsStored: s.segments.Load(),
+		Duplicates:     s.duplicates.Load(),
+		Conflicts:      s.conflicts.Load(),
+		GapsRecorded:   s.gaps.Load(),
+		BytesReceived:  s.bytes.Load(),
+		Heartbeats:     s.heartbeats.Load(),
+		Refusals:       map[string]int64{},
+	}
+	s.refusals.Range(func(k, v any) bool {
+		st.Refusals[k.(pb.ShipErrorCode).String()] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return st
+}
+
+func (s *Server) countRefusal(code pb.ShipErrorCode) {
+	v, _ := s.refusals.LoadOrStore(code, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+// streamOpened and streamClosed keep the set of edges to heartbeat.
+func (s *Server) streamOpened(edge string) {
+	s.mu.Lock()
+	s.open[edge]++
+	s.mu.Unlock()
+	s.streams.Add(1)
+	s.streamsOpen.Add(1)
+}
+
+func (s *Server) streamClosed(edge string) {
+	s.mu.Lock()
+	if s.open[edge]--; s.open[edge] <= 0 {
+		delete(s.open, edge)
+	}
+	s.mu.Unlock()
+	s.streamsOpen.Add(-1)
+}
+
+// heartbeatLoop proposes, every HeartbeatInterval, one Heartbeat command
+// for every edge with an open stream.
+func (s *Server) heartbeatLoop() {
+	defer close(s.hbDone)
+	t := time.NewTicker(s.o.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		edges := slices.Sorted(maps.Keys(s.open))
+		s.mu.Unlock()
+		if len(edges) == 0 {
+			continue
+		}
+		now := s.o.Now().UnixMilli()
+		beats := make([]catalog.Beat, len(edges))
+		for i, e := range edges {
+			beats[i] = catalog.Beat{ID: e, TimeMs: now}
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.o.ProposalTimeout)
+		_, err := s.o.Raft.Propose(ctx, catalog.EncodeCommand(catalog.Heartbeat{Beats: beats}))
+		cancel()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.o.Logger.Warn("record edge heartbeats", "edges", len(edges), "err", err)
+			}
+			continue
+		}
+		s.heartbeats.Add(1)
+	}
+}

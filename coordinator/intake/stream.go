@@ -1,0 +1,292 @@
+package intake
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+	"github.com/tributarydb/tributary/replicator/wire"
+)
+
+// service adapts a Server to the generated interface, so that Ship is not
+// part of Server's own API.
+type service struct {
+	pb.UnimplementedReplicationServiceServer
+	s *Server
+}
+
+func (v service) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]) error {
+	return v.s.ship(stream)
+}
+
+type received struct {
+	m   *pb.ShipRequest
+	err error
+}
+
+// ship serves one stream (see the package documentation).
+func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+
+	// The receiver is the only reader of the stream. It hands over one
+	// message at a time, so it never holds more than one part; it ends
+	// when the stream's context does (gRPC cancels it once ship returns).
+	recv := make(chan received)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			select {
+			case recv <- received{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	next := func() (*pb.ShipRequest, error) {
+		select {
+		case r := <-recv:
+			return r.m, r.err
+		case <-ctx.Done():
+			return nil, s.ended(ctx)
+		}
+	}
+
+	first, err := next()
+	if err != nil {
+		return err
+	}
+	edge, err := s.hello(ctx, first.GetHello())
+	if err != nil {
+		return err
+	}
+	welcome, err := s.welcome(ctx, edge)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	s.streamOpened(edge)
+	defer s.streamClosed(edge)
+	log := s.o.Logger.With("edge", edge)
+	log.Info("replication stream open", "acked_through", welcome.AckedThrough, "held_runs", len(welcome.Held),
+		"software_version", first.GetHello().GetSoftwareVersion())
+
+	asm, err := wire.NewAssembler(edge, s.o.Limits)
+	if err != nil {
+		return status.Errorf(codes.Internal, "segment assembler: %v", err)
+	}
+	defer asm.Close()
+
+	// Workers answer on done (never blocking: at most maxInflight run);
+	// this goroutine is the only sender.
+	done := make(chan *pb.ShipResponse, maxInflight)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred later, runs first)
+	defer cancel()
+	inflight := 0
+	recvOpen := true
+	send := func(r *pb.ShipResponse) error {
+		if e := r.GetError(); e != nil {
+			s.countRefusal(e.Code)
+			log.Warn("replication refusal", "seq", e.Seq, "gap_through", e.GapThrough, "code", e.Code, "retryable", e.Retryable, "msg", e.Message)
+		}
+		return stream.Send(r)
+	}
+	for {
+		var in chan received
+		if recvOpen && inflight < maxInflight {
+			in = recv
+		}
+		if !recvOpen && inflight == 0 {
+			log.Info("replication stream closed by the edge")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return s.ended(ctx)
+		case r := <-done:
+			inflight--
+			if err := send(r); err != nil {
+				return err
+			}
+		case r := <-in:
+			if r.err != nil {
+				if errors.Is(r.err, io.EOF) {
+					// The edge closed its side: finish what is in flight.
+					recvOpen = false
+					continue
+				}
+				return r.err
+			}
+			switch b := r.m.Body.(type) {
+			case *pb.ShipRequest_Segment:
+				s.bytes.Add(int64(len(b.Segment.GetData())))
+				seg, werr := asm.Add(b.Segment)
+				if werr != nil {
+					if err := send(refusal(werr)); err != nil {
+						return err
+					}
+					continue
+				}
+				if seg == nil {
+					continue
+				}
+				inflight++
+				wg.Go(func() { done <- s.segment(ctx, edge, seg) })
+			case *pb.ShipRequest_Gap:
+				if werr := wire.CheckGap(edge, b.Gap); werr != nil {
+					if err := send(refusal(werr)); err != nil {
+						return err
+					}
+					continue
+				}
+				inflight++
+				g := b.Gap
+				wg.Go(func() { done <- s.gap(ctx, edge, g) })
+			case *pb.ShipRequest_Hello:
+				return status.Error(codes.FailedPrecondition, "second hello on the stream")
+			default:
+				return status.Error(codes.InvalidArgument, "empty request")
+			}
+		}
+	}
+}
+
+// ended is the status of a stream whose context is done.
+func (s *Server) ended(ctx context.Context) error {
+	if s.ctx.Err() != nil {
+		return status.Error(codes.Unavailable, "coordinator intake is shutting down")
+	}
+	return status.FromContextError(context.Cause(ctx)).Err()
+}
+
+// hello checks the first message and registers the edge if needed. It
+// returns the edge's node id.
+func (s *Server) hello(ctx context.Context, h *pb.ShipHello) (string, error) {
+	if h == nil {
+		return "", status.Error(codes.FailedPrecondition, "the first message of a stream must be a hello")
+	}
+	identity := ""
+	if s.o.Identity != nil {
+		id, err := s.o.Identity(ctx)
+		if err != nil {
+			return "", status.Errorf(codes.Unauthenticated, "caller identity: %v", err)
+		}
+		if id == "" {
+			return "", status.Error(codes.Unauthenticated, "caller has no identity")
+		}
+		if h.GetNodeId() != id {
+			return "", status.Errorf(codes.PermissionDenied, "hello names node %q, the caller is %q", h.GetNodeId(), id)
+		}
+		identity = id
+	}
+	if err := wire.CheckHello(h, identity); err != nil {
+		return "", status.Error(codes.FailedPrecondition, err.Error())
+	}
+	edge := h.GetNodeId()
+	n, known := s.o.Catalog.Node(edge)
+	if known && n.Role != catalog.RoleEdge {
+		return "", status.Errorf(codes.PermissionDenied, "node %q is registered as a %s, not an edge", edge, n.Role)
+	}
+	if known && n.Identity != "" && identity != "" && n.Identity != identity {
+		return "", status.Errorf(codes.PermissionDenied, "node %q is registered with identity %q, the caller is %q", edge, n.Identity, identity)
+	}
+	if known && n.Addr == h.GetQueryAddr() && (identity == "" || n.Identity == identity) {
+		return edge, nil
+	}
+	reg := catalog.RegisterNode{ID: edge, Role: catalog.RoleEdge, Addr: h.GetQueryAddr(), Identity: identity, TimeMs: s.o.Now().UnixMilli()}
+	if known {
+		reg.Labels = n.Labels
+		if identity == "" {
+			reg.Identity = n.Identity // insecure mode keeps what a certificate proved before
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
+	defer cancel()
+	if _, err := s.o.Raft.Propose(pctx, catalog.EncodeCommand(reg)); err != nil {
+		var ce *catalog.CommandError
+		if errors.As(err, &ce) {
+			return "", status.Errorf(codes.FailedPrecondition, "register edge %q: %v", edge, err)
+		}
+		return "", status.Errorf(codes.Unavailable, "register edge %q: %v", edge, err)
+	}
+	return edge, nil
+}
+
+// welcome reads the edge's progress linearizably.
+func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
+	defer cancel()
+	if err := s.o.Raft.LinearizableRead(rctx); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "read the catalog for edge %q: %v", edge, err)
+	}
+	p, _ := s.o.Catalog.Progress(edge)
+	through := p.AckedThrough()
+	return &pb.ShipWelcome{
+		CoordinatorId:   s.o.CoordinatorID,
+		AckedThrough:    through,
+		Held:            coveredAbove(p, through, wire.MaxHeldRuns),
+		MaxSegmentBytes: s.o.Limits.MaxSegmentBytes,
+		MaxPartBytes:    uint32(s.o.Limits.MaxPartBytes),
+	}, nil
+}
+
+// coveredAbove returns the runs of sequence numbers above through that are
+// held or inside a recorded gap (the protocol's "covered"), merged,
+// ascending, at most limit (the lowest).
+func coveredAbove(p catalog.EdgeProgress, through uint64, limit int) []*pb.SeqRange {
+	type run struct{ first, last uint64 }
+	runs := make([]run, 0, len(p.Held)+len(p.Gaps))
+	for _, h := range p.Held {
+		runs = append(runs, run{h.FirstSeq, h.LastSeq})
+	}
+	for _, g := range p.Gaps {
+		runs = append(runs, run{g.AfterSeq + 1, g.ThroughSeq})
+	}
+	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.first, b.first) })
+	var out []*pb.SeqRange
+	for _, r := range runs {
+		if r.last <= through {
+			continue
+		}
+		r.first = max(r.first, through+1)
+		if n := len(out); n > 0 && out[n-1].LastSeq+1 >= r.first {
+			out[n-1].LastSeq = max(out[n-1].LastSeq, r.last)
+			continue
+		}
+		if len(out) == limit {
+			break
+		}
+		out = append(out, &pb.SeqRange{FirstSeq: r.first, LastSeq: r.last})
+	}
+	return out
+}
+
+func refusal(e *wire.Error) *pb.ShipResponse {
+	return &pb.ShipResponse{Body: &pb.ShipResponse_Error{Error: e.Proto()}}
+}
+
+func ack(a *pb.ShipAck) *pb.ShipResponse {
+	return &pb.ShipResponse{Body: &pb.ShipResponse_Ack{Ack: a}}
+}
+
+func unavailable(seq, gapThrough uint64, format string, args ...any) *wire.Error {
+	return &wire.Error{Seq: seq, GapThrough: gapThrough, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, Retryable: true,
+		Msg: fmt.Sprintf(format, args...)}
+}
