@@ -99,11 +99,16 @@ type RegisterSeries struct {
 // RecordHeld records segment ranges of an edge that the cloud now holds
 // and advances the edge's watermark. Recording a range already held is a
 // no-op (replays are idempotent); a range overlapping a held run without
-// lying inside it rejects the whole command. Result: RecordHeldResult.
+// lying inside it rejects the whole command. Held segments win over gaps:
+// the ranges cut the recorded gaps they overlap (a cut gap's counts
+// become unknown), and a command that would leave more than MaxGapRuns
+// gaps is rejected (ErrLimit). The watermark then moves forward as
+// described at EdgeProgress. Result: RecordHeldResult.
 type RecordHeld struct {
 	Edge   string
 	Ranges []HeldRange
-	// WatermarkSeq (0: unchanged) must be held once Ranges are recorded.
+	// WatermarkSeq (0: unchanged) must be held or in a recorded gap once
+	// Ranges are recorded.
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
 }

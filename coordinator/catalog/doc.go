@@ -6,7 +6,8 @@
 // members, every series of the fleet with its fleet-wide id and label
 // postings, which edges registered which series, the placement of each
 // edge's data on coordinators, what the cloud holds of each edge (held
-// segment ranges with point counts, and the watermark), and the fleet
+// segment ranges with point counts, the gaps the edge declared, and the
+// watermark), and the fleet
 // configuration edges pull (retention, rollups, rate limits, replication
 // factor, series limit).
 //
@@ -55,8 +56,12 @@
 //	set-placement  (6) = string edge, uvarint n, n × string coordinator id
 //	rebalance      (7) = (empty)
 //	set-config     (8) = config
+//	record-gap     (9) = string edge, uvarint n, n × gap
 //	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
 //	                 varint minTimeMs, varint maxTimeMs
+//	gap            = uvarint afterSeq, uvarint throughSeq, u8 reason
+//	                 (1 backlog-overflow, 2 dropped, 3 missing), uvarint segments,
+//	                 varint points, varint minTimeMs, varint maxTimeMs
 //	config         = varint retentionRawMs, varint retention1hMs, varint retention1dMs,
 //	                 bool rollupHourly, bool rollupDaily, uvarint rateLimitPointsPerSec,
 //	                 uvarint rateLimitBurstPoints, uvarint replicationFactor, uvarint maxSeries
@@ -67,13 +72,28 @@
 // 1..128 bytes of [A-Za-z0-9._:-]; series labels follow node/labels rules
 // and DefaultLimits (an invalid series is rejected on its own, the rest of
 // its batch is registered); ranges have 1 <= first <= last and
-// minTime <= maxTime.
+// minTime <= maxTime; gaps have after < through, a known reason,
+// points >= -1 and minTime <= maxTime.
 //
-// # Snapshot encoding (version 1)
+// # Progress: held runs, gaps, watermark
+//
+// An edge's segment covers sequence numbers prevSeq+1..seq; a gap the edge
+// declares covers afterSeq+1..throughSeq. Held segments win over gaps: a
+// RecordGap records only the numbers neither held nor already in a gap
+// (the first declaration wins), and a RecordHeld cuts the gaps it
+// overlaps; a gap that loses numbers keeps its reason and time span, and
+// its counts become unknown (segments 0, points -1). Adjacent gaps of one
+// reason merge. AckedThrough is the highest S with every number of 1..S
+// held or in a gap. After every RecordHeld and RecordGap the watermark
+// moves forward on its own to AckedThrough (sequence) and to the newest
+// MaxTimeMs of the held runs within 1..AckedThrough (time); RecordHeld may
+// also move it further, to a sequence held or in a gap.
+//
+// # Snapshot encoding (version 2)
 //
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
-//	| TCAT  |  u8 (1) |                  |           |     |           | u32 LE |
+//	| TCAT  |  u8 (2) |                  |           |     |           | u32 LE |
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //
 // The CRC-32C (Castagnoli) covers every byte before it. Each section is
@@ -92,7 +112,11 @@
 //	6 placements  uvarint n, n × (string edge, uvarint epoch, bool pinned,
 //	              uvarint k, k × string coordinator)                             sorted by edge
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
-//	              varint watermarkTimeMs, uvarint k, k × range)                  sorted by edge
+//	              varint watermarkTimeMs, uvarint k, k × range,
+//	              uvarint g, g × gap)                                            sorted by edge
+//
+// Restore also reads version 1, which is version 2 without the gap lists
+// (every edge has no gaps); Snapshot always writes version 2.
 //
 // Postings and coordinator loads are derived and rebuilt by Restore.
 // Restore checks the checksum, the encoding, canonical forms and every

@@ -163,8 +163,8 @@ type EdgeProgress struct {
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
 	// Held lists the held runs, sorted, disjoint and not adjacent (adjacent
-	// runs are merged, summing points). Gaps between runs are segments the
-	// cloud does not hold.
+	// runs are merged, summing points). Numbers between runs are in
+	// recorded gaps, or not accounted for yet.
 	Held []HeldRange
 	// Gaps lists the recorded gaps, sorted, disjoint, overlapping no held
 	// run, with adjacent gaps of the same reason merged. Held segments win:
