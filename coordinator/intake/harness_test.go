@@ -136,7 +136,10 @@ func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, cr
 		m[segKey(edge, seq)] = &stored{crc: crc, points: info.Points, times: 1}
 		r.mu.Unlock()
 	}
-	if f := r.afterStore; f != nil {
+	r.mu.Lock()
+	f := r.afterStore
+	r.mu.Unlock()
+	if f != nil {
 		f(edge, seq)
 	}
 	return series, nil
