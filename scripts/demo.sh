@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Demo: start a Tributary node on a fresh data directory, write ten minutes of
-# CAN-bus data from three vehicles to it over gRPC, run the queries a new user
-# would try, then write climate readings as InfluxDB line protocol over HTTP
-# and read them back with PromQL and OpenTSDB's API, and stop the node. `make demo` runs it after `make build`.
+# Demo, in two acts. `make demo` runs it after `make build`.
+#
+# 1. `tributary local` (a coordinator and an edge node in one process) on a
+#    fresh data directory: write ten minutes of CAN-bus data from three
+#    vehicles over gRPC and a building's climate readings as InfluxDB line
+#    protocol over HTTP, run the queries a new user would try (gRPC, PromQL,
+#    OpenTSDB) through the coordinator, and wait until the coordinator holds
+#    every acknowledged point (its replicated WAL segments, from the catalog).
+# 2. Stop it and start the coordinator alone on its half of the data
+#    directory: with the edge gone, the same queries are answered from the
+#    replicated data only, and every answer is checked again.
 #
 #   scripts/demo.sh [tribench demo flags, e.g. --vehicles 5 --minutes 30]
 #
 # Environment:
 #   DEMO_DIR   where each run's data directory is made (default ./demo-data)
-#   DEMO_PORT  loopback port for the node's gRPC listener (default: a free one)
-#   DEMO_HTTP_PORT  loopback port for its HTTP listener (default: a free one)
+#   DEMO_PORT  loopback port for the gRPC listener (default: a free one)
+#   DEMO_HTTP_PORT  loopback port for the HTTP listener (default: a free one)
 #   BIN        the tributary binary (default bin/tributary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +33,8 @@ fi
 base="${DEMO_DIR:-./demo-data}"
 run="$(date +%Y%m%d-%H%M%S)"
 data_dir="$base/$run"
-node_log="$base/$run.node.log"
+node_log="$base/$run.local.log"
+coord_log="$base/$run.coordinator.log"
 mkdir -p "$data_dir"
 
 # A loopback port nobody listens on (the node reports it if it cannot bind).
@@ -42,8 +50,12 @@ free_port() {
 }
 port="${DEMO_PORT:-$(free_port)}"
 http_port="${DEMO_HTTP_PORT:-$(free_port "$port")}"
+cluster_port="$(free_port "$port")"
+intake_port="$(free_port "$http_port")"
 addr="127.0.0.1:$port"
 http_addr="127.0.0.1:$http_port"
+cluster_addr="127.0.0.1:$cluster_port"
+intake_addr="127.0.0.1:$intake_port"
 
 node_pid=""
 stop_node() {
@@ -51,50 +63,72 @@ stop_node() {
   local pid="$node_pid" status=0
   node_pid=""
   kill -TERM "$pid" 2>/dev/null || true
-  # The node flushes its head to RocksDB before exiting; give it time.
+  # The edge flushes its head to RocksDB before exiting; give it time.
   for _ in $(seq 300); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then
-    echo "demo: node did not exit 30 s after SIGTERM; killing it" >&2
+    echo "demo: server did not exit 30 s after SIGTERM; killing it" >&2
     kill -KILL "$pid" 2>/dev/null || true
   fi
   wait "$pid" || status=$?
   return "$status"
 }
-# Never leave a node behind, whatever happens.
+# Never leave a server behind, whatever happens.
 trap 'stop_node || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "demo: starting $bin node on $addr (gRPC) and $http_addr (HTTP) (data $data_dir, log $node_log)"
-"$bin" node --data-dir "$data_dir" --listen "$addr" --http-listen "$http_addr" \
-  --wal-sync always --log-level info >"$node_log" 2>&1 &
+# wait_ready LOG: wait until the server started last logs that it is ready.
+wait_ready() {
+  for _ in $(seq 300); do
+    if grep -qE 'msg="[a-z]+ ready' "$1"; then return 0; fi
+    kill -0 "$node_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "demo: the server did not become ready; last lines of $1:" >&2
+  tail -n 20 "$1" >&2
+  return 1
+}
+
+# stop_checked LOG: stop the server, showing its log if it failed.
+stop_checked() {
+  if ! stop_node; then
+    echo "demo: the server exited with an error; last lines of $1:" >&2
+    tail -n 20 "$1" >&2
+    return 1
+  fi
+}
+
+end_ms="$(date +%s%3N)"
+
+echo "demo: act 1: starting $bin local on $addr (gRPC) and $http_addr (HTTP) (data $data_dir, log $node_log)"
+"$bin" local --data-dir "$data_dir" --listen "$addr" --http-listen "$http_addr" \
+  --cluster-listen "$cluster_addr" --intake-listen "$intake_addr" \
+  --wal-sync always --wal-segment-age 2s --log-level info >"$node_log" 2>&1 &
 node_pid=$!
-
-ready=""
-for _ in $(seq 300); do
-  if grep -qiw ready "$node_log"; then ready=yes; break; fi
-  kill -0 "$node_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$ready" ]; then
-  echo "demo: the node did not become ready; last lines of $node_log:" >&2
-  tail -n 20 "$node_log" >&2
-  exit 1
-fi
-
-echo "demo: node ready (pid $node_pid)"
+wait_ready "$node_log"
+echo "demo: local ready (pid $node_pid): writes go to the edge node, queries through the coordinator"
 echo
-"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" "$@"
+"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" \
+  --fleet-url "http://$http_addr/api/v1/fleet" --end-ms "$end_ms" "$@"
 echo
+echo "demo: stopping local (SIGTERM)"
+stop_checked "$node_log"
 
-echo "demo: stopping the node (SIGTERM)"
-if ! stop_node; then
-  echo "demo: the node exited with an error; last lines of $node_log:" >&2
-  tail -n 20 "$node_log" >&2
-  exit 1
-fi
-echo "demo: data is in $data_dir (node log: $node_log)"
-echo "demo: restart it with: $bin node --data-dir $data_dir --listen $addr --http-listen $http_addr"
+echo
+echo "demo: act 2: the edge is gone; starting the coordinator alone on $data_dir/coordinator (log $coord_log)"
+"$bin" coordinator --id local-coordinator --raft-id 1 --data-dir "$data_dir/coordinator" --insecure-cluster \
+  --peers "1=local-coordinator@$cluster_addr" --cluster-listen "$cluster_addr" --intake-listen "$intake_addr" \
+  --listen "$addr" --http-listen "$http_addr" --log-level info >"$coord_log" 2>&1 &
+node_pid=$!
+wait_ready "$coord_log"
+echo "demo: coordinator ready (pid $node_pid): every answer now comes from the replicated data"
+echo
+"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" --end-ms "$end_ms" --skip-write "$@"
+echo
+echo "demo: stopping the coordinator (SIGTERM)"
+stop_checked "$coord_log"
+echo "demo: data is in $data_dir (edge: $data_dir/edge, coordinator: $data_dir/coordinator)"
+echo "demo: restart both with: $bin local --data-dir $data_dir --listen $addr --http-listen $http_addr --cluster-listen $cluster_addr --intake-listen $intake_addr"

@@ -1,5 +1,5 @@
-// Command tributary is Tributary's single binary: the storage node and its
-// client commands. Run `tributary help` for the list.
+// Command tributary is Tributary's single binary: the storage node, the
+// coordinator, both in one process (local), and the client commands. Run `tributary help` for the list.
 //
 // This is the only package that calls os.Exit: each subcommand parses its
 // flags into an Options struct and returns an error.
@@ -25,7 +25,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"node", "run a storage node (gRPC, InfluxDB, OpenTSDB and Prometheus APIs)", runNode},
+		{"node", "run a storage node (gRPC, InfluxDB, OpenTSDB and Prometheus APIs), optionally replicating to coordinators", runNode},
+		{"coordinator", "run a cloud coordinator: raft catalog member, replica store, segment intake, fleet-wide queries", runCoordinator},
+		{"local", "run a coordinator and an edge node in one process on a local data dir (writes to the edge, queries fleet-wide)", runLocal},
 		{"write", "write points from a file or stdin (line protocol or CSV) and print a summary", runWrite},
 		{"query", "query a server: raw, downsampled, grouped or last point (table, CSV or JSON)", runQuery},
 		{"series", "list the series matching a selector", runSeries},

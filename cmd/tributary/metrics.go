@@ -9,6 +9,7 @@ import (
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/replicator"
 )
 
 // metricsHandler serves the node's counters in the Prometheus text
@@ -16,7 +17,7 @@ import (
 // reason), limit violations and protocol counters of the client APIs, and
 // the sizes of the head and the WAL. It is a plain snapshot of counters
 // the node already keeps; richer telemetry comes from OpenTelemetry.
-func metricsHandler(n *node.Node, grpcAPI *api.Server, stats *httpapi.Stats) http.Handler {
+func metricsHandler(n *node.Node, grpcAPI *api.Server, ship *shipping, stats *httpapi.Stats) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -25,7 +26,40 @@ func metricsHandler(n *node.Node, grpcAPI *api.Server, stats *httpapi.Stats) htt
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		writeMetrics(w, n.Status(), grpcAPI.TooLargeRequests(), stats.Snapshot())
+		if ship != nil {
+			writeReplicationMetrics(w, ship.s.Stats())
+		}
 	})
+}
+
+// writeReplicationMetrics exports the edge's replication state: how far
+// the cloud holds its data, the backlog, gaps and dropped points.
+func writeReplicationMetrics(w io.Writer, st replicator.Stats) {
+	gauge := func(name, help string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", name, help, name, name, v)
+	}
+	counter := func(name, help string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %v\n", name, help, name, name, v)
+	}
+	connected := 0
+	if st.Connected {
+		connected = 1
+	}
+	gauge("tributary_replication_connected", "1 while a stream to a coordinator is open and welcomed.", connected)
+	gauge("tributary_replication_acked_through_seq", "Every WAL segment up to this sequence is held by the cloud or a recorded gap.", st.AckedThrough)
+	gauge("tributary_replication_newest_sealed_seq", "Newest sealed WAL segment of this node.", st.NewestSealed)
+	gauge("tributary_replication_lag_seconds", "Age of the newest point of the oldest segment the cloud does not hold yet.", st.LagSeconds)
+	gauge("tributary_replication_lag_bytes", "Bytes of WAL not yet held by the cloud (backlog plus the open segment).", st.LagBytes)
+	gauge("tributary_replication_backlog_segments", "Sealed segments not yet held by the cloud.", st.BacklogSegments)
+	gauge("tributary_replication_backlog_bytes", "Bytes of those segments.", st.BacklogBytes)
+	gauge("tributary_replication_retained_bytes", "Sealed segments kept on disk for shipping (what the budget bounds).", st.RetainedBytes)
+	gauge("tributary_replication_gap_points", "Points in segments declared as gaps (not shipped), since the cursor was created.", st.GapPoints)
+	gauge("tributary_replication_dropped_points", "Points dropped by the drop-oldest overflow policy.", st.DroppedPoints)
+	counter("tributary_replication_shipped_segments_total", "Segments the cloud acknowledged since start.", st.ShippedSegments)
+	counter("tributary_replication_shipped_bytes_total", "Compressed bytes of those segments.", st.ShippedBytes)
+	counter("tributary_replication_shipped_points_total", "Points in those segments.", st.ShippedPoints)
+	counter("tributary_replication_refusals_total", "Segments and gaps the cloud refused.", st.Refusals)
+	counter("tributary_replication_sessions_total", "Streams opened to coordinators.", st.Sessions)
 }
 
 func writeMetrics(w io.Writer, st node.Status, tooLarge int64, events []httpapi.NameCount) {

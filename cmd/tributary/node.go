@@ -66,6 +66,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	walSync, logLevel, logFormat := nodeFlags(fs, &o)
 	var sf serveFlags
 	sf.register(fs)
+	var rf replicateFlags
+	rf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,20 +87,35 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if _, err := sf.tokens(); err != nil {
 		return err
 	}
+	ro, err := rf.options(o.DataDir, log)
+	if err != nil {
+		return err
+	}
 	o.Logger = log
+	var ship *shipping
+	if ro != nil {
+		if ship, err = newShipping(ro, &o); err != nil {
+			return err
+		}
+	}
 	n, err := node.Open(o)
 	if err != nil {
 		return err
 	}
 	grpcAPI := api.New(n, version, "edge")
 	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
-	metrics := func(st *httpapi.Stats) http.Handler { return metricsHandler(n, grpcAPI, st) }
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, log)
+	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
+		mux.Handle("GET /metrics", metricsHandler(n, grpcAPI, ship, st))
+	}
+	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, log)
 	if err != nil {
 		n.Close()
 		return err
 	}
-	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version)...)
+	if ship != nil {
+		ship.start(n, log)
+	}
+	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version, "replicate_to", rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -109,6 +126,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		log.Error("listener stopped", "err", err)
 	}
 	fe.stop(10 * time.Second)
+	ship.stop()
 	if cerr := n.Close(); cerr != nil {
 		return fmt.Errorf("close node: %w", cerr)
 	}

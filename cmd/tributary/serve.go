@@ -104,10 +104,10 @@ func (f *serveFlags) validate() (*tls.Config, error) {
 // start opens the listeners and serves b on them. Every listener is open
 // when it returns; a failure closes what was opened.
 //
-// metrics, when not nil, is mounted on GET /metrics of the HTTP listener
-// (it needs no token, like the health endpoints); it receives the
-// listeners' counters.
-func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), metrics func(*httpapi.Stats) http.Handler, log *slog.Logger) (_ *frontend, err error) {
+// extraHTTP, when not nil, adds handlers to the HTTP listener's mux (GET
+// /metrics needs no token, like the health endpoints; everything else
+// does); it receives the listeners' counters.
+func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), extraHTTP func(*http.ServeMux, *httpapi.Stats), log *slog.Logger) (_ *frontend, err error) {
 	tlsCfg, err := f.validate()
 	if err != nil {
 		return nil, err
@@ -148,8 +148,8 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), m
 		if err := registerHTTP(mux, b, cfg, f.prom); err != nil {
 			return nil, err
 		}
-		if metrics != nil {
-			mux.Handle("GET /metrics", metrics(fe.stats))
+		if extraHTTP != nil {
+			extraHTTP(mux, fe.stats)
 		}
 		h := toks.HTTP(mux, func(*http.Request) { fe.stats.Inc(httpapi.ViolationUnauthorized) }, openPaths...)
 		fe.http = httpapi.NewServer(httpapi.ServerOptions{Handler: h, TLS: tlsCfg, Limits: cfg.Limits, Logger: log})

@@ -122,7 +122,9 @@ func TestServe_MetricsCountViolations(t *testing.T) {
 	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0", limits: httpapi.Limits{MaxBodyBytes: 1 << 10}}
 	grpcAPI := api.New(n, "test", "edge")
-	metrics := func(st *httpapi.Stats) http.Handler { return metricsHandler(n, grpcAPI, st) }
+	metrics := func(mux *http.ServeMux, st *httpapi.Stats) {
+		mux.Handle("GET /metrics", metricsHandler(n, grpcAPI, nil, st))
+	}
 	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

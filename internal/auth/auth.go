@@ -272,3 +272,30 @@ func (t Tokens) With(tokens ...string) Tokens {
 	out.list = append(out.list, NewTokens(tokens...).list...)
 	return out
 }
+
+// MutualTLS loads a member's certificate and key and the CA that signs its
+// peers into a server configuration that requires and verifies client
+// certificates from that CA, and a client configuration that presents the
+// certificate and trusts only that CA. Used for the links between
+// coordinators and from edges to coordinators (mTLS both ways).
+func MutualTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, nil, errors.New("tls: a certificate, its key and a CA file are all required for mutual TLS")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: load key pair %s / %s: %w", certFile, keyFile, err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls: read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("tls: CA %s holds no PEM certificate", caFile)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return server, client, nil
+}

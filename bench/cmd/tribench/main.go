@@ -220,24 +220,41 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated driving")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
 	httpAddr := fs.String("http-addr", "", "node HTTP `address`; when set, also show line protocol, PromQL and OpenTSDB on it")
+	fleetURL := fs.String("fleet-url", "", "a coordinator's GET /api/v1/fleet `URL`; when set, wait until the cloud holds every acknowledged point and show it")
+	endMs := fs.Int64("end-ms", 0, "end of the data in Unix `ms` (default: now); a --skip-write run needs the value of the run that wrote")
+	fs.BoolVar(&o.SkipWrite, "skip-write", false, "only query, checking against the data a run with the same --end-ms wrote")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	o.Out, o.Logger = stdout, logger
-	if _, err := demo.Run(ctx, o); err != nil || *httpAddr == "" {
+	if *endMs != 0 {
+		end := time.UnixMilli(*endMs)
+		o.Now = func() time.Time { return end }
+	}
+	if _, err := demo.Run(ctx, o); err != nil {
 		return err
 	}
-	outs, err := demo.RunCompat(ctx, demo.CompatOptions{HTTPAddr: *httpAddr, Minutes: o.Minutes,
-		CallTimeout: o.CallTimeout, Now: o.Now, Location: o.Location, Out: stdout})
+	if *httpAddr != "" {
+		outs, err := demo.RunCompat(ctx, demo.CompatOptions{HTTPAddr: *httpAddr, Minutes: o.Minutes,
+			CallTimeout: o.CallTimeout, Now: o.Now, Location: o.Location, Out: stdout, SkipWrite: o.SkipWrite})
+		if err != nil {
+			return err
+		}
+		for _, q := range outs {
+			if q.Err != nil {
+				return fmt.Errorf("%s: %w", q.Title, q.Err)
+			}
+		}
+	}
+	if *fleetURL == "" || o.SkipWrite {
+		return nil
+	}
+	acked, err := demo.AcceptedPoints(ctx, o.Addr, o.CallTimeout)
 	if err != nil {
 		return err
 	}
-	for _, q := range outs {
-		if q.Err != nil {
-			return fmt.Errorf("%s: %w", q.Title, q.Err)
-		}
-	}
-	return nil
+	return demo.WaitReplicated(ctx, demo.ReplicationOptions{FleetURL: *fleetURL, Points: acked, Timeout: time.Minute,
+		Location: o.Location, Out: stdout})
 }
 
 // commitFlag defines --commit. The function it returns, called once the

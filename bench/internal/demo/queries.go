@@ -61,6 +61,19 @@ func (d *dataset) record(firstSeries, offset int, msg *tributaryv1.WriteRequest)
 	}
 }
 
+// fill records in d what write sends, without sending it (the generator
+// is deterministic per vehicle).
+func (d *dataset) fill(gen *workload.Generator, perRequest int) {
+	for v, req := range gen.Requests(gen.SeriesPerUnit(), perRequest) {
+		for done := 0; done < d.samples; {
+			n := min(perRequest, d.samples-done)
+			req.Next(n)
+			d.record(v*gen.SeriesPerUnit(), done, req.Msg)
+			done += n
+		}
+	}
+}
+
 func (d *dataset) ts(i int) int64 { return d.startMs + int64(i)*d.gen.IntervalMs() }
 func (d *dataset) endMs() int64   { return d.ts(d.samples - 1) }
 

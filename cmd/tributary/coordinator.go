@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// coordinatorFlags bind the coordinator's flags to coordinator.Options.
+type coordinatorFlags struct {
+	peers                 string
+	peerCert, peerKey, ca string
+	edgeCA                string
+	insecureCluster       bool
+	insecureListen        *bool // shared with the client listeners' flag
+	logLevel, logFormat   string
+	retainRaw, retain1h   time.Duration
+	retain1d              time.Duration
+	headMaxBytes, bcBytes int64
+	shutdownGrace         time.Duration
+}
+
+func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
+	if !local {
+		fs.StringVar(&o.NodeID, "id", "", "this coordinator's node id in the fleet (with TLS: a DNS or URI SAN of its certificate) (required)")
+		fs.Uint64Var(&o.RaftID, "raft-id", 0, "this coordinator's raft member id, unique and never reused (required)")
+		fs.StringVar(&o.DataDir, "data-dir", "./coordinator-data", "directory for the raft log and the replica store")
+		fs.StringVar(&o.ClusterID, "cluster-id", "tributary", "name of the raft cluster; members of another cluster are refused")
+		fs.StringVar(&f.peers, "peers", "", "bootstrap a new cluster with these members, the same list on each: RAFTID=NODEID@HOST:PORT,... (this one included); empty: wait to be added to an existing cluster")
+		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
+		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
+		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
+		fs.StringVar(&f.ca, "peer-ca", "", "PEM CA bundle that signs the coordinators' certificates")
+		fs.StringVar(&f.edgeCA, "edge-ca", "", "PEM CA bundle that signs the edges' client certificates (default: --peer-ca)")
+		fs.BoolVar(&f.insecureCluster, "insecure-cluster", false, "plaintext cluster links and intake, without identity checks (loopback only unless --insecure-listen)")
+	}
+	fs.StringVar(&o.ClusterListen, "cluster-listen", "127.0.0.1:7444", "listen address for raft messages and replica calls from other coordinators")
+	fs.StringVar(&o.IntakeListen, "intake-listen", "127.0.0.1:7443", "listen address where edges ship their WAL segments")
+	fs.DurationVar(&f.retainRaw, "replica-retention-raw", 15*24*time.Hour, "keep replicated raw samples this long")
+	fs.DurationVar(&f.retain1h, "replica-retention-1h", 730*24*time.Hour, "keep replicated hourly rollups this long")
+	fs.DurationVar(&f.retain1d, "replica-retention-1d", 3650*24*time.Hour, "keep replicated daily rollups this long")
+	fs.Int64Var(&f.headMaxBytes, "replica-head-max-bytes", 256<<20, "memory bound for unflushed replicated samples")
+	fs.Int64Var(&f.bcBytes, "replica-block-cache-bytes", 256<<20, "RocksDB block cache of the replica store")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "time given to requests, edge streams and the leadership transfer on SIGTERM")
+	if !local {
+		fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+		fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	}
+}
+
+// apply validates the flags into o.
+func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) error {
+	var err error
+	if o.Peers, err = parsePeers(f.peers); err != nil {
+		return err
+	}
+	o.RetentionRaw, o.Retention1h, o.Retention1d = f.retainRaw, f.retain1h, f.retain1d
+	o.HeadMaxBytes, o.BlockCacheBytes = f.headMaxBytes, f.bcBytes
+	switch {
+	case f.insecureCluster && (f.peerCert != "" || f.peerKey != "" || f.ca != "" || f.edgeCA != ""):
+		return fmt.Errorf("%w: --insecure-cluster and --peer-cert/--peer-key/--peer-ca/--edge-ca exclude each other", errUsage)
+	case f.insecureCluster:
+		for _, c := range []struct{ what, addr string }{{"--cluster-listen", o.ClusterListen}, {"--intake-listen", o.IntakeListen}} {
+			if err := auth.CheckListen(c.what, c.addr, false, insecureListen); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+		}
+		o.Insecure = true
+	default:
+		srv, cli, err := auth.MutualTLS(f.peerCert, f.peerKey, f.ca)
+		if err != nil {
+			return fmt.Errorf("%w: cluster TLS (--peer-cert, --peer-key, --peer-ca; or --insecure-cluster on loopback): %v", errUsage, err)
+		}
+		o.ClusterServerTLS, o.ClusterClientTLS = srv, cli
+		edgeCA := f.edgeCA
+		if edgeCA == "" {
+			edgeCA = f.ca
+		}
+		if o.IntakeTLS, _, err = auth.MutualTLS(f.peerCert, f.peerKey, edgeCA); err != nil {
+			return fmt.Errorf("%w: intake TLS (--edge-ca): %v", errUsage, err)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// parsePeers parses RAFTID=NODEID@HOST:PORT,...
+func parsePeers(s string) ([]coordinator.Peer, error) {
+	var out []coordinator.Peer
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		idStr, rest, ok1 := strings.Cut(item, "=")
+		name, addr, ok2 := strings.Cut(rest, "@")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok1 || !ok2 || err != nil || id == 0 || name == "" || addr == "" {
+			return nil, fmt.Errorf("%w: --peers item %d %q: want RAFTID=NODEID@HOST:PORT with a non-zero raft id", errUsage, i+1, item)
+		}
+		out = append(out, coordinator.Peer{RaftID: id, NodeID: name, Addr: addr})
+	}
+	return out, nil
+}
+
+func runCoordinator(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o coordinator.Options
+	var cf coordinatorFlags
+	cf.register(fs, &o, false)
+	var sf serveFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	log, err := newLogger(stderr, cf.logLevel, cf.logFormat)
+	if err != nil {
+		return err
+	}
+	o.Logger = log
+	if err := cf.apply(&o, sf.insecureListen); err != nil {
+		return err
+	}
+	if _, err := sf.validate(); err != nil {
+		return err
+	}
+	if _, err := sf.tokens(); err != nil {
+		return err
+	}
+	c, err := coordinator.Open(o)
+	if err != nil {
+		return err
+	}
+	fe, err := serveCoordinator(c, &sf, nil, log)
+	if err != nil {
+		c.Stop(context.Background())
+		return err
+	}
+	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
+		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
+	return waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+}
+
+// serveCoordinator serves the client APIs of a coordinator: every query
+// protocol over the fleet-wide front end, plus GET /api/v1/fleet. b, when
+// not nil, replaces the front end as the backend (tributary local).
+func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, log *slog.Logger) (*frontend, error) {
+	status := func(ctx context.Context) (*pb.StatusResponse, error) {
+		st := &pb.StatusResponse{NodeId: c.NodeID(), Role: "coordinator", Version: version,
+			Series: int64(c.Catalog().SeriesCount()), UptimeMs: c.Uptime().Milliseconds()}
+		if local != nil {
+			st = local.status(st)
+		}
+		return st, nil
+	}
+	var b = c.Backend()
+	register := api.NewQueryServer(b, status).RegisterQuery
+	if local != nil {
+		b = local
+		register = local.register(status)
+	}
+	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
+		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
+		if local != nil {
+			mux.Handle("GET /metrics", local.metrics(st))
+		}
+	}
+	return sf.start(b, register, extra, log)
+}
+
+// fleetHandler answers GET /api/v1/fleet with the catalog's view of the
+// fleet as JSON (coordinator.Fleet).
+func fleetHandler(c *coordinator.Coordinator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		f, err := c.Fleet(ctx)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("read the fleet catalog: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(f)
+	})
+}
+
+// waitAndStop waits for SIGTERM/SIGINT or a failure, then stops the
+// listeners, the edge (local mode) and the coordinator.
+func waitAndStop(fe *frontend, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-fe.errc:
+		log.Error("listener stopped", "err", err)
+	case err = <-c.Err():
+	}
+	fe.stop(grace)
+	if edge != nil {
+		if eerr := edge(); eerr != nil && err == nil {
+			err = eerr
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if cerr := c.Stop(sctx); cerr != nil && err == nil {
+		err = fmt.Errorf("stop coordinator: %w", cerr)
+	}
+	if err == nil {
+		log.Info("stopped cleanly")
+	}
+	return err
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+	"github.com/tributarydb/tributary/replicator"
+)
+
+// localBackend is what tributary local serves: writes go to the edge node,
+// queries through the coordinator's fleet-wide front end (replicated data
+// plus the edge's fresh tail).
+type localBackend struct {
+	edge    *node.Node
+	edgeAPI *api.Server
+	cloud   backend.Backend
+	ship    *shipping
+}
+
+func (b *localBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
+	return backend.ForNode(b.edge).Write(ctx, batches)
+}
+
+func (b *localBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+	return b.cloud.Query(ctx, q, emit)
+}
+
+func (b *localBackend) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+	return b.cloud.Series(ctx, ms, limit)
+}
+
+func (b *localBackend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
+	return b.cloud.LabelNames(ctx, ms)
+}
+
+func (b *localBackend) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
+	return b.cloud.LabelValues(ctx, name, ms)
+}
+
+// register serves WriteService from the edge and QueryService from the
+// front end.
+func (b *localBackend) register(status api.StatusFunc) func(*grpc.Server) {
+	return func(g *grpc.Server) {
+		pb.RegisterWriteServiceServer(g, b.edgeAPI)
+		api.NewQueryServer(b, status).RegisterQuery(g)
+	}
+}
+
+// status adds the edge's figures to the coordinator's status.
+func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
+	es := b.edge.Status()
+	st.Role = "local"
+	st.HeadSeries, st.HeadSamples = int64(es.Series), es.HeadSamples
+	st.WalSegmentSeq, st.WalBytes = es.WAL.OpenSeq, es.WAL.Bytes
+	st.PointsAcceptedTotal, st.PointsRejectedTotal = es.Accepted, es.Rejected
+	st.CorruptSegmentsQuarantined = es.WAL.CorruptQuarantined
+	return st
+}
+
+func (b *localBackend) metrics(st *httpapi.Stats) http.Handler {
+	return metricsHandler(b.edge, b.edgeAPI, b.ship, st)
+}
+
+// edgeSource hands the in-process edge to the coordinator's front end
+// once it is open.
+type edgeSource struct{ n atomic.Pointer[node.Node] }
+
+func (e *edgeSource) source(id string) query.Source {
+	n := e.n.Load()
+	if n == nil || n.NodeID() != id {
+		return nil
+	}
+	return backend.ForNode(n)
+}
+
+func runLocal(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var no node.Options
+	walSync, logLevel, logFormat := nodeFlags(fs, &no)
+	dd := fs.Lookup("data-dir")
+	dd.Usage = "directory for the edge node (DIR/edge) and the coordinator (DIR/coordinator)"
+	dd.DefValue = "./tributary-data"
+	no.DataDir = dd.DefValue
+	var co coordinator.Options
+	var cf coordinatorFlags
+	cf.register(fs, &co, true)
+	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
+	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
+	var sf serveFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	if no.WALSync, err = parseWALSync(*walSync); err != nil {
+		return err
+	}
+	root := no.DataDir
+	no.DataDir = filepath.Join(root, "edge")
+	no.Logger = log
+	co.DataDir, co.RaftID, co.Logger = filepath.Join(root, "coordinator"), 1, log
+	cf.peers = fmt.Sprintf("1=%s@%s", co.NodeID, co.ClusterListen)
+	cf.insecureCluster = true
+	if err := cf.apply(&co, false); err != nil {
+		return err
+	}
+	if _, err := sf.validate(); err != nil {
+		return err
+	}
+	if _, err := sf.tokens(); err != nil {
+		return err
+	}
+	var edge edgeSource
+	co.LocalEdge = edge.source
+	c, err := coordinator.Open(co)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		c.Stop(context.Background())
+		return err
+	}
+	ro := replicator.Options{Targets: []string{c.IntakeAddr()}, Insecure: true, SoftwareVersion: version,
+		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log}
+	if err := ro.Validate(); err != nil {
+		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))
+	}
+	ship, err := newShipping(&ro, &no)
+	if err != nil {
+		return fail(err)
+	}
+	n, err := node.Open(no)
+	if err != nil {
+		return fail(err)
+	}
+	edge.n.Store(n)
+	closeEdge := func() error {
+		ship.stop()
+		if err := n.Close(); err != nil {
+			return fmt.Errorf("close edge node: %w", err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = c.WaitReady(ctx)
+	cancel()
+	if err != nil {
+		closeEdge()
+		return fail(err)
+	}
+	ship.start(n, log)
+	edgeAPI := api.New(n, version, "edge")
+	edgeAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
+	fe, err := serveCoordinator(c, &sf, lb, log)
+	if err != nil {
+		closeEdge()
+		return fail(err)
+	}
+	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
+		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
+	return waitAndStop(fe, log, cf.shutdownGrace, c, closeEdge)
+}

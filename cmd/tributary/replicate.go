@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/replicator"
+)
+
+// replicateFlags are the edge's replication flags (tributary node).
+type replicateFlags struct {
+	targets          string
+	cert, key, ca    string
+	insecure         bool
+	queryAddr        string
+	budgetBytes      int64
+	overflow         string
+	maxBytesPerSec   int64
+	backlogBytesPerS int64
+}
+
+func (f *replicateFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.targets, "replicate-to", "", "comma-separated intake addresses of the cloud coordinators (host:port); empty: no replication")
+	fs.StringVar(&f.cert, "replicate-cert", "", "PEM client certificate of this node for the coordinators (mTLS); it must name the node id as its first DNS SAN")
+	fs.StringVar(&f.key, "replicate-key", "", "PEM private key for --replicate-cert")
+	fs.StringVar(&f.ca, "replicate-ca", "", "PEM CA bundle that signs the coordinators' certificates")
+	fs.BoolVar(&f.insecure, "replicate-insecure", false, "ship in plaintext (loopback coordinators only; no identity check)")
+	fs.StringVar(&f.queryAddr, "advertise-query-addr", "", "gRPC address where coordinators can query this node for data newer than the cloud holds (default: none)")
+	fs.Int64Var(&f.budgetBytes, "replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the cloud holds them")
+	fs.StringVar(&f.overflow, "replication-overflow", "keep-in-store", "past the budget: keep-in-store (release segments, keep points locally, record a gap), block-writers (refuse writes, retryable) or drop-oldest (counted)")
+	fs.Int64Var(&f.maxBytesPerSec, "replication-max-bytes-per-sec", 0, "limit on compressed bytes shipped per second (0: none)")
+	fs.Int64Var(&f.backlogBytesPerS, "replication-backlog-bytes-per-sec", 0, "further limit for draining a backlog after an outage (0: none)")
+}
+
+// options builds the Shipper options; nil when replication is off.
+func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.Options, error) {
+	if f.targets == "" {
+		if f.cert != "" || f.key != "" || f.ca != "" || f.insecure {
+			return nil, fmt.Errorf("%w: replication flags given without --replicate-to", errUsage)
+		}
+		return nil, nil
+	}
+	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
+		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
+		BacklogBytesPerSec: f.backlogBytesPerS, Logger: log}
+	for _, t := range strings.Split(f.targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			o.Targets = append(o.Targets, t)
+		}
+	}
+	var err error
+	if o.Overflow, err = replicator.ParseOverflowPolicy(f.overflow); err != nil {
+		return nil, fmt.Errorf("%w: --replication-overflow: %v", errUsage, err)
+	}
+	switch {
+	case f.insecure && (f.cert != "" || f.key != "" || f.ca != ""):
+		return nil, fmt.Errorf("%w: --replicate-insecure and --replicate-cert/key/ca exclude each other", errUsage)
+	case f.insecure:
+		for _, t := range o.Targets {
+			if err := auth.CheckListen("--replicate-to", t, false, false); err != nil {
+				return nil, fmt.Errorf("%w: --replicate-insecure ships in plaintext, so only to loopback coordinators: %v", errUsage, err)
+			}
+		}
+		o.Insecure = true
+	default:
+		_, client, err := auth.MutualTLS(f.cert, f.key, f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("%w: replication TLS (--replicate-cert, --replicate-key, --replicate-ca, or --replicate-insecure on loopback): %v", errUsage, err)
+		}
+		o.TLS = client
+	}
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: replication: %v", errUsage, err)
+	}
+	return o, nil
+}
+
+// shipping is a running Shipper bound to a node.
+type shipping struct {
+	s      *replicator.Shipper
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newShipping creates the Shipper before the node opens (its cursor decides
+// which WAL segments the node keeps) and wires its retention and write gate
+// into o.
+func newShipping(ro *replicator.Options, o *node.Options) (*shipping, error) {
+	s, err := replicator.New(*ro)
+	if err != nil {
+		return nil, fmt.Errorf("replication: %w", err)
+	}
+	o.WALRetention, o.WriteGate = s.RetainFrom, s.WriteGate
+	return &shipping{s: s}, nil
+}
+
+func (sh *shipping) start(n *node.Node, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sh.cancel = cancel
+	sh.wg.Go(func() {
+		if err := sh.s.Run(ctx, n); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("replication stopped", "err", err)
+		}
+	})
+}
+
+// stop ends shipping; call it before closing the node.
+func (sh *shipping) stop() {
+	if sh == nil || sh.cancel == nil {
+		return
+	}
+	sh.cancel()
+	sh.wg.Wait()
+}

@@ -1,0 +1,303 @@
+// Package coordinator is the cloud process of Tributary: a raft member
+// keeping the fleet catalog, a replica store holding the replicated data of
+// the edges placed on it, the segment intake edges ship to, and a query
+// front end that answers for the whole fleet.
+//
+// A Coordinator wires the parts together:
+//
+//	cluster listener ── raft messages (transport) ──► raftnode.Node ──► catalog.FSM
+//	                 └─ replica calls (replica.Server) ──► replica.Store
+//	intake listener ─── edges' segment streams (intake.Server) ──► replicas + catalog
+//	Backend() ───────── query front end (query.Frontend): catalog → replicas + edges → merge
+//
+// Besides starting them, it registers itself in the catalog as a
+// coordinator (which places edges on it), keeps the raft transport's
+// address book in step with the catalog's members, heartbeats, and routes
+// replica and edge calls: to its own store, to other coordinators over the
+// cluster links, to edges in this process or at their advertised address.
+//
+// A Coordinator is safe for concurrent use.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/intake"
+	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
+	"github.com/tributarydb/tributary/coordinator/internal/transport"
+	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/coordinator/replica"
+)
+
+// Coordinator is one running coordinator.
+type Coordinator struct {
+	opts Options
+	log  *slog.Logger
+
+	fsm        *catalog.FSM
+	raft       *raftnode.Node
+	tr         *transport.Transport
+	clusterSrv *transport.Server
+	store      *replica.Store
+	intake     *intake.Server
+	intakeGRPC *grpc.Server
+	front      *query.Frontend
+	links      *links
+	// book is the set of raft ids in the transport's address book.
+	// REQUIRES: only used by the maintain goroutine after Open.
+	book map[uint64]bool
+
+	clusterLis, intakeLis net.Listener
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errc   chan error
+	start  time.Time
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Open starts a coordinator: it opens the replica store and the raft log,
+// binds the listeners and starts serving. It returns once everything is
+// listening; joining the cluster and electing a leader happen in the
+// background (Ready reports when the catalog is usable).
+func Open(o Options) (_ *Coordinator, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Coordinator{opts: o, log: o.Logger.With("component", "coordinator", "coordinator", o.NodeID),
+		fsm: catalog.New(), errc: make(chan error, 4), start: time.Now()}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+
+	c.store, err = replica.Open(replica.Options{
+		Dir: o.replicaDir(), CoordinatorID: o.NodeID, Logger: o.Logger,
+		RetentionRaw: o.RetentionRaw, Retention1h: o.Retention1h, Retention1d: o.Retention1d,
+		HeadMaxBytes: o.HeadMaxBytes, BlockCacheBytes: o.BlockCacheBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open replica store: %w", err)
+	}
+	closers = append(closers, func() { c.store.Close() })
+
+	c.tr, err = transport.New(transport.Options{ID: o.RaftID, ClusterID: o.ClusterID,
+		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("raft transport: %w", err)
+	}
+	closers = append(closers, func() { c.tr.Close() })
+
+	peers := make([]raftnode.Peer, 0, len(o.Peers))
+	for _, p := range o.Peers {
+		peers = append(peers, raftnode.Peer{ID: p.RaftID, Addr: p.Addr})
+	}
+	c.raft, err = raftnode.Open(raftnode.Options{ID: o.RaftID, Dir: o.raftDir(), StateMachine: c.fsm,
+		Transport: c.tr, Peers: peers, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open raft member: %w", err)
+	}
+	closers = append(closers, func() { c.raft.Close() })
+	c.tr.SetReporter(c.raft)
+	c.book = map[uint64]bool{}
+	for _, p := range o.Peers {
+		if p.RaftID != o.RaftID {
+			c.book[p.RaftID] = true
+			if err := c.tr.AddPeer(p.RaftID, transport.Peer{Addr: p.Addr, Name: p.NodeID}); err != nil {
+				return nil, fmt.Errorf("peer %d: %w", p.RaftID, err)
+			}
+		}
+	}
+	c.links = newLinks(c)
+	closers = append(closers, c.links.close)
+
+	replicaSrv, err := replica.NewServer(replica.ServerOptions{Store: c.store, Authorize: c.authorizeMember})
+	if err != nil {
+		return nil, err
+	}
+	c.clusterSrv, err = transport.NewServer(transport.ServerOptions{ID: o.RaftID, ClusterID: o.ClusterID,
+		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Logger: o.Logger,
+		Step:     func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
+		Register: replicaSrv.Register})
+	if err != nil {
+		return nil, fmt.Errorf("cluster server: %w", err)
+	}
+
+	var identity func(context.Context) (string, error)
+	if !o.Insecure {
+		identity = edgeIdentity
+	}
+	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
+		Replicas: replicaRouter{c}, Identity: identity, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("intake: %w", err)
+	}
+	closers = append(closers, c.intake.Close)
+	gopts := []grpc.ServerOption{
+		// The edges ping every 30 s (also without a stream) to keep NAT
+		// mappings open; a stricter policy would close them.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(4 << 20),
+	}
+	if !o.Insecure {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.IntakeTLS)))
+	}
+	c.intakeGRPC = grpc.NewServer(gopts...)
+	c.intake.Register(c.intakeGRPC)
+
+	c.front, err = query.New(query.Options{Catalog: c.fsm, Barrier: c.raft.LinearizableRead,
+		Replica: c.links.replicaSource, Edge: c.links.edgeSource, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("query front end: %w", err)
+	}
+
+	if c.clusterLis, err = net.Listen("tcp", o.ClusterListen); err != nil {
+		return nil, fmt.Errorf("cluster listener: %w", err)
+	}
+	closers = append(closers, func() { c.clusterLis.Close() })
+	if c.intakeLis, err = net.Listen("tcp", o.IntakeListen); err != nil {
+		return nil, fmt.Errorf("intake listener: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	ticker := time.NewTicker(o.TickInterval)
+	c.wg.Go(func() {
+		defer ticker.Stop()
+		if err := c.raft.Run(ctx, ticker.C); err != nil && ctx.Err() == nil {
+			c.fail(fmt.Errorf("raft member stopped: %w", err))
+		}
+	})
+	c.wg.Go(func() {
+		if err := c.clusterSrv.Serve(c.clusterLis); err != nil && ctx.Err() == nil {
+			c.fail(fmt.Errorf("cluster listener: %w", err))
+		}
+	})
+	c.wg.Go(func() {
+		if err := c.intakeGRPC.Serve(c.intakeLis); err != nil && ctx.Err() == nil {
+			c.fail(fmt.Errorf("intake listener: %w", err))
+		}
+	})
+	c.wg.Go(func() { c.maintain(ctx) })
+	c.log.Info("coordinator started", "raft_id", o.RaftID, "cluster", c.clusterLis.Addr().String(),
+		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers))
+	return c, nil
+}
+
+func (c *Coordinator) fail(err error) {
+	c.log.Error("coordinator component failed", "err", err)
+	select {
+	case c.errc <- err:
+	default:
+	}
+}
+
+// Err delivers the first error that stopped a component (a listener, the
+// raft member); the process should then stop.
+func (c *Coordinator) Err() <-chan error { return c.errc }
+
+// NodeID is this coordinator's node id.
+func (c *Coordinator) NodeID() string { return c.opts.NodeID }
+
+// Uptime is the time since Open.
+func (c *Coordinator) Uptime() time.Duration { return time.Since(c.start) }
+
+// ClusterAddr is the bound cluster listener address.
+func (c *Coordinator) ClusterAddr() string { return c.clusterLis.Addr().String() }
+
+// IntakeAddr is the bound intake address (edges ship here).
+func (c *Coordinator) IntakeAddr() string { return c.intakeLis.Addr().String() }
+
+// Backend is the query front end: every client protocol served from it
+// answers for the whole fleet. Writes are refused (they go to edges).
+func (c *Coordinator) Backend() backend.Backend { return c.front }
+
+// Frontend is the query front end with its coverage reports.
+func (c *Coordinator) Frontend() *query.Frontend { return c.front }
+
+// Catalog is the local replica of the fleet catalog (read-only use; for a
+// linearizable read call Barrier first).
+func (c *Coordinator) Catalog() *catalog.FSM { return c.fsm }
+
+// Barrier waits until the local catalog reflects every command committed
+// before the call (raft ReadIndex).
+func (c *Coordinator) Barrier(ctx context.Context) error { return c.raft.LinearizableRead(ctx) }
+
+// Ready reports whether the coordinator can serve: a leader is known and
+// this coordinator is registered in the catalog.
+func (c *Coordinator) Ready() bool {
+	st := c.raft.Status()
+	if st.Lead == 0 || st.Failed != nil {
+		return false
+	}
+	n, ok := c.fsm.Node(c.opts.NodeID)
+	return ok && n.Role == catalog.RoleCoordinator
+}
+
+// WaitReady blocks until Ready or ctx ends.
+func (c *Coordinator) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !c.Ready() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("coordinator %s not ready: %w", c.opts.NodeID, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Stop shuts down gracefully: edges' streams end (they resume elsewhere),
+// leadership moves to another voter, then everything closes. Safe to call
+// more than once.
+func (c *Coordinator) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop(ctx) })
+	return c.stopErr
+}
+
+func (c *Coordinator) stop(ctx context.Context) error {
+	c.intake.Close()
+	stopped := make(chan struct{})
+	go func() { c.intakeGRPC.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		c.intakeGRPC.Stop()
+	}
+	var errs []error
+	if err := c.raft.Stop(ctx); err != nil && !errors.Is(err, raftnode.ErrStopped) {
+		errs = append(errs, fmt.Errorf("stop raft member: %w", err))
+	}
+	c.cancel()
+	c.clusterSrv.Stop()
+	c.wg.Wait()
+	c.links.close()
+	if err := c.tr.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft transport: %w", err))
+	}
+	if err := c.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close replica store: %w", err))
+	}
+	c.log.Info("coordinator stopped")
+	return errors.Join(errs...)
+}

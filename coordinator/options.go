@@ -1,0 +1,167 @@
+package coordinator
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/coordinator/query"
+)
+
+// Peer is an initial member of a new cluster.
+type Peer struct {
+	// RaftID is the member's raft id (non-zero, never reused).
+	RaftID uint64
+	// NodeID is the member's node id in the catalog; with TLS it is also
+	// the name its certificate must carry (a DNS or URI SAN).
+	NodeID string
+	// Addr is the member's cluster address (raft messages and replica
+	// calls), host:port.
+	Addr string
+}
+
+// Options configure a Coordinator. Zero values take the defaults listed.
+type Options struct {
+	// NodeID is this coordinator's node id in the fleet catalog; with TLS
+	// it is the name its certificate carries. RaftID is its raft member id.
+	NodeID string
+	RaftID uint64
+	// ClusterID names the raft cluster; members of another cluster are
+	// refused. Default "tributary".
+	ClusterID string
+	// DataDir holds the raft log (DataDir/raft) and the replica store
+	// (DataDir/replica).
+	DataDir string
+
+	// ClusterListen is where raft messages and replica calls from other
+	// coordinators arrive; ClusterAddr is the address the others use to
+	// reach it (default: ClusterListen).
+	ClusterListen string
+	ClusterAddr   string
+	// IntakeListen is where edges ship their segments.
+	IntakeListen string
+
+	// Peers bootstraps a new cluster: every initial member is started
+	// with the same list, itself included. Without Peers a coordinator
+	// with an empty raft log waits to be added by the cluster (join).
+	Peers []Peer
+
+	// ClusterServerTLS and ClusterClientTLS secure the cluster links
+	// (mutual TLS; the server side must verify client certificates).
+	// IntakeTLS secures the intake listener; an edge's identity is the
+	// name its verified client certificate carries, so set ClientAuth to
+	// tls.RequireAndVerifyClientCert. Insecure turns TLS off on both:
+	// only for loopback (tributary local) and tests.
+	ClusterServerTLS *tls.Config
+	ClusterClientTLS *tls.Config
+	IntakeTLS        *tls.Config
+	Insecure         bool
+
+	// Replica store sizing and retention (see package replica).
+	RetentionRaw, Retention1h, Retention1d time.Duration
+	HeadMaxBytes, BlockCacheBytes          int64
+
+	// LocalEdge, when set, returns edges running in this process
+	// (tributary local), which queries reach without the network; nil
+	// for any other edge.
+	LocalEdge func(edgeID string) query.Source
+	// EdgeDialOptions are used to dial an edge's query address (its
+	// credentials: TLS, token).
+	EdgeDialOptions []grpc.DialOption
+
+	// TickInterval is raft's tick (default 100ms: elections after 1-2 s).
+	TickInterval time.Duration
+
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and rejects impossible options.
+func (o *Options) Validate() error {
+	if o.ClusterID == "" {
+		o.ClusterID = "tributary"
+	}
+	if o.ClusterAddr == "" {
+		o.ClusterAddr = o.ClusterListen
+	}
+	if o.TickInterval == 0 {
+		o.TickInterval = 100 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var bad []error
+	if o.NodeID == "" {
+		bad = append(bad, errors.New("NodeID is required"))
+	}
+	if o.RaftID == 0 {
+		bad = append(bad, errors.New("RaftID must be non-zero"))
+	}
+	if o.DataDir == "" {
+		bad = append(bad, errors.New("DataDir is required"))
+	}
+	if o.ClusterListen == "" || o.IntakeListen == "" {
+		bad = append(bad, errors.New("ClusterListen and IntakeListen are required"))
+	}
+	for _, a := range []string{o.ClusterListen, o.ClusterAddr, o.IntakeListen} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad = append(bad, fmt.Errorf("address %q: %w", a, err))
+		}
+	}
+	if o.Insecure != (o.ClusterServerTLS == nil && o.ClusterClientTLS == nil && o.IntakeTLS == nil) {
+		bad = append(bad, errors.New("set either Insecure or all of ClusterServerTLS, ClusterClientTLS and IntakeTLS"))
+	} else if !o.Insecure && (o.ClusterServerTLS == nil || o.ClusterClientTLS == nil || o.IntakeTLS == nil) {
+		bad = append(bad, errors.New("ClusterServerTLS, ClusterClientTLS and IntakeTLS are all required with TLS"))
+	}
+	if o.TickInterval < time.Millisecond {
+		bad = append(bad, fmt.Errorf("TickInterval %s is below 1ms", o.TickInterval))
+	}
+	if len(o.Peers) > 0 {
+		self := false
+		ids := map[uint64]bool{}
+		names := map[string]bool{}
+		for i, p := range o.Peers {
+			switch {
+			case p.RaftID == 0 || p.NodeID == "" || p.Addr == "":
+				bad = append(bad, fmt.Errorf("peer %d: raft id, node id and address are all required", i))
+			case ids[p.RaftID] || names[p.NodeID]:
+				bad = append(bad, fmt.Errorf("peer %d: raft id %d or node id %q listed twice", i, p.RaftID, p.NodeID))
+			}
+			ids[p.RaftID], names[p.NodeID] = true, true
+			if p.RaftID == o.RaftID {
+				self = true
+				if p.NodeID != o.NodeID {
+					bad = append(bad, fmt.Errorf("peer %d has this coordinator's raft id %d but node id %q, not %q", i, p.RaftID, p.NodeID, o.NodeID))
+				}
+			}
+		}
+		if !self {
+			bad = append(bad, fmt.Errorf("peers do not include this coordinator (raft id %d)", o.RaftID))
+		}
+		slices.SortFunc(o.Peers, func(a, b Peer) int {
+			switch {
+			case a.RaftID < b.RaftID:
+				return -1
+			case a.RaftID > b.RaftID:
+				return 1
+			}
+			return 0
+		})
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("coordinator options: %w", errors.Join(bad...))
+	}
+	return nil
+}
+
+func (o *Options) raftDir() string    { return filepath.Join(o.DataDir, "raft") }
+func (o *Options) replicaDir() string { return filepath.Join(o.DataDir, "replica") }
