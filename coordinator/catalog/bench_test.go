@@ -67,3 +67,28 @@ func BenchmarkFSM_Snapshot(b *testing.B) {
 	}
 	b.SetBytes(int64(n))
 }
+
+// BenchmarkFSM_GapsAndHeld applies, on an edge with MaxGapRuns-1 recorded
+// gaps, a replayed gap (a duplicate) and a held segment past the gaps
+// (the intake's steady state), each moving the automatic watermark.
+func BenchmarkFSM_GapsAndHeld(b *testing.B) {
+	f := newCatalogWithEdges(b, "pi-1")
+	var gaps []GapRange
+	for i := range uint64(MaxGapRuns - 1) {
+		gaps = append(gaps, gap(2*i, 2*i+1, GapBacklogOverflow))
+	}
+	applyOK(b, f, 2, RecordGap{Edge: "pi-1", Gaps: gaps})
+	replay := EncodeCommand(RecordGap{Edge: "pi-1", Gaps: []GapRange{gaps[len(gaps)/2]}})
+	base := 2 * uint64(MaxGapRuns)
+	b.ReportAllocs()
+	i := uint64(0)
+	for b.Loop() {
+		i++
+		if _, err := f.Apply(10+i, replay); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Apply(10+i, EncodeCommand(RecordHeld{Edge: "pi-1", Ranges: []HeldRange{held(base+i, base+i)}})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -131,7 +131,7 @@ func (s *state) recordGap(c RecordGap) (any, error) {
 	var wmSeq uint64
 	var wmTime int64
 	if p != nil {
-		held, gaps = p.Held, slices.Clone(p.Gaps)
+		held, gaps = p.Held, p.Gaps
 		wmSeq, wmTime = p.WatermarkSeq, p.WatermarkTimeMs
 	}
 	var res RecordGapResult
@@ -143,6 +143,9 @@ func (s *state) recordGap(c RecordGap) (any, error) {
 			continue
 		case len(pieces) > 1 || pieces[0] != [2]uint64{g.AfterSeq + 1, g.ThroughSeq}:
 			g.Segments, g.Points = 0, -1
+		}
+		if res.Added == 0 {
+			gaps = slices.Clone(gaps) // copy on the first change
 		}
 		res.Added++
 		for _, pc := range pieces {
