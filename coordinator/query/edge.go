@@ -74,10 +74,10 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 	if lastPoint {
 		repPart, edgePart = full, full
 	}
-	var gapsHit []gapSpan
-	for _, g := range gaps {
+	var gapsHit []int // gaps the replicas' part meets
+	for i, g := range gaps {
 		if !g.known() && !repPart.empty() || g.meets(repPart) {
-			gapsHit = append(gapsHit, g)
+			gapsHit = append(gapsHit, i)
 		}
 	}
 	if len(gapsHit) > 0 && src != nil {
@@ -131,6 +131,16 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 			missing = append(missing, TimeRange{p.lo, p.hi})
 		}
 	}
+	warned := map[int]bool{} // gaps reported
+	missGap := func(i int, p span) {
+		if r := gapRange(gaps[i], p); !r.empty() {
+			miss(r)
+			if !warned[i] {
+				warned[i] = true
+				res.warnings = append(res.warnings, gapWarning(edge, gaps[i]))
+			}
+		}
+	}
 	if repOK {
 		take(rep)
 		cov.ReplicaAnswered = rep.from
@@ -164,11 +174,8 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 				miss(after)
 				res.warnings = append(res.warnings, fmt.Sprintf("edge %s unreachable: points after %s missing", edge, fmtMs(after.lo-1)))
 			}
-			for _, g := range gaps {
-				if g.meets(edgePart) || !g.known() {
-					res.warnings = append(res.warnings, gapWarning(edge, g))
-					miss(gapRange(g, edgePart))
-				}
+			for i := range gaps {
+				missGap(i, edgePart)
 			}
 		} else {
 			miss(edgePart)
@@ -193,9 +200,8 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 		}
 	}
 	if repOK && !(len(gapsHit) > 0 && src != nil) {
-		for _, g := range gapsHit {
-			res.warnings = append(res.warnings, gapWarning(edge, g))
-			miss(gapRange(g, repPart))
+		for _, i := range gapsHit {
+			missGap(i, repPart)
 		}
 	}
 	cov.Missing = normalize(missing)

@@ -298,5 +298,12 @@ func (g gapSpan) known() bool { return g.minMs != 0 || g.maxMs != 0 }
 
 // gapsOf returns the recorded gaps of an edge.
 func gapsOf(p catalog.EdgeProgress) []gapSpan {
-	return nil
+	out := make([]gapSpan, 0, len(p.Gaps))
+	for _, g := range p.Gaps {
+		out = append(out, gapSpan{
+			minMs: g.MinTimeMs, maxMs: g.MaxTimeMs, points: g.Points,
+			reason: strings.ReplaceAll(g.Reason.String(), "-", " "),
+		})
+	}
+	return out
 }
