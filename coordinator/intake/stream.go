@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -104,7 +105,13 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	send := func(r *pb.ShipResponse) error {
 		if e := r.GetError(); e != nil {
 			s.countRefusal(e.Code)
-			log.Warn("replication refusal", "seq", e.Seq, "gap_through", e.GapThrough, "code", e.Code, "retryable", e.Retryable, "msg", e.Message)
+			// A refusal the edge will not retry needs an operator.
+			level := slog.LevelWarn
+			if !e.Retryable {
+				level = slog.LevelError
+			}
+			log.Log(ctx, level, "replication refusal", "seq", e.Seq, "gap_through", e.GapThrough, "code", e.Code,
+				"retryable", e.Retryable, "msg", e.Message)
 		}
 		return stream.Send(r)
 	}
