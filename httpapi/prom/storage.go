@@ -44,6 +44,9 @@ func (q *queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	q          *queryable
 	mint, maxt int64
+	// warnings are the backend's (a coordinator's partial answers) since
+	// the last Select returned them.
+	warnings []string
 }
 
 // errTooManySamples is returned when a query reads more samples from
@@ -97,7 +100,9 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 	if sortSeries && !slices.IsSortedFunc(list, compareSeries) {
 		slices.SortFunc(list, compareSeries)
 	}
-	return &seriesSet{list: list}
+	set := &seriesSet{list: list, warnings: qr.warnings}
+	qr.warnings = nil
+	return set
 }
 
 func compareSeries(a, b series) int { return labels.Compare(a.lset, b.lset) }
@@ -107,7 +112,7 @@ func compareSeries(a, b series) int { return labels.Compare(a.lset, b.lset) }
 func (qr *querier) query(ctx context.Context, nq node.Query, each func(lset labels.Labels, s node.Series) error) error {
 	nq.LimitSeries = qr.q.api.cfg.Limits.MaxSeriesPerQuery
 	sb := labels.NewScratchBuilder(8)
-	_, err := qr.q.api.b.Query(ctx, nq, func(s node.Series) error {
+	info, err := qr.q.api.b.Query(ctx, nq, func(s node.Series) error {
 		if err := qr.q.charge(len(s.Ts)); err != nil {
 			return err
 		}
@@ -117,6 +122,7 @@ func (qr *querier) query(ctx context.Context, nq node.Query, each func(lset labe
 		}
 		return each(sb.Labels(), s)
 	})
+	qr.warnings = append(qr.warnings, info.Warnings...)
 	var tooMany errTooManySamples
 	switch {
 	case err == nil:
@@ -267,8 +273,9 @@ func (s *series) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 
 // seriesSet implements storage.SeriesSet over a slice.
 type seriesSet struct {
-	list []series
-	i    int
+	list     []series
+	i        int
+	warnings []string
 }
 
 func (s *seriesSet) Next() bool {
@@ -279,9 +286,17 @@ func (s *seriesSet) Next() bool {
 	return true
 }
 
-func (s *seriesSet) At() storage.Series              { return &s.list[s.i-1] }
-func (*seriesSet) Err() error                        { return nil }
-func (*seriesSet) Warnings() annotations.Annotations { return nil }
+func (s *seriesSet) At() storage.Series { return &s.list[s.i-1] }
+func (*seriesSet) Err() error           { return nil }
+
+// Warnings implements storage.SeriesSet: what the backend said is missing.
+func (s *seriesSet) Warnings() annotations.Annotations {
+	var a annotations.Annotations
+	for _, w := range s.warnings {
+		a.Add(errors.New(w))
+	}
+	return a
+}
 
 // sampleIterator implements chunkenc.Iterator over sorted float samples.
 type sampleIterator struct {
