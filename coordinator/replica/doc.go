@@ -37,6 +37,23 @@
 // 10 M, and label limits one label above node's defaults (room for the
 // edge label).
 //
+// # Service
+//
+// Server serves tributary.cluster.v1.ReplicaService over a Store and Client
+// calls it. Store requests carry the file zstd-compressed (one frame; the
+// server decompresses with an output bound of uncompressed_bytes, at most
+// ServerOptions.MaxSegmentBytes); the grpc.Server needs GRPCServerOptions
+// for its message limit. Query answers stream series in parts of at most
+// 64 Ki points and about 1 MiB a message, the info last. Errors map to
+// status codes and back: ErrInvalidSegment and node.ErrBadQuery to
+// InvalidArgument, ErrConflict to AlreadyExists, node.ErrOverloaded to
+// ResourceExhausted, an Authorize refusal to PermissionDenied, anything
+// else to Unavailable (retryable); a Client's errors keep both the status
+// and errors.Is with the sentinel.
+//
+// BenchmarkApply (2 vCPUs): a 2 MB segment of 100 series applies at about
+// 43 MB/s, 4.3 M points/s.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Applies of different segments run in

@@ -20,7 +20,8 @@ import (
 // answer is therefore collected before the first emit (it is bounded by
 // q.LimitSeries and the engine's query limits). Errors caused by the
 // request wrap node.ErrBadQuery; matchers and GroupBy must not name
-// EdgeLabel (the edges are chosen by the list).
+// EdgeLabel (the edges are chosen by the list). q.LimitSeries bounds the
+// series of all listed edges together.
 func (s *Store) Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error) {
 	m, err := edgeMatcher(edges)
 	if err != nil {
