@@ -14,7 +14,8 @@ import (
 	"github.com/tributarydb/tributary/node/wal"
 )
 
-// Applied describes what Apply did.
+// Applied describes what Apply did. For a Duplicate, Series and the time
+// span describe the file and Points and Rejected are 0.
 type Applied struct {
 	Points               int64           // points written (= the segment footer's points when nothing was rejected)
 	Rejected             int64           // points the engine refused (e.g. older than retention), counted
