@@ -638,6 +638,23 @@ func TestFrontend_BadQueriesAndLimits(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+	q := node.Query{Matchers: all, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw}
+	stop := errors.New("stop")
+	calls := 0
+	if _, err := fe.Query(ctx, q, func(node.Series) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("emit error: %v after %d calls", err, calls)
+	}
+	barred := f.frontend(t, faults{}, func(o *query.Options) {
+		o.Barrier = func(context.Context) error { return errors.New("no leader") }
+	})
+	if _, err := barred.Query(ctx, q, func(node.Series) error { return nil }); err == nil || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("barrier error: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := fe.Query(cancelled, q, func(node.Series) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled query: %v", err)
+	}
 	if _, err := query.New(query.Options{}); err == nil {
 		t.Fatal("options without a catalog were accepted")
 	}
