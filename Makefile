@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp demo fuzz soak release release-test image clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz soak release release-test image clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -89,7 +89,15 @@ bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node pr
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench lp --binary $(BIN) $(BENCH_ARGS)
 
-demo: build ## Start a node, write a CAN-bus sensor workload, query it back.
+bench-fanout: build ## Fan-out benchmark: 3 coordinators + 10 edges as processes; query p99, failover gap, registrations/s; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench fanout --binary $(BIN) $(BENCH_ARGS)
+
+bench-replication: build ## Replication benchmark: an edge shipping to coordinators; lag p50/p99, bytes/point, drain ratio, edge CPU overhead; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench replication --binary $(BIN) $(BENCH_ARGS)
+
+demo: build ## Start tributary local, write sensor workloads, show them replicated and queried; then query the coordinator alone.
 	@scripts/demo.sh
 
 release: ## Static linux/amd64, arm64, armv7 binaries in dist/ (RocksDB linked in), tested (ARM under qemu), and the images.

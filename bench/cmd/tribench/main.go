@@ -6,6 +6,8 @@
 //	tribench demo --addr 127.0.0.1:7070 [flags]      write CAN-bus data, run example queries
 //	tribench rollup [flags]                          5 years of minutely data, rollup queries
 //	tribench lp --binary bin/tributary [flags]       TSBS cpu-only over HTTP line protocol, then PromQL
+//	tribench fanout --binary bin/tributary [flags]   3 coordinators + 10 edges: fan-out query latency, failover, registrations
+//	tribench replication --binary bin/tributary [flags]  an edge shipping to coordinators: lag, bytes/point, drain, CPU
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -50,6 +52,13 @@ workloads:
            InfluxDB line protocol over HTTP, compact, restart, and time the
            1-hour max-by-minute PromQL query through /api/v1/query_range,
            checking every answer (a table, then one JSON line)
+  fanout   start 3 coordinators and 10 edge nodes as processes, time fan-out
+           queries, kill -9 the raft leader repeatedly under writes, and
+           count catalog series registrations/s (a table, then one JSON line)
+  replication
+           start coordinators and an edge node, write at a sustained rate and
+           measure replication lag, bytes shipped per point, backlog drain
+           after an outage and the edge's extra CPU (a table, then one JSON line)
 
 'tribench <workload> -h' lists a workload's flags.
 `
@@ -82,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRollup(ctx, args[1:], stdout, stderr)
 	case "lp":
 		err = runLP(ctx, args[1:], stdout, stderr, logger)
+	case "fanout":
+		err = runFanout(ctx, args[1:], stdout, stderr, logger)
+	case "replication":
+		err = runReplication(ctx, args[1:], stdout, stderr, logger)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
