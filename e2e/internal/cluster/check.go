@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// CheckResult compares one raw query answer with a Ledger.
+type CheckResult struct {
+	Addr       string
+	Series     int // series in the answer
+	Returned   int // points in the answer
+	Lost       int // acknowledged, not returned
+	Duplicated int // returned more than once (extra copies)
+	Phantom    int // returned, neither acknowledged nor in doubt
+	WrongValue int // returned at an acknowledged or in-doubt timestamp with another value
+	InDoubt    int // returned, written by a failed request (allowed)
+	Warnings   []string
+	Examples   []string // the first few faults, for the failure message
+}
+
+// OK reports an answer with every acknowledged point exactly once and
+// nothing else.
+func (r CheckResult) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Phantom == 0 && r.WrongValue == 0
+}
+
+func (r CheckResult) String() string {
+	s := fmt.Sprintf("%s: %d series, %d points returned; lost %d, duplicated %d, phantom %d, wrong value %d, in doubt %d",
+		r.Addr, r.Series, r.Returned, r.Lost, r.Duplicated, r.Phantom, r.WrongValue, r.InDoubt)
+	if len(r.Warnings) > 0 {
+		s += fmt.Sprintf("; warnings %q", r.Warnings)
+	}
+	if len(r.Examples) > 0 {
+		s += "; e.g. " + strings.Join(r.Examples, "; ")
+	}
+	return s
+}
+
+func (r *CheckResult) example(format string, args ...any) {
+	if len(r.Examples) < 5 {
+		r.Examples = append(r.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// RawAnswer is a raw query's points by SeriesLabel value, in answer order,
+// and the answer's warnings.
+type RawAnswer struct {
+	Points   map[string][]Sample
+	Warnings []string
+}
+
+// Sample is one returned point.
+type Sample struct {
+	TimestampMs int64
+	Value       float64
+}
+
+// QueryRaw asks the QueryService at addr for the raw points of metric in
+// [startMs, endMs].
+func QueryRaw(ctx context.Context, addr, metric string, startMs, endMs int64) (RawAnswer, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return RawAnswer{}, fmt.Errorf("query %s: connect: %w", addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
+		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW,
+	})
+	if err != nil {
+		return RawAnswer{}, fmt.Errorf("query %s: %w", addr, err)
+	}
+	ans := RawAnswer{Points: map[string][]Sample{}}
+	names := map[int64]string{}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return ans, nil
+		}
+		if err != nil {
+			return ans, fmt.Errorf("query %s: receive: %w", addr, err)
+		}
+		ans.Warnings = append(ans.Warnings, msg.Warnings...)
+		name, ok := names[msg.SeriesIndex]
+		if !ok && msg.Series != nil {
+			for _, l := range msg.Series.Labels {
+				if l.Name == SeriesLabel {
+					name = l.Value
+				}
+			}
+			if name == "" {
+				name = fmt.Sprintf("(index %d without a %s label: %v)", msg.SeriesIndex, SeriesLabel, msg.Series.Labels)
+			}
+			names[msg.SeriesIndex] = name
+		}
+		if len(msg.TimestampsMs) != len(msg.Values) {
+			return ans, fmt.Errorf("query %s: series %q: %d timestamps and %d values in one message", addr, name, len(msg.TimestampsMs), len(msg.Values))
+		}
+		if len(msg.TimestampsMs) > 0 && name == "" {
+			return ans, fmt.Errorf("query %s: points for series index %d before its labels", addr, msg.SeriesIndex)
+		}
+		for i, t := range msg.TimestampsMs {
+			ans.Points[name] = append(ans.Points[name], Sample{t, msg.Values[i]})
+		}
+	}
+}
+
+// Check queries addr for the raw points of metric in [startMs, endMs] and
+// compares them with l.
+func Check(ctx context.Context, addr, metric string, l *Ledger, startMs, endMs int64) (CheckResult, error) {
+	ans, err := QueryRaw(ctx, addr, metric, startMs, endMs)
+	if err != nil {
+		return CheckResult{Addr: addr}, err
+	}
+	r := Compare(ans, l)
+	r.Addr = addr
+	return r, nil
+}
+
+// Compare compares an answer with a ledger.
+func Compare(ans RawAnswer, l *Ledger) CheckResult {
+	r := CheckResult{Series: len(ans.Points), Warnings: ans.Warnings}
+	want := l.snapshot()
+	for series, pts := range ans.Points {
+		seen := map[int64]bool{}
+		for _, p := range pts {
+			r.Returned++
+			if seen[p.TimestampMs] {
+				r.Duplicated++
+				r.example("duplicate %s@%d", series, p.TimestampMs)
+				continue
+			}
+			seen[p.TimestampMs] = true
+			v, acked, doubt := l.lookup(series, p.TimestampMs)
+			switch {
+			case !acked && !doubt:
+				r.Phantom++
+				r.example("phantom %s@%d=%v", series, p.TimestampMs, p.Value)
+				continue
+			case v != p.Value:
+				r.WrongValue++
+				r.example("wrong value %s@%d: %v, want %v", series, p.TimestampMs, p.Value, v)
+			case doubt:
+				r.InDoubt++
+			}
+			delete(want[series], p.TimestampMs)
+		}
+	}
+	var lostSeries []string
+	for series, m := range want {
+		if len(m) == 0 {
+			continue
+		}
+		r.Lost += len(m)
+		lostSeries = append(lostSeries, series)
+	}
+	sort.Strings(lostSeries)
+	for _, s := range lostSeries {
+		ts := make([]int64, 0, len(want[s]))
+		for t := range want[s] {
+			ts = append(ts, t)
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		r.example("lost %d points of %s in [%d, %d]", len(ts), s, ts[0], ts[len(ts)-1])
+	}
+	return r
+}

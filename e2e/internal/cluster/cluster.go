@@ -1,0 +1,315 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options describe a fleet of coordinators and one edge.
+type Options struct {
+	Bin           string        // the tributary binary (required)
+	Dir           string        // data directories and logs go under it (required)
+	Coordinators  int           // raft members; default 3
+	EdgeID        string        // default "edge-1"
+	WALSegmentAge time.Duration // the edge's --wal-segment-age; default 1s
+	ReadyTimeout  time.Duration // wait for a ready line; default 30s
+	LogLevel      string        // --log-level of every process; default "info"
+	Logger        *slog.Logger  // progress messages; default: discarded
+}
+
+func (o *Options) setDefaults() {
+	if o.Coordinators == 0 {
+		o.Coordinators = 3
+	}
+	if o.EdgeID == "" {
+		o.EdgeID = "edge-1"
+	}
+	if o.WALSegmentAge == 0 {
+		o.WALSegmentAge = time.Second
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 30 * time.Second
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports every bad field of o (after defaults).
+func (o Options) Validate() error {
+	var bad []string
+	if o.Bin == "" {
+		bad = append(bad, "Bin is empty")
+	}
+	if o.Dir == "" {
+		bad = append(bad, "Dir is empty")
+	}
+	if o.Coordinators < 1 {
+		bad = append(bad, fmt.Sprintf("Coordinators %d is below 1", o.Coordinators))
+	}
+	if o.WALSegmentAge < 0 || o.ReadyTimeout < 0 {
+		bad = append(bad, "WALSegmentAge and ReadyTimeout must not be negative")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("cluster options: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// Coordinator is one coordinator process and its addresses.
+type Coordinator struct {
+	*Process
+	ID      string
+	RaftID  uint64
+	Cluster string // --cluster-listen
+	Intake  string // --intake-listen
+	GRPC    string // --listen (QueryService)
+	HTTP    string // --http-listen (GET /api/v1/fleet)
+}
+
+// Edge is one edge node process and its addresses.
+type Edge struct {
+	*Process
+	ID   string
+	GRPC string // --listen (WriteService, QueryService)
+	HTTP string // --http-listen (GET /metrics)
+}
+
+// Cluster is a running fleet.
+type Cluster struct {
+	Opts         Options
+	Coordinators []*Coordinator
+	Edge         *Edge
+	http         *http.Client
+}
+
+// New lays out the fleet's command lines and ports; nothing is started.
+func New(o Options) (*Cluster, error) {
+	o.setDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	n := o.Coordinators
+	addrs, err := FreePorts(4*n + 2)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Opts: o, http: &http.Client{Timeout: 10 * time.Second}}
+	var peers, intakes []string
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("%d=c%d@%s", i+1, i+1, addrs[4*i]))
+		intakes = append(intakes, addrs[4*i+1])
+	}
+	for i := range n {
+		co := &Coordinator{ID: fmt.Sprintf("c%d", i+1), RaftID: uint64(i + 1),
+			Cluster: addrs[4*i], Intake: addrs[4*i+1], GRPC: addrs[4*i+2], HTTP: addrs[4*i+3]}
+		co.Process = &Process{Name: co.ID, Bin: o.Bin, LogPath: filepath.Join(o.Dir, co.ID+".log"),
+			Ready: `msg="coordinator ready"`, Args: []string{"coordinator",
+				"--id", co.ID, "--raft-id", fmt.Sprint(co.RaftID), "--data-dir", filepath.Join(o.Dir, co.ID),
+				"--insecure-cluster", "--peers", strings.Join(peers, ","),
+				"--cluster-listen", co.Cluster, "--intake-listen", co.Intake,
+				"--listen", co.GRPC, "--http-listen", co.HTTP, "--log-level", o.LogLevel}}
+		c.Coordinators = append(c.Coordinators, co)
+	}
+	e := &Edge{ID: o.EdgeID, GRPC: addrs[4*n], HTTP: addrs[4*n+1]}
+	e.Process = &Process{Name: e.ID, Bin: o.Bin, LogPath: filepath.Join(o.Dir, e.ID+".log"),
+		Ready: `msg="node ready"`, Args: []string{"node",
+			"--data-dir", filepath.Join(o.Dir, e.ID), "--node-id", e.ID,
+			"--listen", e.GRPC, "--http-listen", e.HTTP,
+			"--replicate-to", strings.Join(intakes, ","), "--replicate-insecure",
+			"--advertise-query-addr", e.GRPC, "--wal-segment-age", o.WALSegmentAge.String(),
+			"--log-level", o.LogLevel}}
+	c.Edge = e
+	return c, nil
+}
+
+// Processes lists every process of the fleet, coordinators first.
+func (c *Cluster) Processes() []*Process {
+	var ps []*Process
+	for _, co := range c.Coordinators {
+		ps = append(ps, co.Process)
+	}
+	return append(ps, c.Edge.Process)
+}
+
+// Start starts the coordinators together (a member waits for a quorum) and
+// then the edge.
+func (c *Cluster) Start() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Coordinators))
+	for i, co := range c.Coordinators {
+		wg.Go(func() { errs[i] = co.Start(c.Opts.ReadyTimeout) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.Edge.Start(c.Opts.ReadyTimeout)
+}
+
+// KillAll kills every process still running.
+func (c *Cluster) KillAll() {
+	for _, p := range c.Processes() {
+		p.Kill()
+	}
+}
+
+// Fleet is the part of GET /api/v1/fleet the tests read.
+type Fleet struct {
+	Coordinator string `json:"coordinator"`
+	Raft        struct {
+		ID     uint64 `json:"id"`
+		Leader uint64 `json:"leader"`
+		Term   uint64 `json:"term"`
+	} `json:"raft"`
+	Nodes []FleetNode `json:"nodes"`
+}
+
+// FleetNode is one node of a Fleet.
+type FleetNode struct {
+	ID              string    `json:"id"`
+	Role            string    `json:"role"`
+	Replicas        []string  `json:"replicas"`
+	AckedThrough    uint64    `json:"acked_through"`
+	WatermarkTimeMs int64     `json:"watermark_time_ms"`
+	HeldPoints      uint64    `json:"held_points"`
+	Held            []HeldRun `json:"held"`
+	Gaps            []struct {
+		AfterSeq   uint64 `json:"after_seq"`
+		ThroughSeq uint64 `json:"through_seq"`
+		Reason     string `json:"reason"`
+	} `json:"gaps"`
+}
+
+// HeldRun is a run of segments the cloud holds for an edge.
+type HeldRun struct {
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	Points   uint64 `json:"points"`
+}
+
+// Node returns the fleet's entry for id.
+func (f Fleet) Node(id string) (FleetNode, bool) {
+	for _, n := range f.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return FleetNode{}, false
+}
+
+// Fleet asks co for GET /api/v1/fleet.
+func (c *Cluster) Fleet(ctx context.Context, co *Coordinator) (Fleet, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+co.HTTP+"/api/v1/fleet", nil)
+	if err != nil {
+		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", co.ID, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", co.ID, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var f Fleet
+	if err := json.Unmarshal(body, &f); err != nil {
+		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", co.ID, err)
+	}
+	return f, nil
+}
+
+// AnyFleet asks the running coordinators in turn and returns the first
+// answer.
+func (c *Cluster) AnyFleet(ctx context.Context) (Fleet, *Coordinator, error) {
+	var errs []error
+	for _, co := range c.Coordinators {
+		if !co.Running() {
+			continue
+		}
+		f, err := c.Fleet(ctx, co)
+		if err == nil {
+			return f, co, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return Fleet{}, nil, errors.New("fleet: no coordinator is running")
+	}
+	return Fleet{}, nil, errors.Join(errs...)
+}
+
+// Leader waits up to timeout for a running coordinator to name a leader
+// that is itself running, and returns that leader's process.
+func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Coordinator, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error = errNoLeader
+	for {
+		for _, co := range c.Coordinators {
+			if !co.Running() {
+				continue
+			}
+			f, err := c.Fleet(ctx, co)
+			if err != nil {
+				last = err
+				continue
+			}
+			for _, l := range c.Coordinators {
+				if f.Raft.Leader != 0 && l.RaftID == f.Raft.Leader && l.Running() {
+					return l, nil
+				}
+			}
+			last = fmt.Errorf("%s names leader %d, not a running member", co.ID, f.Raft.Leader)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("find the raft leader within %v: %w", timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitFleet polls the running coordinators every 100 ms until ok accepts an
+// answer or timeout passes; it returns the last answer.
+func (c *Cluster) WaitFleet(ctx context.Context, timeout time.Duration, ok func(Fleet) bool) (Fleet, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last Fleet
+	var lastErr error
+	for {
+		f, _, err := c.AnyFleet(ctx)
+		if err == nil {
+			last = f
+			if ok(f) {
+				return f, nil
+			}
+		} else {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil && last.Coordinator == "" {
+				return last, fmt.Errorf("wait for the fleet: %w", lastErr)
+			}
+			return last, fmt.Errorf("wait for the fleet: condition not met within %v", timeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
