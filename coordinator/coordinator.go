@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,7 +120,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	closers = append(closers, func() { c.raft.Close() })
 	c.tr.SetReporter(c.raft)
 	c.book = map[uint64]bool{}
-	for _, p := range o.Peers {
+	for _, p := range append(slices.Clone(o.Peers), o.JoinPeers...) {
 		if p.RaftID != o.RaftID {
 			c.book[p.RaftID] = true
 			if err := c.tr.AddPeer(p.RaftID, transport.Peer{Addr: p.Addr, Name: p.NodeID}); err != nil {
@@ -199,7 +200,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	})
 	c.wg.Go(func() { c.maintain(ctx) })
 	c.log.Info("coordinator started", "raft_id", o.RaftID, "cluster", c.clusterLis.Addr().String(),
-		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers))
+		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers), "join_peers", len(o.JoinPeers))
 	return c, nil
 }
 
@@ -211,8 +212,13 @@ func (c *Coordinator) fail(err error) {
 	}
 }
 
+// ErrRemoved is delivered on Err when this coordinator was removed from
+// the raft cluster: it no longer takes part, and its process should stop
+// (it is not a failure).
+var ErrRemoved = errors.New("coordinator was removed from the raft cluster")
+
 // Err delivers the first error that stopped a component (a listener, the
-// raft member); the process should then stop.
+// raft member), or ErrRemoved; the process should then stop.
 func (c *Coordinator) Err() <-chan error { return c.errc }
 
 // NodeID is this coordinator's node id.
@@ -246,7 +252,7 @@ func (c *Coordinator) Barrier(ctx context.Context) error { return c.raft.Lineari
 // this coordinator is registered in the catalog.
 func (c *Coordinator) Ready() bool {
 	st := c.raft.Status()
-	if st.Lead == 0 || st.Failed != nil {
+	if st.Lead == 0 || st.Failed != nil || st.Removed {
 		return false
 	}
 	n, ok := c.fsm.Node(c.opts.NodeID)

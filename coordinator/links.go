@@ -177,6 +177,9 @@ func (c *Coordinator) authorizeMember(ctx context.Context) error {
 	for _, p := range c.opts.Peers {
 		names = append(names, p.NodeID)
 	}
+	for _, p := range c.opts.JoinPeers {
+		names = append(names, p.NodeID)
+	}
 	_, err := transport.AuthorizeMember(ctx, names)
 	return err
 }
@@ -217,6 +220,15 @@ func (c *Coordinator) maintain(ctx context.Context) {
 	defer t.Stop()
 	var lastBeat time.Time
 	for {
+		if c.raft.Status().Removed {
+			// Registering or heartbeating would only be refused now.
+			c.log.Warn("this coordinator was removed from the raft cluster; it no longer serves (stop the process)")
+			select {
+			case c.errc <- ErrRemoved:
+			default:
+			}
+			return
+		}
 		c.syncPeers()
 		if c.raft.Status().Lead != 0 {
 			n, ok := c.fsm.Node(c.opts.NodeID)
@@ -289,7 +301,10 @@ func (c *Coordinator) syncPeers() {
 		}
 		have, ok := c.tr.Peer(m.RaftID)
 		if !known && ok {
-			continue // not registered yet: keep what bootstrap said
+			// Not registered yet: keep what bootstrap, --join or the
+			// AddMember call said, but remove it with the membership.
+			c.book[m.RaftID] = true
+			continue
 		}
 		if want.Addr == "" || (!c.opts.Insecure && want.Name == "") {
 			continue

@@ -52,6 +52,13 @@ type Options struct {
 	// with the same list, itself included. Without Peers a coordinator
 	// with an empty raft log waits to be added by the cluster (join).
 	Peers []Peer
+	// JoinPeers, for a coordinator joining an existing cluster (without
+	// Peers), lists the cluster's current members: it seeds the raft
+	// address book so that the leader's messages are accepted before the
+	// catalog names the members. It bootstraps nothing; an entry for this
+	// coordinator itself is ignored. Once the catalog arrives it is the
+	// source of the address book.
+	JoinPeers []Peer
 
 	// ClusterServerTLS and ClusterClientTLS secure the cluster links
 	// (mutual TLS; the server side must verify client certificates).
@@ -156,6 +163,21 @@ func (o *Options) Validate() error {
 			}
 			return 0
 		})
+	}
+	if len(o.JoinPeers) > 0 && len(o.Peers) > 0 {
+		bad = append(bad, errors.New("Peers (bootstrap) and JoinPeers (join) exclude each other"))
+	}
+	joinIDs := map[uint64]bool{}
+	for i, p := range o.JoinPeers {
+		switch {
+		case p.RaftID == 0 || p.NodeID == "" || p.Addr == "":
+			bad = append(bad, fmt.Errorf("join peer %d: raft id, node id and address are all required", i))
+		case joinIDs[p.RaftID]:
+			bad = append(bad, fmt.Errorf("join peer %d: raft id %d listed twice", i, p.RaftID))
+		case p.RaftID == o.RaftID && p.NodeID != o.NodeID:
+			bad = append(bad, fmt.Errorf("join peer %d has this coordinator's raft id %d but node id %q, not %q", i, p.RaftID, p.NodeID, o.NodeID))
+		}
+		joinIDs[p.RaftID] = true
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("coordinator options: %w", errors.Join(bad...))

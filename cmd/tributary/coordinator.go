@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
@@ -24,7 +27,7 @@ import (
 
 // coordinatorFlags bind the coordinator's flags to coordinator.Options.
 type coordinatorFlags struct {
-	peers                 string
+	peers, join           string
 	peerCert, peerKey, ca string
 	edgeCA                string
 	insecureCluster       bool
@@ -43,6 +46,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&o.DataDir, "data-dir", "./coordinator-data", "directory for the raft log and the replica store")
 		fs.StringVar(&o.ClusterID, "cluster-id", "tributary", "name of the raft cluster; members of another cluster are refused")
 		fs.StringVar(&f.peers, "peers", "", "bootstrap a new cluster with these members, the same list on each: RAFTID=NODEID@HOST:PORT,... (this one included); empty: wait to be added to an existing cluster")
+		fs.StringVar(&f.join, "join", "", "join an existing cluster whose current members are these: RAFTID=NODEID@HOST:PORT,... (their raft messages are accepted before the catalog arrives); then add this coordinator with `tributary cluster add` (excludes --peers)")
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
 		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
@@ -67,8 +71,14 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 // apply validates the flags into o.
 func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) error {
 	var err error
-	if o.Peers, err = parsePeers(f.peers); err != nil {
+	if o.Peers, err = parsePeers("--peers", f.peers); err != nil {
 		return err
+	}
+	if o.JoinPeers, err = parsePeers("--join", f.join); err != nil {
+		return err
+	}
+	if len(o.Peers) > 0 && len(o.JoinPeers) > 0 {
+		return fmt.Errorf("%w: --peers (bootstrap a new cluster) and --join (join an existing one) exclude each other", errUsage)
 	}
 	o.RetentionRaw, o.Retention1h, o.Retention1d = f.retainRaw, f.retain1h, f.retain1d
 	o.HeadMaxBytes, o.BlockCacheBytes = f.headMaxBytes, f.bcBytes
@@ -102,8 +112,8 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	return nil
 }
 
-// parsePeers parses RAFTID=NODEID@HOST:PORT,...
-func parsePeers(s string) ([]coordinator.Peer, error) {
+// parsePeers parses RAFTID=NODEID@HOST:PORT,... given to the flag name.
+func parsePeers(name, s string) ([]coordinator.Peer, error) {
 	var out []coordinator.Peer
 	for i, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
@@ -114,7 +124,7 @@ func parsePeers(s string) ([]coordinator.Peer, error) {
 		name, addr, ok2 := strings.Cut(rest, "@")
 		id, err := strconv.ParseUint(idStr, 10, 64)
 		if !ok1 || !ok2 || err != nil || id == 0 || name == "" || addr == "" {
-			return nil, fmt.Errorf("%w: --peers item %d %q: want RAFTID=NODEID@HOST:PORT with a non-zero raft id", errUsage, i+1, item)
+			return nil, fmt.Errorf("%w: %s item %d %q: want RAFTID=NODEID@HOST:PORT with a non-zero raft id", errUsage, name, i+1, item)
 		}
 		out = append(out, coordinator.Peer{RaftID: id, NodeID: name, Addr: addr})
 	}
@@ -176,10 +186,14 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		return st, nil
 	}
 	var b = c.Backend()
-	register := api.NewQueryServer(b, status).RegisterQuery
+	registerQuery := api.NewQueryServer(b, status).RegisterQuery
 	if local != nil {
 		b = local
-		register = local.register(status)
+		registerQuery = local.register(status)
+	}
+	register := func(g *grpc.Server) {
+		registerQuery(g)
+		c.RegisterAdmin(g) // ClusterService: membership changes
 	}
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
@@ -220,6 +234,10 @@ func waitAndStop(fe *frontend, log *slog.Logger, grace time.Duration, c *coordin
 	case err = <-fe.errc:
 		log.Error("listener stopped", "err", err)
 	case err = <-c.Err():
+		if errors.Is(err, coordinator.ErrRemoved) {
+			log.Info("removed from the raft cluster: shutting down")
+			err = nil
+		}
 	}
 	fe.stop(grace)
 	if edge != nil {

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+const clusterUsage = `usage: tributary cluster <subcommand> [flags]
+
+Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
+--tls-ca, --timeout, --format table|json):
+  members                       list the raft members as that coordinator sees them
+  add RAFTID=NODEID@HOST:PORT   add a coordinator started with --join, as a learner
+                                (--voter: directly as a voter); HOST:PORT is its
+                                cluster address
+  promote RAFTID                make a learner a voter (once it caught up)
+  remove RAFTID                 remove a member (not the leader: transfer first)
+  transfer [RAFTID]             hand leadership to RAFTID (default: the most
+                                up-to-date other voter)
+
+Changes must be sent to the leader; another coordinator answers with the
+leader's raft id, node id and cluster address.`
+
+// runCluster is `tributary cluster`: membership of the coordinators' raft
+// cluster through tributary.v1.ClusterService.
+func runCluster(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, clusterUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: missing subcommand", errUsage)
+		}
+		return flag.ErrHelp
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("cluster "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, "time limit of the request")
+	format := fs.String("format", "table", "output: table or json")
+	voter := false
+	if sub == "add" {
+		fs.BoolVar(&voter, "voter", false, "add the member as a voter at once instead of as a learner")
+	}
+	pos, err := parseArgs(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return fmt.Errorf("%w: --format %q: want table or json", errUsage, *format)
+	}
+	wantArgs := func(min, max int) error {
+		if len(pos) < min || len(pos) > max {
+			return fmt.Errorf("%w: cluster %s takes %d to %d arguments, got %d (tributary cluster -h)", errUsage, sub, min, max, len(pos))
+		}
+		return nil
+	}
+	raftArg := func(i int) (uint64, error) {
+		id, err := strconv.ParseUint(pos[i], 10, 64)
+		if err != nil || id == 0 {
+			return 0, fmt.Errorf("%w: cluster %s: raft id %q: want a non-zero integer", errUsage, sub, pos[i])
+		}
+		return id, nil
+	}
+
+	var call func(context.Context, pb.ClusterServiceClient) (any, error)
+	switch sub {
+	case "members":
+		if err := wantArgs(0, 0); err != nil {
+			return err
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Members(ctx, &pb.MembersRequest{})
+		}
+	case "add":
+		if err := wantArgs(1, 1); err != nil {
+			return err
+		}
+		peers, err := parsePeers("cluster add", pos[0])
+		if err != nil {
+			return err
+		}
+		if len(peers) != 1 {
+			return fmt.Errorf("%w: cluster add: want one RAFTID=NODEID@HOST:PORT", errUsage)
+		}
+		p := peers[0]
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.AddMember(ctx, &pb.AddMemberRequest{RaftId: p.RaftID, NodeId: p.NodeID, Addr: p.Addr, Learner: !voter})
+		}
+	case "promote", "remove":
+		if err := wantArgs(1, 1); err != nil {
+			return err
+		}
+		id, err := raftArg(0)
+		if err != nil {
+			return err
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			if sub == "promote" {
+				return cl.PromoteMember(ctx, &pb.PromoteMemberRequest{RaftId: id})
+			}
+			return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id})
+		}
+	case "transfer":
+		if err := wantArgs(0, 1); err != nil {
+			return err
+		}
+		var id uint64
+		if len(pos) == 1 {
+			if id, err = raftArg(0); err != nil {
+				return err
+			}
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ToRaftId: id})
+		}
+	default:
+		fmt.Fprintln(stderr, clusterUsage)
+		return fmt.Errorf("%w: unknown subcommand %q", errUsage, sub)
+	}
+
+	conn, err := cf.dialConn()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	if cf.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+	}
+	resp, err := call(ctx, pb.NewClusterServiceClient(conn))
+	if err != nil {
+		return fmt.Errorf("%s at %s: %w", sub, cf.addr, err)
+	}
+	return printCluster(stdout, *format, resp)
+}
+
+// printCluster prints an answer of ClusterService.
+func printCluster(w io.Writer, format string, resp any) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(clusterJSON(resp))
+	}
+	switch r := resp.(type) {
+	case *pb.MembersResponse:
+		fmt.Fprintf(w, "answered by %s, leader %d, term %d\n", r.AnsweredBy, r.LeaderRaftId, r.Term)
+		return printMembers(w, r.Members)
+	case *pb.AddMemberResponse:
+		return printMembers(w, r.Members)
+	case *pb.PromoteMemberResponse:
+		return printMembers(w, r.Members)
+	case *pb.RemoveMemberResponse:
+		return printMembers(w, r.Members)
+	case *pb.TransferLeadershipResponse:
+		_, err := fmt.Fprintf(w, "leader is now %d\n", r.LeaderRaftId)
+		return err
+	}
+	return fmt.Errorf("BUG: unexpected answer %T", resp)
+}
+
+func printMembers(w io.Writer, ms []*pb.Member) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RAFT ID\tNODE ID\tADDRESS\tROLE\tLEADER\tMATCH")
+	for _, m := range ms {
+		role, lead, match := "voter", "", "-"
+		if m.Learner {
+			role = "learner"
+		}
+		if m.Leader {
+			lead = "*"
+		}
+		if m.MatchIndex > 0 {
+			match = strconv.FormatUint(m.MatchIndex, 10)
+		}
+		node := m.NodeId
+		if node == "" {
+			node = "(not registered)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.RaftId, node, m.Addr, role, lead, match)
+	}
+	return tw.Flush()
+}
+
+// memberJSON is a member in `--format json` (stable snake_case names,
+// every field present).
+type memberJSON struct {
+	RaftID     uint64 `json:"raft_id"`
+	NodeID     string `json:"node_id"`
+	Addr       string `json:"addr"`
+	Learner    bool   `json:"learner"`
+	Leader     bool   `json:"leader"`
+	MatchIndex uint64 `json:"match_index"`
+}
+
+func clusterJSON(resp any) any {
+	conv := func(ms []*pb.Member) []memberJSON {
+		out := make([]memberJSON, 0, len(ms))
+		for _, m := range ms {
+			out = append(out, memberJSON{m.RaftId, m.NodeId, m.Addr, m.Learner, m.Leader, m.MatchIndex})
+		}
+		return out
+	}
+	type membersOnly struct {
+		Members []memberJSON `json:"members"`
+	}
+	switch r := resp.(type) {
+	case *pb.MembersResponse:
+		return struct {
+			AnsweredBy   string       `json:"answered_by"`
+			LeaderRaftID uint64       `json:"leader_raft_id"`
+			Term         uint64       `json:"term"`
+			Members      []memberJSON `json:"members"`
+		}{r.AnsweredBy, r.LeaderRaftId, r.Term, conv(r.Members)}
+	case *pb.AddMemberResponse:
+		return membersOnly{conv(r.Members)}
+	case *pb.PromoteMemberResponse:
+		return membersOnly{conv(r.Members)}
+	case *pb.RemoveMemberResponse:
+		return membersOnly{conv(r.Members)}
+	case *pb.TransferLeadershipResponse:
+		return struct {
+			LeaderRaftID uint64 `json:"leader_raft_id"`
+		}{r.LeaderRaftId}
+	}
+	return resp
+}
+
+// dialConn opens a plain gRPC connection with the client flags (TLS,
+// client certificate, token) for services the SDK does not wrap. The
+// connection is made by the first call.
+func (f *clientFlags) dialConn() (*grpc.ClientConn, error) {
+	if f.timeout < 0 {
+		return nil, fmt.Errorf("%w: --timeout %s is negative", errUsage, f.timeout)
+	}
+	if f.addr == "" {
+		return nil, fmt.Errorf("%w: --addr is empty", errUsage)
+	}
+	token := f.token
+	if token == "" {
+		token = strings.TrimSpace(f.getenv(tokenEnv))
+	}
+	var tlsCfg *tls.Config
+	if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsSkipVerify {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.tlsSkipVerify}
+		if h, _, err := net.SplitHostPort(f.addr); err == nil {
+			tlsCfg.ServerName = h
+		}
+		if f.tlsCA != "" {
+			pem, err := os.ReadFile(f.tlsCA)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: --tls-ca %s: no PEM certificate in it", errUsage, f.tlsCA)
+			}
+			tlsCfg.RootCAs = pool
+		}
+		if f.tlsCert != "" || f.tlsKey != "" {
+			cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --tls-cert/--tls-key: %v", errUsage, err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{cert}
+		}
+	}
+	if token != "" && tlsCfg == nil && !f.tokenOverPlain && !loopbackAddr(f.addr) {
+		return nil, fmt.Errorf("%w: refusing to send the token without TLS to %s (use --tls-ca, or --allow-plaintext-token)", errUsage, f.addr)
+	}
+	opts := []grpc.DialOption{grpc.WithUserAgent("tributary-cli/" + version)}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: tlsCfg != nil}))
+	}
+	conn, err := grpc.NewClient(f.addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %v", errUsage, f.addr, err)
+	}
+	return conn, nil
+}
+
+func loopbackAddr(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// bearerToken sends the token with every call.
+type bearerToken struct {
+	token  string
+	secure bool
+}
+
+func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearerToken) RequireTransportSecurity() bool { return b.secure }

@@ -1,0 +1,267 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
+	"github.com/tributarydb/tributary/coordinator/internal/transport"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// transferTimeout bounds a leadership transfer when the request carries
+// no deadline: a transfer to a member that cannot win the election never
+// completes, and the leader then keeps leadership.
+const transferTimeout = 10 * time.Second
+
+// RegisterAdmin registers tributary.v1.ClusterService (membership of the
+// raft cluster) on g, the coordinator's client gRPC server, so that its
+// bearer tokens and TLS apply.
+func (c *Coordinator) RegisterAdmin(g grpc.ServiceRegistrar) {
+	pb.RegisterClusterServiceServer(g, &adminServer{c: c})
+}
+
+// adminServer implements ClusterService. Changes are made on the leader
+// only; a follower answers FAILED_PRECONDITION naming the leader.
+type adminServer struct {
+	pb.UnimplementedClusterServiceServer
+	c *Coordinator
+}
+
+func (s *adminServer) AddMember(ctx context.Context, req *pb.AddMemberRequest) (*pb.AddMemberResponse, error) {
+	c := s.c
+	if req.RaftId == 0 || req.NodeId == "" || req.Addr == "" {
+		return nil, status.Error(codes.InvalidArgument, "add member: raft_id (non-zero), node_id and addr are all required")
+	}
+	if _, _, err := net.SplitHostPort(req.Addr); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "add member %d: addr %q: %v", req.RaftId, req.Addr, err)
+	}
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	if n, ok := c.fsm.Node(req.NodeId); ok && (n.Role != catalog.RoleCoordinator || n.RaftID != req.RaftId) {
+		return nil, status.Errorf(codes.FailedPrecondition, "add member %d: node id %q is registered in the catalog as %s with raft id %d", req.RaftId, req.NodeId, n.Role, n.RaftID)
+	}
+	for _, n := range c.fsm.Nodes() {
+		if n.Role == catalog.RoleCoordinator && n.RaftID == req.RaftId && n.ID != req.NodeId {
+			return nil, status.Errorf(codes.FailedPrecondition, "add member: raft id %d belongs to coordinator %q (raft ids are never reused)", req.RaftId, n.ID)
+		}
+	}
+	// The catalog learns the new member's name only when it registers,
+	// which needs the log, which needs the leader to reach it: put it in
+	// the address book now.
+	added := false
+	if _, ok := c.tr.Peer(req.RaftId); !ok && req.RaftId != c.opts.RaftID {
+		if err := c.tr.AddPeer(req.RaftId, transport.Peer{Addr: req.Addr, Name: req.NodeId}); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "add member %d to the address book: %v", req.RaftId, err)
+		}
+		added = true
+	}
+	var err error
+	if req.Learner {
+		err = c.raft.AddLearner(ctx, req.RaftId, req.Addr)
+	} else {
+		err = c.raft.AddVoter(ctx, req.RaftId, req.Addr)
+	}
+	if err != nil {
+		if added && !slices.Contains(c.raft.Status().Voters, req.RaftId) && !slices.Contains(c.raft.Status().Learners, req.RaftId) {
+			c.tr.RemovePeer(req.RaftId)
+		}
+		return nil, s.changeError(fmt.Sprintf("add member %d (%s at %s)", req.RaftId, req.NodeId, req.Addr), err)
+	}
+	kind := "voter"
+	if req.Learner {
+		kind = "learner"
+	}
+	c.log.Info("member added", "raft_id", req.RaftId, "node_id", req.NodeId, "addr", req.Addr, "as", kind)
+	return &pb.AddMemberResponse{Members: s.members()}, nil
+}
+
+func (s *adminServer) PromoteMember(ctx context.Context, req *pb.PromoteMemberRequest) (*pb.PromoteMemberResponse, error) {
+	if req.RaftId == 0 {
+		return nil, status.Error(codes.InvalidArgument, "promote member: raft_id is required")
+	}
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	if err := s.c.raft.PromoteLearner(ctx, req.RaftId); err != nil {
+		return nil, s.changeError(fmt.Sprintf("promote member %d", req.RaftId), err)
+	}
+	s.c.log.Info("member promoted to voter", "raft_id", req.RaftId)
+	return &pb.PromoteMemberResponse{Members: s.members()}, nil
+}
+
+func (s *adminServer) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
+	if req.RaftId == 0 {
+		return nil, status.Error(codes.InvalidArgument, "remove member: raft_id is required")
+	}
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	if req.RaftId == s.c.opts.RaftID {
+		// A leader removing itself stops leading before anyone else
+		// campaigns: the cluster has no leader for an election timeout.
+		return nil, status.Errorf(codes.FailedPrecondition, "remove member %d: it is the leader; transfer leadership first", req.RaftId)
+	}
+	if err := s.c.raft.RemoveMember(ctx, req.RaftId); err != nil {
+		return nil, s.changeError(fmt.Sprintf("remove member %d", req.RaftId), err)
+	}
+	s.c.log.Info("member removed", "raft_id", req.RaftId)
+	return &pb.RemoveMemberResponse{Members: s.members()}, nil
+}
+
+func (s *adminServer) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
+	c := s.c
+	if err := s.requireLeader(); err != nil {
+		return nil, err
+	}
+	st := c.raft.Status()
+	to := req.ToRaftId
+	if to == 0 {
+		// The most up-to-date other voter wins the election soonest.
+		for _, v := range st.Voters {
+			if v != c.opts.RaftID && (to == 0 || st.Match[v] > st.Match[to]) {
+				to = v
+			}
+		}
+		if to == 0 {
+			return nil, status.Error(codes.FailedPrecondition, "transfer leadership: there is no other voter")
+		}
+	}
+	if to == c.opts.RaftID {
+		return &pb.TransferLeadershipResponse{LeaderRaftId: to}, nil
+	}
+	if !slices.Contains(st.Voters, to) {
+		return nil, status.Errorf(codes.FailedPrecondition, "transfer leadership to %d: it is not a voter (voters: %v)", to, st.Voters)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, transferTimeout)
+		defer cancel()
+	}
+	if err := c.raft.TransferLeadership(ctx, to); err != nil {
+		return nil, s.changeError(fmt.Sprintf("transfer leadership to %d", to), err)
+	}
+	lead := c.raft.Status().Lead
+	c.log.Info("leadership transferred", "to", to, "leader", lead)
+	return &pb.TransferLeadershipResponse{LeaderRaftId: lead}, nil
+}
+
+func (s *adminServer) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.MembersResponse, error) {
+	st := s.c.raft.Status()
+	return &pb.MembersResponse{AnsweredBy: s.c.opts.NodeID, LeaderRaftId: st.Lead, Term: st.Term, Members: s.members()}, nil
+}
+
+// members is this coordinator's view of the membership, sorted by raft id.
+func (s *adminServer) members() []*pb.Member {
+	c := s.c
+	st := c.raft.Status()
+	byRaft := map[uint64]catalog.Node{}
+	for _, n := range c.fsm.Nodes() {
+		if n.Role == catalog.RoleCoordinator && n.RaftID != 0 {
+			byRaft[n.RaftID] = n
+		}
+	}
+	addrs := map[uint64]string{}
+	for _, m := range c.fsm.Members() {
+		addrs[m.RaftID] = m.Addr
+	}
+	var out []*pb.Member
+	add := func(id uint64, learner bool) {
+		m := &pb.Member{RaftId: id, Learner: learner, Leader: id == st.Lead, MatchIndex: st.Match[id], Addr: addrs[id]}
+		if n, ok := byRaft[id]; ok {
+			m.NodeId = n.ID
+			if m.Addr == "" {
+				m.Addr = n.Addr
+			}
+		}
+		if p, ok := c.tr.Peer(id); ok {
+			if m.NodeId == "" {
+				m.NodeId = p.Name // added here, not registered yet
+			}
+			if m.Addr == "" {
+				m.Addr = p.Addr
+			}
+		}
+		if id == c.opts.RaftID {
+			m.NodeId, m.Addr = c.opts.NodeID, c.opts.ClusterAddr
+		}
+		out = append(out, m)
+	}
+	for _, id := range st.Voters {
+		add(id, false)
+	}
+	for _, id := range st.Learners {
+		add(id, true)
+	}
+	slices.SortFunc(out, func(a, b *pb.Member) int {
+		switch {
+		case a.RaftId < b.RaftId:
+			return -1
+		case a.RaftId > b.RaftId:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// requireLeader answers FAILED_PRECONDITION naming the leader unless this
+// coordinator leads.
+func (s *adminServer) requireLeader() error {
+	st := s.c.raft.Status()
+	if st.Removed {
+		return status.Errorf(codes.FailedPrecondition, "coordinator %s (raft id %d) was removed from the cluster", s.c.opts.NodeID, s.c.opts.RaftID)
+	}
+	if st.IsLeader {
+		return nil
+	}
+	return s.notLeader(st.Lead)
+}
+
+func (s *adminServer) notLeader(lead uint64) error {
+	c := s.c
+	if lead == 0 {
+		return status.Errorf(codes.FailedPrecondition, "coordinator %s (raft id %d) is not the leader and knows of none (election in progress?); retry shortly", c.opts.NodeID, c.opts.RaftID)
+	}
+	name, addr := "", ""
+	for _, n := range c.fsm.Nodes() {
+		if n.Role == catalog.RoleCoordinator && n.RaftID == lead {
+			name, addr = n.ID, n.Addr
+		}
+	}
+	if name == "" {
+		if p, ok := c.tr.Peer(lead); ok {
+			name, addr = p.Name, p.Addr
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "coordinator %s (raft id %d) is not the leader; the leader is raft id %d (node %q, cluster address %s): send the request to its client listener",
+		c.opts.NodeID, c.opts.RaftID, lead, name, addr)
+}
+
+// changeError maps a raft membership error to a gRPC status.
+func (s *adminServer) changeError(what string, err error) error {
+	var nl *raftnode.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return s.notLeader(nl.Leader)
+	case errors.Is(err, raftnode.ErrConfChangePending):
+		return status.Errorf(codes.Aborted, "%s: another membership change is in progress; retry once it is applied: %v", what, err)
+	case errors.Is(err, raftnode.ErrBadConfChange):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return status.Errorf(status.FromContextError(err).Code(), "%s: %v (the change may still be applied; check the members)", what, err)
+	case errors.Is(err, raftnode.ErrStopped):
+		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
