@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -33,6 +34,8 @@ func DialEdge(addr string, opts ...grpc.DialOption) (*EdgeClient, error) {
 	}
 	return &EdgeClient{addr: addr, conn: conn, qc: pb.NewQueryServiceClient(conn)}, nil
 }
+
+var _ Source = (*EdgeClient)(nil)
 
 // Close closes the connection.
 func (c *EdgeClient) Close() error { return c.conn.Close() }
@@ -57,7 +60,7 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 	}
 	stream, err := c.qc.Query(ctx, req)
 	if err != nil {
-		return info, c.wrap(err)
+		return info, c.wrap("query", err)
 	}
 	var cur node.Series
 	idx := int64(-1)
@@ -81,7 +84,7 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 			break
 		}
 		if err != nil {
-			return info, c.wrap(err)
+			return info, c.wrap("query", err)
 		}
 		if first {
 			info.Source, first = msg.Source, false
@@ -112,11 +115,47 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 	return info, nil
 }
 
-func (c *EdgeClient) wrap(err error) error {
+// Series lists the edge's series matching ms, at most limit (<= 0: the
+// edge's default), sorted.
+func (c *EdgeClient) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+	resp, err := c.qc.Series(ctx, &pb.SeriesRequest{Matchers: api.FromMatchers(ms), Limit: int64(max(limit, 0))})
+	if err != nil {
+		return nil, c.wrap("list series of", err)
+	}
+	out := make([]labels.Labels, len(resp.Series))
+	for i, s := range resp.Series {
+		out[i] = api.ToLabels(s)
+	}
+	return out, nil
+}
+
+// LabelNames lists the label names of the edge's series matching ms (all
+// series when ms is empty).
+func (c *EdgeClient) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
+	resp, err := c.qc.LabelNames(ctx, &pb.LabelNamesRequest{Matchers: api.FromMatchers(ms)})
+	if err != nil {
+		return nil, c.wrap("list label names of", err)
+	}
+	return resp.Names, nil
+}
+
+// LabelValues lists the values of name among the edge's series matching
+// ms (all series when ms is empty).
+func (c *EdgeClient) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
+	resp, err := c.qc.LabelValues(ctx, &pb.LabelValuesRequest{Name: name, Matchers: api.FromMatchers(ms)})
+	if err != nil {
+		return nil, c.wrap("list label values of", err)
+	}
+	return resp.Values, nil
+}
+
+// wrap names the edge and the action; an InvalidArgument status becomes
+// node.ErrBadQuery.
+func (c *EdgeClient) wrap(action string, err error) error {
 	if status.Code(err) == codes.InvalidArgument {
 		return fmt.Errorf("%w: edge %s: %s", node.ErrBadQuery, c.addr, status.Convert(err).Message())
 	}
-	return fmt.Errorf("query edge %s: %w", c.addr, err)
+	return fmt.Errorf("%s edge %s: %w", action, c.addr, err)
 }
 
 // bucket downsamples sorted raw samples as a node does.

@@ -14,12 +14,28 @@
 // and the front end merges them and then aggregates across series exactly
 // as a node does.
 //
+// The catalog learns an edge's series only when a segment holding them is
+// replicated, so every series with data at or before an edge's watermark
+// is in it, but a series created since lives only on the edge. Every edge
+// of the catalog is therefore asked for [S, end] (the whole range if a
+// recorded gap may hide series) even when none of its registered series
+// match; the edge resolves the matchers in its own index. The replicas
+// are asked only for edges with catalog-matching series. Series,
+// LabelNames and LabelValues are the union of the catalog's answer and
+// every reachable edge's; an edge that cannot be asked is left out of
+// those listings without a word, as they have no channel for warnings.
+// At most MaxParallelEdges edges are asked at once.
+//
 // When a source cannot answer, another is asked and the answer says what
 // is missing, never silently less:
 //   - edge unreachable (no address, dial error, timeout): the replicas
 //     answer the whole range; the points after W are reported missing;
 //   - no replica answers: the edge answers the whole range;
 //   - neither: the edge's range is reported missing;
+//   - an edge without catalog-matching series unreachable: its [S, end]
+//     is reported missing in its coverage, and all such edges share one
+//     warning line (series they created after their watermark would be
+//     missing);
 //   - a recorded gap whose time span meets [start, S): the edge answers the
 //     whole range when it is reachable, otherwise the gap is reported
 //     missing.

@@ -18,6 +18,11 @@ type edgeResult struct {
 	points   int64
 	cov      EdgeCoverage
 	warnings []string
+	// skipped: the edge had nothing to be asked (not part of the answer).
+	skipped bool
+	// unreachable: an edge without catalog-matching series could not be
+	// asked; the caller summarizes these in one warning.
+	unreachable bool
 }
 
 // span is an inclusive time range; empty when lo > hi.
@@ -213,6 +218,58 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 			res.warnings = append(res.warnings, fmt.Sprintf("edge %s: points between %s and %s missing (%s)", edge, fmtMs(m.StartMs), fmtMs(m.EndMs), cov.Reason))
 		}
 	}
+	return res
+}
+
+// queryFresh asks an edge that registered none of q's series for the
+// matching series it created after its watermark. Every series with data
+// at or before the watermark is in the catalog (the intake registers
+// series before it records their range), so the edge is asked for [S,
+// end] only, or for the whole range when a recorded gap may hide series
+// the catalog never saw. The replicas are not asked: they cannot hold
+// unregistered series.
+func (f *Frontend) queryFresh(ctx context.Context, edge string, q node.Query) edgeResult {
+	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge}}
+	cov := &res.cov
+	wm := q.Start - 1 // nothing recorded: every series is new
+	prog, hasProg := f.o.Catalog.Progress(edge)
+	if hasProg {
+		wm = prog.WatermarkTimeMs
+	}
+	cov.WatermarkMs = wm
+	if pl, ok := f.o.Catalog.Placement(edge); ok {
+		cov.Replicas = pl.Replicas
+	}
+	s := splitAt(q, wm)
+	below := span{q.Start, min(s-1, q.End)}
+	part := span{max(s, q.Start), q.End}
+	if hasProg {
+		for _, g := range gapsOf(prog) {
+			if !g.known() && !below.empty() || g.meets(below) {
+				part = span{q.Start, q.End}
+				break
+			}
+		}
+	}
+	if part.empty() {
+		res.skipped = true
+		return res
+	}
+	src, why := f.edgeSource(edge)
+	if src != nil {
+		a, info, err := f.edgeLeg(ctx, src, withRange(q, part))
+		if err == nil {
+			res.series, res.points = a, info.Points
+			cov.EdgeAnswered = true
+			return res
+		}
+		why = fmt.Sprintf("edge %s unreachable: %v", edge, err)
+		f.o.Logger.Warn("query: edge leg failed", "edge", edge, "err", err)
+	}
+	res.unreachable = true
+	// Missing says where series may be missing: nothing is known of them.
+	cov.Missing = []TimeRange{{part.lo, part.hi}}
+	cov.Reason = "unreachable; no replicated series match: " + why
 	return res
 }
 

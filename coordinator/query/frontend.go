@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/backend"
@@ -16,11 +17,17 @@ import (
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
-// Source answers queries over one edge's data: an *EdgeClient, or
-// backend.ForNode(n) in-process.
+// Source answers queries over one edge's data, resolving matchers against
+// the edge's own index: an *EdgeClient, or backend.ForNode(n) in-process.
+// The methods mean what they mean on backend.Backend.
 type Source interface {
 	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+	Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error)
+	LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error)
+	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
 }
+
+var _ Source = backend.ForNode(nil)
 
 // ReplicaSource answers queries over the replicated data of some edges: a
 // coordinator's local replica store or a peer coordinator. emit names the
@@ -188,8 +195,11 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 	return refs, nil
 }
 
-// Series lists the catalog's series matching ms, in label order, at most
-// limit (<= 0: MaxSeries).
+// Series lists the series matching ms, in label order, at most limit
+// (<= 0: MaxSeries): the catalog's, and those of every reachable edge (an
+// edge's series created after its watermark are not in the catalog yet).
+// An edge that is unreachable or fails is not asked and nothing says so:
+// the listing has no channel for warnings.
 func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
@@ -201,14 +211,31 @@ func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) 
 	if limit <= 0 {
 		limit = f.o.MaxSeries
 	}
-	out := make([]labels.Labels, 0, min(len(refs), limit))
+	seen := map[string]labels.Labels{}
 	for _, r := range refs[:min(len(refs), limit)] {
-		out = append(out, r.Labels)
+		seen[string(r.Labels.AppendKey(nil))] = r.Labels
 	}
-	return out, nil
+	answers, err := askEdges(ctx, f, "list series", func(ctx context.Context, src Source) ([]labels.Labels, error) {
+		return src.Series(ctx, ms, limit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, sets := range answers {
+		for _, ls := range sets {
+			seen[string(ls.AppendKey(nil))] = ls
+		}
+	}
+	out := make([]labels.Labels, 0, len(seen))
+	for _, ls := range seen {
+		out = append(out, ls)
+	}
+	slices.SortFunc(out, compareLabels)
+	return out[:min(len(out), limit)], nil
 }
 
-// LabelNames lists the label names of the catalog's series matching ms.
+// LabelNames lists the label names of the series matching ms (all series
+// when ms is empty): the catalog's and every reachable edge's, as Series.
 func (f *Frontend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
@@ -223,11 +250,22 @@ func (f *Frontend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]stri
 			seen[l.Name] = true
 		}
 	}
+	answers, err := askEdges(ctx, f, "list label names", func(ctx context.Context, src Source) ([]string, error) {
+		return src.LabelNames(ctx, ms)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, names := range answers {
+		for _, n := range names {
+			seen[n] = true
+		}
+	}
 	return sortedSet(seen), nil
 }
 
-// LabelValues lists the values of name among the catalog's series
-// matching ms.
+// LabelValues lists the values of name among the series matching ms: the
+// catalog's and every reachable edge's, as Series.
 func (f *Frontend) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
@@ -242,7 +280,68 @@ func (f *Frontend) LabelValues(ctx context.Context, name string, ms []*labels.Ma
 			seen[v] = true
 		}
 	}
+	answers, err := askEdges(ctx, f, "list label values", func(ctx context.Context, src Source) ([]string, error) {
+		return src.LabelValues(ctx, name, ms)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, vals := range answers {
+		for _, v := range vals {
+			if v != "" {
+				seen[v] = true
+			}
+		}
+	}
 	return sortedSet(seen), nil
+}
+
+// askEdges calls ask for every edge of the catalog that is reachable, at
+// most MaxParallelEdges at once and each within EdgeTimeout, and returns
+// the answers of those that answered (in no particular order). Edges
+// that cannot be asked or fail are logged and left out.
+func askEdges[T any](ctx context.Context, f *Frontend, what string, ask func(context.Context, Source) (T, error)) ([]T, error) {
+	var edges []string
+	for _, n := range f.o.Catalog.Nodes() {
+		if n.Role == catalog.RoleEdge {
+			edges = append(edges, n.ID)
+		}
+	}
+	out := make([]T, len(edges))
+	ok := make([]bool, len(edges))
+	sem := make(chan struct{}, f.o.MaxParallelEdges)
+	var wg sync.WaitGroup
+	for i, edge := range edges {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			src, why := f.edgeSource(edge)
+			if src == nil {
+				f.o.Logger.Debug("query: edge not asked", "what", what, "edge", edge, "why", why)
+				return
+			}
+			ectx, cancel := context.WithTimeout(ctx, f.o.EdgeTimeout)
+			defer cancel()
+			v, err := ask(ectx, src)
+			if err != nil {
+				f.o.Logger.Warn("query: edge failed", "what", what, "edge", edge, "err", err)
+				return
+			}
+			out[i], ok[i] = v, true
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	answered := out[:0]
+	for i := range out {
+		if ok[i] {
+			answered = append(answered, out[i])
+		}
+	}
+	return answered, nil
 }
 
 func sortedSet(m map[string]bool) []string {

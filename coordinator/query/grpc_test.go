@@ -2,7 +2,9 @@ package query_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -49,13 +51,20 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 		o.Edge = func(id, _ string) (query.Source, error) { return clients[id], nil }
 	})
 	ctx := context.Background()
-	for name, q := range queries(t, f.start) {
+	qs := queries(t, f.start)
+	maps.Copy(qs, freshQueries(t, f.start))
+	for name, q := range qs {
 		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
 		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
 		sameAnswer(t, name, got, want)
 		if len(info.Warnings) != 0 {
 			t.Fatalf("%s: warnings %q", name, info.Warnings)
 		}
+	}
+	sameMetadata(t, fe, f.oracle)
+	// A bad selector is the edge's InvalidArgument, classified as such.
+	if _, err := clients["e1"].Series(ctx, []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".*")}, 0); !errors.Is(err, node.ErrBadQuery) {
+		t.Fatalf("series with a bad selector: %v", err)
 	}
 }
 

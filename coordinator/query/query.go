@@ -53,7 +53,7 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 	for i, r := range refs {
 		ids[i] = r.ID
 	}
-	edges := f.o.Catalog.EdgesOf(ids)
+	edges, matched := f.planEdges(ids)
 
 	sub := q
 	sub.Aggregate, sub.GroupBy = rollup.FuncNone, nil
@@ -61,12 +61,16 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 	results := make([]edgeResult, len(edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
 	var wg sync.WaitGroup
-	for i, es := range edges {
+	for i, edge := range edges {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = f.queryEdge(ctx, es.Edge, sub)
+			if matched[edge] {
+				results[i] = f.queryEdge(ctx, edge, sub)
+			} else {
+				results[i] = f.queryFresh(ctx, edge, sub)
+			}
 		}()
 	}
 	wg.Wait()
@@ -75,8 +79,15 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 	}
 
 	merged := map[string]*seriesData{}
+	var unreachable []string // edges without catalog-matching series
 	for i := range results {
 		r := &results[i]
+		if r.skipped {
+			continue
+		}
+		if r.unreachable {
+			unreachable = append(unreachable, r.cov.Edge)
+		}
 		info.Points += r.points
 		cov.Edges = append(cov.Edges, r.cov)
 		info.Warnings = append(info.Warnings, r.warnings...)
@@ -87,6 +98,9 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 				merged[k] = s
 			}
 		}
+	}
+	if len(unreachable) > 0 {
+		info.Warnings = append(info.Warnings, unreachableWarning(unreachable, len(matched) > 0))
 	}
 	list := make([]*seriesData, 0, len(merged))
 	for _, s := range merged {
@@ -118,6 +132,46 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 		}
 	}
 	return info, cov, nil
+}
+
+// planEdges returns the edges a query asks, sorted: every edge of the
+// catalog, and any other edge that registered one of ids. matched holds
+// the edges that registered one of ids; the others may hold matching
+// series created after their watermark, which the catalog has not seen.
+func (f *Frontend) planEdges(ids []uint64) (edges []string, matched map[string]bool) {
+	matched = map[string]bool{}
+	for _, es := range f.o.Catalog.EdgesOf(ids) {
+		matched[es.Edge] = true
+		edges = append(edges, es.Edge)
+	}
+	for _, n := range f.o.Catalog.Nodes() {
+		if n.Role == catalog.RoleEdge && !matched[n.ID] {
+			edges = append(edges, n.ID)
+		}
+	}
+	slices.Sort(edges)
+	return edges, matched
+}
+
+// maxListedEdges bounds the edge ids named in one warning line.
+const maxListedEdges = 5
+
+// unreachableWarning is the one line summarizing the unreachable edges
+// that have no catalog-matching series (sorted ids).
+func unreachableWarning(ids []string, others bool) string {
+	list := strings.Join(ids[:min(len(ids), maxListedEdges)], ", ")
+	if len(ids) > maxListedEdges {
+		list += fmt.Sprintf(", and %d more", len(ids)-maxListedEdges)
+	}
+	what, they, their := "edges", "they", "their"
+	if len(ids) == 1 {
+		what, they, their = "edge", "it", "its"
+	}
+	if others {
+		what = "other " + what
+	}
+	return fmt.Sprintf("%d %s unreachable (%s): series %s created after %s watermark would be missing",
+		len(ids), what, list, they, their)
 }
 
 // seriesData is one series' answer, sorted by time, unique timestamps.

@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/node"
@@ -199,6 +202,23 @@ func newFleet(t tb, dir string, seed uint64) *fleet {
 			points += uint64(len(upTo))
 			write(t, rn, ls, upTo)
 		}
+		// Series created after the watermark: on the edge only, not in
+		// the catalog (their segment has not been replicated).
+		fresh := []labels.Labels{labels.FromStrings("__name__", "cpu", "host", e+"-new", "dc", "a")}
+		if e == "e2" {
+			fresh = append(fresh, labels.FromStrings("__name__", "disk", "host", e+"-new"))
+		}
+		if d.wm < now {
+			for _, ls := range fresh {
+				var ss []sample
+				for ts := d.wm + 1 + rng.Int64N(5*minute); ts <= now; ts += 1 + rng.Int64N(20*minute) {
+					ss = append(ss, sample{ts, float64(rng.IntN(2000)-1000) / 4})
+				}
+				d.series[ls.String()], d.lsets[ls.String()] = ss, ls
+				write(t, en, ls, ss)
+				oracle[ls.String()], oracleLabels[ls.String()] = append(oracle[ls.String()], ss...), ls
+			}
+		}
 		apply(catalog.RegisterSeries{Edge: e, Series: lsets})
 		apply(catalog.SetPlacement{Edge: e, Replicas: d.replicas})
 		apply(catalog.RecordHeld{Edge: e, Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 1, Points: points, MinTimeMs: min, MaxTimeMs: max}},
@@ -207,6 +227,27 @@ func newFleet(t tb, dir string, seed uint64) *fleet {
 		for _, c := range d.replicas {
 			f.placed[c] = append(f.placed[c], e)
 		}
+	}
+	// e4 has replicated nothing yet: none of its series is in the
+	// catalog, and it has no watermark.
+	{
+		apply(catalog.RegisterNode{ID: "e4", Role: catalog.RoleEdge, Addr: "e4:7070", TimeMs: 1})
+		d := &edgeData{id: "e4", wm: math.MinInt64, series: map[string][]sample{}, lsets: map[string]labels.Labels{}}
+		en := open()
+		f.edge["e4"] = en
+		for _, ls := range []labels.Labels{
+			labels.FromStrings("__name__", "cpu", "host", "e4-0", "dc", "b"),
+			labels.FromStrings("__name__", "disk", "host", "e4-0"),
+		} {
+			var ss []sample
+			for ts := f.start + rng.Int64N(10*minute); ts <= now; ts += 1 + rng.Int64N(20*minute) {
+				ss = append(ss, sample{ts, float64(rng.IntN(2000)-1000) / 4})
+			}
+			d.series[ls.String()], d.lsets[ls.String()] = ss, ls
+			write(t, en, ls, ss)
+			oracle[ls.String()], oracleLabels[ls.String()] = append(oracle[ls.String()], ss...), ls
+		}
+		f.edges = append(f.edges, d)
 	}
 	for k, ss := range oracle {
 		slices.SortFunc(ss, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
@@ -281,10 +322,10 @@ func (f *fleet) frontend(t *testing.T, fs faults, mod func(*query.Options)) *que
 			return &fakeReplica{id: id, f: f, edges: f.placed[id], down: slices.Contains(fs.down, id), block: fs.block == id, ended: fs.ended}, nil
 		},
 		Edge: func(id, addr string) (query.Source, error) {
-			if slices.Contains(fs.deadEdges, id) {
+			if slices.Contains(fs.deadEdges, id) || f.edge[id] == nil {
 				return nil, fmt.Errorf("connection refused")
 			}
-			return f.edge[id], nil
+			return backend.ForNode(f.edge[id]), nil
 		},
 		HedgeAfter: time.Hour, // hedging is tested on its own
 	}
@@ -382,11 +423,28 @@ func queries(t *testing.T, start int64) map[string]node.Query {
 	return qs
 }
 
+// freshQueries select only series that the catalog does not know: created
+// on e2 after its watermark, and on e4, which has replicated nothing.
+func freshQueries(t *testing.T, start int64) map[string]node.Query {
+	t.Helper()
+	now := t0.UnixMilli()
+	disk := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}
+	return map[string]node.Query{
+		"fresh raw":              {Matchers: disk, Start: start, End: now, Mode: node.ModeRaw},
+		"fresh last":             {Matchers: disk, Start: 0, End: now, Mode: node.ModeLastPoint},
+		"fresh sum 1h offset 7m": {Matchers: disk, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum, Offset: 7 * minute},
+		"fresh max of avg 10m":   {Matchers: disk, Start: start, End: now, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
+		"fresh host only":        {Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e2-new")}, Start: start, End: now, Mode: node.ModeRaw},
+	}
+}
+
 func TestFrontend_MatchesASingleNodeHoldingEverything(t *testing.T) {
 	f := theFleet
 	fe := f.frontend(t, faults{}, nil)
 	ctx := context.Background()
-	for name, q := range queries(t, f.start) {
+	qs := queries(t, f.start)
+	maps.Copy(qs, freshQueries(t, f.start))
+	for name, q := range qs {
 		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
 		var cov query.Coverage
 		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
@@ -396,7 +454,12 @@ func TestFrontend_MatchesASingleNodeHoldingEverything(t *testing.T) {
 			return info, err
 		})
 		sameAnswer(t, name, got, want)
-		if len(info.Warnings) != 0 || !cov.Complete() || len(cov.Edges) != 3 {
+		// e3 is replicated past every query's end: when none of its series
+		// match, it has nothing to be asked.
+		if e4 := coverageOf(t, cov, "e4"); !e4.EdgeAnswered || e4.ReplicaAnswered != "" || e4.Reason != "" {
+			t.Fatalf("%s: e4 coverage %+v", name, e4)
+		}
+		if len(info.Warnings) != 0 || !cov.Complete() || len(cov.Edges) < 3 {
 			t.Fatalf("%s: warnings %q, coverage %+v", name, info.Warnings, cov)
 		}
 		if len(want) == 0 {
@@ -549,8 +612,8 @@ func TestFrontend_EdgeAndReplicasDownTheEdgeIsMissing(t *testing.T) {
 			t.Fatalf("answer has %s", s.Labels)
 		}
 	}
-	if len(got) != 9 {
-		t.Fatalf("%d series, want the 9 of e1 and e3 (with the moved one)", len(got))
+	if len(got) != 12 {
+		t.Fatalf("%d series, want the 10 of e1 and e3 (with the moved one and e1's fresh one) and e4's 2", len(got))
 	}
 	e2 := coverageOf(t, cov, "e2")
 	if e2.EdgeAnswered || e2.ReplicaAnswered != "" || !slices.Equal(e2.Missing, []query.TimeRange{{StartMs: q.Start, EndMs: q.End}}) {
@@ -593,25 +656,52 @@ func TestFrontend_SlowReplicaIsHedged(t *testing.T) {
 	}
 }
 
-func TestFrontend_MetadataComesFromTheCatalog(t *testing.T) {
+// sameMetadata requires the front end's series, label names and label
+// values to equal those of a node holding everything.
+func sameMetadata(t *testing.T, fe backend.Backend, oracle *node.Node) {
+	t.Helper()
+	ctx := context.Background()
+	for name, ms := range map[string][]*labels.Matcher{
+		"all":        nil,
+		"mem":        {must(t, labels.MatchEqual, "__name__", "mem")},
+		"cpu":        {must(t, labels.MatchEqual, "__name__", "cpu")},
+		"fresh only": {must(t, labels.MatchEqual, "__name__", "disk")},
+		"dc=a":       {must(t, labels.MatchEqual, "dc", "a"), must(t, labels.MatchRegexp, "host", "e.*")},
+	} {
+		names, err := fe.LabelNames(ctx, ms)
+		want, _ := oracle.LabelNames(ms)
+		if err != nil || !slices.Equal(names, want) {
+			t.Fatalf("%s: label names %q %v, want %q", name, names, err, want)
+		}
+		for _, label := range []string{"__name__", "host", "dc"} {
+			vals, err := fe.LabelValues(ctx, label, ms)
+			want, _ := oracle.LabelValues(label, ms)
+			if err != nil || !slices.Equal(vals, want) {
+				t.Fatalf("%s: values of %s %q %v, want %q", name, label, vals, err, want)
+			}
+		}
+		if ms == nil {
+			continue
+		}
+		for _, limit := range []int{0, 1, 3, 1000} {
+			sets, err := fe.Series(ctx, ms, limit)
+			want, _ := oracle.SeriesMatching(ms, limit)
+			if err != nil || !slices.EqualFunc(sets, want, labels.Equal) {
+				t.Fatalf("%s: series (limit %d) %v %v, want %v", name, limit, sets, err, want)
+			}
+		}
+	}
+}
+
+func TestFrontend_MetadataIsTheCatalogsAndTheEdges(t *testing.T) {
 	f := theFleet
 	fe := f.frontend(t, faults{}, nil)
+	sameMetadata(t, fe, f.oracle)
 	ctx := context.Background()
-	names, err := fe.LabelNames(ctx, nil)
-	if err != nil || !slices.Equal(names, []string{"__name__", "dc", "host"}) {
-		t.Fatalf("label names %q %v", names, err)
-	}
-	vals, err := fe.LabelValues(ctx, "__name__", nil)
-	if err != nil || !slices.Equal(vals, []string{"cpu", "mem"}) {
-		t.Fatalf("values %q %v", vals, err)
-	}
-	ms := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "mem")}
-	vals, err = fe.LabelValues(ctx, "host", ms)
-	if err != nil || !slices.Equal(vals, []string{"e1-0", "e2-0", "e3-0"}) {
-		t.Fatalf("mem hosts %q %v", vals, err)
-	}
-	sets, err := fe.Series(ctx, ms, 2)
-	if err != nil || len(sets) != 2 || sets[0].Get("host") != "e1-0" {
+	// e1-new is not in the catalog and sorts between e1-2 and e2-1.
+	cpu := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu"), must(t, labels.MatchEqual, "dc", "a")}
+	sets, err := fe.Series(ctx, cpu, 3)
+	if err != nil || len(sets) != 3 || sets[2].Get("host") != "e1-new" {
 		t.Fatalf("series %v %v", sets, err)
 	}
 	if _, err := fe.Series(ctx, []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".*")}, 0); err == nil {
@@ -619,6 +709,24 @@ func TestFrontend_MetadataComesFromTheCatalog(t *testing.T) {
 	}
 	if _, err := fe.Write(ctx, nil); err == nil || !strings.Contains(err.Error(), "write to an edge node") {
 		t.Fatalf("write: %v", err)
+	}
+
+	// Unreachable edges are not asked: what only they know is left out.
+	fe = f.frontend(t, faults{deadEdges: []string{"e2", "e4"}}, nil)
+	disk := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}
+	if vals, err := fe.LabelValues(ctx, "host", disk); err != nil || len(vals) != 0 {
+		t.Fatalf("disk hosts with e2 and e4 down: %q %v", vals, err)
+	}
+	if vals, err := fe.LabelValues(ctx, "__name__", nil); err != nil || !slices.Equal(vals, []string{"cpu", "mem"}) {
+		t.Fatalf("names with e2 and e4 down: %q %v", vals, err)
+	}
+	if sets, err := fe.Series(ctx, cpu, 0); err != nil || len(sets) != 7 {
+		t.Fatalf("cpu dc=a with e2 and e4 down: %v %v; want the 6 in the catalog and e1-new", sets, err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := fe.LabelNames(cancelled, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled listing: %v", err)
 	}
 }
 
@@ -657,5 +765,130 @@ func TestFrontend_BadQueriesAndLimits(t *testing.T) {
 	}
 	if _, err := query.New(query.Options{}); err == nil {
 		t.Fatal("options without a catalog were accepted")
+	}
+}
+
+// withEdges returns a copy of the fleet's catalog with more edges
+// registered that hold nothing the catalog knows of.
+func withEdges(t *testing.T, f *fleet, ids ...string) *catalog.FSM {
+	t.Helper()
+	cat := catalog.New()
+	if err := cat.Restore(f.cat.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := cat.ApplyCommand(cat.AppliedIndex()+1, catalog.RegisterNode{ID: id, Role: catalog.RoleEdge, Addr: id + ":7070", TimeMs: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cat
+}
+
+func TestFrontend_UnreachableEdgesWithoutCatalogSeriesAreSummarized(t *testing.T) {
+	f := theFleet
+	ctx := context.Background()
+	now := t0.UnixMilli()
+	extra := []string{"e5", "e6", "e7", "e8", "e9", "e10"} // not in f.edge: unreachable
+	cat := withEdges(t, f, extra...)
+	// e1 has catalog-matching series and keeps its precise warning; e4
+	// and the extra edges have none and share one line.
+	fe := f.frontend(t, faults{deadEdges: []string{"e1", "e4"}}, func(o *query.Options) { o.Catalog = cat })
+	mem := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "mem")}
+	q := node.Query{Matchers: mem, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncMax}
+	var cov query.Coverage
+	got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+		var info node.QueryInfo
+		var err error
+		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
+		return info, err
+	})
+	sameAnswer(t, "mem", got, answerOf(t, f.truncatedOracle(t, "e1"), q))
+	wantWarn := []string{
+		"edge e1 unreachable: points after " + time.UnixMilli(f.edges[0].wm).UTC().Format(time.RFC3339Nano) + " missing",
+		"7 other edges unreachable (e10, e4, e5, e6, e7, and 2 more): series they created after their watermark would be missing",
+	}
+	if !slices.Equal(info.Warnings, wantWarn) {
+		t.Fatalf("warnings %q\nwant %q", info.Warnings, wantWarn)
+	}
+	for _, id := range append(extra, "e4") {
+		c := coverageOf(t, cov, id)
+		if c.EdgeAnswered || c.ReplicaAnswered != "" || !strings.HasPrefix(c.Reason, "unreachable; no replicated series match: ") ||
+			!slices.Equal(c.Missing, []query.TimeRange{{StartMs: q.Start, EndMs: q.End}}) {
+			t.Fatalf("%s coverage %+v", id, c)
+		}
+	}
+	if e2 := coverageOf(t, cov, "e2"); !e2.EdgeAnswered || e2.ReplicaAnswered != "c2" || len(e2.Missing) != 0 {
+		t.Fatalf("e2 coverage %+v", e2)
+	}
+	if cov.Complete() {
+		t.Fatal("coverage says complete")
+	}
+
+	// Only series the catalog does not know: one edge down, one answering.
+	fe = f.frontend(t, faults{deadEdges: []string{"e2"}}, nil)
+	disk := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: now, Mode: node.ModeRaw}
+	got, info = collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+		var info node.QueryInfo
+		var err error
+		info, cov, err = fe.QueryWithCoverage(ctx, disk, emit)
+		return info, err
+	})
+	if len(got) != 1 || got[0].Labels.Get("host") != "e4-0" {
+		t.Fatalf("disk with e2 down: %v", names(got))
+	}
+	want := "1 edge unreachable (e2): series it created after its watermark would be missing"
+	if !slices.Equal(info.Warnings, []string{want}) {
+		t.Fatalf("warnings %q, want %q", info.Warnings, want)
+	}
+	// e2 is asked only after its watermark; e3, replicated past the end,
+	// is not asked at all.
+	if e2 := coverageOf(t, cov, "e2"); !slices.Equal(e2.Missing, []query.TimeRange{{StartMs: f.edges[1].wm + 1, EndMs: now}}) {
+		t.Fatalf("e2 coverage %+v", e2)
+	}
+	for _, c := range cov.Edges {
+		if c.Edge == "e3" {
+			t.Fatalf("e3 has coverage %+v", c)
+		}
+	}
+}
+
+// countingSource counts the legs in flight across all edges.
+type countingSource struct {
+	query.Source
+	inflight, peak *atomic.Int64
+}
+
+func (c countingSource) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+	n := c.inflight.Add(1)
+	defer c.inflight.Add(-1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	// Long enough that unbounded legs would overlap.
+	time.Sleep(5 * time.Millisecond)
+	return c.Source.Query(ctx, q, emit)
+}
+
+func TestFrontend_EdgeLegsAreBounded(t *testing.T) {
+	f := theFleet
+	var inflight, peak atomic.Int64
+	fe := f.frontend(t, faults{}, func(o *query.Options) {
+		o.MaxParallelEdges = 1
+		o.Edge = func(id, _ string) (query.Source, error) {
+			if f.edge[id] == nil {
+				return nil, fmt.Errorf("no edge %s", id)
+			}
+			return countingSource{backend.ForNode(f.edge[id]), &inflight, &peak}, nil
+		}
+	})
+	ctx := context.Background()
+	for _, q := range []node.Query{
+		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw},
+		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw},
+	} {
+		got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+		sameAnswer(t, q.Matchers[0].Value, got, answerOf(t, f.oracle, q))
+	}
+	if p := peak.Load(); p != 1 {
+		t.Fatalf("%d edge legs ran at once, the bound is 1", p)
 	}
 }
