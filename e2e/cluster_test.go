@@ -249,10 +249,14 @@ func TestCluster_LeaderKillLosesNoAcknowledgedPoint(t *testing.T) {
 		t.Fatal("no point was acknowledged")
 	}
 	held := waitHeld(t, c, st.Acked, 60*time.Second)
-	if held.HeldPoints != uint64(st.Acked+st.InDoubt) && st.InDoubt == 0 {
-		t.Errorf("cloud holds %d points of %s, %d were written", held.HeldPoints, c.Edge.ID, st.Acked)
+	if held.HeldPoints > uint64(st.Acked+st.InDoubt) {
+		t.Errorf("cloud holds %d points of %s, only %d were written (%d acknowledged)", held.HeldPoints, c.Edge.ID, st.Acked+st.InDoubt, st.Acked)
+	}
+	if len(held.Gaps) > 0 {
+		t.Errorf("%s declared gaps (points the cloud will never hold): %+v", c.Edge.ID, held.Gaps)
 	}
 	requireFleetsAgree(t, c)
+	requireEdgeCaughtUp(t, c, held.AckedThrough)
 
 	// The answers must now come from the replicas alone.
 	c.Edge.Kill()
@@ -263,6 +267,30 @@ func TestCluster_LeaderKillLosesNoAcknowledgedPoint(t *testing.T) {
 	}
 	t.Logf("summary: load %.0f points/s, %d leader kills, %d points acknowledged, over %d coordinators lost %d, duplicated %d, phantom %d; accepting again after %v",
 		st.PointsPerSecond(), cycles, st.Acked, len(results), lost, dup, phantom, roundAll(recoveries))
+}
+
+// requireEdgeCaughtUp requires the edge's own replication gauges to agree
+// with the catalog: acked through the same segment, no backlog, no gaps.
+func requireEdgeCaughtUp(t *testing.T, c *cluster.Cluster, ackedThrough uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := c.EdgeMetrics(context.Background(), "tributary_replication_")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m["tributary_replication_acked_through_seq"] == float64(ackedThrough) && m["tributary_replication_backlog_segments"] == 0 {
+			t.Logf("%s replication gauges: %v", c.Edge.ID, m)
+			if m["tributary_replication_gap_points"] != 0 || m["tributary_replication_dropped_points"] != 0 {
+				t.Errorf("%s gave up points: %v", c.Edge.ID, m)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's replication gauges do not match the catalog's acked_through %d: %v", c.Edge.ID, ackedThrough, m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func roundAll(ds []time.Duration) []time.Duration {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -312,4 +313,47 @@ func (c *Cluster) WaitFleet(ctx context.Context, timeout time.Duration, ok func(
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// EdgeMetrics scrapes GET /metrics of the edge and returns the samples
+// whose metric name starts with prefix (labels are kept in the key).
+func (c *Cluster) EdgeMetrics(ctx context.Context, prefix string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Edge.HTTP+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", c.Edge.ID, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", c.Edge.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: read: %w", c.Edge.ID, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics of %s: %s", c.Edge.ID, resp.Status)
+	}
+	return parseMetrics(string(body), prefix)
+}
+
+// parseMetrics reads the Prometheus text format's sample lines.
+func parseMetrics(text, prefix string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		cut := strings.LastIndexByte(line, ' ')
+		if cut < 0 {
+			return nil, fmt.Errorf("metrics line %d %q: no value", i+1, line)
+		}
+		v, err := strconv.ParseFloat(line[cut+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %d %q: %w", i+1, line, err)
+		}
+		out[line[:cut]] = v
+	}
+	return out, nil
 }

@@ -46,14 +46,16 @@ func (p *Process) Start(timeout time.Duration) error {
 		p.mu.Unlock()
 		return fmt.Errorf("start %s: open log: %w", p.Name, err)
 	}
+	p.starts++
+	fmt.Fprintf(logf, "=== e2e: start %d of %s: %s %s\n", p.starts, p.Name, p.Bin, strings.Join(p.Args, " "))
+	// The ready line is looked for after the marker, which quotes the
+	// command line (it may contain the ready string).
 	off, err := logf.Seek(0, io.SeekEnd)
 	if err != nil {
 		logf.Close()
 		p.mu.Unlock()
 		return fmt.Errorf("start %s: seek log: %w", p.Name, err)
 	}
-	p.starts++
-	fmt.Fprintf(logf, "=== e2e: start %d of %s: %s %s\n", p.starts, p.Name, p.Bin, strings.Join(p.Args, " "))
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a signal sent to the test (Ctrl-C) does not
