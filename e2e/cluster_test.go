@@ -14,43 +14,58 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/tributarydb/tributary/e2e/internal/cluster"
 )
 
 // bin is the tributary binary the tests run, built by TestMain.
 var bin string
 
-// TestMain builds the binary once per run (or takes TRIBUTARY_E2E_BIN).
+// TestMain builds the binary once per run (or takes TRIBUTARY_E2E_BIN)
+// and checks that no test left a goroutine behind.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	if bin = os.Getenv("TRIBUTARY_E2E_BIN"); bin != "" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "tributary-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: make a directory for the binary:", err)
-		os.Exit(1)
-	}
-	code := func() int {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	bin = os.Getenv("TRIBUTARY_E2E_BIN")
+	if bin == "" && !testing.Short() {
+		dir, err := os.MkdirTemp("", "tributary-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: make a directory for the binary:", err)
+			return 1
+		}
 		defer os.RemoveAll(dir)
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil || strings.TrimSpace(string(gomod)) == "" {
-			fmt.Fprintln(os.Stderr, "e2e: find the module root with go env GOMOD:", err)
+		if bin, err = build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		bin = filepath.Join(dir, "tributary")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/tributary")
-		build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/tributary: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	}
+	code := m.Run()
+	// Every test kills its processes and closes its connections.
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: goroutines left behind:", err)
+		return 1
+	}
+	return code
+}
+
+// build builds ./cmd/tributary of this module into dir.
+func build(dir string) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", fmt.Errorf("find the module root with go env GOMOD (%q): %v", gomod, err)
+	}
+	out := filepath.Join(dir, "tributary")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/tributary")
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/tributary in %s: %v\n%s", root, err, msg)
+	}
+	return out, nil
 }
 
 const metric = "e2e_load"

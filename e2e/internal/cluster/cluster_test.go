@@ -5,7 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCompare_CountsLostDuplicatedPhantomAndWrongValues(t *testing.T) {
 	l := NewLedger()
