@@ -40,6 +40,9 @@
 //     whole range when it is reachable, otherwise the gap is reported
 //     missing.
 //
+// Edges whose replica legs have the same first replica and the same range
+// (their split points coincide: last-point queries, or watermarks in the
+// same bucket) share one request to that coordinator naming all of them.
 // A replica leg is hedged: if the first replica has not answered within
 // HedgeAfter, the same leg goes to the next replica and the first complete
 // answer wins.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/node"
@@ -51,44 +53,64 @@ func splitAt(q node.Query, wm int64) int64 {
 	return s
 }
 
-// queryEdge answers q (no cross-series aggregation) for one edge.
-func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edgeResult {
-	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge}}
-	cov := &res.cov
-	lastPoint := q.Mode == node.ModeLastPoint
-	wm := q.Start - 1 // nothing recorded: nothing on the replicas
+// legPlan is how one edge's part of a query is split between the edge
+// and its replicas.
+type legPlan struct {
+	edge     string
+	wm       int64 // q.Start-1 when nothing is recorded
+	replicas []string
+	gaps     []gapSpan
+	gapsHit  []int // gaps the replicas' part meets
+	src      Source
+	why      string // why src is nil
+	// repPart goes to the replicas, edgePart to the edge (both the whole
+	// range for last-point queries).
+	repPart, edgePart span
+	// first, when set, is the first replica's answer to repPart, shared
+	// with the other edges that have the same first replica and repPart.
+	first *sharedLeg
+}
+
+// planEdge splits q for an edge with catalog-matching series.
+func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
+	p := legPlan{edge: edge, wm: q.Start - 1} // nothing recorded: nothing on the replicas
 	prog, hasProg := f.o.Catalog.Progress(edge)
 	if hasProg {
-		wm = prog.WatermarkTimeMs
+		p.wm = prog.WatermarkTimeMs
+		p.gaps = gapsOf(prog)
 	}
-	cov.WatermarkMs = wm
 	if pl, ok := f.o.Catalog.Placement(edge); ok {
-		cov.Replicas = pl.Replicas
+		p.replicas = pl.Replicas
 	}
-	var gaps []gapSpan
-	if hasProg {
-		gaps = gapsOf(prog)
-	}
-	var reasons []string
-	src, why := f.edgeSource(edge)
-
+	p.src, p.why = f.edgeSource(edge)
 	full := span{q.Start, q.End}
-	s := splitAt(q, wm)
-	repPart := span{q.Start, min(s-1, q.End)}
-	edgePart := span{max(s, q.Start), q.End}
-	if lastPoint {
-		repPart, edgePart = full, full
+	s := splitAt(q, p.wm)
+	p.repPart, p.edgePart = span{q.Start, min(s-1, q.End)}, span{max(s, q.Start), q.End}
+	if q.Mode == node.ModeLastPoint {
+		p.repPart, p.edgePart = full, full
 	}
-	var gapsHit []int // gaps the replicas' part meets
-	for i, g := range gaps {
-		if !g.known() && !repPart.empty() || g.meets(repPart) {
-			gapsHit = append(gapsHit, i)
+	for i, g := range p.gaps {
+		if !g.known() && !p.repPart.empty() || g.meets(p.repPart) {
+			p.gapsHit = append(p.gapsHit, i)
 		}
 	}
-	if len(gapsHit) > 0 && src != nil {
+	if len(p.gapsHit) > 0 && p.src != nil {
 		// The replicas lack part of their range: the edge answers it all.
-		repPart, edgePart = span{1, 0}, full
+		p.repPart, p.edgePart = span{1, 0}, full
 	}
+	return p
+}
+
+// queryEdge answers q (no cross-series aggregation) for one edge with
+// catalog-matching series, as planned.
+func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeResult {
+	edge := p.edge
+	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.replicas}}
+	cov := &res.cov
+	lastPoint := q.Mode == node.ModeLastPoint
+	wm, gaps, gapsHit, src, why := p.wm, p.gaps, p.gapsHit, p.src, p.why
+	repPart, edgePart := p.repPart, p.edgePart
+	var reasons []string
 
 	type legOut struct {
 		a    answer
@@ -96,8 +118,10 @@ func (f *Frontend) queryEdge(ctx context.Context, edge string, q node.Query) edg
 		from string
 		err  error
 	}
-	runRep := func(p span) legOut {
-		a, info, from, err := f.replicaLeg(ctx, edge, cov.Replicas, withRange(q, p))
+	first := p.first // for the first replica leg only, which asks for repPart
+	runRep := func(part span) legOut {
+		a, info, from, err := f.replicaLeg(ctx, edge, cov.Replicas, withRange(q, part), first)
+		first = nil
 		return legOut{a, info, from, err}
 	}
 	runEdge := func(p span) legOut {
@@ -355,14 +379,114 @@ func (f *Frontend) edgeLeg(ctx context.Context, src Source, q node.Query) (answe
 	return a, info, nil
 }
 
+// sharedLeg is one replica coordinator's answer to the same replica leg
+// of several edges: asked once, on the first member's demand, for all of
+// them. It is cancelled when every member is done with it.
+type sharedLeg struct {
+	coord string
+	edges []string
+	q     node.Query
+
+	once    sync.Once
+	done    chan struct{} // closed when the answer is in
+	answers map[string]answer
+	info    node.QueryInfo
+	err     error
+	cancel  context.CancelFunc
+	members atomic.Int32 // members not yet done
+	counted atomic.Bool  // info.Points went to a member
+}
+
+// wait starts the leg if no member has (within ReplicaTimeout of ctx, the
+// query's context) and returns edge's part of the answer. Points are
+// counted once, for the first member that takes them.
+func (l *sharedLeg) wait(ctx, legCtx context.Context, f *Frontend, edge string) (answer, node.QueryInfo, error) {
+	l.once.Do(func() {
+		qctx, cancel := context.WithTimeout(ctx, f.o.ReplicaTimeout)
+		l.cancel = cancel
+		go func() {
+			defer close(l.done)
+			rs, err := f.o.Replica(l.coord)
+			if err == nil && rs == nil {
+				err = errors.New("no replica source")
+			}
+			if err != nil {
+				l.err = err
+				return
+			}
+			l.info, l.err = rs.Query(qctx, l.edges, l.q, func(e string, s node.Series) error {
+				if a := l.answers[e]; a != nil {
+					a.add(s)
+				}
+				return nil
+			})
+		}()
+	})
+	select {
+	case <-l.done:
+	case <-legCtx.Done():
+		return nil, node.QueryInfo{}, legCtx.Err()
+	}
+	if l.err != nil {
+		return nil, node.QueryInfo{}, l.err
+	}
+	var info node.QueryInfo
+	if l.counted.CompareAndSwap(false, true) {
+		info.Points = l.info.Points
+	}
+	return l.answers[edge], info, nil
+}
+
+// release says a member is done with the leg; the last one cancels it.
+func (l *sharedLeg) release() {
+	if l.members.Add(-1) == 0 {
+		l.once.Do(func() { close(l.done) }) // never started: nothing to cancel
+		if l.cancel != nil {
+			l.cancel()
+		}
+	}
+}
+
+// shareReplicaLegs groups the planned replica legs by first replica and
+// range and gives each group one sharedLeg: the first replica of many
+// edges is asked once. Edges that share a split point (their watermarks
+// fall in the same bucket, or last-point queries) share a leg.
+func shareReplicaLegs(plans []*legPlan, q node.Query) {
+	type key struct {
+		coord string
+		part  span
+	}
+	legs := map[key]*sharedLeg{}
+	for _, p := range plans {
+		if p.repPart.empty() || len(p.replicas) == 0 {
+			continue
+		}
+		k := key{p.replicas[0], p.repPart}
+		l := legs[k]
+		if l == nil {
+			l = &sharedLeg{coord: k.coord, q: withRange(q, k.part), done: make(chan struct{}), answers: map[string]answer{}}
+			legs[k] = l
+		}
+		l.edges = append(l.edges, p.edge)
+		l.answers[p.edge] = answer{}
+		l.members.Add(1)
+		p.first = l
+	}
+}
+
 // replicaLeg asks the edge's replicas in order, hedged: the next replica
 // is asked when one fails or has not answered within HedgeAfter, and the
 // first complete answer wins (the others are cancelled). It returns the
-// answer and which replica gave it.
-func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []string, q node.Query) (answer, node.QueryInfo, string, error) {
+// answer and which replica gave it. first, when set, is the first
+// replica's shared answer for this leg; replicaLeg releases it.
+func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []string, q node.Query, first *sharedLeg) (answer, node.QueryInfo, string, error) {
+	if first != nil {
+		defer first.release()
+	}
 	if len(replicas) == 0 {
 		return nil, node.QueryInfo{}, "", errors.New("no replica placed")
 	}
+	qctx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -378,6 +502,14 @@ func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []strin
 		id := replicas[next]
 		next++
 		inflight++
+		if next == 1 && first != nil {
+			go func() {
+				r := result{from: id}
+				r.a, r.info, r.err = first.wait(qctx, ctx, f, edge)
+				done <- r
+			}()
+			return
+		}
 		go func() {
 			lctx, lcancel := context.WithTimeout(ctx, f.o.ReplicaTimeout)
 			defer lcancel()

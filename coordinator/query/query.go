@@ -58,6 +58,16 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 	sub := q
 	sub.Aggregate, sub.GroupBy = rollup.FuncNone, nil
 	sub.LimitSeries = limit
+	plans := make([]*legPlan, len(edges))
+	var planned []*legPlan
+	for i, edge := range edges {
+		if matched[edge] {
+			p := f.planEdge(edge, sub)
+			plans[i] = &p
+			planned = append(planned, &p)
+		}
+	}
+	shareReplicaLegs(planned, sub)
 	results := make([]edgeResult, len(edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
 	var wg sync.WaitGroup
@@ -66,8 +76,8 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if matched[edge] {
-				results[i] = f.queryEdge(ctx, edge, sub)
+			if p := plans[i]; p != nil {
+				results[i] = f.queryEdge(ctx, *p, sub)
 			} else {
 				results[i] = f.queryFresh(ctx, edge, sub)
 			}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -890,5 +891,65 @@ func TestFrontend_EdgeLegsAreBounded(t *testing.T) {
 	}
 	if p := peak.Load(); p != 1 {
 		t.Fatalf("%d edge legs ran at once, the bound is 1", p)
+	}
+}
+
+// recordingReplica records the edges of each call to a coordinator.
+type recordingReplica struct {
+	query.ReplicaSource
+	id    string
+	mu    *sync.Mutex
+	calls *[]string
+}
+
+func (r recordingReplica) Query(ctx context.Context, edges []string, q node.Query, emit func(string, node.Series) error) (node.QueryInfo, error) {
+	r.mu.Lock()
+	*r.calls = append(*r.calls, r.id+":"+strings.Join(edges, ","))
+	r.mu.Unlock()
+	return r.ReplicaSource.Query(ctx, edges, q, emit)
+}
+
+func TestFrontend_ReplicaLegsAreSharedPerCoordinatorAndSplitPoint(t *testing.T) {
+	f := theFleet
+	// Placements are sorted: e1 on c1 and c2, e2 on c2 and c3, e3 on c1
+	// and c3.
+	ctx := context.Background()
+	now := t0.UnixMilli()
+	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", "cpu|mem"), must(t, labels.MatchNotEqual, "host", "moved")}
+	for _, tc := range []struct {
+		name  string
+		q     node.Query
+		down  []string
+		calls []string // sorted
+	}{
+		// Last-point queries send the whole range to the replicas: e1 and
+		// e3 share c1's leg.
+		{"last", node.Query{Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint}, nil, []string{"c1:e1,e3", "c2:e2"}},
+		// Raw queries split at each edge's own watermark.
+		{"raw", node.Query{Matchers: all, Start: f.start, End: now, Mode: node.ModeRaw}, nil, []string{"c1:e1", "c1:e3", "c2:e2"}},
+		// The shared leg fails: each edge goes on to its next replica.
+		{"last, c1 down", node.Query{Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint}, []string{"c1"}, []string{"c1:e1,e3", "c2:e1", "c2:e2", "c3:e3"}},
+	} {
+		var mu sync.Mutex
+		var calls []string
+		fe := f.frontend(t, faults{}, func(o *query.Options) {
+			o.Replica = func(id string) (query.ReplicaSource, error) {
+				// Every coordinator serves every edge here.
+				r := &fakeReplica{id: id, f: f, edges: []string{"e1", "e2", "e3"}, down: slices.Contains(tc.down, id)}
+				return recordingReplica{r, id, &mu, &calls}, nil
+			}
+		})
+		var cov query.Coverage
+		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+			var info node.QueryInfo
+			var err error
+			info, cov, err = fe.QueryWithCoverage(ctx, tc.q, emit)
+			return info, err
+		})
+		sameAnswer(t, tc.name, got, answerOf(t, f.oracle, tc.q))
+		slices.Sort(calls)
+		if !slices.Equal(calls, tc.calls) || len(info.Warnings) != 0 || !cov.Complete() {
+			t.Fatalf("%s: calls %q, want %q; warnings %q", tc.name, calls, tc.calls, info.Warnings)
+		}
 	}
 }
