@@ -7,6 +7,8 @@
 //
 // Every process writes its log to a file under the test's temporary
 // directory; when the test fails, the last lines of each log are printed.
+// On Linux a child is killed by the kernel when the test process dies, so
+// a timed-out test leaves no coordinator running.
 //
 // Concurrency: a Process and a Cluster are safe for concurrent use (the
 // writer goroutine reads addresses while the test kills and restarts

@@ -58,9 +58,7 @@ func (p *Process) Start(timeout time.Duration) error {
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Own process group: a signal sent to the test (Ctrl-C) does not
-	// reach the children twice, and they never outlive a kill of theirs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		p.mu.Unlock()
