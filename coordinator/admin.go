@@ -197,11 +197,20 @@ func (s *adminServer) members() []*pb.Member {
 		}
 		out = append(out, m)
 	}
-	for _, id := range st.Voters {
-		add(id, false)
-	}
-	for _, id := range st.Learners {
-		add(id, true)
+	// The catalog's configuration is applied with the change itself (a
+	// change's caller sees it at once); raft's status only after the next
+	// round, and it is the fallback before the first configuration.
+	if cms := c.fsm.Members(); len(cms) > 0 {
+		for _, m := range cms {
+			add(m.RaftID, m.Learner)
+		}
+	} else {
+		for _, id := range st.Voters {
+			add(id, false)
+		}
+		for _, id := range st.Learners {
+			add(id, true)
+		}
 	}
 	slices.SortFunc(out, func(a, b *pb.Member) int {
 		switch {
