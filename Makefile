@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz soak release release-test image clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz e2e soak release release-test image clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ proto-selftest: ## Prove proto-check fails on lint violations and breaking chang
 proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto-release TAG=v0.2.0).
 	@test -n "$(TAG)" || { echo "usage: make proto-release TAG=vX.Y.Z"; exit 1; }
 	@GO=$(GO) scripts/protocheck.sh release $(TAG)
+
+e2e: build ## End-to-end fault tests: 3 coordinators + 1 edge as processes, leader kill -9 (TRIBUTARY_E2E_CYCLES, default 2; 5+ for a longer run).
+	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_CYCLES=$${TRIBUTARY_E2E_CYCLES:-5} $(GO) test ./e2e/... -run Cluster -v -count=1 -timeout 30m
 
 soak: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, default 5000).
 	TRIBUTARY_SIM_SEEDS=$${TRIBUTARY_SIM_SEEDS:-5000} $(GO) test -count=1 -run TestSim -timeout 60m ./coordinator/internal/raftnode

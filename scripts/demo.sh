@@ -126,7 +126,8 @@ node_pid=$!
 wait_ready "$coord_log"
 echo "demo: coordinator ready (pid $node_pid): every answer now comes from the replicated data"
 echo
-"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" --end-ms "$end_ms" --skip-write "$@"
+"$go_cmd" run ./bench/cmd/tribench demo --addr "$addr" --http-addr "$http_addr" --end-ms "$end_ms" --skip-write \
+  --fleet-url "http://$http_addr/api/v1/fleet" "$@"
 echo
 echo "demo: stopping the coordinator (SIGTERM)"
 stop_checked "$coord_log"

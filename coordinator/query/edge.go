@@ -353,12 +353,14 @@ func (f *Frontend) edgeSource(edge string) (Source, string) {
 	if f.o.Edge == nil {
 		return nil, fmt.Sprintf("edge %s not queried: this coordinator does not query edges", edge)
 	}
-	n, ok := f.o.Catalog.Node(edge)
-	if !ok || n.Addr == "" {
-		return nil, fmt.Sprintf("edge %s unreachable: no address registered", edge)
-	}
+	// NB: an edge without an address may still be reachable (one running
+	// in this process): Options.Edge decides.
+	n, _ := f.o.Catalog.Node(edge)
 	src, err := f.o.Edge(edge, n.Addr)
-	if err != nil || src == nil {
+	switch {
+	case (err != nil || src == nil) && n.Addr == "":
+		return nil, fmt.Sprintf("edge %s unreachable: no address registered", edge)
+	case err != nil || src == nil:
 		return nil, fmt.Sprintf("edge %s unreachable: dial %s: %v", edge, n.Addr, err)
 	}
 	return src, ""

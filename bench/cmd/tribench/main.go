@@ -244,6 +244,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 		end := time.UnixMilli(*endMs)
 		o.Now = func() time.Time { return end }
 	}
+	if *fleetURL != "" {
+		if err := demo.WaitFleet(ctx, *fleetURL, time.Minute); err != nil {
+			return err
+		}
+	}
 	if _, err := demo.Run(ctx, o); err != nil {
 		return err
 	}

@@ -246,8 +246,11 @@ func write(ctx context.Context, wc tributaryv1.WriteServiceClient, gen *workload
 
 func printSummary(w io.Writer, sum Summary) {
 	fmt.Fprintf(w, "\nSummary\n")
-	fmt.Fprintf(w, "   wrote %s points in %.2f s (%s points/s)\n\n", report.Int(sum.Points), sum.WriteElapsed.Seconds(),
-		report.Int(int64(float64(sum.Points)/sum.WriteElapsed.Seconds())))
+	if sum.Points > 0 {
+		fmt.Fprintf(w, "   wrote %s points in %.2f s (%s points/s)\n", report.Int(sum.Points), sum.WriteElapsed.Seconds(),
+			report.Int(int64(float64(sum.Points)/sum.WriteElapsed.Seconds())))
+	}
+	fmt.Fprintln(w)
 	tb := report.Table{Header: []string{"query", "latency (ms)", "series", "points", "answer"}, RightAlign: []bool{false, true, true, true, false}}
 	for _, q := range sum.Queries {
 		verdict := "matches the data written"

@@ -126,3 +126,25 @@ func AcceptedPoints(ctx context.Context, addr string, timeout time.Duration) (in
 	}
 	return st.GetPointsAcceptedTotal(), nil
 }
+
+// WaitFleet waits until a coordinator answers its fleet view, which needs
+// a raft leader (a coordinator that just started elects one first).
+func WaitFleet(ctx context.Context, url string, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(timeout)
+	var f fleet
+	for {
+		err := getJSON(ctx, hc, url, &f)
+		if err == nil && f.Raft.Leader != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no raft leader behind %s after %s (last error: %v)", url, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
