@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/node"
@@ -25,6 +26,8 @@ type replicateFlags struct {
 	overflow         string
 	maxBytesPerSec   int64
 	backlogBytesPerS int64
+	ackTimeout       time.Duration
+	backoffMax       time.Duration
 }
 
 func (f *replicateFlags) register(fs *flag.FlagSet) {
@@ -38,6 +41,8 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.overflow, "replication-overflow", "keep-in-store", "past the budget: keep-in-store (release segments, keep points locally, record a gap), block-writers (refuse writes, retryable) or drop-oldest (counted)")
 	fs.Int64Var(&f.maxBytesPerSec, "replication-max-bytes-per-sec", 0, "limit on compressed bytes shipped per second (0: none)")
 	fs.Int64Var(&f.backlogBytesPerS, "replication-backlog-bytes-per-sec", 0, "further limit for draining a backlog after an outage (0: none)")
+	fs.DurationVar(&f.ackTimeout, "replication-ack-timeout", 30*time.Second, "a stream with something outstanding and no progress for this long is dead (half-open link) and is replaced")
+	fs.DurationVar(&f.backoffMax, "replication-backoff-max", time.Minute, "longest wait between reconnection attempts (jittered exponential backoff from 500ms)")
 }
 
 // options builds the Shipper options; nil when replication is off.
@@ -50,7 +55,7 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	}
 	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
 		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
-		BacklogBytesPerSec: f.backlogBytesPerS, Logger: log}
+		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax, Logger: log}
 	for _, t := range strings.Split(f.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Targets = append(o.Targets, t)
