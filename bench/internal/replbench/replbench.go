@@ -416,10 +416,10 @@ func (on *onResult) fill(res *Result) {
 		res.DrainPoints = on.drain.Points
 		res.Drained = on.drain.Drained
 		res.DrainPointsPerS = report.Number(on.drain.PointsPerS)
-		// The ratio is over the live rate the outage was written at.
-		if on.outagePhase.pointsPerS > 0 {
-			res.DrainRatio = report.Number(on.drain.PointsPerS / on.outagePhase.pointsPerS)
-		}
+		// The ratio is over the target live rate R (the rate held during
+		// the outage is reported beside it; under 90% of R the run is
+		// invalid).
+		res.DrainRatio = report.Number(on.drain.PointsPerS / res.TargetPointsPerS)
 	} else {
 		res.OutagePointsPerSHeld = report.Number(math.NaN())
 		res.DrainLivePointsPerSHeld = report.Number(math.NaN())
