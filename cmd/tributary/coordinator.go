@@ -112,8 +112,8 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	return nil
 }
 
-// parsePeers parses RAFTID=NODEID@HOST:PORT,... given to the flag name.
-func parsePeers(name, s string) ([]coordinator.Peer, error) {
+// parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
+func parsePeers(flagName, s string) ([]coordinator.Peer, error) {
 	var out []coordinator.Peer
 	for i, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
@@ -124,7 +124,7 @@ func parsePeers(name, s string) ([]coordinator.Peer, error) {
 		name, addr, ok2 := strings.Cut(rest, "@")
 		id, err := strconv.ParseUint(idStr, 10, 64)
 		if !ok1 || !ok2 || err != nil || id == 0 || name == "" || addr == "" {
-			return nil, fmt.Errorf("%w: %s item %d %q: want RAFTID=NODEID@HOST:PORT with a non-zero raft id", errUsage, name, i+1, item)
+			return nil, fmt.Errorf("%w: %s item %d %q: want RAFTID=NODEID@HOST:PORT with a non-zero raft id", errUsage, flagName, i+1, item)
 		}
 		out = append(out, coordinator.Peer{RaftID: id, NodeID: name, Addr: addr})
 	}
