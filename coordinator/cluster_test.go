@@ -542,6 +542,7 @@ func TestCluster_MembershipAndFailover(t *testing.T) {
 	// the leader forgets it: checked when it happens, not required.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if victim.c.raft.Status().Removed {
+			t.Logf("%s learned of its removal", victim.nodeID)
 			if victim.c.Ready() {
 				t.Errorf("%s was removed but is still ready", victim.nodeID)
 			}
@@ -586,3 +587,37 @@ func TestCluster_MembershipAndFailover(t *testing.T) {
 func sortedIDs(ids []uint64) []uint64 { slices.Sort(ids); return ids }
 
 func sortedNames(s ...string) []string { slices.Sort(s); return s }
+
+func TestOptions_JoinPeers(t *testing.T) {
+	base := func() Options {
+		return Options{NodeID: "c4", RaftID: 4, DataDir: "d", ClusterListen: "127.0.0.1:1", IntakeListen: "127.0.0.1:2", Insecure: true}
+	}
+	cases := []struct {
+		name string
+		edit func(*Options)
+		want string // "" for valid
+	}{
+		{"join", func(o *Options) { o.JoinPeers = []Peer{{1, "c1", "h:1"}, {2, "c2", "h:2"}} }, ""},
+		{"join listing itself", func(o *Options) { o.JoinPeers = []Peer{{1, "c1", "h:1"}, {4, "c4", "h:4"}} }, ""},
+		{"join and peers", func(o *Options) {
+			o.JoinPeers = []Peer{{1, "c1", "h:1"}}
+			o.Peers = []Peer{{4, "c4", "h:4"}}
+		}, "exclude each other"},
+		{"incomplete", func(o *Options) { o.JoinPeers = []Peer{{1, "", "h:1"}} }, "join peer 0: raft id, node id and address"},
+		{"twice", func(o *Options) { o.JoinPeers = []Peer{{1, "c1", "h:1"}, {1, "c1b", "h:2"}} }, "listed twice"},
+		{"own raft id, other name", func(o *Options) { o.JoinPeers = []Peer{{4, "c9", "h:1"}} }, `but node id "c9"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := base()
+			c.edit(&o)
+			err := o.Validate()
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("valid options refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want an error mentioning %q", err, c.want)
+			}
+		})
+	}
+}

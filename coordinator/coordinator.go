@@ -16,6 +16,10 @@
 // replica and edge calls: to its own store, to other coordinators over the
 // cluster links, to edges in this process or at their advertised address.
 //
+// RegisterAdmin serves tributary.v1.ClusterService (admin.go) on the
+// client gRPC listener: membership changes and leadership transfers, made
+// on the leader (a follower names the leader instead).
+//
 // A Coordinator is safe for concurrent use.
 package coordinator
 
