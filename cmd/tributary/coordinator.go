@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/httpapi"
@@ -92,6 +93,9 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 			}
 		}
 		o.Insecure = true
+		// Edges' query addresses are plaintext too; without credentials
+		// every dial fails and no edge tail is ever read.
+		o.EdgeDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	default:
 		srv, cli, err := auth.MutualTLS(f.peerCert, f.peerKey, f.ca)
 		if err != nil {
