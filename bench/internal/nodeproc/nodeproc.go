@@ -35,6 +35,10 @@ import (
 type Options struct {
 	// Binary is the tributary executable.
 	Binary string
+	// Command is the subcommand to run; "" means "node". Another server
+	// ("coordinator") takes the same --data-dir and --listen flags; its other
+	// flags go in ExtraArgs.
+	Command string
 	// DataDir is passed as --data-dir.
 	DataDir string
 	// ListenAddr is passed as --listen (host:port).
@@ -77,7 +81,7 @@ func (o Options) Validate() error {
 
 // Args is the node's command line after the binary.
 func (o Options) Args() []string {
-	args := []string{"node", "--data-dir", o.DataDir, "--listen", o.ListenAddr}
+	args := []string{cmp.Or(o.Command, "node"), "--data-dir", o.DataDir, "--listen", o.ListenAddr}
 	if o.NodeID != "" {
 		args = append(args, "--node-id", o.NodeID)
 	}
