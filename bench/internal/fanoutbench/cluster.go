@@ -1,0 +1,326 @@
+package fanoutbench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+)
+
+// proc is one server process of the fleet, restartable with the same
+// command line.
+type proc struct {
+	name     string // c1, edge-03
+	opts     nodeproc.Options
+	grpcAddr string
+	httpAddr string
+	intake   string // coordinators only
+	raftID   uint64 // coordinators only
+
+	mu   sync.Mutex
+	node *nodeproc.Node // nil while stopped
+}
+
+func (p *proc) current() *nodeproc.Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.node
+}
+
+func (p *proc) start(ctx context.Context) error {
+	n, err := nodeproc.Start(ctx, p.opts)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	p.mu.Lock()
+	p.node = n
+	p.mu.Unlock()
+	return nil
+}
+
+// kill SIGKILLs the process, if it runs.
+func (p *proc) kill() error {
+	n := p.current()
+	if n == nil {
+		return nil
+	}
+	_, err := n.Kill()
+	p.mu.Lock()
+	p.node = nil
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// stop SIGTERMs the process, if it runs, and waits for it.
+func (p *proc) stop(timeout time.Duration) error {
+	n := p.current()
+	if n == nil {
+		return nil
+	}
+	_, err := n.Stop(timeout)
+	p.mu.Lock()
+	p.node = nil
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stop %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// cluster is the fleet under test: coordinators and edges as processes.
+type cluster struct {
+	coords []*proc
+	edges  []*proc
+	hc     *http.Client
+}
+
+// freeAddrs returns n loopback addresses with free ports.
+func freeAddrs(n int) ([]string, error) {
+	out := make([]string, n)
+	for i := range out {
+		a, err := nodeproc.FreeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// newCluster lays out the processes (addresses, data directories, logs)
+// without starting any.
+func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, error) {
+	c := &cluster{hc: &http.Client{Timeout: 5 * time.Second}}
+	var peers []string
+	for i := range o.Coordinators {
+		addrs, err := freeAddrs(4)
+		if err != nil {
+			return nil, err
+		}
+		p := &proc{name: fmt.Sprintf("c%d", i+1), grpcAddr: addrs[0], httpAddr: addrs[1], intake: addrs[2], raftID: uint64(i + 1)}
+		peers = append(peers, fmt.Sprintf("%d=%s@%s", p.raftID, p.name, addrs[3]))
+		p.opts = nodeproc.Options{Binary: binary, Command: "coordinator", ListenAddr: p.grpcAddr,
+			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
+			ExtraArgs: []string{"--id", p.name, "--raft-id", strconv.FormatUint(p.raftID, 10), "--insecure-cluster",
+				"--cluster-listen", addrs[3], "--intake-listen", p.intake, "--http-listen", p.httpAddr},
+			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+		c.coords = append(c.coords, p)
+	}
+	for _, p := range c.coords {
+		p.opts.ExtraArgs = append(p.opts.ExtraArgs, "--peers", strings.Join(peers, ","))
+		p.opts.ExtraArgs = append(p.opts.ExtraArgs, o.CoordinatorArgs...)
+	}
+	intakes := make([]string, len(c.coords))
+	for i, p := range c.coords {
+		intakes[i] = p.intake
+	}
+	for i := range o.Edges {
+		addrs, err := freeAddrs(2)
+		if err != nil {
+			return nil, err
+		}
+		p := &proc{name: fmt.Sprintf("edge-%02d", i), grpcAddr: addrs[0], httpAddr: addrs[1]}
+		p.opts = nodeproc.Options{Binary: binary, NodeID: p.name, ListenAddr: p.grpcAddr, LogLevel: "info",
+			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
+			ExtraArgs: append([]string{"--http-listen", p.httpAddr, "--replicate-to", strings.Join(intakes, ","),
+				"--replicate-insecure", "--advertise-query-addr", p.grpcAddr,
+				"--wal-segment-age", o.SegmentAge.String()}, o.NodeArgs...),
+			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+		c.edges = append(c.edges, p)
+	}
+	for _, p := range append(cloneProcs(c.coords), c.edges...) {
+		if err := os.MkdirAll(p.opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("make data dir of %s: %w", p.name, err)
+		}
+	}
+	return c, nil
+}
+
+func cloneProcs(ps []*proc) []*proc { return append([]*proc(nil), ps...) }
+
+// startAll starts ps concurrently (the coordinators need a quorum before
+// any is ready) and returns once all are ready.
+func startAll(ctx context.Context, ps []*proc) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.start(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// stopAll stops every process that runs, concurrently.
+func (c *cluster) stopAll(timeout time.Duration) error {
+	all := append(cloneProcs(c.edges), c.coords...)
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, p := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.stop(timeout)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fleet is the part of GET /api/v1/fleet the benchmark reads.
+type fleet struct {
+	Raft struct {
+		Leader  uint64 `json:"leader"`
+		Applied uint64 `json:"applied"`
+	} `json:"raft"`
+	Series int `json:"series"`
+	Nodes  []struct {
+		ID              string `json:"id"`
+		Role            string `json:"role"`
+		AckedThrough    uint64 `json:"acked_through"`
+		WatermarkTimeMs int64  `json:"watermark_time_ms"`
+		HeldPoints      int64  `json:"held_points"`
+	} `json:"nodes"`
+}
+
+func (f fleet) heldPoints() int64 {
+	var n int64
+	for _, e := range f.Nodes {
+		n += e.HeldPoints
+	}
+	return n
+}
+
+// fleetOf asks coordinator p for the fleet.
+func (c *cluster) fleetOf(ctx context.Context, p *proc) (fleet, error) {
+	var f fleet
+	url := "http://" + p.httpAddr + "/api/v1/fleet"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return f, fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return f, fmt.Errorf("get fleet from %s: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return f, fmt.Errorf("get fleet from %s: status %s", p.name, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&f); err != nil {
+		return f, fmt.Errorf("decode fleet from %s: %w", p.name, err)
+	}
+	return f, nil
+}
+
+// anyFleet asks the running coordinators in turn until one answers.
+func (c *cluster) anyFleet(ctx context.Context) (fleet, error) {
+	var errs []error
+	for _, p := range c.coords {
+		if p.current() == nil {
+			continue
+		}
+		f, err := c.fleetOf(ctx, p)
+		if err == nil {
+			return f, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return fleet{}, errors.New("get fleet: no coordinator runs")
+	}
+	return fleet{}, errors.Join(errs...)
+}
+
+// waitFleet polls the fleet every period until cond holds, ctx ends or
+// timeout passes; it returns the last fleet seen and when cond held.
+func (c *cluster) waitFleet(ctx context.Context, period, timeout time.Duration, what string, cond func(fleet) bool) (fleet, time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last fleet
+	var lastErr error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		f, err := c.anyFleet(cctx)
+		cancel()
+		now := time.Now()
+		if err == nil {
+			last = f
+			if cond(f) {
+				return f, now, nil
+			}
+		}
+		lastErr = err
+		if now.After(deadline) {
+			return last, now, fmt.Errorf("wait for %s: not after %v (last error: %v)", what, timeout, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return last, now, fmt.Errorf("wait for %s: %w", what, ctx.Err())
+		case <-time.After(period):
+		}
+	}
+}
+
+// ackedThroughMetric is the edge's gauge of the last WAL segment the cloud
+// holds.
+const ackedThroughMetric = "tributary_replication_acked_through_seq"
+
+// ackedThrough reads the edge's acked-through sequence from its /metrics.
+func (c *cluster) ackedThrough(ctx context.Context, p *proc) (uint64, error) {
+	url := "http://" + p.httpAddr + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("get metrics of %s: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	v, err := parseGauge(bufio.NewScanner(resp.Body), ackedThroughMetric)
+	if err != nil {
+		return 0, fmt.Errorf("metrics of %s: %w", p.name, err)
+	}
+	return uint64(v), nil
+}
+
+// parseGauge finds an unlabelled sample of name in Prometheus text format.
+func parseGauge(sc *bufio.Scanner, name string) (float64, error) {
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
+			continue
+		}
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse %s value %q: %w", name, fields[0], err)
+		}
+		return v, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", name, err)
+	}
+	return 0, fmt.Errorf("no sample of %s", name)
+}

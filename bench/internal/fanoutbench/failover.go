@@ -1,0 +1,242 @@
+package fanoutbench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// Failover timing.
+const (
+	probeEvery = 100 * time.Millisecond // the writer's period
+	pollEvery  = 50 * time.Millisecond  // acked-through polling
+	// settle is how long the window of a kill lasts after the killed
+	// coordinator is back with a leader in view, so that a stall while it
+	// rejoins is seen too.
+	settle = 3 * time.Second
+)
+
+// advanceLog records when the edge's acked-through sequence moved.
+type advanceLog struct {
+	mu    sync.Mutex
+	times []time.Time
+	last  uint64
+	err   error // the last failed poll
+}
+
+func (l *advanceLog) failed(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = err
+}
+
+func (l *advanceLog) lastErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *advanceLog) observe(at time.Time, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq > l.last {
+		l.last = seq
+		l.times = append(l.times, at)
+	}
+}
+
+func (l *advanceLog) snapshot() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.times...)
+}
+
+// firstAfter reports whether the log has an advance after t.
+func (l *advanceLog) firstAfter(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.times) > 0 && l.times[len(l.times)-1].After(t)
+}
+
+// worstPause is the longest time replication made no progress in the window
+// of one kill: from the kill to the first advance after it, and between
+// consecutive advances up to end. With no advance in the window it is
+// end - kill.
+func worstPause(advances []time.Time, kill, end time.Time) time.Duration {
+	prev, seen := kill, false
+	var worst time.Duration
+	for _, a := range advances {
+		if !a.After(kill) {
+			continue
+		}
+		if a.After(end) {
+			break
+		}
+		worst, prev, seen = max(worst, a.Sub(prev)), a, true
+	}
+	if !seen {
+		return end.Sub(kill)
+	}
+	return worst
+}
+
+// failover keeps a writer and a poller on the first edge, SIGKILLs the raft
+// leader Kills times, restarting it at once each time, and records the
+// worst pause in the edge's acknowledged-through progress per kill.
+func (r *runner) failover(ctx context.Context) error {
+	if r.o.Kills == 0 {
+		return nil
+	}
+	edge := r.c.edges[0]
+	conn, err := nodeclient.Dial(edge.grpcAddr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	bgCtx, stopBg := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() { stopBg(); bg.Wait() }()
+
+	var (
+		writeMu   sync.Mutex
+		writeErrs []error
+		probes    int64
+	)
+	bg.Add(1)
+	go func() { // the writer: one point every probeEvery, never pausing
+		defer bg.Done()
+		wc := tributaryv1.NewWriteServiceClient(conn)
+		series := &tributaryv1.Series{Labels: []*tributaryv1.Label{
+			{Name: "__name__", Value: "fanout_probe"}, {Name: "edge", Value: edge.name}}}
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-bgCtx.Done():
+				return
+			case now := <-tick.C:
+				req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
+					TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
+				cctx, cancel := context.WithTimeout(bgCtx, r.o.CallTimeout)
+				resp, err := wc.Write(cctx, req)
+				cancel()
+				if err == nil {
+					err = nodeclient.CheckWrite(resp, 1)
+				}
+				writeMu.Lock()
+				if err != nil && bgCtx.Err() == nil {
+					writeErrs = append(writeErrs, err)
+				} else if err == nil {
+					probes++
+				}
+				writeMu.Unlock()
+			}
+		}
+	}()
+	var adv advanceLog
+	bg.Add(1)
+	go func() { // the poller
+		defer bg.Done()
+		tick := time.NewTicker(pollEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-bgCtx.Done():
+				return
+			case <-tick.C:
+				cctx, cancel := context.WithTimeout(bgCtx, time.Second)
+				seq, err := r.c.ackedThrough(cctx, edge)
+				cancel()
+				if err != nil {
+					if bgCtx.Err() == nil {
+						adv.failed(err)
+					}
+					continue
+				}
+				adv.observe(time.Now(), seq)
+			}
+		}
+	}()
+
+	// Replication must be moving before the first kill.
+	start := time.Now()
+	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
+		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.name, err, adv.lastErr())
+	}
+	for k := range r.o.Kills {
+		f, _, err := r.c.waitFleet(ctx, 100*time.Millisecond, r.o.ReplicationTimeout, "a raft leader",
+			func(f fleet) bool { return f.Raft.Leader != 0 })
+		if err != nil {
+			return err
+		}
+		var leader *proc
+		for _, p := range r.c.coords {
+			if p.raftID == f.Raft.Leader {
+				leader = p
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("the raft leader %d is not one of the coordinators started", f.Raft.Leader)
+		}
+		r.logger.Info("killing the raft leader", "kill", k+1, "coordinator", leader.name)
+		kill := time.Now()
+		if err := leader.kill(); err != nil {
+			return err
+		}
+		// Restart at once, as a supervisor would: while a coordinator of
+		// an edge's placement is down, the others refuse its segments.
+		if err := leader.start(ctx); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		r.m.restarts = append(r.m.restarts, time.Since(kill))
+		if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
+			r.m.gaps = append(r.m.gaps, time.Since(kill))
+			return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.name, edge.name, err)
+		}
+		if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			f, err := r.c.fleetOf(cctx, leader)
+			return err == nil && f.Raft.Leader != 0
+		}); err != nil {
+			return fmt.Errorf("restarted %s sees no leader: %w", leader.name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settle):
+		}
+		gap := worstPause(adv.snapshot(), kill, time.Now())
+		r.logger.Info("failover", "kill", k+1, "coordinator", leader.name, "gap_s", gap.Seconds())
+		r.m.gaps = append(r.m.gaps, gap)
+	}
+	stopBg()
+	bg.Wait()
+	r.m.probes = probes
+	if len(writeErrs) > 0 {
+		return fmt.Errorf("the edge refused %d probe writes during failover, e.g.: %w", len(writeErrs), writeErrs[0])
+	}
+	return nil
+}
+
+// waitUntil polls cond every pollEvery until it holds, ctx ends or timeout
+// passes.
+func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollEvery):
+		}
+	}
+	return nil
+}
