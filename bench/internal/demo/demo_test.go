@@ -15,9 +15,11 @@ import (
 )
 
 // TestDemoScript runs scripts/demo.sh with a freshly built tributary binary:
-// it must start the node, write and read back over gRPC and HTTP (line
-// protocol, PromQL, OpenTSDB) with every answer matching the data written,
-// stop the node with SIGTERM and leave no process behind.
+// act 1 must start tributary local, write and read back over gRPC and HTTP
+// (line protocol, PromQL, OpenTSDB) with every answer matching the data
+// written, and see every acknowledged point held by the coordinator; act 2
+// must answer the same queries from the coordinator alone; both processes
+// must stop cleanly with SIGTERM.
 func TestDemoScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tributary and runs tribench through go run")
@@ -43,22 +45,29 @@ func TestDemoScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
-	for _, want := range []string{"node ready", "Writing 52,800 points", "matches the data written",
+	for _, want := range []string{"local ready", "Writing 52,800 points", "matches the data written",
 		"204 No Content", "PromQL: mean temperature per room", "OpenTSDB: newest temperature",
-		"stopping the node (SIGTERM)", "data is in " + demoDir} {
+		"every acknowledged point is held by the cloud, none twice", "stopping local (SIGTERM)",
+		"coordinator ready", "Not writing: checking the answers", "stopping the coordinator (SIGTERM)",
+		"data is in " + demoDir} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if n := strings.Count(string(out), "matches the data written"); n != 10 {
+		t.Errorf("%d answers match the data written, want 5 in each act:\n%s", n, out)
+	}
 	if strings.Contains(string(out), "✗") {
 		t.Errorf("a demo query failed:\n%s", out)
 	}
-	logs, _ := filepath.Glob(filepath.Join(demoDir, "*.node.log"))
-	if len(logs) != 1 {
-		t.Fatalf("node logs %v, want one", logs)
-	}
-	if log, _ := os.ReadFile(logs[0]); !strings.Contains(string(log), "node stopped cleanly") {
-		t.Errorf("node was not stopped cleanly with SIGTERM; its log:\n%s", log)
+	for _, pat := range []string{"*.local.log", "*.coordinator.log"} {
+		logs, _ := filepath.Glob(filepath.Join(demoDir, pat))
+		if len(logs) != 1 {
+			t.Fatalf("logs %s: %v, want one", pat, logs)
+		}
+		if log, _ := os.ReadFile(logs[0]); !strings.Contains(string(log), "stopped cleanly") {
+			t.Errorf("%s: not stopped cleanly with SIGTERM; its log:\n%s", logs[0], log)
+		}
 	}
 }
 
