@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
@@ -32,7 +35,7 @@ type coordinatorFlags struct {
 	peerCert, peerKey, ca string
 	edgeCA                string
 	insecureCluster       bool
-	insecureListen        *bool // shared with the client listeners' flag
+	edgeTokenFile         string
 	logLevel, logFormat   string
 	retainRaw, retain1h   time.Duration
 	retain1d              time.Duration
@@ -53,6 +56,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
 		fs.StringVar(&f.ca, "peer-ca", "", "PEM CA bundle that signs the coordinators' certificates")
 		fs.StringVar(&f.edgeCA, "edge-ca", "", "PEM CA bundle that signs the edges' client certificates (default: --peer-ca)")
+		fs.StringVar(&f.edgeTokenFile, "edge-token-file", "", "file whose first token is sent when this coordinator queries edges for their fresh data (edges started with --token-file)")
 		fs.BoolVar(&f.insecureCluster, "insecure-cluster", false, "plaintext cluster links and intake, without identity checks (loopback only unless --insecure-listen)")
 	}
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "127.0.0.1:7444", "listen address for raft messages and replica calls from other coordinators")
@@ -106,15 +110,38 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		if edgeCA == "" {
 			edgeCA = f.ca
 		}
-		if o.IntakeTLS, _, err = auth.MutualTLS(f.peerCert, f.peerKey, edgeCA); err != nil {
+		var edgeClient *tls.Config
+		if o.IntakeTLS, edgeClient, err = auth.MutualTLS(f.peerCert, f.peerKey, edgeCA); err != nil {
 			return fmt.Errorf("%w: intake TLS (--edge-ca): %v", errUsage, err)
 		}
+		// Edges' query listeners: their server certificates are signed by
+		// the edge CA; this coordinator presents its own certificate.
+		o.EdgeDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(edgeClient))}
+	}
+	if f.edgeTokenFile != "" {
+		toks, err := auth.LoadTokens(f.edgeTokenFile)
+		if err != nil || !toks.Enabled() {
+			return fmt.Errorf("%w: --edge-token-file: %v", errUsage, cmp.Or(err, errors.New("holds no token")))
+		}
+		o.EdgeDialOptions = append(o.EdgeDialOptions, grpc.WithPerRPCCredentials(edgeToken{toks.First(), !o.Insecure}))
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
 }
+
+// edgeToken is the bearer token a coordinator sends when it queries edges.
+type edgeToken struct {
+	token  string
+	secure bool
+}
+
+func (t edgeToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + t.token}, nil
+}
+
+func (t edgeToken) RequireTransportSecurity() bool { return t.secure }
 
 // parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
 func parsePeers(flagName, s string) ([]coordinator.Peer, error) {

@@ -73,6 +73,15 @@ func LoadTokens(path string) (Tokens, error) {
 	return NewTokens(list...), nil
 }
 
+// First returns the first token of the set ("" when empty): the one a
+// client sends.
+func (t Tokens) First() string {
+	if len(t.list) == 0 {
+		return ""
+	}
+	return string(t.list[0])
+}
+
 // Enabled reports whether requests must carry a token.
 func (t Tokens) Enabled() bool { return len(t.list) > 0 }
 

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/internal/testcert"
+)
+
+func coordinatorOptions(f coordinatorFlags, clusterListen string) (coordinator.Options, error) {
+	o := coordinator.Options{NodeID: "c1", RaftID: 1, DataDir: "d", ClusterListen: clusterListen, IntakeListen: "127.0.0.1:7443"}
+	f.retainRaw, f.retain1h, f.retain1d = 24*time.Hour, 24*time.Hour, 24*time.Hour
+	err := f.apply(&o, false)
+	return o, err
+}
+
+func TestCoordinatorFlags_TLS(t *testing.T) {
+	c := testcert.New(t)
+	tok := filepath.Join(t.TempDir(), "edge-token")
+	if err := os.WriteFile(tok, []byte("# edges' token\nsecret-token-of-16-bytes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := coordinatorOptions(coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeTokenFile: tok}, "127.0.0.1:7444")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Insecure || o.ClusterServerTLS == nil || o.ClusterClientTLS == nil || o.IntakeTLS == nil {
+		t.Fatalf("TLS options not all set: %+v", o)
+	}
+	// Edge queries get the coordinator's TLS identity and the token.
+	if len(o.EdgeDialOptions) != 2 {
+		t.Fatalf("%d edge dial options, want TLS credentials and the token", len(o.EdgeDialOptions))
+	}
+}
+
+func TestCoordinatorFlags_Refused(t *testing.T) {
+	c := testcert.New(t)
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o600)
+	cases := map[string]struct {
+		f      coordinatorFlags
+		listen string
+	}{
+		"no TLS and not insecure":  {coordinatorFlags{}, "127.0.0.1:7444"},
+		"insecure and cert":        {coordinatorFlags{insecureCluster: true, peerCert: c.CertFile}, "127.0.0.1:7444"},
+		"key missing":              {coordinatorFlags{peerCert: c.CertFile, ca: c.CertFile}, "127.0.0.1:7444"},
+		"empty edge token file":    {coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeTokenFile: empty}, "127.0.0.1:7444"},
+		"peers without self":       {coordinatorFlags{insecureCluster: true, peers: "2=c2@127.0.0.1:1"}, "127.0.0.1:7444"},
+		"peers malformed":          {coordinatorFlags{insecureCluster: true, peers: "1=c1"}, "127.0.0.1:7444"},
+		"insecure on non-loopback": {coordinatorFlags{insecureCluster: true}, "10.1.2.3:7444"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := coordinatorOptions(tc.f, tc.listen); !errors.Is(err, errUsage) {
+				t.Fatalf("err = %v, want a usage error", err)
+			}
+		})
+	}
+}
