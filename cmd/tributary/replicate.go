@@ -21,6 +21,7 @@ type replicateFlags struct {
 	targets          string
 	cert, key, ca    string
 	insecure         bool
+	insecureAnywhere bool
 	queryAddr        string
 	budgetBytes      int64
 	overflow         string
@@ -36,6 +37,7 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "replicate-key", "", "PEM private key for --replicate-cert")
 	fs.StringVar(&f.ca, "replicate-ca", "", "PEM CA bundle that signs the coordinators' certificates")
 	fs.BoolVar(&f.insecure, "replicate-insecure", false, "ship in plaintext (loopback coordinators only; no identity check)")
+	fs.BoolVar(&f.insecureAnywhere, "replicate-insecure-anywhere", false, "with --replicate-insecure: also ship in plaintext to coordinators off loopback (a private test network only: data crosses it in clear text)")
 	fs.StringVar(&f.queryAddr, "advertise-query-addr", "", "gRPC address where coordinators can query this node for data newer than the cloud holds (default: none)")
 	fs.Int64Var(&f.budgetBytes, "replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the cloud holds them")
 	fs.StringVar(&f.overflow, "replication-overflow", "keep-in-store", "past the budget: keep-in-store (release segments, keep points locally, record a gap), block-writers (refuse writes, retryable) or drop-oldest (counted)")
@@ -48,7 +50,7 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 // options builds the Shipper options; nil when replication is off.
 func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.Options, error) {
 	if f.targets == "" {
-		if f.cert != "" || f.key != "" || f.ca != "" || f.insecure {
+		if f.cert != "" || f.key != "" || f.ca != "" || f.insecure || f.insecureAnywhere {
 			return nil, fmt.Errorf("%w: replication flags given without --replicate-to", errUsage)
 		}
 		return nil, nil
@@ -66,12 +68,14 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 		return nil, fmt.Errorf("%w: --replication-overflow: %v", errUsage, err)
 	}
 	switch {
+	case f.insecureAnywhere && !f.insecure:
+		return nil, fmt.Errorf("%w: --replicate-insecure-anywhere needs --replicate-insecure", errUsage)
 	case f.insecure && (f.cert != "" || f.key != "" || f.ca != ""):
 		return nil, fmt.Errorf("%w: --replicate-insecure and --replicate-cert/key/ca exclude each other", errUsage)
 	case f.insecure:
 		for _, t := range o.Targets {
-			if err := auth.CheckListen("--replicate-to", t, false, false); err != nil {
-				return nil, fmt.Errorf("%w: --replicate-insecure ships in plaintext, so only to loopback coordinators: %v", errUsage, err)
+			if err := auth.CheckListen("--replicate-to", t, false, f.insecureAnywhere); err != nil {
+				return nil, fmt.Errorf("%w: --replicate-insecure ships in plaintext, so only to loopback coordinators (unless --replicate-insecure-anywhere): %v", errUsage, err)
 			}
 		}
 		o.Insecure = true
