@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,12 +42,17 @@ type coordinatorFlags struct {
 	retain1d              time.Duration
 	headMaxBytes, bcBytes int64
 	shutdownGrace         time.Duration
+	// identityFromHostname derives --id and --raft-id from the host name
+	// (a StatefulSet pod's name); hostname is its seam (nil: os.Hostname).
+	identityFromHostname bool
+	hostname             func() (string, error)
 }
 
 func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
 	if !local {
 		fs.StringVar(&o.NodeID, "id", "", "this coordinator's node id in the fleet (with TLS: a DNS or URI SAN of its certificate) (required)")
 		fs.Uint64Var(&o.RaftID, "raft-id", 0, "this coordinator's raft member id, unique and never reused (required)")
+		fs.BoolVar(&f.identityFromHostname, "identity-from-hostname", false, "take --id from the host name and --raft-id from its trailing -N ordinal plus one (a StatefulSet pod: tributary-coordinator-2 is raft id 3); with --peers not naming this raft id, join (as --join) instead of bootstrapping; excludes --id and --raft-id")
 		fs.StringVar(&o.DataDir, "data-dir", "./coordinator-data", "directory for the raft log and the replica store")
 		fs.StringVar(&o.ClusterID, "cluster-id", "tributary", "name of the raft cluster; members of another cluster are refused")
 		fs.StringVar(&f.peers, "peers", "", "bootstrap a new cluster with these members, the same list on each: RAFTID=NODEID@HOST:PORT,... (this one included); empty: wait to be added to an existing cluster")
@@ -76,11 +82,37 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 // apply validates the flags into o.
 func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) error {
 	var err error
+	if f.identityFromHostname {
+		if o.NodeID != "" || o.RaftID != 0 {
+			return fmt.Errorf("%w: --identity-from-hostname and --id/--raft-id exclude each other", errUsage)
+		}
+		hostname := f.hostname
+		if hostname == nil {
+			hostname = os.Hostname
+		}
+		h, err := hostname()
+		if err != nil {
+			return fmt.Errorf("--identity-from-hostname: read the host name: %w", err)
+		}
+		if o.NodeID, o.RaftID, err = identityFromHostname(h); err != nil {
+			return fmt.Errorf("%w: --identity-from-hostname: %v", errUsage, err)
+		}
+	}
 	if o.Peers, err = parsePeers("--peers", f.peers); err != nil {
 		return err
 	}
 	if o.JoinPeers, err = parsePeers("--join", f.join); err != nil {
 		return err
+	}
+	if f.identityFromHostname && len(o.Peers) > 0 && !slices.ContainsFunc(o.Peers, func(p coordinator.Peer) bool { return p.RaftID == o.RaftID }) {
+		// A pod beyond the bootstrap size (the StatefulSet was scaled
+		// up): the same --peers list every pod gets names the bootstrap
+		// members, which this one joins instead of founding a second
+		// cluster with.
+		if len(o.JoinPeers) > 0 {
+			return fmt.Errorf("%w: --peers (bootstrap a new cluster) and --join (join an existing one) exclude each other", errUsage)
+		}
+		o.Peers, o.JoinPeers = nil, o.Peers
 	}
 	if len(o.Peers) > 0 && len(o.JoinPeers) > 0 {
 		return fmt.Errorf("%w: --peers (bootstrap a new cluster) and --join (join an existing one) exclude each other", errUsage)
@@ -142,6 +174,22 @@ func (t edgeToken) GetRequestMetadata(context.Context, ...string) (map[string]st
 }
 
 func (t edgeToken) RequireTransportSecurity() bool { return t.secure }
+
+// identityFromHostname derives a coordinator's node id and raft id from a
+// StatefulSet pod's host name NAME-N: the node id is the host name, the raft
+// id N+1 (raft ids start at 1).
+func identityFromHostname(hostname string) (nodeID string, raftID uint64, err error) {
+	i := strings.LastIndexByte(hostname, '-')
+	if i <= 0 || i == len(hostname)-1 {
+		return "", 0, fmt.Errorf("host name %q does not end in -N (a StatefulSet ordinal)", hostname)
+	}
+	digits := hostname[i+1:]
+	ord, err := strconv.ParseUint(digits, 10, 63)
+	if err != nil || (len(digits) > 1 && digits[0] == '0') {
+		return "", 0, fmt.Errorf("host name %q does not end in -N (a StatefulSet ordinal): %q is not a number", hostname, digits)
+	}
+	return hostname, ord + 1, nil
+}
 
 // parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
 func parsePeers(flagName, s string) ([]coordinator.Peer, error) {
