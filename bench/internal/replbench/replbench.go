@@ -21,8 +21,10 @@
 // target never fails the run) and one JSON line, always the last line of
 // the output. bench/README.md describes the method.
 //
-// Concurrency: Run is safe to call from one goroutine at a time per
-// Options.WorkDir; it starts its own goroutines and waits for them.
+// Concurrency: Run starts its own processes and goroutines and has
+// stopped all of them when it returns. Two concurrent runs would not
+// interfere (each has its own directory and ports) but would share the
+// machine, which spoils the figures.
 package replbench
 
 import (
@@ -153,6 +155,13 @@ func (o Options) Validate() error {
 	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("ready, stop and call timeouts must be positive"))
 	}
+	if len(errs) == 0 {
+		// The edge keeps raw samples 15 days by default: the data, which
+		// ends before the wall clock, must start within them.
+		if span := time.Duration(o.rowSpan()) * tsbsIntervalMs * time.Millisecond; span > maxDataSpan {
+			errs = append(errs, fmt.Errorf("at %v points/s over %d series the run's data would span %v of 10 s rows, over %v: raise --hosts or shorten the run", o.PointsPerS, o.Hosts*10, span.Round(time.Hour), maxDataSpan))
+		}
+	}
 	if o.Out == nil {
 		errs = append(errs, errors.New("an output writer is required"))
 	}
@@ -184,6 +193,9 @@ func (o Options) rowSpan() int64 {
 
 // tsbsIntervalMs is the TSBS interval between two rows of a host.
 const tsbsIntervalMs = 10_000
+
+// maxDataSpan bounds how far back the generated data may start.
+const maxDataSpan = 14 * 24 * time.Hour
 
 // tsbsCycleRows is how many rows of values are generated; they repeat.
 const tsbsCycleRows = 2000

@@ -241,6 +241,11 @@ func TestOptions_Validate(t *testing.T) {
 			t.Errorf("err = %v, want it to mention %s", err, want)
 		}
 	}
+	tooFewHosts := o
+	tooFewHosts.Hosts = 40
+	if err := tooFewHosts.Validate(); err == nil || !strings.Contains(err.Error(), "raise --hosts") {
+		t.Errorf("40 hosts at 200,000 points/s: err = %v, want the data span refused", err)
+	}
 	if got := o.budgetBytes(); got < 1<<30 {
 		t.Errorf("default budget %d is under 1 GiB", got)
 	}
