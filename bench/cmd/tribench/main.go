@@ -8,6 +8,7 @@
 //	tribench lp --binary bin/tributary [flags]       TSBS cpu-only over HTTP line protocol, then PromQL
 //	tribench fanout --binary bin/tributary [flags]   3 coordinators + 10 edges: fan-out query latency, failover, registrations
 //	tribench replication --binary bin/tributary [flags]  an edge shipping to coordinators: lag, bytes/point, drain, CPU
+//	tribench load --targets e1:7070,e2:7070 [flags]     continuous sensor writes to running edges
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -59,6 +60,9 @@ workloads:
            start coordinators and an edge node, write at a sustained rate and
            measure replication lag, bytes shipped per point, backlog drain
            after an outage and the edge's extra CPU (a table, then one JSON line)
+  load     write the sensor workload in real time to running edge nodes
+           (--targets host:port,...) until interrupted, logging acknowledged
+           points; the load generator of the docker-compose cluster
 
 'tribench <workload> -h' lists a workload's flags.
 `
@@ -95,6 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runFanout(ctx, args[1:], stdout, stderr, logger)
 	case "replication":
 		err = runReplication(ctx, args[1:], stdout, stderr, logger)
+	case "load":
+		err = runLoad(ctx, args[1:], stderr, logger)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
