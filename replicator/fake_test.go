@@ -160,6 +160,7 @@ type intake struct {
 	halfOpen   atomic.Bool  // after the welcome, stop reading (never close)
 	stale      atomic.Bool  // welcome with nothing held, as a lagging replica
 	refuseOnce sync.Map     // seq → pb.ShipErrorCode: refuse that segment once
+	refuseAll  atomic.Bool  // refuse every segment as UNAVAILABLE (retryable), as when a replica is down
 	streams    atomic.Int64
 	// clientCert is the subject of the last verified client certificate.
 	clientCert atomic.Value
@@ -242,6 +243,12 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 				continue
 			}
 			if seg == nil {
+				continue
+			}
+			if in.refuseAll.Load() {
+				if err := refuse(&wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, Retryable: true, Msg: "injected: a replica is down"}); err != nil {
+					return err
+				}
 				continue
 			}
 			if code, ok := in.refuseOnce.LoadAndDelete(seg.Seq); ok {

@@ -82,6 +82,10 @@ type loop struct {
 type retryState struct {
 	notBefore time.Time
 	attempts  int
+	// refused: the cloud refused the segment as retryable (it could not
+	// make it durable, e.g. a replica was down); the next acknowledgement
+	// shows it can again, and releases the wait.
+	refused bool
 }
 
 func newLoop(s *Shipper, src Source) (*loop, error) {
@@ -426,6 +430,7 @@ func (l *loop) pump(now time.Time) {
 
 func (l *loop) send(s *session, out *outgoing) {
 	s.sending = true
+	s.sendingSeq = out.seq
 	s.progress = true
 	s.sendCh <- out // capacity 1 and !sending before: never blocks
 }
@@ -520,15 +525,45 @@ func (l *loop) watchdog() {
 		return
 	}
 	outstanding := !s.welcomed || s.sending || len(s.inflight) > 0 || len(s.gapsInflight) > 0
+	// Writes are no sign of life when a half-open peer's socket (or a
+	// proxy in front of it) keeps absorbing them while nothing comes
+	// back: a segment written in full must be answered, or some other
+	// answer must come, within AckTimeout.
+	wait := l.o.AckTimeout
+	if since := s.unansweredSince(); !since.IsZero() {
+		if wait -= time.Since(since); wait <= 0 {
+			s.cancel(errAckTimeout)
+			return
+		}
+	}
 	switch {
 	case outstanding && (s.progress || !s.armed):
-		s.watch.Reset(l.o.AckTimeout)
+		s.watch.Reset(wait)
 		s.armed = true
 	case !outstanding && s.armed:
 		s.watch.Stop()
 		s.armed = false
 	}
 	s.progress = false
+}
+
+// unansweredSince returns since when the stream owes an answer: the later
+// of the oldest full write of a segment still in flight and the latest
+// answer; zero when no written segment awaits one.
+func (s *session) unansweredSince() time.Time {
+	var oldest time.Time
+	for _, f := range s.inflight {
+		if !f.writtenAt.IsZero() && (oldest.IsZero() || f.writtenAt.Before(oldest)) {
+			oldest = f.writtenAt
+		}
+	}
+	if oldest.IsZero() {
+		return oldest
+	}
+	if s.answeredAt.After(oldest) {
+		return s.answeredAt
+	}
+	return oldest
 }
 
 func (l *loop) handle(ev event) {
@@ -538,12 +573,17 @@ func (l *loop) handle(ev event) {
 	}
 	switch ev.kind {
 	case evWelcome:
+		s.answeredAt = time.Now()
 		l.onWelcome(s, ev.welcome)
 	case evSent:
 		s.sending = false
 		s.progress = true
+		if f := s.inflight[s.sendingSeq]; f != nil && f.writtenAt.IsZero() {
+			f.writtenAt = time.Now()
+		}
 	case evResponse:
 		s.progress = true
+		s.answeredAt = time.Now()
 		switch b := ev.resp.GetBody().(type) {
 		case *pb.ShipResponse_Ack:
 			l.onAck(s, b.Ack)
@@ -618,6 +658,7 @@ func (l *loop) onAck(s *session, a *pb.ShipAck) {
 			l.shippedBytes += f.bytes
 			l.shippedPoints += f.points
 			delete(l.retry, seq)
+			l.releaseRefused()
 		}
 	}
 	if gt := a.GetGapThrough(); gt != 0 {
@@ -632,6 +673,20 @@ func (l *loop) onAck(s *session, a *pb.ShipAck) {
 	}
 	l.ackedThrough(a.GetAckedThrough())
 	l.advance()
+}
+
+// releaseRefused makes segments the cloud refused as retryable due at once:
+// it just acknowledged a segment, so what stopped it (a replica down) is
+// over, and waiting out their backoff would only hold the acknowledged-
+// through point back. Their attempt counts stay, so a segment refused
+// again still backs off further.
+func (l *loop) releaseRefused() {
+	for seq, r := range l.retry {
+		if r.refused && !r.notBefore.IsZero() {
+			r.notBefore = time.Time{}
+			l.retry[seq] = r
+		}
+	}
 }
 
 func (l *loop) onRefusal(s *session, m *pb.ShipError) {
@@ -650,6 +705,7 @@ func (l *loop) onRefusal(s *session, m *pb.ShipError) {
 		r := l.retry[e.Seq]
 		r.attempts++
 		r.notBefore = now.Add(l.retryDelay(r.attempts, e.Retryable))
+		r.refused = e.Retryable
 		l.retry[e.Seq] = r
 	}
 	if gt := e.GapThrough; gt != 0 && s.gapsInflight[gt] {

@@ -276,6 +276,27 @@ func TestShipper_RetryableRefusalIsResent(t *testing.T) {
 	}
 }
 
+// TestShipper_AnAckReleasesRefusedSegments: segments refused while the
+// cloud could not store them (a replica down) wait out a growing backoff;
+// once the cloud acknowledges anything again they are resent at once
+// instead of waiting, so the acknowledged-through point catches up.
+func TestShipper_AnAckReleasesRefusedSegments(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	in.refuseAll.Store(true)
+	w := openWAL(t, "pi-7")
+	sealN(t, w, 3)
+	o := options(t, cursorPath(t), in.addr)
+	o.BackoffInitial, o.BackoffMax = time.Hour, time.Hour // a refused segment would wait an hour
+	s := newShipper(t, o)
+	start(t, s, w)
+	eventually(t, "the first segments refused", func() bool { return s.Stats().Refusals >= 3 })
+	in.refuseAll.Store(false)
+	want := sealN(t, w, 1) // every sealed segment, the new one last
+	eventually(t, "every segment acknowledged", func() bool { return s.Stats().AckedThrough == want[len(want)-1].Seq })
+	checkHeldOnce(t, c, "pi-7", want)
+}
+
 // TestShipper_MissingSegmentsAreDeclaredAsAGap: segments deleted before
 // replication began are reported, so the cloud's acked_through can move on
 // and the hole stays visible.
