@@ -482,7 +482,10 @@ func randomCommands(seed uint64, n int) []Command {
 			if first > seq[e] {
 				seq[e] = last
 			}
-			out = append(out, RecordHeld{Edge: e, WatermarkSeq: last, WatermarkTimeMs: int64(last * 100),
+			// Epoch: the placement the segments were stored on, some
+			// index (0: unknown), derived without drawing from r so
+			// that the stream stays as it was.
+			out = append(out, RecordHeld{Edge: e, WatermarkSeq: last, WatermarkTimeMs: int64(last * 100), Epoch: first * 13 % 40,
 				Ranges: []HeldRange{{FirstSeq: first, LastSeq: last, Points: uint64(r.IntN(1000)), MinTimeMs: int64(first * 100), MaxTimeMs: int64(last*100 + 99)}}})
 		case 7:
 			out = append(out, Heartbeat{Beats: []Beat{{ID: edge(), TimeMs: int64(r.IntN(5000))}}})

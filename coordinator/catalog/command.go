@@ -111,6 +111,13 @@ type RecordHeld struct {
 	// Ranges are recorded.
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
+	// Epoch is the Epoch of the edge's placement whose replicas the
+	// segments of Ranges were stored on (0: unknown). A replica placed
+	// after that epoch lacks them: its ReplicaFrom.FromSeq moves past
+	// them. Unknown is taken as the edge's first placement, so that every
+	// replica placed since moves (conservative: the query front end then
+	// reads the older data elsewhere). Encoded only when not 0.
+	Epoch uint64
 }
 
 // RecordGap records gaps an edge declared: sequence ranges it will not
@@ -243,6 +250,9 @@ func (c RecordHeld) appendBody(b []byte) []byte {
 	for _, r := range c.Ranges {
 		b = appendHeldRange(b, r)
 	}
+	if c.Epoch != 0 {
+		b = appendUvarint(b, c.Epoch)
+	}
 	return b
 }
 
@@ -343,6 +353,11 @@ func DecodeCommand(b []byte) (Command, error) {
 		r.Ranges = make([]HeldRange, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
 			r.Ranges = append(r.Ranges, d.heldRange())
+		}
+		if d.err == nil && d.remaining() > 0 {
+			if r.Epoch = d.uvarint(); d.err == nil && r.Epoch == 0 {
+				d.failf("placement epoch 0 is written; it is left out")
+			}
 		}
 		c = r
 	case KindSetPlacement:

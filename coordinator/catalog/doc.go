@@ -52,7 +52,7 @@
 //	heartbeat      (3) = uvarint n, n × (string id, varint timeMs)
 //	register-series(4) = string edge, uvarint n, n × labels
 //	record-held    (5) = string edge, uvarint watermarkSeq, varint watermarkTimeMs,
-//	                     uvarint n, n × range
+//	                     uvarint n, n × range [, uvarint epoch (> 0; left out when 0)]
 //	set-placement  (6) = string edge, uvarint n, n × string coordinator id
 //	rebalance      (7) = (empty)
 //	set-config     (8) = config
@@ -89,11 +89,44 @@
 // MaxTimeMs of the held runs within 1..AckedThrough (time); RecordHeld may
 // also move it further, to a sequence held or in a gap.
 //
-// # Snapshot encoding (version 2)
+// # Replicas placed late: ReplicaFrom
+//
+// Nothing copies an edge's history to a coordinator that joins its
+// placement later (rebalancing, SetPlacement, the replacement of a
+// departed coordinator): it receives only segments stored after the
+// change. Placement.From[i] says which segments Replicas[i] holds: every
+// held segment numbered FromSeq or above; below, nothing is promised.
+//
+//   - A replica of the edge's first placement (or one placed while
+//     nothing was recorded) has FromSeq 1: the whole history.
+//   - A replica added later has FromSeq one past every sequence recorded
+//     at that command's index: the highest held sequence, gap end or
+//     watermark, whichever is highest. Not AckedThrough+1: held runs above
+//     AckedThrough (segments acknowledged out of order) were stored on the
+//     earlier replicas only. Index is that command's raft index.
+//   - The intake stores a segment on every replica of the placement it
+//     read (from a local, possibly stale, catalog) and records it later,
+//     so a segment stored on the old replicas may be recorded after the
+//     change, numbered above FromSeq. RecordHeld therefore carries Epoch,
+//     the epoch of the placement the segments were stored on, and every
+//     replica placed after that epoch (Index > Epoch) has its FromSeq moved
+//     past the command's highest sequence. A replica placed at or before
+//     the epoch, and still placed, has been placed continuously since and
+//     received the segment. Epoch 0 (unknown) is taken as the edge's
+//     first placement (its registration index): every replica placed
+//     since moves (conservative). An epoch newer than the placement's is
+//     treated as unknown.
+//   - FromSeq never goes back, and a replica removed and placed again
+//     starts over.
+//
+// Check verifies: one ReplicaFrom per replica, 1 <= FromSeq <= one past
+// the highest sequence recorded, Index <= the placement's Epoch.
+//
+// # Snapshot encoding (version 3)
 //
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
-//	| TCAT  |  u8 (2) |                  |           |     |           | u32 LE |
+//	| TCAT  |  u8 (3) |                  |           |     |           | u32 LE |
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //
 // The CRC-32C (Castagnoli) covers every byte before it. Each section is
@@ -110,13 +143,17 @@
 //	5 edge series uvarint n, n × (string edge, uvarint k, k × uvarint delta)     sorted by edge;
 //	                                             ids are running sums of the deltas (> 0)
 //	6 placements  uvarint n, n × (string edge, uvarint epoch, bool pinned,
-//	              uvarint k, k × string coordinator)                             sorted by edge
+//	              uvarint k, k × (string coordinator, uvarint fromSeq,
+//	              uvarint placedIndex))                                          sorted by edge
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
 //	              varint watermarkTimeMs, uvarint k, k × range,
 //	              uvarint g, g × gap)                                            sorted by edge
 //
-// Restore also reads version 1, which is version 2 without the gap lists
-// (every edge has no gaps); Snapshot always writes version 2.
+// Restore also reads version 2, which is version 3 with placements listing
+// only coordinator ids: every replica is read as holding the whole
+// history (FromSeq 1, Index 0), which is what those catalogs implied; and
+// version 1, which is version 2 without the gap lists (every edge has no
+// gaps). Snapshot always writes version 3.
 //
 // Postings and coordinator loads are derived and rebuilt by Restore.
 // Restore checks the checksum, the encoding, canonical forms and every

@@ -81,6 +81,10 @@ func FuzzRestore(f *testing.F) {
 	applyStream(f, withGaps, []Command{RegisterNode{ID: "pi-1", Role: RoleEdge}, gapSeed}, 100)
 	snap = withGaps.Snapshot()
 	f.Add(snap[:len(snap)-4])
+	if st, err := decodeSnapshot(withGaps.Snapshot()); err == nil {
+		v2 := snapshotV2(f, st) // placements without ReplicaFrom
+		f.Add(v2[:len(v2)-4])
+	}
 	if v1, err := os.ReadFile("testdata/snapshot-v1.bin"); err == nil {
 		f.Add(v1[:len(v1)-4])
 	}

@@ -94,6 +94,39 @@ type Placement struct {
 	// Pinned placements were set by SetPlacement; rebalancing leaves them
 	// alone unless one of their replicas stops being a coordinator.
 	Pinned bool
+	// From says, for each replica (From[i] is about Replicas[i]), which of
+	// the edge's segments it holds: nothing copies an edge's history to a
+	// replica placed after the edge's first placement.
+	From []ReplicaFrom
+}
+
+// ReplicaFrom says which of an edge's segments one replica holds.
+type ReplicaFrom struct {
+	// FromSeq is the first sequence from which the replica holds every
+	// segment the catalog records as held: segments numbered FromSeq and
+	// above are on it, those below may not be. 1 means the whole history
+	// (a replica of the edge's first placement). A replica placed later
+	// starts at one past every sequence recorded (held, in a gap, or the
+	// watermark) when it is placed, and moves further when a segment
+	// stored on an older placement is recorded after it was placed (see
+	// RecordHeld.Epoch).
+	FromSeq uint64
+	// Index is the raft index of the command that placed the replica; it
+	// has been a replica of the edge continuously since. 0 for a replica
+	// restored from a snapshot older than version 3, which holds the
+	// whole history (FromSeq 1) as those catalogs implied.
+	Index uint64
+}
+
+// FromSeq returns the FromSeq of replica, or 0 if it is not a replica of
+// the placement.
+func (p Placement) FromSeq(replica string) uint64 {
+	for i, r := range p.Replicas {
+		if r == replica && i < len(p.From) {
+			return p.From[i].FromSeq
+		}
+	}
+	return 0
 }
 
 // HeldRange is a run of an edge's segment sequence numbers that the cloud

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"math"
 	"slices"
 )
 
@@ -43,13 +44,28 @@ func (s *state) eligible() []string {
 func (s *state) invalidateEligible() { s.eligibleOK = false }
 
 // setReplicas replaces p's replicas (sorted copy), keeping load in step.
-// It reports whether anything changed.
+// A replica kept keeps its ReplicaFrom; a replica added holds the edge's
+// segments from one past every sequence recorded so far (nothing copies
+// older ones to it), placed at index. It reports whether anything changed.
 func (s *state) setReplicas(index uint64, p *Placement, reps []string) bool {
 	reps = slices.Clone(reps)
 	slices.Sort(reps)
 	if slices.Equal(reps, p.Replicas) {
 		return false
 	}
+	var from []ReplicaFrom
+	if len(reps) > 0 {
+		from = make([]ReplicaFrom, len(reps))
+		next := s.nextSeq(p.Edge)
+		for i, r := range reps {
+			if j := slices.Index(p.Replicas, r); j >= 0 && j < len(p.From) {
+				from[i] = p.From[j]
+			} else {
+				from[i] = ReplicaFrom{FromSeq: next, Index: index}
+			}
+		}
+	}
+	p.From = from
 	for _, r := range p.Replicas {
 		if s.load[r]--; s.load[r] <= 0 {
 			delete(s.load, r)
@@ -227,8 +243,56 @@ func (s *state) setPlacement(index uint64, c SetPlacement) (any, error) {
 	return clonePlacement(p), nil
 }
 
+// nextSeq returns one past the highest sequence recorded for edge: held,
+// in a gap, or the watermark (1 when nothing is). A replica placed now
+// holds nothing below it. Held runs above AckedThrough count: they were
+// stored on the replicas of an earlier placement.
+func (s *state) nextSeq(edge string) uint64 {
+	p := s.progress[edge]
+	if p == nil {
+		return 1
+	}
+	top := p.WatermarkSeq
+	if n := len(p.Held); n > 0 {
+		top = max(top, p.Held[n-1].LastSeq)
+	}
+	if n := len(p.Gaps); n > 0 {
+		top = max(top, p.Gaps[n-1].ThroughSeq)
+	}
+	if top == math.MaxUint64 {
+		return top
+	}
+	return top + 1
+}
+
+// storedBefore moves past lastSeq the FromSeq of every replica of edge
+// placed after epoch, the placement the segments through lastSeq were
+// stored on (0: unknown, taken as the edge's first placement).
+func (s *state) storedBefore(edge string, epoch, lastSeq uint64) {
+	p := s.placement[edge]
+	if p == nil {
+		return
+	}
+	if n := s.nodes[edge]; n != nil && (epoch == 0 || epoch > p.Epoch) {
+		// Unknown (or from a placement this catalog never had): the
+		// earliest the segments can have been stored is the edge's
+		// registration, which made its first placement.
+		epoch = n.RegisteredIndex
+	}
+	next := lastSeq + 1
+	if lastSeq == math.MaxUint64 {
+		next = lastSeq
+	}
+	for i := range p.From {
+		if f := &p.From[i]; f.Index > epoch && f.FromSeq < next {
+			f.FromSeq = next
+		}
+	}
+}
+
 func clonePlacement(p *Placement) Placement {
 	c := *p
 	c.Replicas = slices.Clone(p.Replicas)
+	c.From = slices.Clone(p.From)
 	return c
 }

@@ -15,9 +15,13 @@ import (
 // Snapshot framing; see the package documentation.
 const (
 	snapshotMagic   = "TCAT"
-	SnapshotVersion = 2
-	// snapshotVersionNoGaps is the previous version, which Restore still
-	// reads: its progress entries have no gap list.
+	SnapshotVersion = 3
+	// snapshotVersionNoFrom is the previous version, which Restore still
+	// reads: its placements list replicas without ReplicaFrom (every
+	// replica holds the whole history: FromSeq 1, Index 0).
+	snapshotVersionNoFrom = 2
+	// snapshotVersionNoGaps is the version before, which Restore still
+	// reads: as version 2, and its progress entries have no gap list.
 	snapshotVersionNoGaps = 1
 )
 
@@ -126,8 +130,10 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendUvarint(sec, p.Epoch)
 		sec = appendBool(sec, p.Pinned)
 		sec = appendUvarint(sec, uint64(len(p.Replicas)))
-		for _, r := range p.Replicas {
+		for i, r := range p.Replicas {
 			sec = appendString(sec, r)
+			sec = appendUvarint(sec, p.From[i].FromSeq)
+			sec = appendUvarint(sec, p.From[i].Index)
 		}
 	}
 	b = appendSection(b, secPlacements, sec)
@@ -187,8 +193,8 @@ func decodeSnapshot(data []byte) (*state, error) {
 		return nil, corruptf("bad magic %q", data[:4])
 	}
 	version := data[4]
-	if version != SnapshotVersion && version != snapshotVersionNoGaps {
-		return nil, corruptf("version %d, want %d or %d", version, SnapshotVersion, snapshotVersionNoGaps)
+	if version < snapshotVersionNoGaps || version > SnapshotVersion {
+		return nil, corruptf("version %d, want %d..%d", version, snapshotVersionNoGaps, SnapshotVersion)
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
@@ -206,7 +212,7 @@ func decodeSnapshot(data []byte) (*state, error) {
 		{secNodes, s.decodeNodes},
 		{secSeries, s.decodeSeries},
 		{secEdgeSeries, s.decodeEdgeSeries},
-		{secPlacements, s.decodePlacements},
+		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version >= 3) }},
 		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version >= 2) }},
 	}
 	for _, sec := range sections {
@@ -370,7 +376,7 @@ func (s *state) decodeEdgeSeries(d *decoder) error {
 	return d.err
 }
 
-func (s *state) decodePlacements(d *decoder) error {
+func (s *state) decodePlacements(d *decoder, withFrom bool) error {
 	n := d.count("placement", 4)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
@@ -381,6 +387,11 @@ func (s *state) decodePlacements(d *decoder) error {
 		}
 		for j := 0; j < k && d.err == nil; j++ {
 			p.Replicas = append(p.Replicas, d.string("replica id", MaxIDBytes))
+			from := ReplicaFrom{FromSeq: 1} // what older catalogs imply
+			if withFrom {
+				from = ReplicaFrom{FromSeq: d.uvarint(), Index: d.uvarint()}
+			}
+			p.From = append(p.From, from)
 		}
 		if d.err != nil {
 			break
@@ -533,11 +544,21 @@ func (s *state) check() error {
 		if p.Edge != e || !slices.IsSorted(p.Replicas) || len(slices.Compact(slices.Clone(p.Replicas))) != len(p.Replicas) {
 			return fmt.Errorf("placement of %q: replicas not sorted and unique", e)
 		}
-		for _, r := range p.Replicas {
+		if len(p.From) != len(p.Replicas) {
+			return fmt.Errorf("placement of %q: %d replicas but %d replica froms", e, len(p.Replicas), len(p.From))
+		}
+		next := s.nextSeq(e)
+		for i, r := range p.Replicas {
 			if _, ok := slices.BinarySearch(eligible, r); !ok {
 				return fmt.Errorf("placement of %q: %q is not an eligible coordinator", e, r)
 			}
 			load[r]++
+			switch f := p.From[i]; {
+			case f.FromSeq == 0 || f.FromSeq > next:
+				return fmt.Errorf("placement of %q: replica %q from sequence %d, want 1..%d", e, r, f.FromSeq, next)
+			case f.Index > p.Epoch:
+				return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, f.Index, p.Epoch)
+			}
 		}
 	}
 	if !maps.Equal(load, s.load) {

@@ -32,7 +32,7 @@ func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) *p
 	if werr := s.registerSeries(ctx, edge, seq, series); werr != nil {
 		return refusal(werr)
 	}
-	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Ranges: []catalog.HeldRange{{
+	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Ranges: []catalog.HeldRange{{
 		FirstSeq: seg.PrevSeq + 1, LastSeq: seq, Points: uint64(seg.Points), MinTimeMs: seg.MinT, MaxTimeMs: seg.MaxT,
 	}}})
 	if err != nil {
