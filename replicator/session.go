@@ -43,6 +43,8 @@ type session struct {
 	watch        *time.Timer     // the dead-stream watchdog
 	armed        bool
 	progress     bool
+	sendingSeq   uint64    // the segment the sender is writing (0: a gap)
+	answeredAt   time.Time // the welcome or the latest response
 }
 
 // flight is a segment sent and not yet acknowledged.
@@ -50,6 +52,7 @@ type flight struct {
 	seq, prev uint64
 	bytes     int64 // compressed, on the wire
 	points    int64
+	writtenAt time.Time // its last part was written (zero before)
 }
 
 // outgoing is what the sender writes to the stream in one go: the parts of
