@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz e2e soak release release-test image clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz e2e soak release release-test image cluster-up cluster-down clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -111,6 +111,12 @@ release-test: ## Build the static release binaries into dist/ and test them (ARM
 
 image: ## Build the release binaries and the FROM-scratch images tributary:VERSION-<arch> (saved in dist/).
 	@GO=$(GO) VERSION=$(VERSION) scripts/release.sh build image
+
+cluster-up: ## Local docker-compose cluster (deploy/compose): 3 coordinators, 3 edges, a load generator; builds the images, waits, queries c1.
+	@GO=$(GO) scripts/cluster.sh up
+
+cluster-down: ## Remove the docker-compose cluster: containers, network and volumes (CLUSTER_RMI=1: the images too).
+	@GO=$(GO) scripts/cluster.sh down
 
 clean: ## Remove build outputs.
 	rm -rf bin dist

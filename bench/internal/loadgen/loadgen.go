@@ -59,7 +59,8 @@ type Options struct {
 	CallTimeout time.Duration
 	// Report is how often the totals are logged. Default 10s; negative: never.
 	Report time.Duration
-	// Seed selects the sample streams. Equal options write equal values.
+	// Seed selects the sample streams; target i uses Seed+i, so the edges'
+	// sensors differ. Equal options write equal values.
 	Seed uint64
 	// Dial opens a connection to a target. Default nodeclient.Dial
 	// (plaintext gRPC).
@@ -166,7 +167,8 @@ func (s *Stats) add(o Stats) {
 	s.FailedPoints += o.FailedPoints
 }
 
-// Run writes to every target until ctx is done, then returns the totals.
+// Run writes to every target until ctx is done, then returns the totals;
+// writes in flight then are completed (each within CallTimeout) and counted.
 // It returns an error only for bad options or a target it cannot dial; a
 // failed write is logged, counted and retried with the next window.
 func Run(ctx context.Context, o Options) (Stats, error) {
@@ -194,7 +196,7 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	}()
 	for i, addr := range o.Targets {
 		g, err := workload.NewSensor(workload.SensorOptions{Series: o.Series, StartMs: startMs,
-			IntervalMs: o.Interval.Milliseconds(), Seed: o.Seed})
+			IntervalMs: o.Interval.Milliseconds(), Seed: o.Seed + uint64(i)})
 		if err != nil {
 			return Stats{}, fmt.Errorf("load for %s: %w", addr, err)
 		}
@@ -226,6 +228,9 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 			defer tick.Stop()
 			for {
 				for _, r := range t.reqs {
+					if ctx.Err() != nil {
+						return
+					}
 					st := writeDue(ctx, o, wc, r, capN, t.name)
 					t.mu.Lock()
 					t.stats.add(st)
@@ -276,25 +281,26 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 // capN of them (r's capacity) per series; older ones, which pile up while a
 // target is unreachable or the process was paused, are skipped, not sent.
 func writeDue(ctx context.Context, o Options, wc tributaryv1.WriteServiceClient, r *workload.Request, capN int, name string) Stats {
-	due := (o.Now().UnixMilli()-r.NextMs())/o.Interval.Milliseconds() + 1
-	if due <= 0 {
+	behind := o.Now().UnixMilli() - r.NextMs()
+	if behind < 0 {
 		return Stats{}
 	}
+	due := behind/o.Interval.Milliseconds() + 1
 	for skip := due - int64(capN); skip > 0; skip -= int64(capN) {
 		r.Next(int(min(skip, int64(capN)))) // generated, never sent
 	}
 	r.Next(int(min(due, int64(capN))))
 	points := r.Points()
-	cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+	// A write in flight when the load stops is completed, so that the
+	// totals say what the targets hold.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.CallTimeout)
 	resp, err := wc.Write(cctx, r.Msg)
 	cancel()
 	if err == nil {
 		err = nodeclient.CheckWrite(resp, points)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			o.Logger.Warn("write failed", "edge", name, "points", points, "err", err)
-		}
+		o.Logger.Warn("write failed", "edge", name, "points", points, "err", err)
 		return Stats{FailedWrites: 1, FailedPoints: int64(points), AckedPoints: resp.GetAccepted()}
 	}
 	return Stats{Writes: 1, AckedPoints: int64(points)}

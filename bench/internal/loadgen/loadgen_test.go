@@ -2,9 +2,11 @@ package loadgen
 
 import (
 	"context"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,4 +198,29 @@ func TestValidate(t *testing.T) {
 // dialNoRetry dials plaintext gRPC; failures surface as write errors.
 func dialNoRetry(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func TestFlags(t *testing.T) {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	options := Flags(fs)
+	if err := fs.Parse([]string{"--targets", "e1:7070, e2:7070", "--names", "a,b", "--series", "8", "--interval", "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.Targets, []string{"e1:7070", "e2:7070"}) || !slices.Equal(o.Names, []string{"a", "b"}) ||
+		o.Series != 8 || o.Interval != 100*time.Millisecond || o.Flush != time.Second {
+		t.Errorf("options %+v", o)
+	}
+	fs = flag.NewFlagSet("load", flag.ContinueOnError)
+	options = Flags(fs)
+	if err := fs.Parse([]string{"--series", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := options(); err == nil || !strings.Contains(err.Error(), "--targets") {
+		t.Errorf("no --targets: error %v", err)
+	}
 }

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Runs the local docker-compose cluster of deploy/compose: 3 coordinators, 3
+# edge nodes replicating to them and a load generator writing to the edges.
+#
+#   scripts/cluster.sh up     build what is missing, start the cluster, wait
+#                             for a raft leader and for every edge's data to
+#                             be held by the coordinators, then query c1 for
+#                             points written to the edges and print them
+#   scripts/cluster.sh down   remove the containers, the network and the
+#                             volumes (CLUSTER_RMI=1: the two images too)
+#   scripts/cluster.sh check  only the wait and the query of `up`
+#
+# `up` builds, when missing or older than the sources' commit: the static
+# amd64 binary (scripts/release.sh build, RELEASE_TARGETS=amd64) and the
+# pure-Go load generator (CGO_ENABLED=0), then the FROM-scratch images
+# tributary-cluster:local (deploy/Dockerfile) and
+# tributary-cluster-loadgen:local (deploy/compose/Dockerfile.loadgen) from
+# dist/compose. Nothing is pulled. docker.io and docker-compose are installed
+# with apt-get when missing.
+#
+# Environment:
+#   GO                          the go command (default: go on PATH, else /usr/local/go/bin/go)
+#   TRIBUTARY_CLUSTER_GRPC_PORT c1's gRPC port on 127.0.0.1 (default 17070)
+#   TRIBUTARY_CLUSTER_HTTP_PORT c1's HTTP port on 127.0.0.1 (default 17071)
+#   TRIBUTARY_CLUSTER_SERIES    sensors the load generator writes per edge (default 64)
+#   CLUSTER_TIMEOUT             seconds to wait for the cluster (default 240)
+#   CLUSTER_RMI                 1: `down` also removes the images
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+go_cmd="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
+project=tributary-cluster
+compose_file=deploy/compose/docker-compose.yml
+ctx=dist/compose
+bin=dist/tributary-linux-amd64
+image="${TRIBUTARY_CLUSTER_IMAGE:-tributary-cluster:local}"
+loadgen_image="${TRIBUTARY_CLUSTER_LOADGEN_IMAGE:-tributary-cluster-loadgen:local}"
+grpc_addr="127.0.0.1:${TRIBUTARY_CLUSTER_GRPC_PORT:-17070}"
+http_addr="127.0.0.1:${TRIBUTARY_CLUSTER_HTTP_PORT:-17071}"
+timeout="${CLUSTER_TIMEOUT:-240}"
+edges=(e1 e2 e3)
+
+say() { echo "cluster: $*" >&2; }
+die() { say "$*"; exit 1; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_install() {
+  say "installing $*"
+  as_root apt-get update -qq || say "apt-get update reported errors; carrying on with the lists it has"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+need_docker() {
+  command -v docker >/dev/null || apt_install docker.io
+  command -v docker-compose >/dev/null || apt_install docker-compose
+  command -v python3 >/dev/null || die "python3 missing (docker-compose needs it too)"
+  docker info >/dev/null 2>&1 || die "the docker daemon does not answer (start it, or add yourself to the docker group)"
+}
+
+# quiet runs a command and shows its output only when it fails (the classic
+# builder warns on every build that it is deprecated).
+quiet() {
+  local out
+  out="$("$@" 2>&1)" || { echo "$out" >&2; die "failed: $*"; }
+}
+
+compose() { docker-compose -p "$project" -f "$compose_file" "$@"; }
+
+build() {
+  local start=$SECONDS
+  # The static binary, rebuilt when it predates the flag the edges need
+  # (an older dist/ from `make release`).
+  if [ ! -x "$bin" ] || ! "$bin" node -h 2>&1 | grep -q -- --replicate-insecure-anywhere; then
+    say "building $bin (scripts/release.sh build, amd64 only)"
+    RELEASE_TARGETS=amd64 GO="$go_cmd" scripts/release.sh build
+  fi
+  mkdir -p "$ctx/data"
+  chmod 0750 "$ctx/data"
+  cp -f "$bin" "$ctx/tributary-linux-amd64"
+  CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$go_cmd" build -trimpath -ldflags '-s -w' \
+    -o "$ctx/loadgen" ./bench/internal/loadgen/cmd/loadgen
+  # Two COPYs each; the builder's cache makes a rebuild of unchanged files
+  # a no-op (same image id, containers kept).
+  quiet docker build -q -f deploy/Dockerfile --build-arg TARGETARCH=amd64 \
+    --build-arg VERSION="$("$bin" version | awk '{print $2}')" -t "$image" "$ctx"
+  quiet docker build -q -f deploy/compose/Dockerfile.loadgen -t "$loadgen_image" "$ctx"
+  say "images $image ($(docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec)) and $loadgen_image ($(docker image inspect -f '{{.Size}}' "$loadgen_image" | numfmt --to=iec)) ready in $((SECONDS - start)) s"
+}
+
+# fleet prints c1's GET /api/v1/fleet summary: "LEADER EDGE=HELD_POINTS ...".
+fleet() {
+  curl -fsS --max-time 5 "http://$http_addr/api/v1/fleet" 2>/dev/null | python3 -c '
+import json, sys
+f = json.load(sys.stdin)
+held = {n["id"]: sum(r.get("points", 0) for r in n.get("held") or []) for n in f.get("nodes") or [] if n.get("role") == "edge"}
+print(f["raft"]["leader"], " ".join("%s=%d" % kv for kv in sorted(held.items())))
+'
+}
+
+# wait_ready waits until c1 sees a raft leader and every edge has points
+# held by the coordinators (shipped and acknowledged, not only queryable on
+# the edge).
+wait_ready() {
+  local start=$SECONDS line leader ok e
+  while :; do
+    line="$(fleet || true)"
+    if [ -n "$line" ]; then
+      leader="${line%% *}"
+      ok=1
+      for e in "${edges[@]}"; do
+        [[ " $line " =~ \ $e=([0-9]+)\  ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] || ok=0
+      done
+      if [ "$leader" != 0 ] && [ $ok = 1 ]; then
+        say "raft leader is member $leader; points held for the edges: ${line#* } ($((SECONDS - start)) s)"
+        return 0
+      fi
+    fi
+    if [ $((SECONDS - start)) -ge "$timeout" ]; then
+      compose ps >&2 || true
+      compose logs --tail 20 >&2 || true
+      die "no leader or no replicated edge data after $timeout s (c1 fleet: ${line:-no answer})"
+    fi
+    sleep 2
+  done
+}
+
+# check queries c1 for the newest sample of one sensor on every edge, and
+# for the number of points per edge of the last 10 minutes; it fails unless
+# every edge is in both answers.
+check() {
+  local out e
+  wait_ready
+  say "query through c1 ($grpc_addr): newest temperature of sensor s0 of dev-0000, per edge"
+  out="$("$bin" query --addr "$grpc_addr" --timeout 30s --since 10m --last \
+    'temperature{device="dev-0000",sensor="s0"}')" || die "query through c1 failed"
+  echo "$out"
+  for e in "${edges[@]}"; do
+    grep -q "edge=\"\?$e\"\?" <<<"$out" || die "the answer through c1 has no series of edge $e"
+  done
+  say "query through c1: points per edge in the last 10 minutes"
+  out="$("$bin" query --addr "$grpc_addr" --timeout 30s --since 10m --step 10m --fn count --agg sum --by edge \
+    '{__name__=~"temperature|humidity|pressure|voltage"}')" || die "count query through c1 failed"
+  echo "$out"
+  for e in "${edges[@]}"; do
+    grep -q "$e" <<<"$out" || die "the count through c1 has no edge $e"
+  done
+  say "cluster is up: c1 answers with data written to e1, e2 and e3 (gRPC $grpc_addr, HTTP http://$http_addr)"
+}
+
+up() {
+  local start=$SECONDS
+  need_docker
+  build
+  say "starting the cluster (docker-compose -p $project up -d)"
+  compose up -d
+  check
+  say "up in $((SECONDS - start)) s; stop with: make cluster-down"
+}
+
+down() {
+  local start=$SECONDS
+  need_docker
+  compose down -v --remove-orphans
+  if [ "${CLUSTER_RMI:-0}" = 1 ]; then
+    docker image rm "$image" "$loadgen_image" >/dev/null 2>&1 || true
+  fi
+  say "down in $((SECONDS - start)) s (containers, network and volumes removed)"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  check) need_docker; check ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac
