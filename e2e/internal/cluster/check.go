@@ -26,6 +26,9 @@ type CheckResult struct {
 	InDoubt    int // returned, written by a failed request (allowed)
 	Warnings   []string
 	Examples   []string // the first few faults, for the failure message
+	// LostTimes lists the lost points' timestamps by series, ascending
+	// (for tests that allow points inside a declared gap to be missing).
+	LostTimes map[string][]int64
 }
 
 // OK reports an answer with every acknowledged point exactly once and
@@ -173,6 +176,10 @@ func Compare(ans RawAnswer, l *Ledger) CheckResult {
 			ts = append(ts, t)
 		}
 		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		if r.LostTimes == nil {
+			r.LostTimes = map[string][]int64{}
+		}
+		r.LostTimes[s] = ts
 		r.example("lost %d points of %s in [%d, %d]", len(ts), s, ts[0], ts[len(ts)-1])
 	}
 	return r

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,12 @@ type Options struct {
 	ReadyTimeout  time.Duration // wait for a ready line; default 30s
 	LogLevel      string        // --log-level of every process; default "info"
 	Logger        *slog.Logger  // progress messages; default: discarded
+	// EdgeTargets maps the coordinators' intake addresses to the edge's
+	// --replicate-to list (for instance, fault proxies in front of them);
+	// nil ships to the intakes directly. It is called once, by New.
+	EdgeTargets func(intakes []string) ([]string, error)
+	// EdgeArgs are appended to the edge's command line (later flags win).
+	EdgeArgs []string
 }
 
 func (o *Options) setDefaults() {
@@ -124,14 +131,24 @@ func New(o Options) (*Cluster, error) {
 				"--listen", co.GRPC, "--http-listen", co.HTTP, "--log-level", o.LogLevel}}
 		c.Coordinators = append(c.Coordinators, co)
 	}
+	targets := intakes
+	if o.EdgeTargets != nil {
+		if targets, err = o.EdgeTargets(slices.Clone(intakes)); err != nil {
+			return nil, fmt.Errorf("cluster: edge targets: %w", err)
+		}
+		if len(targets) == 0 {
+			return nil, errors.New("cluster: edge targets: empty list")
+		}
+	}
 	e := &Edge{ID: o.EdgeID, GRPC: addrs[4*n], HTTP: addrs[4*n+1]}
 	e.Process = &Process{Name: e.ID, Bin: o.Bin, LogPath: filepath.Join(o.Dir, e.ID+".log"),
 		Ready: `msg="node ready"`, Args: []string{"node",
 			"--data-dir", filepath.Join(o.Dir, e.ID), "--node-id", e.ID,
 			"--listen", e.GRPC, "--http-listen", e.HTTP,
-			"--replicate-to", strings.Join(intakes, ","), "--replicate-insecure",
+			"--replicate-to", strings.Join(targets, ","), "--replicate-insecure",
 			"--advertise-query-addr", e.GRPC, "--wal-segment-age", o.WALSegmentAge.String(),
 			"--log-level", o.LogLevel}}
+	e.Args = append(e.Args, o.EdgeArgs...)
 	c.Edge = e
 	return c, nil
 }
@@ -180,18 +197,25 @@ type Fleet struct {
 
 // FleetNode is one node of a Fleet.
 type FleetNode struct {
-	ID              string    `json:"id"`
-	Role            string    `json:"role"`
-	Replicas        []string  `json:"replicas"`
-	AckedThrough    uint64    `json:"acked_through"`
-	WatermarkTimeMs int64     `json:"watermark_time_ms"`
-	HeldPoints      uint64    `json:"held_points"`
-	Held            []HeldRun `json:"held"`
-	Gaps            []struct {
-		AfterSeq   uint64 `json:"after_seq"`
-		ThroughSeq uint64 `json:"through_seq"`
-		Reason     string `json:"reason"`
-	} `json:"gaps"`
+	ID              string     `json:"id"`
+	Role            string     `json:"role"`
+	Replicas        []string   `json:"replicas"`
+	AckedThrough    uint64     `json:"acked_through"`
+	WatermarkTimeMs int64      `json:"watermark_time_ms"`
+	HeldPoints      uint64     `json:"held_points"`
+	Held            []HeldRun  `json:"held"`
+	Gaps            []FleetGap `json:"gaps"`
+}
+
+// FleetGap is a run of segments the edge declared it will not ship.
+type FleetGap struct {
+	AfterSeq   uint64 `json:"after_seq"`
+	ThroughSeq uint64 `json:"through_seq"`
+	Reason     string `json:"reason"`
+	Segments   uint64 `json:"segments"`
+	Points     int64  `json:"points"` // -1: unknown
+	MinTimeMs  int64  `json:"min_time_ms"`
+	MaxTimeMs  int64  `json:"max_time_ms"`
 }
 
 // HeldRun is a run of segments the cloud holds for an edge.
