@@ -118,9 +118,16 @@
 //     treated as unknown.
 //   - FromSeq never goes back, and a replica removed and placed again
 //     starts over.
+//   - LacksThroughMs is the newest time of the data below FromSeq: when
+//     the replica is placed, the newest MaxTimeMs of the held runs and the
+//     watermark time (math.MinInt64 with nothing held); then raised by
+//     every recorded range numbered below FromSeq. Readers take the
+//     replica as complete only for times after it (held runs merge, so
+//     the runs themselves no longer tell the time span below FromSeq).
 //
 // Check verifies: one ReplicaFrom per replica, 1 <= FromSeq <= one past
-// the highest sequence recorded, Index <= the placement's Epoch.
+// the highest sequence recorded, LacksThroughMs math.MinInt64 when
+// FromSeq is 1, Index <= the placement's Epoch.
 //
 // # Snapshot encoding (version 3)
 //
@@ -144,14 +151,15 @@
 //	                                             ids are running sums of the deltas (> 0)
 //	6 placements  uvarint n, n × (string edge, uvarint epoch, bool pinned,
 //	              uvarint k, k × (string coordinator, uvarint fromSeq,
-//	              uvarint placedIndex))                                          sorted by edge
+//	              varint lacksThroughMs, uvarint placedIndex))                   sorted by edge
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
 //	              varint watermarkTimeMs, uvarint k, k × range,
 //	              uvarint g, g × gap)                                            sorted by edge
 //
 // Restore also reads version 2, which is version 3 with placements listing
 // only coordinator ids: every replica is read as holding the whole
-// history (FromSeq 1, Index 0), which is what those catalogs implied; and
+// history (FromSeq 1, LacksThroughMs math.MinInt64, Index 0), which is
+// what those catalogs implied; and
 // version 1, which is version 2 without the gap lists (every edge has no
 // gaps). Snapshot always writes version 3.
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"os"
 	"slices"
 	"testing"
@@ -55,6 +56,12 @@ func mapsEqual(a, b map[string]ReplicaFrom) bool {
 	return true
 }
 
+func rf(fromSeq, index uint64, lacksMs int64) ReplicaFrom {
+	return ReplicaFrom{FromSeq: fromSeq, LacksThroughMs: lacksMs, Index: index}
+}
+
+func whole(index uint64) ReplicaFrom { return rf(1, index, math.MinInt64) }
+
 func rec(edge string, first, last, epoch uint64) RecordHeld {
 	return RecordHeld{Edge: edge, Epoch: epoch, Ranges: []HeldRange{{FirstSeq: first, LastSeq: last, Points: 10,
 		MinTimeMs: int64(first * 100), MaxTimeMs: int64(last*100 + 99)}}}
@@ -68,19 +75,19 @@ func twoCoordinatorsOneEdge(t *testing.T) *FSM {
 	addCoordinator(t, f, 2, "c2", 2)
 	applyOK(t, f, 3, RegisterNode{ID: "pi-1", Role: RoleEdge})
 	applyOK(t, f, 4, rec("pi-1", 1, 10, 3))
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c2": {1, 3}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c2": whole(3)})
 	return f
 }
 
 func TestReplicaFrom_CoordinatorLeavesReplacementStartsAfterHistory(t *testing.T) {
 	f := twoCoordinatorsOneEdge(t)
 	addCoordinator(t, f, 5, "c3", 3) // balanced already (1 edge): nothing moves
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c2": {1, 3}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c2": whole(3)})
 	applyOK(t, f, 6, RemoveNode{ID: "c2"})
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {11, 6}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(11, 6, 1099)})
 	// Segments stored on the current placement count for c3.
 	applyOK(t, f, 7, rec("pi-1", 11, 12, 6))
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {11, 6}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(11, 6, 1099)})
 }
 
 func TestReplicaFrom_CoordinatorJoinsAndTakesAReplica(t *testing.T) {
@@ -96,7 +103,7 @@ func TestReplicaFrom_CoordinatorJoinsAndTakesAReplica(t *testing.T) {
 	for _, e := range []string{"pi-1", "pi-2", "pi-3"} {
 		for r, fr := range froms(t, f, e) {
 			switch {
-			case r == "c3" && fr != (ReplicaFrom{6, 20}):
+			case r == "c3" && fr != rf(6, 20, 599):
 				t.Fatalf("%s: moved replica %+v, want from 6 at 20", e, fr)
 			case r == "c3":
 				moved++
@@ -118,13 +125,13 @@ func TestReplicaFrom_CountsHeldRunsAboveAckedThroughAndGaps(t *testing.T) {
 	applyOK(t, f, 5, rec("pi-1", 15, 16, 3)) // out of order: 11..14 in flight
 	addCoordinator(t, f, 6, "c3", 3)
 	applyOK(t, f, 7, SetPlacement{Edge: "pi-1", Replicas: []string{"c1", "c3"}})
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {17, 7}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(17, 7, 1699)})
 
 	g := twoCoordinatorsOneEdge(t)
 	applyOK(t, g, 5, RecordGap{Edge: "pi-1", Gaps: []GapRange{{AfterSeq: 10, ThroughSeq: 20, Reason: GapDropped, Points: -1}}})
 	addCoordinator(t, g, 6, "c3", 3)
 	applyOK(t, g, 7, SetPlacement{Edge: "pi-1", Replicas: []string{"c3"}})
-	wantFroms(t, g, "pi-1", map[string]ReplicaFrom{"c3": {21, 7}})
+	wantFroms(t, g, "pi-1", map[string]ReplicaFrom{"c3": rf(21, 7, 1099)})
 }
 
 // A segment stored on the old replicas and recorded after the change is
@@ -134,22 +141,23 @@ func TestReplicaFrom_StoredBeforeRecordedAfterMovesFromSeq(t *testing.T) {
 		name  string
 		epoch uint64 // the placement the segment 11..14 was stored on
 		want  uint64 // c3's FromSeq after it is recorded
+		lacks int64  // and its LacksThroughMs
 	}{
-		{"stored on the old placement", 3, 15},
-		{"epoch unknown", 0, 15},
-		{"epoch from the future", 99, 15},
-		{"stored on the current placement", 6, 11},
+		{"stored on the old placement", 3, 15, 1499},
+		{"epoch unknown", 0, 15, 1499},
+		{"epoch from the future", 99, 15, 1499},
+		{"stored on the current placement", 6, 11, 1099},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := twoCoordinatorsOneEdge(t)
 			addCoordinator(t, f, 5, "c3", 3)
 			applyOK(t, f, 6, SetPlacement{Edge: "pi-1", Replicas: []string{"c1", "c3"}})
-			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {11, 6}})
+			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(11, 6, 1099)})
 			applyOK(t, f, 7, rec("pi-1", 11, 14, tc.epoch))
-			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {tc.want, 6}})
+			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(tc.want, 6, tc.lacks)})
 			// A replay of an old range never moves it back.
 			applyOK(t, f, 8, rec("pi-1", 1, 10, 6))
-			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {tc.want, 6}})
+			wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(tc.want, 6, tc.lacks)})
 		})
 	}
 }
@@ -160,9 +168,9 @@ func TestReplicaFrom_EdgeRegisteredBeforeCoordinators(t *testing.T) {
 	addCoordinator(t, f, 2, "c1", 1)
 	// Nothing was recorded (nothing can be stored without replicas):
 	// the first replica holds the whole history.
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 2}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(2)})
 	applyOK(t, f, 3, rec("pi-1", 1, 4, 2))
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 2}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(2)})
 }
 
 func TestReplicaFrom_RemovedAndReaddedStartsOver(t *testing.T) {
@@ -171,7 +179,7 @@ func TestReplicaFrom_RemovedAndReaddedStartsOver(t *testing.T) {
 	applyOK(t, f, 6, rec("pi-1", 11, 20, 5))
 	applyOK(t, f, 7, SetPlacement{Edge: "pi-1", Replicas: []string{"c1", "c2"}})
 	// c2 lacks 11..20, though it held 1..10: it counts from 21.
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c2": {21, 7}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c2": rf(21, 7, 2099)})
 }
 
 func TestReplicaFrom_CheckRejectsBadFroms(t *testing.T) {
@@ -236,7 +244,7 @@ func TestSnapshot_FromRoundTripsAndOlderVersionsHoldEverything(t *testing.T) {
 	f := twoCoordinatorsOneEdge(t)
 	applyOK(t, f, 5, RemoveNode{ID: "c2"}) // no other coordinator: c1 alone
 	addCoordinator(t, f, 6, "c3", 3)       // fills: c3 from 11
-	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {11, 6}})
+	wantFroms(t, f, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(11, 6, 1099)})
 	snap := f.Snapshot()
 	if snap[4] != 3 {
 		t.Fatalf("snapshot version %d", snap[4])
@@ -245,7 +253,7 @@ func TestSnapshot_FromRoundTripsAndOlderVersionsHoldEverything(t *testing.T) {
 	if err := g.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
-	wantFroms(t, g, "pi-1", map[string]ReplicaFrom{"c1": {1, 3}, "c3": {11, 6}})
+	wantFroms(t, g, "pi-1", map[string]ReplicaFrom{"c1": whole(3), "c3": rf(11, 6, 1099)})
 	if !bytes.Equal(g.Snapshot(), snap) {
 		t.Fatal("snapshot does not round-trip")
 	}
@@ -256,10 +264,10 @@ func TestSnapshot_FromRoundTripsAndOlderVersionsHoldEverything(t *testing.T) {
 	if err := h.Restore(snapshotV2(t, s)); err != nil {
 		t.Fatal(err)
 	}
-	wantFroms(t, h, "pi-1", map[string]ReplicaFrom{"c1": {1, 0}, "c3": {1, 0}})
+	wantFroms(t, h, "pi-1", map[string]ReplicaFrom{"c1": whole(0), "c3": whole(0)})
 	// Such a replica is never moved by a segment of unknown placement.
 	applyOK(t, h, 7, rec("pi-1", 11, 12, 0))
-	wantFroms(t, h, "pi-1", map[string]ReplicaFrom{"c1": {1, 0}, "c3": {1, 0}})
+	wantFroms(t, h, "pi-1", map[string]ReplicaFrom{"c1": whole(0), "c3": whole(0)})
 
 	// Version 1 likewise.
 	v1, err := os.ReadFile("testdata/snapshot-v1.bin")
@@ -274,7 +282,7 @@ func TestSnapshot_FromRoundTripsAndOlderVersionsHoldEverything(t *testing.T) {
 	for _, p := range k.Placements() {
 		for _, fr := range p.From {
 			n++
-			if fr != (ReplicaFrom{1, 0}) {
+			if fr != wholeHistory {
 				t.Fatalf("version 1 %s: %+v", p.Edge, p.From)
 			}
 		}
@@ -335,5 +343,15 @@ func TestReplicaFrom_Deterministic(t *testing.T) {
 	}
 	if err := a.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestReplicaFrom_Covers(t *testing.T) {
+	if !wholeHistory.Covers(math.MinInt64+1) || !wholeHistory.Covers(0) {
+		t.Fatal("the whole history does not cover everything")
+	}
+	late := rf(11, 6, 1099)
+	if late.Covers(1099) || late.Covers(-5) || !late.Covers(1100) {
+		t.Fatal("a late replica covers the wrong times")
 	}
 }

@@ -79,9 +79,7 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 		}
 	}
 	res.AckedThrough, res.WatermarkSeq, res.WatermarkTimeMs = s.setProgress(c.Edge, held, gaps, wmSeq, wmTime)
-	if len(ranges) > 0 {
-		s.storedBefore(c.Edge, c.Epoch, ranges[len(ranges)-1].LastSeq)
-	}
+	s.storedBefore(c.Edge, c.Epoch, ranges)
 	return res, nil
 }
 

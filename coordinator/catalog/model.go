@@ -111,12 +111,28 @@ type ReplicaFrom struct {
 	// stored on an older placement is recorded after it was placed (see
 	// RecordHeld.Epoch).
 	FromSeq uint64
+	// LacksThroughMs is the newest time of the data the catalog records
+	// in segments below FromSeq (math.MinInt64 when there is none, as
+	// with FromSeq 1): a reader must not take the replica's answer for
+	// times at or before it as complete. It is kept here because held
+	// runs merge, which loses the time span of the segments below
+	// FromSeq. It counts the watermark time when the replica is placed
+	// (data up to it is on the earlier replicas), and the segments
+	// numbered below FromSeq recorded later.
+	LacksThroughMs int64
 	// Index is the raft index of the command that placed the replica; it
 	// has been a replica of the edge continuously since. 0 for a replica
 	// restored from a snapshot older than version 3, which holds the
 	// whole history (FromSeq 1) as those catalogs implied.
 	Index uint64
 }
+
+// wholeHistory is the ReplicaFrom of a replica that holds every segment.
+var wholeHistory = ReplicaFrom{FromSeq: 1, LacksThroughMs: math.MinInt64}
+
+// Covers reports whether the replica holds all the recorded data at time
+// t (as far as the catalog knows: t after LacksThroughMs).
+func (f ReplicaFrom) Covers(t int64) bool { return t > f.LacksThroughMs }
 
 // FromSeq returns the FromSeq of replica, or 0 if it is not a replica of
 // the placement.

@@ -56,12 +56,12 @@ func (s *state) setReplicas(index uint64, p *Placement, reps []string) bool {
 	var from []ReplicaFrom
 	if len(reps) > 0 {
 		from = make([]ReplicaFrom, len(reps))
-		next := s.nextSeq(p.Edge)
+		fresh := s.newReplicaFrom(p.Edge, index)
 		for i, r := range reps {
 			if j := slices.Index(p.Replicas, r); j >= 0 && j < len(p.From) {
 				from[i] = p.From[j]
 			} else {
-				from[i] = ReplicaFrom{FromSeq: next, Index: index}
+				from[i] = fresh
 			}
 		}
 	}
@@ -265,10 +265,32 @@ func (s *state) nextSeq(edge string) uint64 {
 	return top + 1
 }
 
+// newReplicaFrom returns the ReplicaFrom of a replica of edge placed at
+// index: from one past every sequence recorded, lacking the data up to
+// the newest time recorded.
+func (s *state) newReplicaFrom(edge string, index uint64) ReplicaFrom {
+	f := wholeHistory
+	f.FromSeq, f.Index = s.nextSeq(edge), index
+	if p := s.progress[edge]; p != nil && len(p.Held) > 0 {
+		f.LacksThroughMs = p.WatermarkTimeMs
+		for _, h := range p.Held {
+			f.LacksThroughMs = max(f.LacksThroughMs, h.MaxTimeMs)
+		}
+	}
+	return f
+}
+
 // storedBefore moves past lastSeq the FromSeq of every replica of edge
 // placed after epoch, the placement the segments through lastSeq were
 // stored on (0: unknown, taken as the edge's first placement).
-func (s *state) storedBefore(edge string, epoch, lastSeq uint64) {
+//
+// Then every replica lacking one of ranges (sorted), those numbered
+// below its FromSeq, lacks their data's times.
+func (s *state) storedBefore(edge string, epoch uint64, ranges []HeldRange) {
+	if len(ranges) == 0 {
+		return
+	}
+	lastSeq := ranges[len(ranges)-1].LastSeq
 	p := s.placement[edge]
 	if p == nil {
 		return
@@ -284,8 +306,14 @@ func (s *state) storedBefore(edge string, epoch, lastSeq uint64) {
 		next = lastSeq
 	}
 	for i := range p.From {
-		if f := &p.From[i]; f.Index > epoch && f.FromSeq < next {
+		f := &p.From[i]
+		if f.Index > epoch && f.FromSeq < next {
 			f.FromSeq = next
+		}
+		for _, r := range ranges {
+			if r.FirstSeq < f.FromSeq {
+				f.LacksThroughMs = max(f.LacksThroughMs, r.MaxTimeMs)
+			}
 		}
 	}
 }

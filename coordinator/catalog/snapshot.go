@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/tributarydb/tributary/node/labels"
@@ -133,6 +134,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		for i, r := range p.Replicas {
 			sec = appendString(sec, r)
 			sec = appendUvarint(sec, p.From[i].FromSeq)
+			sec = appendVarint(sec, p.From[i].LacksThroughMs)
 			sec = appendUvarint(sec, p.From[i].Index)
 		}
 	}
@@ -387,9 +389,9 @@ func (s *state) decodePlacements(d *decoder, withFrom bool) error {
 		}
 		for j := 0; j < k && d.err == nil; j++ {
 			p.Replicas = append(p.Replicas, d.string("replica id", MaxIDBytes))
-			from := ReplicaFrom{FromSeq: 1} // what older catalogs imply
+			from := wholeHistory // what older catalogs imply
 			if withFrom {
-				from = ReplicaFrom{FromSeq: d.uvarint(), Index: d.uvarint()}
+				from = ReplicaFrom{FromSeq: d.uvarint(), LacksThroughMs: d.varint(), Index: d.uvarint()}
 			}
 			p.From = append(p.From, from)
 		}
@@ -556,6 +558,8 @@ func (s *state) check() error {
 			switch f := p.From[i]; {
 			case f.FromSeq == 0 || f.FromSeq > next:
 				return fmt.Errorf("placement of %q: replica %q from sequence %d, want 1..%d", e, r, f.FromSeq, next)
+			case f.FromSeq == 1 && f.LacksThroughMs != math.MinInt64:
+				return fmt.Errorf("placement of %q: replica %q from sequence %d lacks data through %d", e, r, f.FromSeq, f.LacksThroughMs)
 			case f.Index > p.Epoch:
 				return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, f.Index, p.Epoch)
 			}
