@@ -10,9 +10,11 @@
 #                             volumes (CLUSTER_RMI=1: the two images too)
 #   scripts/cluster.sh check  only the wait and the query of `up`
 #
-# `up` builds, when missing or older than the sources' commit: the static
-# amd64 binary (scripts/release.sh build, RELEASE_TARGETS=amd64) and the
-# pure-Go load generator (CGO_ENABLED=0), then the FROM-scratch images
+# `up` builds the static amd64 binary dist/tributary-linux-amd64
+# (scripts/release.sh build, RELEASE_TARGETS=amd64) when it is missing or
+# predates --replicate-insecure-anywhere (after changing the code, run that
+# build again), the pure-Go load generator (CGO_ENABLED=0) every time, and
+# then (cheaply when nothing changed) the FROM-scratch images
 # tributary-cluster:local (deploy/Dockerfile) and
 # tributary-cluster-loadgen:local (deploy/compose/Dockerfile.loadgen) from
 # dist/compose. Nothing is pulled. docker.io and docker-compose are installed
