@@ -277,6 +277,9 @@ func (c *Coordinator) WaitReady(ctx context.Context) error {
 	return nil
 }
 
+// stopTransferTimeout bounds the leadership transfer on Stop.
+const stopTransferTimeout = 3 * time.Second
+
 // Stop shuts down gracefully: edges' streams end (they resume elsewhere),
 // leadership moves to another voter, then everything closes. Safe to call
 // more than once.
@@ -295,7 +298,12 @@ func (c *Coordinator) stop(ctx context.Context) error {
 		c.intakeGRPC.Stop()
 	}
 	var errs []error
-	if err := c.raft.Stop(ctx); err != nil && !errors.Is(err, raftnode.ErrStopped) {
+	// A leadership transfer takes an election round when the target is up;
+	// one to a member that is stopping too (a whole cluster shut down at
+	// once) would otherwise hold the shutdown for the caller's whole grace.
+	tctx, cancel := context.WithTimeout(ctx, stopTransferTimeout)
+	defer cancel()
+	if err := c.raft.Stop(tctx); err != nil && !errors.Is(err, raftnode.ErrStopped) {
 		errs = append(errs, fmt.Errorf("stop raft member: %w", err))
 	}
 	c.cancel()
