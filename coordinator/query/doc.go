@@ -40,6 +40,19 @@
 //     whole range when it is reachable, otherwise the gap is reported
 //     missing.
 //
+// A replica placed after an edge's first placement (rebalancing,
+// SetPlacement, the replacement of a departed coordinator) holds only the
+// segments stored since: nothing copies the history to it. The catalog
+// says, per replica, the newest time it lacks data at
+// (catalog.ReplicaFrom.LacksThroughMs). The replica part of a query goes
+// only to the replicas that hold all of it; when none does, the edge
+// answers the whole range; when the edge cannot be asked either, the
+// replicas (lacking the least first) answer, and the part the answering
+// one lacks is reported missing with the warning "edge e: data before T
+// is not on its current replicas (placement changed; history not copied)
+// and the edge is unreachable". The same holds when the replicas answer
+// the edge's part for an unreachable edge.
+//
 // Edges whose replica legs have the same first replica and the same range
 // (their split points coincide: last-point queries, or watermarks in the
 // same bucket) share one request to that coordinator naming all of them.

@@ -1,15 +1,18 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -56,9 +59,17 @@ func splitAt(q node.Query, wm int64) int64 {
 // legPlan is how one edge's part of a query is split between the edge
 // and its replicas.
 type legPlan struct {
-	edge     string
-	wm       int64 // q.Start-1 when nothing is recorded
+	edge string
+	wm   int64 // q.Start-1 when nothing is recorded
+	// replicas are those asked, in order: when a replica was placed after
+	// the edge's first placement it lacks the older history (nothing
+	// copies it), so replicas that hold all of repPart come first and, if
+	// any do, alone; otherwise every replica, those lacking the least
+	// first. lacks[r] is the newest time replica r lacks data at
+	// (math.MinInt64: none).
 	replicas []string
+	lacks    map[string]int64
+	placed   []string // the placement's replicas
 	gaps     []gapSpan
 	gapsHit  []int // gaps the replicas' part meets
 	src      Source
@@ -79,8 +90,10 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 		p.wm = prog.WatermarkTimeMs
 		p.gaps = gapsOf(prog)
 	}
-	if pl, ok := f.o.Catalog.Placement(edge); ok {
-		p.replicas = pl.Replicas
+	var pl catalog.Placement
+	if got, ok := f.o.Catalog.Placement(edge); ok {
+		pl = got
+		p.replicas, p.placed = pl.Replicas, pl.Replicas
 	}
 	p.src, p.why = f.edgeSource(edge)
 	full := span{q.Start, q.End}
@@ -98,14 +111,68 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 		// The replicas lack part of their range: the edge answers it all.
 		p.repPart, p.edgePart = span{1, 0}, full
 	}
+	holdAll := p.orderReplicas(pl)
+	if !holdAll && !p.repPart.empty() && p.src != nil {
+		// No current replica holds the older part of the range (placed
+		// after the history they were not given): the edge answers it all.
+		p.repPart, p.edgePart = span{1, 0}, full
+	}
 	return p
+}
+
+// orderReplicas sets p.replicas and p.lacks from the placement: the
+// replicas that hold all of repPart, in placement order, if any (it then
+// reports true); otherwise all, those lacking the least first. A replica
+// lacks the recorded data at or before its ReplicaFrom.LacksThroughMs.
+func (p *legPlan) orderReplicas(pl catalog.Placement) bool {
+	p.lacks = map[string]int64{}
+	for i, r := range pl.Replicas {
+		p.lacks[r] = math.MinInt64
+		if i < len(pl.From) {
+			p.lacks[r] = pl.From[i].LacksThroughMs
+		}
+	}
+	if len(p.replicas) == 0 {
+		return true // nothing to ask; planned as before
+	}
+	lo := p.repPart.lo
+	if p.repPart.empty() {
+		lo = math.MinInt64 // nothing planned for the replicas: prefer those lacking nothing
+	}
+	var all []string
+	for _, r := range p.replicas {
+		if p.lacks[r] < lo {
+			all = append(all, r)
+		}
+	}
+	if len(all) > 0 {
+		p.replicas = all
+		return true
+	}
+	p.replicas = slices.Clone(p.replicas)
+	slices.SortStableFunc(p.replicas, func(a, b string) int { return cmp.Compare(p.lacks[a], p.lacks[b]) })
+	return p.repPart.empty()
+}
+
+// historyMissing is the part of part that replica from, which answered
+// it, lacks because it was placed after the history it was not given.
+func (p *legPlan) historyMissing(from string, part span) span {
+	l, ok := p.lacks[from]
+	if !ok {
+		return span{1, 0}
+	}
+	return span{part.lo, min(part.hi, l)}
+}
+
+func historyWarning(edge string, lacks int64) string {
+	return fmt.Sprintf("edge %s: data before %s is not on its current replicas (placement changed; history not copied) and the edge is unreachable", edge, fmtMs(lacks+1))
 }
 
 // queryEdge answers q (no cross-series aggregation) for one edge with
 // catalog-matching series, as planned.
 func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeResult {
 	edge := p.edge
-	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.replicas}}
+	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.placed}}
 	cov := &res.cov
 	lastPoint := q.Mode == node.ModeLastPoint
 	wm, gaps, gapsHit, src, why := p.wm, p.gaps, p.gapsHit, p.src, p.why
@@ -120,7 +187,7 @@ func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeR
 	}
 	first := p.first // for the first replica leg only, which asks for repPart
 	runRep := func(part span) legOut {
-		a, info, from, err := f.replicaLeg(ctx, edge, cov.Replicas, withRange(q, part), first)
+		a, info, from, err := f.replicaLeg(ctx, edge, p.replicas, withRange(q, part), first)
 		first = nil
 		return legOut{a, info, from, err}
 	}
@@ -170,9 +237,23 @@ func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeR
 			}
 		}
 	}
+	historyWarned := false
+	missHistory := func(from string, part span) {
+		// The replica that answered part was placed after some of the
+		// history, which nothing copied to it; the edge could not be
+		// asked for it (or the plan would have sent it there).
+		if r := p.historyMissing(from, part); !r.empty() && !(lastPoint && edgeOK) {
+			miss(r)
+			if !historyWarned {
+				historyWarned = true
+				res.warnings = append(res.warnings, historyWarning(edge, p.lacks[from]))
+			}
+		}
+	}
 	if repOK {
 		take(rep)
 		cov.ReplicaAnswered = rep.from
+		missHistory(rep.from, repPart)
 	}
 	if edgeOK {
 		take(ed)
@@ -191,6 +272,7 @@ func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeR
 			if r.err == nil {
 				take(r)
 				cov.ReplicaAnswered = r.from
+				missHistory(r.from, edgePart)
 				replicasCoverAll = true
 			} else {
 				reasons = append(reasons, fmt.Sprintf("no replica of edge %s answered: %v", edge, r.err))

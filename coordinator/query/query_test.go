@@ -103,10 +103,13 @@ type fleet struct {
 	edge    map[string]*node.Node // full data, as the edge holds it
 	replica map[string]*node.Node // per edge: data up to the watermark
 	oracle  *node.Node
-	placed  map[string][]string // coordinator -> edges it holds
-	start   int64               // first sample time
-	seed    uint64
-	all     []*node.Node
+	// held, when set, overrides replica: coordinator -> edge -> the node
+	// holding what that coordinator holds of the edge.
+	held   map[string]map[string]*node.Node
+	placed map[string][]string // coordinator -> edges it holds
+	start  int64               // first sample time
+	seed   uint64
+	all    []*node.Node
 }
 
 func (f *fleet) close() {
@@ -222,7 +225,9 @@ func newFleet(t tb, dir string, seed uint64) *fleet {
 		}
 		apply(catalog.RegisterSeries{Edge: e, Series: lsets})
 		apply(catalog.SetPlacement{Edge: e, Replicas: d.replicas})
-		apply(catalog.RecordHeld{Edge: e, Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 1, Points: points, MinTimeMs: min, MaxTimeMs: max}},
+		// Stored on the current placement, as the intake says.
+		pl, _ := f.cat.Placement(e)
+		apply(catalog.RecordHeld{Edge: e, Epoch: pl.Epoch, Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 1, Points: points, MinTimeMs: min, MaxTimeMs: max}},
 			WatermarkSeq: 1, WatermarkTimeMs: d.wm})
 		f.edges = append(f.edges, d)
 		for _, c := range d.replicas {
@@ -294,7 +299,11 @@ func (r *fakeReplica) Query(ctx context.Context, edges []string, q node.Query, e
 		if !slices.Contains(r.edges, e) {
 			continue
 		}
-		in, err := r.f.replica[e].Query(ctx, q, func(s node.Series) error { return emit(e, s) })
+		n := r.f.replica[e]
+		if h := r.f.held[r.id][e]; h != nil {
+			n = h
+		}
+		in, err := n.Query(ctx, q, func(s node.Series) error { return emit(e, s) })
 		if err != nil {
 			return info, err
 		}
