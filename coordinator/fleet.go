@@ -47,6 +47,11 @@ type FleetNode struct {
 	HeldPoints      uint64     `json:"held_points,omitempty"`
 	HeldRuns        []HeldRun  `json:"held,omitempty"`
 	Gaps            []FleetGap `json:"gaps,omitempty"`
+
+	// ReplicaFromSeq says, per replica, the first sequence from which it
+	// holds every held segment (1: the whole history; a replica placed
+	// after the edge's first placement was not given the older ones).
+	ReplicaFromSeq map[string]uint64 `json:"replica_from_seq,omitempty"`
 }
 
 // HeldRun is a run of segment sequences the cloud holds.
@@ -89,6 +94,12 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 		if n.Role == catalog.RoleEdge {
 			if p, ok := c.fsm.Placement(n.ID); ok {
 				fn.Replicas = p.Replicas
+				for i, r := range p.Replicas {
+					if fn.ReplicaFromSeq == nil {
+						fn.ReplicaFromSeq = map[string]uint64{}
+					}
+					fn.ReplicaFromSeq[r] = p.From[i].FromSeq
+				}
 			}
 			fn.Series = len(c.fsm.EdgeSeries(n.ID))
 			if p, ok := c.fsm.Progress(n.ID); ok {
