@@ -94,11 +94,11 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 		if n.Role == catalog.RoleEdge {
 			if p, ok := c.fsm.Placement(n.ID); ok {
 				fn.Replicas = p.Replicas
-				for i, r := range p.Replicas {
+				for _, r := range p.Replicas {
 					if fn.ReplicaFromSeq == nil {
 						fn.ReplicaFromSeq = map[string]uint64{}
 					}
-					fn.ReplicaFromSeq[r] = p.From[i].FromSeq
+					fn.ReplicaFromSeq[r] = p.FromSeq(r)
 				}
 			}
 			fn.Series = len(c.fsm.EdgeSeries(n.ID))
