@@ -471,6 +471,10 @@ func TestCatalog_LinearizableUnderLeaderCrashes(t *testing.T) {
 	var rec linRecorder
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// Also on a failure below: the clients stop before the coordinators
+	// (cleanups run last-in first-out).
+	stopClients := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopClients)
 	for cl := range clients {
 		rng := rand.New(rand.NewPCG(seed, uint64(cl)))
 		wg.Go(func() {
@@ -556,8 +560,7 @@ func TestCatalog_LinearizableUnderLeaderCrashes(t *testing.T) {
 		victim.mu.Unlock()
 	}
 	time.Sleep(next + crashEvery - time.Duration(clock.now()))
-	close(stop)
-	wg.Wait()
+	stopClients()
 	end := clock.now()
 	history := rec.ops
 	registered, unknown, reads := 0, 0, 0
