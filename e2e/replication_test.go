@@ -248,9 +248,9 @@ func (f *replFleet) checkCloud(gaps []cluster.FleetGap) cloudCheck {
 // summary logs the line every scenario ends with.
 func (f *replFleet) summary(st cluster.WriterStats, cc cloudCheck) {
 	f.t.Helper()
-	f.t.Logf("summary: load %.0f points/s written of %.0f targeted (%.0f acknowledged/s); faults: %s; %d points acknowledged; lost %d, in declared gaps %d, duplicated %d, phantom %d; recovery %v",
+	f.t.Logf("summary: load %.0f points/s written of %.0f targeted (%.0f acknowledged/s); faults: %s; %d points acknowledged; summed over %d coordinator(s): lost %d, in declared gaps %d, duplicated %d, phantom %d; recovery %v",
 		float64(st.Acked+st.InDoubt)/st.Elapsed.Seconds(), replTarget, st.PointsPerSecond(),
-		strings.Join(f.faults, ", "), st.Acked, cc.lost, cc.inGap, cc.dup, cc.phantom, roundAll(f.recoveries))
+		strings.Join(f.faults, ", "), st.Acked, len(f.c.Coordinators), cc.lost, cc.inGap, cc.dup, cc.phantom, roundAll(f.recoveries))
 }
 
 // requireHeldWithinWritten requires the cloud to hold no more points than

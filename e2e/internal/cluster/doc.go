@@ -2,8 +2,10 @@
 // end-to-end tests: coordinators and edges started from the built binary,
 // stopped with SIGTERM or killed with SIGKILL, restarted on the same data
 // directory and ports; plus a load generator that keeps a ledger of every
-// acknowledged point and a checker that compares what a coordinator answers
-// with that ledger.
+// acknowledged point, a checker that compares what a coordinator answers
+// with that ledger, and FaultProxy, an in-process TCP proxy (toxiproxy as
+// a library) that cuts, heals and degrades the link between an edge and a
+// coordinator's intake.
 //
 // Every process writes its log to a file under the test's temporary
 // directory; when the test fails, the last lines of each log are printed.
@@ -12,6 +14,6 @@
 //
 // Concurrency: a Process and a Cluster are safe for concurrent use (the
 // writer goroutine reads addresses while the test kills and restarts
-// processes). A Ledger is safe for concurrent use. A Writer is started once
-// and stopped once.
+// processes). A Ledger and a FaultProxy are safe for concurrent use. A
+// Writer is started once and stopped once.
 package cluster
