@@ -34,6 +34,7 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 	@GO=$(GO) scripts/protocheck.sh selftest
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m $(GOTEST_FLAGS) ./...
+	cd charts/check && $(GO) test -count=1 ./...
 	@echo "32-bit (armv7-sized ints) run of the pure-Go formats:"
 	GOARCH=386 CGO_ENABLED=0 $(GO) test -count=1 $(PURE_GO_PKGS)
 
@@ -45,6 +46,7 @@ lint: deps ## gofmt, go vet, staticcheck.
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	@GO=$(GO) scripts/protocheck.sh
+	cd charts/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 generate: deps ## Regenerate protobuf code (committed; must leave a clean tree).
 	protoc -I proto \
@@ -117,6 +119,10 @@ cluster-up: ## Local docker-compose cluster (deploy/compose): 3 coordinators, 3 
 
 cluster-down: ## Remove the docker-compose cluster: containers, network and volumes (CLUSTER_RMI=1: the images too).
 	@GO=$(GO) scripts/cluster.sh down
+
+.PHONY: charts
+charts: ## Render the Helm charts and k3s manifests, decode every object strictly, helm lint --strict (charts/check, its own Go module).
+	cd charts/check && $(GO) test -count=1 ./...
 
 clean: ## Remove build outputs.
 	rm -rf bin dist

@@ -298,7 +298,11 @@ func TestCoordinatorChart_Plaintext(t *testing.T) {
 }
 
 func TestCoordinatorChart_HA(t *testing.T) {
-	r := renderCoordinators(t, readValues(t, filepath.Join(coordinatorChart, "ci/ha-values.yaml")))
+	ha := readValues(t, filepath.Join(coordinatorChart, "ci/ha-values.yaml"))
+	if bad := unknownValues("ha-values", ha, readValues(t, filepath.Join(coordinatorChart, "values.yaml"))); len(bad) > 0 {
+		t.Errorf("ci/ha-values.yaml sets values the chart does not have: %q", bad)
+	}
+	r := renderCoordinators(t, ha)
 	checkInvariants(t, r, 5, 5)
 	c := r.sts.Spec.Template.Spec.Containers[0]
 	if got := volumeSecret(t, r.sts, "/tls"); got != "tributary-coordinator-tls" {
