@@ -341,8 +341,10 @@ func (m *linMember) get() *Coordinator {
 }
 
 // crash stops c at once, like kill -9 as far as the cluster sees it: no
-// leadership transfer, in-flight requests fail with ErrStopped. What was
-// durable in the raft log stays (the log syncs before it acknowledges).
+// leadership transfer, in-flight requests fail with ErrStopped, the
+// connections close. NB: unlike kill -9, bytes written but not yet
+// synced survive (the page cache stays); the simulator and e2e cover
+// that, and the raft log syncs before anything is acknowledged.
 func crash(c *Coordinator) error {
 	c.stopOnce.Do(func() {
 		c.intake.Close()
@@ -385,9 +387,8 @@ func (r *linRecorder) add(op porcupine.Operation) {
 // TestCatalog_LinearizableUnderLeaderCrashes runs three coordinators in
 // process. Six clients, each bound to one coordinator (another while
 // that one is down), register and read series (a sliding window of 40)
-// for about 14 s while
-// the leader is crashed every ~3 s and reopened 1-2 s later from its data
-// directory. The history must be linearizable; afterwards every
+// for about 15 s while the leader is crashed every ~3 s and reopened 1-2 s
+// later from its data directory. The history must be linearizable; afterwards every
 // acknowledged registration is in every member's catalog with its id, and
 // the members' catalogs are byte-identical at the same applied index.
 //
@@ -419,20 +420,12 @@ func TestCatalog_LinearizableUnderLeaderCrashes(t *testing.T) {
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	ms := make([]*linMember, 3)
-	for i, p := range peers {
-		// The default TickInterval (100 ms: elections after 1-2 s), so
-		// that the measured gaps are those of a production cluster.
-		ms[i] = &linMember{opts: Options{NodeID: p.NodeID, RaftID: p.RaftID, DataDir: t.TempDir(),
-			ClusterListen: p.Addr, IntakeListen: "127.0.0.1:0", Peers: peers, Insecure: true,
-			Logger: logger.With("test_member", p.NodeID)}}
-		c, err := Open(ms[i].opts)
-		if err != nil {
-			t.Fatalf("open %s: %v", p.NodeID, err)
-		}
-		ms[i].c = c
-	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()} // removed after the cleanup below
 	t.Cleanup(func() {
 		for _, m := range ms {
+			if m == nil {
+				continue // Open failed
+			}
 			if c := m.get(); c != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				if err := c.Stop(ctx); err != nil {
@@ -442,6 +435,18 @@ func TestCatalog_LinearizableUnderLeaderCrashes(t *testing.T) {
 			}
 		}
 	})
+	for i, p := range peers {
+		// The default TickInterval (100 ms: elections after 1-2 s), so
+		// that the measured gaps are those of a production cluster.
+		ms[i] = &linMember{opts: Options{NodeID: p.NodeID, RaftID: p.RaftID, DataDir: dirs[i],
+			ClusterListen: p.Addr, IntakeListen: "127.0.0.1:0", Peers: peers, Insecure: true,
+			Logger: logger.With("test_member", p.NodeID)}}
+		c, err := Open(ms[i].opts)
+		if err != nil {
+			t.Fatalf("open %s: %v", p.NodeID, err)
+		}
+		ms[i].c = c
+	}
 	// leader (cluster_test.go) over the running members.
 	view := func() []*member {
 		var out []*member
