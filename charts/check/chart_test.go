@@ -383,15 +383,32 @@ func TestCoordinatorChart_ScaledBeyondBootstrap(t *testing.T) {
 }
 
 func TestCoordinatorChart_RefusedValues(t *testing.T) {
-	cases := map[string]map[string]any{
-		"zero bootstrap":         {"tls": map[string]any{"enabled": false}, "bootstrapReplicas": 0},
-		"cert-manager no issuer": {"tls": map[string]any{"certManager": map[string]any{"enabled": true}}},
-		"bad anti-affinity":      {"tls": map[string]any{"enabled": false}, "podAntiAffinity": "sometimes"},
+	plain := func(kv ...any) map[string]any {
+		v := map[string]any{"tls": map[string]any{"enabled": false}}
+		for i := 0; i < len(kv); i += 2 {
+			v[kv[i].(string)] = kv[i+1]
+		}
+		return v
 	}
-	for name, v := range cases {
+	// Each is refused for the reason named: values.schema.json makes a
+	// misspelt or mistyped value an error instead of silently ignored.
+	cases := map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"zero bootstrap":         {plain("bootstrapReplicas", 0), "/bootstrapReplicas"},
+		"cert-manager no issuer": {map[string]any{"tls": map[string]any{"certManager": map[string]any{"enabled": true}}}, "issuerRef.name"},
+		"bad anti-affinity":      {plain("podAntiAffinity", "sometimes"), "/podAntiAffinity"},
+		"misspelt value":         {plain("replica", 5), "'replica' not allowed"},
+		"misspelt nested":        {map[string]any{"tls": map[string]any{"enabled": false, "secretname": "x"}}, "'secretname' not allowed"},
+		"wrong type":             {plain("replicas", "five"), "/replicas"},
+		"bad port":               {plain("ports", map[string]any{"grpc": 70000}), "/ports/grpc"},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Render(coordinatorChart, v, RenderOptions{}); err == nil {
-				t.Fatal("rendered")
+			_, err := Render(coordinatorChart, tc.values, RenderOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
 			}
 		})
 	}

@@ -149,14 +149,21 @@ func TestEdgeChart_HostNetwork(t *testing.T) {
 }
 
 func TestEdgeChart_RefusedValues(t *testing.T) {
-	for name, v := range map[string]map[string]any{
-		"no coordinators":    {"coordinators": []any{}},
-		"unknown arch":       {"images": map[string]any{"armv6": "x"}},
-		"misspelt arch type": {"images": map[string]any{"riscv64": "x"}},
-	} {
+	cases := map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"no coordinators": {map[string]any{"coordinators": []any{}}, "/coordinators"},
+		"unknown arch":    {map[string]any{"images": map[string]any{"armv6": "x"}}, "'armv6' not allowed"},
+		"misspelt value":  {map[string]any{"hostNetwrok": true}, "'hostNetwrok' not allowed"},
+		"bad overflow":    {map[string]any{"replication": map[string]any{"overflow": "drop-newest"}}, "/replication/overflow"},
+		"address no port": {map[string]any{"coordinators": []any{"coord.example.com"}}, "/coordinators/0"},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Render(edgeChart, v, RenderOptions{}); err == nil {
-				t.Fatal("rendered")
+			_, err := Render(edgeChart, tc.values, RenderOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.want)
 			}
 		})
 	}
