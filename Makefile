@@ -70,8 +70,12 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 	@test -n "$(TAG)" || { echo "usage: make proto-release TAG=vX.Y.Z"; exit 1; }
 	@GO=$(GO) scripts/protocheck.sh release $(TAG)
 
-e2e: build ## End-to-end fault tests: 3 coordinators + 1 edge as processes, leader kill -9 (TRIBUTARY_E2E_CYCLES, default 2; 5+ for a longer run).
-	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_CYCLES=$${TRIBUTARY_E2E_CYCLES:-5} $(GO) test ./e2e/... -run Cluster -v -count=1 -timeout 30m
+e2e: build ## End-to-end fault tests with real processes: leader kill -9 cycles, edge kill -9, link cuts, lost acks, half-open links, backlog overflow, corrupt segments (longer than in make test).
+	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_CYCLES=$${TRIBUTARY_E2E_CYCLES:-5} \
+	TRIBUTARY_E2E_EDGE_KILLS=$${TRIBUTARY_E2E_EDGE_KILLS:-20} TRIBUTARY_E2E_OUTAGE=$${TRIBUTARY_E2E_OUTAGE:-120s} \
+	TRIBUTARY_E2E_CUTS=$${TRIBUTARY_E2E_CUTS:-10} TRIBUTARY_E2E_HALF_OPEN=$${TRIBUTARY_E2E_HALF_OPEN:-30s} \
+	TRIBUTARY_E2E_REPL_COORDINATORS=$${TRIBUTARY_E2E_REPL_COORDINATORS:-3} \
+	$(GO) test ./e2e/... -run 'Cluster|Replication' -v -count=1 -timeout 60m
 
 soak: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, default 5000).
 	TRIBUTARY_SIM_SEEDS=$${TRIBUTARY_SIM_SEEDS:-5000} $(GO) test -count=1 -run TestSim -timeout 60m ./coordinator/internal/raftnode
