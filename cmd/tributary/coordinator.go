@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -46,6 +47,7 @@ type coordinatorFlags struct {
 	// (a StatefulSet pod's name); hostname is its seam (nil: os.Hostname).
 	identityFromHostname bool
 	hostname             func() (string, error)
+	autoJoin             bool
 }
 
 func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
@@ -57,6 +59,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&o.ClusterID, "cluster-id", "tributary", "name of the raft cluster; members of another cluster are refused")
 		fs.StringVar(&f.peers, "peers", "", "bootstrap a new cluster with these members, the same list on each: RAFTID=NODEID@HOST:PORT,... (this one included); empty: wait to be added to an existing cluster")
 		fs.StringVar(&f.join, "join", "", "join an existing cluster whose current members are these: RAFTID=NODEID@HOST:PORT,... (their raft messages are accepted before the catalog arrives); then add this coordinator with `tributary cluster add` (excludes --peers)")
+		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
 		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
@@ -249,7 +252,52 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
-	return waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+	if !cf.autoJoin || len(o.JoinPeers) == 0 {
+		return waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+	}
+	j, err := newAutoJoiner(o, c.ClusterAddr(), &sf, log)
+	if err != nil {
+		fe.stop(time.Second)
+		c.Stop(context.Background())
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		j.run(ctx)
+	}()
+	err = waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+	cancel()
+	<-done
+	return err
+}
+
+// newAutoJoiner prepares --auto-join: the members' client listeners are
+// dialled with the coordinator's cluster TLS identity (its certificate,
+// verified against --peer-ca) and the first accepted client token.
+func newAutoJoiner(o coordinator.Options, clusterAddr string, sf *serveFlags, log *slog.Logger) (*autoJoiner, error) {
+	_, port, err := net.SplitHostPort(sf.grpcListen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --auto-join: --listen %q: %v", errUsage, sf.grpcListen, err)
+	}
+	creds := insecure.NewCredentials()
+	if !o.Insecure {
+		creds = credentials.NewTLS(o.ClusterClientTLS.Clone())
+	}
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	toks, err := sf.tokens()
+	if err != nil {
+		return nil, err
+	}
+	if toks.Enabled() {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks.First(), !o.Insecure}))
+	}
+	return &autoJoiner{
+		self:  coordinator.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: clusterAddr},
+		peers: o.JoinPeers, clientPort: port, dialOpts: dialOpts,
+		interval: 2 * time.Second, maxLag: 1000, callTime: 10 * time.Second, log: log,
+	}, nil
 }
 
 // serveCoordinator serves the client APIs of a coordinator: every query
