@@ -159,6 +159,9 @@ func checkInvariants(t *testing.T, r rendered, replicas, bootstrap int) {
 	if flagValues(c.Args, "identity-from-hostname") == nil || flagValues(c.Args, "id") != nil || flagValues(c.Args, "raft-id") != nil {
 		t.Errorf("want --identity-from-hostname and neither --id nor --raft-id: %q", c.Args)
 	}
+	if autoJoin := flagValues(c.Args, "auto-join"); len(autoJoin) != 1 || autoJoin[0] != "" {
+		t.Errorf("want --auto-join (pods beyond the bootstrap members join by themselves): %q", c.Args)
+	}
 	headless := r.services[sts.Spec.ServiceName]
 	if headless == nil {
 		t.Fatalf("StatefulSet serviceName %q is not a rendered Service", sts.Spec.ServiceName)
@@ -380,6 +383,13 @@ func TestCoordinatorChart_ScaledBeyondBootstrap(t *testing.T) {
 	// --peers, so --identity-from-hostname makes them join.
 	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "replicas": 5, "bootstrapReplicas": 3})
 	checkInvariants(t, r, 5, 3)
+}
+
+func TestCoordinatorChart_AutoJoinOff(t *testing.T) {
+	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "autoJoin": false})
+	if args := r.sts.Spec.Template.Spec.Containers[0].Args; flagValues(args, "auto-join") != nil {
+		t.Errorf("autoJoin false still passes --auto-join: %q", args)
+	}
 }
 
 func TestCoordinatorChart_RefusedValues(t *testing.T) {
