@@ -177,3 +177,27 @@ func TestAutoJoin_StopsWithContext(t *testing.T) {
 		t.Fatalf("run = %v, want context.Canceled", err)
 	}
 }
+
+func TestNewAutoJoiner_AdvertisedAddressAndClientPort(t *testing.T) {
+	o := coordinator.Options{RaftID: 4, NodeID: "co-3", ClusterAddr: "co-3.h.ns.svc:7444", Insecure: true,
+		JoinPeers: []coordinator.Peer{{RaftID: 1, NodeID: "co-0", Addr: "co-0.h.ns.svc:7444"}}}
+	sf := serveFlags{grpcListen: "0.0.0.0:7070"}
+	j, err := newAutoJoiner(o, "[::]:7444", &sf, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.self.Addr != "co-3.h.ns.svc:7444" || j.self.RaftID != 4 || j.self.NodeID != "co-3" {
+		t.Errorf("self %+v: want the advertised cluster address", j.self)
+	}
+	if a, err := j.clientAddr(o.JoinPeers[0].Addr); err != nil || a != "co-0.h.ns.svc:7070" {
+		t.Errorf("client address of co-0 = %q, %v; want its host at this --listen port", a, err)
+	}
+	o.ClusterAddr = ""
+	if j, _ = newAutoJoiner(o, "10.0.0.4:7444", &sf, slog.New(slog.NewTextHandler(io.Discard, nil))); j.self.Addr != "10.0.0.4:7444" {
+		t.Errorf("without an advertised address: %q, want the bound one", j.self.Addr)
+	}
+	sf.grpcListen = "nonsense"
+	if _, err := newAutoJoiner(o, "x:1", &sf, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+		t.Error("--listen without a port accepted")
+	}
+}

@@ -276,7 +276,10 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 // newAutoJoiner prepares --auto-join: the members' client listeners are
 // dialled with the coordinator's cluster TLS identity (its certificate,
 // verified against --peer-ca) and the first accepted client token.
-func newAutoJoiner(o coordinator.Options, clusterAddr string, sf *serveFlags, log *slog.Logger) (*autoJoiner, error) {
+//
+// The leader is told the advertised cluster address (a pod's DNS name),
+// not the bound listener ([::]:7444); boundAddr is the fallback.
+func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log *slog.Logger) (*autoJoiner, error) {
 	_, port, err := net.SplitHostPort(sf.grpcListen)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --auto-join: --listen %q: %v", errUsage, sf.grpcListen, err)
@@ -294,7 +297,7 @@ func newAutoJoiner(o coordinator.Options, clusterAddr string, sf *serveFlags, lo
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks.First(), !o.Insecure}))
 	}
 	return &autoJoiner{
-		self:  coordinator.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: clusterAddr},
+		self:  coordinator.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
 		peers: o.JoinPeers, clientPort: port, dialOpts: dialOpts,
 		interval: 2 * time.Second, maxLag: 1000, callTime: 10 * time.Second, log: log,
 	}, nil
