@@ -219,7 +219,15 @@ func checkInvariants(t *testing.T, r rendered, replicas, bootstrap int) {
 	}
 	// Probes point at real ports and at the binary.
 	lp := c.LivenessProbe
-	if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/ping" || ports[lp.HTTPGet.Port.String()] != ports["http"] {
+	switch {
+	case lp == nil:
+		t.Error("no liveness probe")
+	case flagValues(c.Args, "tls-client-ca") != nil:
+		// The kubelet has no client certificate to present.
+		if lp.TCPSocket == nil || ports[lp.TCPSocket.Port.String()] != ports["http"] {
+			t.Errorf("liveness probe %+v: with client certificates required, want a TCP check of the http port", lp)
+		}
+	case lp.HTTPGet == nil || lp.HTTPGet.Path != "/ping" || ports[lp.HTTPGet.Port.String()] != ports["http"]:
 		t.Errorf("liveness probe %+v: want GET /ping on the http port", lp)
 	}
 	rp := c.ReadinessProbe
@@ -326,9 +334,6 @@ func TestCoordinatorChart_HA(t *testing.T) {
 	}
 	// The probes speak TLS, and present the certificate when the
 	// listeners demand one.
-	if c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-		t.Errorf("liveness scheme %s, want HTTPS", c.LivenessProbe.HTTPGet.Scheme)
-	}
 	if oneFlag(t, c.ReadinessProbe.Exec.Command, "tls-cert") != "/tls/tls.crt" {
 		t.Errorf("readiness probe without the client certificate: %q", c.ReadinessProbe.Exec.Command)
 	}
@@ -372,6 +377,9 @@ func TestCoordinatorChart_CertManager(t *testing.T) {
 		if pod := fmt.Sprintf("%s-%d", r.sts.Name, i); !slices.Contains(r.cert.Spec.DNSNames, pod) {
 			t.Errorf("Certificate does not name %s: %q", pod, r.cert.Spec.DNSNames)
 		}
+	}
+	if lp := r.sts.Spec.Template.Spec.Containers[0].LivenessProbe; lp.HTTPGet == nil || lp.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("liveness probe %+v: want HTTPS", lp)
 	}
 	if !slices.Contains(r.cert.Spec.DNSNames, "intake.example.com") || !slices.Contains(r.cert.Spec.Usages, "client auth") {
 		t.Errorf("Certificate %+v", r.cert.Spec)
