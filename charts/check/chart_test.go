@@ -267,6 +267,32 @@ func checkInvariants(t *testing.T, r rendered, replicas, bootstrap int) {
 	}
 }
 
+// checkSecretsReadable fails unless the coordinator's user can read every
+// Secret volume: the files belong to root and the pod's fsGroup.
+func checkSecretsReadable(t *testing.T, sts *appsv1.StatefulSet) {
+	t.Helper()
+	spec := sts.Spec.Template.Spec
+	if spec.SecurityContext == nil || spec.SecurityContext.FSGroup == nil || spec.SecurityContext.RunAsGroup == nil ||
+		*spec.SecurityContext.FSGroup != *spec.SecurityContext.RunAsGroup {
+		t.Fatalf("pod security context %+v: want fsGroup = runAsGroup", spec.SecurityContext)
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		mode := int32(0o644) // Kubernetes' default
+		if v.Secret.DefaultMode != nil {
+			mode = *v.Secret.DefaultMode
+		}
+		if mode&0o040 == 0 {
+			t.Errorf("Secret volume %s mode %#o: the group (the coordinator's) cannot read it", v.Name, mode)
+		}
+		if mode&0o004 != 0 {
+			t.Errorf("Secret volume %s mode %#o: readable by everyone", v.Name, mode)
+		}
+	}
+}
+
 // volumeSecret returns the Secret a pod volume mounted at path comes from.
 func volumeSecret(t *testing.T, sts *appsv1.StatefulSet, path string) string {
 	t.Helper()
@@ -316,6 +342,7 @@ func TestCoordinatorChart_HA(t *testing.T) {
 	r := renderCoordinators(t, ha)
 	checkInvariants(t, r, 5, 5)
 	c := r.sts.Spec.Template.Spec.Containers[0]
+	checkSecretsReadable(t, r.sts)
 	if got := volumeSecret(t, r.sts, "/tls"); got != "tributary-coordinator-tls" {
 		t.Errorf("/tls from Secret %q", got)
 	}
