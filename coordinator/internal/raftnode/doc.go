@@ -54,9 +54,15 @@
 // index. The proposer completes each future with the StateMachine's result
 // (a rejected command is a result, not a failure); futures of this package
 // fail with ErrProposalDropped (not applied, safe to retry), ErrCanceled or
-// ErrStopped (outcome unknown). A proposal that raft loses on the way to
-// the leader never completes: callers bound waits with a context (Propose)
-// or Future.Cancel.
+// ErrStopped (outcome unknown). Raft loses a proposal silently on its way to
+// a leader that dies, or when a new leader overwrites the old leader's
+// uncommitted entries; so when this member sees a new leader, it proposes
+// again every command proposed under another leader and not applied yet
+// (Status.Reproposed counts them). A command may therefore be applied
+// twice, at two indexes, by every member alike: the StateMachine's
+// commands must be idempotent (the catalog's are), and the future
+// completes with the first application. Callers still bound waits with a
+// context (Propose) or Future.Cancel.
 //
 // Entry data (version 1), all integers uvarint:
 //

@@ -58,8 +58,11 @@ type Future struct {
 	n    *Node
 	kind futureKind
 	seq  uint64
-	data []byte       // proposal: the command
+	data []byte       // proposal: the command (kept until completion, to propose again)
 	conf *confRequest // membership change
+	// lead and term are the leader this member knew, and its term, when
+	// it last proposed the command (proposals only).
+	lead, term uint64
 
 	done   chan struct{}
 	result any
@@ -111,6 +114,7 @@ func (n *Node) completeLocked(f *Future, result any, err error) {
 	switch f.kind {
 	case kindProposal:
 		delete(n.pending, f.seq)
+		f.data = nil
 	case kindConf:
 		delete(n.pending, f.seq)
 		if n.confInFlight == f {

@@ -57,6 +57,8 @@ type Node struct {
 	lead          uint64
 	state         raft.StateType
 	leaderChanged bool
+	reproposed    uint64       // proposals proposed again after a leader change
+	term          uint64       // the term of the last hard state handled
 	readBatches   []*readBatch // asked of raft, no read index yet
 	readWaits     []*readBatch // read index known, waiting for applied >= index
 	readAskTicks  int
@@ -113,6 +115,8 @@ type Status struct {
 	Failed    error  // the error that stopped the node, if any
 	Match     map[uint64]uint64
 	Transfers uint64 // leadership transfers asked of this member
+	// Reproposed counts proposals proposed again after a leader change.
+	Reproposed uint64
 }
 
 // Open opens (or creates) a member's log in opts.Dir, restores the state
@@ -179,6 +183,7 @@ func (n *Node) start() (err error) {
 		return err
 	}
 	n.rn = rn
+	n.term = rn.BasicStatus().Term
 	last, _ := n.log.LastIndex()
 	if last == 0 && n.snapIndex == 0 && len(o.Peers) > 0 {
 		peers := make([]raft.Peer, len(o.Peers))

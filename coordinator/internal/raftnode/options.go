@@ -28,6 +28,9 @@ type Transport interface {
 // StateMachine is what the node applies committed entries to;
 // *catalog.FSM implements it. Apply and ApplyMembership must be
 // deterministic; the node calls them from one goroutine, in log order.
+// A command may be applied more than once (see the package doc on lost
+// proposals): applying it again must leave the state as the first
+// application did.
 type StateMachine interface {
 	// Apply applies one command at a raft index (several commands may
 	// share an index). The error is the command's result, handed to the

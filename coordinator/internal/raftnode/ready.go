@@ -83,7 +83,7 @@ func (n *Node) Process() (err error) {
 		}
 		n.rn.ReportSnapshot(r.id, status)
 	}
-	n.propose(in.props)
+	n.propose(in.props, false)
 	n.askReads(in.reads)
 	for _, f := range in.confs {
 		n.proposeConf(f)
@@ -132,6 +132,13 @@ func (n *Node) handleReady() error {
 		}
 		n.lead, n.state = rd.SoftState.Lead, rd.SoftState.RaftState
 	}
+	if !raft.IsEmptyHardState(rd.HardState) && rd.HardState.Term != n.term {
+		// A new term, possibly with the same leader (a leader that
+		// restarted fast and won again has lost what it had not
+		// replicated).
+		n.term = rd.HardState.Term
+		n.leaderChanged = true
+	}
 	if err := n.log.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
 		return fmt.Errorf("persist: %w", err)
 	}
@@ -165,8 +172,37 @@ func (n *Node) handleReady() error {
 		n.confInFlight = nil
 		n.mu.Unlock()
 		n.reaskReads()
+		n.reproposeLost()
 	}
 	return n.maybeSnapshot()
+}
+
+// reproposeLost proposes again, once a leader is known, the commands that
+// were proposed under another leader or term and are not applied yet: raft drops a
+// proposal on its way to a leader that dies, or from a leader's log that
+// a new leader overwrites, without telling anybody, and the proposer would
+// wait for its whole timeout. If the first proposal did commit, the
+// command is applied twice (StateMachine commands must be idempotent); the
+// future completes with the first.
+func (n *Node) reproposeLost() {
+	if n.lead == 0 {
+		return // proposing now would be dropped; wait for a leader
+	}
+	n.mu.Lock()
+	var again []*Future
+	for _, f := range n.pending {
+		if f.kind == kindProposal && !f.completed() && f.data != nil && f.lead != 0 && (f.lead != n.lead || f.term != n.term) {
+			again = append(again, f)
+		}
+	}
+	n.mu.Unlock()
+	if len(again) == 0 {
+		return
+	}
+	// In the order they were first proposed.
+	slices.SortFunc(again, func(a, b *Future) int { return compareUint(a.seq, b.seq) })
+	n.reproposed += uint64(len(again))
+	n.propose(again, true)
 }
 
 func (n *Node) installSnapshot(s raftpb.Snapshot) error {
@@ -313,7 +349,10 @@ func union(a, b []uint64) []uint64 {
 }
 
 // propose packs queued proposals into entries of at most MaxEntryBytes.
-func (n *Node) propose(props []*Future) {
+// again marks proposals proposed a second time: if raft drops those, they
+// stay pending (their first proposal may still commit, or the next leader
+// change proposes them again) instead of failing as not applied.
+func (n *Node) propose(props []*Future, again bool) {
 	n.mu.Lock()
 	live := props[:0]
 	for _, f := range props {
@@ -328,9 +367,11 @@ func (n *Node) propose(props []*Future) {
 		b := appendEnvelopeHeader(make([]byte, 0, size+16), len(batch))
 		for _, f := range batch {
 			b = appendEnvelopeCommand(b, proposalID{n.id, n.boot, f.seq}, f.data)
-			f.data = nil
+			f.lead, f.term = n.lead, n.term
 		}
-		if err := n.rn.Propose(b); err != nil {
+		if err := n.rn.Propose(b); err != nil && again {
+			n.logger.Debug("proposing again after a leader change was dropped; will retry at the next change", "proposals", len(batch), "err", err)
+		} else if err != nil {
 			n.mu.Lock()
 			for _, f := range batch {
 				n.completeLocked(f, nil, fmt.Errorf("%w: %w", ErrProposalDropped, err))
@@ -465,7 +506,7 @@ func (n *Node) publishStatus() {
 		Voters:   union(n.confState.Voters, n.confState.VotersOutgoing),
 		Learners: union(n.confState.Learners, n.confState.LearnersNext),
 		Joint:    len(n.confState.VotersOutgoing) > 0,
-		Removed:  n.removed, Boot: n.boot, Snapshot: n.snapIndex,
+		Removed:  n.removed, Boot: n.boot, Snapshot: n.snapIndex, Reproposed: n.reproposed,
 	}
 	s.FirstLog, _ = n.log.FirstIndex()
 	s.LastLog, _ = n.log.LastIndex()
