@@ -181,6 +181,26 @@ func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
 	return f.ApplyCommand(index, c)
 }
 
+// Reproposable reports whether cmd may be proposed again when its first
+// proposal may have been lost with a leader (raftnode re-proposes such
+// commands; a re-proposed command can be applied twice, the second time
+// after other commands). Only commands whose second application changes
+// nothing whatever came between are: RegisterSeries (known series keep
+// their ids), RecordHeld (held runs only grow), RecordGap (held segments
+// and the first declaration win) and Heartbeat (times never go back). The
+// others — a RegisterNode after a RemoveNode, a SetConfig after a newer
+// one — could undo what came between, so their proposers wait and retry.
+func (f *FSM) Reproposable(cmd []byte) bool {
+	if len(cmd) < 2 || cmd[0] != CommandVersion {
+		return false
+	}
+	switch Kind(cmd[1]) {
+	case KindRegisterSeries, KindRecordHeld, KindRecordGap, KindHeartbeat:
+		return true
+	}
+	return false
+}
+
 // ApplyCommand applies a decoded command; see Apply.
 func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 	f.mu.Lock()
@@ -421,6 +441,12 @@ func (s *state) setConfig(index uint64, c SetConfig) (any, error) {
 	cfg := c.Config
 	if err := cfg.validate(); err != nil {
 		return nil, cmdErr(c.Kind(), ErrBadCommand, "%v", err)
+	}
+	cfg.Version = s.config.Version
+	if cfg == s.config {
+		// The configuration in force already (a command applied twice):
+		// changing nothing keeps SetConfig idempotent.
+		return cfg, nil
 	}
 	cfg.Version = index
 	rfChanged := cfg.ReplicationFactor != s.config.ReplicationFactor

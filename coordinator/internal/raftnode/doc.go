@@ -56,13 +56,14 @@
 // fail with ErrProposalDropped (not applied, safe to retry), ErrCanceled or
 // ErrStopped (outcome unknown). Raft loses a proposal silently on its way to
 // a leader that dies, or when a new leader overwrites the old leader's
-// uncommitted entries; so when this member sees a new leader, it proposes
-// again every command proposed under another leader and not applied yet
-// (Status.Reproposed counts them). A command may therefore be applied
-// twice, at two indexes, by every member alike: the StateMachine's
-// commands must be idempotent (the catalog's are), and the future
-// completes with the first application. Callers still bound waits with a
-// context (Propose) or Future.Cancel.
+// uncommitted entries; so when this member sees a new leader or term, it
+// proposes again every command proposed before it and not applied yet,
+// when the StateMachine says the command may be applied twice
+// (Reproposer; Status.Reproposed counts them). Such a command may be
+// applied at two indexes, by every member alike, and its future completes
+// with the first application. A re-proposal raft drops stays pending.
+// Callers still bound waits with a context (Propose) or Future.Cancel:
+// other commands lost with a leader complete only then.
 //
 // Entry data (version 1), all integers uvarint:
 //

@@ -450,3 +450,53 @@ func TestNode_OptionsAreValidated(t *testing.T) {
 		})
 	}
 }
+
+// TestNode_ProposalLostWithTheLeaderIsProposedAgain: a follower's proposal
+// forwarded to a leader that loses it (the message is lost, as when the
+// leader dies) is proposed again once the follower sees a new leader, if
+// the state machine says it may be applied twice; other commands wait for
+// their caller's timeout.
+func TestNode_ProposalLostWithTheLeaderIsProposedAgain(t *testing.T) {
+	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, nil)
+	registerEdge(t, c, "pi-1")
+	series := c.nodes[2].ProposeAsync(seriesCmd("pi-1", 0, 5))
+	cfg := catalog.DefaultConfig
+	cfg.MaxSeries = 12345
+	config := c.nodes[2].ProposeAsync(catalog.EncodeCommand(catalog.SetConfig{Config: cfg}))
+	if err := c.nodes[2].Process(); err != nil {
+		t.Fatal(err)
+	}
+	c.queue = nil // the forwarded proposals are lost on the way to the leader
+	c.pump()
+	if done(series) || done(config) {
+		t.Fatal("a lost proposal completed before any leader change")
+	}
+	c.nodes[1].TransferLeadershipAsync(3)
+	c.pump()
+	if !c.nodes[3].Status().IsLeader {
+		t.Fatalf("member 3 did not take over: %+v", c.nodes[3].Status())
+	}
+	if !done(series) {
+		t.Fatal("the lost RegisterSeries was not applied after the leader change")
+	}
+	res, err := series.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := res.(catalog.RegisterSeriesResult).IDs; len(ids) != 5 {
+		t.Fatalf("ids %v", ids)
+	}
+	if got := c.nodes[2].Status().Reproposed; got != 1 {
+		t.Fatalf("Reproposed = %d, want 1 (the SetConfig must not be proposed again)", got)
+	}
+	if done(config) || c.fsms[3].Config().MaxSeries == 12345 {
+		t.Fatal("the lost SetConfig was proposed again; it may only be retried by its caller")
+	}
+	config.Cancel()
+	for _, id := range c.ids {
+		if got := c.fsms[id].SeriesCount(); got != 5 {
+			t.Fatalf("member %d holds %d series, want 5", id, got)
+		}
+	}
+	c.closeAll()
+}

@@ -28,9 +28,7 @@ type Transport interface {
 // StateMachine is what the node applies committed entries to;
 // *catalog.FSM implements it. Apply and ApplyMembership must be
 // deterministic; the node calls them from one goroutine, in log order.
-// A command may be applied more than once (see the package doc on lost
-// proposals): applying it again must leave the state as the first
-// application did.
+// A command the StateMachine declares Reproposable may be applied twice.
 type StateMachine interface {
 	// Apply applies one command at a raft index (several commands may
 	// share an index). The error is the command's result, handed to the
@@ -43,6 +41,14 @@ type StateMachine interface {
 	// snapshot, or changes nothing and fails.
 	Snapshot() []byte
 	Restore(data []byte) error
+}
+
+// Reproposer is implemented by a StateMachine whose commands may be
+// proposed again after a leader change (see the package doc on lost
+// proposals). Reproposable must hold only for commands whose second
+// application, even after other commands, changes nothing.
+type Reproposer interface {
+	Reproposable(cmd []byte) bool
 }
 
 // Peer is an initial member of a new cluster.

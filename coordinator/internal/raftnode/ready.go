@@ -178,20 +178,25 @@ func (n *Node) handleReady() error {
 }
 
 // reproposeLost proposes again, once a leader is known, the commands that
-// were proposed under another leader or term and are not applied yet: raft drops a
+// were proposed under another leader or term, are not applied yet and that
+// the StateMachine says may be applied twice (Reproposer): raft drops a
 // proposal on its way to a leader that dies, or from a leader's log that
 // a new leader overwrites, without telling anybody, and the proposer would
 // wait for its whole timeout. If the first proposal did commit, the
-// command is applied twice (StateMachine commands must be idempotent); the
-// future completes with the first.
+// command is applied twice; the future completes with the first.
 func (n *Node) reproposeLost() {
 	if n.lead == 0 {
 		return // proposing now would be dropped; wait for a leader
 	}
+	rp, _ := n.fsm.(Reproposer)
+	if rp == nil {
+		return
+	}
 	n.mu.Lock()
 	var again []*Future
 	for _, f := range n.pending {
-		if f.kind == kindProposal && !f.completed() && f.data != nil && f.lead != 0 && (f.lead != n.lead || f.term != n.term) {
+		if f.kind == kindProposal && !f.completed() && f.data != nil && f.lead != 0 && (f.lead != n.lead || f.term != n.term) &&
+			rp.Reproposable(f.data) {
 			again = append(again, f)
 		}
 	}
