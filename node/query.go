@@ -615,7 +615,7 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 		}
 	}
 	n.idxMu.RUnlock()
-	slices.SortFunc(list, func(a, b *memSeries) int { return compareLabels(a.lset, b.lset) })
+	slices.SortFunc(list, func(a, b *memSeries) int { return labels.Compare(a.lset, b.lset) })
 	return list, nil
 }
 
@@ -633,18 +633,6 @@ func (n *Node) cachedPostings(name, value string) ([]uint64, error) {
 	}
 	n.postings.put(key, ids, gen)
 	return ids, nil
-}
-
-func compareLabels(a, b labels.Labels) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return len(a) - len(b)
 }
 
 func intersect(a, b []uint64) []uint64 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -191,7 +190,7 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 			return nil, fmt.Errorf("select series in the catalog: %w", err)
 		}
 	}
-	slices.SortFunc(refs, func(a, b catalog.SeriesRef) int { return compareLabels(a.Labels, b.Labels) })
+	slices.SortFunc(refs, func(a, b catalog.SeriesRef) int { return labels.Compare(a.Labels, b.Labels) })
 	return refs, nil
 }
 
@@ -230,7 +229,7 @@ func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) 
 	for _, ls := range seen {
 		out = append(out, ls)
 	}
-	slices.SortFunc(out, compareLabels)
+	slices.SortFunc(out, labels.Compare)
 	return out[:min(len(out), limit)], nil
 }
 
@@ -351,18 +350,6 @@ func sortedSet(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func compareLabels(a, b labels.Labels) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return len(a) - len(b)
 }
 
 // validate checks q as a node would, with the same messages, so that a

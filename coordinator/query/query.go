@@ -118,7 +118,7 @@ func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit fun
 			list = append(list, s)
 		}
 	}
-	slices.SortFunc(list, func(a, b *seriesData) int { return compareLabels(a.ls, b.ls) })
+	slices.SortFunc(list, func(a, b *seriesData) int { return labels.Compare(a.ls, b.ls) })
 	if len(list) > limit {
 		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", node.ErrBadQuery, len(list), limit)
 	}

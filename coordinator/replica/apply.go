@@ -248,19 +248,6 @@ func sortedSeries(m map[uint64]labels.Labels) []labels.Labels {
 		seen[string(buf)] = true
 		out = append(out, ls)
 	}
-	slices.SortFunc(out, compareLabels)
+	slices.SortFunc(out, labels.Compare)
 	return out
-}
-
-// compareLabels orders label sets the way the engine emits them.
-func compareLabels(a, b labels.Labels) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return len(a) - len(b)
 }

@@ -61,7 +61,7 @@ func (s *Store) Query(ctx context.Context, edges []string, q node.Query, emit fu
 		return info, err
 	}
 	slices.SortFunc(all, func(a, b item) int {
-		if c := compareLabels(a.s.Labels, b.s.Labels); c != 0 {
+		if c := labels.Compare(a.s.Labels, b.s.Labels); c != 0 {
 			return c
 		}
 		return strings.Compare(a.edge, b.edge)

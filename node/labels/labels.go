@@ -164,6 +164,21 @@ func (ls Labels) String() string {
 // Equal reports whether two label sets are identical.
 func Equal(a, b Labels) bool { return slices.Equal(a, b) }
 
+// Compare orders label sets by their labels in turn (name, then value),
+// a shorter set first when one is a prefix of the other: the order in
+// which queries emit series.
+func Compare(a, b Labels) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
+
 // AppendKey appends the canonical encoding of ls to dst.
 func (ls Labels) AppendKey(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ls)))
