@@ -165,7 +165,7 @@ func (o *Options) Validate() error {
 		})
 	}
 	if len(o.JoinPeers) > 0 && len(o.Peers) > 0 {
-		bad = append(bad, errors.New("Peers (bootstrap) and JoinPeers (join) exclude each other"))
+		bad = append(bad, errors.New("bootstrap peers (Peers) and join peers (JoinPeers) exclude each other"))
 	}
 	joinIDs := map[uint64]bool{}
 	for i, p := range o.JoinPeers {

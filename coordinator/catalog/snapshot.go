@@ -214,8 +214,8 @@ func decodeSnapshot(data []byte) (*state, error) {
 		{secNodes, s.decodeNodes},
 		{secSeries, s.decodeSeries},
 		{secEdgeSeries, s.decodeEdgeSeries},
-		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version >= 3) }},
-		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version >= 2) }},
+		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version > snapshotVersionNoFrom) }},
+		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version > snapshotVersionNoGaps) }},
 	}
 	for _, sec := range sections {
 		tag := d.byte()

@@ -150,13 +150,13 @@ func (o *WriterOptions) setDefaults() {
 func (o WriterOptions) Validate() error {
 	var bad []error
 	if o.Addr == "" {
-		bad = append(bad, errors.New("Addr is empty"))
+		bad = append(bad, errors.New("writer options: Addr is empty"))
 	}
 	if o.Series < 1 || o.PointsPerSeries < 1 {
-		bad = append(bad, fmt.Errorf("Series %d and PointsPerSeries %d must be at least 1", o.Series, o.PointsPerSeries))
+		bad = append(bad, fmt.Errorf("writer options: Series %d and PointsPerSeries %d must be at least 1", o.Series, o.PointsPerSeries))
 	}
 	if o.Interval < 0 || o.RequestTimeout < 0 {
-		bad = append(bad, errors.New("Interval and RequestTimeout must not be negative"))
+		bad = append(bad, errors.New("writer options: Interval and RequestTimeout must not be negative"))
 	}
 	if err := errors.Join(bad...); err != nil {
 		return fmt.Errorf("writer options: %w", err)
