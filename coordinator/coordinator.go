@@ -45,6 +45,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
+	"github.com/tributarydb/tributary/coordinator/tunnel"
 )
 
 // Coordinator is one running coordinator.
@@ -58,6 +59,7 @@ type Coordinator struct {
 	clusterSrv *transport.Server
 	store      *replica.Store
 	intake     *intake.Server
+	tunnels    *tunnel.Registry
 	intakeGRPC *grpc.Server
 	front      *query.Frontend
 	links      *links
@@ -151,8 +153,12 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if !o.Insecure {
 		identity = edgeIdentity
 	}
+	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, c.tunnels.Close)
 	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
-		Replicas: replicaRouter{c}, Identity: identity, Logger: o.Logger})
+		Replicas: replicaRouter{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("intake: %w", err)
 	}
@@ -290,6 +296,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 func (c *Coordinator) stop(ctx context.Context) error {
 	c.intake.Close()
+	c.tunnels.Close()
 	stopped := make(chan struct{})
 	go func() { c.intakeGRPC.GracefulStop(); close(stopped) }()
 	select {

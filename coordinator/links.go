@@ -89,9 +89,13 @@ func (l *links) replicaSource(id string) (query.ReplicaSource, error) {
 	return l.peer(id)
 }
 
-// edgeSource serves the query front end: an edge in this process, or one
-// reachable at the query address it advertised.
+// edgeSource serves the query front end: an edge's query tunnel to this
+// coordinator, an edge in this process, or one reachable at the query
+// address it advertised.
 func (l *links) edgeSource(id, addr string) (query.Source, error) {
+	if s, ok := l.c.tunnels.Source(id); ok {
+		return s, nil
+	}
 	if l.c.opts.LocalEdge != nil {
 		if s := l.c.opts.LocalEdge(id); s != nil {
 			return s, nil

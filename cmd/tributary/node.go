@@ -68,6 +68,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	var rf replicateFlags
 	rf.register(fs)
+	queryTunnel := fs.Bool("query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,6 +116,15 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if ship != nil {
 		ship.start(n, log)
 	}
+	var tunnels *queryTunnels
+	if ro != nil && *queryTunnel {
+		if tunnels, err = startQueryTunnels(ro, n.NodeID(), grpcAPI.QueryServer, log); err != nil {
+			fe.stop(10 * time.Second)
+			ship.stop()
+			n.Close()
+			return err
+		}
+	}
 	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version, "replicate_to", rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,6 +136,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		log.Error("listener stopped", "err", err)
 	}
 	fe.stop(10 * time.Second)
+	tunnels.stop()
 	ship.stop()
 	if cerr := n.Close(); cerr != nil {
 		return fmt.Errorf("close node: %w", cerr)

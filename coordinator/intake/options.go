@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/node/labels"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/wire"
 )
 
@@ -53,6 +56,9 @@ type Options struct {
 	// node id its client certificate proves). Nil trusts the hello's
 	// node_id: insecure or local mode only.
 	Identity func(ctx context.Context) (string, error)
+	// Tunnel serves the ReplicationService's Tunnel streams (the edges'
+	// query tunnels, coordinator/tunnel). Nil answers UNIMPLEMENTED.
+	Tunnel func(grpc.BidiStreamingServer[pb.TunnelRequest, pb.TunnelResponse]) error
 	// Limits bound a segment and a part; zero fields take the wire
 	// defaults, and the welcome announces the result.
 	Limits wire.Limits

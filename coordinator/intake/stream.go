@@ -30,6 +30,13 @@ func (v service) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	return v.s.ship(stream)
 }
 
+func (v service) Tunnel(stream grpc.BidiStreamingServer[pb.TunnelRequest, pb.TunnelResponse]) error {
+	if v.s.o.Tunnel == nil {
+		return status.Error(codes.Unimplemented, "this coordinator serves no query tunnels")
+	}
+	return v.s.o.Tunnel(stream)
+}
+
 type received struct {
 	m   *pb.ShipRequest
 	err error

@@ -35,10 +35,23 @@ func DialEdge(addr string, opts ...grpc.DialOption) (*EdgeClient, error) {
 	return &EdgeClient{addr: addr, conn: conn, qc: pb.NewQueryServiceClient(conn)}, nil
 }
 
+// NewEdgeClient returns a client over a connection its caller owns (an
+// edge's query tunnel); name stands for the edge in errors. Close does not
+// close cc.
+func NewEdgeClient(name string, cc grpc.ClientConnInterface) *EdgeClient {
+	return &EdgeClient{addr: name, qc: pb.NewQueryServiceClient(cc)}
+}
+
 var _ Source = (*EdgeClient)(nil)
 
-// Close closes the connection.
-func (c *EdgeClient) Close() error { return c.conn.Close() }
+// Close closes the connection DialEdge made; for a client of
+// NewEdgeClient it does nothing.
+func (c *EdgeClient) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
 
 // Query runs q on the edge. The API has no bucket offset, so a
 // downsampling query whose Offset is not a multiple of its Step (and that

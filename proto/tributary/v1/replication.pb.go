@@ -291,6 +291,183 @@ func (ShipErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
 }
 
+// TunnelRequest is one message from the edge on a Tunnel stream.
+type TunnelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*TunnelRequest_Hello
+	//	*TunnelRequest_Data
+	Body          isTunnelRequest_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelRequest) Reset() {
+	*x = TunnelRequest{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelRequest) ProtoMessage() {}
+
+func (x *TunnelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelRequest.ProtoReflect.Descriptor instead.
+func (*TunnelRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TunnelRequest) GetBody() isTunnelRequest_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *TunnelRequest) GetHello() *TunnelHello {
+	if x != nil {
+		if x, ok := x.Body.(*TunnelRequest_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *TunnelRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Body.(*TunnelRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isTunnelRequest_Body interface {
+	isTunnelRequest_Body()
+}
+
+type TunnelRequest_Hello struct {
+	// First message of every stream, and only the first.
+	Hello *TunnelHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+}
+
+type TunnelRequest_Data struct {
+	// The next bytes of the tunneled connection, edge to coordinator.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*TunnelRequest_Hello) isTunnelRequest_Body() {}
+
+func (*TunnelRequest_Data) isTunnelRequest_Body() {}
+
+// TunnelResponse is one message from the coordinator on a Tunnel stream.
+type TunnelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the tunneled connection, coordinator to edge.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelResponse) Reset() {
+	*x = TunnelResponse{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelResponse) ProtoMessage() {}
+
+func (x *TunnelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelResponse.ProtoReflect.Descriptor instead.
+func (*TunnelResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TunnelResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// TunnelHello opens a Tunnel stream.
+type TunnelHello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The edge node's id (1 to 255 bytes), as in its ShipHello.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelHello) Reset() {
+	*x = TunnelHello{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelHello) ProtoMessage() {}
+
+func (x *TunnelHello) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelHello.ProtoReflect.Descriptor instead.
+func (*TunnelHello) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TunnelHello) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 // ShipRequest is one message from the edge.
 type ShipRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -306,7 +483,7 @@ type ShipRequest struct {
 
 func (x *ShipRequest) Reset() {
 	*x = ShipRequest{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +495,7 @@ func (x *ShipRequest) String() string {
 func (*ShipRequest) ProtoMessage() {}
 
 func (x *ShipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +508,7 @@ func (x *ShipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipRequest.ProtoReflect.Descriptor instead.
 func (*ShipRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ShipRequest) GetBody() isShipRequest_Body {
@@ -408,7 +585,7 @@ type ShipResponse struct {
 
 func (x *ShipResponse) Reset() {
 	*x = ShipResponse{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +597,7 @@ func (x *ShipResponse) String() string {
 func (*ShipResponse) ProtoMessage() {}
 
 func (x *ShipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +610,7 @@ func (x *ShipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipResponse.ProtoReflect.Descriptor instead.
 func (*ShipResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ShipResponse) GetBody() isShipResponse_Body {
@@ -523,7 +700,7 @@ type ShipHello struct {
 
 func (x *ShipHello) Reset() {
 	*x = ShipHello{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +712,7 @@ func (x *ShipHello) String() string {
 func (*ShipHello) ProtoMessage() {}
 
 func (x *ShipHello) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +725,7 @@ func (x *ShipHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipHello.ProtoReflect.Descriptor instead.
 func (*ShipHello) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShipHello) GetNodeId() string {
@@ -611,7 +788,7 @@ type SeqRange struct {
 
 func (x *SeqRange) Reset() {
 	*x = SeqRange{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +800,7 @@ func (x *SeqRange) String() string {
 func (*SeqRange) ProtoMessage() {}
 
 func (x *SeqRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +813,7 @@ func (x *SeqRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
 func (*SeqRange) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{3}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SeqRange) GetFirstSeq() uint64 {
@@ -676,7 +853,7 @@ type ShipWelcome struct {
 
 func (x *ShipWelcome) Reset() {
 	*x = ShipWelcome{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +865,7 @@ func (x *ShipWelcome) String() string {
 func (*ShipWelcome) ProtoMessage() {}
 
 func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +878,7 @@ func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipWelcome.ProtoReflect.Descriptor instead.
 func (*ShipWelcome) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{4}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShipWelcome) GetCoordinatorId() string {
@@ -775,7 +952,7 @@ type ShipSegment struct {
 
 func (x *ShipSegment) Reset() {
 	*x = ShipSegment{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +964,7 @@ func (x *ShipSegment) String() string {
 func (*ShipSegment) ProtoMessage() {}
 
 func (x *ShipSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +977,7 @@ func (x *ShipSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipSegment.ProtoReflect.Descriptor instead.
 func (*ShipSegment) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShipSegment) GetNodeId() string {
@@ -920,7 +1097,7 @@ type ShipGap struct {
 
 func (x *ShipGap) Reset() {
 	*x = ShipGap{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1109,7 @@ func (x *ShipGap) String() string {
 func (*ShipGap) ProtoMessage() {}
 
 func (x *ShipGap) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1122,7 @@ func (x *ShipGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipGap.ProtoReflect.Descriptor instead.
 func (*ShipGap) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShipGap) GetNodeId() string {
@@ -1019,7 +1196,7 @@ type ShipAck struct {
 
 func (x *ShipAck) Reset() {
 	*x = ShipAck{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1208,7 @@ func (x *ShipAck) String() string {
 func (*ShipAck) ProtoMessage() {}
 
 func (x *ShipAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1221,7 @@ func (x *ShipAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipAck.ProtoReflect.Descriptor instead.
 func (*ShipAck) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShipAck) GetSeq() uint64 {
@@ -1088,7 +1265,7 @@ type ShipError struct {
 
 func (x *ShipError) Reset() {
 	*x = ShipError{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1277,7 @@ func (x *ShipError) String() string {
 func (*ShipError) ProtoMessage() {}
 
 func (x *ShipError) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1290,7 @@ func (x *ShipError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipError.ProtoReflect.Descriptor instead.
 func (*ShipError) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShipError) GetSeq() uint64 {
@@ -1155,7 +1332,15 @@ var File_tributary_v1_replication_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	"\x1etributary/v1/replication.proto\x12\ftributary.v1\"\xa8\x01\n" +
+	"\x1etributary/v1/replication.proto\x12\ftributary.v1\"`\n" +
+	"\rTunnelRequest\x121\n" +
+	"\x05hello\x18\x01 \x01(\v2\x19.tributary.v1.TunnelHelloH\x00R\x05hello\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
+	"\x04body\"$\n" +
+	"\x0eTunnelResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"&\n" +
+	"\vTunnelHello\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xa8\x01\n" +
 	"\vShipRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.tributary.v1.ShipHelloH\x00R\x05hello\x125\n" +
 	"\asegment\x18\x02 \x01(\v2\x19.tributary.v1.ShipSegmentH\x00R\asegment\x12)\n" +
@@ -1236,9 +1421,10 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x18SHIP_ERROR_CODE_CONFLICT\x10\x02\x12\x1d\n" +
 	"\x19SHIP_ERROR_CODE_MALFORMED\x10\x03\x12\x1d\n" +
 	"\x19SHIP_ERROR_CODE_TOO_LARGE\x10\x04\x12\x1f\n" +
-	"\x1bSHIP_ERROR_CODE_UNAVAILABLE\x10\x052W\n" +
+	"\x1bSHIP_ERROR_CODE_UNAVAILABLE\x10\x052\xa0\x01\n" +
 	"\x12ReplicationService\x12A\n" +
-	"\x04Ship\x12\x19.tributary.v1.ShipRequest\x1a\x1a.tributary.v1.ShipResponse(\x010\x01BAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"\x04Ship\x12\x19.tributary.v1.ShipRequest\x1a\x1a.tributary.v1.ShipResponse(\x010\x01\x12G\n" +
+	"\x06Tunnel\x12\x1b.tributary.v1.TunnelRequest\x1a\x1c.tributary.v1.TunnelResponse(\x010\x01BAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_replication_proto_rawDescOnce sync.Once
@@ -1253,39 +1439,45 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tributary_v1_replication_proto_goTypes = []any{
 	(SegmentCompression)(0), // 0: tributary.v1.SegmentCompression
 	(GapReason)(0),          // 1: tributary.v1.GapReason
 	(ShipErrorCode)(0),      // 2: tributary.v1.ShipErrorCode
-	(*ShipRequest)(nil),     // 3: tributary.v1.ShipRequest
-	(*ShipResponse)(nil),    // 4: tributary.v1.ShipResponse
-	(*ShipHello)(nil),       // 5: tributary.v1.ShipHello
-	(*SeqRange)(nil),        // 6: tributary.v1.SeqRange
-	(*ShipWelcome)(nil),     // 7: tributary.v1.ShipWelcome
-	(*ShipSegment)(nil),     // 8: tributary.v1.ShipSegment
-	(*ShipGap)(nil),         // 9: tributary.v1.ShipGap
-	(*ShipAck)(nil),         // 10: tributary.v1.ShipAck
-	(*ShipError)(nil),       // 11: tributary.v1.ShipError
+	(*TunnelRequest)(nil),   // 3: tributary.v1.TunnelRequest
+	(*TunnelResponse)(nil),  // 4: tributary.v1.TunnelResponse
+	(*TunnelHello)(nil),     // 5: tributary.v1.TunnelHello
+	(*ShipRequest)(nil),     // 6: tributary.v1.ShipRequest
+	(*ShipResponse)(nil),    // 7: tributary.v1.ShipResponse
+	(*ShipHello)(nil),       // 8: tributary.v1.ShipHello
+	(*SeqRange)(nil),        // 9: tributary.v1.SeqRange
+	(*ShipWelcome)(nil),     // 10: tributary.v1.ShipWelcome
+	(*ShipSegment)(nil),     // 11: tributary.v1.ShipSegment
+	(*ShipGap)(nil),         // 12: tributary.v1.ShipGap
+	(*ShipAck)(nil),         // 13: tributary.v1.ShipAck
+	(*ShipError)(nil),       // 14: tributary.v1.ShipError
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
-	5,  // 0: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
-	8,  // 1: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
-	9,  // 2: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
-	7,  // 3: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
-	10, // 4: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
-	11, // 5: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
-	6,  // 6: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	0,  // 7: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 8: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 9: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	3,  // 10: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	4,  // 11: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 0: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
+	8,  // 1: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
+	11, // 2: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
+	12, // 3: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
+	10, // 4: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
+	13, // 5: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
+	14, // 6: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
+	9,  // 7: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	0,  // 8: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 9: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 10: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	6,  // 11: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	3,  // 12: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	7,  // 13: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	4,  // 14: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -1294,11 +1486,15 @@ func file_tributary_v1_replication_proto_init() {
 		return
 	}
 	file_tributary_v1_replication_proto_msgTypes[0].OneofWrappers = []any{
+		(*TunnelRequest_Hello)(nil),
+		(*TunnelRequest_Data)(nil),
+	}
+	file_tributary_v1_replication_proto_msgTypes[3].OneofWrappers = []any{
 		(*ShipRequest_Hello)(nil),
 		(*ShipRequest_Segment)(nil),
 		(*ShipRequest_Gap)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[1].OneofWrappers = []any{
+	file_tributary_v1_replication_proto_msgTypes[4].OneofWrappers = []any{
 		(*ShipResponse_Welcome)(nil),
 		(*ShipResponse_Ack)(nil),
 		(*ShipResponse_Error)(nil),
@@ -1309,7 +1505,7 @@ func file_tributary_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

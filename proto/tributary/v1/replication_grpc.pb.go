@@ -103,7 +103,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReplicationService_Ship_FullMethodName = "/tributary.v1.ReplicationService/Ship"
+	ReplicationService_Ship_FullMethodName   = "/tributary.v1.ReplicationService/Ship"
+	ReplicationService_Tunnel_FullMethodName = "/tributary.v1.ReplicationService/Tunnel"
 )
 
 // ReplicationServiceClient is the client API for ReplicationService service.
@@ -115,6 +116,16 @@ type ReplicationServiceClient interface {
 	// Ship is the one long-lived stream an edge keeps open to ship its
 	// sealed WAL segments. See the file comment for the protocol.
 	Ship(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ShipRequest, ShipResponse], error)
+	// Tunnel lets the coordinators query an edge they cannot dial (it is
+	// behind NAT). The edge opens it to every coordinator it replicates to
+	// and sends a hello (its node_id must be the identity of its client
+	// certificate, PERMISSION_DENIED otherwise). After the hello both
+	// directions carry the bytes of one connection, in order, in messages of
+	// at most 64 KiB: the coordinator is its gRPC client, the edge serves its
+	// tributary.v1.QueryService on it. Either side may end the stream; the
+	// edge opens a new one after a backoff. A newer tunnel of the same edge
+	// replaces an older one on that coordinator.
+	Tunnel(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelRequest, TunnelResponse], error)
 }
 
 type replicationServiceClient struct {
@@ -138,6 +149,19 @@ func (c *replicationServiceClient) Ship(ctx context.Context, opts ...grpc.CallOp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicationService_ShipClient = grpc.BidiStreamingClient[ShipRequest, ShipResponse]
 
+func (c *replicationServiceClient) Tunnel(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelRequest, TunnelResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicationService_ServiceDesc.Streams[1], ReplicationService_Tunnel_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TunnelRequest, TunnelResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_TunnelClient = grpc.BidiStreamingClient[TunnelRequest, TunnelResponse]
+
 // ReplicationServiceServer is the server API for ReplicationService service.
 // All implementations must embed UnimplementedReplicationServiceServer
 // for forward compatibility.
@@ -147,6 +171,16 @@ type ReplicationServiceServer interface {
 	// Ship is the one long-lived stream an edge keeps open to ship its
 	// sealed WAL segments. See the file comment for the protocol.
 	Ship(grpc.BidiStreamingServer[ShipRequest, ShipResponse]) error
+	// Tunnel lets the coordinators query an edge they cannot dial (it is
+	// behind NAT). The edge opens it to every coordinator it replicates to
+	// and sends a hello (its node_id must be the identity of its client
+	// certificate, PERMISSION_DENIED otherwise). After the hello both
+	// directions carry the bytes of one connection, in order, in messages of
+	// at most 64 KiB: the coordinator is its gRPC client, the edge serves its
+	// tributary.v1.QueryService on it. Either side may end the stream; the
+	// edge opens a new one after a backoff. A newer tunnel of the same edge
+	// replaces an older one on that coordinator.
+	Tunnel(grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]) error
 	mustEmbedUnimplementedReplicationServiceServer()
 }
 
@@ -159,6 +193,9 @@ type UnimplementedReplicationServiceServer struct{}
 
 func (UnimplementedReplicationServiceServer) Ship(grpc.BidiStreamingServer[ShipRequest, ShipResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Ship not implemented")
+}
+func (UnimplementedReplicationServiceServer) Tunnel(grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Tunnel not implemented")
 }
 func (UnimplementedReplicationServiceServer) mustEmbedUnimplementedReplicationServiceServer() {}
 func (UnimplementedReplicationServiceServer) testEmbeddedByValue()                            {}
@@ -188,6 +225,13 @@ func _ReplicationService_Ship_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicationService_ShipServer = grpc.BidiStreamingServer[ShipRequest, ShipResponse]
 
+func _ReplicationService_Tunnel_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicationServiceServer).Tunnel(&grpc.GenericServerStream[TunnelRequest, TunnelResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_TunnelServer = grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]
+
 // ReplicationService_ServiceDesc is the grpc.ServiceDesc for ReplicationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -199,6 +243,12 @@ var ReplicationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Ship",
 			Handler:       _ReplicationService_Ship_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Tunnel",
+			Handler:       _ReplicationService_Tunnel_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
