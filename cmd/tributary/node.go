@@ -116,7 +116,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if ship != nil {
 		ship.start(n, log)
 	}
-	var tunnels *queryTunnels
+	var tunnels *background
 	if ro != nil && *queryTunnel {
 		if tunnels, err = startQueryTunnels(ro, n.NodeID(), grpcAPI.QueryServer, log); err != nil {
 			fe.stop(10 * time.Second)

@@ -92,11 +92,39 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	return o, nil
 }
 
-// shipping is a running Shipper bound to a node.
-type shipping struct {
-	s      *replicator.Shipper
+// background runs one long-lived loop (the Shipper, the query tunnels)
+// until stopped. A nil *background does nothing.
+type background struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// goBackground runs run until stop; an error other than the stop is
+// logged as what stopped.
+func goBackground(what string, run func(context.Context) error, log *slog.Logger) *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &background{cancel: cancel}
+	b.wg.Go(func() {
+		if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error(what+" stopped", "err", err)
+		}
+	})
+	return b
+}
+
+// stop ends the loop and waits for it; call it before closing the node.
+func (b *background) stop() {
+	if b == nil {
+		return
+	}
+	b.cancel()
+	b.wg.Wait()
+}
+
+// shipping is a Shipper bound to a node.
+type shipping struct {
+	s   *replicator.Shipper
+	run *background
 }
 
 // newShipping creates the Shipper before the node opens (its cursor decides
@@ -112,20 +140,13 @@ func newShipping(ro *replicator.Options, o *node.Options) (*shipping, error) {
 }
 
 func (sh *shipping) start(n *node.Node, log *slog.Logger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sh.cancel = cancel
-	sh.wg.Go(func() {
-		if err := sh.s.Run(ctx, n); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("replication stopped", "err", err)
-		}
-	})
+	sh.run = goBackground("replication", func(ctx context.Context) error { return sh.s.Run(ctx, n) }, log)
 }
 
-// stop ends shipping; call it before closing the node.
+// stop ends shipping; call it before closing the node. A nil receiver
+// does nothing.
 func (sh *shipping) stop() {
-	if sh == nil || sh.cancel == nil {
-		return
+	if sh != nil {
+		sh.run.stop()
 	}
-	sh.cancel()
-	sh.wg.Wait()
 }
