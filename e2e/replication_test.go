@@ -449,8 +449,9 @@ func TestReplication_HalfOpenLink(t *testing.T) {
 // TestReplication_BacklogOverflow cuts the link of an edge with a tiny
 // replication budget until the backlog overflows, heals it, and requires
 // every acknowledged point to be in the cloud or counted in a declared
-// gap: with keep-in-store the gap's points are still on the edge; with
-// drop-oldest the edge counts them as dropped.
+// gap: with keep-in-store the gap's points stay on the edge and are then
+// backfilled from its store until the cloud holds every one of them; with
+// drop-oldest the edge counts them as dropped and they are not shipped.
 func TestReplication_BacklogOverflow(t *testing.T) {
 	for _, tc := range []struct{ policy, reason, counter string }{
 		{"keep-in-store", "backlog-overflow", "tributary_replication_gap_points"},
@@ -485,6 +486,10 @@ func TestReplication_BacklogOverflow(t *testing.T) {
 			}
 			n := f.waitDrained(int64(st.Acked), 60*time.Second)
 			m := f.metrics()
+			if tc.policy == "keep-in-store" {
+				f.checkBackfilled(st, m)
+				return
+			}
 			var gapPts int64
 			for _, g := range n.Gaps {
 				if g.Reason != tc.reason || g.Points < 0 {
@@ -499,21 +504,11 @@ func TestReplication_BacklogOverflow(t *testing.T) {
 			if got := int64(n.HeldPoints) + gapPts; st.InDoubt == 0 && got != int64(st.Acked) {
 				t.Errorf("cloud holds %d points + %d in gaps = %d, %d were acknowledged", n.HeldPoints, gapPts, got, st.Acked)
 			}
+			if m["tributary_replication_backfilled_points_total"] != 0 {
+				t.Errorf("dropped points were backfilled: %v", m)
+			}
 			if int64(m[tc.counter]) != gapPts {
 				t.Errorf("edge counts %v in %s, the catalog's gaps hold %d", m[tc.counter], tc.counter, gapPts)
-			}
-			if tc.policy == "keep-in-store" {
-				// The points of the gap stay in the edge's own store.
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				r, err := cluster.Check(ctx, f.c.Edge.GRPC, metric, f.w.Ledger, f.startMs, time.Now().Add(time.Hour).UnixMilli())
-				cancel()
-				if err != nil {
-					f.fatal("query %s: %v", f.c.Edge.ID, err)
-				}
-				t.Logf("%s itself: %v", f.c.Edge.ID, r)
-				if !r.OK() {
-					t.Errorf("%s does not answer its acknowledged points (the gap's points must stay in its store): %v", f.c.Edge.ID, r)
-				}
 			}
 			cc := f.checkCloud(n.Gaps)
 			if int64(cc.inGap) != gapPts*int64(len(f.c.Coordinators)) {
@@ -522,6 +517,58 @@ func TestReplication_BacklogOverflow(t *testing.T) {
 			f.summary(st, cc)
 		})
 	}
+}
+
+// checkBackfilled is the end of the keep-in-store overflow: the gap's
+// points stayed in the edge's store and are backfilled from there, so the
+// catalog's gaps are cut, it holds every acknowledged point, and every
+// coordinator answers each of them once (lost 0, in gaps 0, duplicated 0,
+// phantom 0).
+func (f *replFleet) checkBackfilled(st cluster.WriterStats, m map[string]float64) {
+	t := f.t
+	t.Helper()
+	declared := m["tributary_replication_gap_points"]
+	if declared == 0 {
+		f.fatal("the edge declared no gap points after an overflow: %v", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	r, err := cluster.Check(ctx, f.c.Edge.GRPC, metric, f.w.Ledger, f.startMs, time.Now().Add(time.Hour).UnixMilli())
+	cancel()
+	if err != nil {
+		f.fatal("query %s: %v", f.c.Edge.ID, err)
+	}
+	t.Logf("%s itself: %v", f.c.Edge.ID, r)
+	if !r.OK() {
+		t.Errorf("%s does not answer its acknowledged points (the gap's points must stay in its store): %v", f.c.Edge.ID, r)
+	}
+	start := time.Now()
+	var em map[string]float64
+	fl, err := f.c.WaitFleet(context.Background(), 60*time.Second, func(fl cluster.Fleet) bool {
+		var err error
+		if em, err = f.c.EdgeMetrics(context.Background(), "tributary_replication_"); err != nil {
+			return false
+		}
+		n := edgeOf(fl, f.c.Edge.ID)
+		return len(n.Gaps) == 0 && em["tributary_replication_backfilled_points_total"] >= declared && int64(n.HeldPoints) >= int64(st.Acked)
+	})
+	n := edgeOf(fl, f.c.Edge.ID)
+	if err != nil {
+		f.fatal("gap not backfilled after 60s: catalog gaps %+v, holds %d points of %d acknowledged; edge gauges %v: %v",
+			n.Gaps, n.HeldPoints, st.Acked, em, err)
+	}
+	f.recoveries = append(f.recoveries, time.Since(start))
+	t.Logf("backfilled %v points in %v: catalog holds %d points, acked_through %d, no gap", declared, time.Since(start).Round(time.Millisecond), n.HeldPoints, n.AckedThrough)
+	if got := em["tributary_replication_backfilled_points_total"]; got != declared {
+		t.Errorf("edge backfilled %v points, declared %v in gaps", got, declared)
+	}
+	if st.InDoubt == 0 && int64(n.HeldPoints) != int64(st.Acked) {
+		t.Errorf("catalog holds %d points after the backfill, %d were acknowledged", n.HeldPoints, st.Acked)
+	}
+	cc := f.checkCloud(nil)
+	if cc.lost+cc.inGap+cc.dup+cc.phantom != 0 {
+		t.Errorf("after the backfill the coordinators lost %d, in gaps %d, duplicated %d, phantom %d", cc.lost, cc.inGap, cc.dup, cc.phantom)
+	}
+	f.summary(st, cc)
 }
 
 // TestReplication_CorruptSegmentOnDisk damages a sealed segment the cloud

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
@@ -17,6 +19,8 @@ import (
 //     every sample of every segment at or below it is durable in RocksDB.
 //     Replay starts after it, so segments kept only for shipping are not
 //     applied again at every start.
+//   - ExportRange reads every series' raw points of a time range, from
+//     which the replicator builds backfills of segments it released.
 //   - Options.WriteGate lets the replicator refuse writes while its
 //     backlog is over budget (the block-writers overflow policy).
 
@@ -82,6 +86,54 @@ func (n *Node) recordFlushedThrough(seq uint64) error {
 	b.PutMeta(metaFlushedThrough, binary.LittleEndian.AppendUint64(nil, seq))
 	if err := n.db.Write(b); err != nil {
 		return fmt.Errorf("record flushed-through sequence %d: %w", seq, err)
+	}
+	return nil
+}
+
+// ExportRange calls fn once for each series that has raw points with
+// timestamps in [minT, maxT] (inclusive, ms), in label order, with those
+// points in time order (stored chunks and the head merged, last write
+// wins: what a raw query answers). The slices are only valid during the
+// call. Memory is bounded by one series' points in the range at a time,
+// and there is no limit on the number of series. It stops at the first
+// error fn returns (returned as is) or when ctx is done. Safe for
+// concurrent use, also with writes: points written meanwhile may or may
+// not be included.
+func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
+	if n.closed.Load() {
+		return ErrClosed
+	}
+	if maxT < minT {
+		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, ErrBadQuery)
+	}
+	all, err := labels.NewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
+	if err != nil {
+		return fmt.Errorf("export range: %w", err)
+	}
+	list, err := n.selectSeries([]*labels.Matcher{all})
+	if err != nil {
+		return fmt.Errorf("export range [%d, %d]: select series: %w", minT, maxT, err)
+	}
+	var ts []int64
+	var vs []float64
+	for _, s := range list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		samples, err := n.rawSamples(s, minT, maxT)
+		if err != nil {
+			return fmt.Errorf("export range [%d, %d]: read %s: %w", minT, maxT, s.lset, err)
+		}
+		if len(samples) == 0 {
+			continue
+		}
+		ts, vs = ts[:0], vs[:0]
+		for _, x := range samples {
+			ts, vs = append(ts, x.t), append(vs, x.v)
+		}
+		if err := fn(s.lset, ts, vs); err != nil {
+			return err
+		}
 	}
 	return nil
 }

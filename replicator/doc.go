@@ -53,6 +53,13 @@
 //     policy releases the oldest unshipped segments (recording a gap with
 //     their points: keep-in-store, the default, or drop-oldest) or blocks
 //     writers until the backlog ships.
+//   - Lowest priority, once the cloud acknowledged a keep-in-store
+//     (BACKLOG_OVERFLOW) gap: backfill it from the node's store
+//     (Source.ExportRange over the gap's time span) as segment files
+//     built in memory that cover the gap's sequence numbers, marked with
+//     the gap's points (backfill.go); on their acks the gap is marked
+//     backfilled in the cursor and never backfilled again. DROPPED and
+//     MISSING gaps are never backfilled.
 //
 // The cursor file's format is in package replicator/internal/cursor.
 //

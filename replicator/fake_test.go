@@ -1,6 +1,7 @@
 package replicator_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -37,8 +38,10 @@ type cloud struct {
 	cov  map[string]*seqset.Set
 
 	completions []uint64 // seq of every complete segment received, duplicates included, in order
-	duplicates  int
-	hellos      []*pb.ShipHello
+	// maxSegmentBytes goes into every welcome (0: not said).
+	maxSegmentBytes uint64
+	duplicates      int
+	hellos          []*pb.ShipHello
 }
 
 type storedSeg struct {
@@ -47,6 +50,10 @@ type storedSeg struct {
 	points  int64 // from the footer
 	decoded int64 // counted by decoding every record
 	stored  int   // times stored: must stay 1
+	// backfill: built from the edge's store for a gap; backfillPoints is
+	// what the cloud records for it (the gap's declared points).
+	backfill       bool
+	backfillPoints int64
 }
 
 func newCloud(t testing.TB) *cloud {
@@ -66,7 +73,7 @@ func (c *cloud) setFor(node string) *seqset.Set {
 func (c *cloud) welcome(name, node string, stale bool) *pb.ShipWelcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10}
+	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10, MaxSegmentBytes: c.maxSegmentBytes}
 	if stale {
 		return w // as a replica that has not caught up would answer
 	}
@@ -107,7 +114,8 @@ func (c *cloud) store(seg *wire.Segment) (uint64, *wire.Error) {
 		c.duplicates++
 		return cov.Through(0), nil
 	}
-	c.segs[seg.NodeID][seg.Seq] = storedSeg{prev: seg.PrevSeq, crc: seg.CRC, points: seg.Points, decoded: decoded, stored: 1}
+	c.segs[seg.NodeID][seg.Seq] = storedSeg{prev: seg.PrevSeq, crc: seg.CRC, points: seg.Points, decoded: decoded, stored: 1,
+		backfill: seg.Backfill, backfillPoints: seg.BackfillPoints}
 	cov.Add(seg.PrevSeq+1, seg.Seq)
 	return cov.Through(0), nil
 }
@@ -209,7 +217,7 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: w}}); err != nil {
 		return err
 	}
-	asm, err := wire.NewAssembler(node, wire.Limits{MaxPartBytes: int(w.MaxPartBytes)})
+	asm, err := wire.NewAssembler(node, wire.Limits{MaxPartBytes: int(w.MaxPartBytes), MaxSegmentBytes: w.MaxSegmentBytes})
 	if err != nil {
 		return err
 	}
@@ -292,6 +300,42 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 type walSource struct {
 	l  *wal.Log
 	id string
+	st *memStore // what the node's local store holds: every point sealed
+}
+
+// memStore is a fake of the node's store for ExportRange: one series'
+// points by time (last write wins).
+type memStore struct {
+	mu     sync.Mutex
+	points map[int64]float64
+}
+
+func (m *memStore) add(ts []int64, vs []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, t := range ts {
+		m.points[t] = vs[i]
+	}
+}
+
+func (w walSource) ExportRange(ctx context.Context, minT, maxT int64, fn func(labels.Labels, []int64, []float64) error) error {
+	w.st.mu.Lock()
+	var ts []int64
+	for t := range w.st.points {
+		if t >= minT && t <= maxT {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	vs := make([]float64, len(ts))
+	for i, t := range ts {
+		vs[i] = w.st.points[t]
+	}
+	w.st.mu.Unlock()
+	if len(ts) == 0 {
+		return ctx.Err()
+	}
+	return fn(labels.FromStrings("__name__", "temp", "room", "lab"), ts, vs)
 }
 
 func (w walSource) NodeID() string                 { return w.id }
@@ -307,7 +351,7 @@ func openWAL(t *testing.T, id string) walSource {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return walSource{l: l, id: id}
+	return walSource{l: l, id: id, st: &memStore{points: map[int64]float64{}}}
 }
 
 // sealSegment appends records of real samples (node/record payloads) and
@@ -327,6 +371,7 @@ func (w walSource) sealSegment(t *testing.T, records int, t0 int64) int64 {
 			vs[k] = 20 + float64((r*50+k)%37)*0.173
 		}
 		enc.AddRun(1, ts, vs)
+		w.st.add(ts, vs)
 		pos, err := w.l.Append(wal.Record{Data: enc.AppendTo(nil), MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.Points()})
 		if err != nil {
 			t.Fatal(err)
@@ -365,11 +410,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// checkHeldOnce requires that the cloud holds exactly the given segments,
-// each stored once, with the right checksum, decoding to its points.
+// checkHeldOnce requires that the cloud holds exactly the given segments
+// (backfills aside), each stored once, with the right checksum, decoding
+// to its points.
 func checkHeldOnce(t *testing.T, c *cloud, node string, want []wal.SegmentInfo) {
 	t.Helper()
 	segs, _, _, _ := c.snapshot(node)
+	for seq, s := range segs {
+		if s.backfill {
+			delete(segs, seq)
+		}
+	}
 	for _, s := range want {
 		got, ok := segs[s.Seq]
 		switch {

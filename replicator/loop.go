@@ -72,6 +72,8 @@ type loop struct {
 	// often so far. gapRetry, gaps refused.
 	retry    map[uint64]retryState
 	gapRetry map[uint64]time.Time
+	// backfill is the backfill in progress (backfill.go), nil when none.
+	backfill *backfillPlan
 
 	shippedSegs, shippedBytes, shippedPoints int64
 	sends, refusals, sessions, failures      int64
@@ -390,6 +392,8 @@ func (l *loop) pump(now time.Time) {
 	}
 	seg, backlog, ok := l.pick(now)
 	if !ok {
+		// Lowest priority: backfills of gaps from the node's store.
+		l.pumpBackfill(s, now)
 		return
 	}
 	wait := l.rateAll.Delay(now)
@@ -515,6 +519,7 @@ func (l *loop) teardown(cause error) {
 	close(s.dead)
 	s.wg.Wait()
 	l.sess = nil
+	l.backfillLost()
 }
 
 // watchdog keeps the dead-stream timer running while something is
@@ -622,6 +627,7 @@ func (l *loop) onWelcome(s *session, w *pb.ShipWelcome) {
 	if m := w.GetMaxPartBytes(); m > 0 {
 		s.maxPartBytes = max(int(min(m, 1<<30)), 1024)
 	}
+	s.maxSegmentBytes = w.GetMaxSegmentBytes()
 	if w.GetAckedThrough() < l.cur.AckedThrough {
 		l.lastErr = fmt.Sprintf("coordinator %q holds this node's segments through %d, below the %d it acknowledged before", s.coordinator, w.GetAckedThrough(), l.cur.AckedThrough)
 		l.log.Error("the cloud acknowledges less than it did before: it lost data, or answered from a stale replica; segments the node already deleted stay missing there",
@@ -650,7 +656,12 @@ func (l *loop) onAck(s *session, a *pb.ShipAck) {
 	}
 	s.acked = true
 	if seq := a.GetSeq(); seq != 0 {
-		if f := s.inflight[seq]; f != nil {
+		if f := s.inflight[seq]; f != nil && f.backfill {
+			delete(s.inflight, seq)
+			s.inflightB -= f.bytes
+			l.backfillAcked(f)
+			l.releaseRefused()
+		} else if f != nil {
 			delete(s.inflight, seq)
 			s.inflightB -= f.bytes
 			l.cov.Add(f.prev+1, seq)
@@ -699,7 +710,11 @@ func (l *loop) onRefusal(s *session, m *pb.ShipError) {
 	} else {
 		l.log.Error("coordinator refused, not retryable: the segment stays on disk and is offered again after the maximum backoff", "coordinator", s.coordinator, "err", e)
 	}
-	if f := s.inflight[e.Seq]; e.Seq != 0 && f != nil {
+	if f := s.inflight[e.Seq]; e.Seq != 0 && f != nil && f.backfill {
+		delete(s.inflight, e.Seq)
+		s.inflightB -= f.bytes
+		l.backfillRefused(f, e, now)
+	} else if e.Seq != 0 && f != nil {
 		delete(s.inflight, e.Seq)
 		s.inflightB -= f.bytes
 		r := l.retry[e.Seq]
@@ -792,6 +807,7 @@ func (l *loop) publish(now time.Time) {
 		l.gapsChanged = false
 	} else {
 		st.Gaps, st.UnreportedGaps = old.Gaps, old.UnreportedGaps
+		st.BackfilledGaps, st.BackfilledPoints = old.BackfilledGaps, old.BackfilledPoints
 		st.GapSegments, st.GapPoints, st.DroppedPoints = old.GapSegments, old.GapPoints, old.DroppedPoints
 	}
 	l.s.stats = st

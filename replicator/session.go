@@ -35,16 +35,18 @@ type session struct {
 	welcomed     bool
 	coordinator  string
 	maxPartBytes int
-	sending      bool
-	inflight     map[uint64]*flight // segments sent, not yet acknowledged or refused
-	inflightB    int64
-	gapsInflight map[uint64]bool // through_seq of gaps sent, not yet acknowledged or refused
-	acked        bool            // an acknowledgement arrived: the link works
-	watch        *time.Timer     // the dead-stream watchdog
-	armed        bool
-	progress     bool
-	sendingSeq   uint64    // the segment the sender is writing (0: a gap)
-	answeredAt   time.Time // the welcome or the latest response
+	// maxSegmentBytes is the welcome's max_segment_bytes (0: not said).
+	maxSegmentBytes uint64
+	sending         bool
+	inflight        map[uint64]*flight // segments sent, not yet acknowledged or refused
+	inflightB       int64
+	gapsInflight    map[uint64]bool // through_seq of gaps sent, not yet acknowledged or refused
+	acked           bool            // an acknowledgement arrived: the link works
+	watch           *time.Timer     // the dead-stream watchdog
+	armed           bool
+	progress        bool
+	sendingSeq      uint64    // the segment the sender is writing (0: a gap)
+	answeredAt      time.Time // the welcome or the latest response
 }
 
 // flight is a segment sent and not yet acknowledged.
@@ -53,6 +55,9 @@ type flight struct {
 	bytes     int64 // compressed, on the wire
 	points    int64
 	writtenAt time.Time // its last part was written (zero before)
+	// backfill: a piece of a gap's backfill built from the node's store,
+	// not a WAL segment; points is its backfill_points.
+	backfill bool
 }
 
 // outgoing is what the sender writes to the stream in one go: the parts of

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
 )
@@ -22,6 +23,11 @@ type Source interface {
 	WALSegments() []wal.SegmentInfo
 	// ReadWALSegment returns the verified file of a sealed segment.
 	ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error)
+	// ExportRange calls fn for each series with points in [minT, maxT]
+	// (ms, inclusive), with those points in time order (the node's raw
+	// query); the slices are valid only during the call. Backfills of
+	// BACKLOG_OVERFLOW gaps are built from it.
+	ExportRange(ctx context.Context, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error
 }
 
 var _ Source = (*node.Node)(nil)

@@ -337,7 +337,7 @@ func budgetSetup(t *testing.T, policy replicator.OverflowPolicy) (*cloud, *intak
 func TestShipper_OverflowKeepInStoreRecordsTheGapAndItsPoints(t *testing.T) {
 	c, in, w, segs, o := budgetSetup(t, replicator.OverflowKeepInStore)
 	s := newShipper(t, o)
-	start(t, s, w)
+	stop1 := start(t, s, w)
 	// Down to 90% of the budget: the 5 oldest go, the 3 newest stay.
 	eventually(t, "oldest segments released", func() bool { return s.RetainFrom() == segs[5].Seq })
 	var points int64
@@ -366,6 +366,98 @@ func TestShipper_OverflowKeepInStoreRecordsTheGapAndItsPoints(t *testing.T) {
 		t.Fatalf("cloud gaps %v", gaps)
 	}
 	eventually(t, "gap reported", func() bool { return s.Stats().UnreportedGaps == 0 })
+
+	// Then it is backfilled from the node's store: one file covering the
+	// gap's numbers, holding its points, recorded with the gap's count.
+	eventually(t, "gap backfilled", func() bool { return s.Stats().BackfilledGaps == 1 })
+	held, _, order, _ := c.snapshot("pi-7")
+	bf := held[segs[4].Seq]
+	if !bf.backfill || bf.prev != segs[0].PrevSeq || bf.backfillPoints != points || bf.decoded != points || bf.stored != 1 {
+		t.Fatalf("backfill held as %+v; want prev %d, %d points", bf, segs[0].PrevSeq, points)
+	}
+	if st := s.Stats(); st.BackfilledPoints != uint64(points) || !st.Gaps[0].Backfilled || st.GapPoints != uint64(points) {
+		t.Fatalf("stats after the backfill: %+v", st)
+	}
+	if i := slices.Index(order, segs[4].Seq); i < slices.Index(order, segs[7].Seq) {
+		t.Fatalf("backfill arrived before the fresh segments: %v", order)
+	}
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	cur, _, err = cursor.Load(o.CursorPath)
+	if err != nil || !cur.Gaps[0].Backfilled || cur.Gaps[0].NeedsBackfill() {
+		t.Fatalf("cursor after the backfill: %+v, %v", cur, err)
+	}
+
+	// A restart keeps it backfilled: nothing is built or sent again.
+	s2 := newShipper(t, o)
+	if st := s2.Stats(); st.BackfilledGaps != 1 || st.BackfilledPoints != uint64(points) {
+		t.Fatalf("stats after a restart: %+v", st)
+	}
+	stop := start(t, s2, w)
+	w.sealSegment(t, 4, t0+9_000_000)
+	next := sealed(w.l.Segments())
+	eventually(t, "new segment acknowledged", func() bool { return s2.Stats().AckedThrough == next[len(next)-1].Seq })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, order, _ = c.snapshot("pi-7")
+	if n := countOf(order, segs[4].Seq); n != 1 {
+		t.Fatalf("backfill received %d times across a restart: %v", n, order)
+	}
+}
+
+func countOf(s []uint64, v uint64) (n int) {
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShipper_BackfillTooLargeForOneSegmentIsSplit: a coordinator that
+// takes small segments gets the gap in pieces that cover its numbers
+// exactly and whose declared points sum to the gap's.
+func TestShipper_BackfillTooLargeForOneSegmentIsSplit(t *testing.T) {
+	c, in, w, segs, o := budgetSetup(t, replicator.OverflowKeepInStore)
+	c.maxSegmentBytes = 8 << 10
+	s := newShipper(t, o)
+	start(t, s, w)
+	eventually(t, "oldest segments released", func() bool { return s.RetainFrom() == segs[5].Seq })
+	var points int64
+	for _, seg := range segs[:5] {
+		points += seg.Points
+	}
+	in.down.Store(false)
+	eventually(t, "gap backfilled", func() bool { return s.Stats().BackfilledGaps == 1 })
+	held, _, _, dups := c.snapshot("pi-7")
+	var pieces []storedSeg
+	var seqs []uint64
+	for seq, h := range held {
+		if h.backfill {
+			pieces = append(pieces, h)
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	if len(pieces) < 2 || dups != 0 {
+		t.Fatalf("%d backfill pieces (%d duplicates); want a split", len(pieces), dups)
+	}
+	var declared, decoded int64
+	prev := segs[0].PrevSeq
+	for _, seq := range seqs {
+		h := held[seq]
+		if h.prev != prev || h.stored != 1 {
+			t.Fatalf("piece %d after %d, stored %d times; want after %d (pieces %v)", seq, h.prev, h.stored, prev, seqs)
+		}
+		prev = seq
+		declared += h.backfillPoints
+		decoded += h.decoded
+	}
+	if prev != segs[4].Seq || declared != points || decoded != points {
+		t.Fatalf("pieces end at %d, declare %d points, hold %d; want %d, %d, %d", prev, declared, decoded, segs[4].Seq, points, points)
+	}
 }
 
 func TestShipper_OverflowDropOldestCountsEveryDroppedPoint(t *testing.T) {

@@ -44,6 +44,12 @@ type Stats struct {
 	GapPoints      uint64
 	DroppedPoints  uint64
 	UnreportedGaps int
+	// BackfilledGaps and BackfilledPoints: the BACKLOG_OVERFLOW gap
+	// records whose points the cloud acknowledged as backfilled from the
+	// node's store, and the points those gaps declared (from the cursor,
+	// so they survive restarts).
+	BackfilledGaps   int
+	BackfilledPoints uint64
 
 	// Since Run started: segments acknowledged, their compressed bytes on
 	// the wire and points; BytesPerPoint is ShippedBytes/ShippedPoints.
@@ -71,6 +77,7 @@ type Gap struct {
 	Points         int64 // -1: unknown
 	MinT, MaxT     int64
 	Reported       bool
+	Backfilled     bool // the cloud acknowledged its backfill from the node's store
 }
 
 // setGaps copies the gap records and totals from a cursor.
@@ -79,9 +86,13 @@ func (st *Stats) setGaps(c *cursor.State) {
 	st.UnreportedGaps = 0
 	for _, g := range c.Gaps {
 		st.Gaps = append(st.Gaps, Gap{After: g.After, Through: g.Through, Reason: g.Reason.String(), Segments: g.Segments,
-			Points: g.Points, MinT: g.MinT, MaxT: g.MaxT, Reported: g.Reported})
+			Points: g.Points, MinT: g.MinT, MaxT: g.MaxT, Reported: g.Reported, Backfilled: g.Backfilled})
 		if !g.Reported {
 			st.UnreportedGaps++
+		}
+		if g.Backfilled {
+			st.BackfilledGaps++
+			st.BackfilledPoints += uint64(max(g.Points, 0))
 		}
 	}
 	st.GapSegments, st.GapPoints, st.DroppedPoints = c.GapSegments, c.GapPoints, c.DroppedPoints

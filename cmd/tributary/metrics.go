@@ -55,6 +55,7 @@ func writeReplicationMetrics(w io.Writer, st replicator.Stats) {
 	gauge("tributary_replication_retained_bytes", "Sealed segments kept on disk for shipping (what the budget bounds).", st.RetainedBytes)
 	gauge("tributary_replication_gap_points", "Points in segments declared as gaps (not shipped), since the cursor was created.", st.GapPoints)
 	gauge("tributary_replication_dropped_points", "Points dropped by the drop-oldest overflow policy.", st.DroppedPoints)
+	counter("tributary_replication_backfilled_points_total", "Points of backlog-overflow gaps backfilled from the local store and acknowledged by the cloud, since the cursor was created.", st.BackfilledPoints)
 	counter("tributary_replication_shipped_segments_total", "Segments the cloud acknowledged since start.", st.ShippedSegments)
 	counter("tributary_replication_shipped_bytes_total", "Compressed bytes of those segments.", st.ShippedBytes)
 	counter("tributary_replication_shipped_points_total", "Points in those segments.", st.ShippedPoints)

@@ -32,8 +32,15 @@ func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) *p
 	if werr := s.registerSeries(ctx, edge, seq, series); werr != nil {
 		return refusal(werr)
 	}
+	// A backfill (built by the edge from its store for a gap) may hold
+	// points of neighbouring segments too: the catalog counts what the
+	// gap declared for these numbers.
+	points := seg.Points
+	if seg.Backfill {
+		points = seg.BackfillPoints
+	}
 	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Ranges: []catalog.HeldRange{{
-		FirstSeq: seg.PrevSeq + 1, LastSeq: seq, Points: uint64(seg.Points), MinTimeMs: seg.MinT, MaxTimeMs: seg.MaxT,
+		FirstSeq: seg.PrevSeq + 1, LastSeq: seq, Points: uint64(points), MinTimeMs: seg.MinT, MaxTimeMs: seg.MaxT,
 	}}})
 	if err != nil {
 		return refusal(s.proposalRefusal(seq, 0, fmt.Errorf("record segment %d of edge %q: %w", seq, edge, err)))

@@ -5,12 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/intake"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/record"
+	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+	"github.com/tributarydb/tributary/replicator/wire"
 )
 
 func TestOptions_Validate(t *testing.T) {
@@ -282,4 +287,64 @@ func mustFile(t *testing.T, s segment) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestIntake_BackfillRecordsTheDeclaredPointsAndCutsTheGap: a backfill
+// built from the edge's store for a BACKLOG_OVERFLOW gap is stored like a
+// segment, recorded with the points the gap declared (not its footer's),
+// and the catalog's gap is gone.
+func TestIntake_BackfillRecordsTheDeclaredPointsAndCutsTheGap(t *testing.T) {
+	e := startEnv(t, nil)
+	c := open(t, dial(t, e.addr), "pi-5")
+	c.welcome()
+	segs := makeSegments(t, "pi-5", 1, 1)
+	c.send(segs[0].parts...)
+	if a := c.recv().GetAck(); a == nil || a.AckedThrough != 1 {
+		t.Fatalf("segment answered %v", a)
+	}
+	gap := &pb.ShipGap{NodeId: "pi-5", AfterSeq: 1, ThroughSeq: 5, Reason: pb.GapReason_GAP_REASON_BACKLOG_OVERFLOW,
+		Segments: 4, Points: 300, MinTimeMs: 2_000_000, MaxTimeMs: 9_000_000}
+	if err := c.stream.Send(&pb.ShipRequest{Body: &pb.ShipRequest_Gap{Gap: gap}}); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.recv().GetAck(); a == nil || a.GapThrough != 5 || a.AckedThrough != 5 {
+		t.Fatalf("gap answered %v", a)
+	}
+	// The backfill holds 500 points (neighbours' in the same span too).
+	var re record.Encoder
+	re.Reset()
+	re.DefineSeries(1, labels.FromStrings("__name__", "temp", "room", "r0").AppendKey(nil))
+	ts, vs := make([]int64, 500), make([]float64, 500)
+	for i := range ts {
+		ts[i], vs[i] = 2_000_000+int64(i)*1000, float64(i)
+	}
+	re.AddRun(1, ts, vs)
+	file, info, err := wal.EncodeSegment("pi-5", 5, 1, []wal.Record{{Data: re.AppendTo(nil), MinT: re.MinT(), MaxT: re.MaxT(), Points: re.Points()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := wire.NewEncoder(zstd.SpeedFastest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	parts, err := enc.Encode("pi-5", info, file, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts.MarkBackfill(300)
+	for range 2 { // a resend after a lost ack is acknowledged again, recorded once
+		c.send(parts.Parts...)
+		if a := c.recv().GetAck(); a == nil || a.Seq != 5 || a.AckedThrough != 5 {
+			t.Fatalf("backfill answered %v", a)
+		}
+	}
+	p, _ := e.fsm.Progress("pi-5")
+	want := uint64(segs[0].info.Points) + 300
+	if len(p.Gaps) != 0 || len(p.Held) != 1 || p.Held[0].FirstSeq != 1 || p.Held[0].LastSeq != 5 || p.Held[0].Points != want {
+		t.Fatalf("progress after the backfill: held %+v, gaps %+v; want one run 1..5 of %d points, no gap", p.Held, p.Gaps, want)
+	}
+	if got, ok := e.reps.get(coordID, "pi-5", 5); !ok || got.crc != info.CRC || got.times != 1 {
+		t.Fatalf("backfill on the replica: %+v, %v", got, ok)
+	}
 }

@@ -32,6 +32,11 @@ type Segment struct {
 	CRC             uint32
 	Records, Points int64
 	MinT, MaxT      int64
+	// Backfill: the edge built the segment from its local store to fill a
+	// BACKLOG_OVERFLOW gap; BackfillPoints is the points the gap declared
+	// for the numbers it covers, to be recorded instead of Points.
+	Backfill       bool
+	BackfillPoints int64
 	// File is the segment file as the edge sealed it, verified.
 	File            []byte
 	CompressedBytes uint64
@@ -139,6 +144,8 @@ func (a *Assembler) start(m *pb.ShipSegment) *Error {
 			Msg: fmt.Sprintf("segment of %d bytes, more than the limit of %d", m.UncompressedBytes, a.lim.MaxSegmentBytes)}
 	case m.Records < 0 || m.Points < 0 || m.MinTimeMs > m.MaxTimeMs:
 		return malformed(seq, "records %d, points %d, time [%d, %d]", m.Records, m.Points, m.MinTimeMs, m.MaxTimeMs)
+	case m.BackfillPoints != nil && *m.BackfillPoints < 0:
+		return malformed(seq, "backfill of %d points", *m.BackfillPoints)
 	}
 	switch m.Compression {
 	case pb.SegmentCompression_SEGMENT_COMPRESSION_NONE:
@@ -172,7 +179,8 @@ func (a *Assembler) continues(m *pb.ShipSegment) *Error {
 	}
 	if m.NodeId != c.NodeId || m.PrevSeq != c.PrevSeq || m.Crc32C != c.Crc32C || m.Compression != c.Compression ||
 		m.UncompressedBytes != c.UncompressedBytes || m.CompressedBytes != c.CompressedBytes ||
-		m.Records != c.Records || m.Points != c.Points || m.MinTimeMs != c.MinTimeMs || m.MaxTimeMs != c.MaxTimeMs {
+		m.Records != c.Records || m.Points != c.Points || m.MinTimeMs != c.MinTimeMs || m.MaxTimeMs != c.MaxTimeMs ||
+		(m.BackfillPoints == nil) != (c.BackfillPoints == nil) || m.GetBackfillPoints() != c.GetBackfillPoints() {
 		return malformed(c.Seq, "part at offset %d changes the segment's metadata", m.Offset)
 	}
 	if m.Offset != uint64(len(a.buf)) {
@@ -224,6 +232,7 @@ func (a *Assembler) finish(m *pb.ShipSegment, data []byte) (*Segment, *Error) {
 	return &Segment{
 		NodeID: m.NodeId, Seq: seq, PrevSeq: m.PrevSeq, CRC: info.CRC,
 		Records: info.Records, Points: info.Points, MinT: info.MinT, MaxT: info.MaxT,
+		Backfill: m.BackfillPoints != nil, BackfillPoints: m.GetBackfillPoints(),
 		File: file, CompressedBytes: m.CompressedBytes,
 	}, nil
 }

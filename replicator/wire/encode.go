@@ -78,6 +78,15 @@ func (e *Encoder) Encode(nodeID string, info wal.SegmentInfo, file []byte, maxPa
 	return Encoded{Parts: parts, CompressedBytes: int64(len(data))}, nil
 }
 
+// MarkBackfill makes every part carry backfill_points = points: the
+// segment is a backfill of a gap, built from the node's store, and the
+// coordinator records points for it instead of its footer's count.
+func (e Encoded) MarkBackfill(points int64) {
+	for _, p := range e.Parts {
+		p.BackfillPoints = &points
+	}
+}
+
 // Close releases the encoder.
 func (e *Encoder) Close() { e.zenc.Close() }
 
@@ -86,5 +95,6 @@ func cloneMeta(m *pb.ShipSegment) *pb.ShipSegment {
 		NodeId: m.NodeId, Seq: m.Seq, PrevSeq: m.PrevSeq, Crc32C: m.Crc32C, Compression: m.Compression,
 		UncompressedBytes: m.UncompressedBytes, CompressedBytes: m.CompressedBytes,
 		Records: m.Records, Points: m.Points, MinTimeMs: m.MinTimeMs, MaxTimeMs: m.MaxTimeMs,
+		BackfillPoints: m.BackfillPoints,
 	}
 }

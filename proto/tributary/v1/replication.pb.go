@@ -944,10 +944,20 @@ type ShipSegment struct {
 	MaxTimeMs int64 `protobuf:"varint,11,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
 	// This part's position in the compressed stream and its bytes (never
 	// empty, at most the welcome's max_part_bytes).
-	Offset        uint64 `protobuf:"varint,12,opt,name=offset,proto3" json:"offset,omitempty"`
-	Data          []byte `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offset uint64 `protobuf:"varint,12,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data   []byte `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
+	// Set only on a backfill: a segment the edge built from its local store
+	// to fill a BACKLOG_OVERFLOW gap it declared before (same file format,
+	// covering sequence numbers of the gap). Its file may hold more points
+	// than the gap did (neighbouring segments' points in the same time
+	// span; replaying them changes nothing), so this carries the points the
+	// gap declared for the sequence numbers the segment covers, and the
+	// coordinator records that count instead of the footer's. A gap
+	// backfilled in several segments puts its points on the last one and 0
+	// on the others. Must be >= 0 and the same on every part.
+	BackfillPoints *int64 `protobuf:"varint,14,opt,name=backfill_points,json=backfillPoints,proto3,oneof" json:"backfill_points,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShipSegment) Reset() {
@@ -1069,6 +1079,13 @@ func (x *ShipSegment) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *ShipSegment) GetBackfillPoints() int64 {
+	if x != nil && x.BackfillPoints != nil {
+		return *x.BackfillPoints
+	}
+	return 0
 }
 
 // ShipGap declares that the edge will not ship the segments covering
@@ -1368,7 +1385,7 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
 	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
-	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\"\xa7\x03\n" +
+	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\"\xe9\x03\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
@@ -1383,7 +1400,9 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	" \x01(\x03R\tminTimeMs\x12\x1e\n" +
 	"\vmax_time_ms\x18\v \x01(\x03R\tmaxTimeMs\x12\x16\n" +
 	"\x06offset\x18\f \x01(\x04R\x06offset\x12\x12\n" +
-	"\x04data\x18\r \x01(\fR\x04data\"\x85\x02\n" +
+	"\x04data\x18\r \x01(\fR\x04data\x12,\n" +
+	"\x0fbackfill_points\x18\x0e \x01(\x03H\x00R\x0ebackfillPoints\x88\x01\x01B\x12\n" +
+	"\x10_backfill_points\"\x85\x02\n" +
 	"\aShipGap\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x1f\n" +
@@ -1499,6 +1518,7 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipResponse_Ack)(nil),
 		(*ShipResponse_Error)(nil),
 	}
+	file_tributary_v1_replication_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -9,7 +9,7 @@
 //
 //	+-------+---------+-------+---------+---------------+----------+
 //	| magic | version | idLen | node id | acked_through | released |
-//	| TRCU  |    1    |   1   |  idLen  |       8       |    8     |
+//	| TRCU  |    2    |   1   |  idLen  |       8       |    8     |
 //	+-------+---------+-------+---------+---------------+----------+
 //	+--------------+------------+----------------+-------+-----------+--------+
 //	| gap_segments | gap_points | dropped_points | nGaps | gap × n   | crc32c |
@@ -25,7 +25,13 @@
 //
 // The CRC covers every byte before it. A gap covers the sequence numbers
 // after+1..through; points is -1 when unknown; reason uses the numbers of
-// the wire enum GapReason; flags bit 0 says the cloud acknowledged the gap.
+// the wire enum GapReason; flags bit 0 says the cloud acknowledged the gap,
+// bit 1 that the cloud acknowledged its backfill (the gap's points, read
+// from the node's store, are shipped; only BACKLOG_OVERFLOW gaps are
+// backfilled).
+//
+// Version 1 is the same layout without bit 1; Decode reads it, Encode
+// writes version 2.
 //
 // The file is replaced atomically: written to <path>.tmp, fsynced, renamed
 // over <path>, and the directory fsynced (without the directory fsync a
@@ -49,12 +55,14 @@ import (
 )
 
 const (
-	magic        = "TRCU"
-	version      = 1
-	fixedBytes   = 4 + 1 + 1 + 8*5 + 4 + 4 // without node id and gaps
-	gapBytes     = 8*6 + 2
-	maxNodeID    = 255
-	flagReported = 1
+	magic          = "TRCU"
+	version        = 2
+	versionV1      = 1
+	fixedBytes     = 4 + 1 + 1 + 8*5 + 4 + 4 // without node id and gaps
+	gapBytes       = 8*6 + 2
+	maxNodeID      = 255
+	flagReported   = 1
+	flagBackfilled = 2
 )
 
 // MaxGaps bounds the gap records kept; Add merges the oldest ones past it.
@@ -92,6 +100,16 @@ type Gap struct {
 	Points         int64 // -1: unknown
 	MinT, MaxT     int64 // time span of the points, ms; both 0 when unknown
 	Reported       bool  // the cloud acknowledged the gap
+	// Backfilled: the cloud acknowledged the backfill of the gap's points
+	// from the node's store (ReasonBacklogOverflow only).
+	Backfilled bool
+}
+
+// NeedsBackfill reports whether g's points are to be shipped from the
+// node's store: a backlog overflow the cloud recorded and that was not
+// backfilled yet.
+func (g *Gap) NeedsBackfill() bool {
+	return g.Reason == ReasonBacklogOverflow && g.Reported && !g.Backfilled
 }
 
 // State is the cursor.
@@ -151,7 +169,8 @@ func merge(a, b Gap) Gap {
 		Segments: a.Segments + b.Segments,
 		Points:   a.Points + b.Points,
 		MinT:     a.MinT, MaxT: a.MaxT,
-		Reported: a.Reported && b.Reported,
+		Reported:   a.Reported && b.Reported,
+		Backfilled: a.Backfilled && b.Backfilled,
 	}
 	if a.Points < 0 || b.Points < 0 {
 		m.Points = -1
@@ -202,6 +221,9 @@ func (s *State) Encode() []byte {
 		if g.Reported {
 			flags |= flagReported
 		}
+		if g.Backfilled {
+			flags |= flagBackfilled
+		}
 		b = append(b, byte(g.Reason), flags)
 	}
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -215,7 +237,7 @@ func Decode(b []byte) (State, string) {
 		return s, fmt.Sprintf("%d bytes, shorter than the smallest cursor (%d)", len(b), fixedBytes)
 	case string(b[:4]) != magic:
 		return s, fmt.Sprintf("bad magic %q", b[:4])
-	case b[4] != version:
+	case b[4] != version && b[4] != versionV1:
 		return s, fmt.Sprintf("unsupported version %d", b[4])
 	}
 	le := binary.LittleEndian
@@ -245,14 +267,15 @@ func Decode(b []byte) (State, string) {
 	for i := range s.Gaps {
 		g := p[i*gapBytes:]
 		s.Gaps[i] = Gap{
-			After:    le.Uint64(g),
-			Through:  le.Uint64(g[8:]),
-			Segments: le.Uint64(g[16:]),
-			Points:   int64(le.Uint64(g[24:])),
-			MinT:     int64(le.Uint64(g[32:])),
-			MaxT:     int64(le.Uint64(g[40:])),
-			Reason:   Reason(g[48]),
-			Reported: g[49]&flagReported != 0,
+			After:      le.Uint64(g),
+			Through:    le.Uint64(g[8:]),
+			Segments:   le.Uint64(g[16:]),
+			Points:     int64(le.Uint64(g[24:])),
+			MinT:       int64(le.Uint64(g[32:])),
+			MaxT:       int64(le.Uint64(g[40:])),
+			Reason:     Reason(g[48]),
+			Reported:   g[49]&flagReported != 0,
+			Backfilled: g[49]&flagBackfilled != 0,
 		}
 		if s.Gaps[i].Through <= s.Gaps[i].After {
 			return State{}, fmt.Sprintf("gap %d covers nothing (%d..%d]", i, s.Gaps[i].After, s.Gaps[i].Through)

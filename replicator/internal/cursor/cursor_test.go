@@ -1,7 +1,9 @@
 package cursor
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -131,4 +133,34 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded cursor does not round-trip: %s", r)
 		}
 	})
+}
+
+func TestBackfilledFlag_RoundTripAndVersion1(t *testing.T) {
+	s := sample()
+	s.Gaps[1].Backfilled = true
+	got, reason := Decode(s.Encode())
+	if reason != "" || !reflect.DeepEqual(got, s) {
+		t.Fatalf("Decode = %+v, %q; want %+v", got, reason, s)
+	}
+	if g := got.Gaps[1]; g.NeedsBackfill() {
+		t.Fatalf("a backfilled gap still needs a backfill: %+v", g)
+	}
+	// A version 1 file (written before backfills existed): same layout,
+	// no backfilled flag.
+	old := sample()
+	b := old.Encode()
+	b[4] = 1
+	b = append(b[:len(b)-4], 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crc32.MakeTable(crc32.Castagnoli)))
+	got, reason = Decode(b)
+	if reason != "" || !reflect.DeepEqual(got, old) {
+		t.Fatalf("Decode(version 1) = %+v, %q; want %+v", got, reason, old)
+	}
+	if !got.Gaps[1].NeedsBackfill() || got.Gaps[0].NeedsBackfill() {
+		t.Fatalf("NeedsBackfill: overflow gap %v, missing gap %v", got.Gaps[1].NeedsBackfill(), got.Gaps[0].NeedsBackfill())
+	}
+	b[4] = 3
+	if _, reason := Decode(b); reason == "" {
+		t.Fatal("version 3 decoded")
+	}
 }
