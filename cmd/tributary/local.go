@@ -70,6 +70,7 @@ func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
 	st.WalSegmentSeq, st.WalBytes = es.WAL.OpenSeq, es.WAL.Bytes
 	st.PointsAcceptedTotal, st.PointsRejectedTotal = es.Accepted, es.Rejected
 	st.CorruptSegmentsQuarantined = es.WAL.CorruptQuarantined
+	st.Replication = b.ship.status()
 	return st
 }
 

@@ -105,6 +105,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	grpcAPI := api.New(n, version, "edge")
 	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	if ship != nil {
+		grpcAPI.SetReplicationStatus(ship.status)
+	}
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(n, grpcAPI, ship, st))
 	}

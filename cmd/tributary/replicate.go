@@ -13,6 +13,7 @@ import (
 
 	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/node"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 )
 
@@ -149,4 +150,14 @@ func (sh *shipping) stop() {
 	if sh != nil {
 		sh.run.stop()
 	}
+}
+
+// status is the Shipper's state as the Status RPC reports it.
+func (sh *shipping) status() *pb.ReplicationStatus {
+	st := sh.s.Stats()
+	return &pb.ReplicationStatus{Connected: st.Connected, Coordinator: st.Coordinator, AckedThrough: st.AckedThrough,
+		NewestSealedSeq: st.NewestSealed, LagSeconds: st.LagSeconds, LagBytes: st.LagBytes,
+		BacklogSegments: int64(st.BacklogSegments), BacklogBytes: st.BacklogBytes, GapSegments: st.GapSegments,
+		GapPoints: st.GapPoints, DroppedPoints: st.DroppedPoints, BackfilledPoints: st.BackfilledPoints,
+		BytesPerPoint: st.BytesPerPoint, LastError: st.LastError}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 func TestSeries_ListsMatchingSeries(t *testing.T) {
@@ -134,4 +135,51 @@ func TestStatus_OverTLSWithAToken(t *testing.T) {
 func cliTestCert(t *testing.T) (*tls.Config, string) {
 	c := testcert.New(t)
 	return c.Server, c.CertFile
+}
+
+// An edge that replicates reports its replication in status, as text and
+// as JSON; a node that does not prints no replication section.
+func TestStatus_ShowsReplication(t *testing.T) {
+	nd, err := node.Open(node.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	a := api.New(nd, "v-test", "edge")
+	a.SetReplicationStatus(func() *pb.ReplicationStatus {
+		return &pb.ReplicationStatus{Connected: true, Coordinator: "coord-2", AckedThrough: 41, NewestSealedSeq: 44,
+			LagSeconds: 2.5, LagBytes: 3 << 20, BacklogSegments: 3, BacklogBytes: 3 << 20, GapSegments: 2, GapPoints: 1500,
+			DroppedPoints: 0, BackfilledPoints: 1500, BytesPerPoint: 1.26, LastError: "segment 42 refused (UNAVAILABLE)"}
+	})
+	a.Register(g)
+	go g.Serve(lis)
+	defer func() {
+		g.Stop()
+		nd.Close()
+	}()
+	addr := lis.Addr().String()
+	code, out, errOut := cli("status", "--addr", addr)
+	for _, want := range []string{"connected to coord-2", "segment 41 (newest sealed 44)", "2.5s, 3.0 MiB", "3 segments",
+		"2 segments, 1,500 points (0 dropped, 1,500 backfilled)", "1.26", "segment 42 refused"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("status lacks %q: exit %d\n%s%s", want, code, out, errOut)
+		}
+	}
+	code, out, errOut = cli("status", "--addr", addr, "--format", "json")
+	var st struct {
+		Replication map[string]any `json:"replication"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Replication["acked_through"] != float64(41) ||
+		st.Replication["backfilled_points"] != float64(1500) {
+		t.Fatalf("status json: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+
+	plain := startCLINode(t, "")
+	if code, out, _ := cli("status", "--addr", plain.addr); code != 0 || strings.Contains(out, "replication") {
+		t.Fatalf("a node without replication: exit %d\n%s", code, out)
+	}
 }

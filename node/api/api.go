@@ -35,6 +35,8 @@ type Server struct {
 	role      string
 	maxPoints int
 	tooLarge  atomic.Int64
+	// replication reports the edge's replication (nil: none).
+	replication func() *pb.ReplicationStatus
 }
 
 // DefaultMaxPointsPerRequest bounds the points of one WriteRequest (each
@@ -184,9 +186,18 @@ func toSeries(ls labels.Labels) *pb.Series {
 }
 
 // nodeStatus reports the node's counters.
+// SetReplicationStatus makes Status report the node's replication (an
+// edge that replicates to coordinators). Call it before serving.
+func (s *Server) SetReplicationStatus(f func() *pb.ReplicationStatus) { s.replication = f }
+
 func (s *Server) nodeStatus(context.Context) (*pb.StatusResponse, error) {
 	st := s.node.Status()
+	var repl *pb.ReplicationStatus
+	if s.replication != nil {
+		repl = s.replication()
+	}
 	return &pb.StatusResponse{
+		Replication:                repl,
 		NodeId:                     st.NodeID,
 		Role:                       s.role,
 		Version:                    s.version,

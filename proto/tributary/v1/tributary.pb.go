@@ -1244,8 +1244,10 @@ type StatusResponse struct {
 	PointsRejectedTotal        int64                  `protobuf:"varint,10,opt,name=points_rejected_total,json=pointsRejectedTotal,proto3" json:"points_rejected_total,omitempty"`
 	UptimeMs                   int64                  `protobuf:"varint,11,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
 	CorruptSegmentsQuarantined int64                  `protobuf:"varint,12,opt,name=corrupt_segments_quarantined,json=corruptSegmentsQuarantined,proto3" json:"corrupt_segments_quarantined,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// Set by an edge node that replicates to coordinators.
+	Replication   *ReplicationStatus `protobuf:"bytes,13,opt,name=replication,proto3" json:"replication,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1362,6 +1364,172 @@ func (x *StatusResponse) GetCorruptSegmentsQuarantined() int64 {
 	return 0
 }
 
+func (x *StatusResponse) GetReplication() *ReplicationStatus {
+	if x != nil {
+		return x.Replication
+	}
+	return nil
+}
+
+// ReplicationStatus is an edge node's view of its replication to the cloud.
+type ReplicationStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A stream to a coordinator is open; coordinator names it.
+	Connected   bool   `protobuf:"varint,1,opt,name=connected,proto3" json:"connected,omitempty"`
+	Coordinator string `protobuf:"bytes,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// Every WAL segment up to acked_through is held by the cloud or a
+	// recorded gap; newest_sealed_seq is the node's newest sealed segment.
+	AckedThrough    uint64 `protobuf:"varint,3,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	NewestSealedSeq uint64 `protobuf:"varint,4,opt,name=newest_sealed_seq,json=newestSealedSeq,proto3" json:"newest_sealed_seq,omitempty"`
+	// Age of the newest point of the oldest segment the cloud does not
+	// hold, and the bytes not yet held (backlog plus the open segment).
+	LagSeconds      float64 `protobuf:"fixed64,5,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`
+	LagBytes        int64   `protobuf:"varint,6,opt,name=lag_bytes,json=lagBytes,proto3" json:"lag_bytes,omitempty"`
+	BacklogSegments int64   `protobuf:"varint,7,opt,name=backlog_segments,json=backlogSegments,proto3" json:"backlog_segments,omitempty"`
+	BacklogBytes    int64   `protobuf:"varint,8,opt,name=backlog_bytes,json=backlogBytes,proto3" json:"backlog_bytes,omitempty"`
+	// Segments and points declared as gaps, dropped points (drop-oldest
+	// policy) and points backfilled from the local store, since the
+	// replication cursor was created.
+	GapSegments      uint64 `protobuf:"varint,9,opt,name=gap_segments,json=gapSegments,proto3" json:"gap_segments,omitempty"`
+	GapPoints        uint64 `protobuf:"varint,10,opt,name=gap_points,json=gapPoints,proto3" json:"gap_points,omitempty"`
+	DroppedPoints    uint64 `protobuf:"varint,11,opt,name=dropped_points,json=droppedPoints,proto3" json:"dropped_points,omitempty"`
+	BackfilledPoints uint64 `protobuf:"varint,12,opt,name=backfilled_points,json=backfilledPoints,proto3" json:"backfilled_points,omitempty"`
+	// Compressed bytes shipped per point since the node started.
+	BytesPerPoint float64 `protobuf:"fixed64,13,opt,name=bytes_per_point,json=bytesPerPoint,proto3" json:"bytes_per_point,omitempty"`
+	// The last refusal or stream error, if any.
+	LastError     string `protobuf:"bytes,14,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicationStatus) Reset() {
+	*x = ReplicationStatus{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicationStatus) ProtoMessage() {}
+
+func (x *ReplicationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicationStatus.ProtoReflect.Descriptor instead.
+func (*ReplicationStatus) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReplicationStatus) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *ReplicationStatus) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
+func (x *ReplicationStatus) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetNewestSealedSeq() uint64 {
+	if x != nil {
+		return x.NewestSealedSeq
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetLagSeconds() float64 {
+	if x != nil {
+		return x.LagSeconds
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetLagBytes() int64 {
+	if x != nil {
+		return x.LagBytes
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetBacklogSegments() int64 {
+	if x != nil {
+		return x.BacklogSegments
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetBacklogBytes() int64 {
+	if x != nil {
+		return x.BacklogBytes
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetGapSegments() uint64 {
+	if x != nil {
+		return x.GapSegments
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetGapPoints() uint64 {
+	if x != nil {
+		return x.GapPoints
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetDroppedPoints() uint64 {
+	if x != nil {
+		return x.DroppedPoints
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetBackfilledPoints() uint64 {
+	if x != nil {
+		return x.BackfilledPoints
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetBytesPerPoint() float64 {
+	if x != nil {
+		return x.BytesPerPoint
+	}
+	return 0
+}
+
+func (x *ReplicationStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 var File_tributary_v1_tributary_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_tributary_proto_rawDesc = "" +
@@ -1436,7 +1604,7 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\bmatchers\x18\x02 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"-\n" +
 	"\x13LabelValuesResponse\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\"\x0f\n" +
-	"\rStatusRequest\"\xbf\x03\n" +
+	"\rStatusRequest\"\x82\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
@@ -1451,7 +1619,27 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\x15points_rejected_total\x18\n" +
 	" \x01(\x03R\x13pointsRejectedTotal\x12\x1b\n" +
 	"\tuptime_ms\x18\v \x01(\x03R\buptimeMs\x12@\n" +
-	"\x1ccorrupt_segments_quarantined\x18\f \x01(\x03R\x1acorruptSegmentsQuarantined*\xf5\x01\n" +
+	"\x1ccorrupt_segments_quarantined\x18\f \x01(\x03R\x1acorruptSegmentsQuarantined\x12A\n" +
+	"\vreplication\x18\r \x01(\v2\x1f.tributary.v1.ReplicationStatusR\vreplication\"\x8f\x04\n" +
+	"\x11ReplicationStatus\x12\x1c\n" +
+	"\tconnected\x18\x01 \x01(\bR\tconnected\x12 \n" +
+	"\vcoordinator\x18\x02 \x01(\tR\vcoordinator\x12#\n" +
+	"\racked_through\x18\x03 \x01(\x04R\fackedThrough\x12*\n" +
+	"\x11newest_sealed_seq\x18\x04 \x01(\x04R\x0fnewestSealedSeq\x12\x1f\n" +
+	"\vlag_seconds\x18\x05 \x01(\x01R\n" +
+	"lagSeconds\x12\x1b\n" +
+	"\tlag_bytes\x18\x06 \x01(\x03R\blagBytes\x12)\n" +
+	"\x10backlog_segments\x18\a \x01(\x03R\x0fbacklogSegments\x12#\n" +
+	"\rbacklog_bytes\x18\b \x01(\x03R\fbacklogBytes\x12!\n" +
+	"\fgap_segments\x18\t \x01(\x04R\vgapSegments\x12\x1d\n" +
+	"\n" +
+	"gap_points\x18\n" +
+	" \x01(\x04R\tgapPoints\x12%\n" +
+	"\x0edropped_points\x18\v \x01(\x04R\rdroppedPoints\x12+\n" +
+	"\x11backfilled_points\x18\f \x01(\x04R\x10backfilledPoints\x12&\n" +
+	"\x0fbytes_per_point\x18\r \x01(\x01R\rbytesPerPoint\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x0e \x01(\tR\tlastError*\xf5\x01\n" +
 	"\fRejectReason\x12\x1d\n" +
 	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cREJECT_REASON_INVALID_SERIES\x10\x01\x12!\n" +
@@ -1498,7 +1686,7 @@ func file_tributary_v1_tributary_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_tributary_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tributary_v1_tributary_proto_goTypes = []any{
 	(RejectReason)(0),           // 0: tributary.v1.RejectReason
 	(Aggregate)(0),              // 1: tributary.v1.Aggregate
@@ -1521,6 +1709,7 @@ var file_tributary_v1_tributary_proto_goTypes = []any{
 	(*LabelValuesResponse)(nil), // 18: tributary.v1.LabelValuesResponse
 	(*StatusRequest)(nil),       // 19: tributary.v1.StatusRequest
 	(*StatusResponse)(nil),      // 20: tributary.v1.StatusResponse
+	(*ReplicationStatus)(nil),   // 21: tributary.v1.ReplicationStatus
 }
 var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	4,  // 0: tributary.v1.Series.labels:type_name -> tributary.v1.Label
@@ -1538,25 +1727,26 @@ var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	5,  // 12: tributary.v1.SeriesResponse.series:type_name -> tributary.v1.Series
 	10, // 13: tributary.v1.LabelNamesRequest.matchers:type_name -> tributary.v1.Matcher
 	10, // 14: tributary.v1.LabelValuesRequest.matchers:type_name -> tributary.v1.Matcher
-	7,  // 15: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
-	7,  // 16: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
-	11, // 17: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
-	13, // 18: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
-	15, // 19: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
-	17, // 20: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
-	19, // 21: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
-	9,  // 22: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
-	9,  // 23: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
-	12, // 24: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
-	14, // 25: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
-	16, // 26: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
-	18, // 27: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
-	20, // 28: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	21, // 15: tributary.v1.StatusResponse.replication:type_name -> tributary.v1.ReplicationStatus
+	7,  // 16: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
+	7,  // 17: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
+	11, // 18: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
+	13, // 19: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
+	15, // 20: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
+	17, // 21: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
+	19, // 22: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
+	9,  // 23: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
+	9,  // 24: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
+	12, // 25: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
+	14, // 26: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
+	16, // 27: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
+	18, // 28: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
+	20, // 29: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_tributary_proto_init() }
@@ -1570,7 +1760,7 @@ func file_tributary_v1_tributary_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_tributary_proto_rawDesc), len(file_tributary_v1_tributary_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -95,6 +95,25 @@ type Status struct {
 	// CorruptSegmentsQuarantined counts WAL segments set aside after a
 	// crash because they failed their checksums.
 	CorruptSegmentsQuarantined int64
+	// Replication is set by an edge node that replicates to coordinators.
+	Replication *ReplicationStatus
+}
+
+// ReplicationStatus is an edge node's view of its replication to the
+// cloud (see the ReplicationStatus message in the API).
+type ReplicationStatus struct {
+	Connected                     bool
+	Coordinator                   string
+	AckedThrough, NewestSealedSeq uint64
+	Lag                           time.Duration
+	LagBytes                      int64
+	BacklogSegments               int64
+	BacklogBytes                  int64
+	GapSegments, GapPoints        uint64
+	DroppedPoints                 uint64
+	BackfilledPoints              uint64
+	BytesPerPoint                 float64
+	LastError                     string
 }
 
 // Status asks the server for its state. It is cheap; use it as a health
@@ -109,6 +128,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	var repl *ReplicationStatus
+	if r := resp.Replication; r != nil {
+		repl = &ReplicationStatus{Connected: r.Connected, Coordinator: r.Coordinator, AckedThrough: r.AckedThrough,
+			NewestSealedSeq: r.NewestSealedSeq, Lag: time.Duration(r.LagSeconds * float64(time.Second)), LagBytes: r.LagBytes,
+			BacklogSegments: r.BacklogSegments, BacklogBytes: r.BacklogBytes, GapSegments: r.GapSegments, GapPoints: r.GapPoints,
+			DroppedPoints: r.DroppedPoints, BackfilledPoints: r.BackfilledPoints, BytesPerPoint: r.BytesPerPoint, LastError: r.LastError}
+	}
 	return Status{
 		NodeID:                     resp.NodeId,
 		Role:                       resp.Role,
@@ -122,5 +148,6 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		PointsRejected:             resp.PointsRejectedTotal,
 		Uptime:                     time.Duration(resp.UptimeMs) * time.Millisecond,
 		CorruptSegmentsQuarantined: resp.CorruptSegmentsQuarantined,
+		Replication:                repl,
 	}, nil
 }
