@@ -24,14 +24,16 @@ import (
 const transferTimeout = 10 * time.Second
 
 // RegisterAdmin registers tributary.v1.ClusterService (membership of the
-// raft cluster) on g, the coordinator's client gRPC server, so that its
+// raft cluster, the fleet configuration) on g, the coordinator's client gRPC server, so that its
 // bearer tokens and TLS apply.
 func (c *Coordinator) RegisterAdmin(g grpc.ServiceRegistrar) {
 	pb.RegisterClusterServiceServer(g, &adminServer{c: c})
 }
 
-// adminServer implements ClusterService. Changes are made on the leader
-// only; a follower answers FAILED_PRECONDITION naming the leader.
+// adminServer implements ClusterService. Membership changes are made on
+// the leader only; a follower answers FAILED_PRECONDITION naming the
+// leader. The fleet configuration may be set on any member (raft forwards
+// the proposal).
 type adminServer struct {
 	pb.UnimplementedClusterServiceServer
 	c *Coordinator
@@ -273,4 +275,56 @@ func (s *adminServer) changeError(what string, err error) error {
 		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 	}
 	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
+
+func (s *adminServer) GetFleetConfig(ctx context.Context, _ *pb.GetFleetConfigRequest) (*pb.GetFleetConfigResponse, error) {
+	return &pb.GetFleetConfigResponse{Config: fleetConfigProto(s.c.fsm.Config())}, nil
+}
+
+// SetFleetConfig proposes catalog.SetConfig. Any member may propose: raft
+// forwards the proposal to the leader, so no leader check is needed.
+func (s *adminServer) SetFleetConfig(ctx context.Context, req *pb.SetFleetConfigRequest) (*pb.SetFleetConfigResponse, error) {
+	if req.GetConfig() == nil {
+		return nil, status.Error(codes.InvalidArgument, "set fleet config: config is required")
+	}
+	cfg := fleetConfigFromProto(req.GetConfig())
+	res, err := s.c.raft.Propose(ctx, catalog.EncodeCommand(catalog.SetConfig{Config: cfg}))
+	if err != nil {
+		var ce *catalog.CommandError
+		switch {
+		case errors.As(err, &ce):
+			return nil, status.Errorf(codes.InvalidArgument, "set fleet config: %v", err)
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return nil, status.Errorf(status.FromContextError(err).Code(), "set fleet config: %v (the change may still be applied; read the config)", err)
+		case errors.Is(err, raftnode.ErrStopped):
+			return nil, status.Errorf(codes.Unavailable, "set fleet config: %v", err)
+		}
+		return nil, status.Errorf(codes.Unavailable, "set fleet config: %v", err)
+	}
+	applied, ok := res.(catalog.FleetConfig)
+	if !ok {
+		applied = s.c.fsm.Config()
+	}
+	s.c.log.Info("fleet config set", "version", applied.Version, "retention_raw_ms", applied.RetentionRawMs,
+		"rate_limit_points_per_sec", applied.RateLimitPointsPerSec, "rate_limit_burst_points", applied.RateLimitBurstPoints,
+		"replication_factor", applied.ReplicationFactor, "max_series", applied.MaxSeries)
+	return &pb.SetFleetConfigResponse{Config: fleetConfigProto(applied)}, nil
+}
+
+func fleetConfigProto(c catalog.FleetConfig) *pb.FleetConfig {
+	return &pb.FleetConfig{
+		RetentionRawMs: c.RetentionRawMs, Retention_1HMs: c.Retention1hMs, Retention_1DMs: c.Retention1dMs,
+		RollupHourly: c.RollupHourly, RollupDaily: c.RollupDaily,
+		RateLimitPointsPerSec: c.RateLimitPointsPerSec, RateLimitBurstPoints: c.RateLimitBurstPoints,
+		ReplicationFactor: c.ReplicationFactor, MaxSeries: c.MaxSeries, Version: c.Version,
+	}
+}
+
+func fleetConfigFromProto(p *pb.FleetConfig) catalog.FleetConfig {
+	return catalog.FleetConfig{
+		RetentionRawMs: p.GetRetentionRawMs(), Retention1hMs: p.GetRetention_1HMs(), Retention1dMs: p.GetRetention_1DMs(),
+		RollupHourly: p.GetRollupHourly(), RollupDaily: p.GetRollupDaily(),
+		RateLimitPointsPerSec: p.GetRateLimitPointsPerSec(), RateLimitBurstPoints: p.GetRateLimitBurstPoints(),
+		ReplicationFactor: p.GetReplicationFactor(), MaxSeries: p.GetMaxSeries(),
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 // ErrOverloaded is returned by Write when unflushed data has reached twice
 // HeadMaxBytes; nothing of the write is stored and the client should retry
-// later.
+// later. ErrRateLimited (the ingest rate limit) matches it too.
 var ErrOverloaded = errors.New("node: head is full, flushing is behind; retry later")
 
 // Batch is the samples of one series in a write, in client order.
@@ -109,9 +109,17 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 			return res, err
 		}
 	}
+	var points int64
+	for _, b := range batches {
+		points += int64(max(len(b.Ts), len(b.Vs)))
+	}
+	if err := n.admit(points); err != nil {
+		return res, err
+	}
 	now := n.opts.Now()
 	maxFuture := now.Add(n.opts.FutureWindow).UnixMilli()
-	oldest := now.Add(-n.opts.RetentionRaw).UnixMilli()
+	retentionRaw, _, _ := n.Retention()
+	oldest := now.Add(-retentionRaw).UnixMilli()
 	preps := make([]prepared, 0, len(batches))
 	for i, b := range batches {
 		if len(b.Ts) != len(b.Vs) {
@@ -147,7 +155,7 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 						i, k, fmtMs(t), n.opts.FutureWindow), 1})
 				case t < oldest:
 					res.reject(Rejection{i, k, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is older than the raw retention (%s)",
-						i, k, fmtMs(t), n.opts.RetentionRaw), 1})
+						i, k, fmtMs(t), retentionRaw), 1})
 				default:
 					ts, vs = append(ts, t), append(vs, b.Vs[k])
 					orig = append(orig, k)

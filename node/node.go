@@ -78,6 +78,7 @@ type Node struct {
 
 	stats    counters
 	postings postingsCache
+	fleet    fleetState // fleetconfig.go
 }
 
 type counters struct {

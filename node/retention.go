@@ -25,14 +25,15 @@ func (n *Node) retentionLoop() {
 // cost depends on the number of partitions, not of series.
 func (n *Node) applyRetention() {
 	now := n.opts.Now()
+	raw, hourly, daily := n.Retention()
 	for _, tier := range []struct {
 		kind store.Kind
 		name string
 		keep time.Duration
 	}{
-		{store.KindChunks, "raw", n.opts.RetentionRaw},
-		{store.KindRollup1h, "1h", n.opts.Retention1h},
-		{store.KindRollup1d, "1d", n.opts.Retention1d},
+		{store.KindChunks, "raw", raw},
+		{store.KindRollup1h, "1h", hourly},
+		{store.KindRollup1d, "1d", daily},
 	} {
 		cut := now.Add(-tier.keep).UnixMilli()
 		dropped, err := n.db.DropBefore(tier.kind, cut)

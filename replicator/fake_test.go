@@ -42,6 +42,10 @@ type cloud struct {
 	maxSegmentBytes uint64
 	duplicates      int
 	hellos          []*pb.ShipHello
+	// config goes into every welcome; afterWelcome are sent on every
+	// stream right after the welcome.
+	config       *pb.EdgeConfig
+	afterWelcome []*pb.EdgeConfig
 }
 
 type storedSeg struct {
@@ -73,7 +77,7 @@ func (c *cloud) setFor(node string) *seqset.Set {
 func (c *cloud) welcome(name, node string, stale bool) *pb.ShipWelcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10, MaxSegmentBytes: c.maxSegmentBytes}
+	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10, MaxSegmentBytes: c.maxSegmentBytes, Config: c.config}
 	if stale {
 		return w // as a replica that has not caught up would answer
 	}
@@ -216,6 +220,14 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 	w := in.cloud.welcome(in.name, node, in.stale.Load())
 	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: w}}); err != nil {
 		return err
+	}
+	in.cloud.mu.Lock()
+	configs := slices.Clone(in.cloud.afterWelcome)
+	in.cloud.mu.Unlock()
+	for _, cfg := range configs {
+		if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Config{Config: cfg}}); err != nil {
+			return err
+		}
 	}
 	asm, err := wire.NewAssembler(node, wire.Limits{MaxPartBytes: int(w.MaxPartBytes), MaxSegmentBytes: w.MaxSegmentBytes})
 	if err != nil {

@@ -59,6 +59,10 @@ type loop struct {
 	// gapsChanged: cur.Gaps changed since the stats last copied them.
 	gapsChanged bool
 
+	// configVersion is the version of the last fleet configuration
+	// handed to Options.OnConfig (0: none).
+	configVersion uint64
+
 	sess      *session
 	sessID    uint64
 	target    int
@@ -580,6 +584,7 @@ func (l *loop) handle(ev event) {
 	case evWelcome:
 		s.answeredAt = time.Now()
 		l.onWelcome(s, ev.welcome)
+		l.onConfig(ev.welcome.GetConfig())
 	case evSent:
 		s.sending = false
 		s.progress = true
@@ -594,6 +599,8 @@ func (l *loop) handle(ev event) {
 			l.onAck(s, b.Ack)
 		case *pb.ShipResponse_Error:
 			l.onRefusal(s, b.Error)
+		case *pb.ShipResponse_Config:
+			l.onConfig(b.Config)
 		default:
 			s.cancel(fmt.Errorf("protocol violation: unknown response %T", ev.resp.GetBody()))
 		}

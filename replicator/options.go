@@ -129,6 +129,12 @@ type Options struct {
 	// sealed segments and the budget enforced. Default 250ms.
 	PollInterval time.Duration
 
+	// OnConfig, if set, receives the fleet configuration each time the
+	// cloud sends one with a higher version than the last (see
+	// EdgeConfig; never version 0). It is called from the Shipper's
+	// goroutine: it must be fast and must not call the Shipper.
+	OnConfig func(EdgeConfig)
+
 	Logger *slog.Logger
 	// Now is the clock that dates the lag (against segment times).
 	// Default time.Now.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,9 +35,20 @@ Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
   remove RAFTID                 remove a member (not the leader: transfer first)
   transfer [RAFTID]             hand leadership to RAFTID (default: the most
                                 up-to-date other voter)
+  config [--retention-raw 15d ...]
+                                without flags: print the fleet configuration;
+                                with flags: change the given fields (the rest
+                                stay) and print the result. Flags:
+                                --retention-raw, --retention-1h, --retention-1d
+                                (durations, d and w allowed), --rollup-hourly,
+                                --rollup-daily (informational), --rate-limit
+                                (points/s per edge, 0: unlimited), --rate-burst
+                                (points, 0: one second of the rate),
+                                --replication-factor, --max-series
 
-Changes must be sent to the leader; another coordinator answers with the
-leader's raft id, node id and cluster address.`
+Membership changes must be sent to the leader; another coordinator answers
+with the leader's raft id, node id and cluster address. config may be sent to
+any coordinator.`
 
 // runCluster is `tributary cluster`: membership of the coordinators' raft
 // cluster through tributary.v1.ClusterService.
@@ -56,6 +69,10 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	voter := false
 	if sub == "add" {
 		fs.BoolVar(&voter, "voter", false, "add the member as a voter at once instead of as a learner")
+	}
+	var cfgFlags fleetConfigFlags
+	if sub == "config" {
+		cfgFlags.register(fs)
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
@@ -129,6 +146,28 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
 			return cl.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ToRaftId: id})
 		}
+	case "config":
+		if err := wantArgs(0, 0); err != nil {
+			return err
+		}
+		set, err := cfgFlags.changes(fs)
+		if err != nil {
+			return err
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			cur, err := cl.GetFleetConfig(ctx, &pb.GetFleetConfigRequest{})
+			if err != nil || len(set) == 0 {
+				return cur, err
+			}
+			cfg := cur.GetConfig()
+			if cfg == nil {
+				return nil, errors.New("the coordinator answered without a config")
+			}
+			for _, f := range set {
+				f(cfg)
+			}
+			return cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg})
+		}
 	default:
 		fmt.Fprintln(stderr, clusterUsage)
 		return fmt.Errorf("%w: unknown subcommand %q", errUsage, sub)
@@ -172,6 +211,10 @@ func printCluster(w io.Writer, format string, resp any) error {
 	case *pb.TransferLeadershipResponse:
 		_, err := fmt.Fprintf(w, "leader is now %d\n", r.LeaderRaftId)
 		return err
+	case *pb.GetFleetConfigResponse:
+		return printFleetConfig(w, r.GetConfig())
+	case *pb.SetFleetConfigResponse:
+		return printFleetConfig(w, r.GetConfig())
 	}
 	return fmt.Errorf("BUG: unexpected answer %T", resp)
 }
@@ -239,6 +282,10 @@ func clusterJSON(resp any) any {
 		return struct {
 			LeaderRaftID uint64 `json:"leader_raft_id"`
 		}{r.LeaderRaftId}
+	case *pb.GetFleetConfigResponse:
+		return fleetConfigJSONOf(r.GetConfig())
+	case *pb.SetFleetConfigResponse:
+		return fleetConfigJSONOf(r.GetConfig())
 	}
 	return resp
 }
@@ -324,3 +371,101 @@ func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 }
 
 func (b bearerToken) RequireTransportSecurity() bool { return b.secure }
+
+// fleetConfigFlags are the flags of `cluster config`; only the flags given
+// change the configuration.
+type fleetConfigFlags struct {
+	retRaw, ret1h, ret1d      string
+	rollupHourly, rollupDaily bool
+	rate, burst, maxSeries    uint64
+	replicationFactor         uint
+}
+
+func (f *fleetConfigFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.retRaw, "retention-raw", "", "keep raw samples this long on the edges (e.g. 15d)")
+	fs.StringVar(&f.ret1h, "retention-1h", "", "keep hourly rollups this long on the edges")
+	fs.StringVar(&f.ret1d, "retention-1d", "", "keep daily rollups this long on the edges")
+	fs.BoolVar(&f.rollupHourly, "rollup-hourly", true, "edges compute hourly rollups (informational: edges compute both tiers)")
+	fs.BoolVar(&f.rollupDaily, "rollup-daily", true, "edges compute daily rollups (informational: edges compute both tiers)")
+	fs.Uint64Var(&f.rate, "rate-limit", 0, "ingest limit of each edge, points per second (0: unlimited)")
+	fs.Uint64Var(&f.burst, "rate-burst", 0, "burst of the ingest limit, points (0: one second of the rate)")
+	fs.UintVar(&f.replicationFactor, "replication-factor", 0, "coordinators holding each edge's data (1..3)")
+	fs.Uint64Var(&f.maxSeries, "max-series", 0, "fleet-wide series limit")
+}
+
+// changes returns one edit per config flag given on the command line.
+func (f *fleetConfigFlags) changes(fs *flag.FlagSet) ([]func(*pb.FleetConfig), error) {
+	var out []func(*pb.FleetConfig)
+	var bad error
+	dur := func(name, s string, set func(*pb.FleetConfig, int64)) {
+		d, err := parseDuration(s)
+		if err != nil || d <= 0 {
+			bad = fmt.Errorf("%w: cluster config: --%s %q: want a positive duration such as 36h or 15d", errUsage, name, s)
+			return
+		}
+		ms := d.Milliseconds()
+		out = append(out, func(c *pb.FleetConfig) { set(c, ms) })
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "retention-raw":
+			dur(fl.Name, f.retRaw, func(c *pb.FleetConfig, ms int64) { c.RetentionRawMs = ms })
+		case "retention-1h":
+			dur(fl.Name, f.ret1h, func(c *pb.FleetConfig, ms int64) { c.Retention_1HMs = ms })
+		case "retention-1d":
+			dur(fl.Name, f.ret1d, func(c *pb.FleetConfig, ms int64) { c.Retention_1DMs = ms })
+		case "rollup-hourly":
+			out = append(out, func(c *pb.FleetConfig) { c.RollupHourly = f.rollupHourly })
+		case "rollup-daily":
+			out = append(out, func(c *pb.FleetConfig) { c.RollupDaily = f.rollupDaily })
+		case "rate-limit":
+			out = append(out, func(c *pb.FleetConfig) { c.RateLimitPointsPerSec = f.rate })
+		case "rate-burst":
+			out = append(out, func(c *pb.FleetConfig) { c.RateLimitBurstPoints = f.burst })
+		case "replication-factor":
+			out = append(out, func(c *pb.FleetConfig) { c.ReplicationFactor = uint32(min(f.replicationFactor, 1<<16)) })
+		case "max-series":
+			out = append(out, func(c *pb.FleetConfig) { c.MaxSeries = f.maxSeries })
+		}
+	})
+	return out, bad
+}
+
+// fleetConfigJSON is the configuration in `--format json` (stable
+// snake_case names, every field present).
+type fleetConfigJSON struct {
+	Version               uint64 `json:"version"`
+	RetentionRawMs        int64  `json:"retention_raw_ms"`
+	Retention1hMs         int64  `json:"retention_1h_ms"`
+	Retention1dMs         int64  `json:"retention_1d_ms"`
+	RollupHourly          bool   `json:"rollup_hourly"`
+	RollupDaily           bool   `json:"rollup_daily"`
+	RateLimitPointsPerSec uint64 `json:"rate_limit_points_per_sec"`
+	RateLimitBurstPoints  uint64 `json:"rate_limit_burst_points"`
+	ReplicationFactor     uint32 `json:"replication_factor"`
+	MaxSeries             uint64 `json:"max_series"`
+}
+
+func fleetConfigJSONOf(c *pb.FleetConfig) fleetConfigJSON {
+	return fleetConfigJSON{c.GetVersion(), c.GetRetentionRawMs(), c.GetRetention_1HMs(), c.GetRetention_1DMs(),
+		c.GetRollupHourly(), c.GetRollupDaily(), c.GetRateLimitPointsPerSec(), c.GetRateLimitBurstPoints(),
+		c.GetReplicationFactor(), c.GetMaxSeries()}
+}
+
+func printFleetConfig(w io.Writer, c *pb.FleetConfig) error {
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	rate := "unlimited"
+	if c.GetRateLimitPointsPerSec() > 0 {
+		rate = fmt.Sprintf("%d points/s, burst %d", c.GetRateLimitPointsPerSec(), c.GetRateLimitBurstPoints())
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "version\t%d\n", c.GetVersion())
+	fmt.Fprintf(tw, "retention raw\t%s\n", ms(c.GetRetentionRawMs()))
+	fmt.Fprintf(tw, "retention 1h\t%s\n", ms(c.GetRetention_1HMs()))
+	fmt.Fprintf(tw, "retention 1d\t%s\n", ms(c.GetRetention_1DMs()))
+	fmt.Fprintf(tw, "rollups\thourly=%t daily=%t\n", c.GetRollupHourly(), c.GetRollupDaily())
+	fmt.Fprintf(tw, "edge rate limit\t%s\n", rate)
+	fmt.Fprintf(tw, "replication factor\t%d\n", c.GetReplicationFactor())
+	fmt.Fprintf(tw, "max series\t%d\n", c.GetMaxSeries())
+	return tw.Flush()
+}

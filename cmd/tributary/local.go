@@ -103,6 +103,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	var cf coordinatorFlags
 	cf.register(fs, &co, true)
 	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
+	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention and no ingest rate limit instead of applying the fleet configuration (tributary cluster config)")
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var sf serveFlags
 	sf.register(fs)
@@ -146,6 +147,10 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	}
 	ro := replicator.Options{Targets: []string{c.IntakeAddr()}, Insecure: true, SoftwareVersion: version,
 		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log}
+	var fleetTarget atomic.Pointer[node.Node]
+	if !*ignoreFleet {
+		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
+	}
 	if err := ro.Validate(); err != nil {
 		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))
 	}
@@ -158,6 +163,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return fail(err)
 	}
 	edge.n.Store(n)
+	fleetTarget.Store(n)
 	closeEdge := func() error {
 		ship.stop()
 		if err := n.Close(); err != nil {

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
+	"github.com/tributarydb/tributary/replicator"
 )
 
 // nodeFlags binds the node's command-line flags to node.Options.
@@ -68,6 +71,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	sf.register(fs)
 	var rf replicateFlags
 	rf.register(fs)
+	ignoreFleet := fs.Bool("ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
 	queryTunnel := fs.Bool("query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,6 +98,10 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	o.Logger = log
 	var ship *shipping
+	var fleetTarget atomic.Pointer[node.Node]
+	if ro != nil && !*ignoreFleet {
+		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
+	}
 	if ro != nil {
 		if ship, err = newShipping(ro, &o); err != nil {
 			return err
@@ -103,6 +111,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fleetTarget.Store(n)
 	grpcAPI := api.New(n, version, "edge")
 	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
 	if ship != nil {
@@ -146,6 +155,29 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("node stopped cleanly")
 	return err
+}
+
+// fleetConfigHook is the replicator's OnConfig: it applies the fleet
+// configuration the coordinators send to the node in target (stored once
+// the node is open, before shipping starts). Retention is validated by the
+// node; a configuration it refuses leaves the retention as it was. The
+// rollup tiers are informational: the node always computes both.
+func fleetConfigHook(target *atomic.Pointer[node.Node], log *slog.Logger) func(replicator.EdgeConfig) {
+	return func(c replicator.EdgeConfig) {
+		n := target.Load()
+		if n == nil {
+			log.Error("fleet config not applied: the node is not open", "version", c.Version)
+			return
+		}
+		if err := n.SetRetention(c.RetentionRaw, c.Retention1h, c.Retention1d); err != nil {
+			log.Error("fleet config: retention not applied", "version", c.Version, "err", err)
+		}
+		n.SetRateLimit(c.RateLimitPointsPerSec, c.RateLimitBurstPoints)
+		raw, hourly, daily := n.Retention()
+		log.Info("fleet config applied", "version", c.Version, "retention_raw", raw, "retention_1h", hourly, "retention_1d", daily,
+			"rate_limit_points_per_sec", c.RateLimitPointsPerSec, "rate_limit_burst_points", c.RateLimitBurstPoints,
+			"rollup_hourly", c.RollupHourly, "rollup_daily", c.RollupDaily)
+	}
 }
 
 func runCompact(args []string, stdout, stderr io.Writer) error {

@@ -22,6 +22,11 @@
 //     and only then is the segment acknowledged, with the acked_through the
 //     command returned.
 //  3. Gaps: checked (wire.CheckGap), recorded with RecordGap, acknowledged.
+//  4. Fleet configuration: the welcome carries the catalog's configuration
+//     (the edge-relevant part, pb.EdgeConfig); every
+//     Options.ConfigPollInterval the stream reads the catalog again and
+//     sends a ShipResponse.config when the version is higher than the last
+//     one sent.
 //
 // A failure to make something durable (a replica, the raft catalog, a
 // timeout) is refused as UNAVAILABLE, retryable; a rejected catalog

@@ -68,8 +68,13 @@ type Options struct {
 	// ProposalTimeout (10s) bounds each step of making a segment or gap
 	// durable: one proposal, a linearizable read, a store on the replicas.
 	ProposalTimeout time.Duration
-	Logger          *slog.Logger
-	Now             func() time.Time // default time.Now; dates registrations and heartbeats
+	// ConfigPollInterval (2s): how often each open stream reads the
+	// catalog's fleet configuration and sends it to the edge when its
+	// version changed since the last one sent (the welcome carries the
+	// first).
+	ConfigPollInterval time.Duration
+	Logger             *slog.Logger
+	Now                func() time.Time // default time.Now; dates registrations and heartbeats
 }
 
 // Validate fills in defaults and rejects impossible values.
@@ -102,8 +107,11 @@ func (o *Options) Validate() error {
 	if o.ProposalTimeout == 0 {
 		o.ProposalTimeout = 10 * time.Second
 	}
-	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 {
-		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s or ProposalTimeout %s", o.HeartbeatInterval, o.ProposalTimeout))
+	if o.ConfigPollInterval == 0 {
+		o.ConfigPollInterval = 2 * time.Second
+	}
+	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 || o.ConfigPollInterval < 0 {
+		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s, ProposalTimeout %s or ConfigPollInterval %s", o.HeartbeatInterval, o.ProposalTimeout, o.ConfigPollInterval))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

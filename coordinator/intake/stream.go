@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -109,6 +110,11 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	defer cancel()
 	inflight := 0
 	recvOpen := true
+	// The fleet configuration: the welcome carried the version in force
+	// then; a newer one is sent when the catalog's changes.
+	configSent := welcome.GetConfig().GetVersion()
+	configTick := time.NewTicker(s.o.ConfigPollInterval)
+	defer configTick.Stop()
 	send := func(r *pb.ShipResponse) error {
 		if e := r.GetError(); e != nil {
 			s.countRefusal(e.Code)
@@ -134,6 +140,14 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 		select {
 		case <-ctx.Done():
 			return s.ended(ctx)
+		case <-configTick.C:
+			if cfg := s.o.Catalog.Config(); cfg.Version > configSent {
+				if err := send(&pb.ShipResponse{Body: &pb.ShipResponse_Config{Config: edgeConfig(cfg)}}); err != nil {
+					return err
+				}
+				configSent = cfg.Version
+				log.Info("fleet config sent", "version", cfg.Version)
+			}
 		case r := <-done:
 			inflight--
 			if err := send(r); err != nil {
@@ -258,7 +272,18 @@ func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, err
 		Held:            coveredAbove(p, through, wire.MaxHeldRuns),
 		MaxSegmentBytes: s.o.Limits.MaxSegmentBytes,
 		MaxPartBytes:    uint32(s.o.Limits.MaxPartBytes),
+		Config:          edgeConfig(s.o.Catalog.Config()),
 	}, nil
+}
+
+// edgeConfig is the part of the fleet configuration an edge applies.
+func edgeConfig(c catalog.FleetConfig) *pb.EdgeConfig {
+	return &pb.EdgeConfig{
+		Version:        c.Version,
+		RetentionRawMs: c.RetentionRawMs, Retention_1HMs: c.Retention1hMs, Retention_1DMs: c.Retention1dMs,
+		RollupHourly: c.RollupHourly, RollupDaily: c.RollupDaily,
+		RateLimitPointsPerSec: c.RateLimitPointsPerSec, RateLimitBurstPoints: c.RateLimitBurstPoints,
+	}
 }
 
 // coveredAbove returns the runs of sequence numbers above through that are

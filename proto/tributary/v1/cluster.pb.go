@@ -1,5 +1,5 @@
 // Tributary cluster administration API, version 1: membership of the
-// coordinators' raft cluster.
+// coordinators' raft cluster, and the fleet configuration.
 //
 // ClusterService is served by every coordinator on its client gRPC listener
 // (next to QueryService), so the listener's bearer tokens and TLS apply.
@@ -49,6 +49,306 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FleetConfig is the fleet-wide configuration that edges pull (retention,
+// rollups, rate limits) and that the coordinators apply (replication
+// factor, series limit).
+type FleetConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Retention per tier, milliseconds: raw samples, hourly and daily
+	// rollups. All positive.
+	RetentionRawMs int64 `protobuf:"varint,1,opt,name=retention_raw_ms,json=retentionRawMs,proto3" json:"retention_raw_ms,omitempty"`
+	Retention_1HMs int64 `protobuf:"varint,2,opt,name=retention_1h_ms,json=retention1hMs,proto3" json:"retention_1h_ms,omitempty"`
+	Retention_1DMs int64 `protobuf:"varint,3,opt,name=retention_1d_ms,json=retention1dMs,proto3" json:"retention_1d_ms,omitempty"`
+	// Which rollup tiers edges compute. Informational: edges compute both.
+	RollupHourly bool `protobuf:"varint,4,opt,name=rollup_hourly,json=rollupHourly,proto3" json:"rollup_hourly,omitempty"`
+	RollupDaily  bool `protobuf:"varint,5,opt,name=rollup_daily,json=rollupDaily,proto3" json:"rollup_daily,omitempty"`
+	// rate_limit_points_per_sec bounds each edge's ingest (0: unlimited);
+	// rate_limit_burst_points is its token-bucket burst (0: one second of
+	// the rate; must be 0 when the rate is 0).
+	RateLimitPointsPerSec uint64 `protobuf:"varint,6,opt,name=rate_limit_points_per_sec,json=rateLimitPointsPerSec,proto3" json:"rate_limit_points_per_sec,omitempty"`
+	RateLimitBurstPoints  uint64 `protobuf:"varint,7,opt,name=rate_limit_burst_points,json=rateLimitBurstPoints,proto3" json:"rate_limit_burst_points,omitempty"`
+	// replication_factor is the number of coordinators holding each edge's
+	// data, 1..3.
+	ReplicationFactor uint32 `protobuf:"varint,8,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// max_series bounds the fleet-wide series count (at least 1).
+	MaxSeries uint64 `protobuf:"varint,9,opt,name=max_series,json=maxSeries,proto3" json:"max_series,omitempty"`
+	// version is the raft index of the change that set this configuration
+	// (0: the defaults). Ignored in a SetFleetConfigRequest.
+	Version       uint64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetConfig) Reset() {
+	*x = FleetConfig{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetConfig) ProtoMessage() {}
+
+func (x *FleetConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetConfig.ProtoReflect.Descriptor instead.
+func (*FleetConfig) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FleetConfig) GetRetentionRawMs() int64 {
+	if x != nil {
+		return x.RetentionRawMs
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetRetention_1HMs() int64 {
+	if x != nil {
+		return x.Retention_1HMs
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetRetention_1DMs() int64 {
+	if x != nil {
+		return x.Retention_1DMs
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetRollupHourly() bool {
+	if x != nil {
+		return x.RollupHourly
+	}
+	return false
+}
+
+func (x *FleetConfig) GetRollupDaily() bool {
+	if x != nil {
+		return x.RollupDaily
+	}
+	return false
+}
+
+func (x *FleetConfig) GetRateLimitPointsPerSec() uint64 {
+	if x != nil {
+		return x.RateLimitPointsPerSec
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetRateLimitBurstPoints() uint64 {
+	if x != nil {
+		return x.RateLimitBurstPoints
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetReplicationFactor() uint32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetMaxSeries() uint64 {
+	if x != nil {
+		return x.MaxSeries
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type GetFleetConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFleetConfigRequest) Reset() {
+	*x = GetFleetConfigRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetConfigRequest) ProtoMessage() {}
+
+func (x *GetFleetConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetFleetConfigRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+type GetFleetConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Config        *FleetConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFleetConfigResponse) Reset() {
+	*x = GetFleetConfigResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetConfigResponse) ProtoMessage() {}
+
+func (x *GetFleetConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetFleetConfigResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetFleetConfigResponse) GetConfig() *FleetConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type SetFleetConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config replaces the current configuration; every field counts.
+	Config        *FleetConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFleetConfigRequest) Reset() {
+	*x = SetFleetConfigRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFleetConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFleetConfigRequest) ProtoMessage() {}
+
+func (x *SetFleetConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFleetConfigRequest.ProtoReflect.Descriptor instead.
+func (*SetFleetConfigRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetFleetConfigRequest) GetConfig() *FleetConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type SetFleetConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config is the configuration as applied, with its version.
+	Config        *FleetConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFleetConfigResponse) Reset() {
+	*x = SetFleetConfigResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFleetConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFleetConfigResponse) ProtoMessage() {}
+
+func (x *SetFleetConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFleetConfigResponse.ProtoReflect.Descriptor instead.
+func (*SetFleetConfigResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetFleetConfigResponse) GetConfig() *FleetConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
 type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// raft_id is the new member's raft id (non-zero, never used before).
@@ -66,7 +366,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[0]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -78,7 +378,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[0]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -91,7 +391,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddMemberRequest) GetRaftId() uint64 {
@@ -132,7 +432,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[1]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -144,7 +444,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[1]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -157,7 +457,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -177,7 +477,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[2]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +489,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[2]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +502,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromoteMemberRequest) GetRaftId() uint64 {
@@ -221,7 +521,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[3]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +533,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[3]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +546,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*Member {
@@ -266,7 +566,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[4]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +578,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[4]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +591,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveMemberRequest) GetRaftId() uint64 {
@@ -310,7 +610,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[5]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +622,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[5]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +635,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -356,7 +656,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[6]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +668,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[6]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +681,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransferLeadershipRequest) GetToRaftId() uint64 {
@@ -401,7 +701,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[7]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +713,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[7]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +726,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderRaftId() uint64 {
@@ -444,7 +744,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[8]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +756,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[8]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +769,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 type MembersResponse struct {
@@ -489,7 +789,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[9]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +801,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[9]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +814,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MembersResponse) GetAnsweredBy() string {
@@ -567,7 +867,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tributary_v1_cluster_proto_msgTypes[10]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +879,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_cluster_proto_msgTypes[10]
+	mi := &file_tributary_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +892,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Member) GetRaftId() uint64 {
@@ -641,7 +941,27 @@ var File_tributary_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"r\n" +
+	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"\xa8\x03\n" +
+	"\vFleetConfig\x12(\n" +
+	"\x10retention_raw_ms\x18\x01 \x01(\x03R\x0eretentionRawMs\x12&\n" +
+	"\x0fretention_1h_ms\x18\x02 \x01(\x03R\rretention1hMs\x12&\n" +
+	"\x0fretention_1d_ms\x18\x03 \x01(\x03R\rretention1dMs\x12#\n" +
+	"\rrollup_hourly\x18\x04 \x01(\bR\frollupHourly\x12!\n" +
+	"\frollup_daily\x18\x05 \x01(\bR\vrollupDaily\x128\n" +
+	"\x19rate_limit_points_per_sec\x18\x06 \x01(\x04R\x15rateLimitPointsPerSec\x125\n" +
+	"\x17rate_limit_burst_points\x18\a \x01(\x04R\x14rateLimitBurstPoints\x12-\n" +
+	"\x12replication_factor\x18\b \x01(\rR\x11replicationFactor\x12\x1d\n" +
+	"\n" +
+	"max_series\x18\t \x01(\x04R\tmaxSeries\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\x04R\aversion\"\x17\n" +
+	"\x15GetFleetConfigRequest\"K\n" +
+	"\x16GetFleetConfigResponse\x121\n" +
+	"\x06config\x18\x01 \x01(\v2\x19.tributary.v1.FleetConfigR\x06config\"J\n" +
+	"\x15SetFleetConfigRequest\x121\n" +
+	"\x06config\x18\x01 \x01(\v2\x19.tributary.v1.FleetConfigR\x06config\"K\n" +
+	"\x16SetFleetConfigResponse\x121\n" +
+	"\x06config\x18\x01 \x01(\v2\x19.tributary.v1.FleetConfigR\x06config\"r\n" +
 	"\x10AddMemberRequest\x12\x17\n" +
 	"\araft_id\x18\x01 \x01(\x04R\x06raftId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -676,13 +996,15 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\alearner\x18\x04 \x01(\bR\alearner\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1f\n" +
 	"\vmatch_index\x18\x06 \x01(\x04R\n" +
-	"matchIndex2\xc0\x03\n" +
+	"matchIndex2\xfa\x04\n" +
 	"\x0eClusterService\x12L\n" +
 	"\tAddMember\x12\x1e.tributary.v1.AddMemberRequest\x1a\x1f.tributary.v1.AddMemberResponse\x12X\n" +
 	"\rPromoteMember\x12\".tributary.v1.PromoteMemberRequest\x1a#.tributary.v1.PromoteMemberResponse\x12U\n" +
 	"\fRemoveMember\x12!.tributary.v1.RemoveMemberRequest\x1a\".tributary.v1.RemoveMemberResponse\x12g\n" +
 	"\x12TransferLeadership\x12'.tributary.v1.TransferLeadershipRequest\x1a(.tributary.v1.TransferLeadershipResponse\x12F\n" +
-	"\aMembers\x12\x1c.tributary.v1.MembersRequest\x1a\x1d.tributary.v1.MembersResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"\aMembers\x12\x1c.tributary.v1.MembersRequest\x1a\x1d.tributary.v1.MembersResponse\x12[\n" +
+	"\x0eGetFleetConfig\x12#.tributary.v1.GetFleetConfigRequest\x1a$.tributary.v1.GetFleetConfigResponse\x12[\n" +
+	"\x0eSetFleetConfig\x12#.tributary.v1.SetFleetConfigRequest\x1a$.tributary.v1.SetFleetConfigResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_cluster_proto_rawDescOnce sync.Once
@@ -696,40 +1018,52 @@ func file_tributary_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_tributary_v1_cluster_proto_rawDescData
 }
 
-var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tributary_v1_cluster_proto_goTypes = []any{
-	(*AddMemberRequest)(nil),           // 0: tributary.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 1: tributary.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 2: tributary.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 3: tributary.v1.PromoteMemberResponse
-	(*RemoveMemberRequest)(nil),        // 4: tributary.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 5: tributary.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 6: tributary.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 7: tributary.v1.TransferLeadershipResponse
-	(*MembersRequest)(nil),             // 8: tributary.v1.MembersRequest
-	(*MembersResponse)(nil),            // 9: tributary.v1.MembersResponse
-	(*Member)(nil),                     // 10: tributary.v1.Member
+	(*FleetConfig)(nil),                // 0: tributary.v1.FleetConfig
+	(*GetFleetConfigRequest)(nil),      // 1: tributary.v1.GetFleetConfigRequest
+	(*GetFleetConfigResponse)(nil),     // 2: tributary.v1.GetFleetConfigResponse
+	(*SetFleetConfigRequest)(nil),      // 3: tributary.v1.SetFleetConfigRequest
+	(*SetFleetConfigResponse)(nil),     // 4: tributary.v1.SetFleetConfigResponse
+	(*AddMemberRequest)(nil),           // 5: tributary.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 6: tributary.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),       // 7: tributary.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),      // 8: tributary.v1.PromoteMemberResponse
+	(*RemoveMemberRequest)(nil),        // 9: tributary.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 10: tributary.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),  // 11: tributary.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 12: tributary.v1.TransferLeadershipResponse
+	(*MembersRequest)(nil),             // 13: tributary.v1.MembersRequest
+	(*MembersResponse)(nil),            // 14: tributary.v1.MembersResponse
+	(*Member)(nil),                     // 15: tributary.v1.Member
 }
 var file_tributary_v1_cluster_proto_depIdxs = []int32{
-	10, // 0: tributary.v1.AddMemberResponse.members:type_name -> tributary.v1.Member
-	10, // 1: tributary.v1.PromoteMemberResponse.members:type_name -> tributary.v1.Member
-	10, // 2: tributary.v1.RemoveMemberResponse.members:type_name -> tributary.v1.Member
-	10, // 3: tributary.v1.MembersResponse.members:type_name -> tributary.v1.Member
-	0,  // 4: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
-	2,  // 5: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
-	4,  // 6: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
-	6,  // 7: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
-	8,  // 8: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
-	1,  // 9: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
-	3,  // 10: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
-	5,  // 11: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
-	7,  // 12: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
-	9,  // 13: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	0,  // 0: tributary.v1.GetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
+	0,  // 1: tributary.v1.SetFleetConfigRequest.config:type_name -> tributary.v1.FleetConfig
+	0,  // 2: tributary.v1.SetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
+	15, // 3: tributary.v1.AddMemberResponse.members:type_name -> tributary.v1.Member
+	15, // 4: tributary.v1.PromoteMemberResponse.members:type_name -> tributary.v1.Member
+	15, // 5: tributary.v1.RemoveMemberResponse.members:type_name -> tributary.v1.Member
+	15, // 6: tributary.v1.MembersResponse.members:type_name -> tributary.v1.Member
+	5,  // 7: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
+	7,  // 8: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
+	9,  // 9: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
+	11, // 10: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
+	13, // 11: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
+	1,  // 12: tributary.v1.ClusterService.GetFleetConfig:input_type -> tributary.v1.GetFleetConfigRequest
+	3,  // 13: tributary.v1.ClusterService.SetFleetConfig:input_type -> tributary.v1.SetFleetConfigRequest
+	6,  // 14: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
+	8,  // 15: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
+	10, // 16: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
+	12, // 17: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
+	14, // 18: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
+	2,  // 19: tributary.v1.ClusterService.GetFleetConfig:output_type -> tributary.v1.GetFleetConfigResponse
+	4,  // 20: tributary.v1.ClusterService.SetFleetConfig:output_type -> tributary.v1.SetFleetConfigResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_cluster_proto_init() }
@@ -743,7 +1077,7 @@ func file_tributary_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_cluster_proto_rawDesc), len(file_tributary_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,5 +1,5 @@
 // Tributary cluster administration API, version 1: membership of the
-// coordinators' raft cluster.
+// coordinators' raft cluster, and the fleet configuration.
 //
 // ClusterService is served by every coordinator on its client gRPC listener
 // (next to QueryService), so the listener's bearer tokens and TLS apply.
@@ -52,6 +52,8 @@ const (
 	ClusterService_RemoveMember_FullMethodName       = "/tributary.v1.ClusterService/RemoveMember"
 	ClusterService_TransferLeadership_FullMethodName = "/tributary.v1.ClusterService/TransferLeadership"
 	ClusterService_Members_FullMethodName            = "/tributary.v1.ClusterService/Members"
+	ClusterService_GetFleetConfig_FullMethodName     = "/tributary.v1.ClusterService/GetFleetConfig"
+	ClusterService_SetFleetConfig_FullMethodName     = "/tributary.v1.ClusterService/SetFleetConfig"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -77,6 +79,16 @@ type ClusterServiceClient interface {
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	// Members lists the members as the answering coordinator sees them.
 	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// GetFleetConfig returns the fleet configuration as the answering
+	// coordinator's catalog holds it.
+	GetFleetConfig(ctx context.Context, in *GetFleetConfigRequest, opts ...grpc.CallOption) (*GetFleetConfigResponse, error)
+	// SetFleetConfig replaces the whole fleet configuration (read it first to
+	// change some fields). Any member accepts it: raft forwards the change
+	// to the leader. It answers once the change is applied, with the
+	// configuration and its new version; edges receive it on their
+	// replication streams (see replication.proto). An invalid configuration
+	// is INVALID_ARGUMENT.
+	SetFleetConfig(ctx context.Context, in *SetFleetConfigRequest, opts ...grpc.CallOption) (*SetFleetConfigResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -137,6 +149,26 @@ func (c *clusterServiceClient) Members(ctx context.Context, in *MembersRequest, 
 	return out, nil
 }
 
+func (c *clusterServiceClient) GetFleetConfig(ctx context.Context, in *GetFleetConfigRequest, opts ...grpc.CallOption) (*GetFleetConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFleetConfigResponse)
+	err := c.cc.Invoke(ctx, ClusterService_GetFleetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) SetFleetConfig(ctx context.Context, in *SetFleetConfigRequest, opts ...grpc.CallOption) (*SetFleetConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFleetConfigResponse)
+	err := c.cc.Invoke(ctx, ClusterService_SetFleetConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -160,6 +192,16 @@ type ClusterServiceServer interface {
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	// Members lists the members as the answering coordinator sees them.
 	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// GetFleetConfig returns the fleet configuration as the answering
+	// coordinator's catalog holds it.
+	GetFleetConfig(context.Context, *GetFleetConfigRequest) (*GetFleetConfigResponse, error)
+	// SetFleetConfig replaces the whole fleet configuration (read it first to
+	// change some fields). Any member accepts it: raft forwards the change
+	// to the leader. It answers once the change is applied, with the
+	// configuration and its new version; edges receive it on their
+	// replication streams (see replication.proto). An invalid configuration
+	// is INVALID_ARGUMENT.
+	SetFleetConfig(context.Context, *SetFleetConfigRequest) (*SetFleetConfigResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -184,6 +226,12 @@ func (UnimplementedClusterServiceServer) TransferLeadership(context.Context, *Tr
 }
 func (UnimplementedClusterServiceServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedClusterServiceServer) GetFleetConfig(context.Context, *GetFleetConfigRequest) (*GetFleetConfigResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetFleetConfig not implemented")
+}
+func (UnimplementedClusterServiceServer) SetFleetConfig(context.Context, *SetFleetConfigRequest) (*SetFleetConfigResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetFleetConfig not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -296,6 +344,42 @@ func _ClusterService_Members_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_GetFleetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFleetConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetFleetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetFleetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetFleetConfig(ctx, req.(*GetFleetConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_SetFleetConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFleetConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).SetFleetConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_SetFleetConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).SetFleetConfig(ctx, req.(*SetFleetConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -322,6 +406,14 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Members",
 			Handler:    _ClusterService_Members_Handler,
+		},
+		{
+			MethodName: "GetFleetConfig",
+			Handler:    _ClusterService_GetFleetConfig_Handler,
+		},
+		{
+			MethodName: "SetFleetConfig",
+			Handler:    _ClusterService_SetFleetConfig_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -52,6 +52,10 @@
 //    the edge's replica coordinators and recorded in the catalog, and each
 //    gap once it is recorded. Every ack carries the current acked_through.
 //    Acks may come in any order.
+// 4a. The coordinator may send a config (the fleet configuration) at any
+//    time after the welcome, when its version is higher than the one the
+//    welcome or an earlier config carried. The edge applies a version
+//    only once.
 // 5. Either side may end the stream at any time. Nothing unacknowledged is
 //    assumed durable: the edge keeps every segment until it is covered by
 //    acked_through (or by a gap), and resends the rest on the next stream,
@@ -578,6 +582,7 @@ type ShipResponse struct {
 	//	*ShipResponse_Welcome
 	//	*ShipResponse_Ack
 	//	*ShipResponse_Error
+	//	*ShipResponse_Config
 	Body          isShipResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -647,6 +652,15 @@ func (x *ShipResponse) GetError() *ShipError {
 	return nil
 }
 
+func (x *ShipResponse) GetConfig() *EdgeConfig {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Config); ok {
+			return x.Config
+		}
+	}
+	return nil
+}
+
 type isShipResponse_Body interface {
 	isShipResponse_Body()
 }
@@ -666,11 +680,20 @@ type ShipResponse_Error struct {
 	Error *ShipError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
 }
 
+type ShipResponse_Config struct {
+	// The fleet configuration changed after the welcome (or after the
+	// last config on this stream); version is higher than any sent
+	// before on the stream.
+	Config *EdgeConfig `protobuf:"bytes,4,opt,name=config,proto3,oneof"`
+}
+
 func (*ShipResponse_Welcome) isShipResponse_Body() {}
 
 func (*ShipResponse_Ack) isShipResponse_Body() {}
 
 func (*ShipResponse_Error) isShipResponse_Body() {}
+
+func (*ShipResponse_Config) isShipResponse_Body() {}
 
 // ShipHello opens a stream.
 type ShipHello struct {
@@ -846,7 +869,10 @@ type ShipWelcome struct {
 	MaxSegmentBytes uint64 `protobuf:"varint,4,opt,name=max_segment_bytes,json=maxSegmentBytes,proto3" json:"max_segment_bytes,omitempty"`
 	// Largest data field of one ShipSegment it accepts (0: 1 MiB; at least
 	// 1024 otherwise).
-	MaxPartBytes  uint32 `protobuf:"varint,5,opt,name=max_part_bytes,json=maxPartBytes,proto3" json:"max_part_bytes,omitempty"`
+	MaxPartBytes uint32 `protobuf:"varint,5,opt,name=max_part_bytes,json=maxPartBytes,proto3" json:"max_part_bytes,omitempty"`
+	// The fleet configuration at welcome time (absent from older
+	// coordinators). Later changes arrive as ShipResponse.config.
+	Config        *EdgeConfig `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -914,6 +940,13 @@ func (x *ShipWelcome) GetMaxPartBytes() uint32 {
 		return x.MaxPartBytes
 	}
 	return 0
+}
+
+func (x *ShipWelcome) GetConfig() *EdgeConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 // ShipSegment is one part of one sealed segment. A segment is sent as one or
@@ -1345,6 +1378,116 @@ func (x *ShipError) GetMessage() string {
 	return ""
 }
 
+// EdgeConfig is the part of the fleet configuration that an edge applies
+// (tributary.v1.FleetConfig, set with ClusterService.SetFleetConfig). An
+// edge applies a config only when its version is higher than the last one
+// it applied.
+type EdgeConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the raft index of the change that set the configuration
+	// (0: the catalog's defaults).
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Retention per tier, milliseconds (all positive).
+	RetentionRawMs int64 `protobuf:"varint,2,opt,name=retention_raw_ms,json=retentionRawMs,proto3" json:"retention_raw_ms,omitempty"`
+	Retention_1HMs int64 `protobuf:"varint,3,opt,name=retention_1h_ms,json=retention1hMs,proto3" json:"retention_1h_ms,omitempty"`
+	Retention_1DMs int64 `protobuf:"varint,4,opt,name=retention_1d_ms,json=retention1dMs,proto3" json:"retention_1d_ms,omitempty"`
+	// Which rollup tiers to compute. Informational: edges compute both.
+	RollupHourly bool `protobuf:"varint,5,opt,name=rollup_hourly,json=rollupHourly,proto3" json:"rollup_hourly,omitempty"`
+	RollupDaily  bool `protobuf:"varint,6,opt,name=rollup_daily,json=rollupDaily,proto3" json:"rollup_daily,omitempty"`
+	// Ingest rate limit, points per second (0: unlimited), and its
+	// token-bucket burst (0: one second of the rate).
+	RateLimitPointsPerSec uint64 `protobuf:"varint,7,opt,name=rate_limit_points_per_sec,json=rateLimitPointsPerSec,proto3" json:"rate_limit_points_per_sec,omitempty"`
+	RateLimitBurstPoints  uint64 `protobuf:"varint,8,opt,name=rate_limit_burst_points,json=rateLimitBurstPoints,proto3" json:"rate_limit_burst_points,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *EdgeConfig) Reset() {
+	*x = EdgeConfig{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeConfig) ProtoMessage() {}
+
+func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeConfig.ProtoReflect.Descriptor instead.
+func (*EdgeConfig) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EdgeConfig) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetRetentionRawMs() int64 {
+	if x != nil {
+		return x.RetentionRawMs
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetRetention_1HMs() int64 {
+	if x != nil {
+		return x.Retention_1HMs
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetRetention_1DMs() int64 {
+	if x != nil {
+		return x.Retention_1DMs
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetRollupHourly() bool {
+	if x != nil {
+		return x.RollupHourly
+	}
+	return false
+}
+
+func (x *EdgeConfig) GetRollupDaily() bool {
+	if x != nil {
+		return x.RollupDaily
+	}
+	return false
+}
+
+func (x *EdgeConfig) GetRateLimitPointsPerSec() uint64 {
+	if x != nil {
+		return x.RateLimitPointsPerSec
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetRateLimitBurstPoints() uint64 {
+	if x != nil {
+		return x.RateLimitBurstPoints
+	}
+	return 0
+}
+
 var File_tributary_v1_replication_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_replication_proto_rawDesc = "" +
@@ -1362,11 +1505,12 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x17.tributary.v1.ShipHelloH\x00R\x05hello\x125\n" +
 	"\asegment\x18\x02 \x01(\v2\x19.tributary.v1.ShipSegmentH\x00R\asegment\x12)\n" +
 	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gapB\x06\n" +
-	"\x04body\"\xa9\x01\n" +
+	"\x04body\"\xdd\x01\n" +
 	"\fShipResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05errorB\x06\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05error\x122\n" +
+	"\x06config\x18\x04 \x01(\v2\x18.tributary.v1.EdgeConfigH\x00R\x06configB\x06\n" +
 	"\x04body\"\x9a\x02\n" +
 	"\tShipHello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
@@ -1379,13 +1523,14 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"query_addr\x18\a \x01(\tR\tqueryAddr\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xd7\x01\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\x89\x02\n" +
 	"\vShipWelcome\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
 	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
-	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\"\xe9\x03\n" +
+	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
+	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\"\xe9\x03\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
@@ -1424,7 +1569,17 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"gapThrough\x12/\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x1b.tributary.v1.ShipErrorCodeR\x04code\x12\x1c\n" +
 	"\tretryable\x18\x04 \x01(\bR\tretryable\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage*u\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xd9\x02\n" +
+	"\n" +
+	"EdgeConfig\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +
+	"\x10retention_raw_ms\x18\x02 \x01(\x03R\x0eretentionRawMs\x12&\n" +
+	"\x0fretention_1h_ms\x18\x03 \x01(\x03R\rretention1hMs\x12&\n" +
+	"\x0fretention_1d_ms\x18\x04 \x01(\x03R\rretention1dMs\x12#\n" +
+	"\rrollup_hourly\x18\x05 \x01(\bR\frollupHourly\x12!\n" +
+	"\frollup_daily\x18\x06 \x01(\bR\vrollupDaily\x128\n" +
+	"\x19rate_limit_points_per_sec\x18\a \x01(\x04R\x15rateLimitPointsPerSec\x125\n" +
+	"\x17rate_limit_burst_points\x18\b \x01(\x04R\x14rateLimitBurstPoints*u\n" +
 	"\x12SegmentCompression\x12#\n" +
 	"\x1fSEGMENT_COMPRESSION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SEGMENT_COMPRESSION_NONE\x10\x01\x12\x1c\n" +
@@ -1458,7 +1613,7 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_tributary_v1_replication_proto_goTypes = []any{
 	(SegmentCompression)(0), // 0: tributary.v1.SegmentCompression
 	(GapReason)(0),          // 1: tributary.v1.GapReason
@@ -1475,6 +1630,7 @@ var file_tributary_v1_replication_proto_goTypes = []any{
 	(*ShipGap)(nil),         // 12: tributary.v1.ShipGap
 	(*ShipAck)(nil),         // 13: tributary.v1.ShipAck
 	(*ShipError)(nil),       // 14: tributary.v1.ShipError
+	(*EdgeConfig)(nil),      // 15: tributary.v1.EdgeConfig
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
 	5,  // 0: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
@@ -1484,19 +1640,21 @@ var file_tributary_v1_replication_proto_depIdxs = []int32{
 	10, // 4: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
 	13, // 5: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
 	14, // 6: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
-	9,  // 7: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	0,  // 8: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 9: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 10: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	6,  // 11: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	3,  // 12: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
-	7,  // 13: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	4,  // 14: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 7: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
+	9,  // 8: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	15, // 9: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
+	0,  // 10: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 11: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 12: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	6,  // 13: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	3,  // 14: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	7,  // 15: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	4,  // 16: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -1517,6 +1675,7 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipResponse_Welcome)(nil),
 		(*ShipResponse_Ack)(nil),
 		(*ShipResponse_Error)(nil),
+		(*ShipResponse_Config)(nil),
 	}
 	file_tributary_v1_replication_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
@@ -1525,7 +1684,7 @@ func file_tributary_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,10 @@
 //    the edge's replica coordinators and recorded in the catalog, and each
 //    gap once it is recorded. Every ack carries the current acked_through.
 //    Acks may come in any order.
+// 4a. The coordinator may send a config (the fleet configuration) at any
+//    time after the welcome, when its version is higher than the one the
+//    welcome or an earlier config carried. The edge applies a version
+//    only once.
 // 5. Either side may end the stream at any time. Nothing unacknowledged is
 //    assumed durable: the edge keeps every segment until it is covered by
 //    acked_through (or by a gap), and resends the rest on the next stream,

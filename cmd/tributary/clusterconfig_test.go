@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// fakeFleetConfig holds a fleet configuration like a coordinator would.
+type fakeFleetConfig struct {
+	pb.UnimplementedClusterServiceServer
+	mu   sync.Mutex
+	cfg  *pb.FleetConfig
+	sets int
+}
+
+func (f *fakeFleetConfig) GetFleetConfig(context.Context, *pb.GetFleetConfigRequest) (*pb.GetFleetConfigResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &pb.GetFleetConfigResponse{Config: proto.Clone(f.cfg).(*pb.FleetConfig)}, nil
+}
+
+func (f *fakeFleetConfig) SetFleetConfig(_ context.Context, req *pb.SetFleetConfigRequest) (*pb.SetFleetConfigResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sets++
+	f.cfg = proto.Clone(req.GetConfig()).(*pb.FleetConfig)
+	f.cfg.Version = 100 + uint64(f.sets)
+	return &pb.SetFleetConfigResponse{Config: proto.Clone(f.cfg).(*pb.FleetConfig)}, nil
+}
+
+func TestClusterConfig_PrintsAndChangesOnlyTheGivenFields(t *testing.T) {
+	f := &fakeFleetConfig{cfg: &pb.FleetConfig{RetentionRawMs: 15 * 86_400_000, Retention_1HMs: 3_600_000 * 24 * 730,
+		Retention_1DMs: 86_400_000 * 3650, RollupHourly: true, RollupDaily: true, ReplicationFactor: 2, MaxSeries: 1000, Version: 7}}
+	g := grpc.NewServer()
+	pb.RegisterClusterServiceServer(g, f)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	defer g.Stop()
+	addr := lis.Addr().String()
+	cli := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"cluster", "config", "--addr", addr}, args...), &out, &errOut)
+		return out.String() + errOut.String(), code
+	}
+
+	out, code := cli()
+	if code != 0 || !strings.Contains(out, "retention raw") || !strings.Contains(out, "360h0m0s") || !strings.Contains(out, "unlimited") || f.sets != 0 {
+		t.Fatalf("print: exit %d, %d sets:\n%s", code, f.sets, out)
+	}
+	out, code = cli("--retention-raw", "3d", "--rate-limit", "500", "--rate-burst", "1000", "--rollup-daily=false", "--format", "json")
+	if code != 0 {
+		t.Fatalf("set: exit %d:\n%s", code, out)
+	}
+	var got fleetConfigJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	want := fleetConfigJSON{Version: 101, RetentionRawMs: 3 * 86_400_000, Retention1hMs: 3_600_000 * 24 * 730, Retention1dMs: 86_400_000 * 3650,
+		RollupHourly: true, RollupDaily: false, RateLimitPointsPerSec: 500, RateLimitBurstPoints: 1000, ReplicationFactor: 2, MaxSeries: 1000}
+	if got != want {
+		t.Fatalf("after set: %+v, want %+v", got, want)
+	}
+	if out, code := cli("--retention-raw", "soon"); code == 0 || !strings.Contains(out, "--retention-raw") || f.sets != 1 {
+		t.Fatalf("bad duration: exit %d, %d sets:\n%s", code, f.sets, out)
+	}
+}
