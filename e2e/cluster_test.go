@@ -44,8 +44,10 @@ func run(m *testing.M) int {
 		}
 	}
 	code := m.Run()
-	// Every test kills its processes and closes its connections.
-	if err := goleak.Find(); code == 0 && err != nil {
+	// Every test kills its processes and closes its connections. NB:
+	// toxiproxy v2.12.0 leaves a link's pipe goroutines blocked on a
+	// channel send after its proxy is closed (its own leak, not ours).
+	if err := goleak.Find(goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe")); code == 0 && err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: goroutines left behind:", err)
 		return 1
 	}
