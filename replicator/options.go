@@ -143,18 +143,7 @@ type Options struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *Options) Validate() error {
-	var bad []string
-	if len(o.Targets) == 0 {
-		bad = append(bad, "Targets is empty")
-	}
-	for i, t := range o.Targets {
-		if strings.TrimSpace(t) == "" {
-			bad = append(bad, fmt.Sprintf("Targets[%d] is empty", i))
-		}
-	}
-	if (o.TLS == nil) == !o.Insecure {
-		bad = append(bad, "set exactly one of TLS and Insecure")
-	}
+	bad := checkLink(o.Targets, o.TLS, o.Insecure)
 	if o.CursorPath == "" {
 		bad = append(bad, "CursorPath is required")
 	}
@@ -225,4 +214,22 @@ func (o *Options) Validate() error {
 		return errors.New("replicator options: " + strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// checkLink checks the coordinators' addresses and the link security, the
+// same for the Shipper and the query tunnels.
+func checkLink(targets []string, tlsCfg *tls.Config, insecure bool) []string {
+	var bad []string
+	if len(targets) == 0 {
+		bad = append(bad, "Targets is empty")
+	}
+	for i, t := range targets {
+		if strings.TrimSpace(t) == "" {
+			bad = append(bad, fmt.Sprintf("Targets[%d] is empty", i))
+		}
+	}
+	if (tlsCfg == nil) == !insecure {
+		bad = append(bad, "set exactly one of TLS and Insecure")
+	}
+	return bad
 }

@@ -69,20 +69,9 @@ func (o *Options) TunnelOptions(nodeID string, q pb.QueryServiceServer) TunnelOp
 
 // Validate fills in defaults and rejects impossible values.
 func (o *TunnelOptions) Validate() error {
-	var bad []string
+	bad := checkLink(o.Targets, o.TLS, o.Insecure)
 	if o.NodeID == "" {
 		bad = append(bad, "NodeID is required")
-	}
-	if len(o.Targets) == 0 {
-		bad = append(bad, "Targets is empty")
-	}
-	for i, t := range o.Targets {
-		if strings.TrimSpace(t) == "" {
-			bad = append(bad, fmt.Sprintf("Targets[%d] is empty", i))
-		}
-	}
-	if (o.TLS == nil) == !o.Insecure {
-		bad = append(bad, "set exactly one of TLS and Insecure")
 	}
 	if o.Query == nil {
 		bad = append(bad, "Query is required")
