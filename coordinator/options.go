@@ -10,6 +10,11 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/query"
@@ -87,6 +92,11 @@ type Options struct {
 	TickInterval time.Duration
 
 	Logger *slog.Logger
+
+	// MeterProvider and TracerProvider give the component its metrics and
+	// spans (internal/telemetry); nil: no-op providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Validate fills defaults and rejects impossible options.
@@ -102,6 +112,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	var bad []error
 	if o.NodeID == "" {

@@ -7,6 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -24,6 +29,11 @@ type Options struct {
 	// (DefaultNodeID for a new directory).
 	NodeID string
 	Logger *slog.Logger
+
+	// MeterProvider and TracerProvider give the component its metrics and
+	// spans (internal/telemetry); nil: no-op providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 
 	// WALSync: the zero value fsyncs before every acknowledgement (group
 	// commit). Interval > 0 fsyncs at most that often and may lose up to
@@ -100,6 +110,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	if o.WALSegmentBytes == 0 {
 		o.WALSegmentBytes = 4 << 20

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 )
@@ -136,6 +141,11 @@ type Options struct {
 	OnConfig func(EdgeConfig)
 
 	Logger *slog.Logger
+
+	// MeterProvider and TracerProvider give the component its metrics and
+	// spans (internal/telemetry); nil: no-op providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 	// Now is the clock that dates the lag (against segment times).
 	// Default time.Now.
 	Now func() time.Time
@@ -181,6 +191,12 @@ func (o *Options) Validate() error {
 	defDur(&o.PollInterval, 250*time.Millisecond)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	if o.Now == nil {
 		o.Now = time.Now

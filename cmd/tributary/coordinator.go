@@ -241,6 +241,12 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if _, err := sf.tokens(); err != nil {
 		return err
 	}
+	tp, err := sf.telemetry("coordinator", o.NodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tp, log)
+	o.MeterProvider, o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
 	c, err := coordinator.Open(o)
 	if err != nil {
 		return err

@@ -135,6 +135,13 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if _, err := sf.tokens(); err != nil {
 		return err
 	}
+	tp, err := sf.telemetry("local", co.NodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tp, log)
+	no.MeterProvider, no.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
+	co.MeterProvider, co.TracerProvider = no.MeterProvider, no.TracerProvider
 	var edge edgeSource
 	co.LocalEdge = edge.source
 	c, err := coordinator.Open(co)
@@ -146,7 +153,8 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ro := replicator.Options{Targets: []string{c.IntakeAddr()}, Insecure: true, SoftwareVersion: version,
-		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log}
+		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log,
+		MeterProvider: no.MeterProvider, TracerProvider: no.TracerProvider}
 	var fleetTarget atomic.Pointer[node.Node]
 	if !*ignoreFleet {
 		ro.OnConfig = fleetConfigHook(&fleetTarget, log)

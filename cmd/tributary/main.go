@@ -12,7 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
+
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -88,16 +89,9 @@ func usage(w io.Writer) {
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
+	l, err := telemetry.NewLogger(w, level, format)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
+	return l, nil
 }

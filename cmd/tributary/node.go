@@ -96,7 +96,16 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tp, err := sf.telemetry("node", o.NodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tp, log)
 	o.Logger = log
+	o.MeterProvider, o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
+	if ro != nil {
+		ro.MeterProvider, ro.TracerProvider = o.MeterProvider, o.TracerProvider
+	}
 	var ship *shipping
 	var fleetTarget atomic.Pointer[node.Node]
 	if ro != nil && !*ignoreFleet {

@@ -20,6 +20,7 @@ import (
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // serveFlags are the client-facing listener flags shared by every command
@@ -31,6 +32,7 @@ type serveFlags struct {
 	insecureListen                     bool
 	limits                             httpapi.Limits
 	prom                               prom.Options
+	tel                                telemetry.Flags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -50,6 +52,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.prom.QueryTimeout, "prom-query-timeout", 2*time.Minute, "PromQL: longest evaluation of one query")
 	fs.DurationVar(&f.prom.LookbackDelta, "prom-lookback-delta", 5*time.Minute, "PromQL: how far back an instant selector looks for a sample")
 	fs.IntVar(&f.prom.MaxConcurrentQueries, "prom-max-concurrent-queries", 4, "PromQL: queries evaluated at once")
+	f.tel.Register(fs)
 	fs.BoolVar(&f.prom.ApproximateRollups, "prom-approximate-rollups", false, "PromQL: answer range functions over whole hours from rollups (faster; samples exactly on hour edges may fall in the neighbouring window)")
 }
 
@@ -96,6 +99,9 @@ func (f *serveFlags) validate() (*tls.Config, error) {
 	}
 	po := f.prom
 	if err := po.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := f.tel.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return tlsCfg, nil
@@ -174,6 +180,21 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 		go func() { fe.errc <- wrapServeErr("opentsdb telnet", srv.Serve(tlis)) }()
 	}
 	return fe, nil
+}
+
+// telemetry starts the process's metrics and traces (role: node,
+// coordinator or local; instance: the node id).
+func (f *serveFlags) telemetry(role, instance string) (*telemetry.Provider, error) {
+	return telemetry.Setup(context.Background(), telemetry.Config{Flags: f.tel, Role: role, Instance: instance, Version: version})
+}
+
+// stopTelemetry flushes the exporters, bounded by a few seconds.
+func stopTelemetry(tp *telemetry.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("telemetry shutdown", "err", err)
+	}
 }
 
 func wrapServeErr(what string, err error) error {

@@ -1,0 +1,212 @@
+// Package telemetry sets up a process's OpenTelemetry metrics and traces
+// and its structured logs.
+//
+// Every long-running command (node, coordinator, local) calls Setup once
+// and hands the returned Provider's MeterProvider and TracerProvider to the
+// components it starts through their Options; components never use the
+// OpenTelemetry globals, so two of them in one process (tributary local,
+// tests) keep their instruments apart.
+//
+// Metrics are always collected and served in the Prometheus text format by
+// Provider.Handler (GET /metrics); with an OTLP endpoint they are also
+// pushed over OTLP/gRPC. Traces are off unless an OTLP endpoint (or, in
+// tests, a span exporter) is given: the TracerProvider is then the no-op
+// one, so instrumented code costs a branch per span.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Flags are the telemetry command-line flags shared by every command that
+// runs a server.
+type Flags struct {
+	OTLPEndpoint     string        // host:port of an OTLP/gRPC collector; empty: no OTLP export
+	OTLPInsecure     bool          // plaintext to the collector
+	OTLPInterval     time.Duration // metric push interval
+	Traces           bool          // export traces (needs OTLPEndpoint)
+	TraceSampleRatio float64       // fraction of root spans sampled; 0 (unset) samples all
+}
+
+// Register adds the flags to fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "OTLP/gRPC collector host:port for metrics (and traces with --otlp-traces); empty: metrics on /metrics only")
+	fs.BoolVar(&f.OTLPInsecure, "otlp-insecure", false, "send OTLP in plaintext (default: TLS with the system roots)")
+	fs.DurationVar(&f.OTLPInterval, "otlp-interval", 30*time.Second, "how often metrics are pushed over OTLP")
+	fs.BoolVar(&f.Traces, "otlp-traces", true, "with --otlp-endpoint: export traces too")
+	fs.Float64Var(&f.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of traces sampled when traces are exported, above 0 and at most 1 (a sampled parent's children always are)")
+}
+
+// Validate checks the flags; the error names the flag.
+func (f *Flags) Validate() error {
+	if f.TraceSampleRatio < 0 || f.TraceSampleRatio > 1 {
+		return fmt.Errorf("--trace-sample-ratio %v: want a number above 0 and at most 1", f.TraceSampleRatio)
+	}
+	if f.OTLPEndpoint != "" && f.OTLPInterval <= 0 {
+		return fmt.Errorf("--otlp-interval %v: want a positive duration", f.OTLPInterval)
+	}
+	if f.OTLPEndpoint != "" && strings.Contains(f.OTLPEndpoint, "://") {
+		return fmt.Errorf("--otlp-endpoint %q: want host:port, without a scheme", f.OTLPEndpoint)
+	}
+	return nil
+}
+
+// Config is what Setup needs.
+type Config struct {
+	Flags
+	Service  string // service.name: "tributary"
+	Role     string // "node", "coordinator" or "local"
+	Instance string // service.instance.id: node id or raft id
+	Version  string // service.version
+
+	// SpanExporter, when set, receives every span (synchronously: tests
+	// use tracetest.NewInMemoryExporter). It turns traces on without an
+	// OTLP endpoint.
+	SpanExporter sdktrace.SpanExporter
+}
+
+// Provider is a process's telemetry.
+type Provider struct {
+	meter    *sdkmetric.MeterProvider
+	tracer   trace.TracerProvider
+	sdkTrace *sdktrace.TracerProvider // nil when traces are off
+	registry *prometheus.Registry
+	handler  http.Handler
+}
+
+// Setup builds the providers. Shutdown must be called once the process
+// stops using them.
+func Setup(ctx context.Context, c Config) (*Provider, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Service == "" {
+		c.Service = "tributary"
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("service.name", c.Service),
+		attribute.String("service.version", c.Version),
+		attribute.String("tributary.role", c.Role),
+	}
+	if c.Instance != "" {
+		attrs = append(attrs, attribute.String("service.instance.id", c.Instance))
+	}
+	res := resource.NewSchemaless(attrs...)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(exp), sdkmetric.WithView(latencyView)}
+	p := &Provider{registry: reg, tracer: noop.NewTracerProvider()}
+	if c.OTLPEndpoint != "" {
+		o := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(c.OTLPEndpoint)}
+		if c.OTLPInsecure {
+			o = append(o, otlpmetricgrpc.WithInsecure())
+		}
+		mexp, err := otlpmetricgrpc.New(ctx, o...)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: --otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(c.OTLPInterval))))
+	}
+	p.meter = sdkmetric.NewMeterProvider(mopts...)
+	p.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+
+	var spanExp sdktrace.SpanExporter
+	batch := true
+	switch {
+	case c.SpanExporter != nil:
+		spanExp, batch = c.SpanExporter, false
+	case c.OTLPEndpoint != "" && c.Traces:
+		o := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(c.OTLPEndpoint)}
+		if c.OTLPInsecure {
+			o = append(o, otlptracegrpc.WithInsecure())
+		}
+		if spanExp, err = otlptracegrpc.New(ctx, o...); err != nil {
+			p.meter.Shutdown(ctx)
+			return nil, fmt.Errorf("telemetry: --otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+		}
+	}
+	if spanExp != nil {
+		ratio := c.TraceSampleRatio
+		if ratio == 0 {
+			ratio = 1
+		}
+		topts := []sdktrace.TracerProviderOption{
+			sdktrace.WithResource(res),
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+		}
+		if batch {
+			topts = append(topts, sdktrace.WithBatcher(spanExp))
+		} else {
+			topts = append(topts, sdktrace.WithSyncer(spanExp))
+		}
+		p.sdkTrace = sdktrace.NewTracerProvider(topts...)
+		p.tracer = p.sdkTrace
+	}
+	return p, nil
+}
+
+// latencyView gives every histogram whose unit is seconds buckets from
+// 100 µs to 60 s instead of the SDK's millisecond-oriented defaults.
+var latencyView = sdkmetric.NewView(
+	sdkmetric.Instrument{Unit: "s", Kind: sdkmetric.InstrumentKindHistogram},
+	sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+		Boundaries: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}},
+)
+
+// MeterProvider is the provider components take their meters from.
+func (p *Provider) MeterProvider() metric.MeterProvider { return p.meter }
+
+// TracerProvider is the provider components take their tracers from; the
+// no-op provider when traces are off.
+func (p *Provider) TracerProvider() trace.TracerProvider { return p.tracer }
+
+// TracesOn reports whether spans are recorded and exported.
+func (p *Provider) TracesOn() bool { return p.sdkTrace != nil }
+
+// Propagator carries trace context across gRPC calls and inside
+// replication messages (W3C trace context).
+func (p *Provider) Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
+
+// Handler serves the metrics in the Prometheus text format.
+func (p *Provider) Handler() http.Handler { return p.handler }
+
+// Gatherer reads the current metrics (self-monitoring writes them into
+// the node's own store).
+func (p *Provider) Gatherer() prometheus.Gatherer { return p.registry }
+
+// Shutdown flushes and stops the exporters.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	var errs []error
+	if p.sdkTrace != nil {
+		errs = append(errs, p.sdkTrace.Shutdown(ctx))
+	}
+	errs = append(errs, p.meter.Shutdown(ctx))
+	return errors.Join(errs...)
+}
