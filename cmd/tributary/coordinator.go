@@ -27,6 +27,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -251,7 +252,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fe, err := serveCoordinator(c, &sf, nil, log)
+	fe, err := serveCoordinator(c, &sf, nil, tp, log)
 	if err != nil {
 		c.Stop(context.Background())
 		return err
@@ -312,7 +313,7 @@ func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log 
 // serveCoordinator serves the client APIs of a coordinator: every query
 // protocol over the fleet-wide front end, plus GET /api/v1/fleet. b, when
 // not nil, replaces the front end as the backend (tributary local).
-func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, log *slog.Logger) (*frontend, error) {
+func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, error) {
 	status := func(ctx context.Context) (*pb.StatusResponse, error) {
 		st := &pb.StatusResponse{NodeId: c.NodeID(), Role: "coordinator", Version: version,
 			Series: int64(c.Catalog().SeriesCount()), UptimeMs: c.Uptime().Milliseconds()}
@@ -334,7 +335,9 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
 		if local != nil {
-			mux.Handle("GET /metrics", local.metrics(st))
+			mux.Handle("GET /metrics", local.metrics(tp, st))
+		} else {
+			mux.Handle("GET /metrics", metricsHandler(tp, nil, nil, nil, st))
 		}
 	}
 	return sf.start(b, register, extra, log)

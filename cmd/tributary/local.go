@@ -16,6 +16,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -74,8 +75,8 @@ func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
 	return st
 }
 
-func (b *localBackend) metrics(st *httpapi.Stats) http.Handler {
-	return metricsHandler(b.edge, b.edgeAPI, b.ship, st)
+func (b *localBackend) metrics(tp *telemetry.Provider, st *httpapi.Stats) http.Handler {
+	return metricsHandler(tp, b.edge, b.edgeAPI, b.ship, st)
 }
 
 // edgeSource hands the in-process edge to the coordinator's front end
@@ -190,7 +191,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	edgeAPI := api.New(n, version, "edge")
 	edgeAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
-	fe, err := serveCoordinator(c, &sf, lb, log)
+	fe, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		closeEdge()
 		return fail(err)

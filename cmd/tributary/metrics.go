@@ -7,24 +7,34 @@ import (
 	"strings"
 
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/replicator"
 )
 
-// metricsHandler serves the node's counters in the Prometheus text
-// exposition format on GET /metrics: points accepted and rejected (by
-// reason), limit violations and protocol counters of the client APIs, and
-// the sizes of the head and the WAL. It is a plain snapshot of counters
-// the node already keeps; richer telemetry comes from OpenTelemetry.
-func metricsHandler(n *node.Node, grpcAPI *api.Server, ship *shipping, stats *httpapi.Stats) http.Handler {
+// metricsHandler serves GET /metrics in the Prometheus text exposition
+// format: the OpenTelemetry instruments of tp, then the node's own
+// counters (points accepted and rejected by reason, limit violations and
+// protocol counters of the client APIs, head and WAL sizes, replication)
+// when n is not nil.
+func metricsHandler(tp *telemetry.Provider, n *node.Node, grpcAPI *api.Server, ship *shipping, stats *httpapi.Stats) http.Handler {
+	otel := tp.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "use GET", http.StatusMethodNotAllowed)
 			return
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if n == nil {
+			otel.ServeHTTP(w, r)
+			return
+		}
+		// The OpenTelemetry handler negotiates its format; ask it for text.
+		r2 := r.Clone(r.Context())
+		r2.Header.Del("Accept")
+		r2.Header.Del("Accept-Encoding")
+		otel.ServeHTTP(w, r2)
 		writeMetrics(w, n.Status(), grpcAPI.TooLargeRequests(), stats.Snapshot())
 		if ship != nil {
 			writeReplicationMetrics(w, ship.s.Stats())
