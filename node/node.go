@@ -61,6 +61,8 @@ type Node struct {
 	replaySeq  atomic.Uint64
 	walLow     uint64
 	flushedLow uint64
+	// replayFrom is the first WAL sequence Open replayed (set once).
+	replayFrom uint64
 	// flushSkip holds series whose stored data cannot be read back (flush
 	// loop only, under flushMu).
 	flushSkip map[uint64]error
@@ -153,7 +155,7 @@ func Open(opts Options) (*Node, error) {
 		db.Close()
 		return nil, err
 	}
-	n.flushedLow = from
+	n.flushedLow, n.replayFrom = from, from
 	replayed, err := n.replay(from)
 	if err != nil {
 		w.Close()

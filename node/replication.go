@@ -20,7 +20,9 @@ import (
 //     Replay starts after it, so segments kept only for shipping are not
 //     applied again at every start.
 //   - ExportRange reads every series' raw points of a time range, from
-//     which the replicator builds backfills of segments it released.
+//     which the replicator builds backfills of segments it released or
+//     lost; WALReplayFrom tells it which lost segments' samples the store
+//     holds.
 //   - Options.WriteGate lets the replicator refuse writes while its
 //     backlog is over budget (the block-writers overflow policy).
 
@@ -41,6 +43,16 @@ func (n *Node) WALSegments() []wal.SegmentInfo { return n.wal.Segments() }
 func (n *Node) ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error) {
 	return n.wal.ReadSealed(seq)
 }
+
+// WALReplayFrom returns the first WAL sequence this Node replayed when it
+// opened: every sample of every segment below it was durable in the store
+// before the Node opened (the flushed-through record vouches for it), so
+// it is in the store whether or not the segment file is still there.
+// Samples of a segment at or above it are in the store only if the
+// segment was intact when the Node opened (and replayed) or was written
+// by this Node. The replicator re-ships lost segments from the store by
+// this rule.
+func (n *Node) WALReplayFrom() uint64 { return n.replayFrom }
 
 // replayStart returns the first WAL sequence to replay: the one after the
 // recorded flushed-through sequence. A record that is not below the open

@@ -313,6 +313,9 @@ type walSource struct {
 	l  *wal.Log
 	id string
 	st *memStore // what the node's local store holds: every point sealed
+	// replayFrom is what WALReplayFrom answers (0: nothing vouched for
+	// by a flush before the source opened).
+	replayFrom uint64
 }
 
 // memStore is a fake of the node's store for ExportRange: one series'
@@ -351,6 +354,7 @@ func (w walSource) ExportRange(ctx context.Context, minT, maxT int64, fn func(la
 }
 
 func (w walSource) NodeID() string                 { return w.id }
+func (w walSource) WALReplayFrom() uint64          { return w.replayFrom }
 func (w walSource) WALSegments() []wal.SegmentInfo { return w.l.Segments() }
 func (w walSource) ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error) {
 	return w.l.ReadSealed(seq)

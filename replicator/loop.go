@@ -16,6 +16,7 @@ import (
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
 	"github.com/tributarydb/tributary/replicator/internal/pace"
+	"github.com/tributarydb/tributary/replicator/internal/segsum"
 	"github.com/tributarydb/tributary/replicator/internal/seqset"
 	"github.com/tributarydb/tributary/replicator/wire"
 )
@@ -58,6 +59,20 @@ type loop struct {
 	maxSeq  uint64
 	// gapsChanged: cur.Gaps changed since the stats last copied them.
 	gapsChanged bool
+
+	// What the node's store holds of lost segments (missing.go):
+	// replayFrom is the node's WALReplayFrom; listed holds the numbers
+	// covered by sealed segments the node listed since Run began (their
+	// samples are in its store), up to listedMax; sums are the summaries
+	// of sealed segments above Released (nil if the file cannot be
+	// used), pruned through sumsPruned; judged says the cursor's missing
+	// gaps were judged against this process's store.
+	replayFrom uint64
+	listed     seqset.Set
+	listedMax  uint64
+	sums       *segsum.File
+	sumsPruned uint64
+	judged     bool
 
 	// configVersion is the version of the last fleet configuration
 	// handed to Options.OnConfig (0: none).
@@ -122,6 +137,8 @@ func newLoop(s *Shipper, src Source) (*loop, error) {
 	l.dialTimer.Stop()
 	l.rateTimer = time.NewTimer(time.Hour)
 	l.rateTimer.Stop()
+	l.replayFrom = src.WALReplayFrom()
+	l.openSummaries()
 	return l, nil
 }
 
@@ -130,6 +147,7 @@ func (l *loop) run(ctx context.Context) error {
 	defer l.enc.Close()
 	defer l.dialTimer.Stop()
 	defer l.rateTimer.Stop()
+	defer l.closeSummaries()
 	poll := time.NewTicker(l.o.PollInterval)
 	defer poll.Stop()
 	l.refresh()
@@ -203,6 +221,7 @@ func (l *loop) refresh() {
 		l.log.Error("replication stopped", "err", l.fatal)
 		return
 	}
+	l.noteListed(all)
 	l.enforceBudget()
 	if l.sess != nil && l.sess.welcomed {
 		l.declareMissing()
@@ -294,7 +313,7 @@ func (l *loop) enforceBudget() {
 			continue // acknowledged already; released as Released passes it
 		}
 		if base := l.cov.Through(l.cur.Released); s.PrevSeq > base {
-			l.addGap(cursor.Gap{After: base, Through: s.PrevSeq, Reason: cursor.ReasonMissing, Points: -1})
+			l.addGap(l.missingGap(base, s.PrevSeq))
 		}
 		l.addGap(cursor.Gap{After: s.PrevSeq, Through: s.Seq, Reason: reason, Segments: 1, Points: s.Points, MinT: s.MinT, MaxT: s.MaxT})
 		segs++
@@ -323,9 +342,11 @@ func (l *loop) declareMissing() {
 	expect := l.cov.Through(l.cur.Released)
 	for _, s := range l.chain {
 		if s.PrevSeq > expect {
+			g := l.missingGap(expect, s.PrevSeq)
 			l.log.Warn("segments missing from the node's disk are recorded as a gap (removed before replication began, or quarantined)",
-				"after_seq", expect, "through_seq", s.PrevSeq)
-			l.addGap(cursor.Gap{After: expect, Through: s.PrevSeq, Reason: cursor.ReasonMissing, Points: -1})
+				"after_seq", expect, "through_seq", s.PrevSeq, "points", g.Points, "segments", g.Segments,
+				"unrecoverable", g.Unrecoverable)
+			l.addGap(g)
 		}
 		expect = l.cov.Through(max(expect, s.Seq))
 	}
@@ -447,20 +468,21 @@ func (l *loop) send(s *session, out *outgoing) {
 func (l *loop) unreadable(seg wal.SegmentInfo, err error, now time.Time) {
 	l.lastErr = err.Error()
 	switch {
-	case errors.Is(err, wal.ErrCorrupt):
-		// The file rotted after it was sealed. Its samples reached the
-		// store from the head, not from this file: record the gap with
-		// what the listing says it held.
-		l.log.Error("sealed segment is damaged and cannot be shipped; recorded as a gap (its points are in the node's local store)",
+	case errors.Is(err, wal.ErrCorrupt), errors.Is(err, fs.ErrNotExist):
+		// The file rotted after it was sealed, or vanished (is the node's
+		// WALRetention wired to the Shipper?). The node listed it in this
+		// process, so its samples reached the store (from the head, or by
+		// replay when the node opened): record the gap with what the
+		// listing says it held, to be backfilled from the store.
+		l.log.Error("sealed segment is damaged or gone and cannot be shipped; recorded as a missing gap, to be re-shipped from the node's store",
 			"seq", seg.Seq, "points", seg.Points, "err", err)
 		if base := l.cov.Through(l.cur.Released); seg.PrevSeq > base && !l.cov.Contains(seg.PrevSeq) {
-			l.addGap(cursor.Gap{After: base, Through: seg.PrevSeq, Reason: cursor.ReasonMissing, Points: -1})
+			l.addGap(l.missingGap(base, seg.PrevSeq))
 		}
-		l.addGap(cursor.Gap{After: seg.PrevSeq, Through: seg.Seq, Reason: cursor.ReasonMissing, Segments: 1, Points: seg.Points, MinT: seg.MinT, MaxT: seg.MaxT})
+		g := cursor.Gap{After: seg.PrevSeq, Through: seg.Seq, Reason: cursor.ReasonMissing, Segments: 1, Points: seg.Points, MinT: seg.MinT, MaxT: seg.MaxT}
+		l.judge(&g)
+		l.addGap(g)
 		l.advance()
-	case errors.Is(err, fs.ErrNotExist):
-		l.log.Error("segment not yet acknowledged was removed from the node's disk (is the node's WALRetention wired to the Shipper?)", "seq", seg.Seq)
-		l.retry[seg.Seq] = retryState{notBefore: now.Add(l.o.BackoffMax)}
 	default:
 		l.log.Error("read segment failed; will retry", "seq", seg.Seq, "err", err)
 		r := l.retry[seg.Seq]
@@ -815,6 +837,7 @@ func (l *loop) publish(now time.Time) {
 	} else {
 		st.Gaps, st.UnreportedGaps = old.Gaps, old.UnreportedGaps
 		st.BackfilledGaps, st.BackfilledPoints = old.BackfilledGaps, old.BackfilledPoints
+		st.UnrecoverableGaps, st.UnrecoverablePoints = old.UnrecoverableGaps, old.UnrecoverablePoints
 		st.GapSegments, st.GapPoints, st.DroppedPoints = old.GapSegments, old.GapPoints, old.DroppedPoints
 	}
 	l.s.stats = st

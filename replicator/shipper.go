@@ -26,8 +26,12 @@ type Source interface {
 	// ExportRange calls fn for each series with points in [minT, maxT]
 	// (ms, inclusive), with those points in time order (the node's raw
 	// query); the slices are valid only during the call. Backfills of
-	// BACKLOG_OVERFLOW gaps are built from it.
+	// gaps are built from it.
 	ExportRange(ctx context.Context, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error
+	// WALReplayFrom is the first WAL sequence the node replayed when it
+	// opened: every sample of a segment below it is in the node's store
+	// even if the segment file is gone (see node.Node.WALReplayFrom).
+	WALReplayFrom() uint64
 }
 
 var _ Source = (*node.Node)(nil)

@@ -44,12 +44,17 @@ type Stats struct {
 	GapPoints      uint64
 	DroppedPoints  uint64
 	UnreportedGaps int
-	// BackfilledGaps and BackfilledPoints: the BACKLOG_OVERFLOW gap
-	// records whose points the cloud acknowledged as backfilled from the
-	// node's store, and the points those gaps declared (from the cursor,
-	// so they survive restarts).
-	BackfilledGaps   int
-	BackfilledPoints uint64
+	// BackfilledGaps and BackfilledPoints: the gap records (BACKLOG_OVERFLOW,
+	// and MISSING ones whose points the store held) whose points the cloud
+	// acknowledged as backfilled from the node's store, and the points
+	// those gaps declared (from the cursor, so they survive restarts).
+	// UnrecoverableGaps and UnrecoverablePoints: MISSING gap records that
+	// will never be backfilled (the store may lack their points, or their
+	// count is unknown), and their known points.
+	BackfilledGaps      int
+	BackfilledPoints    uint64
+	UnrecoverableGaps   int
+	UnrecoverablePoints uint64
 
 	// Since Run started: segments acknowledged, their compressed bytes on
 	// the wire and points; BytesPerPoint is ShippedBytes/ShippedPoints.
@@ -78,6 +83,9 @@ type Gap struct {
 	MinT, MaxT     int64
 	Reported       bool
 	Backfilled     bool // the cloud acknowledged its backfill from the node's store
+	// Unrecoverable: a missing gap whose points the node's store may lack
+	// (or whose count is unknown); never backfilled.
+	Unrecoverable bool
 }
 
 // setGaps copies the gap records and totals from a cursor.
@@ -86,13 +94,17 @@ func (st *Stats) setGaps(c *cursor.State) {
 	st.UnreportedGaps = 0
 	for _, g := range c.Gaps {
 		st.Gaps = append(st.Gaps, Gap{After: g.After, Through: g.Through, Reason: g.Reason.String(), Segments: g.Segments,
-			Points: g.Points, MinT: g.MinT, MaxT: g.MaxT, Reported: g.Reported, Backfilled: g.Backfilled})
+			Points: g.Points, MinT: g.MinT, MaxT: g.MaxT, Reported: g.Reported, Backfilled: g.Backfilled, Unrecoverable: g.Unrecoverable})
 		if !g.Reported {
 			st.UnreportedGaps++
 		}
 		if g.Backfilled {
 			st.BackfilledGaps++
 			st.BackfilledPoints += uint64(max(g.Points, 0))
+		}
+		if g.Unrecoverable {
+			st.UnrecoverableGaps++
+			st.UnrecoverablePoints += uint64(max(g.Points, 0))
 		}
 	}
 	st.GapSegments, st.GapPoints, st.DroppedPoints = c.GapSegments, c.GapPoints, c.DroppedPoints

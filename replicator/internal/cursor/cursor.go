@@ -9,7 +9,7 @@
 //
 //	+-------+---------+-------+---------+---------------+----------+
 //	| magic | version | idLen | node id | acked_through | released |
-//	| TRCU  |    2    |   1   |  idLen  |       8       |    8     |
+//	| TRCU  |    3    |   1   |  idLen  |       8       |    8     |
 //	+-------+---------+-------+---------+---------------+----------+
 //	+--------------+------------+----------------+-------+-----------+--------+
 //	| gap_segments | gap_points | dropped_points | nGaps | gap × n   | crc32c |
@@ -27,11 +27,15 @@
 // after+1..through; points is -1 when unknown; reason uses the numbers of
 // the wire enum GapReason; flags bit 0 says the cloud acknowledged the gap,
 // bit 1 that the cloud acknowledged its backfill (the gap's points, read
-// from the node's store, are shipped; only BACKLOG_OVERFLOW gaps are
-// backfilled).
+// from the node's store, are shipped), bit 2 that the gap is
+// unrecoverable: the node's store may lack some of its points, or their
+// count or time span is unknown, so it is never backfilled (set only on
+// MISSING gaps; never cleared).
 //
-// Version 1 is the same layout without bit 1; Decode reads it, Encode
-// writes version 2.
+// Version 1 is the same layout without bits 1 and 2, version 2 without
+// bit 2; Decode reads both, Encode writes version 3. A MISSING gap in a
+// version 1 or 2 file has bit 2 clear and is judged again by the
+// replicator when it starts (it was never backfilled by those versions).
 //
 // The file is replaced atomically: written to <path>.tmp, fsynced, renamed
 // over <path>, and the directory fsynced (without the directory fsync a
@@ -56,13 +60,15 @@ import (
 
 const (
 	magic          = "TRCU"
-	version        = 2
+	version        = 3
 	versionV1      = 1
+	versionV2      = 2
 	fixedBytes     = 4 + 1 + 1 + 8*5 + 4 + 4 // without node id and gaps
 	gapBytes       = 8*6 + 2
 	maxNodeID      = 255
 	flagReported   = 1
 	flagBackfilled = 2
+	flagUnrecover  = 4
 )
 
 // MaxGaps bounds the gap records kept; Add merges the oldest ones past it.
@@ -76,7 +82,7 @@ type Reason uint8
 const (
 	ReasonBacklogOverflow Reason = 1 // kept in the local store, to be backfilled
 	ReasonDropped         Reason = 2 // drop-oldest policy: not to be replicated
-	ReasonMissing         Reason = 3 // not on the edge's disk; points unknown
+	ReasonMissing         Reason = 3 // not on the edge's disk (removed, quarantined, unreadable)
 )
 
 func (r Reason) String() string {
@@ -101,16 +107,36 @@ type Gap struct {
 	MinT, MaxT     int64 // time span of the points, ms; both 0 when unknown
 	Reported       bool  // the cloud acknowledged the gap
 	// Backfilled: the cloud acknowledged the backfill of the gap's points
-	// from the node's store (ReasonBacklogOverflow only).
+	// from the node's store (ReasonBacklogOverflow, and ReasonMissing
+	// gaps that are not Unrecoverable).
 	Backfilled bool
+	// Unrecoverable (ReasonMissing only): the node's store may lack some
+	// of the gap's points (their segment was lost before its samples were
+	// durable in the store), or their count or time span is unknown. Such
+	// a gap is never backfilled and stays in the catalog with its count.
+	Unrecoverable bool
 }
 
 // NeedsBackfill reports whether g's points are to be shipped from the
-// node's store: a backlog overflow the cloud recorded and that was not
-// backfilled yet.
+// node's store: a backlog overflow, or a missing gap whose points the
+// store holds with a known count and time span, that the cloud recorded
+// and that was not backfilled yet.
 func (g *Gap) NeedsBackfill() bool {
-	return g.Reason == ReasonBacklogOverflow && g.Reported && !g.Backfilled
+	if !g.Reported || g.Backfilled {
+		return false
+	}
+	switch g.Reason {
+	case ReasonBacklogOverflow:
+		return true
+	case ReasonMissing:
+		return !g.Unrecoverable && g.Points > 0 && g.SpanKnown()
+	}
+	return false
 }
+
+// SpanKnown reports whether g's time span is known (both ends 0 means
+// unknown).
+func (g *Gap) SpanKnown() bool { return g.MinT != 0 || g.MaxT != 0 }
 
 // State is the cursor.
 type State struct {
@@ -131,9 +157,10 @@ type State struct {
 
 // AddGap records g in order of After, updates the totals, and merges
 // records: g into the record before it when g continues it with the same
-// reason and neither was reported; then, past MaxGaps, the two oldest
-// records (the merged record keeps the older one's reason, and its points
-// are unknown if either's were).
+// reason and recoverability and neither was reported; then, past MaxGaps,
+// the two oldest records (the merged record keeps the older one's reason,
+// its points are unknown if either's were, and it is unrecoverable if
+// either was).
 //
 // A gap that covers nothing (Through <= After) is ignored.
 func (s *State) AddGap(g Gap) {
@@ -150,7 +177,7 @@ func (s *State) AddGap(g Gap) {
 	i := sort.Search(len(s.Gaps), func(k int) bool { return s.Gaps[k].After > g.After })
 	if i > 0 {
 		prev := &s.Gaps[i-1]
-		if prev.Through == g.After && prev.Reason == g.Reason && !prev.Reported && !g.Reported {
+		if prev.Through == g.After && prev.Reason == g.Reason && prev.Unrecoverable == g.Unrecoverable && !prev.Reported && !g.Reported {
 			*prev = merge(*prev, g)
 			return
 		}
@@ -169,8 +196,9 @@ func merge(a, b Gap) Gap {
 		Segments: a.Segments + b.Segments,
 		Points:   a.Points + b.Points,
 		MinT:     a.MinT, MaxT: a.MaxT,
-		Reported:   a.Reported && b.Reported,
-		Backfilled: a.Backfilled && b.Backfilled,
+		Reported:      a.Reported && b.Reported,
+		Backfilled:    a.Backfilled && b.Backfilled,
+		Unrecoverable: a.Unrecoverable || b.Unrecoverable,
 	}
 	if a.Points < 0 || b.Points < 0 {
 		m.Points = -1
@@ -224,6 +252,9 @@ func (s *State) Encode() []byte {
 		if g.Backfilled {
 			flags |= flagBackfilled
 		}
+		if g.Unrecoverable {
+			flags |= flagUnrecover
+		}
 		b = append(b, byte(g.Reason), flags)
 	}
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -237,7 +268,7 @@ func Decode(b []byte) (State, string) {
 		return s, fmt.Sprintf("%d bytes, shorter than the smallest cursor (%d)", len(b), fixedBytes)
 	case string(b[:4]) != magic:
 		return s, fmt.Sprintf("bad magic %q", b[:4])
-	case b[4] != version && b[4] != versionV1:
+	case b[4] != version && b[4] != versionV2 && b[4] != versionV1:
 		return s, fmt.Sprintf("unsupported version %d", b[4])
 	}
 	le := binary.LittleEndian
@@ -276,6 +307,8 @@ func Decode(b []byte) (State, string) {
 			Reason:     Reason(g[48]),
 			Reported:   g[49]&flagReported != 0,
 			Backfilled: g[49]&flagBackfilled != 0,
+			// Bit 2 is unused before version 3: ignore it there.
+			Unrecoverable: b[4] == version && g[49]&flagUnrecover != 0,
 		}
 		if s.Gaps[i].Through <= s.Gaps[i].After {
 			return State{}, fmt.Sprintf("gap %d covers nothing (%d..%d]", i, s.Gaps[i].After, s.Gaps[i].Through)

@@ -159,8 +159,73 @@ func TestBackfilledFlag_RoundTripAndVersion1(t *testing.T) {
 	if !got.Gaps[1].NeedsBackfill() || got.Gaps[0].NeedsBackfill() {
 		t.Fatalf("NeedsBackfill: overflow gap %v, missing gap %v", got.Gaps[1].NeedsBackfill(), got.Gaps[0].NeedsBackfill())
 	}
-	b[4] = 3
+	b[4] = 4
 	if _, reason := Decode(b); reason == "" {
-		t.Fatal("version 3 decoded")
+		t.Fatal("version 4 decoded")
+	}
+}
+
+// reversion rewrites an encoded cursor as version v with the flags of gap
+// i set to flags.
+func reversion(b []byte, v byte, i int, flags byte) []byte {
+	b = append([]byte(nil), b...)
+	b[4] = v
+	idLen := int(b[5])
+	b[6+idLen+44+i*gapBytes+49] = flags
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+func TestUnrecoverableFlag_RoundTripAndVersion2(t *testing.T) {
+	s := sample()
+	s.Gaps[0].Unrecoverable = true
+	got, reason := Decode(s.Encode())
+	if reason != "" || !reflect.DeepEqual(got, s) {
+		t.Fatalf("Decode = %+v, %q; want %+v", got, reason, s)
+	}
+	// Version 2 had no bit 2: a stray one there is not read as the flag.
+	got, reason = Decode(reversion(s.Encode(), 2, 0, flagUnrecover|flagReported))
+	if reason != "" || got.Gaps[0].Unrecoverable || !got.Gaps[0].Reported {
+		t.Fatalf("Decode(version 2) = %+v, %q", got.Gaps[0], reason)
+	}
+}
+
+func TestNeedsBackfill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    Gap
+		want bool
+	}{
+		{"overflow reported", Gap{Reason: ReasonBacklogOverflow, Reported: true, Points: 5, MinT: 1, MaxT: 2}, true},
+		{"overflow not reported", Gap{Reason: ReasonBacklogOverflow, Points: 5, MinT: 1, MaxT: 2}, false},
+		{"overflow backfilled", Gap{Reason: ReasonBacklogOverflow, Reported: true, Backfilled: true}, false},
+		{"dropped", Gap{Reason: ReasonDropped, Reported: true, Points: 5, MinT: 1, MaxT: 2}, false},
+		{"missing in store", Gap{Reason: ReasonMissing, Reported: true, Points: 5, MinT: 1, MaxT: 2}, true},
+		{"missing unrecoverable", Gap{Reason: ReasonMissing, Reported: true, Points: 5, MinT: 1, MaxT: 2, Unrecoverable: true}, false},
+		{"missing count unknown", Gap{Reason: ReasonMissing, Reported: true, Points: -1, MinT: 1, MaxT: 2}, false},
+		{"missing span unknown", Gap{Reason: ReasonMissing, Reported: true, Points: 5}, false},
+		{"missing no points", Gap{Reason: ReasonMissing, Reported: true, Points: 0, MinT: 1, MaxT: 2}, false},
+		{"missing backfilled", Gap{Reason: ReasonMissing, Reported: true, Points: 5, MinT: 1, MaxT: 2, Backfilled: true}, false},
+	} {
+		if got := tc.g.NeedsBackfill(); got != tc.want {
+			t.Errorf("%s: NeedsBackfill = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAddGap_KeepsRecoverabilityApart: a missing gap whose points the
+// store holds is not merged with one whose points it may lack, or the
+// merge would either re-ship what is gone or give up what is there.
+func TestAddGap_KeepsRecoverabilityApart(t *testing.T) {
+	var s State
+	s.AddGap(Gap{After: 1, Through: 2, Reason: ReasonMissing, Segments: 1, Points: 10, MinT: 1, MaxT: 5})
+	s.AddGap(Gap{After: 2, Through: 3, Reason: ReasonMissing, Segments: 1, Points: 20, MinT: 6, MaxT: 9, Unrecoverable: true})
+	s.AddGap(Gap{After: 3, Through: 4, Reason: ReasonMissing, Segments: 1, Points: 30, MinT: 10, MaxT: 12, Unrecoverable: true})
+	want := []Gap{
+		{After: 1, Through: 2, Reason: ReasonMissing, Segments: 1, Points: 10, MinT: 1, MaxT: 5},
+		{After: 2, Through: 4, Reason: ReasonMissing, Segments: 2, Points: 50, MinT: 6, MaxT: 12, Unrecoverable: true},
+	}
+	if !reflect.DeepEqual(s.Gaps, want) {
+		t.Fatalf("gaps %+v\nwant %+v", s.Gaps, want)
 	}
 }

@@ -1,0 +1,132 @@
+package segsum
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func open(t *testing.T, path, node string) (*File, string) {
+	t.Helper()
+	f, note, err := Open(path, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, note
+}
+
+func TestFile_SurvivesReopenAndChains(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summaries")
+	f, note := open(t, path, "pi-7")
+	if note != "" || f.Len() != 0 {
+		t.Fatalf("new file: note %q, %d summaries", note, f.Len())
+	}
+	sums := []Summary{
+		{Seq: 3, PrevSeq: 1, Points: 100, MinT: 10, MaxT: 20},
+		{Seq: 4, PrevSeq: 3, Points: 50, MinT: 15, MaxT: 30},
+		{Seq: 7, PrevSeq: 4, Points: 7, MinT: 31, MaxT: 31},
+	}
+	if err := f.Add(sums...); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Add(sums[0]); err != nil { // again: nothing appended
+		t.Fatal(err)
+	}
+	f.Close()
+	g, note := open(t, path, "pi-7")
+	if note != "" || g.Len() != 3 || g.entries != 3 {
+		t.Fatalf("reopened: note %q, %d summaries, %d entries", note, g.Len(), g.entries)
+	}
+	if got, ok := g.Chain(1, 7); !ok || !reflect.DeepEqual(got, sums) {
+		t.Fatalf("Chain(1, 7) = %+v, %v", got, ok)
+	}
+	if got, ok := g.Chain(3, 4); !ok || !reflect.DeepEqual(got, sums[1:2]) {
+		t.Fatalf("Chain(3, 4) = %+v, %v", got, ok)
+	}
+	for _, r := range [][2]uint64{{0, 7}, {2, 7}, {1, 5}, {1, 6}} {
+		if got, ok := g.Chain(r[0], r[1]); ok {
+			t.Errorf("Chain(%d, %d) = %+v; want no chain (a link is missing or overshoots)", r[0], r[1], got)
+		}
+	}
+}
+
+func TestFile_TornTailIsCutAndAppendsGoOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summaries")
+	f, _ := open(t, path, "pi-7")
+	if err := f.Add(Summary{Seq: 1, Points: 1, MinT: 1, MaxT: 1}, Summary{Seq: 2, PrevSeq: 1, Points: 2, MinT: 2, MaxT: 3},
+		Summary{Seq: 3, PrevSeq: 2, Points: 2, MinT: 2, MaxT: 3}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash during an append: half an entry; and a flipped bit in the
+	// one before it: only the first entry stands.
+	b = b[:len(b)-entryBytes/2]
+	b[len(b)-entryBytes/2-3] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, note := open(t, path, "pi-7")
+	if note != "" || g.Len() != 1 {
+		t.Fatalf("after a torn tail: note %q, %d summaries; want the first entry", note, g.Len())
+	}
+	if err := g.Add(Summary{Seq: 5, PrevSeq: 1, Points: 9, MinT: 4, MaxT: 8}); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	h, _ := open(t, path, "pi-7")
+	if _, ok := h.Get(5); !ok || h.Len() != 2 {
+		t.Fatalf("append after a torn tail lost: %d summaries", h.Len())
+	}
+}
+
+func TestFile_ForeignOrDamagedFileIsReplaced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summaries")
+	f, _ := open(t, path, "pi-7")
+	if err := f.Add(Summary{Seq: 1, Points: 1, MinT: 1, MaxT: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if g, note := open(t, path, "pi-8"); note == "" || g.Len() != 0 {
+		t.Fatalf("another node's file: note %q, %d summaries", note, g.Len())
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if g, note := open(t, path, "pi-7"); note == "" || g.Len() != 0 {
+		t.Fatalf("garbage: note %q, %d summaries", note, g.Len())
+	}
+}
+
+func TestFile_DropThroughCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summaries")
+	f, _ := open(t, path, "pi-7")
+	for seq := uint64(1); seq <= 600; seq++ {
+		if err := f.Add(Summary{Seq: seq, PrevSeq: seq - 1, Points: 1, MinT: int64(seq), MaxT: int64(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.DropThrough(500); err != nil {
+		t.Fatal(err)
+	}
+	if f.Len() != 100 || f.entries != 100 {
+		t.Fatalf("after DropThrough: %d summaries, %d entries in the file", f.Len(), f.entries)
+	}
+	if err := f.Add(Summary{Seq: 601, PrevSeq: 600, Points: 1, MinT: 601, MaxT: 601}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st, err := os.Stat(path)
+	if err != nil || st.Size() != headerBytes("pi-7")+101*entryBytes {
+		t.Fatalf("compacted file: %v, %v", st, err)
+	}
+	g, _ := open(t, path, "pi-7")
+	if _, ok := g.Chain(500, 601); !ok || g.Len() != 101 {
+		t.Fatalf("after compaction and reopen: %d summaries", g.Len())
+	}
+}
