@@ -79,6 +79,9 @@ func (b *localBackend) metrics(tp *telemetry.Provider, st *httpapi.Stats) http.H
 	return metricsHandler(tp, b.edge, b.edgeAPI, b.ship, st)
 }
 
+// ready is the in-process edge's readiness check for /readyz.
+func (b *localBackend) ready() error { return nodeReady(b.edge)() }
+
 // edgeSource hands the in-process edge to the coordinator's front end
 // once it is open.
 type edgeSource struct{ n atomic.Pointer[node.Node] }

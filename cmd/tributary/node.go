@@ -128,6 +128,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, n, grpcAPI, ship, st))
+		registerHealth(mux, nodeReady(n))
 	}
 	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, log)
 	if err != nil {

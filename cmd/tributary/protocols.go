@@ -14,8 +14,9 @@ import (
 	"github.com/tributarydb/tributary/httpapi/prom"
 )
 
-// openPaths need no token: liveness probes and client pings.
-var openPaths = []string{"/ping", "/health", "/metrics"}
+// openPaths need no token: liveness and readiness probes (health.go),
+// client pings and metrics.
+var openPaths = []string{"/ping", "/health", "/healthz", "/readyz", "/metrics"}
 
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {
