@@ -634,6 +634,7 @@ func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []strin
 		case <-hedge.C:
 			if next < len(replicas) {
 				f.o.Logger.Debug("query: hedging replica leg", "edge", edge, "replica", replicas[next])
+				f.m.hedged(ctx)
 				start()
 				hedge.Reset(f.o.HedgeAfter)
 			}

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/node"
@@ -60,6 +63,9 @@ type Options struct {
 	// MaxParallelEdges bounds the edges queried at once (default 16).
 	MaxParallelEdges int
 	Logger           *slog.Logger
+	// MeterProvider receives the front end's metrics (metrics.go); nil:
+	// none.
+	MeterProvider metric.MeterProvider
 }
 
 func (o *Options) setDefaults() {
@@ -80,6 +86,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
 }
 
@@ -103,6 +112,7 @@ func (o *Options) Validate() error {
 // Frontend answers queries from the fleet. It implements backend.Backend.
 type Frontend struct {
 	o Options
+	m *metrics
 }
 
 var _ backend.Backend = (*Frontend)(nil)
@@ -113,7 +123,12 @@ func New(o Options) (*Frontend, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Frontend{o: o}, nil
+	m, err := newMetrics(o.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	m.instrument(&o)
+	return &Frontend{o: o, m: m}, nil
 }
 
 // Coverage says which sources answered a query and what is missing.
@@ -194,12 +209,8 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 	return refs, nil
 }
 
-// Series lists the series matching ms, in label order, at most limit
-// (<= 0: MaxSeries): the catalog's, and those of every reachable edge (an
-// edge's series created after its watermark are not in the catalog yet).
-// An edge that is unreachable or fails is not asked and nothing says so:
-// the listing has no channel for warnings.
-func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+// listSeries is Series (metrics.go times the call).
+func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
 	}
@@ -233,9 +244,8 @@ func (f *Frontend) Series(ctx context.Context, ms []*labels.Matcher, limit int) 
 	return out[:min(len(out), limit)], nil
 }
 
-// LabelNames lists the label names of the series matching ms (all series
-// when ms is empty): the catalog's and every reachable edge's, as Series.
-func (f *Frontend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
+// listLabelNames is LabelNames (metrics.go times the call).
+func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
 	}
@@ -263,9 +273,8 @@ func (f *Frontend) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]stri
 	return sortedSet(seen), nil
 }
 
-// LabelValues lists the values of name among the series matching ms: the
-// catalog's and every reachable edge's, as Series.
-func (f *Frontend) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
+// listLabelValues is LabelValues (metrics.go times the call).
+func (f *Frontend) listLabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
 	if err := f.barrier(ctx); err != nil {
 		return nil, err
 	}

@@ -22,11 +22,8 @@ func (f *Frontend) Query(ctx context.Context, q node.Query, emit func(node.Serie
 	return info, err
 }
 
-// QueryWithCoverage runs q over the fleet and calls emit per series (or
-// group) in label order. Besides the answer it says, per edge, which
-// sources answered and which time ranges are missing; the same is
-// summarized as human-readable lines in QueryInfo.Warnings.
-func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, Coverage, error) {
+// queryWithCoverage is QueryWithCoverage (metrics.go times the call).
+func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, Coverage, error) {
 	var info node.QueryInfo
 	var cov Coverage
 	q.Matchers = slices.Clone(q.Matchers)

@@ -67,6 +67,8 @@ func (s *Store) Apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 		s.stats.duplicates.Add(1)
 	case err == nil:
 		s.stats.applied.Add(1)
+	default:
+		s.stats.failed.Add(1)
 	}
 	if err != nil {
 		return Applied{}, fmt.Errorf("store segment %d of %q: %w", seq, edge, err)

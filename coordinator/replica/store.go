@@ -31,7 +31,7 @@ type Store struct {
 	seed  maphash.Seed
 
 	stats struct {
-		applied, duplicates, conflicts, invalid, points, rejected atomic.Int64
+		applied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
 	}
 }
 
@@ -41,6 +41,7 @@ type Stats struct {
 	Duplicates      int64 // segments already held with the same crc32c
 	Conflicts       int64 // segments refused with ErrConflict
 	Invalid         int64 // segments refused with ErrInvalidSegment
+	Failed          int64 // segments not stored for another error (disk, overload, context)
 	Points          int64 // points written
 	Rejected        int64 // points the engine refused
 	Series          int   // series in the engine (all edges)
@@ -73,6 +74,7 @@ func (s *Store) Stats() Stats {
 		Duplicates:      s.stats.duplicates.Load(),
 		Conflicts:       s.stats.conflicts.Load(),
 		Invalid:         s.stats.invalid.Load(),
+		Failed:          s.stats.failed.Load(),
 		Points:          s.stats.points.Load(),
 		Rejected:        s.stats.rejected.Load(),
 		Series:          s.eng.Status().Series,

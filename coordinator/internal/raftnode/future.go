@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors of proposals, reads and membership changes.
@@ -63,6 +64,9 @@ type Future struct {
 	// lead and term are the leader this member knew, and its term, when
 	// it last proposed the command (proposals only).
 	lead, term uint64
+	// start is when the proposal was queued (proposals only; zero for
+	// one refused at once).
+	start time.Time
 
 	done   chan struct{}
 	result any
@@ -115,6 +119,7 @@ func (n *Node) completeLocked(f *Future, result any, err error) {
 	case kindProposal:
 		delete(n.pending, f.seq)
 		f.data = nil
+		n.metrics.proposed(f.start, err)
 	case kindConf:
 		delete(n.pending, f.seq)
 		if n.confInFlight == f {

@@ -28,6 +28,8 @@ type Node struct {
 	boot   uint64
 	signal chan struct{} // buffered(1): work was queued
 
+	metrics *metrics
+
 	mu sync.Mutex
 	// REQUIRES: mu held for the fields below.
 	inbox        inbox
@@ -136,7 +138,12 @@ func Open(opts Options) (*Node, error) {
 		signal: make(chan struct{}, 1), pending: map[uint64]*Future{},
 		changed: make(chan struct{}), runDone: make(chan struct{}), stopRun: make(chan struct{}),
 	}
+	if n.metrics, err = newMetrics(opts.MeterProvider, n); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("raftnode %d: %w", opts.ID, err)
+	}
 	if err := n.start(); err != nil {
+		n.metrics.close()
 		l.Close()
 		return nil, fmt.Errorf("raftnode %d: %w", opts.ID, err)
 	}
@@ -160,6 +167,7 @@ func (n *Node) start() (err error) {
 		}
 		n.applied, n.snapIndex = snap.Metadata.Index, snap.Metadata.Index
 		n.setConfState(snap.Metadata.ConfState)
+		n.metrics.snapshotsRestored.Add(1)
 	}
 	n.nextSnapAt = n.snapIndex + n.opts.SnapshotEntries
 	o := n.opts
@@ -291,7 +299,7 @@ func (n *Node) ProposeAsync(cmd []byte) *Future {
 		return f
 	}
 	n.nextSeq++
-	f.seq, f.data = n.nextSeq, cmd
+	f.seq, f.data, f.start = n.nextSeq, cmd, time.Now()
 	n.pending[f.seq] = f
 	n.pendingBytes += len(cmd)
 	n.inbox.props = append(n.inbox.props, f)
@@ -475,6 +483,7 @@ func (n *Node) Close() error {
 	n.mu.Lock()
 	n.failAllLocked(ErrStopped)
 	n.mu.Unlock()
+	n.metrics.close()
 	return n.log.Close()
 }
 

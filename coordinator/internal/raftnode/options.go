@@ -9,6 +9,8 @@ import (
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/node/wal/walfs"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
 // Transport carries raft messages between members. It is the seam the
@@ -106,6 +108,8 @@ type Options struct {
 	MaxUncommittedBytes uint64
 
 	Logger *slog.Logger
+	// MeterProvider receives the member's metrics (metrics.go); nil: none.
+	MeterProvider metric.MeterProvider
 }
 
 func (o *Options) normalize() error {
@@ -134,6 +138,9 @@ func (o *Options) normalize() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return o.Validate()
 }

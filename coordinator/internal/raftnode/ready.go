@@ -217,6 +217,7 @@ func (n *Node) installSnapshot(s raftpb.Snapshot) error {
 	n.applied, n.snapIndex = s.Metadata.Index, s.Metadata.Index
 	n.nextSnapAt = n.applied + n.opts.SnapshotEntries
 	n.setConfState(s.Metadata.ConfState)
+	n.metrics.snapshotsRestored.Add(1)
 	n.completeReads()
 	return nil
 }
@@ -488,6 +489,7 @@ func (n *Node) maybeSnapshot() error {
 	}
 	n.snapIndex = n.applied
 	n.nextSnapAt = n.applied + n.opts.SnapshotEntries
+	n.metrics.snapshotsTaken.Add(1)
 	if n.applied <= n.opts.KeepEntries {
 		return nil
 	}
