@@ -7,11 +7,18 @@
 // OpenTelemetry globals, so two of them in one process (tributary local,
 // tests) keep their instruments apart.
 //
-// Metrics are always collected and served in the Prometheus text format by
+// Metrics are collected and served in the Prometheus text format by
 // Provider.Handler (GET /metrics); with an OTLP endpoint they are also
-// pushed over OTLP/gRPC. Traces are off unless an OTLP endpoint (or, in
-// tests, a span exporter) is given: the TracerProvider is then the no-op
-// one, so instrumented code costs a branch per span.
+// pushed over OTLP/gRPC. --metrics=false turns the OpenTelemetry
+// instruments off (the MeterProvider is then the no-op one and the handler
+// serves only the Go runtime and process collectors): it exists to measure
+// what the instruments cost. Traces are off unless an OTLP endpoint (or,
+// in tests, a span exporter) is given: the TracerProvider is then the
+// no-op one, so instrumented code costs a branch per span.
+//
+// grpc.go instruments gRPC servers and clients (otelgrpc with the
+// process's providers and the W3C propagator); trace.go carries trace
+// context inside messages of long-lived streams.
 package telemetry
 
 import (
@@ -20,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -47,7 +56,33 @@ type Flags struct {
 	OTLPInterval     time.Duration // metric push interval
 	Traces           bool          // export traces (needs OTLPEndpoint)
 	TraceSampleRatio float64       // fraction of root spans sampled; 0 (unset) samples all
+	// MetricsOff turns the OpenTelemetry instruments off (--metrics=false):
+	// a no-op MeterProvider, nothing pushed over OTLP, and /metrics serves
+	// the Go runtime and process collectors only.
+	MetricsOff bool
 }
+
+// onFlag is a boolean flag that is true by default and sets *off when
+// turned off, so the zero Flags keep metrics on.
+type onFlag struct{ off *bool }
+
+func (f onFlag) String() string {
+	if f.off != nil && *f.off {
+		return "false"
+	}
+	return "true"
+}
+
+func (f onFlag) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	*f.off = !on
+	return nil
+}
+
+func (onFlag) IsBoolFlag() bool { return true }
 
 // Register adds the flags to fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
@@ -55,6 +90,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.OTLPInsecure, "otlp-insecure", false, "send OTLP in plaintext (default: TLS with the system roots)")
 	fs.DurationVar(&f.OTLPInterval, "otlp-interval", 30*time.Second, "how often metrics are pushed over OTLP")
 	fs.BoolVar(&f.Traces, "otlp-traces", true, "with --otlp-endpoint: export traces too")
+	fs.Var(onFlag{&f.MetricsOff}, "metrics", "record the OpenTelemetry metrics (false: no-op instruments, /metrics serves the Go runtime and process metrics and the node's own counters only; for measuring their cost)")
 	fs.Float64Var(&f.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of traces sampled when traces are exported, above 0 and at most 1 (a sampled parent's children always are)")
 }
 
@@ -88,7 +124,8 @@ type Config struct {
 
 // Provider is a process's telemetry.
 type Provider struct {
-	meter    *sdkmetric.MeterProvider
+	meter    metric.MeterProvider
+	sdkMeter *sdkmetric.MeterProvider // nil when metrics are off
 	tracer   trace.TracerProvider
 	sdkTrace *sdktrace.TracerProvider // nil when traces are off
 	registry *prometheus.Registry
@@ -116,24 +153,27 @@ func Setup(ctx context.Context, c Config) (*Provider, error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
-	}
-	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(exp), sdkmetric.WithView(latencyView)}
-	p := &Provider{registry: reg, tracer: noop.NewTracerProvider()}
-	if c.OTLPEndpoint != "" {
-		o := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(c.OTLPEndpoint)}
-		if c.OTLPInsecure {
-			o = append(o, otlpmetricgrpc.WithInsecure())
-		}
-		mexp, err := otlpmetricgrpc.New(ctx, o...)
+	p := &Provider{registry: reg, tracer: noop.NewTracerProvider(), meter: metricnoop.NewMeterProvider()}
+	if !c.MetricsOff {
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: --otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+			return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 		}
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(c.OTLPInterval))))
+		mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(exp), sdkmetric.WithView(latencyView)}
+		if c.OTLPEndpoint != "" {
+			o := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(c.OTLPEndpoint)}
+			if c.OTLPInsecure {
+				o = append(o, otlpmetricgrpc.WithInsecure())
+			}
+			mexp, err := otlpmetricgrpc.New(ctx, o...)
+			if err != nil {
+				return nil, fmt.Errorf("telemetry: --otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+			}
+			mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(c.OTLPInterval))))
+		}
+		p.sdkMeter = sdkmetric.NewMeterProvider(mopts...)
+		p.meter = p.sdkMeter
 	}
-	p.meter = sdkmetric.NewMeterProvider(mopts...)
 	p.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 
 	var spanExp sdktrace.SpanExporter
@@ -146,8 +186,9 @@ func Setup(ctx context.Context, c Config) (*Provider, error) {
 		if c.OTLPInsecure {
 			o = append(o, otlptracegrpc.WithInsecure())
 		}
+		var err error
 		if spanExp, err = otlptracegrpc.New(ctx, o...); err != nil {
-			p.meter.Shutdown(ctx)
+			p.shutdownMeter(ctx)
 			return nil, fmt.Errorf("telemetry: --otlp-endpoint %s: %w", c.OTLPEndpoint, err)
 		}
 	}
@@ -180,12 +221,16 @@ var latencyView = sdkmetric.NewView(
 	}},
 )
 
-// MeterProvider is the provider components take their meters from.
+// MeterProvider is the provider components take their meters from; the
+// no-op provider when metrics are off.
 func (p *Provider) MeterProvider() metric.MeterProvider { return p.meter }
 
 // TracerProvider is the provider components take their tracers from; the
 // no-op provider when traces are off.
 func (p *Provider) TracerProvider() trace.TracerProvider { return p.tracer }
+
+// MetricsOn reports whether the OpenTelemetry instruments record.
+func (p *Provider) MetricsOn() bool { return p.sdkMeter != nil }
 
 // TracesOn reports whether spans are recorded and exported.
 func (p *Provider) TracesOn() bool { return p.sdkTrace != nil }
@@ -207,6 +252,13 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	if p.sdkTrace != nil {
 		errs = append(errs, p.sdkTrace.Shutdown(ctx))
 	}
-	errs = append(errs, p.meter.Shutdown(ctx))
+	errs = append(errs, p.shutdownMeter(ctx))
 	return errors.Join(errs...)
+}
+
+func (p *Provider) shutdownMeter(ctx context.Context) error {
+	if p.sdkMeter == nil {
+		return nil
+	}
+	return p.sdkMeter.Shutdown(ctx)
 }

@@ -40,6 +40,8 @@ type Segment struct {
 	// File is the segment file as the edge sealed it, verified.
 	File            []byte
 	CompressedBytes uint64
+	// Traceparent is the first part's W3C trace context ("" if none).
+	Traceparent string
 }
 
 // Assembler reassembles the segments of one node's stream.
@@ -233,6 +235,6 @@ func (a *Assembler) finish(m *pb.ShipSegment, data []byte) (*Segment, *Error) {
 		NodeID: m.NodeId, Seq: seq, PrevSeq: m.PrevSeq, CRC: info.CRC,
 		Records: info.Records, Points: info.Points, MinT: info.MinT, MaxT: info.MaxT,
 		Backfill: m.BackfillPoints != nil, BackfillPoints: m.GetBackfillPoints(),
-		File: file, CompressedBytes: m.CompressedBytes,
+		File: file, CompressedBytes: m.CompressedBytes, Traceparent: m.Traceparent,
 	}, nil
 }

@@ -95,6 +95,6 @@ func cloneMeta(m *pb.ShipSegment) *pb.ShipSegment {
 		NodeId: m.NodeId, Seq: m.Seq, PrevSeq: m.PrevSeq, Crc32C: m.Crc32C, Compression: m.Compression,
 		UncompressedBytes: m.UncompressedBytes, CompressedBytes: m.CompressedBytes,
 		Records: m.Records, Points: m.Points, MinTimeMs: m.MinTimeMs, MaxTimeMs: m.MaxTimeMs,
-		BackfillPoints: m.BackfillPoints,
+		BackfillPoints: m.BackfillPoints, Traceparent: m.Traceparent,
 	}
 }

@@ -989,8 +989,16 @@ type ShipSegment struct {
 	// backfilled in several segments puts its points on the last one and 0
 	// on the others. Must be >= 0 and the same on every part.
 	BackfillPoints *int64 `protobuf:"varint,14,opt,name=backfill_points,json=backfillPoints,proto3,oneof" json:"backfill_points,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// W3C trace context (a `traceparent` header value,
+	// "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>") of the edge's
+	// span for shipping this segment, so the coordinator's intake, replica
+	// and catalog spans join the trace that began when the edge sealed the
+	// segment. Empty when the edge does not trace. Set on the first part
+	// only (offset 0); the coordinator ignores it on later parts and
+	// ignores a value it cannot parse (tracing never fails a shipment).
+	Traceparent   string `protobuf:"bytes,15,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipSegment) Reset() {
@@ -1119,6 +1127,13 @@ func (x *ShipSegment) GetBackfillPoints() int64 {
 		return *x.BackfillPoints
 	}
 	return 0
+}
+
+func (x *ShipSegment) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // ShipGap declares that the edge will not ship the segments covering
@@ -1530,7 +1545,7 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
 	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
-	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\"\xe9\x03\n" +
+	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\"\x8b\x04\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
@@ -1546,7 +1561,8 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\vmax_time_ms\x18\v \x01(\x03R\tmaxTimeMs\x12\x16\n" +
 	"\x06offset\x18\f \x01(\x04R\x06offset\x12\x12\n" +
 	"\x04data\x18\r \x01(\fR\x04data\x12,\n" +
-	"\x0fbackfill_points\x18\x0e \x01(\x03H\x00R\x0ebackfillPoints\x88\x01\x01B\x12\n" +
+	"\x0fbackfill_points\x18\x0e \x01(\x03H\x00R\x0ebackfillPoints\x88\x01\x01\x12 \n" +
+	"\vtraceparent\x18\x0f \x01(\tR\vtraceparentB\x12\n" +
 	"\x10_backfill_points\"\x85\x02\n" +
 	"\aShipGap\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
