@@ -31,7 +31,10 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
@@ -76,6 +79,10 @@ type Coordinator struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// Readiness and metrics (readiness.go, metrics.go).
+	intakeServing, stopping atomic.Bool
+	metricsReg              metric.Registration
 }
 
 // Open starts a coordinator: it opens the replica store and the raft log,
@@ -119,7 +126,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 		peers = append(peers, raftnode.Peer{ID: p.RaftID, Addr: p.Addr})
 	}
 	c.raft, err = raftnode.Open(raftnode.Options{ID: o.RaftID, Dir: o.raftDir(), StateMachine: c.fsm,
-		Transport: c.tr, Peers: peers, Logger: o.Logger})
+		Transport: c.tr, Peers: peers, Logger: o.Logger, MeterProvider: o.MeterProvider})
 	if err != nil {
 		return nil, fmt.Errorf("open raft member: %w", err)
 	}
@@ -176,7 +183,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	c.intake.Register(c.intakeGRPC)
 
 	c.front, err = query.New(query.Options{Catalog: c.fsm, Barrier: c.raft.LinearizableRead,
-		Replica: c.links.replicaSource, Edge: c.links.edgeSource, Logger: o.Logger})
+		Replica: c.links.replicaSource, Edge: c.links.edgeSource, Logger: o.Logger, MeterProvider: o.MeterProvider})
 	if err != nil {
 		return nil, fmt.Errorf("query front end: %w", err)
 	}
@@ -187,6 +194,10 @@ func Open(o Options) (_ *Coordinator, err error) {
 	closers = append(closers, func() { c.clusterLis.Close() })
 	if c.intakeLis, err = net.Listen("tcp", o.IntakeListen); err != nil {
 		return nil, fmt.Errorf("intake listener: %w", err)
+	}
+	closers = append(closers, func() { c.intakeLis.Close() })
+	if c.metricsReg, err = c.registerMetrics(o.MeterProvider); err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,7 +214,9 @@ func Open(o Options) (_ *Coordinator, err error) {
 			c.fail(fmt.Errorf("cluster listener: %w", err))
 		}
 	})
+	c.intakeServing.Store(true)
 	c.wg.Go(func() {
+		defer c.intakeServing.Store(false)
 		if err := c.intakeGRPC.Serve(c.intakeLis); err != nil && ctx.Err() == nil {
 			c.fail(fmt.Errorf("intake listener: %w", err))
 		}
@@ -258,17 +271,6 @@ func (c *Coordinator) Catalog() *catalog.FSM { return c.fsm }
 // before the call (raft ReadIndex).
 func (c *Coordinator) Barrier(ctx context.Context) error { return c.raft.LinearizableRead(ctx) }
 
-// Ready reports whether the coordinator can serve: a leader is known and
-// this coordinator is registered in the catalog.
-func (c *Coordinator) Ready() bool {
-	st := c.raft.Status()
-	if st.Lead == 0 || st.Failed != nil || st.Removed {
-		return false
-	}
-	n, ok := c.fsm.Node(c.opts.NodeID)
-	return ok && n.Role == catalog.RoleCoordinator
-}
-
 // WaitReady blocks until Ready or ctx ends.
 func (c *Coordinator) WaitReady(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
@@ -295,6 +297,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 }
 
 func (c *Coordinator) stop(ctx context.Context) error {
+	c.stopping.Store(true)
+	c.metricsReg.Unregister()
 	c.intake.Close()
 	c.tunnels.Close()
 	stopped := make(chan struct{})

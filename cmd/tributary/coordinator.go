@@ -339,8 +339,20 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		} else {
 			mux.Handle("GET /metrics", metricsHandler(tp, nil, nil, nil, st))
 		}
+		registerHealth(mux, coordinatorReadiness(c, local)...)
 	}
 	return sf.start(b, register, extra, log)
+}
+
+// coordinatorReadiness are the /readyz checks of a coordinator (raft
+// member caught up with a known leader, registered, replica store open,
+// intake serving) and of its in-process edge in local mode.
+func coordinatorReadiness(c *coordinator.Coordinator, local *localBackend) []func() error {
+	checks := []func() error{c.Readiness}
+	if local != nil {
+		checks = append(checks, local.ready)
+	}
+	return checks
 }
 
 // fleetHandler answers GET /api/v1/fleet with the catalog's view of the

@@ -125,3 +125,12 @@ func (s *Store) lockFor(edge string, seq uint64) *sync.Mutex {
 	h.Write(b[:])
 	return &s.locks[h.Sum64()%uint64(len(s.locks))]
 }
+
+// Ready reports whether the store serves: nil from Open until Close
+// starts.
+func (s *Store) Ready() error {
+	if err := s.eng.Ready(); err != nil {
+		return fmt.Errorf("replica store: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tributarydb/tributary/coordinator/catalog"
+)
+
+// The coordinator's own metrics observe counters its parts already keep
+// (catalog sizes, intake and replica store statistics, open tunnels) when
+// a reader collects; nothing is counted twice on the data path. The raft
+// member and the query front end register theirs through their Options
+// (raftnode and query metrics.go).
+
+// meterName is the instrumentation scope of the coordinator's metrics.
+const meterName = "github.com/tributarydb/tributary/coordinator"
+
+// Attribute sets observed by the callback, made once.
+var (
+	roleEdge        = metric.WithAttributeSet(attribute.NewSet(attribute.String("role", "edge")))
+	roleCoordinator = metric.WithAttributeSet(attribute.NewSet(attribute.String("role", "coordinator")))
+	gapReasons      = []catalog.GapReason{catalog.GapBacklogOverflow, catalog.GapDropped, catalog.GapMissing}
+	gapAttrs        = func() map[catalog.GapReason]metric.ObserveOption {
+		m := map[catalog.GapReason]metric.ObserveOption{}
+		for _, r := range gapReasons {
+			m[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+		}
+		return m
+	}()
+	outcomeAttr = func(o string) metric.ObserveOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
+	}
+	intakeStored, intakeDuplicate, intakeConflict = outcomeAttr("stored"), outcomeAttr("duplicate"), outcomeAttr("conflict")
+	replicaApplied, replicaDuplicate              = outcomeAttr("applied"), outcomeAttr("duplicate")
+	replicaConflict, replicaInvalid, replicaError = outcomeAttr("conflict"), outcomeAttr("invalid"), outcomeAttr("error")
+)
+
+// registerMetrics registers the coordinator's observable instruments; the
+// returned registration is unregistered when the coordinator stops.
+func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registration, error) {
+	meter := mp.Meter(meterName)
+	var err error
+	var all []metric.Observable
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		if err != nil {
+			return nil
+		}
+		var g metric.Int64ObservableGauge
+		g, err = meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		all = append(all, g)
+		return g
+	}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		if err != nil {
+			return nil
+		}
+		var o metric.Int64ObservableCounter
+		o, err = meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		all = append(all, o)
+		return o
+	}
+
+	// Catalog.
+	series := gauge("tributary.catalog.series", "{series}", "Series registered in the fleet catalog.")
+	nodes := gauge("tributary.catalog.nodes", "{node}", "Nodes registered in the fleet catalog, by role.")
+	members := gauge("tributary.catalog.members", "{member}", "Raft members the catalog knows of.")
+	placements := gauge("tributary.catalog.placements", "{edge}", "Edges with a placement (replica coordinators chosen).")
+	heldRuns := gauge("tributary.catalog.held.runs", "{run}", "Runs of consecutive segments the cloud holds, over all edges (few runs: little fragmentation).")
+	heldSegs := gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
+	gaps := gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
+	gapSegs := gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
+
+	// Intake.
+	inSegs := counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
+	inBytes := counter("tributary.intake.received", "By", "Segment data received from edges, compressed, as on the wire.")
+	inRefused := counter("tributary.intake.refusals", "{refusal}", "Ship errors sent to edges, by code.")
+	inGaps := counter("tributary.intake.gaps", "{gap}", "Gap declarations from edges recorded in the catalog (replays included).")
+	inStreams := counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
+	inOpen := gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
+	inBeats := counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
+
+	// Replica store.
+	repSegs := counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
+	repPoints := counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
+	repRejected := counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
+	repSeries := gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
+
+	// Query tunnels.
+	tunnels := gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		sz := c.fsm.Sizes()
+		o.ObserveInt64(series, int64(sz.Series))
+		o.ObserveInt64(nodes, int64(sz.Edges), roleEdge)
+		o.ObserveInt64(nodes, int64(sz.Coordinators), roleCoordinator)
+		o.ObserveInt64(members, int64(sz.Members))
+		o.ObserveInt64(placements, int64(sz.Placements))
+		o.ObserveInt64(heldRuns, int64(sz.HeldRuns))
+		o.ObserveInt64(heldSegs, int64(sz.HeldSegments))
+		for _, r := range gapReasons {
+			o.ObserveInt64(gaps, int64(sz.Gaps[r]), gapAttrs[r])
+		}
+		o.ObserveInt64(gapSegs, int64(sz.GapSegments))
+
+		is := c.intake.Stats()
+		o.ObserveInt64(inSegs, is.SegmentsStored, intakeStored)
+		o.ObserveInt64(inSegs, is.Duplicates, intakeDuplicate)
+		o.ObserveInt64(inSegs, is.Conflicts, intakeConflict)
+		o.ObserveInt64(inBytes, is.BytesReceived)
+		for code, n := range is.Refusals {
+			o.ObserveInt64(inRefused, n, metric.WithAttributes(attribute.String("code", refusalCode(code))))
+		}
+		o.ObserveInt64(inGaps, is.GapsRecorded)
+		o.ObserveInt64(inStreams, is.Streams)
+		o.ObserveInt64(inOpen, is.StreamsOpen)
+		o.ObserveInt64(inBeats, is.Heartbeats)
+
+		rs := c.store.Stats()
+		o.ObserveInt64(repSegs, rs.SegmentsApplied, replicaApplied)
+		o.ObserveInt64(repSegs, rs.Duplicates, replicaDuplicate)
+		o.ObserveInt64(repSegs, rs.Conflicts, replicaConflict)
+		o.ObserveInt64(repSegs, rs.Invalid, replicaInvalid)
+		o.ObserveInt64(repSegs, rs.Failed, replicaError)
+		o.ObserveInt64(repPoints, rs.Points)
+		o.ObserveInt64(repRejected, rs.Rejected)
+		o.ObserveInt64(repSeries, int64(rs.Series))
+
+		o.ObserveInt64(tunnels, int64(len(c.tunnels.Edges())))
+		return nil
+	}, all...)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	return reg, nil
+}
+
+// refusalCode turns SHIP_ERROR_CODE_UNAVAILABLE into "unavailable".
+func refusalCode(name string) string {
+	return strings.ToLower(strings.TrimPrefix(name, "SHIP_ERROR_CODE_"))
+}
