@@ -33,7 +33,8 @@
 //   - Hello with the cursor; the welcome says what the cloud already holds
 //     (acked_through and held runs), so nothing held is sent again, on any
 //     coordinator. Segments missing from the node's disk (deleted before
-//     replication began, quarantined) are declared as gaps.
+//     replication began, quarantined) are declared as MISSING gaps, and
+//     so are segments that turn out damaged or gone when read.
 //   - Send each sealed segment not yet held, zstd-compressed, in parts of
 //     at most 1 MiB: first the newest Options.FreshSegments, then the
 //     backlog oldest first (after an outage, fresh data arrives first),
@@ -58,10 +59,20 @@
 //     (Source.ExportRange over the gap's time span) as segment files
 //     built in memory that cover the gap's sequence numbers, marked with
 //     the gap's points (backfill.go); on their acks the gap is marked
-//     backfilled in the cursor and never backfilled again. DROPPED and
-//     MISSING gaps are never backfilled.
+//     backfilled in the cursor and never backfilled again. DROPPED gaps
+//     are never backfilled.
+//   - MISSING gaps are backfilled the same way when the node's store
+//     holds every point of their segments — the segments are below the
+//     node's WALReplayFrom (flushed before it opened), or the node listed
+//     them in this process — and their count and time span are known
+//     (from the node's listing, or from the segment summaries the
+//     Shipper records as it first sees each sealed segment). Otherwise
+//     they are marked unrecoverable in the cursor and stay gaps with
+//     their count (missing.go).
 //
-// The cursor file's format is in package replicator/internal/cursor.
+// The cursor file's format is in package replicator/internal/cursor, the
+// segment summaries file's (<CursorPath>.segments) in
+// replicator/internal/segsum.
 //
 // # Concurrency
 //

@@ -476,9 +476,10 @@ func (l *loop) unreadable(seg wal.SegmentInfo, err error, now time.Time) {
 		// listing says it held, to be backfilled from the store.
 		l.log.Error("sealed segment is damaged or gone and cannot be shipped; recorded as a missing gap, to be re-shipped from the node's store",
 			"seq", seg.Seq, "points", seg.Points, "err", err)
-		if base := l.cov.Through(l.cur.Released); seg.PrevSeq > base && !l.cov.Contains(seg.PrevSeq) {
-			l.addGap(l.missingGap(base, seg.PrevSeq))
-		}
+		// Only this segment's numbers: the segments below it are listed
+		// and shipped on their own (numbers below it that no segment
+		// lists are declared by declareMissing). A gap over them would
+		// count their points twice once they are held.
 		g := cursor.Gap{After: seg.PrevSeq, Through: seg.Seq, Reason: cursor.ReasonMissing, Segments: 1, Points: seg.Points, MinT: seg.MinT, MaxT: seg.MaxT}
 		l.judge(&g)
 		l.addGap(g)

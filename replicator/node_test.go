@@ -7,6 +7,7 @@ import (
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/replicator"
 )
 
 // writePoints writes batches of fresh points to n, spread over a few
@@ -150,4 +151,86 @@ func TestShipper_RealNode(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 	t.Logf("shipped %d segments, %d points, %.2f bytes/point on the wire", st.ShippedSegments, st.ShippedPoints, st.BytesPerPoint)
+}
+
+// TestShipper_RealNodeReshipsAQuarantinedSegmentFromItsStore: a node whose
+// link is down flushes and stops; a sealed segment the cloud never got is
+// damaged on disk before the node starts again. The node quarantines it
+// (its samples are in the store: it was flushed before the stop), and the
+// Shipper re-ships them from the store as a backfill carrying the
+// segment's count, from the summary it recorded before the damage: the
+// cloud ends up holding every point written, each segment's numbers once.
+func TestShipper_RealNodeReshipsAQuarantinedSegmentFromItsStore(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	in.down.Store(true)
+	dir := t.TempDir()
+	o := options(t, cursorPath(t), in.addr)
+	openNode := func(s *replicator.Shipper) *node.Node {
+		n, err := node.Open(node.Options{DataDir: dir, NodeID: "pi-7", WALSegmentBytes: 4096, WALSegmentAge: time.Hour,
+			FlushInterval: 10 * time.Millisecond, HeadChunkSamples: 32, WALRetention: s.RetainFrom, WriteGate: s.WriteGate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s := newShipper(t, o)
+	n := openNode(s)
+	stop := start(t, s, n)
+	next := time.Now().Add(-10 * time.Minute).UnixMilli()
+	written := writePoints(t, n, 40, &next)
+	segs := sealed(n.WALSegments())
+	if len(segs) < 4 {
+		t.Fatalf("%d sealed segments; want at least 4", len(segs))
+	}
+	eventually(t, "the Shipper listed every sealed segment", func() bool { return s.Stats().NewestSealed >= segs[len(segs)-1].Seq })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil { // flushes everything, keeps every segment (nothing acknowledged)
+		t.Fatal(err)
+	}
+	victim := segs[len(segs)/2]
+	damage(t, victim.Path)
+
+	s = newShipper(t, o)
+	n = openNode(s)
+	defer n.Close()
+	if n.WALReplayFrom() <= victim.Seq {
+		t.Fatalf("WALReplayFrom %d after a clean stop; want past segment %d", n.WALReplayFrom(), victim.Seq)
+	}
+	for _, seg := range n.WALSegments() {
+		if seg.Seq == victim.Seq {
+			t.Fatalf("damaged segment %d still listed after a restart", victim.Seq)
+		}
+	}
+	start(t, s, n)
+	in.down.Store(false)
+	last := sealed(n.WALSegments())
+	eventually(t, "gap backfilled and everything acknowledged", func() bool {
+		st := s.Stats()
+		return st.BackfilledGaps == 1 && st.AckedThrough == last[len(last)-1].Seq
+	})
+	held, _, _, dups := c.snapshot("pi-7")
+	var points int64
+	for seq, h := range held {
+		switch {
+		case h.backfill && seq == victim.Seq && h.prev == victim.PrevSeq && h.backfillPoints == victim.Points && h.decoded >= victim.Points:
+			points += h.backfillPoints
+		case h.backfill:
+			t.Errorf("unexpected backfill %d: %+v (victim %+v)", seq, h, victim)
+		default:
+			points += h.points
+		}
+	}
+	if _, ok := held[victim.Seq]; !ok || dups != 0 {
+		t.Fatalf("victim %d not held (or %d duplicates)", victim.Seq, dups)
+	}
+	var open int64
+	if all := n.WALSegments(); !all[len(all)-1].Sealed {
+		open = all[len(all)-1].Points
+	}
+	if points+open != written {
+		t.Fatalf("cloud records %d points and the open segment holds %d; %d were written", points, open, written)
+	}
 }

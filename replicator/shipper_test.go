@@ -299,7 +299,8 @@ func TestShipper_AnAckReleasesRefusedSegments(t *testing.T) {
 
 // TestShipper_MissingSegmentsAreDeclaredAsAGap: segments deleted before
 // replication began are reported, so the cloud's acked_through can move on
-// and the hole stays visible.
+// and the hole stays visible. Their count is unknown (the Shipper never
+// saw them), so they are unrecoverable and never backfilled.
 func TestShipper_MissingSegmentsAreDeclaredAsAGap(t *testing.T) {
 	c := newCloud(t)
 	in := startIntake(t, "coord-a", c)
@@ -318,6 +319,9 @@ func TestShipper_MissingSegmentsAreDeclaredAsAGap(t *testing.T) {
 		t.Fatalf("gaps held by the cloud: %v", gaps)
 	}
 	eventually(t, "gap reported", func() bool { st := s.Stats(); return len(st.Gaps) == 1 && st.Gaps[0].Reported })
+	if st := s.Stats(); !st.Gaps[0].Unrecoverable || st.UnrecoverableGaps != 1 || st.BackfilledGaps != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
 }
 
 // budgetSetup seals 8 segments with the coordinator down and a budget of
