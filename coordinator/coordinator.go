@@ -115,7 +115,8 @@ func Open(o Options) (_ *Coordinator, err error) {
 	closers = append(closers, func() { c.store.Close() })
 
 	c.tr, err = transport.New(transport.Options{ID: o.RaftID, ClusterID: o.ClusterID,
-		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Logger: o.Logger})
+		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Logger: o.Logger,
+		GRPCDialOptions: []grpc.DialOption{c.grpcDialOption()}})
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
@@ -151,7 +152,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	c.clusterSrv, err = transport.NewServer(transport.ServerOptions{ID: o.RaftID, ClusterID: o.ClusterID,
 		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Logger: o.Logger,
 		Step:     func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
-		Register: replicaSrv.Register})
+		Register: replicaSrv.Register, GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster server: %w", err)
 	}
@@ -160,12 +161,14 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if !o.Insecure {
 		identity = edgeIdentity
 	}
-	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger}); err != nil {
+	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger,
+		DialOptions: []grpc.DialOption{c.grpcDialOption()}}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, c.tunnels.Close)
 	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
-		Replicas: replicaRouter{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger})
+		Replicas: replicaRouter{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger,
+		TracerProvider: o.TracerProvider})
 	if err != nil {
 		return nil, fmt.Errorf("intake: %w", err)
 	}
@@ -179,7 +182,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if !o.Insecure {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.IntakeTLS)))
 	}
-	c.intakeGRPC = grpc.NewServer(gopts...)
+	c.intakeGRPC = grpc.NewServer(append(gopts, c.grpcServerOption())...)
 	c.intake.Register(c.intakeGRPC)
 
 	c.front, err = query.New(query.Options{Catalog: c.fsm, Barrier: c.raft.LinearizableRead,

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,7 +72,8 @@ func (l *links) peer(id string) (*replica.Client, error) {
 		creds = credentials.NewTLS(transport.VerifyServerName(l.c.opts.ClusterClientTLS, id))
 	}
 	conn, err := grpc.NewClient(n.Addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)),
+		l.c.grpcDialOption())
 	if err != nil {
 		return nil, fmt.Errorf("dial coordinator %q at %s: %w", id, n.Addr, err)
 	}
@@ -113,7 +115,7 @@ func (l *links) edgeSource(id, addr string) (query.Source, error) {
 		e.client.Close()
 		delete(l.edges, id)
 	}
-	cl, err := query.DialEdge(addr, l.c.opts.EdgeDialOptions...)
+	cl, err := query.DialEdge(addr, append(slices.Clone(l.c.opts.EdgeDialOptions), l.c.grpcDialOption())...)
 	if err != nil {
 		return nil, fmt.Errorf("dial edge %q at %s: %w", id, addr, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 // The coordinator's own metrics observe counters its parts already keep
@@ -38,6 +39,17 @@ var (
 	intakeStored, intakeDuplicate, intakeConflict = outcomeAttr("stored"), outcomeAttr("duplicate"), outcomeAttr("conflict")
 	replicaApplied, replicaDuplicate              = outcomeAttr("applied"), outcomeAttr("duplicate")
 	replicaConflict, replicaInvalid, replicaError = outcomeAttr("conflict"), outcomeAttr("invalid"), outcomeAttr("error")
+	// refusalAttrs has every ship error code, so that each is reported
+	// (as 0) before the first refusal.
+	refusalAttrs = func() map[string]metric.ObserveOption {
+		m := map[string]metric.ObserveOption{}
+		for v, name := range pb.ShipErrorCode_name {
+			if v != int32(pb.ShipErrorCode_SHIP_ERROR_CODE_UNSPECIFIED) {
+				m[name] = metric.WithAttributeSet(attribute.NewSet(attribute.String("code", refusalCode(name))))
+			}
+		}
+		return m
+	}()
 )
 
 // registerMetrics registers the coordinator's observable instruments; the
@@ -115,8 +127,8 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(inSegs, is.Duplicates, intakeDuplicate)
 		o.ObserveInt64(inSegs, is.Conflicts, intakeConflict)
 		o.ObserveInt64(inBytes, is.BytesReceived)
-		for code, n := range is.Refusals {
-			o.ObserveInt64(inRefused, n, metric.WithAttributes(attribute.String("code", refusalCode(code))))
+		for code, attrs := range refusalAttrs {
+			o.ObserveInt64(inRefused, is.Refusals[code], attrs)
 		}
 		o.ObserveInt64(inGaps, is.GapsRecorded)
 		o.ObserveInt64(inStreams, is.Streams)

@@ -73,6 +73,7 @@ type taken struct {
 func (n *Node) flush(all bool) error {
 	n.flushMu.Lock()
 	defer n.flushMu.Unlock()
+	n.stats.flushes.Add(1)
 	for {
 		err := n.flushRound(all)
 		var se *seriesFlushError

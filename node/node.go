@@ -80,7 +80,8 @@ type Node struct {
 
 	stats    counters
 	postings postingsCache
-	fleet    fleetState // fleetconfig.go
+	fleet    fleetState  // fleetconfig.go
+	tracing  nodeTracing // trace.go
 }
 
 type counters struct {
@@ -115,6 +116,7 @@ func Open(opts Options) (*Node, error) {
 		started:   opts.Now(),
 		nextID:    1,
 	}
+	n.initTracing()
 	start := time.Now()
 	db, err := store.Open(store.Options{
 		Dir:               opts.dbDir(),
@@ -143,6 +145,7 @@ func Open(opts Options) (*Node, error) {
 		Sync:            opts.WALSync,
 		FS:              opts.WALFS,
 		Logger:          opts.Logger,
+		OnSeal:          n.onSeal,
 	})
 	if err != nil {
 		db.Close()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
@@ -138,6 +139,7 @@ func (q *Query) offset() int64 {
 // Query runs q and calls emit for each series (or group) in label order.
 // The slices passed to emit are owned by the callee.
 func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
+	defer n.observeQuery(ctx, &q, time.Now())
 	var info QueryInfo
 	if n.closed.Load() {
 		return info, ErrClosed

@@ -256,6 +256,7 @@ func (l *loop) ackedThrough(w uint64) {
 	}
 	l.cur.AckedThrough = w
 	l.dirty = true
+	l.forgetSeals(w)
 	l.cov.Add(l.cur.Released+1, w)
 	for i := range l.cur.Gaps {
 		if g := &l.cur.Gaps[i]; g.Through <= w && !g.Reported {
@@ -451,7 +452,8 @@ func (l *loop) pump(now time.Time) {
 	for i, p := range enc.Parts {
 		msgs[i] = &pb.ShipRequest{Body: &pb.ShipRequest_Segment{Segment: p}}
 	}
-	s.inflight[seg.Seq] = &flight{seq: seg.Seq, prev: info.PrevSeq, bytes: enc.CompressedBytes, points: info.Points}
+	s.inflight[seg.Seq] = &flight{seq: seg.Seq, prev: info.PrevSeq, bytes: enc.CompressedBytes, points: info.Points,
+		span: l.startShip(seg.Seq, enc, info.Points, backlog)}
 	s.inflightB += enc.CompressedBytes
 	l.sends++
 	l.send(s, &outgoing{seq: seg.Seq, msgs: msgs})
@@ -545,6 +547,7 @@ func (l *loop) teardown(cause error) {
 	s.watch.Stop()
 	close(s.dead)
 	s.wg.Wait()
+	endShipSpans(s)
 	l.sess = nil
 	l.backfillLost()
 }
@@ -694,6 +697,7 @@ func (l *loop) onAck(s *session, a *pb.ShipAck) {
 		} else if f != nil {
 			delete(s.inflight, seq)
 			s.inflightB -= f.bytes
+			endShip(f.span, a.GetAckedThrough(), nil)
 			l.cov.Add(f.prev+1, seq)
 			l.shippedSegs++
 			l.shippedBytes += f.bytes
@@ -747,6 +751,7 @@ func (l *loop) onRefusal(s *session, m *pb.ShipError) {
 	} else if e.Seq != 0 && f != nil {
 		delete(s.inflight, e.Seq)
 		s.inflightB -= f.bytes
+		endShip(f.span, 0, e)
 		r := l.retry[e.Seq]
 		r.attempts++
 		r.notBefore = now.Add(l.retryDelay(r.attempts, e.Retryable))

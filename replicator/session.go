@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/tributarydb/tributary/internal/telemetry"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -54,7 +56,8 @@ type flight struct {
 	seq, prev uint64
 	bytes     int64 // compressed, on the wire
 	points    int64
-	writtenAt time.Time // its last part was written (zero before)
+	writtenAt time.Time  // its last part was written (zero before)
+	span      trace.Span // the ship span (trace.go); nil for a backfill
 	// backfill: a piece of a gap's backfill built from the node's store,
 	// not a WAL segment; points is its backfill_points.
 	backfill bool
@@ -100,6 +103,7 @@ func (o *Options) dialOptions() []grpc.DialOption {
 			Timeout:             o.KeepaliveTimeout,
 			PermitWithoutStream: true,
 		}),
+		telemetry.GRPCDialOption(o.MeterProvider, o.TracerProvider),
 	}
 	return append(opts, o.DialOptions...)
 }

@@ -105,6 +105,9 @@ func New(opts Options) (*Shipper, error) {
 	s.retainFrom.Store(st.Released + 1)
 	s.stats = Stats{AckedThrough: st.AckedThrough, Released: st.Released}
 	s.stats.setGaps(&st)
+	if err := s.registerMetrics(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -17,8 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/telemetry"
 	itunnel "github.com/tributarydb/tributary/internal/tunnel"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/internal/pace"
@@ -54,6 +57,10 @@ type TunnelOptions struct {
 	// and 10s.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	Logger                          *slog.Logger
+	// MeterProvider and TracerProvider instrument the tunnels' gRPC
+	// connections and the query server on them (otelgrpc); nil: no-op.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // TunnelOptions returns the options of tunnels to the Shipper's
@@ -64,6 +71,7 @@ func (o *Options) TunnelOptions(nodeID string, q pb.QueryServiceServer) TunnelOp
 		NodeID: nodeID, Targets: o.Targets, TLS: o.TLS, Insecure: o.Insecure, DialOptions: o.DialOptions, Query: q,
 		BackoffInitial: o.BackoffInitial, BackoffMax: min(o.BackoffMax, 30*time.Second), BackoffJitter: o.BackoffJitter,
 		KeepaliveTime: o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout, Logger: o.Logger,
+		MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider,
 	}
 }
 
@@ -130,7 +138,8 @@ func (t *Tunnels) Open() int { return int(t.open.Load()) }
 // ctx's error.
 func (t *Tunnels) Run(ctx context.Context) error {
 	base := Options{TLS: t.o.TLS, Insecure: t.o.Insecure, DialOptions: t.o.DialOptions,
-		KeepaliveTime: t.o.KeepaliveTime, KeepaliveTimeout: t.o.KeepaliveTimeout}
+		KeepaliveTime: t.o.KeepaliveTime, KeepaliveTimeout: t.o.KeepaliveTimeout,
+		MeterProvider: t.o.MeterProvider, TracerProvider: t.o.TracerProvider}
 	dialOpts := base.dialOptions()
 	var wg sync.WaitGroup
 	var errs []error
@@ -238,7 +247,7 @@ func (t *Tunnels) serve(ctx context.Context, rc pb.ReplicationServiceClient) (us
 			t.open.Add(1)
 		}
 	}}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(telemetry.GRPCServerOption(t.o.MeterProvider, t.o.TracerProvider))
 	pb.RegisterQueryServiceServer(srv, t.o.Query)
 	served := make(chan struct{})
 	go func() {

@@ -337,7 +337,7 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		if local != nil {
 			mux.Handle("GET /metrics", local.metrics(tp, st))
 		} else {
-			mux.Handle("GET /metrics", metricsHandler(tp, nil, nil, nil, st))
+			mux.Handle("GET /metrics", metricsHandler(tp, nil, st))
 		}
 		registerHealth(mux, coordinatorReadiness(c, local)...)
 	}

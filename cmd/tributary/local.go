@@ -76,7 +76,7 @@ func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
 }
 
 func (b *localBackend) metrics(tp *telemetry.Provider, st *httpapi.Stats) http.Handler {
-	return metricsHandler(tp, b.edge, b.edgeAPI, b.ship, st)
+	return metricsHandler(tp, b.edgeAPI, st)
 }
 
 // ready is the in-process edge's readiness check for /readyz.

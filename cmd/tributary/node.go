@@ -127,7 +127,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		grpcAPI.SetReplicationStatus(ship.status)
 	}
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
-		mux.Handle("GET /metrics", metricsHandler(tp, n, grpcAPI, ship, st))
+		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 		registerHealth(mux, nodeReady(n))
 	}
 	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, log)

@@ -115,20 +115,20 @@ func TestRunNode_RefusesPublicPlaintextAndBadTLS(t *testing.T) {
 }
 
 func TestServe_MetricsCountViolations(t *testing.T) {
-	n, err := node.Open(node.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0", limits: httpapi.Limits{MaxBodyBytes: 1 << 10}}
-	grpcAPI := api.New(n, "test", "edge")
 	tp, err := sf.telemetry("node", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tp.Shutdown(context.Background())
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), MeterProvider: tp.MeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	grpcAPI := api.New(n, "test", "edge")
 	metrics := func(mux *http.ServeMux, st *httpapi.Stats) {
-		mux.Handle("GET /metrics", metricsHandler(tp, n, grpcAPI, nil, st))
+		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 	}
 	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 
 // segment makes a verified segment durable (or recognises it as held) and
 // returns the ack or refusal to send.
-func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) *pb.ShipResponse {
+func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) (resp *pb.ShipResponse) {
+	ctx, span := s.startSegment(ctx, edge, seg)
+	defer func() { endSegment(span, resp) }()
 	seq := seg.Seq
 	if p, ok := s.o.Catalog.Progress(edge); ok && heldContains(p.Held, seq) {
 		return s.duplicate(ctx, edge, seg, p)
@@ -105,10 +107,12 @@ func (s *Server) store(ctx context.Context, edge string, seg *wire.Segment, repl
 	var wg sync.WaitGroup
 	for i, c := range replicas {
 		wg.Go(func() {
-			series, err := s.o.Replicas.Store(sctx, c, edge, seg.Seq, seg.CRC, seg.File)
+			rctx, span := s.startReplicate(sctx, c, seg.Seq)
+			series, err := s.o.Replicas.Store(rctx, c, edge, seg.Seq, seg.CRC, seg.File)
 			if err != nil {
 				err = fmt.Errorf("store segment %d of edge %q on %s: %w", seg.Seq, edge, c, err)
 			}
+			endSpan(span, err)
 			results[i] = result{series, err}
 		})
 	}
@@ -186,7 +190,9 @@ func (s *Server) gap(ctx context.Context, edge string, g *pb.ShipGap) *pb.ShipRe
 }
 
 // propose proposes c within ProposalTimeout.
-func (s *Server) propose(ctx context.Context, c catalog.Command) (any, error) {
+func (s *Server) propose(ctx context.Context, c catalog.Command) (_ any, err error) {
+	ctx, span := s.startPropose(ctx, c)
+	defer func() { endSpan(span, err) }()
 	pctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
 	defer cancel()
 	return s.o.Raft.Propose(pctx, catalog.EncodeCommand(c))

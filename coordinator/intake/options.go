@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
@@ -75,6 +77,8 @@ type Options struct {
 	ConfigPollInterval time.Duration
 	Logger             *slog.Logger
 	Now                func() time.Time // default time.Now; dates registrations and heartbeats
+	// TracerProvider gives the spans of each segment (trace.go); nil: no-op.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate fills in defaults and rejects impossible values.
@@ -118,6 +122,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	if len(bad) > 0 {
 		return errors.New("intake options: " + strings.Join(bad, "; "))

@@ -109,6 +109,11 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 			}
 		}
 	}
+	// The counters are reported from the start (as 0), not from their
+	// first event.
+	m.partial.Add(context.Background(), 0)
+	m.unreachable.Add(context.Background(), 0)
+	m.hedges.Add(context.Background(), 0)
 	for k := range numLegKinds {
 		for f, out := range []string{"ok", "error"} {
 			m.legAttrs[k][f] = metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", legKindNames[k]), attribute.String("outcome", out)))

@@ -147,7 +147,7 @@ func (a *api) queryLast(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q := node.Query{Matchers: p.matchers, Start: start, End: end, Mode: node.ModeLastPoint, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
-		_, err = a.b.Query(ctx, q, func(s node.Series) error {
+		_, err = a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), q, func(s node.Series) error {
 			for j := range s.Ts {
 				out = append(out, lastPoint{Metric: p.metric, Timestamp: s.Ts[j], Value: formatValue(s.Vs[j]), Tags: tagsOf(s.Labels), Tsuid: seriesID(s.Labels)})
 			}

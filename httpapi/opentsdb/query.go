@@ -307,7 +307,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	groups := map[string]*accum{}
 	var order []string
 	cells := 0
-	_, err := a.b.Query(ctx, nq, func(s node.Series) error {
+	_, err := a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), nq, func(s node.Series) error {
 		ts, vs := s.Ts, s.Vs
 		fixAll(ts)
 		if grid != nil {
@@ -362,7 +362,7 @@ func (a *api) executeInBackend(ctx context.Context, p *plan, nq node.Query, coll
 	nq.Aggregate, nq.GroupBy = p.agg.fn, p.groupBy
 	var out []outSeries
 	var keys []string
-	_, err := a.b.Query(ctx, nq, func(s node.Series) error {
+	_, err := a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), nq, func(s node.Series) error {
 		if *budget -= len(s.Ts); *budget < 0 {
 			return a.tooManyPoints()
 		}

@@ -112,7 +112,7 @@ func compareSeries(a, b series) int { return labels.Compare(a.lset, b.lset) }
 func (qr *querier) query(ctx context.Context, nq node.Query, each func(lset labels.Labels, s node.Series) error) error {
 	nq.LimitSeries = qr.q.api.cfg.Limits.MaxSeriesPerQuery
 	sb := labels.NewScratchBuilder(8)
-	info, err := qr.q.api.b.Query(ctx, nq, func(s node.Series) error {
+	info, err := qr.q.api.b.Query(node.WithQueryAPI(ctx, node.QueryAPIPromQL), nq, func(s node.Series) error {
 		if err := qr.q.charge(len(s.Ts)); err != nil {
 			return err
 		}

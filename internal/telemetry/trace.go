@@ -53,10 +53,10 @@ func ParseTraceparent(s string) (trace.SpanContext, bool) {
 // forgotten first, and a segment shipped without one starts a new trace.
 // It is safe for concurrent use; the zero value remembers nothing.
 type SpanMemo struct {
-	mu   sync.Mutex
-	max  int
-	m    map[uint64]trace.SpanContext
-	low  uint64 // no key below it
+	mu  sync.Mutex
+	max int
+	m   map[uint64]trace.SpanContext
+	low uint64 // no key below it
 }
 
 // NewSpanMemo returns a memo holding at most capacity span contexts.

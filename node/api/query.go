@@ -152,7 +152,7 @@ func (s *QueryServer) Query(req *pb.QueryRequest, stream grpc.ServerStreamingSer
 		pending = m
 		return nil
 	}
-	info, err := s.b.Query(stream.Context(), q, func(ser node.Series) error {
+	info, err := s.b.Query(node.WithQueryAPI(stream.Context(), node.QueryAPIGRPC), q, func(ser node.Series) error {
 		for off := 0; off == 0 || off < len(ser.Ts); off += maxPointsPerResponse {
 			end := min(off+maxPointsPerResponse, len(ser.Ts))
 			msg := &pb.QueryResponse{

@@ -180,7 +180,7 @@ func (l *Log) prepareSealLocked(w *segWriter) *sealJob {
 		totalBytes: s.dataEnd + footerBytes,
 	}
 	b := appendFooter(make([]byte, 0, footerBytes), &f, w.crc)
-	return &sealJob{w: w, footer: b, crc: f.crc}
+	return &sealJob{w: w, footer: b, crc: f.crc, began: time.Now()}
 }
 
 // sealedLocked records that j's footer is durable and its file closed.
@@ -196,6 +196,9 @@ func (l *Log) sealedLocked(j *sealJob) {
 		l.sealing = l.sealing[1:]
 	}
 	l.cond.Broadcast()
+	if l.opts.OnSeal != nil {
+		l.opts.OnSeal(s.info, j.began)
+	}
 }
 
 // flush writes the buffered frames to the file.

@@ -78,6 +78,7 @@ type sealJob struct {
 	w      *segWriter
 	footer []byte
 	crc    uint32
+	began  time.Time
 }
 
 // Open opens the log in opts.Dir, creating the directory if needed, and

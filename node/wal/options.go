@@ -52,6 +52,13 @@ type Options struct {
 	Sync            SyncPolicy
 	FS              FS           // nil: the real file system
 	Logger          *slog.Logger // nil: discard
+	// OnFsync, when set, is called after each fsync of a segment file with
+	// how long it took (metrics). It runs on the syncer and must not block.
+	OnFsync func(time.Duration)
+	// OnSeal, when set, is called once a segment is sealed (its footer
+	// durable) with its info and when its sealing began (traces). It runs
+	// with the log's lock held and must not block or call the Log.
+	OnSeal func(info SegmentInfo, began time.Time)
 }
 
 // Validate fills in defaults and rejects values the Log cannot work with.

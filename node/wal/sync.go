@@ -180,7 +180,12 @@ func (l *Log) sealFile(f File, path string, syncData bool, footer []byte) error 
 
 func (l *Log) syncFile(f File, path string) error {
 	l.fsyncs.Add(1)
-	if err := f.Sync(); err != nil {
+	start := time.Now()
+	err := f.Sync()
+	if l.opts.OnFsync != nil {
+		l.opts.OnFsync(time.Since(start))
+	}
+	if err != nil {
 		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return nil

@@ -64,8 +64,7 @@ type Future struct {
 	// lead and term are the leader this member knew, and its term, when
 	// it last proposed the command (proposals only).
 	lead, term uint64
-	// start is when the proposal was queued (proposals only; zero for
-	// one refused at once).
+	// start is when the proposal was asked for (proposals only).
 	start time.Time
 
 	done   chan struct{}

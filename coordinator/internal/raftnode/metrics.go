@@ -86,7 +86,7 @@ func newMetrics(mp metric.MeterProvider, n *Node) (*metrics, error) {
 	}
 	term := gauge("tributary.raft.term", "{term}", "Raft term this member is in.")
 	leader := gauge("tributary.raft.leader", "{id}", "Raft id of the leader this member knows of (0: none).")
-	isLeader := gauge("tributary.raft.is_leader", "1", "1 when this member is the raft leader, else 0.")
+	isLeader := gauge("tributary.raft.is_leader", "", "1 when this member is the raft leader, else 0.")
 	commit := gauge("tributary.raft.commit_index", "{entry}", "Highest raft log index this member knows to be committed.")
 	applied := gauge("tributary.raft.applied_index", "{entry}", "Highest raft log index applied to this member's catalog.")
 	snapIndex := gauge("tributary.raft.snapshot_index", "{entry}", "Raft log index of this member's latest snapshot.")

@@ -285,6 +285,7 @@ func (n *Node) usable() error {
 // on this member.
 func (n *Node) ProposeAsync(cmd []byte) *Future {
 	f := newFuture(n, kindProposal)
+	f.start = time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
@@ -299,7 +300,7 @@ func (n *Node) ProposeAsync(cmd []byte) *Future {
 		return f
 	}
 	n.nextSeq++
-	f.seq, f.data, f.start = n.nextSeq, cmd, time.Now()
+	f.seq, f.data = n.nextSeq, cmd
 	n.pending[f.seq] = f
 	n.pendingBytes += len(cmd)
 	n.inbox.props = append(n.inbox.props, f)

@@ -47,6 +47,9 @@ type Options struct {
 	// Reporter receives delivery outcomes; it may also be set later with
 	// SetReporter (raftnode.Open needs the Transport first).
 	Reporter Reporter
+	// GRPCDialOptions are added to every peer connection (the
+	// coordinator's telemetry: otelgrpc).
+	GRPCDialOptions []grpc.DialOption
 
 	// QueueMessages (4,096) bounds the messages waiting for one peer;
 	// QueueSnapshots (2) the snapshots.
@@ -145,6 +148,9 @@ type ServerOptions struct {
 	// they share the listener and its mutual TLS. Those services check
 	// their callers themselves (see AuthorizeMember).
 	Register func(*grpc.Server)
+	// GRPCServerOptions are added to the server's (the coordinator's
+	// telemetry: otelgrpc).
+	GRPCServerOptions []grpc.ServerOption
 
 	Logger *slog.Logger
 }

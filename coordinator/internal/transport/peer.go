@@ -47,10 +47,11 @@ func (t *Transport) startPeer(id uint64, info Peer) (*peer, error) {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay, bc.MaxDelay = t.opts.MinBackoff, t.opts.MaxBackoff
 	dial := func() (*grpc.ClientConn, error) {
-		return grpc.NewClient(info.Addr,
+		return grpc.NewClient(info.Addr, append([]grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 5 * time.Second}),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(t.opts.MaxSnapshotBytes+1024)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(t.opts.MaxSnapshotBytes + 1024)),
+		}, t.opts.GRPCDialOptions...)...)
 	}
 	conn, err := dial()
 	if err != nil {

@@ -52,7 +52,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(cfg)))
 	}
-	s.grpc = grpc.NewServer(gopts...)
+	s.grpc = grpc.NewServer(append(gopts, opts.GRPCServerOptions...)...)
 	clusterv1.RegisterRaftServiceServer(s.grpc, s)
 	if opts.Register != nil {
 		opts.Register(s.grpc)

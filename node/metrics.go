@@ -1,0 +1,271 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// meterName is the instrumentation scope of the node's instruments.
+const meterName = "github.com/tributarydb/tributary/node"
+
+// Query APIs, the api attribute of tributary.query.duration.
+const (
+	QueryAPIGRPC     = "grpc"
+	QueryAPIPromQL   = "promql"
+	QueryAPIOpenTSDB = "opentsdb"
+	queryAPIOther    = "other" // an untagged context (in-process callers)
+)
+
+var queryAPIs = []string{QueryAPIGRPC, QueryAPIPromQL, QueryAPIOpenTSDB, queryAPIOther}
+
+// Query kinds, the kind attribute of tributary.query.duration: how the
+// node answers, from the Query's shape.
+var queryKinds = []string{"raw", "downsample", "rollup", "aggregate", "last"}
+
+type queryAPIKey struct{}
+
+// WithQueryAPI tags ctx with the client API a query arrives through
+// (QueryAPIGRPC, QueryAPIPromQL, ...), the api attribute of the node's
+// query latency histogram. Untagged queries count as "other".
+func WithQueryAPI(ctx context.Context, api string) context.Context {
+	return context.WithValue(ctx, queryAPIKey{}, api)
+}
+
+// nodeMetrics holds the node's synchronous instruments and the attribute
+// sets they record with, built once.
+type nodeMetrics struct {
+	reg       metric.Registration
+	fsync     metric.Float64Histogram
+	query     metric.Float64Histogram
+	queryAttr [][]metric.RecordOption // [api][kind]
+}
+
+// initMetrics creates the node's instruments on opts.MeterProvider. The
+// observable ones read the counters and sizes the node keeps anyway, once
+// per collection; the histograms are recorded per fsync and per query.
+// It runs before the WAL opens (the fsync histogram is the WAL's OnFsync).
+func (n *Node) initMetrics() error {
+	m := &n.metrics
+	meter := n.opts.MeterProvider.Meter(meterName)
+	var err error
+	m.fsync, err = meter.Float64Histogram("tributary.wal.fsync.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time an fsync of a WAL segment file took."))
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	m.query, err = meter.Float64Histogram("tributary.query.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time the node took to answer a query, by client API and kind."))
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	m.queryAttr = make([][]metric.RecordOption, len(queryAPIs))
+	for i, api := range queryAPIs {
+		m.queryAttr[i] = make([]metric.RecordOption, len(queryKinds))
+		for j, kind := range queryKinds {
+			m.queryAttr[i][j] = metric.WithAttributeSet(attribute.NewSet(attribute.String("api", api), attribute.String("kind", kind)))
+		}
+	}
+	return nil
+}
+
+// observedInstruments are the node's callback instruments.
+type observedInstruments struct {
+	accepted, rejected, flushes, flushErrors, flushedChunks, fsyncs metric.Int64ObservableCounter
+	cacheHits, cacheMisses                                          metric.Int64ObservableCounter
+	series, headSamples, headChunks, headBytes                      metric.Int64ObservableGauge
+	walBytes, walSegments                                           metric.Int64ObservableGauge
+	sstBytes, memtableBytes, compactionPending, cacheBytes          metric.Int64ObservableGauge
+	rollupLag                                                       metric.Float64ObservableGauge
+}
+
+// registerMetrics creates the observable instruments and their callback;
+// the node must be open (WAL and store). Close unregisters it.
+func (n *Node) registerMetrics() error {
+	meter := n.opts.MeterProvider.Meter(meterName)
+	var o observedInstruments
+	var errs []error
+	counter := func(dst *metric.Int64ObservableCounter, name, unit, desc string) {
+		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		*dst = c
+	}
+	gauge := func(dst *metric.Int64ObservableGauge, name, unit, desc string) {
+		g, err := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		*dst = g
+	}
+	counter(&o.accepted, "tributary.points.accepted", "{point}", "Points stored and acknowledged.")
+	counter(&o.rejected, "tributary.points.rejected", "{point}", "Points refused by the node, by reason.")
+	counter(&o.flushes, "tributary.flushes", "{flush}", "Flushes of the head's closed chunks to the store.")
+	counter(&o.flushErrors, "tributary.flush.errors", "{error}", "Flushes of the head to the store that failed (a series kept in the head).")
+	counter(&o.flushedChunks, "tributary.flushed.chunks", "{chunk}", "Head chunks written to the store.")
+	counter(&o.fsyncs, "tributary.wal.fsyncs", "{fsync}", "WAL file and directory fsyncs.")
+	counter(&o.cacheHits, "tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
+	counter(&o.cacheMisses, "tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
+	gauge(&o.series, "tributary.series", "{series}", "Series known to the node.")
+	gauge(&o.headSamples, "tributary.head.samples", "{sample}", "Samples in the head, not yet flushed to the store.")
+	gauge(&o.headChunks, "tributary.head.chunks", "{chunk}", "Chunks in the head (open and closed).")
+	gauge(&o.headBytes, "tributary.head.bytes", "By", "Memory held by unflushed samples.")
+	gauge(&o.walBytes, "tributary.wal.bytes", "By", "Size of the WAL segments on disk.")
+	gauge(&o.walSegments, "tributary.wal.segments", "{segment}", "WAL segment files on disk, the open one included.")
+	gauge(&o.sstBytes, "tributary.store.sst.size", "By", "Size of the live RocksDB SST files, by column family.")
+	gauge(&o.memtableBytes, "tributary.store.memtable.size", "By", "RocksDB memtables, active and unflushed.")
+	gauge(&o.compactionPending, "tributary.store.compaction.pending", "By", "RocksDB's estimate of the bytes compaction still has to rewrite (compaction debt).")
+	gauge(&o.cacheBytes, "tributary.store.block_cache.usage", "By", "RocksDB block cache in use.")
+	lag, err := meter.Float64ObservableGauge("tributary.rollup.lag", metric.WithUnit("s"),
+		metric.WithDescription("How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head."))
+	errs = append(errs, err)
+	o.rollupLag = lag
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+
+	var reasons [numRejectReasons]metric.ObserveOption
+	for r := RejectReason(1); r < numRejectReasons; r++ {
+		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		if n.closed.Load() {
+			return nil
+		}
+		st := n.Status()
+		obs.ObserveInt64(o.accepted, st.Accepted)
+		for r := RejectReason(1); r < numRejectReasons; r++ {
+			obs.ObserveInt64(o.rejected, st.RejectedBy[r], reasons[r])
+		}
+		obs.ObserveInt64(o.flushes, n.stats.flushes.Load())
+		obs.ObserveInt64(o.flushErrors, st.FlushErrors)
+		obs.ObserveInt64(o.flushedChunks, st.FlushedChunks)
+		obs.ObserveInt64(o.fsyncs, st.WAL.Fsyncs)
+		obs.ObserveInt64(o.series, int64(st.Series))
+		obs.ObserveInt64(o.headSamples, st.HeadSamples)
+		obs.ObserveInt64(o.headBytes, st.HeadBytes)
+		obs.ObserveInt64(o.walBytes, st.WAL.Bytes)
+		obs.ObserveInt64(o.walSegments, int64(st.WAL.Segments))
+		h := n.scanHead()
+		obs.ObserveInt64(o.headChunks, h.chunks)
+		obs.ObserveFloat64(o.rollupLag, h.rollupLag().Seconds())
+		g, err := n.db.Gauges()
+		if err != nil {
+			return nil // closing
+		}
+		for cf, b := range g.SSTBytes {
+			obs.ObserveInt64(o.sstBytes, b, metric.WithAttributes(attribute.String("cf", cf)))
+		}
+		obs.ObserveInt64(o.memtableBytes, g.MemtableBytes)
+		obs.ObserveInt64(o.compactionPending, g.PendingCompactionBytes)
+		obs.ObserveInt64(o.cacheBytes, g.BlockCacheBytes)
+		obs.ObserveInt64(o.cacheHits, g.BlockCacheHits)
+		obs.ObserveInt64(o.cacheMisses, g.BlockCacheMisses)
+		return nil
+	}, o.accepted, o.rejected, o.flushes, o.flushErrors, o.flushedChunks, o.fsyncs, o.cacheHits, o.cacheMisses,
+		o.series, o.headSamples, o.headChunks, o.headBytes, o.walBytes, o.walSegments,
+		o.sstBytes, o.memtableBytes, o.compactionPending, o.cacheBytes, o.rollupLag)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	n.metrics.reg = reg
+	return nil
+}
+
+// unregisterMetrics stops the callback (Close).
+func (n *Node) unregisterMetrics() {
+	if n.metrics.reg != nil {
+		_ = n.metrics.reg.Unregister()
+	}
+}
+
+// observeFsync is the WAL's OnFsync.
+func (n *Node) observeFsync(d time.Duration) {
+	if n.metrics.fsync != nil {
+		n.metrics.fsync.Record(context.Background(), d.Seconds())
+	}
+}
+
+// observeQuery records a query's latency; Query defers it.
+func (n *Node) observeQuery(ctx context.Context, q *Query, start time.Time) {
+	if n.metrics.query == nil {
+		return
+	}
+	api := len(queryAPIs) - 1
+	if s, ok := ctx.Value(queryAPIKey{}).(string); ok {
+		for i, a := range queryAPIs {
+			if a == s {
+				api = i
+				break
+			}
+		}
+	}
+	n.metrics.query.Record(ctx, time.Since(start).Seconds(), n.metrics.queryAttr[api][queryKind(q)])
+}
+
+// queryKind indexes queryKinds.
+func queryKind(q *Query) int {
+	switch {
+	case q.Mode == ModeLastPoint:
+		return 4
+	case q.Aggregate != rollup.FuncNone:
+		return 3
+	case q.Mode == ModeDownsample && q.Source() != "raw":
+		return 2
+	case q.Mode == ModeDownsample:
+		return 1
+	}
+	return 0
+}
+
+// headFigures are figures of the head that need a walk over its series.
+type headFigures struct {
+	chunks int64
+	// newest is the newest sample's timestamp; oldest the oldest sample's
+	// still in the head (not in the store, so not in the rollups yet).
+	newest, oldest int64
+	has            bool
+}
+
+// rollupLag is newest - oldest: 0 with an empty head.
+func (h headFigures) rollupLag() time.Duration {
+	if !h.has || h.newest < h.oldest {
+		return 0
+	}
+	return time.Duration(h.newest-h.oldest) * time.Millisecond
+}
+
+// scanHead walks the head's series (one lock each), for a scrape.
+func (n *Node) scanHead() headFigures {
+	h := headFigures{newest: math.MinInt64, oldest: math.MaxInt64}
+	n.idxMu.RLock()
+	defer n.idxMu.RUnlock()
+	for _, s := range n.byID {
+		s.mu.Lock()
+		h.chunks += int64(len(s.closed))
+		oldest := int64(math.MaxInt64)
+		if len(s.closed) > 0 {
+			oldest = s.closed[0].c.FirstT()
+		}
+		if s.open.Len() > 0 {
+			h.chunks++
+			oldest = min(oldest, s.open.FirstT())
+		}
+		for _, x := range s.ooo {
+			oldest = min(oldest, x.t)
+		}
+		if oldest != math.MaxInt64 {
+			h.has = true
+			h.oldest = min(h.oldest, oldest)
+		}
+		if s.hasMaxT {
+			h.newest = max(h.newest, s.maxT)
+		}
+		s.mu.Unlock()
+	}
+	return h
+}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/node/wal"
+)
+
+// sealSpanMemo bounds the seal spans remembered for replication: a
+// segment shipped after this many newer ones were sealed (a long outage)
+// starts a new trace. About 100 bytes each.
+const sealSpanMemo = 4096
+
+// nodeTracing is the node's part of a segment's trace: a span per sealed
+// WAL segment, the root of the segment's lifecycle (seal → ship → intake →
+// replicate → catalog commit → ack). The replicator ships the segment
+// later, maybe hours later, and makes its ship span a child of the seal
+// span it finds with SealSpanContext. The memo is lost on restart.
+type nodeTracing struct {
+	tracer trace.Tracer
+	seals  *telemetry.SpanMemo
+}
+
+func (n *Node) initTracing() {
+	n.tracing = nodeTracing{
+		tracer: n.opts.TracerProvider.Tracer("github.com/tributarydb/tributary/node"),
+		seals:  telemetry.NewSpanMemo(sealSpanMemo),
+	}
+}
+
+// onSeal is the WAL's OnSeal: it records the seal span (with the log's
+// lock held; with traces off the span is the no-op one and nothing is
+// remembered).
+func (n *Node) onSeal(info wal.SegmentInfo, began time.Time) {
+	_, span := n.tracing.tracer.Start(context.Background(), "wal.seal",
+		trace.WithNewRoot(), trace.WithTimestamp(began), trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.Int64("tributary.segment.seq", int64(info.Seq)),
+			attribute.Int64("tributary.segment.bytes", info.Bytes),
+			attribute.Int64("tributary.segment.records", info.Records),
+			attribute.Int64("tributary.segment.points", info.Points),
+		)
+		n.tracing.seals.Put(info.Seq, span.SpanContext())
+	}
+	span.End()
+}
+
+// SealSpanContext returns the span context of the seal of WAL segment seq
+// when this process sealed it and still remembers it (ok false with
+// traces off, after a restart, or past the memo's bound). Safe for
+// concurrent use.
+func (n *Node) SealSpanContext(seq uint64) (trace.SpanContext, bool) {
+	return n.tracing.seals.Get(seq)
+}
+
+// ForgetSealSpans drops the seal spans of segments through seq (the cloud
+// acknowledged them).
+func (n *Node) ForgetSealSpans(through uint64) { n.tracing.seals.Forget(through) }
