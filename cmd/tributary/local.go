@@ -109,6 +109,8 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
 	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention and no ingest rate limit instead of applying the fleet configuration (tributary cluster config)")
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
+	var smf selfMonitorFlags
+	smf.register(fs)
 	var sf serveFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +139,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if _, err := sf.tokens(); err != nil {
+		return err
+	}
+	if err := smf.validate(); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -176,7 +181,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	}
 	edge.n.Store(n)
 	fleetTarget.Store(n)
+	var selfMon *background
 	closeEdge := func() error {
+		selfMon.stop()
 		ship.stop()
 		if err := n.Close(); err != nil {
 			return fmt.Errorf("close edge node: %w", err)
@@ -199,6 +206,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		closeEdge()
 		return fail(err)
 	}
+	selfMon = smf.start(n, tp, log)
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
 	return waitAndStop(fe, log, cf.shutdownGrace, c, closeEdge)

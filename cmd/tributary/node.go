@@ -73,6 +73,8 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	rf.register(fs)
 	ignoreFleet := fs.Bool("ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
 	queryTunnel := fs.Bool("query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
+	var smf selfMonitorFlags
+	smf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,6 +92,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if _, err := sf.tokens(); err != nil {
+		return err
+	}
+	if err := smf.validate(); err != nil {
 		return err
 	}
 	ro, err := rf.options(o.DataDir, log)
@@ -147,6 +152,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	selfMon := smf.start(n, tp, log)
 	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version, "replicate_to", rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -159,6 +165,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	}
 	fe.stop(10 * time.Second)
 	tunnels.stop()
+	selfMon.stop()
 	ship.stop()
 	if cerr := n.Close(); cerr != nil {
 		return fmt.Errorf("close node: %w", cerr)

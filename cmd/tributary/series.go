@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
@@ -136,87 +134,6 @@ func runLabels(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return bw.Flush()
-}
-
-// runStatus prints a server's state; it doubles as a connection check.
-func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs, "give up after this long")
-	format := fs.String("format", "text", "output: text or json")
-	args, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(args) > 0 {
-		return fmt.Errorf("%w: status takes no arguments", errUsage)
-	}
-	if err := checkTextOrJSON(*format); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	c, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.Status(ctx)
-	if err != nil {
-		return err
-	}
-	r := st.Replication
-	if *format == "json" {
-		out := map[string]any{
-			"node_id": st.NodeID, "role": st.Role, "version": st.Version,
-			"series": st.Series, "head_samples": st.HeadSamples,
-			"wal_segment_seq": st.WALSegmentSeq, "wal_bytes": st.WALBytes,
-			"points_accepted": st.PointsAccepted, "points_rejected": st.PointsRejected,
-			"uptime_ms": st.Uptime.Milliseconds(), "corrupt_segments_quarantined": st.CorruptSegmentsQuarantined,
-		}
-		if r != nil {
-			out["replication"] = map[string]any{
-				"connected": r.Connected, "coordinator": r.Coordinator, "acked_through": r.AckedThrough,
-				"newest_sealed_seq": r.NewestSealedSeq, "lag_seconds": r.Lag.Seconds(), "lag_bytes": r.LagBytes,
-				"backlog_segments": r.BacklogSegments, "backlog_bytes": r.BacklogBytes, "gap_segments": r.GapSegments,
-				"gap_points": r.GapPoints, "dropped_points": r.DroppedPoints, "backfilled_points": r.BackfilledPoints,
-				"bytes_per_point": r.BytesPerPoint, "last_error": r.LastError,
-			}
-		}
-		return writeJSON(stdout, out)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	for _, row := range [][2]any{
-		{"address", c.Addr()}, {"node", st.NodeID}, {"role", st.Role}, {"version", st.Version},
-		{"uptime", st.Uptime.Round(time.Second)}, {"series", commas(st.Series)},
-		{"unflushed samples", commas(st.HeadSamples)}, {"wal", fmt.Sprintf("segment %d, %s", st.WALSegmentSeq, fmtBytes(st.WALBytes))},
-		{"points accepted", commas(st.PointsAccepted)}, {"points rejected", commas(st.PointsRejected)},
-		{"corrupt segments quarantined", st.CorruptSegmentsQuarantined},
-	} {
-		fmt.Fprintf(tw, "%s:\t%v\n", row[0], row[1])
-	}
-	if r != nil {
-		link := "disconnected"
-		if r.Connected {
-			link = "connected to " + r.Coordinator
-		}
-		for _, row := range [][2]any{
-			{"replication", link},
-			{"cloud holds through", fmt.Sprintf("segment %d (newest sealed %d)", r.AckedThrough, r.NewestSealedSeq)},
-			{"replication lag", fmt.Sprintf("%s, %s", r.Lag.Round(time.Millisecond), fmtBytes(r.LagBytes))},
-			{"backlog", fmt.Sprintf("%d segments, %s", r.BacklogSegments, fmtBytes(r.BacklogBytes))},
-			{"gaps", fmt.Sprintf("%d segments, %s points (%s dropped, %s backfilled)", r.GapSegments, commas(int64(r.GapPoints)),
-				commas(int64(r.DroppedPoints)), commas(int64(r.BackfilledPoints)))},
-			{"shipped bytes per point", fmt.Sprintf("%.2f", r.BytesPerPoint)},
-		} {
-			fmt.Fprintf(tw, "%s:\t%v\n", row[0], row[1])
-		}
-		if r.LastError != "" {
-			fmt.Fprintf(tw, "last replication error:\t%s\n", r.LastError)
-		}
-	}
-	return tw.Flush()
 }
 
 func checkTextOrJSON(format string) error {

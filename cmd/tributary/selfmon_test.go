@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi/prom"
+	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// promInstant runs a PromQL instant query over HTTP and returns the
+// values of the result vector.
+func promInstant(t *testing.T, httpAddr, q string) []float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Status != "success" {
+		t.Fatalf("%s: %v %s %s", q, err, body.Status, body.Error)
+	}
+	var out []float64
+	for _, r := range body.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("%s: value %v", q, r.Value)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestSelfMonitor_NodeAnswersPromQLAboutItself runs a node with
+// self-monitoring as tributary node wires it, writes to it, and asks its
+// Prometheus API about its own ingest.
+func TestSelfMonitor_NodeAnswersPromQLAboutItself(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tp, err := telemetry.Setup(context.Background(), telemetry.Config{Role: "node", Instance: "pi-1", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), NodeID: "pi-1", MeterProvider: tp.MeterProvider(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		prom: prom.Options{MaxSamples: 1_000_000, QueryTimeout: 10 * time.Second, LookbackDelta: 5 * time.Minute, MaxConcurrentQueries: 2}}
+	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.stop(time.Second)
+	httpAddr := frontAddr(t, fe, "http")
+
+	write := func(points int) {
+		now := time.Now().UnixMilli()
+		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
+		for i := range points {
+			b.Ts, b.Vs = append(b.Ts, now-int64(points-i)), append(b.Vs, float64(i))
+		}
+		if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != int64(points) {
+			t.Fatalf("write: %+v %v", res, err)
+		}
+	}
+	write(100)
+	mon := startSelfMonitor(100*time.Millisecond, 1000, n, tp.Gatherer(), log)
+	defer mon.stop()
+
+	self := `tributary_points_accepted_total{instance="pi-1",job="tributary"}`
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		write(100)
+		time.Sleep(150 * time.Millisecond)
+		v := promInstant(t, httpAddr, self)
+		r := promInstant(t, httpAddr, "rate("+self+"[1m])")
+		if len(v) == 1 && v[0] >= 200 && len(r) == 1 && r[0] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node does not answer about itself: %s = %v, rate = %v", self, v, r)
+		}
+	}
+	// Histograms arrive as _bucket, _sum and _count.
+	if v := promInstant(t, httpAddr, `tributary_wal_fsync_duration_seconds_count{job="tributary"}`); len(v) != 1 || v[0] <= 0 {
+		t.Errorf("fsync histogram count: %v", v)
+	}
+	if v := promInstant(t, httpAddr, `tributary_wal_fsync_duration_seconds_bucket{le="+Inf",job="tributary"}`); len(v) != 1 || v[0] <= 0 {
+		t.Errorf("fsync histogram +Inf bucket: %v", v)
+	}
+}
+
+func TestSelfMonitor_SeriesShapeAndLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "demo_gauge"}, []string{"instance", "kind"})
+	g.WithLabelValues("elsewhere", "a").Set(1.5)
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "demo_seconds", Buckets: []float64{0.1, 1}})
+	h.Observe(0.05)
+	h.Observe(0.5)
+	h.Observe(5)
+	reg.MustRegister(g, h)
+
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), NodeID: "pi-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	m := newSelfMonitor(n, reg, 100, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.now = func() time.Time { return time.UnixMilli(1_700_000_000_000) }
+	batches, err := m.collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, b := range batches {
+		got[labels.Labels(b.Labels).String()] = b.Vs[0]
+		if len(b.Ts) != 1 || b.Ts[0] != 1_700_000_000_000 {
+			t.Errorf("%v: timestamps %v", b.Labels, b.Ts)
+		}
+	}
+	want := map[string]float64{
+		labels.FromStrings("__name__", "demo_gauge", "exported_instance", "elsewhere", "kind", "a", "instance", "pi-2", "job", "tributary").String(): 1.5,
+		labels.FromStrings("__name__", "demo_seconds_bucket", "le", "0.1", "instance", "pi-2", "job", "tributary").String():                          1,
+		labels.FromStrings("__name__", "demo_seconds_bucket", "le", "1", "instance", "pi-2", "job", "tributary").String():                            2,
+		labels.FromStrings("__name__", "demo_seconds_bucket", "le", "+Inf", "instance", "pi-2", "job", "tributary").String():                         3,
+		labels.FromStrings("__name__", "demo_seconds_sum", "instance", "pi-2", "job", "tributary").String():                                          5.55,
+		labels.FromStrings("__name__", "demo_seconds_count", "instance", "pi-2", "job", "tributary").String():                                        3,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("series:\n got %v\nwant %v", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g < v-1e-9 || g > v+1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	m.now = time.Now // within the node's retention
+	m.once()
+	if m.lastFailed || n.Status().Accepted != 6 {
+		t.Fatalf("once: failed %v, %d points accepted", m.lastFailed, n.Status().Accepted)
+	}
+
+	// The limit: the first series are kept, sample after sample; new ones
+	// are skipped.
+	small := newSelfMonitor(n, reg, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	first, _ := small.collect()
+	g.WithLabelValues("elsewhere", "b").Set(2)
+	second, _ := small.collect()
+	if len(first) != 2 || len(second) != 2 || !small.overLimit {
+		t.Fatalf("limit 2: %d then %d series, over limit %v", len(first), len(second), small.overLimit)
+	}
+	for i := range first {
+		if !labels.Equal(first[i].Labels, second[i].Labels) {
+			t.Errorf("series %d changed: %v then %v", i, first[i].Labels, second[i].Labels)
+		}
+	}
+}
+
+func TestSelfMonitorFlags_Refused(t *testing.T) {
+	for _, f := range []selfMonitorFlags{{every: -time.Second, maxSeries: 1}, {every: time.Millisecond, maxSeries: 1}, {every: time.Second}} {
+		if err := f.validate(); err == nil {
+			t.Errorf("%+v accepted", f)
+		}
+	}
+	if err := (&selfMonitorFlags{maxSeries: 1}).validate(); err != nil {
+		t.Errorf("off refused: %v", err)
+	}
+}
