@@ -33,7 +33,7 @@ type Segment struct {
 	Records, Points int64
 	MinT, MaxT      int64
 	// Backfill: the edge built the segment from its local store to fill a
-	// BACKLOG_OVERFLOW gap; BackfillPoints is the points the gap declared
+	// gap (BACKLOG_OVERFLOW, or MISSING); BackfillPoints is the points the gap declared
 	// for the numbers it covers, to be recorded instead of Points.
 	Backfill       bool
 	BackfillPoints int64

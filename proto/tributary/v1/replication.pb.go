@@ -178,9 +178,13 @@ const (
 	// will not be replicated (they may stay in the edge's local store until
 	// its retention removes them); the edge counts them as dropped.
 	GapReason_GAP_REASON_DROPPED GapReason = 2
-	// The segments are no longer on the edge's disk: removed before
-	// replication was enabled, or quarantined as corrupt when the node
-	// started. How many points they held is unknown.
+	// The segments are no longer on the edge's disk, or cannot be read:
+	// removed before replication was enabled, quarantined as corrupt when
+	// the node started, damaged or deleted later. Their points are -1 when
+	// the edge does not know how many they held. When the edge's store holds
+	// every one of their points (and their count and time span are known),
+	// the edge backfills the gap like a BACKLOG_OVERFLOW one; otherwise it
+	// stays a gap.
 	GapReason_GAP_REASON_MISSING GapReason = 3
 )
 
@@ -980,8 +984,9 @@ type ShipSegment struct {
 	Offset uint64 `protobuf:"varint,12,opt,name=offset,proto3" json:"offset,omitempty"`
 	Data   []byte `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
 	// Set only on a backfill: a segment the edge built from its local store
-	// to fill a BACKLOG_OVERFLOW gap it declared before (same file format,
-	// covering sequence numbers of the gap). Its file may hold more points
+	// to fill a gap it declared before (BACKLOG_OVERFLOW, or MISSING when the
+	// store holds the lost segments' points; same file format, covering
+	// sequence numbers of the gap). Its file may hold more points
 	// than the gap did (neighbouring segments' points in the same time
 	// span; replaying them changes nothing), so this carries the points the
 	// gap declared for the sequence numbers the segment covers, and the
