@@ -261,18 +261,14 @@ func (s *File) rewrite() error {
 		f.Close()
 		return fmt.Errorf("rewrite segment summaries: %w", err)
 	}
-	if err := syncDir(filepath.Dir(s.path)); err != nil {
-		f.Close()
-		return err
-	}
 	// f now names the file at path, positioned at its end: later appends
-	// go there.
+	// go there (the old handle names a file no longer at path).
 	if s.f != nil {
 		s.f.Close()
 	}
 	s.f = f
 	s.entries = len(keys)
-	return nil
+	return syncDir(filepath.Dir(s.path))
 }
 
 // Close closes the file.

@@ -130,3 +130,31 @@ func TestFile_DropThroughCompacts(t *testing.T) {
 		t.Fatalf("after compaction and reopen: %d summaries", g.Len())
 	}
 }
+
+// FuzzDecode: any bytes decode without panicking, and the summaries
+// decoded from them encode to a file that decodes to the same summaries.
+func FuzzDecode(f *testing.F) {
+	good := appendHeader(nil, "pi-7")
+	good = appendEntry(good, Summary{Seq: 3, PrevSeq: 1, Points: 9, MinT: -5, MaxT: 7})
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add(good[:len(good)-3])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := &File{nodeID: "pi-7", sums: map[uint64]Summary{}}
+		n, note := s.decode(b)
+		if note != "" {
+			return
+		}
+		if n < len(s.sums) {
+			t.Fatalf("%d entries hold %d summaries", n, len(s.sums))
+		}
+		again := appendHeader(nil, "pi-7")
+		for _, e := range s.sums {
+			again = appendEntry(again, e)
+		}
+		s2 := &File{nodeID: "pi-7", sums: map[uint64]Summary{}}
+		if m, note := s2.decode(again); note != "" || m != len(s.sums) || !reflect.DeepEqual(s2.sums, s.sums) {
+			t.Fatalf("summaries do not round-trip: %q, %d of %d", note, m, len(s.sums))
+		}
+	})
+}
