@@ -1,9 +1,13 @@
 package raftnode_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
@@ -24,13 +28,26 @@ func BenchmarkCluster_RegisterSeries(b *testing.B) {
 				fsName = "disk"
 			}
 			b.Run(fmt.Sprintf("fs=%s/series-per-command=%d", fsName, perCmd), func(b *testing.B) {
-				benchRegister(b, disk, perCmd)
+				benchRegister(b, disk, perCmd, nil)
 			})
 		}
 	}
 }
 
-func benchRegister(b *testing.B, disk bool, perCmd int) {
+// BenchmarkCluster_ProposalMetrics is the proposal-heaviest case of
+// BenchmarkCluster_RegisterSeries (one series per command, in memory)
+// with the members' metrics off (no-op provider) and on (the SDK, as
+// tributary coordinator runs it).
+func BenchmarkCluster_ProposalMetrics(b *testing.B) {
+	b.Run("metrics=off", func(b *testing.B) { benchRegister(b, false, 1, nil) })
+	b.Run("metrics=on", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		defer mp.Shutdown(context.Background())
+		benchRegister(b, false, 1, mp)
+	})
+}
+
+func benchRegister(b *testing.B, disk bool, perCmd int, mp metric.MeterProvider) {
 	const inflight = 64
 	fsFor := func(uint64) walfs.FS { return walfs.NewCrashFS() }
 	var dir func(uint64) string
@@ -39,7 +56,7 @@ func benchRegister(b *testing.B, disk bool, perCmd int) {
 		fsFor = func(uint64) walfs.FS { return walfs.OS{} }
 		dir = func(id uint64) string { return filepath.Join(root, fmt.Sprint(id)) }
 	}
-	c := newMemClusterIn(b, 3, fsFor, dir, nil)
+	c := newMemClusterIn(b, 3, fsFor, dir, func(o *raftnode.Options) { o.MeterProvider = mp })
 	defer c.closeAll()
 	registerEdge(b, c, "pi-1")
 	// Commands are built before the timer, from a fixed pattern.
