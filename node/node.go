@@ -79,6 +79,7 @@ type Node struct {
 	started     time.Time
 
 	stats    counters
+	metrics  nodeMetrics // metrics.go
 	postings postingsCache
 	fleet    fleetState  // fleetconfig.go
 	tracing  nodeTracing // trace.go
@@ -88,6 +89,7 @@ type counters struct {
 	accepted, rejected atomic.Int64
 	rejectedBy         [numRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
+	flushes            atomic.Int64
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
@@ -115,6 +117,9 @@ func Open(opts Options) (*Node, error) {
 		stop:      make(chan struct{}),
 		started:   opts.Now(),
 		nextID:    1,
+	}
+	if err := n.initMetrics(); err != nil {
+		return nil, err
 	}
 	n.initTracing()
 	start := time.Now()
@@ -145,6 +150,7 @@ func Open(opts Options) (*Node, error) {
 		Sync:            opts.WALSync,
 		FS:              opts.WALFS,
 		Logger:          opts.Logger,
+		OnFsync:         n.observeFsync,
 		OnSeal:          n.onSeal,
 	})
 	if err != nil {
@@ -170,6 +176,9 @@ func Open(opts Options) (*Node, error) {
 	n.wg.Add(2)
 	go n.flushLoop()
 	go n.retentionLoop()
+	if err := n.registerMetrics(); err != nil {
+		return nil, errors.Join(err, n.Close())
+	}
 	return n, nil
 }
 
@@ -330,6 +339,7 @@ func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	n.unregisterMetrics()
 	close(n.stop)
 	n.wg.Wait()
 	n.mu.Lock() // no write is in flight past this point
