@@ -46,7 +46,7 @@ func (b nodeBackend) Write(ctx context.Context, batches []node.Batch) (node.Writ
 	if err := ctx.Err(); err != nil {
 		return node.WriteResult{}, err
 	}
-	return b.n.Write(batches)
+	return b.n.WriteContext(ctx, batches)
 }
 
 func (b nodeBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -87,7 +88,13 @@ func (p *prepared) pointIndex(k int) int {
 // Write validates every point on its own, stores the valid ones and returns
 // once they are durable. An error means nothing of this write is
 // acknowledged (it may still be visible to queries and be kept).
-func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
+func (n *Node) Write(batches []Batch) (WriteResult, error) {
+	return n.write(context.Background(), batches)
+}
+
+// write is Write; with a recording span in ctx (WriteContext) its phases
+// get child spans.
+func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err error) {
 	if n.closed.Load() {
 		return res, ErrClosed
 	}
@@ -170,14 +177,17 @@ func (n *Node) Write(batches []Batch) (res WriteResult, err error) {
 	if len(preps) == 0 {
 		return res, nil
 	}
-	pos, accepted, err := n.appendLocked(preps, &res)
+	pos, accepted, err := n.appendLocked(ctx, preps, &res)
 	if err != nil {
 		return res, err
 	}
 	if accepted == 0 {
 		return res, nil
 	}
-	if err := n.wal.Sync(pos); err != nil {
+	span := n.childSpan(ctx, "wal.sync")
+	err = n.wal.Sync(pos)
+	endSpan(span, err)
+	if err != nil {
 		return res, fmt.Errorf("sync wal: %w", err)
 	}
 	res.Accepted = accepted
@@ -189,7 +199,7 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339N
 
 // appendLocked takes the write lock, writes one WAL record for all prepared
 // batches and applies it to the head.
-func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, int64, error) {
+func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteResult) (wal.Position, int64, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed.Load() {
@@ -250,10 +260,13 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 		return wal.Position{}, 0, nil
 	}
 	n.recBuf = n.enc.AppendTo(n.recBuf[:0])
+	span := n.childSpan(ctx, "wal.append")
 	pos, err := n.wal.Append(wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.Points()})
+	endSpan(span, err)
 	if err != nil {
 		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)
 	}
+	span = n.childSpan(ctx, "head.append")
 	n.stats.walRecordBytes.Add(int64(len(n.recBuf)))
 	nowNs := n.opts.Now().UnixNano()
 	var grown int64
@@ -267,6 +280,7 @@ func (n *Node) appendLocked(preps []prepared, res *WriteResult) (wal.Position, i
 		}
 		r.s.mu.Unlock()
 	}
+	span.End()
 	n.headSamples.Add(n.enc.Points())
 	if n.headBytes.Add(grown) > n.opts.HeadMaxBytes {
 		wake = true

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
@@ -62,3 +63,41 @@ func (n *Node) SealSpanContext(seq uint64) (trace.SpanContext, bool) {
 // ForgetSealSpans drops the seal spans of segments through seq (the cloud
 // acknowledged them).
 func (n *Node) ForgetSealSpans(through uint64) { n.tracing.seals.Forget(through) }
+
+// WriteContext is Write with the caller's trace: when ctx holds a
+// recording span (a traced gRPC or HTTP request), the write gets a
+// node.write span with children for the WAL append, the head append and
+// the wait for the WAL fsync. Otherwise it is Write, at the cost of one
+// context lookup.
+func (n *Node) WriteContext(ctx context.Context, batches []Batch) (WriteResult, error) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return n.write(context.Background(), batches)
+	}
+	ctx, span := n.tracing.tracer.Start(ctx, "node.write", trace.WithAttributes(attribute.Int("tributary.write.batches", len(batches))))
+	res, err := n.write(ctx, batches)
+	span.SetAttributes(attribute.Int64("tributary.write.accepted", res.Accepted), attribute.Int64("tributary.write.rejected", res.Rejected))
+	endSpan(span, err)
+	return res, err
+}
+
+// noSpan is a span that records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// childSpan starts a child of the recording span in ctx, or returns
+// noSpan (the hot path when traces are off).
+func (n *Node) childSpan(ctx context.Context, name string) trace.Span {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return noSpan
+	}
+	_, span := n.tracing.tracer.Start(ctx, name)
+	return span
+}
+
+// endSpan ends span, failed when err is not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

@@ -33,6 +33,9 @@ type serveFlags struct {
 	limits                             httpapi.Limits
 	prom                               prom.Options
 	tel                                telemetry.Flags
+	// otel is the process's telemetry once telemetry() set it up; the
+	// gRPC listener is instrumented with it (otelgrpc).
+	otel *telemetry.Provider
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -138,6 +141,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	gopts = append(gopts, toks.ServerOptions(func(string) { fe.stats.Inc(httpapi.ViolationUnauthorized) })...)
+	if f.otel != nil {
+		gopts = append(gopts, telemetry.GRPCServerOption(f.otel.MeterProvider(), f.otel.TracerProvider()))
+	}
 	fe.grpc = grpc.NewServer(gopts...)
 	registerGRPC(fe.grpc)
 	glis, err := net.Listen("tcp", f.grpcListen)
@@ -158,6 +164,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 			extraHTTP(mux, fe.stats)
 		}
 		h := toks.HTTP(mux, func(*http.Request) { fe.stats.Inc(httpapi.ViolationUnauthorized) }, openPaths...)
+		if f.otel != nil && f.otel.TracesOn() {
+			h = telemetry.HTTPServerSpans(f.otel.TracerProvider(), h)
+		}
 		fe.http = httpapi.NewServer(httpapi.ServerOptions{Handler: h, TLS: tlsCfg, Limits: cfg.Limits, Logger: log})
 		hlis, err := net.Listen("tcp", f.httpListen)
 		if err != nil {
@@ -185,7 +194,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 // telemetry starts the process's metrics and traces (role: node,
 // coordinator or local; instance: the node id).
 func (f *serveFlags) telemetry(role, instance string) (*telemetry.Provider, error) {
-	return telemetry.Setup(context.Background(), telemetry.Config{Flags: f.tel, Role: role, Instance: instance, Version: version})
+	p, err := telemetry.Setup(context.Background(), telemetry.Config{Flags: f.tel, Role: role, Instance: instance, Version: version})
+	f.otel = p
+	return p, err
 }
 
 // stopTelemetry flushes the exporters, bounded by a few seconds.

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -136,7 +139,9 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec 
 	}
 	p := h.getParser()
 	defer h.putParser(p)
+	_, span := telemetry.StartChild(ctx, "influx.parse", attribute.Int("http.request.body.size", len(body)))
 	res, err := p.Parse(body, db, prec, nowMs)
+	span.End()
 	switch {
 	case errors.Is(err, ErrTooManyPoints):
 		st.Inc(httpapi.ViolationTooManyPoints)

@@ -87,7 +87,7 @@ func (s *Server) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResp
 	if err := s.checkSize(req); err != nil {
 		return nil, err
 	}
-	res, err := s.node.Write(toBatches(req))
+	res, err := s.node.WriteContext(ctx, toBatches(req))
 	if err != nil {
 		return nil, writeError(err)
 	}
@@ -109,7 +109,7 @@ func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, 
 		if err := s.checkSize(req); err != nil {
 			return err
 		}
-		res, err := s.node.Write(toBatches(req))
+		res, err := s.node.WriteContext(stream.Context(), toBatches(req))
 		if err != nil {
 			return writeError(err)
 		}
