@@ -662,7 +662,8 @@ func lostSegmentScenario(t *testing.T, how string) {
 }
 
 // waitHeadFlushed waits until the edge's head holds no more than the open
-// chunks (under 8 samples a series): every earlier sample is in its store
+// chunks (at most 8 samples a series, all from the last write, which
+// carried replPoints > 8 a series): every earlier sample is in its store
 // and the flushed-through record covers every sealed segment but the one
 // holding them. It then waits one more flush interval, so that the record
 // written after the last flush is there too.
@@ -681,7 +682,7 @@ func (f *replFleet) waitHeadFlushed() {
 		r, err := qc.Status(ctx, &pb.StatusRequest{})
 		cancel()
 		if err == nil {
-			if head = r.GetHeadSamples(); head < 8*replSeries {
+			if head = r.GetHeadSamples(); head <= 8*replSeries {
 				break
 			}
 		}
