@@ -658,6 +658,9 @@ func lostSegmentScenario(t *testing.T, how string) {
 	if got := int64(m["tributary_replication_backfilled_points_total"]); got != info.Points {
 		t.Errorf("edge backfilled %d points; the lost segment held %d (gauges %v)", got, info.Points, m)
 	}
+	if v, ok := m["tributary_replication_unrecoverable_points"]; !ok || v != 0 {
+		t.Errorf("edge reports %v unrecoverable points (exported: %v); the lost segment was flushed", v, ok)
+	}
 	f.checkBackfilled(st, m)
 }
 

@@ -40,6 +40,7 @@ func (s *Shipper) registerMetrics() error {
 	gaps := gauge("tributary.replication.gaps", "{gap}", "Gap records in the cursor (segments the edge will not ship as such).")
 	gapPoints := gauge("tributary.replication.gap.points", "{point}", "Points in segments declared as gaps (not shipped), since the cursor was created.")
 	dropped := gauge("tributary.replication.dropped.points", "{point}", "Points dropped by the drop-oldest overflow policy, since the cursor was created.")
+	unrecoverable := gauge("tributary.replication.unrecoverable.points", "{point}", "Known points of missing segments that will not be re-shipped: the local store may lack them (lost before they were flushed).")
 	perPoint := gauge("tributary.replication.shipped.bytes_per_point", "By", "Compressed bytes shipped per point since start.")
 	blocked := gauge("tributary.replication.writes_blocked", "", "1 while the backlog is over budget and writes are refused.")
 	backfilled := counter("tributary.replication.backfilled.points", "{point}", "Points of gaps backfilled from the local store and acknowledged by the cloud, since the cursor was created.")
@@ -72,6 +73,7 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveFloat64(gaps, float64(len(st.Gaps)))
 		o.ObserveFloat64(gapPoints, float64(st.GapPoints))
 		o.ObserveFloat64(dropped, float64(st.DroppedPoints))
+		o.ObserveFloat64(unrecoverable, float64(st.UnrecoverablePoints))
 		o.ObserveFloat64(perPoint, st.BytesPerPoint)
 		o.ObserveFloat64(blocked, b(st.WritesBlocked))
 		o.ObserveInt64(backfilled, int64(st.BackfilledPoints))
@@ -83,7 +85,7 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveInt64(failures, st.SessionFailures)
 		o.ObserveInt64(sends, st.Sends)
 		return nil
-	}, connected, acked, sealed, lag, lagBytes, backlogSegs, backlogBytes, retained, gaps, gapPoints, dropped, perPoint, blocked,
+	}, connected, acked, sealed, lag, lagBytes, backlogSegs, backlogBytes, retained, gaps, gapPoints, dropped, unrecoverable, perPoint, blocked,
 		backfilled, segs, bytes, points, refusals, sessions, failures, sends)
 	if err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)
