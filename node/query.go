@@ -147,7 +147,11 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 	if err := q.validate(); err != nil {
 		return info, err
 	}
+	ctx, span := n.startQuery(ctx, &q)
+	defer endQuery(span, &info)
+	sel := n.childSpan(ctx, "query.select")
 	list, err := n.selectSeries(q.Matchers)
+	sel.End()
 	if err != nil {
 		return info, err
 	}
@@ -167,6 +171,8 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 	// Series are read in parallel, a window at a time, and emitted in order.
 	window := 4 * runtime.GOMAXPROCS(0)
 	results := make([]seriesResult, min(window, len(list)))
+	read := n.childSpan(ctx, "query.read")
+	defer read.End() // ends at once if already ended
 	for lo := 0; lo < len(list); lo += window {
 		if err := ctx.Err(); err != nil {
 			return info, err
@@ -195,9 +201,12 @@ func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (Que
 			}
 		}
 	}
+	read.End()
 	if groups == nil {
 		return info, nil
 	}
+	merge := n.childSpan(ctx, "query.merge")
+	defer merge.End()
 	keys := make([]string, 0, len(groups))
 	for k := range groups {
 		keys = append(keys, k)

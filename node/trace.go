@@ -73,11 +73,19 @@ func (n *Node) WriteContext(ctx context.Context, batches []Batch) (WriteResult, 
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return n.write(context.Background(), batches)
 	}
-	ctx, span := n.tracing.tracer.Start(ctx, "node.write", trace.WithAttributes(attribute.Int("tributary.write.batches", len(batches))))
+	ctx, span := requestTracer(ctx).Start(ctx, "node.write", trace.WithAttributes(attribute.Int("tributary.write.batches", len(batches))))
 	res, err := n.write(ctx, batches)
 	span.SetAttributes(attribute.Int64("tributary.write.accepted", res.Accepted), attribute.Int64("tributary.write.rejected", res.Rejected))
 	endSpan(span, err)
 	return res, err
+}
+
+// requestTracer is the tracer for the spans of a request: from the
+// provider of the span in ctx (in a server the process's; a caller in the
+// same process, such as a coordinator asking the edge it runs beside,
+// keeps its own).
+func requestTracer(ctx context.Context) trace.Tracer {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/tributarydb/tributary/node")
 }
 
 // noSpan is a span that records nothing.
@@ -89,7 +97,7 @@ func (n *Node) childSpan(ctx context.Context, name string) trace.Span {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return noSpan
 	}
-	_, span := n.tracing.tracer.Start(ctx, name)
+	_, span := requestTracer(ctx).Start(ctx, name)
 	return span
 }
 
@@ -98,6 +106,26 @@ func endSpan(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// startQuery starts the node.query span under the recording span in ctx
+// (a traced gRPC or HTTP request); its children select the series, read
+// them and merge groups.
+func (n *Node) startQuery(ctx context.Context, q *Query) (context.Context, trace.Span) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, noSpan
+	}
+	return requestTracer(ctx).Start(ctx, "node.query", trace.WithAttributes(
+		attribute.String("tributary.query.source", q.Source()),
+		attribute.Int64("tributary.query.start_ms", q.Start), attribute.Int64("tributary.query.end_ms", q.End)))
+}
+
+// endQuery ends a node.query span with what the query read and answered.
+func endQuery(span trace.Span, info *QueryInfo) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("tributary.query.series", int64(info.Series)), attribute.Int64("tributary.query.points", info.Points))
 	}
 	span.End()
 }

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -23,9 +26,13 @@ func (f *Frontend) Query(ctx context.Context, q node.Query, emit func(node.Serie
 }
 
 // queryWithCoverage is QueryWithCoverage (metrics.go times the call).
-func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, Coverage, error) {
+func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (_ node.QueryInfo, _ Coverage, err error) {
 	var info node.QueryInfo
 	var cov Coverage
+	ctx, span := startQuery(ctx, q)
+	defer func() { endQuery(span, &info, len(cov.Edges), &err) }()
+	_, plan := telemetry.StartChild(ctx, "query.plan")
+	defer plan.End() // ends at once if already ended
 	q.Matchers = slices.Clone(q.Matchers)
 	q.GroupBy = slices.Clone(q.GroupBy)
 	if err := validate(&q); err != nil {
@@ -65,6 +72,8 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 		}
 	}
 	shareReplicaLegs(planned, sub)
+	plan.SetAttributes(attribute.Int("tributary.query.edges", len(edges)), attribute.Int("tributary.query.series", len(refs)))
+	plan.End()
 	results := make([]edgeResult, len(edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
 	var wg sync.WaitGroup
@@ -73,11 +82,13 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			ctx, leg := startLeg(ctx, edge)
 			if p := plans[i]; p != nil {
 				results[i] = f.queryEdge(ctx, *p, sub)
 			} else {
 				results[i] = f.queryFresh(ctx, edge, sub)
 			}
+			endLeg(leg, &results[i])
 		}()
 	}
 	wg.Wait()
@@ -85,6 +96,8 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 		return info, cov, err
 	}
 
+	_, merge := telemetry.StartChild(ctx, "query.merge")
+	defer merge.End()
 	merged := map[string]*seriesData{}
 	var unreachable []string // edges without catalog-matching series
 	for i := range results {
