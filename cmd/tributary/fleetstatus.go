@@ -457,9 +457,9 @@ func printFleet(w io.Writer, format string, v fleetView) error {
 	if s.WorstLagNode != "" {
 		worst = fmt.Sprintf("worst lag %s (%s)", fmtSeconds(s.WorstLagSeconds), s.WorstLagNode)
 	}
-	fmt.Fprintf(w, "%s: %d edges, %d offline, %d behind, %d with gaps; %s; %d coordinators (leader raft id %d, term %d); %s series\n",
-		time.UnixMilli(s.TimeMs).UTC().Format(time.DateTime), s.Edges, s.Offline, s.Behind, s.WithGaps, worst,
-		s.Coordinators, s.RaftLeader, s.RaftTerm, commas(int64(s.Series)))
+	fmt.Fprintf(w, "%s: %s, %d offline, %d behind, %d with gaps; %s; %s (leader raft id %d, term %d); %s series\n",
+		time.UnixMilli(s.TimeMs).UTC().Format(time.DateTime), plural(s.Edges, "edge"), s.Offline, s.Behind, s.WithGaps, worst,
+		plural(s.Coordinators, "coordinator"), s.RaftLeader, s.RaftTerm, commas(int64(s.Series)))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tLAST SEEN\tINGEST\tLAG\tBACKLOG\tGAPS")
 	var notes []string
@@ -510,6 +510,14 @@ func printFleet(w io.Writer, format string, v fleetView) error {
 		fmt.Fprintln(w, n)
 	}
 	return nil
+}
+
+// plural is "1 edge", "3 edges".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // fmtSeconds prints a duration in seconds compactly: 850ms, 12.3s, 4m12s,

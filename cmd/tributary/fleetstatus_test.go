@@ -339,7 +339,7 @@ func TestFleetTable_Format(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"2026-01-02 03:04:05: 2 edges, 1 offline, 0 behind, 0 with gaps; worst lag 4m12s (pi-7); 1 coordinators (leader raft id 1, term 2); 1,234 series",
+		"2026-01-02 03:04:05: 2 edges, 1 offline, 0 behind, 0 with gaps; worst lag 4m12s (pi-7); 1 coordinator (leader raft id 1, term 2); 1,234 series",
 		"NODE  ROLE                STATE    LAST SEEN  INGEST      LAG       BACKLOG         GAPS",
 		"pi-7  edge                offline  1m35s ago  12.5/s avg  4m12s wm  -               2 seg, ? points",
 		"pi-1  edge                online   3.2s ago   1,500/s     850ms     3.0 MiB, 3 seg  0",
