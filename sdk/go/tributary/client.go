@@ -7,6 +7,9 @@ import (
 	"net"
 	"strings"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
@@ -67,6 +70,11 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		dopts = append(dopts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time: o.keepaliveTime, Timeout: o.keepaliveWait, PermitWithoutStream: true,
 		}))
+	}
+	if o.tracer != nil {
+		dopts = append(dopts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+			otelgrpc.WithTracerProvider(o.tracer), otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
 	dopts = append(dopts, o.dialOptions...)
 	conn, err := grpc.NewClient(addr, dopts...)

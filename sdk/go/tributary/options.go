@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -31,6 +32,7 @@ type options struct {
 	block          bool
 	maxRecvBytes   int
 	dialOptions    []grpc.DialOption
+	tracer         trace.TracerProvider // nil: calls are not instrumented
 }
 
 // Defaults of the client options.
@@ -234,6 +236,22 @@ func WithMaxRecvBytes(n int) Option {
 			return fmt.Errorf("WithMaxRecvBytes: %d is not positive", n)
 		}
 		o.maxRecvBytes = n
+		return nil
+	}
+}
+
+// WithTracerProvider traces the client's calls with tp: each call gets an
+// OpenTelemetry client span (a child of the span in the call's context)
+// and sends its context in the W3C traceparent header, so the server's
+// spans (node.write, node.query, ...) join the caller's trace. Off by
+// default: without it the connection carries no instrumentation at all.
+// The package never uses the OpenTelemetry globals.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		if tp == nil {
+			return errors.New("WithTracerProvider: nil provider")
+		}
+		o.tracer = tp
 		return nil
 	}
 }
