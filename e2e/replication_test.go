@@ -581,7 +581,18 @@ func (f *replFleet) checkBackfilled(st cluster.WriterStats, m map[string]float64
 // MISSING gap and re-ship its points from its store, so that the cloud
 // ends up holding every acknowledged point once and nothing corrupt.
 func TestReplication_CorruptSegmentOnDisk(t *testing.T) {
-	lostSegmentScenario(t, "corrupt")
+	lostSegmentScenario(t, "corrupt", true)
+}
+
+// TestReplication_CorruptUnflushedSegmentStaysAGap damages a sealed
+// segment whose samples were never flushed to the edge's store (chunks of
+// 65536 samples never close during the test) and kills the edge: its
+// points are gone from the edge too. The restarted edge must declare a
+// MISSING gap with the segment's count and time span (from its summary),
+// mark it unrecoverable and re-ship nothing for it; the cloud misses
+// exactly those points, all inside the gap, and nothing else.
+func TestReplication_CorruptUnflushedSegmentStaysAGap(t *testing.T) {
+	lostSegmentScenario(t, "corrupt", false)
 }
 
 // TestReplication_SegmentFileVanishes removes a sealed segment file the
@@ -590,16 +601,21 @@ func TestReplication_CorruptSegmentOnDisk(t *testing.T) {
 // summary it recorded when the segment was sealed, and re-ships its points
 // from its store: the cloud holds every acknowledged point once.
 func TestReplication_SegmentFileVanishes(t *testing.T) {
-	lostSegmentScenario(t, "vanished")
+	lostSegmentScenario(t, "vanished", true)
 }
 
 // lostSegmentScenario: link cut, 3 segments sealed, the load stops, the
-// edge flushes its head (8-sample chunks), SIGKILL, one sealed unshipped
-// segment (not the newest) is damaged or removed, restart, heal. Then the
-// gap must be backfilled from the edge's store (lost = duplicated =
-// phantom = 0 on every coordinator, no gap left in the catalog).
-func lostSegmentScenario(t *testing.T, how string) {
-	f := startReplFleet(t, true, "--head-chunk-samples", "8")
+// edge flushes its head (8-sample chunks) if flushed, SIGKILL, one sealed
+// unshipped segment (not the newest) is damaged or removed, restart,
+// heal. If flushed, the gap must be backfilled from the edge's store
+// (lost = duplicated = phantom = 0 on every coordinator, no gap left in
+// the catalog); if not, it must stay a gap with the segment's count.
+func lostSegmentScenario(t *testing.T, how string, flushed bool) {
+	chunk := "65536"
+	if flushed {
+		chunk = "8"
+	}
+	f := startReplFleet(t, true, "--head-chunk-samples", chunk)
 	f.startLoad()
 	f.proxy.Cut()
 	sealed0 := uint64(f.metrics()["tributary_replication_newest_sealed_seq"])
@@ -612,7 +628,9 @@ func lostSegmentScenario(t *testing.T, how string) {
 	}
 	st := f.stopLoad()
 	acked := f.node().AckedThrough
-	f.waitHeadFlushed()
+	if flushed {
+		f.waitHeadFlushed()
+	}
 	f.c.Edge.Kill()
 
 	walDir := filepath.Join(f.c.Opts.Dir, f.c.Edge.ID, "wal")
@@ -653,6 +671,10 @@ func lostSegmentScenario(t *testing.T, how string) {
 		t.Fatal(err)
 	}
 	f.waitAckedPast(info.Seq, healAt, 60*time.Second, "after healing")
+	if !flushed {
+		f.checkUnrecoverable(st, info)
+		return
+	}
 	f.requireHeldWithinWritten(f.waitDrained(int64(st.Acked), 60*time.Second), st)
 	m := f.metrics()
 	if got := int64(m["tributary_replication_backfilled_points_total"]); got != info.Points {
@@ -662,6 +684,50 @@ func lostSegmentScenario(t *testing.T, how string) {
 		t.Errorf("edge reports %v unrecoverable points (exported: %v); the lost segment was flushed", v, ok)
 	}
 	f.checkBackfilled(st, m)
+}
+
+// checkUnrecoverable is the end of a scenario whose lost segment's points
+// were only in the killed edge's head: the catalog keeps a MISSING gap
+// over exactly that segment with its count and span, the edge reports
+// those points unrecoverable and backfills nothing, held + gap points ==
+// acknowledged, and the coordinators miss exactly those points, all
+// inside the gap.
+func (f *replFleet) checkUnrecoverable(st cluster.WriterStats, info wal.SegmentInfo) {
+	t := f.t
+	t.Helper()
+	n := f.waitDrained(int64(st.Acked), 60*time.Second)
+	if len(n.Gaps) != 1 {
+		f.fatal("catalog gaps %+v; want one over segment %d", n.Gaps, info.Seq)
+	}
+	g := n.Gaps[0]
+	if g.AfterSeq != info.PrevSeq || g.ThroughSeq != info.Seq || g.Reason != "missing" || g.Points != info.Points ||
+		g.MinTimeMs != info.MinT || g.MaxTimeMs != info.MaxT {
+		t.Errorf("catalog gap %+v; want missing (%d, %d] with %d points in [%d, %d]", g, info.PrevSeq, info.Seq, info.Points, info.MinT, info.MaxT)
+	}
+	if st.InDoubt == 0 && int64(n.HeldPoints)+g.Points != int64(st.Acked) {
+		t.Errorf("cloud holds %d points + %d in the gap; %d were acknowledged", n.HeldPoints, g.Points, st.Acked)
+	}
+	m := f.metrics()
+	if int64(m["tributary_replication_unrecoverable_points"]) != info.Points || m["tributary_replication_backfilled_points_total"] != 0 {
+		t.Errorf("edge gauges %v; want %d unrecoverable points and none backfilled", m, info.Points)
+	}
+	// The edge lost them too: replaying its WAL could not bring back the
+	// samples of a quarantined segment.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	r, err := cluster.Check(ctx, f.c.Edge.GRPC, metric, f.w.Ledger, f.startMs, time.Now().Add(time.Hour).UnixMilli())
+	cancel()
+	if err != nil {
+		f.fatal("query %s: %v", f.c.Edge.ID, err)
+	}
+	t.Logf("%s itself: %v", f.c.Edge.ID, r)
+	if int64(r.Lost) != info.Points || r.Duplicated+r.Phantom+r.WrongValue > 0 {
+		t.Errorf("%s answers %v; want exactly the %d points of the quarantined segment lost", f.c.Edge.ID, r, info.Points)
+	}
+	cc := f.checkCloud(n.Gaps)
+	if cc.lost != 0 || int64(cc.inGap) != info.Points*int64(len(f.c.Coordinators)) {
+		t.Errorf("the coordinators miss %d points inside the gap and %d outside; want %d inside each", cc.inGap, cc.lost, info.Points)
+	}
+	f.summary(st, cc)
 }
 
 // waitHeadFlushed waits until the edge's head holds no more than the open
