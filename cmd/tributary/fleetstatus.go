@@ -313,7 +313,7 @@ func (w *fleetWatcher) read(ctx context.Context, target tributary.Status) (fleet
 			if r.GapSegments > 0 {
 				v.Summary.WithGaps++
 			}
-			if r.LagSeconds != nil && *r.LagSeconds > v.Summary.WorstLagSeconds {
+			if r.LagSeconds != nil && (v.Summary.WorstLagNode == "" || *r.LagSeconds > v.Summary.WorstLagSeconds) {
 				v.Summary.WorstLagSeconds, v.Summary.WorstLagNode = *r.LagSeconds, r.Node
 			}
 		} else {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
+	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
 // freeAddr reserves a loopback port and releases it for the caller to
@@ -350,5 +353,73 @@ func TestFleetTable_Format(t *testing.T) {
 		if k >= len(got) || strings.TrimRight(got[k], " ") != w {
 			t.Fatalf("line %d:\n got %q\nwant %q\n%s", k, got[min(k, len(got)-1)], w, b.String())
 		}
+	}
+}
+
+// TestFleetWatcher_LocalEdgeAndCloudRates reads a fleet from a fake
+// coordinator: tributary local's edge takes its figures from the status
+// of the answering process, an edge not asked gets the catalog's.
+func TestFleetWatcher_LocalEdgeAndCloudRates(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	fleet := coordinator.Fleet{Coordinator: "lc", Raft: coordinator.RaftStatus{ID: 1, Leader: 1, Term: 3, Voters: []uint64{1}},
+		Nodes: []coordinator.FleetNode{
+			{ID: "lc", Role: "coordinator", RaftID: 1, LastHeartbeatMs: now.UnixMilli() - 2000, SecondsSinceHeartbeat: 2},
+			{ID: "local", Role: "edge", LastHeartbeatMs: now.UnixMilli() - 1000, SecondsSinceHeartbeat: 1},
+		}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/fleet" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(fleet)
+	}))
+	defer srv.Close()
+	sf := &statusFlags{probe: true, probeTimeout: time.Second, offlineAfter: 30 * time.Second, behindAfter: time.Minute}
+	cf := &clientFlags{addr: "127.0.0.1:1", getenv: func(string) string { return "" }}
+	sf.httpAddr = strings.TrimPrefix(srv.URL, "http://")
+	w, err := newFleetWatcher(cf, sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	w.now = func() time.Time { return now }
+
+	target := tributary.Status{Role: "local", PointsAccepted: 600, Uptime: time.Minute,
+		Replication: &tributary.ReplicationStatus{Connected: true, Lag: 90 * time.Second, BacklogBytes: 4096, BacklogSegments: 2}}
+	v, err := w.read(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := rowOf(v, "local")
+	if r.IngestSource != "edge-average" || *r.IngestPointsPerSec != 10 || *r.LagSeconds != 90 || *r.BacklogBytes != 4096 || r.State != stateBehind {
+		t.Fatalf("local edge: %+v", r)
+	}
+	if v.Nodes[0].Node != "local" || v.Summary.Behind != 1 || v.Summary.WorstLagNode != "local" {
+		t.Fatalf("view: %+v", v)
+	}
+
+	// A plain coordinator: the edge has no address, so the catalog
+	// speaks: watermark lag, then the held points' growth per second.
+	fleet.Nodes[1].WatermarkTimeMs = now.UnixMilli() - 5000
+	fleet.Nodes[1].HeldPoints = 1000
+	fleet.Nodes[1].HeldRuns = []coordinator.HeldRun{{FirstSeq: 1, LastSeq: 9, Points: 1000, MinTimeMs: now.UnixMilli() - 100_000, MaxTimeMs: now.UnixMilli() - 5000}}
+	fleet.Nodes[1].Gaps = []coordinator.FleetGap{{AfterSeq: 9, ThroughSeq: 10, Segments: 1, Points: -1}}
+	coord := tributary.Status{Role: "coordinator"}
+	w.prev = map[string]rateSample{}
+	v, _ = w.read(context.Background(), coord)
+	r, _ = rowOf(v, "local")
+	if r.LagSource != "watermark" || *r.LagSeconds != 5 || r.IngestSource != "cloud-average" || r.BacklogBytes != nil ||
+		r.State != stateGaps || r.GapPoints != -1 {
+		t.Fatalf("catalog only: %+v", r)
+	}
+	want := 1000 / 95.0
+	if d := *r.IngestPointsPerSec - want; d > 1e-9 || d < -1e-9 {
+		t.Fatalf("cloud average %v, want %v", *r.IngestPointsPerSec, want)
+	}
+	now = now.Add(10 * time.Second)
+	fleet.Nodes[1].HeldPoints = 1500
+	v, _ = w.read(context.Background(), coord)
+	if r, _ = rowOf(v, "local"); r.IngestSource != "cloud" || *r.IngestPointsPerSec != 50 {
+		t.Fatalf("between refreshes: %+v", r)
 	}
 }
