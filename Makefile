@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication demo fuzz e2e soak release release-test image cluster-up cluster-down clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry demo fuzz e2e soak release release-test image cluster-up cluster-down clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -105,6 +105,10 @@ bench-fanout: build ## Fan-out benchmark: 3 coordinators + 10 edges as processes
 bench-replication: build ## Replication benchmark: an edge shipping to coordinators; lag p50/p99, bytes/point, drain ratio, edge CPU overhead; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench replication --binary $(BIN) $(BENCH_ARGS)
+
+bench-telemetry: build ## Telemetry overhead: ingest with telemetry off, metrics on, metrics + traces to an OTLP sink, alternating; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench telemetry --binary $(BIN) $(BENCH_ARGS)
 
 demo: build ## Start tributary local, write sensor workloads, show them replicated and queried; then query the coordinator alone.
 	@scripts/demo.sh

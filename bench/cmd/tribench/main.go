@@ -9,6 +9,7 @@
 //	tribench fanout --binary bin/tributary [flags]   3 coordinators + 10 edges: fan-out query latency, failover, registrations
 //	tribench replication --binary bin/tributary [flags]  an edge shipping to coordinators: lag, bytes/point, drain, CPU
 //	tribench load --targets e1:7070,e2:7070 [flags]     continuous sensor writes to running edges
+//	tribench telemetry --binary bin/tributary [flags]   ingest with telemetry off, metrics on, metrics + traces on
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -60,6 +61,11 @@ workloads:
            start coordinators and an edge node, write at a sustained rate and
            measure replication lag, bytes shipped per point, backlog drain
            after an outage and the edge's extra CPU (a table, then one JSON line)
+  telemetry
+           run the ingest workload against a node with telemetry off
+           (--metrics=false), with metrics on, and with metrics and traces
+           exported over OTLP to an in-process sink, alternating, and report
+           the throughput each costs (a table, then one JSON line)
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
@@ -101,6 +107,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runReplication(ctx, args[1:], stdout, stderr, logger)
 	case "load":
 		err = runLoad(ctx, args[1:], stderr, logger)
+	case "telemetry":
+		err = runTelemetry(ctx, args[1:], stdout, stderr, logger)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/ingest"
+	"github.com/tributarydb/tributary/bench/internal/telbench"
+)
+
+func runTelemetry(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := telbench.Options{Ingest: ingest.DefaultOptions()}
+	o.Ingest.Duration = 10 * time.Second // per run; nine runs by default
+	in := &o.Ingest
+	fs := flag.NewFlagSet("tribench telemetry", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&in.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs.IntVar(&o.Rounds, "rounds", 3, "runs of each mode (off, metrics, metrics+traces), in a rotated order per round")
+	fs.StringVar(&o.OTLPInterval, "otlp-interval", "10s", "the node's --otlp-interval in the traced mode")
+	fs.StringVar(&in.Workload, "workload", in.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
+	fs.IntVar(&in.Series, "series", in.Series, "number of series")
+	fs.IntVar(&in.BatchPoints, "batch-points", in.BatchPoints, "points per Write request")
+	fs.IntVar(&in.PointsPerSeriesPerBatch, "points-per-series-per-batch", in.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
+	fs.IntVar(&in.Clients, "clients", in.Clients, "concurrent writers, one gRPC connection each")
+	fs.DurationVar(&in.Duration, "duration", in.Duration, "how long each run writes")
+	fs.StringVar(&in.WALSync, "wal-sync", in.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
+	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the generated values")
+	fs.StringVar(&in.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directories (default: the system temp dir)")
+	fs.Var((*stringList)(&in.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' (repeatable)")
+	commit := commitFlag(ctx, fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Commit, o.Out, o.Logger = commit(), stdout, logger
+	in.Commit = o.Commit
+	_, err := telbench.Run(ctx, o)
+	return err
+}
