@@ -98,6 +98,11 @@ type Result struct {
 	// Throughput lost against off, in percent (negative: faster).
 	OverheadMetricsPct report.Number `json:"overhead_metrics_pct"`
 	OverheadPct        report.Number `json:"overhead_pct"` // metrics and traces on
+	// The same per round (each mode against the off run of its own round,
+	// which ran minutes apart at most), median over the rounds: steadier
+	// than the medians' ratio when the machine's load drifts.
+	OverheadMetricsPairedPct report.Number `json:"overhead_metrics_paired_pct"`
+	OverheadPairedPct        report.Number `json:"overhead_paired_pct"`
 	// Node CPU per point added against off, in percent.
 	CPUOverheadMetricsPct report.Number `json:"cpu_overhead_metrics_pct"`
 	CPUOverheadPct        report.Number `json:"cpu_overhead_pct"`
@@ -212,9 +217,29 @@ func summarize(o Options, runs []RunResult, c otlpsink.Counts) Result {
 		TargetOverheadPct: TargetOverheadPct,
 		Runs:              runs, Commit: o.Commit, Machine: report.DetectMachine(),
 	}
+	res.OverheadMetricsPairedPct = report.Number(report.Round(paired(runs, ModeMetrics), 2))
+	res.OverheadPairedPct = report.Number(report.Round(paired(runs, ModeOn), 2))
 	t := report.Target{Value: TargetOverheadPct, AtMost: true}
 	res.Met = t.Met(float64(res.OverheadPct)) && t.Met(float64(res.OverheadMetricsPct))
 	return res
+}
+
+// paired is the median over the rounds of the throughput mode m lost
+// against the off run of the same round, in percent.
+func paired(runs []RunResult, m Mode) float64 {
+	off := map[int]float64{}
+	for _, r := range runs {
+		if r.Mode == ModeOff {
+			off[r.Round] = float64(r.PointsPerS)
+		}
+	}
+	var xs []float64
+	for _, r := range runs {
+		if base := off[r.Round]; r.Mode == m && base > 0 && !math.IsNaN(float64(r.PointsPerS)) {
+			xs = append(xs, (base-float64(r.PointsPerS))/base*100)
+		}
+	}
+	return median(xs)
 }
 
 // median of xs; NaN when empty.
@@ -245,18 +270,19 @@ func writeReport(w io.Writer, r Result) error {
 	fmt.Fprintln(w)
 	target := report.Target{Value: TargetOverheadPct, AtMost: true}
 	pct := func(x report.Number) string { return report.Float(float64(x), 2) + " %" }
-	sum := report.Table{Header: []string{"mode (median)", "points/s", "throughput lost", "CPU-s/Mpoint", "CPU added", "target", "verdict"},
-		RightAlign: []bool{false, true, true, true, true, false, false}}
-	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", report.Float(float64(r.CPUOff), 3), "", "", "")
-	sum.Add(string(ModeMetrics), report.Whole(float64(r.PointsPerSMetrics)), pct(r.OverheadMetricsPct), report.Float(float64(r.CPUMetrics), 3),
+	sum := report.Table{Header: []string{"mode (median)", "points/s", "throughput lost", "lost, paired", "CPU-s/Mpoint", "CPU added", "target", "verdict"},
+		RightAlign: []bool{false, true, true, true, true, true, false, false}}
+	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", "", report.Float(float64(r.CPUOff), 3), "", "", "")
+	sum.Add(string(ModeMetrics), report.Whole(float64(r.PointsPerSMetrics)), pct(r.OverheadMetricsPct), pct(r.OverheadMetricsPairedPct), report.Float(float64(r.CPUMetrics), 3),
 		pct(r.CPUOverheadMetricsPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadMetricsPct)))
-	sum.Add(string(ModeOn), report.Whole(float64(r.PointsPerSOn)), pct(r.OverheadPct), report.Float(float64(r.CPUOn), 3),
+	sum.Add(string(ModeOn), report.Whole(float64(r.PointsPerSOn)), pct(r.OverheadPct), pct(r.OverheadPairedPct), report.Float(float64(r.CPUOn), 3),
 		pct(r.CPUOverheadPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadPct)))
 	if err := sum.Write(w); err != nil {
 		return err
 	}
 	notes := []string{
 		fmt.Sprintf("run-to-run spread of the off runs: %.2f %% of their median; an overhead inside it is noise", float64(r.SpreadOffPct)),
+		"lost, paired: median over the rounds of each run against the off run of its own round; the verdict uses the medians' ratio",
 		fmt.Sprintf("traced runs exported %d spans and %d metric batches to the in-process OTLP sink (every request sampled)", r.SpansExported, r.MetricExports),
 	}
 	return report.WriteNotesAndJSONLine(w, notes, r)

@@ -68,6 +68,11 @@ func TestRun_RotatesModesAndReportsMedians(t *testing.T) {
 	if res.OverheadMetricsPct != 1 || res.OverheadPct != 5 || res.Met {
 		t.Errorf("overheads %v %v met=%v; want 1, 5, missed", res.OverheadMetricsPct, res.OverheadPct, res.Met)
 	}
+	// Per round: off 1000/1000/700 against metrics 990 (1, 1, -41.43 %)
+	// and traced 950 (5, 5, -35.71 %).
+	if res.OverheadMetricsPairedPct != 1 || res.OverheadPairedPct != 5 {
+		t.Errorf("paired overheads %v %v; want 1, 5", res.OverheadMetricsPairedPct, res.OverheadPairedPct)
+	}
 	if res.SpansExported != 3 || res.SpreadOffPct != 30 {
 		t.Errorf("spans %d, spread %v", res.SpansExported, res.SpreadOffPct)
 	}
