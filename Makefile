@@ -132,5 +132,18 @@ cluster-down: ## Remove the docker-compose cluster: containers, network and volu
 charts: ## Render the Helm charts and k3s manifests, decode every object strictly, helm lint --strict (charts/check, its own Go module).
 	cd charts/check && $(GO) test -count=1 ./...
 
+K8S_APISERVER := bin/k8stest/kube-apiserver
+
+.PHONY: k8s-test
+k8s-test: $(K8S_APISERVER) ## Create the rendered charts and k3s manifests in a real kube-apiserver on etcd (not in make test; installs etcd-server).
+	@scripts/deps.sh k8s
+	cd charts/check && TRIBUTARY_KUBE_APISERVER=$(CURDIR)/$(K8S_APISERVER) \
+	  $(GO) test -count=1 -timeout 15m -v ./apply/
+
+# kube-apiserver from the k8s.io/kubernetes module pinned in charts/k8stest/apiserver.
+$(K8S_APISERVER): charts/k8stest/apiserver/go.mod charts/k8stest/apiserver/go.sum charts/k8stest/apiserver/main.go
+	@mkdir -p $(@D)
+	cd charts/k8stest/apiserver && $(GO) build -trimpath -o $(CURDIR)/$@ .
+
 clean: ## Remove build outputs.
 	rm -rf bin dist

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Installs the system packages Tributary needs to build and test, when they
 # are missing. Uses apt-get directly as root, or through sudo otherwise.
+#
+#   scripts/deps.sh        build and test packages
+#   scripts/deps.sh k8s    also etcd-server, for make k8s-test
 set -euo pipefail
 
 pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev
       protobuf-compiler libprotobuf-dev protobuf-compiler-grpc python3-grpcio python3-protobuf
       gcc g++ make git)
+case "${1:-}" in
+  "") ;;
+  k8s) pkgs+=(etcd-server) ;;
+  *) echo "usage: scripts/deps.sh [k8s]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

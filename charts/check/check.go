@@ -45,6 +45,9 @@ type Object struct {
 	// Obj is a typed Kubernetes object (*appsv1.StatefulSet, ...) or a
 	// pointer to one of the custom resource structs of schema.go.
 	Obj any
+	// Raw is the document as rendered, converted to JSON: what an API
+	// server would be sent (the apply package creates objects from it).
+	Raw []byte
 }
 
 // RenderOptions name the release a chart is rendered as.
@@ -190,11 +193,12 @@ func Decode(source string, doc []byte) (Object, error) {
 	if tm.Metadata.Name == "" {
 		return Object{}, fmt.Errorf("decode %s (%s): metadata.name is empty", source, gvk.Kind)
 	}
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return Object{}, fmt.Errorf("decode %s (%s %s): %w", source, gvk.Kind, o.Name, err)
+	}
+	o.Raw = js
 	if newCustom, ok := customKinds[gvk]; ok {
-		js, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return Object{}, fmt.Errorf("decode %s (%s %s): %w", source, gvk.Kind, o.Name, err)
-		}
 		v := newCustom()
 		strictErrs, err := sigsjson.UnmarshalStrict(js, v, sigsjson.DisallowUnknownFields)
 		if err == nil && len(strictErrs) > 0 {
