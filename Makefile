@@ -14,7 +14,7 @@ PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wa
 .PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry demo fuzz e2e soak release release-test image cluster-up cluster-down clean
 
 help: ## List targets with a one-line description.
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 deps: ## Install missing system packages (apt-get) and Go modules.
 	@scripts/deps.sh
