@@ -19,10 +19,12 @@ import (
 )
 
 // TestTrace_SegmentFromEdgeSealToCloudAck ships segments from an edge
-// (node + replicator) to a coordinator, each with its own telemetry
-// provider as in two processes, and requires one trace per segment that
-// covers its seal on the edge, its shipping, the intake, the store on the
-// replica and the catalog commit, with the ship span closed by the ack.
+// (node + replicator) to the first of two coordinators (replication
+// factor 2: every segment is stored on both), each with its own telemetry
+// provider as in three processes, and requires one trace per segment that
+// covers its seal on the edge, its shipping, the intake, the store on
+// each replica (the peer's through the ReplicaService, whose gRPC spans
+// join) and the catalog commit, with the ship span closed by the ack.
 func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	setup := func(role, id string) *telemetry.Provider {
@@ -32,26 +34,35 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 		}
 		return p
 	}
-	cloud, edgeTel := setup("coordinator", "coord-1"), setup("node", edgeID)
+	edgeTel := setup("node", edgeID)
 	quiet := func(who string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError})).With("test", who)
 	}
 
-	addrs := freeAddrs(t, 1)
-	c, err := Open(Options{
-		NodeID: "coord-1", RaftID: 1, DataDir: t.TempDir(), ClusterListen: addrs[0], IntakeListen: "127.0.0.1:0",
-		Peers: []Peer{{RaftID: 1, NodeID: "coord-1", Addr: addrs[0]}}, Insecure: true, TickInterval: 50 * time.Millisecond,
-		Logger: quiet("coord-1"), MeterProvider: cloud.MeterProvider(), TracerProvider: cloud.TracerProvider(),
-	})
-	if err != nil {
-		t.Fatal(err)
+	addrs := freeAddrs(t, 2)
+	peers := []Peer{{RaftID: 1, NodeID: "coord-1", Addr: addrs[0]}, {RaftID: 2, NodeID: "coord-2", Addr: addrs[1]}}
+	var cs []*Coordinator
+	for _, p := range peers {
+		tel := setup("coordinator", p.NodeID)
+		c, err := Open(Options{
+			NodeID: p.NodeID, RaftID: p.RaftID, DataDir: t.TempDir(), ClusterListen: p.Addr, IntakeListen: "127.0.0.1:0",
+			Peers: peers, Insecure: true, TickInterval: 50 * time.Millisecond,
+			Logger: quiet(p.NodeID), MeterProvider: tel.MeterProvider(), TracerProvider: tel.TracerProvider(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			c.Stop(ctx)
+		}()
+		cs = append(cs, c)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c.Stop(ctx)
-	}()
-	eventually(t, "the coordinator is ready", func() bool { return c.Ready() && len(registeredCoordinators(c)) == 1 })
+	for _, c := range cs {
+		eventually(t, "the coordinators are ready", func() bool { return c.Ready() && len(registeredCoordinators(c)) == 2 })
+	}
+	c := cs[0]
 
 	s, err := replicator.New(replicator.Options{
 		Targets: []string{c.IntakeAddr()}, Insecure: true, CursorPath: filepath.Join(t.TempDir(), "replication.cursor"),
@@ -114,7 +125,7 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 		}
 		return nil
 	}
-	var seal, ship, intake *tracetest.SpanStub
+	var seal, ship, intake, peerStore *tracetest.SpanStub
 	eventually(t, "a segment's spans from seal to ack", func() bool {
 		got = spans.GetSpans()
 		for i := range got {
@@ -128,7 +139,23 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 			if intake = find("intake.segment", ship.SpanContext); intake == nil {
 				continue
 			}
-			if find("intake.replicate", intake.SpanContext) != nil && find("catalog.commit", intake.SpanContext) != nil {
+			if find("catalog.commit", intake.SpanContext) == nil {
+				continue
+			}
+			// Both replicas; the peer's store is a ReplicaService call
+			// whose server span runs in the other coordinator.
+			replicas := 0
+			for j := range got {
+				r := &got[j]
+				if r.Name != "intake.replicate" || r.Parent.SpanID() != intake.SpanContext.SpanID() {
+					continue
+				}
+				replicas++
+				if call := find("tributary.cluster.v1.ReplicaService/Store", r.SpanContext); call != nil {
+					peerStore = find("tributary.cluster.v1.ReplicaService/Store", call.SpanContext)
+				}
+			}
+			if replicas == 2 && peerStore != nil {
 				return true
 			}
 		}
@@ -142,8 +169,20 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 		}
 		return ""
 	}
-	if res(seal) != "node" || res(ship) != "node" || res(intake) != "coordinator" {
-		t.Errorf("span roles: seal %q, ship %q, intake %q; want node, node, coordinator", res(seal), res(ship), res(intake))
+	if res(seal) != "node" || res(ship) != "node" || res(intake) != "coordinator" || res(peerStore) != "coordinator" {
+		t.Errorf("span roles: seal %q, ship %q, intake %q, peer store %q; want node, node, coordinator, coordinator",
+			res(seal), res(ship), res(intake), res(peerStore))
+	}
+	instance := func(s *tracetest.SpanStub) string {
+		for _, kv := range s.Resource.Attributes() {
+			if kv.Key == "service.instance.id" {
+				return kv.Value.AsString()
+			}
+		}
+		return ""
+	}
+	if instance(intake) != "coord-1" || instance(peerStore) != "coord-2" {
+		t.Errorf("intake on %q, peer store on %q; want coord-1 and coord-2", instance(intake), instance(peerStore))
 	}
 	if seal.Parent.IsValid() {
 		t.Errorf("the seal span has a parent %v: it should start the trace", seal.Parent)
@@ -174,8 +213,8 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 			t.Logf("span %-18s role %-11s parent %s", s.Name, res(&s), s.Parent.SpanID())
 		}
 	}
-	if n1 < 5 {
-		t.Errorf("trace %s has %d spans, want at least 5", trace, n1)
+	if n1 < 8 {
+		t.Errorf("trace %s has %d spans, want at least 8", trace, n1)
 	}
 	for _, s := range got {
 		if s.Name == "intake.replicate" || s.Name == "catalog.commit" {
