@@ -128,3 +128,30 @@ func TestSpanMemo_BoundedAndForgets(t *testing.T) {
 		t.Error("nil memo remembered")
 	}
 }
+
+func TestGRPCOptions_NothingInstalledWhenAllOff(t *testing.T) {
+	off, err := Setup(context.Background(), Config{Flags: Flags{MetricsOff: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Shutdown(context.Background())
+	if !isNoop(off.MeterProvider(), off.TracerProvider()) || !isNoop(nil, nil) {
+		t.Error("metrics and traces off: otelgrpc would still be installed")
+	}
+	on, err := Setup(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Shutdown(context.Background())
+	if isNoop(on.MeterProvider(), on.TracerProvider()) {
+		t.Error("metrics on: otelgrpc would not be installed")
+	}
+	traced, err := Setup(context.Background(), Config{Flags: Flags{MetricsOff: true}, SpanExporter: tracetest.NewInMemoryExporter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer traced.Shutdown(context.Background())
+	if isNoop(traced.MeterProvider(), traced.TracerProvider()) {
+		t.Error("traces on: otelgrpc would not be installed")
+	}
+}
