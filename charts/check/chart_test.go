@@ -427,6 +427,28 @@ func TestCoordinatorChart_AutoJoinOff(t *testing.T) {
 	}
 }
 
+func TestCoordinatorChart_AutoLeave(t *testing.T) {
+	// Every pod knows the replica count, so the leader removes the members
+	// beyond it after a scale-down.
+	for _, replicas := range []int{3, 5} {
+		r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "replicas": replicas, "bootstrapReplicas": 3})
+		args := r.sts.Spec.Template.Spec.Containers[0].Args
+		if got := oneFlag(t, args, "expected-members"); got != fmt.Sprint(replicas) {
+			t.Errorf("replicas %d: --expected-members=%s", replicas, got)
+		}
+		if got := oneFlag(t, args, "auto-leave-after"); got != "1m" {
+			t.Errorf("--auto-leave-after=%s, want the default 1m", got)
+		}
+	}
+	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "autoLeave": map[string]any{"enabled": false}})
+	if args := r.sts.Spec.Template.Spec.Containers[0].Args; flagValues(args, "expected-members") != nil || flagValues(args, "auto-leave-after") != nil {
+		t.Errorf("autoLeave off still passes its flags: %q", args)
+	}
+	if _, err := Render(coordinatorChart, map[string]any{"tls": map[string]any{"enabled": false}, "autoLeave": map[string]any{"after": "soon"}}, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "autoLeave") {
+		t.Errorf("autoLeave.after=soon: err = %v, want the schema to refuse it", err)
+	}
+}
+
 func TestCoordinatorChart_RefusedValues(t *testing.T) {
 	plain := func(kv ...any) map[string]any {
 		v := map[string]any{"tls": map[string]any{"enabled": false}}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,6 +50,9 @@ type coordinatorFlags struct {
 	identityFromHostname bool
 	hostname             func() (string, error)
 	autoJoin             bool
+	// expectedMembers (0: off) and autoLeaveAfter configure autoLeaver.
+	expectedMembers uint64
+	autoLeaveAfter  time.Duration
 }
 
 func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
@@ -61,6 +65,8 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&f.peers, "peers", "", "bootstrap a new cluster with these members, the same list on each: RAFTID=NODEID@HOST:PORT,... (this one included); empty: wait to be added to an existing cluster")
 		fs.StringVar(&f.join, "join", "", "join an existing cluster whose current members are these: RAFTID=NODEID@HOST:PORT,... (their raft messages are accepted before the catalog arrives); then add this coordinator with `tributary cluster add` (excludes --peers)")
 		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
+		fs.Uint64Var(&f.expectedMembers, "expected-members", 0, "with --identity-from-hostname: the StatefulSet's replica count; the leader removes from raft the members beyond it (raft id > N) once they have not answered for --auto-leave-after, never below a quorum, and a pod beyond it does not auto-join (0: off)")
+		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members: how long a member beyond it must be unreachable before the leader removes it")
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
 		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
@@ -101,6 +107,9 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		if o.NodeID, o.RaftID, err = identityFromHostname(h); err != nil {
 			return fmt.Errorf("%w: --identity-from-hostname: %v", errUsage, err)
 		}
+	}
+	if f.expectedMembers > 0 && (!f.identityFromHostname || f.autoLeaveAfter <= 0) {
+		return fmt.Errorf("%w: --expected-members needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage)
 	}
 	if o.Peers, err = parsePeers("--peers", f.peers); err != nil {
 		return err
@@ -259,24 +268,36 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
-	if !cf.autoJoin || len(o.JoinPeers) == 0 {
-		return waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+	var bg []func(context.Context) error // membership loops, run until shutdown
+	if cf.autoJoin && len(o.JoinPeers) > 0 {
+		if cf.expectedMembers > 0 && o.RaftID > cf.expectedMembers {
+			log.Warn("auto-join: not joining: this pod is beyond --expected-members (its StatefulSet is being scaled down)",
+				"raft_id", o.RaftID, "expected_members", cf.expectedMembers)
+		} else if j, err := newAutoJoiner(o, c.ClusterAddr(), &sf, log); err == nil {
+			bg = append(bg, j.run)
+		} else {
+			fe.stop(time.Second)
+			c.Stop(context.Background())
+			return err
+		}
 	}
-	j, err := newAutoJoiner(o, c.ClusterAddr(), &sf, log)
-	if err != nil {
-		fe.stop(time.Second)
-		c.Stop(context.Background())
-		return err
+	if cf.expectedMembers > 0 {
+		l, err := newAutoLeaver(o, c.ClusterAddr(), &sf, cf.expectedMembers, cf.autoLeaveAfter, log)
+		if err != nil {
+			fe.stop(time.Second)
+			c.Stop(context.Background())
+			return err
+		}
+		bg = append(bg, l.run)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		j.run(ctx)
-	}()
+	var wg sync.WaitGroup
+	for _, run := range bg {
+		wg.Go(func() { run(ctx) })
+	}
 	err = waitAndStop(fe, log, cf.shutdownGrace, c, nil)
 	cancel()
-	<-done
+	wg.Wait()
 	return err
 }
 
