@@ -2,13 +2,17 @@
 # Runs the local docker-compose cluster of deploy/compose: 3 coordinators, 3
 # edge nodes replicating to them and a load generator writing to the edges.
 #
-#   scripts/cluster.sh up     build what is missing, start the cluster, wait
+#   scripts/cluster.sh up     build what is missing, make the cluster's CA and
+#                             certificates if missing, start the cluster, wait
 #                             for a raft leader and for every edge's data to
-#                             be held by the coordinators, then query c1 for
+#                             be held by the coordinators, check that the
+#                             coordinators' cluster and intake ports speak TLS
+#                             with their certificates, then query c1 for
 #                             points written to the edges and print them
-#   scripts/cluster.sh down   remove the containers, the network and the
-#                             volumes (CLUSTER_RMI=1: the two images too)
-#   scripts/cluster.sh check  only the wait and the query of `up`
+#   scripts/cluster.sh down   remove the containers, the network, the volumes
+#                             and the certificates (CLUSTER_RMI=1: the two
+#                             images too)
+#   scripts/cluster.sh check  only the wait, the TLS check and the query of `up`
 #
 # `up` builds the static amd64 binary dist/tributary-linux-amd64
 # (scripts/release.sh build, RELEASE_TARGETS=amd64) when it is missing or
@@ -19,6 +23,13 @@
 # tributary-cluster-loadgen:local (deploy/compose/Dockerfile.loadgen) from
 # dist/compose. Nothing is pulled. docker.io and docker-compose are installed
 # with apt-get when missing.
+#
+# Mutual TLS: `up` makes, with openssl, a CA and one ECDSA certificate per
+# node (c1..c3, e1..e3; each names its node id as its DNS SAN, for server and
+# client use) in dist/compose/tls, once per cluster: a cluster that is up
+# keeps its certificates; `down` deletes them with the volumes. The
+# directory is private to you (0700); the compose file mounts each node's
+# files into its container at /tls.
 #
 # Environment:
 #   GO                          the go command (default: go on PATH, else /usr/local/go/bin/go)
@@ -41,6 +52,8 @@ grpc_addr="127.0.0.1:${TRIBUTARY_CLUSTER_GRPC_PORT:-17070}"
 http_addr="127.0.0.1:${TRIBUTARY_CLUSTER_HTTP_PORT:-17071}"
 timeout="${CLUSTER_TIMEOUT:-240}"
 edges=(e1 e2 e3)
+coordinators=(c1 c2 c3)
+tls_dir="$ctx/tls"
 
 say() { echo "cluster: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -56,6 +69,7 @@ need_docker() {
   command -v docker >/dev/null || apt_install docker.io
   command -v docker-compose >/dev/null || apt_install docker-compose
   command -v python3 >/dev/null || die "python3 missing (docker-compose needs it too)"
+  command -v openssl >/dev/null || apt_install openssl
   docker info >/dev/null 2>&1 || die "the docker daemon does not answer (start it, or add yourself to the docker group)"
 }
 
@@ -70,9 +84,9 @@ compose() { docker-compose -p "$project" -f "$compose_file" "$@"; }
 
 build() {
   local start=$SECONDS
-  # The static binary, rebuilt when it predates the flag the edges need
-  # (an older dist/ from `make release`).
-  if [ ! -x "$bin" ] || ! "$bin" node -h 2>&1 | grep -q -- --replicate-insecure-anywhere; then
+  # The static binary, rebuilt when it predates the query tunnels the
+  # coordinators reach the edges through (an older dist/ from `make release`).
+  if [ ! -x "$bin" ] || ! "$bin" node -h 2>&1 | grep -q -- --query-tunnel; then
     say "building $bin (scripts/release.sh build, amd64 only)"
     RELEASE_TARGETS=amd64 GO="$go_cmd" scripts/release.sh build
   fi
@@ -87,6 +101,60 @@ build() {
     --build-arg VERSION="$("$bin" version | awk '{print $2}')" -t "$image" "$ctx"
   quiet docker build -q -f deploy/compose/Dockerfile.loadgen -t "$loadgen_image" "$ctx"
   say "images $image ($(docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec)) and $loadgen_image ($(docker image inspect -f '{{.Size}}' "$loadgen_image" | numfmt --to=iec)) ready in $((SECONDS - start)) s"
+}
+
+# certs makes the cluster's CA and a certificate per node in $tls_dir,
+# unless they are there: the running containers use them.
+certs() {
+  local n all=("${coordinators[@]}" "${edges[@]}") missing=0
+  for n in ca "${all[@]}"; do
+    [ -s "$tls_dir/$n.crt" ] || missing=1
+  done
+  [ $missing = 1 ] || return 0
+  say "making a CA and certificates for ${all[*]} in $tls_dir (openssl, ECDSA P-256, 1 year)"
+  rm -rf "$tls_dir"
+  mkdir -p "$tls_dir"
+  chmod 0700 "$tls_dir"
+  quiet openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.crt" -days 365 -subj "/CN=tributary compose cluster CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+  for n in "${all[@]}"; do
+    # The node id is the first (only) DNS SAN: coordinators check it
+    # against --id and the edge's node id; the compose host name is the same.
+    printf 'subjectAltName=DNS:%s\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n' "$n" >"$tls_dir/$n.ext"
+    quiet openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -keyout "$tls_dir/$n.key" -out "$tls_dir/$n.csr" -subj "/CN=$n"
+    quiet openssl x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/ca.crt" -CAkey "$tls_dir/ca.key" \
+      -set_serial "0x$(openssl rand -hex 16)" -days 365 -extfile "$tls_dir/$n.ext" -out "$tls_dir/$n.crt"
+    rm -f "$tls_dir/$n.csr" "$tls_dir/$n.ext"
+  done
+  # The containers run as uid 65532, which must read its key through the
+  # bind mount; the directory's 0700 keeps other local users out.
+  chmod 0644 "$tls_dir"/*.crt "$tls_dir"/c?.key "$tls_dir"/e?.key
+  chmod 0600 "$tls_dir/ca.key"
+}
+
+# check_tls fails unless every coordinator's cluster (7444) and intake
+# (7443) port completes a TLS handshake with a certificate that the
+# cluster's CA signed for that coordinator's name, and refuses a client
+# that presents no certificate.
+check_tls() {
+  local c ip port out
+  for c in "${coordinators[@]}"; do
+    ip="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(compose ps -q "$c")")"
+    [ -n "$ip" ] || die "no address for $c"
+    for port in 7444 7443; do
+      out="$(openssl s_client -connect "$ip:$port" -CAfile "$tls_dir/ca.crt" -verify_hostname "$c" \
+        -verify_return_error -cert "$tls_dir/e1.crt" -key "$tls_dir/e1.key" -brief </dev/null 2>&1)" ||
+        die "$c:$port: no TLS handshake with a certificate for $c from the cluster CA: $out"
+      # Without a client certificate the server ends the connection (TLS
+      # 1.3 sends that alert after the handshake: wait a second for it).
+      out="$(sleep 1 | openssl s_client -connect "$ip:$port" -CAfile "$tls_dir/ca.crt" -brief 2>&1)" &&
+        die "$c:$port accepted a client without a certificate: $out"
+      grep -q "certificate required" <<<"$out" || die "$c:$port: refused a client without a certificate, but not for that: $out"
+    done
+  done
+  say "mutual TLS: c1..c3 present certificates from the cluster CA on their cluster and intake ports and refuse clients without one"
 }
 
 # fleet prints c1's GET /api/v1/fleet summary: "LEADER EDGE=HELD_POINTS ...".
@@ -132,6 +200,7 @@ wait_ready() {
 check() {
   local out e
   wait_ready
+  check_tls
   say "query through c1 ($grpc_addr): newest temperature of sensor s0 of dev-0000, per edge"
   out="$("$bin" query --addr "$grpc_addr" --timeout 30s --since 10m --last \
     'temperature{device="dev-0000",sensor="s0"}')" || die "query through c1 failed"
@@ -153,6 +222,7 @@ up() {
   local start=$SECONDS
   need_docker
   build
+  certs
   say "starting the cluster (docker-compose -p $project up -d)"
   compose up -d
   check
@@ -163,10 +233,11 @@ down() {
   local start=$SECONDS
   need_docker
   compose down -v --remove-orphans
+  rm -rf "$tls_dir"
   if [ "${CLUSTER_RMI:-0}" = 1 ]; then
     docker image rm "$image" "$loadgen_image" >/dev/null 2>&1 || true
   fi
-  say "down in $((SECONDS - start)) s (containers, network and volumes removed)"
+  say "down in $((SECONDS - start)) s (containers, network, volumes and certificates removed)"
 }
 
 case "${1:-}" in
