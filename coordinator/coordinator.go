@@ -127,7 +127,8 @@ func Open(o Options) (_ *Coordinator, err error) {
 		peers = append(peers, raftnode.Peer{ID: p.RaftID, Addr: p.Addr})
 	}
 	c.raft, err = raftnode.Open(raftnode.Options{ID: o.RaftID, Dir: o.raftDir(), StateMachine: c.fsm,
-		Transport: c.tr, Peers: peers, Logger: o.Logger, MeterProvider: o.MeterProvider})
+		Transport: c.tr, Peers: peers, Logger: o.Logger, MeterProvider: o.MeterProvider,
+		SnapshotEntries: o.SnapshotEntries, KeepEntries: o.KeepEntries})
 	if err != nil {
 		return nil, fmt.Errorf("open raft member: %w", err)
 	}

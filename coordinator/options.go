@@ -90,6 +90,11 @@ type Options struct {
 
 	// TickInterval is raft's tick (default 100ms: elections after 1-2 s).
 	TickInterval time.Duration
+	// SnapshotEntries and KeepEntries tune the raft log (0: raftnode's
+	// defaults, 10,000 and 5,000): a catalog snapshot every SnapshotEntries
+	// applied entries, KeepEntries entries kept before it; a member that
+	// lags further catches up from a snapshot.
+	SnapshotEntries, KeepEntries uint64
 
 	Logger *slog.Logger
 

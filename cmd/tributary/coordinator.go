@@ -67,6 +67,8 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
 		fs.Uint64Var(&f.expectedMembers, "expected-members", 0, "with --identity-from-hostname: the StatefulSet's replica count; the leader removes from raft the members beyond it (raft id > N) once they have not answered for --auto-leave-after, never below a quorum, and a pod beyond it does not auto-join (0: off)")
 		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members: how long a member beyond it must be unreachable before the leader removes it")
+		fs.Uint64Var(&o.SnapshotEntries, "raft-snapshot-entries", 10_000, "snapshot the catalog every this many applied raft entries")
+		fs.Uint64Var(&o.KeepEntries, "raft-keep-entries", 5_000, "raft entries kept in the log before a snapshot (a member lagging further catches up from a snapshot)")
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
 		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
