@@ -110,11 +110,16 @@ type Result struct {
 	// noise the overhead figures stand against.
 	SpreadOffPct report.Number `json:"spread_off_pct"`
 
-	TargetOverheadPct float64        `json:"target_overhead_pct"`
-	Met               bool           `json:"met"`
-	Runs              []RunResult    `json:"runs"`
-	Commit            string         `json:"commit"`
-	Machine           report.Machine `json:"machine"`
+	TargetOverheadPct float64 `json:"target_overhead_pct"`
+	// Met: both modes lose at most the target in throughput (medians).
+	// MetCPU: both add at most the target in node CPU per point, the
+	// steadier figure on a shared machine (ingest is CPU-bound, so its
+	// throughput cost on a quiet machine is its CPU cost).
+	Met     bool           `json:"met"`
+	MetCPU  bool           `json:"met_cpu"`
+	Runs    []RunResult    `json:"runs"`
+	Commit  string         `json:"commit"`
+	Machine report.Machine `json:"machine"`
 }
 
 // Run runs the rounds and writes the report (a table, notes and the JSON
@@ -221,6 +226,7 @@ func summarize(o Options, runs []RunResult, c otlpsink.Counts) Result {
 	res.OverheadPairedPct = report.Number(report.Round(paired(runs, ModeOn), 2))
 	t := report.Target{Value: TargetOverheadPct, AtMost: true}
 	res.Met = t.Met(float64(res.OverheadPct)) && t.Met(float64(res.OverheadMetricsPct))
+	res.MetCPU = t.Met(float64(res.CPUOverheadPct)) && t.Met(float64(res.CPUOverheadMetricsPct))
 	return res
 }
 
@@ -270,13 +276,15 @@ func writeReport(w io.Writer, r Result) error {
 	fmt.Fprintln(w)
 	target := report.Target{Value: TargetOverheadPct, AtMost: true}
 	pct := func(x report.Number) string { return report.Float(float64(x), 2) + " %" }
-	sum := report.Table{Header: []string{"mode (median)", "points/s", "throughput lost", "lost, paired", "CPU-s/Mpoint", "CPU added", "target", "verdict"},
-		RightAlign: []bool{false, true, true, true, true, true, false, false}}
-	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", "", report.Float(float64(r.CPUOff), 3), "", "", "")
+	sum := report.Table{Header: []string{"mode (median)", "points/s", "throughput lost", "lost, paired", "CPU-s/Mpoint", "CPU added", "target", "throughput", "CPU"},
+		RightAlign: []bool{false, true, true, true, true, true, false, false, false}}
+	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", "", report.Float(float64(r.CPUOff), 3), "", "", "", "")
 	sum.Add(string(ModeMetrics), report.Whole(float64(r.PointsPerSMetrics)), pct(r.OverheadMetricsPct), pct(r.OverheadMetricsPairedPct), report.Float(float64(r.CPUMetrics), 3),
-		pct(r.CPUOverheadMetricsPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadMetricsPct)))
+		pct(r.CPUOverheadMetricsPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadMetricsPct)),
+		target.Verdict(float64(r.CPUOverheadMetricsPct)))
 	sum.Add(string(ModeOn), report.Whole(float64(r.PointsPerSOn)), pct(r.OverheadPct), pct(r.OverheadPairedPct), report.Float(float64(r.CPUOn), 3),
-		pct(r.CPUOverheadPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadPct)))
+		pct(r.CPUOverheadPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadPct)),
+		target.Verdict(float64(r.CPUOverheadPct)))
 	if err := sum.Write(w); err != nil {
 		return err
 	}

@@ -65,6 +65,10 @@ func TestRun_RotatesModesAndReportsMedians(t *testing.T) {
 	if res.PointsPerSOff != 1000 || res.PointsPerSMetrics != 990 || res.PointsPerSOn != 950 {
 		t.Errorf("medians %v %v %v", res.PointsPerSOff, res.PointsPerSMetrics, res.PointsPerSOn)
 	}
+	// CPU per point is 1e3/pps: +1.01 % and +5.26 %.
+	if res.CPUOverheadMetricsPct != 1.01 || res.CPUOverheadPct != 5.26 || res.MetCPU {
+		t.Errorf("CPU added %v %v met_cpu=%v; want 1.01, 5.26, missed", res.CPUOverheadMetricsPct, res.CPUOverheadPct, res.MetCPU)
+	}
 	if res.OverheadMetricsPct != 1 || res.OverheadPct != 5 || res.Met {
 		t.Errorf("overheads %v %v met=%v; want 1, 5, missed", res.OverheadMetricsPct, res.OverheadPct, res.Met)
 	}
