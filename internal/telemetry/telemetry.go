@@ -90,7 +90,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.OTLPInsecure, "otlp-insecure", false, "send OTLP in plaintext (default: TLS with the system roots)")
 	fs.DurationVar(&f.OTLPInterval, "otlp-interval", 30*time.Second, "how often metrics are pushed over OTLP")
 	fs.BoolVar(&f.Traces, "otlp-traces", true, "with --otlp-endpoint: export traces too")
-	fs.Var(onFlag{&f.MetricsOff}, "metrics", "record the OpenTelemetry metrics (false: no-op instruments, /metrics serves the Go runtime and process metrics and the node's own counters only; for measuring their cost)")
+	fs.Var(onFlag{&f.MetricsOff}, "metrics", "record the OpenTelemetry metrics (false: no-op instruments, no tributary_* or rpc_* metrics, /metrics serves the Go runtime and process metrics only; for measuring what metrics cost)")
 	fs.Float64Var(&f.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of traces sampled when traces are exported, above 0 and at most 1 (a sampled parent's children always are)")
 }
 
