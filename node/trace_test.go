@@ -2,13 +2,17 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/wal"
 )
 
 func TestTrace_WriteAndSealSpans(t *testing.T) {
@@ -77,5 +81,48 @@ func TestTrace_WriteAndSealSpans(t *testing.T) {
 	n.ForgetSealSpans(uint64(seq))
 	if _, ok := n.SealSpanContext(uint64(seq)); ok {
 		t.Error("seal span kept after ForgetSealSpans")
+	}
+}
+
+// BenchmarkNode_WriteContext is the cost of a write's spans: the same
+// 1,000-point write untraced (the request carries no recording span) and
+// traced (a sampled request span; node.write and its three children are
+// recorded, not exported).
+func BenchmarkNode_WriteContext(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer tp.Shutdown(context.Background())
+	for _, traced := range []bool{false, true} {
+		b.Run(fmt.Sprintf("traced=%v", traced), func(b *testing.B) {
+			n, err := Open(Options{DataDir: b.TempDir(), NodeID: "edge-1", WALSync: wal.SyncPolicy{Interval: time.Second}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer n.Close()
+			batches := make([]Batch, 100)
+			for i := range batches {
+				batches[i] = Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}},
+					Ts: make([]int64, 10), Vs: make([]float64, 10)}
+			}
+			ctx := context.Background()
+			if traced {
+				var span trace.Span
+				ctx, span = tp.Tracer("bench").Start(ctx, "request")
+				defer span.End()
+			}
+			ts := time.Now().Add(-time.Hour).UnixMilli()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range batches {
+					for k := range batches[i].Ts {
+						batches[i].Ts[k] = ts + int64(k)
+					}
+				}
+				ts += 10
+				if _, err := n.WriteContext(ctx, batches); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
