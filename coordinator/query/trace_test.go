@@ -18,7 +18,9 @@ func TestTrace_QueryPlanLegsMerge(t *testing.T) {
 
 	// Untraced: nothing recorded.
 	q := queries(t, theFleet.start)["raw"]
-	collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(context.Background(), q, emit) })
+	collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+		return fe.Query(context.Background(), q, emit)
+	})
 	if n := len(spans.GetSpans()); n != 0 {
 		t.Fatalf("an untraced query made %d spans", n)
 	}
