@@ -83,7 +83,37 @@ soak: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, defau
 fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
 	@scripts/fuzz.sh $${FUZZTIME:-30s}
 
-bench: bench-ingest bench-restart bench-rollup bench-lp ## Run all system benchmarks.
+.PHONY: bench-full bench-iotdb bench-tsbs bench-canbus
+# BENCH_PROFILE is short (make bench, a few minutes) or full (make bench-full).
+BENCH_PROFILE ?= short
+
+bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbus, rollup) and a 10 s ingest; tables, bench/results/*.json and PNG plots, one JSON line each.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench iotdb --binary $(BIN) --profile short
+	bin/tribench tsbs-cpu --binary $(BIN) --profile short
+	bin/tribench canbus --binary $(BIN) --profile short
+	bin/tribench rollup --profile short
+	bin/tribench ingest --binary $(BIN) --duration 10s
+
+bench-full: build ## Full profile of the published workloads, then bench-ingest, bench-restart and bench-lp (tens of minutes).
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench iotdb --binary $(BIN) --profile full
+	bin/tribench tsbs-cpu --binary $(BIN) --profile full
+	bin/tribench canbus --binary $(BIN) --profile full
+	bin/tribench rollup --profile full
+	$(MAKE) bench-ingest bench-restart bench-lp
+
+bench-iotdb: build ## IoTDB-benchmark style sweep over 1..9 clients, write-only and 50/50 read-write (BENCH_PROFILE=short|full).
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench iotdb --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
+
+bench-tsbs: build ## TSBS cpu-only over line protocol, then the kdb+ blog's queries, lastpoint and max of all fields (BENCH_PROFILE=short|full).
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench tsbs-cpu --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
+
+bench-canbus: build ## Warp 10 CAN-bus workload: 22 channels at 10 Hz, one series per line, then multi-field rows (BENCH_PROFILE=short|full).
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench canbus --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
 
 bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench ingest --binary $(BIN) $(BENCH_ARGS)
@@ -91,8 +121,9 @@ bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prin
 bench-restart: build ## Restart benchmark: kill -9 a node with a 256 MiB WAL, time two restarts; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench restart --binary $(BIN) $(BENCH_ARGS)
 
-bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years; prints a table and a JSON line.
-	$(GO) run ./bench/cmd/tribench rollup $(BENCH_ARGS)
+bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years, then 1 month..5 years at 30m/12h/1d, cold and warm; table, JSON, plot.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench rollup $(BENCH_ARGS)
 
 bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute; prints a table and a JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench

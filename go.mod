@@ -14,6 +14,7 @@ require (
 	github.com/rs/zerolog v1.33.0
 	go.etcd.io/raft/v3 v3.6.0
 	go.uber.org/goleak v1.3.0
+	gonum.org/v1/plot v0.15.2
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -28,7 +29,6 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	golang.org/x/image v0.24.0 // indirect
-	gonum.org/v1/plot v0.15.2 // indirect
 )
 
 require (

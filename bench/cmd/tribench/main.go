@@ -10,6 +10,9 @@
 //	tribench replication --binary bin/tributary [flags]  an edge shipping to coordinators: lag, bytes/point, drain, CPU
 //	tribench load --targets e1:7070,e2:7070 [flags]     continuous sensor writes to running edges
 //	tribench telemetry --binary bin/tributary [flags]   ingest with telemetry off, metrics on, metrics + traces on
+//	tribench iotdb --binary bin/tributary [flags]       IoTDB-benchmark style write-only and read-write sweep over clients
+//	tribench tsbs-cpu --binary bin/tributary [flags]    TSBS cpu-only ingest and the kdb+ blog's queries
+//	tribench canbus --binary bin/tributary [flags]      22 CAN channels at 10 Hz: one series per line, then multi-field rows
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -30,6 +33,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/demo"
+	"github.com/tributarydb/tributary/bench/internal/edgebench"
 	"github.com/tributarydb/tributary/bench/internal/ingest"
 	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -49,7 +53,9 @@ workloads:
            (a table, then one JSON line)
   demo     write minutes of CAN-bus data to a running node and run example queries
   rollup   load 100 series x 1 point/min x 5 years into an in-process node and
-           time rollup-backed downsampling queries (a table, then one JSON line)
+           time rollup-backed downsampling queries, then 1 month..5 years at
+           30m, 12h and 1d average, cold (a fresh process) and warm (a table,
+           one JSON line, bench/results/rollup-*.json and a plot)
   lp       start 'tributary node', write a day of the TSBS cpu-only workload as
            InfluxDB line protocol over HTTP, compact, restart, and time the
            1-hour max-by-minute PromQL query through /api/v1/query_range,
@@ -66,6 +72,17 @@ workloads:
            (--metrics=false), with metrics on, and with metrics and traces
            exported over OTLP to an in-process sink, alternating, and report
            the throughput each costs (a table, then one JSON line)
+  iotdb    after IoTDB-benchmark: groups x devices x sensors, each client
+           bound to a device, half the writes out of order; write-only and a
+           50/50 read-write mix with five read types, over a sweep of client
+           counts; throughput and avg/p50/p90/p95/p99/p999/max latency per
+           operation (a table, one JSON line, bench/results/iotdb-*.json and
+           plots)
+  tsbs-cpu TSBS cpu-only (hosts x 10 tags x 10 fields every 10 s) as line
+           protocol over HTTP, then the kdb+ blog's max-by-minute queries,
+           lastpoint and max of all fields; rows/s, queries/s and latency
+  canbus   after the Warp 10 Pi benchmark: 22 CAN-bus channels at 10 Hz as
+           line protocol, one series per line and then multi-field rows
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
@@ -109,6 +126,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runLoad(ctx, args[1:], stderr, logger)
 	case "telemetry":
 		err = runTelemetry(ctx, args[1:], stdout, stderr, logger)
+	case "iotdb":
+		err = runIoTDB(ctx, args[1:], stdout, stderr, logger)
+	case "tsbs-cpu":
+		err = runTSBSCPU(ctx, args[1:], stdout, stderr, logger)
+	case "canbus":
+		err = runCANBus(ctx, args[1:], stdout, stderr, logger)
+	case "rollup-cold":
+		err = runRollupCold(ctx, args[1:], stdout)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
@@ -318,32 +343,48 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o rollupbench.Options
-	fs.IntVar(&o.Series, "series", 100, "number of series")
+	var c edgebench.Common
+	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")
+	fs.StringVar(&c.ResultsDir, "results", "bench/results", "`dir`ectory for the JSON record and the PNG plot (empty: none)")
+	fs.IntVar(&o.Series, "series", 0, "number of series (default: 100; short profile: 20)")
 	fs.Float64Var(&o.Years, "years", 5, "years of data per series")
 	fs.Int64Var(&o.IntervalMs, "interval-ms", 60_000, "sample interval in milliseconds")
 	fs.IntVar(&o.Repeats, "repeats", 20, "runs per query (the first is the cold one)")
+	fs.IntVar(&o.GridRepeats, "grid-repeats", 3, "warm runs of each range x step cell (after one to warm up)")
+	inProcess := fs.Bool("cold-in-process", false, "run the grid's cold queries on a freshly opened node in this process instead of a fresh process")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the generated data")
 	fs.StringVar(&o.Dir, "work-dir", "", "data directory to use and keep (default: a temp dir, removed)")
 	commit := fs.String("commit", "", "code name for the JSON line (default: git describe)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the query phase to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.Profile != "short" && c.Profile != "full" {
+		fmt.Fprintf(stderr, "--profile must be short or full, got %q\n", c.Profile)
 		return errUsage
 	}
+	if o.Series == 0 {
+		o.Series = map[string]int{"short": 20, "full": 100}[c.Profile]
+	}
+	if !*inProcess {
+		o.ColdQuery = coldQueryInProcess
+	}
 	o.Log = stderr
+	host := edgebench.DetectHost()
 	res, err := rollupbench.Run(ctx, o)
 	if err != nil {
 		return err
 	}
+	host.Finish()
 	res.Commit = *commit
 	if res.Commit == "" {
-		if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
-			res.Commit = strings.TrimSpace(string(out))
-		}
+		res.Commit = gitDescribe(ctx)
 	}
 	if err := rollupbench.Print(stdout, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "machine: %s\n", host)
+	if err := saveRollup(c, host, o, res, stdout); err != nil {
 		return err
 	}
 	return report.WriteJSONLine(stdout, res)

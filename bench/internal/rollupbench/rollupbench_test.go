@@ -27,3 +27,27 @@ func TestRun_SmallLoadAnswersEveryQuery(t *testing.T) {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
+
+func TestRun_GridCoversTheRangesThatFit(t *testing.T) {
+	res, err := Run(context.Background(), Options{Dir: t.TempDir(), Series: 2, Years: 0.09, Repeats: 1, GridRepeats: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.09 years is 32 days: only the one-month range fits, at each step.
+	if len(res.Grid) != 3 {
+		t.Fatalf("grid %+v, want 3 cells", res.Grid)
+	}
+	wantSource := map[string]string{"30m": "raw", "12h": "rollup_1h", "1d": "rollup_1d"}
+	for _, c := range res.Grid {
+		if c.Range != "1 month" || c.Source != wantSource[c.Step] || c.ColdMs <= 0 || c.WarmMs <= 0 || c.ColdProcess {
+			t.Errorf("cell %+v", c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "cold = first query in a freshly opened node") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}

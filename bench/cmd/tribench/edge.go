@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/edgebench"
+)
+
+// commonFlags defines the flags the edge workloads share and returns a
+// function that fills c once the flags are parsed.
+func commonFlags(ctx context.Context, fs *flag.FlagSet, c *edgebench.Common) func(stdout io.Writer, logger *slog.Logger) {
+	fs.StringVar(&c.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs.StringVar(&c.Profile, "profile", "short", "run size: short (a minute or two) or full")
+	fs.StringVar(&c.ResultsDir, "results", "bench/results", "`dir`ectory for the JSON record and the PNG plots (empty: none)")
+	fs.StringVar(&c.WorkDir, "work-dir", "", "`dir`ectory for temporary data directories (default: the system temp dir)")
+	fs.StringVar(&c.WALSync, "wal-sync", "always", "node --wal-sync policy: always (fsync before ack) or interval:1s")
+	fs.Var((*stringList)(&c.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the generated data and queries")
+	commit := commitFlag(ctx, fs)
+	return func(stdout io.Writer, logger *slog.Logger) {
+		c.Commit, c.Out, c.Logger = commit(), stdout, logger
+	}
+}
+
+// intList is a comma-separated list of integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("not a list of integers: %q", v)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := edgebench.DefaultIoTDBOptions()
+	fs := flag.NewFlagSet("tribench iotdb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fill := commonFlags(ctx, fs, &o.Common)
+	fs.IntVar(&o.Groups, "groups", o.Groups, "storage groups (the devices are spread over them)")
+	fs.IntVar(&o.Devices, "devices", o.Devices, "devices (each client writes one)")
+	fs.IntVar(&o.Sensors, "sensors", o.Sensors, "sensors per device (one series each)")
+	clients := intList(o.Clients)
+	fs.Var(&clients, "clients", "comma-separated client `counts` of the sweep (default: 1,3,5,9; full: 1..9)")
+	fs.IntVar(&o.BatchRows, "batch-rows", o.BatchRows, "rows per write (one sample of every sensor each)")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two rows of a device")
+	fs.Float64Var(&o.OutOfOrderRatio, "out-of-order-ratio", o.OutOfOrderRatio, "fraction of writes behind the device's newest row")
+	fs.Float64Var(&o.ReadRatio, "read-ratio", o.ReadRatio, "fraction of reads in the read-write mix")
+	dur := fs.Duration("duration", 0, "length of each run (default: 5s; full: 20s)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fill(stdout, logger)
+	o.Clients = clients
+	o.Duration = durationFor(o.Profile, *dur, o.Duration, 4*o.Duration)
+	if o.Profile == "full" && !flagSet(fs, "clients") {
+		o.Clients = []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	}
+	_, err := edgebench.RunIoTDB(ctx, o)
+	return err
+}
+
+// durationFor picks an explicit duration, or the profile's default.
+func durationFor(profile string, explicit, short, full time.Duration) time.Duration {
+	switch {
+	case explicit > 0:
+		return explicit
+	case profile == "full":
+		return full
+	}
+	return short
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := edgebench.DefaultTSBSOptions()
+	fs := flag.NewFlagSet("tribench tsbs-cpu", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fill := commonFlags(ctx, fs, &o.Common)
+	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
+	span := fs.Duration("span", 0, "time the data covers, ending now (default: 13h; full: 48h)")
+	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two lines of a host")
+	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one group of hosts each")
+	fs.IntVar(&o.BatchLines, "batch-lines", o.BatchLines, "lines per write request")
+	fs.IntVar(&o.QueryClients, "query-clients", o.QueryClients, "concurrent query clients")
+	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "untimed queries of each kind first")
+	queries := fs.Int("queries", 0, "timed queries of each kind (default: 300; full: 2000)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fill(stdout, logger)
+	o.Span = durationFor(o.Profile, *span, o.Span, 48*time.Hour)
+	o.Queries = *queries
+	if o.Queries == 0 {
+		o.Queries = map[string]int{"short": 300, "full": 2000}[o.Profile]
+	}
+	_, err := edgebench.RunTSBS(ctx, o)
+	return err
+}
+
+func runCANBus(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
+	o := edgebench.DefaultCANBusOptions()
+	fs := flag.NewFlagSet("tribench canbus", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fill := commonFlags(ctx, fs, &o.Common)
+	fs.IntVar(&o.Vehicles, "vehicles", o.Vehicles, "vehicles (22 series each)")
+	minutes := fs.Int("minutes", 0, "minutes of 10 Hz data per vehicle (default: 10; full: 30)")
+	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one group of vehicles each")
+	fs.IntVar(&o.PointsPerRequest, "points-per-request", o.PointsPerRequest, "points per write request, in both modes")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fill(stdout, logger)
+	if o.Minutes = *minutes; o.Minutes == 0 {
+		o.Minutes = map[string]int{"short": 10, "full": 30}[o.Profile]
+	}
+	_, err := edgebench.RunCANBus(ctx, o)
+	return err
+}
