@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry demo fuzz e2e soak release release-test image cluster-up cluster-down clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -70,18 +70,38 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 	@test -n "$(TAG)" || { echo "usage: make proto-release TAG=vX.Y.Z"; exit 1; }
 	@GO=$(GO) scripts/protocheck.sh release $(TAG)
 
-e2e: build ## End-to-end fault tests with real processes: leader kill -9 cycles, edge kill -9, link cuts, lost acks, half-open links, backlog overflow, corrupt segments (longer than in make test).
+E2E_STATIC_BIN := bin/tributary-static
+# Longer knobs of make e2e (override on the command line or in the environment).
+E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits
+DURATION ?= 30m
+FUZZTIME ?= 30s
+
+e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series (E2E_RUN selects).
+	@mkdir -p bin
+	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
+	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(E2E_STATIC_BIN) ./cmd/tributary
 	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_CYCLES=$${TRIBUTARY_E2E_CYCLES:-5} \
 	TRIBUTARY_E2E_EDGE_KILLS=$${TRIBUTARY_E2E_EDGE_KILLS:-20} TRIBUTARY_E2E_OUTAGE=$${TRIBUTARY_E2E_OUTAGE:-120s} \
 	TRIBUTARY_E2E_CUTS=$${TRIBUTARY_E2E_CUTS:-10} TRIBUTARY_E2E_HALF_OPEN=$${TRIBUTARY_E2E_HALF_OPEN:-30s} \
 	TRIBUTARY_E2E_REPL_COORDINATORS=$${TRIBUTARY_E2E_REPL_COORDINATORS:-3} \
-	$(GO) test ./e2e/... -run 'Cluster|Replication' -v -count=1 -timeout 60m
+	TRIBUTARY_E2E_LEADER_KILL_INTERVAL=$${TRIBUTARY_E2E_LEADER_KILL_INTERVAL:-30s} \
+	TRIBUTARY_E2E_LEADER_KILL_DURATION=$${TRIBUTARY_E2E_LEADER_KILL_DURATION:-10m} \
+	TRIBUTARY_E2E_DOCKER=1 TRIBUTARY_E2E_STATIC_BIN=$(CURDIR)/$(E2E_STATIC_BIN) \
+	TRIBUTARY_E2E_DOCKER_FAULT=$${TRIBUTARY_E2E_DOCKER_FAULT:-30s} \
+	TRIBUTARY_E2E_IDLE_CONNS=$${TRIBUTARY_E2E_IDLE_CONNS:-10000} TRIBUTARY_E2E_IDLE_HOLD=$${TRIBUTARY_E2E_IDLE_HOLD:-60s} \
+	TRIBUTARY_E2E_NEW_SERIES=$${TRIBUTARY_E2E_NEW_SERIES:-1000000} TRIBUTARY_E2E_MAX_SERIES=$${TRIBUTARY_E2E_MAX_SERIES:-50000} \
+	TRIBUTARY_E2E_EXPLOSION_WINDOW=$${TRIBUTARY_E2E_EXPLOSION_WINDOW:-1m} \
+	$(GO) test ./e2e/ -run '$(E2E_RUN)' -v -count=1 -timeout 120m
 
-soak: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, default 5000).
+soak: build soak-sim ## Random faults for DURATION (default 30m; make soak DURATION=2h): edge and leader kill -9, link cuts, paused coordinators, slow links, with the ack ledger checked at the end; after the raft simulator (soak-sim).
+	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_SOAK=$(DURATION) \
+	$(GO) test ./e2e/ -run 'TestSoak_RandomFaults' -v -count=1 -timeout 0
+
+soak-sim: deps ## Raft cluster simulator over many seeds (TRIBUTARY_SIM_SEEDS, default 5000).
 	TRIBUTARY_SIM_SEEDS=$${TRIBUTARY_SIM_SEEDS:-5000} $(GO) test -count=1 -run TestSim -timeout 60m ./coordinator/internal/raftnode
 
-fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s).
-	@scripts/fuzz.sh $${FUZZTIME:-30s}
+fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s; FUZZ_SAVE=1 adds the new corpus entries to testdata/fuzz).
+	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench-full bench-iotdb bench-tsbs bench-canbus
 # BENCH_PROFILE is short (make bench, a few minutes) or full (make bench-full).
@@ -140,6 +160,27 @@ bench-replication: build ## Replication benchmark: an edge shipping to coordinat
 bench-telemetry: build ## Telemetry overhead: ingest with telemetry off, metrics on, metrics + traces to an OTLP sink, alternating; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench telemetry --binary $(BIN) $(BENCH_ARGS)
+
+.PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke
+
+bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shipping to 3 coordinators; lag, intake, catalog load, coordinator CPU and RSS; table, JSON, plots.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench fleet --binary $(BIN) $(BENCH_ARGS)
+
+bench-fleet-short: build ## Fleet benchmark, short profile: 10 and 100 simulated edges, 30 s each.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s $(BENCH_ARGS)
+
+bench-pi: ## Pi profile: the FROM-scratch node image under --cpus 1 --memory 512m (ingest, query mix, peak memory, OOM), then bench-arm64-smoke; skipped without docker.
+	@GO=$(GO) RELEASE_TARGETS="amd64 arm64" scripts/release.sh build
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench pi --static-binary dist/tributary-linux-amd64 $(BENCH_ARGS)
+	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
+
+bench-arm64-smoke: ## The arm64 static binary under qemu-user-static: a node written to and read back, after kill -9 and after a clean restart (correctness only).
+	@test -x dist/tributary-linux-arm64 || GO=$(GO) RELEASE_TARGETS=arm64 scripts/release.sh build
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
 
 demo: build ## Start tributary local, write sensor workloads, show them replicated and queried; then query the coordinator alone.
 	@scripts/demo.sh
