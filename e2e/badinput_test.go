@@ -262,7 +262,6 @@ type slowConn struct {
 func TestLoadLimits_SlowClients(t *testing.T) {
 	n := envInt(t, "TRIBUTARY_E2E_SLOW_CLIENTS", 100)
 	c := startNodeFleet(t, "--request-timeout", "5s")
-	ctx := context.Background()
 	began := time.Now()
 	var slow []*slowConn
 	for i := range 2 * n {
@@ -345,7 +344,6 @@ func TestLoadLimits_SlowClients(t *testing.T) {
 		t.Errorf("slow bodies closed after %v, want about 15 s", bodyWorst)
 	}
 	requireHealthy(t, c.Edge.Process, c.Edge.HTTP)
-	_ = ctx
 	t.Logf("summary: %d slow-header and %d slow-body clients; closed by the server within %v and %v; %d normal writes meanwhile, %d failed, slowest %v",
 		n, n, headerWorst.Round(time.Millisecond), bodyWorst.Round(time.Millisecond), okWrites, failed, worst.Round(time.Millisecond))
 }
