@@ -265,6 +265,10 @@ func TestCluster_LeaderKillLosesNoAcknowledgedPoint(t *testing.T) {
 	if st.Acked == 0 {
 		t.Fatal("no point was acknowledged")
 	}
+	// The writer's defaults are the fault scenarios' load (4,000 points/s).
+	if written := float64(st.Acked+st.InDoubt) / st.Elapsed.Seconds(); written < 0.9*target(faultLoad) {
+		t.Errorf("INVALID run: the writer held %.0f points/s, below 90%% of its target %.0f", written, target(faultLoad))
+	}
 	held := waitHeld(t, c, st.Acked, 60*time.Second)
 	if held.HeldPoints > uint64(st.Acked+st.InDoubt) {
 		t.Errorf("cloud holds %d points of %s, only %d were written (%d acknowledged)", held.HeldPoints, c.Edge.ID, st.Acked+st.InDoubt, st.Acked)
