@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +30,7 @@ import (
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/wal"
+	"github.com/tributarydb/tributary/node/wal/walfs"
 )
 
 // Node is one storage node.
@@ -104,7 +104,9 @@ func Open(opts Options) (*Node, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	// Durable: a power cut must not take the new directory's entry (and
+	// every acknowledged point under it) away.
+	if err := walfs.MkdirAllDurable(walfs.OS{}, opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	n := &Node{

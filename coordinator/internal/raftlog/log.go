@@ -113,7 +113,9 @@ func Open(opts Options) (*Log, error) {
 	}
 	l := &Log{opts: opts, fs: opts.FS, snapDir: filepath.Join(opts.Dir, "snap")}
 	for _, d := range []string{opts.Dir, l.snapDir} {
-		if err := l.fs.MkdirAll(d, 0o755); err != nil {
+		// Durable: a log whose directory entry a power cut takes away is
+		// a member that forgot its votes and entries.
+		if err := walfs.MkdirAllDurable(l.fs, d, 0o755); err != nil {
 			return nil, fmt.Errorf("raftlog: create %s: %w", d, err)
 		}
 	}
