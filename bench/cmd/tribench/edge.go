@@ -128,8 +128,8 @@ func runCANBus(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs := flag.NewFlagSet("tribench canbus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fill := commonFlags(ctx, fs, &o.Common)
-	fs.IntVar(&o.Vehicles, "vehicles", o.Vehicles, "vehicles (22 series each)")
-	minutes := fs.Int("minutes", 0, "minutes of 10 Hz data per vehicle (default: 10; full: 30)")
+	vehicles := fs.Int("vehicles", 0, "vehicles (22 series each; default: 20; full: 40)")
+	minutes := fs.Int("minutes", 0, "minutes of 10 Hz data per vehicle (default: 20; full: 30)")
 	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one group of vehicles each")
 	fs.IntVar(&o.PointsPerRequest, "points-per-request", o.PointsPerRequest, "points per write request, in both modes")
 	if err := parse(fs, args); err != nil {
@@ -137,7 +137,10 @@ func runCANBus(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	}
 	fill(stdout, logger)
 	if o.Minutes = *minutes; o.Minutes == 0 {
-		o.Minutes = map[string]int{"short": 10, "full": 30}[o.Profile]
+		o.Minutes = map[string]int{"short": 20, "full": 30}[o.Profile]
+	}
+	if o.Vehicles = *vehicles; o.Vehicles == 0 {
+		o.Vehicles = map[string]int{"short": 20, "full": 40}[o.Profile]
 	}
 	_, err := edgebench.RunCANBus(ctx, o)
 	return err

@@ -27,10 +27,10 @@ type CANBusOptions struct {
 	PointsPerRequest int
 }
 
-// DefaultCANBusOptions is the short profile: 20 vehicles × 10 minutes
-// (2.6 M points a mode).
+// DefaultCANBusOptions is the short profile: 20 vehicles × 20 minutes
+// (5.3 M points a mode).
 func DefaultCANBusOptions() CANBusOptions {
-	return CANBusOptions{Common: Common{Profile: "short", Seed: 1}, Vehicles: 20, Minutes: 10, Clients: 2, PointsPerRequest: 22_000}
+	return CANBusOptions{Common: Common{Profile: "short", Seed: 1}, Vehicles: 20, Minutes: 20, Clients: 2, PointsPerRequest: 22_000}
 }
 
 func (o CANBusOptions) validate() error {

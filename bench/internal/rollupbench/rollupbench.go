@@ -14,6 +14,7 @@ package rollupbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -260,6 +261,16 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 			}
 		}
 		res, err := n.Write(batches)
+		// A loaded machine may flush more slowly than the load writes: wait
+		// for the flush, as a client told to retry later would.
+		for wait := 0; errors.Is(err, node.ErrOverloaded) && wait < 600; wait++ {
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			res, err = n.Write(batches)
+		}
 		if err != nil {
 			return total, err
 		}
