@@ -161,19 +161,6 @@ bench-telemetry: build ## Telemetry overhead: ingest with telemetry off, metrics
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench telemetry --binary $(BIN) $(BENCH_ARGS)
 
-.PHONY: bench-pi bench-arm64-smoke
-
-bench-pi: ## Pi profile: the FROM-scratch node image under --cpus 1 --memory 512m (ingest, query mix, peak memory, OOM), then bench-arm64-smoke; skipped without docker.
-	@GO=$(GO) RELEASE_TARGETS="amd64 arm64" scripts/release.sh build
-	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench pi --static-binary dist/tributary-linux-amd64 $(BENCH_ARGS)
-	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
-
-bench-arm64-smoke: ## The arm64 static binary under qemu-user-static: a node written to and read back, after kill -9 and after a clean restart (correctness only).
-	@test -x dist/tributary-linux-arm64 || GO=$(GO) RELEASE_TARGETS=arm64 scripts/release.sh build
-	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
-
 .PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke
 
 bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shipping to 3 coordinators; lag, intake, catalog load, coordinator CPU and RSS; table, JSON, plots.

@@ -10,11 +10,12 @@
 //	tribench replication --binary bin/tributary [flags]  an edge shipping to coordinators: lag, bytes/point, drain, CPU
 //	tribench load --targets e1:7070,e2:7070 [flags]     continuous sensor writes to running edges
 //	tribench telemetry --binary bin/tributary [flags]   ingest with telemetry off, metrics on, metrics + traces on
-//	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
-//	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
 //	tribench iotdb --binary bin/tributary [flags]       IoTDB-benchmark style write-only and read-write sweep over clients
 //	tribench tsbs-cpu --binary bin/tributary [flags]    TSBS cpu-only ingest and the kdb+ blog's queries
 //	tribench canbus --binary bin/tributary [flags]      22 CAN channels at 10 Hz: one series per line, then multi-field rows
+//	tribench fleet --binary bin/tributary [flags]       N simulated edges shipping to 3 coordinators: lag, intake, catalog load
+//	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
+//	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -74,6 +75,20 @@ workloads:
            (--metrics=false), with metrics on, and with metrics and traces
            exported over OTLP to an in-process sink, alternating, and report
            the throughput each costs (a table, then one JSON line)
+  fleet    start 3 coordinators and ship from 10, 100 and 1,000 simulated
+           edges (the real replicator over in-memory WAL segments) and report
+           replication lag, intake, catalog load and coordinator CPU and RSS
+           per fleet size (a table, one JSON line, bench/results/fleet.json
+           and plots)
+  pi       run the node's FROM-scratch image in a container limited to
+           --cpus 1 --memory 512m, write the sensor workload, time a query
+           mix, and report points/s, query latency, peak memory and OOM kills
+           (a table, one JSON line, bench/results/pi.json); skipped with a
+           message when docker is unavailable
+  arm64-smoke
+           start the arm64 static binary as a node under qemu-user, write a
+           small sensor workload, read every series back and compare
+           (correctness only)
   iotdb    after IoTDB-benchmark: groups x devices x sensors, each client
            bound to a device, half the writes out of order; write-only and a
            50/50 read-write mix with five read types, over a sweep of client
@@ -85,15 +100,6 @@ workloads:
            lastpoint and max of all fields; rows/s, queries/s and latency
   canbus   after the Warp 10 Pi benchmark: 22 CAN-bus channels at 10 Hz as
            line protocol, one series per line and then multi-field rows
-  pi       run the node's FROM-scratch image in a container limited to
-           --cpus 1 --memory 512m, write the sensor workload, time a query
-           mix, and report points/s, query latency, peak memory and OOM kills
-           (a table, one JSON line, bench/results/pi.json); skipped with a
-           message when docker is unavailable
-  arm64-smoke
-           start the arm64 static binary as a node under qemu-user, write a
-           small sensor workload, read every series back and compare
-           (correctness only)
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
@@ -137,10 +143,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runLoad(ctx, args[1:], stderr, logger)
 	case "telemetry":
 		err = runTelemetry(ctx, args[1:], stdout, stderr, logger)
-	case "pi":
-		err = runPi(ctx, args[1:], stdout, stderr, logger)
-	case "arm64-smoke":
-		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
 	case "iotdb":
 		err = runIoTDB(ctx, args[1:], stdout, stderr, logger)
 	case "tsbs-cpu":
@@ -149,6 +151,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCANBus(ctx, args[1:], stdout, stderr, logger)
 	case "rollup-cold":
 		err = runRollupCold(ctx, args[1:], stdout)
+	case "fleet":
+		err = runFleet(ctx, args[1:], stdout, stderr, logger)
+	case "pi":
+		err = runPi(ctx, args[1:], stdout, stderr, logger)
+	case "arm64-smoke":
+		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2

@@ -1,0 +1,273 @@
+package fleetbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+)
+
+// coord is one coordinator process.
+type coord struct {
+	name, grpc, http, intake string
+	node                     *nodeproc.Node
+}
+
+// startCoords starts n coordinators (one raft cluster, plaintext links)
+// under dir, concurrently: none is ready before a quorum runs.
+func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog.Logger) ([]*coord, error) {
+	cs := make([]*coord, n)
+	opts := make([]nodeproc.Options, n)
+	var peers []string
+	for i := range n {
+		addrs := make([]string, 4)
+		for j := range addrs {
+			a, err := nodeproc.FreeLoopbackAddr()
+			if err != nil {
+				return nil, err
+			}
+			addrs[j] = a
+		}
+		c := &coord{name: fmt.Sprintf("c%d", i+1), grpc: addrs[0], http: addrs[1], intake: addrs[2]}
+		peers = append(peers, fmt.Sprintf("%d=%s@%s", i+1, c.name, addrs[3]))
+		opts[i] = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: c.grpc,
+			DataDir: filepath.Join(dir, c.name), LogPath: filepath.Join(dir, c.name+".log"),
+			ExtraArgs: []string{"--id", c.name, "--raft-id", strconv.Itoa(i + 1), "--insecure-cluster",
+				"--cluster-listen", addrs[3], "--intake-listen", c.intake, "--http-listen", c.http},
+			ReadyTimeout: o.ReadyTimeout, Logger: logger}
+		cs[i] = c
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		opts[i].ExtraArgs = append(opts[i].ExtraArgs, "--peers", strings.Join(peers, ","))
+		opts[i].ExtraArgs = append(opts[i].ExtraArgs, o.CoordinatorArgs...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node, err := nodeproc.Start(ctx, opts[i])
+			if err != nil {
+				errs[i] = fmt.Errorf("coordinator %s: %w", cs[i].name, err)
+				return
+			}
+			cs[i].node = node
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		stopCoords(cs, o.StopTimeout)
+		return nil, err
+	}
+	return cs, nil
+}
+
+// stopCoords stops every running coordinator, concurrently.
+func stopCoords(cs []*coord, timeout time.Duration) error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		if c == nil || c.node == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.node.Stop(timeout); err != nil {
+				errs[i] = fmt.Errorf("stop coordinator %s: %w", c.name, err)
+			}
+			c.node = nil
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// coordSample is what one poll of a coordinator reads: its process usage
+// and the catalog and intake figures of its /metrics.
+type coordSample struct {
+	At  time.Time
+	CPU time.Duration
+	RSS int64
+	HWM int64
+	m   metrics
+}
+
+func (c *coord) sample(ctx context.Context, hc *http.Client) (coordSample, error) {
+	s := coordSample{At: time.Now()}
+	u, err := c.node.Usage()
+	if err != nil {
+		return s, fmt.Errorf("coordinator %s: %w", c.name, err)
+	}
+	s.CPU, s.RSS, s.HWM = u.CPU, u.RSSBytes, u.HWMBytes
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.http+"/metrics", nil)
+	if err != nil {
+		return s, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("metrics of coordinator %s: %w", c.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("metrics of coordinator %s: status %s", c.name, resp.Status)
+	}
+	s.m, err = parseMetrics(resp.Body)
+	if err != nil {
+		return s, fmt.Errorf("metrics of coordinator %s: %w", c.name, err)
+	}
+	return s, nil
+}
+
+// Coordinator metrics the benchmark reads (Prometheus names).
+const (
+	metricProposal     = "tributary_raft_proposal_duration_seconds"
+	metricApplied      = "tributary_raft_applied_index"
+	metricIsLeader     = "tributary_raft_is_leader"
+	metricIntakeSegs   = "tributary_intake_segments_total"
+	metricIntakeBytes  = "tributary_intake_received_bytes_total"
+	metricCatalogSerie = "tributary_catalog_series"
+)
+
+// metrics is a parsed /metrics page.
+type metrics map[string]*dto.MetricFamily
+
+// parseMetrics reads the Prometheus text format.
+func parseMetrics(r io.Reader) (metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return metrics(fams), nil
+}
+
+// sum adds every sample of a counter or gauge family whose labels include
+// want (name=value pairs; nil: all). A missing family sums to NaN.
+func (m metrics) sum(name string, want ...string) float64 {
+	f, ok := m[name]
+	if !ok {
+		return math.NaN()
+	}
+	var t float64
+	for _, s := range f.GetMetric() {
+		if !hasLabels(s, want) {
+			continue
+		}
+		switch {
+		case s.Counter != nil:
+			t += s.Counter.GetValue()
+		case s.Gauge != nil:
+			t += s.Gauge.GetValue()
+		case s.Untyped != nil:
+			t += s.Untyped.GetValue()
+		}
+	}
+	return t
+}
+
+func hasLabels(s *dto.Metric, want []string) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		found := false
+		for _, lp := range s.GetLabel() {
+			if lp.GetName() == want[i] && lp.GetValue() == want[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// hist is a cumulative histogram: count, sum and the cumulative count at
+// each upper bound.
+type hist struct {
+	Count  float64
+	Sum    float64
+	Bounds []float64 // ascending, +Inf excluded
+	Cum    []float64
+}
+
+// histogram merges every sample of a histogram family whose labels include
+// want.
+func (m metrics) histogram(name string, want ...string) hist {
+	var h hist
+	f, ok := m[name]
+	if !ok {
+		return h
+	}
+	cum := map[float64]float64{}
+	for _, s := range f.GetMetric() {
+		if s.Histogram == nil || !hasLabels(s, want) {
+			continue
+		}
+		h.Count += float64(s.Histogram.GetSampleCount())
+		h.Sum += s.Histogram.GetSampleSum()
+		for _, b := range s.Histogram.GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				cum[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+	}
+	for b := range cum {
+		h.Bounds = append(h.Bounds, b)
+	}
+	sort.Float64s(h.Bounds)
+	for _, b := range h.Bounds {
+		h.Cum = append(h.Cum, cum[b])
+	}
+	return h
+}
+
+// sub is h minus an earlier reading of the same histogram.
+func (h hist) sub(old hist) hist {
+	out := hist{Count: h.Count - old.Count, Sum: h.Sum - old.Sum, Bounds: h.Bounds}
+	prev := map[float64]float64{}
+	for i, b := range old.Bounds {
+		prev[b] = old.Cum[i]
+	}
+	for i, b := range h.Bounds {
+		out.Cum = append(out.Cum, h.Cum[i]-prev[b])
+	}
+	return out
+}
+
+// quantile is the upper bound of the bucket that holds quantile q (an
+// over-estimate by at most the bucket's width), NaN when empty, +Inf when
+// it lies past the last bound.
+func (h hist) quantile(q float64) float64 {
+	if h.Count <= 0 {
+		return math.NaN()
+	}
+	rank := q * h.Count
+	for i, c := range h.Cum {
+		if c >= rank {
+			return h.Bounds[i]
+		}
+	}
+	return math.Inf(1)
+}
+
+// mean is Sum/Count, NaN when empty.
+func (h hist) mean() float64 {
+	if h.Count <= 0 {
+		return math.NaN()
+	}
+	return h.Sum / h.Count
+}
