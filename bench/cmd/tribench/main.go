@@ -150,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "canbus":
 		err = runCANBus(ctx, args[1:], stdout, stderr, logger)
 	case "rollup-cold":
-		err = runRollupCold(ctx, args[1:], stdout)
+		err = runRollupCold(ctx, args[1:], stdout, stderr)
 	case "fleet":
 		err = runFleet(ctx, args[1:], stdout, stderr, logger)
 	case "pi":

@@ -42,9 +42,10 @@ func coldQueryInProcess(ctx context.Context, g rollupbench.GridQuery) (float64, 
 
 // runRollupCold is the fresh process of a cold grid query: it prints the
 // query's time in ms.
-func runRollupCold(ctx context.Context, args []string, stdout io.Writer) error {
+func runRollupCold(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		return fmt.Errorf("usage: tribench rollup-cold '<grid query JSON>': %w", errUsage)
+		fmt.Fprintln(stderr, "usage: tribench rollup-cold '<grid query JSON>' (run by tribench rollup)")
+		return errUsage
 	}
 	var g rollupbench.GridQuery
 	if err := json.Unmarshal([]byte(args[0]), &g); err != nil {

@@ -66,6 +66,11 @@ func (c Common) validate() error {
 	if c.Out == nil {
 		errs = append(errs, errors.New("no output writer"))
 	}
+	if c.Binary != "" {
+		if _, err := nodeproc.FindBinary(c.Binary); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -28,27 +28,31 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestValidate_BadInput(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := DefaultIoTDBOptions()
-	o.Binary, o.Out = "x", &bytes.Buffer{}
+	o.Binary, o.Out = self, &bytes.Buffer{}
 	if err := o.validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	o.Clients = []int{0, 10}
 	o.OutOfOrderRatio = 2
-	err := o.validate()
+	err = o.validate()
 	for _, want := range []string{"client count 0", "client count 10", "out-of-order ratio"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}
 	}
 	ts := DefaultTSBSOptions()
-	ts.Binary, ts.Out, ts.Span = "x", &bytes.Buffer{}, time.Hour
+	ts.Binary, ts.Out, ts.Span = self, &bytes.Buffer{}, time.Hour
 	if err := ts.validate(); err == nil || !strings.Contains(err.Error(), "12 hours") {
 		t.Errorf("short span: %v", err)
 	}
 	cb := DefaultCANBusOptions()
-	cb.Out, cb.Profile = &bytes.Buffer{}, "medium"
-	if err := cb.validate(); err == nil || !strings.Contains(err.Error(), "binary") || !strings.Contains(err.Error(), "profile") {
+	cb.Out, cb.Profile, cb.Binary = &bytes.Buffer{}, "medium", "/nonexistent/tributary"
+	if err := cb.validate(); err == nil || !strings.Contains(err.Error(), "find tributary binary") || !strings.Contains(err.Error(), "profile") {
 		t.Errorf("canbus: %v", err)
 	}
 }
