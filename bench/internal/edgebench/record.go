@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,7 +100,9 @@ type Record struct {
 	// Published are other systems' figures on other hardware, for
 	// comparison only.
 	Published map[string]string `json:"published,omitempty"`
-	Plots     []string          `json:"plots,omitempty"`
+	// Plots are the PNG files drawn beside the record (base names in the
+	// saved file).
+	Plots []string `json:"plots,omitempty"`
 }
 
 // write saves r as indented JSON in dir (when set) and returns the path.
@@ -109,6 +112,11 @@ func (r Record) write(c Common) (string, error) {
 	}
 	if err := os.MkdirAll(c.ResultsDir, 0o755); err != nil {
 		return "", err
+	}
+	// The plots lie beside the record: name them, without the directory.
+	r.Plots = slices.Clone(r.Plots)
+	for i, p := range r.Plots {
+		r.Plots[i] = filepath.Base(p)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
