@@ -91,6 +91,7 @@ func Save(path string, c Chart) error {
 		p.Y.Max *= 8
 	} else {
 		p.Y.Max *= 1.35
+		p.Y.Min = min(p.Y.Min, 0) // a linear axis starts at zero
 	}
 	p.Legend.Left = true
 	if err := p.Save(width, height, path); err != nil {
