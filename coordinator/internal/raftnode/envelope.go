@@ -77,6 +77,10 @@ func decodeEnvelope(data []byte, fn func(id proposalID, cmd []byte)) error {
 	if r.err == nil && n > uint64(len(r.b)) {
 		r.err = fmt.Errorf("command count %d exceeds the %d bytes left", n, len(r.b))
 	}
+	if r.err != nil {
+		// Before allocating: a damaged count must not size the slice.
+		return fmt.Errorf("entry: %w", r.err)
+	}
 	type item struct {
 		id  proposalID
 		cmd []byte
