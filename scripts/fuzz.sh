@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzz target in the module for a while each (default 30s).
 #   scripts/fuzz.sh [DURATION]
-# FUZZ_PKGS limits the packages (a go list pattern, default ./...).
+# FUZZ_PKGS limits the packages (go list patterns, default ./...);
+# FUZZ_PARALLEL sets the fuzzing workers (default: one per CPU).
 # FUZZ_SAVE=1 copies the inputs the fuzzer found new coverage with (the Go
 # build cache keeps them) into the package's testdata/fuzz/<Target>/, at
 # most FUZZ_SAVE_MAX (default 8) per target, smallest first, skipping
@@ -17,7 +18,7 @@ cache="$("$go_cmd" env GOCACHE)/fuzz"
 module="$("$go_cmd" list -m)"
 targets=0
 unlisted=()
-for pkg in $("$go_cmd" list "${FUZZ_PKGS:-./...}"); do
+for pkg in $("$go_cmd" list ${FUZZ_PKGS:-./...}); do
   if ! list="$("$go_cmd" test -list '^Fuzz' "$pkg" 2>&1)"; then
     echo "== $pkg: cannot list its tests:"; echo "$list" | head -5
     unlisted+=("$pkg")
@@ -25,7 +26,7 @@ for pkg in $("$go_cmd" list "${FUZZ_PKGS:-./...}"); do
   fi
   for target in $(grep '^Fuzz' <<<"$list" || true); do
     echo "== $pkg $target ($fuzztime)"
-    "$go_cmd" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+    "$go_cmd" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" ${FUZZ_PARALLEL:+-parallel "$FUZZ_PARALLEL"} "$pkg"
     targets=$((targets + 1))
     if [ "$save" = 1 ] && [ -d "$cache/$pkg/$target" ]; then
       dir="${pkg#"$module"}"; dir=".${dir}/testdata/fuzz/$target"
