@@ -61,7 +61,7 @@ func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.IntVar(&o.Devices, "devices", o.Devices, "devices (each client writes one)")
 	fs.IntVar(&o.Sensors, "sensors", o.Sensors, "sensors per device (one series each)")
 	clients := intList(o.Clients)
-	fs.Var(&clients, "clients", "comma-separated client `counts` of the sweep (default: 1,3,5,9; full: 1..9)")
+	fs.Var(&clients, "clients", "comma-separated client `counts` of the sweep (full profile: 1..9)")
 	fs.IntVar(&o.BatchRows, "batch-rows", o.BatchRows, "rows per write (one sample of every sensor each)")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two rows of a device")
 	fs.Float64Var(&o.OutOfOrderRatio, "out-of-order-ratio", o.OutOfOrderRatio, "fraction of writes behind the device's newest row")
