@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -275,7 +276,10 @@ func (l *Log) replaySegment(r *replay, seq uint64, last bool) (bool, error) {
 			err = applyRecord(r, typ, payload, seq)
 		}
 		if err != nil {
-			if !last {
+			// A torn write damages only the end of the newest segment: a
+			// bad record that a valid one follows is damage to data that
+			// was synced (and acknowledged), never a torn tail.
+			if !last || validRecordFollows(data, off) {
 				return false, &CorruptionError{Path: path, Offset: int64(off), Reason: err.Error()}
 			}
 			l.opts.Logger.Warn("raft log: cutting torn tail", "file", path, "offset", off, "bytes", len(data)-off, "reason", err.Error())
@@ -287,6 +291,21 @@ func (l *Log) replaySegment(r *replay, seq uint64, last bool) (bool, error) {
 		off += n
 	}
 	return true, nil
+}
+
+// validRecordFollows reports whether the record frame at off is whole (its
+// length fits in data) and the frame after it is a valid record.
+func validRecordFollows(data []byte, off int) bool {
+	if len(data)-off < frameSize {
+		return false
+	}
+	length := binary.LittleEndian.Uint32(data[off:])
+	next := uint64(off) + 8 + uint64(length)
+	if length == 0 || length > MaxRecordBytes || next >= uint64(len(data)) {
+		return false
+	}
+	_, _, _, err := nextRecord(data[next:])
+	return err == nil
 }
 
 // isTornHeader reports whether data can be what is left of a header write

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -306,6 +307,38 @@ func TestLog_TornTailIsCut(t *testing.T) {
 	}
 	if got, _ := fsys.ReadFile(seg); len(got) != len(synced) {
 		t.Fatalf("torn tail not cut: %d bytes, want %d", len(got), len(synced))
+	}
+}
+
+func TestLog_DamagedRecordBeforeAValidOneInTheNewestSegmentIsCorruption(t *testing.T) {
+	fsys := walfs.NewCrashFS()
+	l := open(t, fsys, 0)
+	if err := l.Append(ents(1, 5, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(ents(6, 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(dir, segName(l.Segments()[len(l.Segments())-1]))
+	l.Close()
+	data, _ := fsys.ReadFile(seg)
+	// Flip a byte inside the body of the third record (an entry); valid
+	// records follow it.
+	off := headerSize
+	for range 2 {
+		off += 8 + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	data[off+8+2] ^= 0xff
+	if err := fsys.WriteFile(seg, data); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Options{Dir: dir, FS: fsys, Logger: quiet})
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Path != seg {
+		t.Fatalf("got %v, want a CorruptionError in %s (not a torn tail cut)", err, seg)
+	}
+	if got, _ := fsys.ReadFile(seg); len(got) != len(data) {
+		t.Fatalf("the segment was cut to %d bytes of %d", len(got), len(data))
 	}
 }
 
