@@ -81,7 +81,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 		}
 		before := edgeOf(f, c.Edge.ID).AckedThrough
 		began := time.Now()
-		var what string
+		var what, detail string
 		switch k := rng.IntN(5); k {
 		case 0:
 			what = "edge kill -9"
@@ -95,7 +95,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 				fail("fault %d: %v", n, err)
 			}
 			down := time.Duration(rng.IntN(5000)) * time.Millisecond
-			what = "leader kill -9"
+			what, detail = "leader kill -9", fmt.Sprintf("%s down %v", leader.ID, down)
 			leader.Kill()
 			time.Sleep(down)
 			if err := leader.Start(c.Opts.ReadyTimeout); err != nil {
@@ -103,7 +103,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 			}
 		case 2:
 			cut := time.Duration(2000+rng.IntN(13000)) * time.Millisecond
-			what = "link cut"
+			what, detail = "link cut", fmt.Sprintf("for %v", cut)
 			for _, p := range proxies {
 				p.Cut()
 			}
@@ -116,7 +116,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 		case 3:
 			co := c.Coordinators[rng.IntN(len(c.Coordinators))]
 			pause := time.Duration(2000+rng.IntN(8000)) * time.Millisecond
-			what = "coordinator paused"
+			what, detail = "coordinator paused", fmt.Sprintf("%s for %v", co.ID, pause)
 			pid := co.PID()
 			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 				fail("fault %d: SIGSTOP %s: %v", n, co.ID, err)
@@ -126,7 +126,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 				fail("fault %d: SIGCONT %s: %v", n, co.ID, err)
 			}
 		case 4:
-			what = "slow link"
+			what, detail = "slow link", "300±100 ms for 5s"
 			for _, p := range proxies {
 				if err := p.AddToxic("soak-latency", "latency", "upstream", map[string]any{"latency": 300, "jitter": 100}); err != nil {
 					fail("fault %d: %v", n, err)
@@ -145,7 +145,7 @@ func TestSoak_RandomFaults(t *testing.T) {
 		}
 		rec := time.Since(began)
 		recoveries = append(recoveries, rec)
-		t.Logf("fault %d: %s; a segment acknowledged again %v after it began", n, what, rec.Round(time.Millisecond))
+		t.Logf("fault %d: %s %s; a segment acknowledged again %v after it began", n, what, detail, rec.Round(time.Millisecond))
 	}
 	st := w.Stop()
 	written := float64(st.Acked+st.InDoubt) / st.Elapsed.Seconds()
