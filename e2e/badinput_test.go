@@ -353,11 +353,38 @@ func TestLoadLimits_SlowClients(t *testing.T) {
 // established, idle client.
 var http2Preface = append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)
 
+// idleHTTP2 keeps conn alive as an idle HTTP/2 client: it acknowledges the
+// server's SETTINGS and answers its PINGs (keepalive), and sends nothing
+// else, until the connection is closed.
+func idleHTTP2(conn net.Conn) {
+	r := bufio.NewReader(conn)
+	var head [9]byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return
+		}
+		typ, ack := head[3], head[4]&1 != 0
+		switch {
+		case typ == 4 && !ack: // SETTINGS
+			conn.Write([]byte{0, 0, 0, 4, 1, 0, 0, 0, 0})
+		case typ == 6 && !ack && n == 8: // PING
+			conn.Write(append([]byte{0, 0, 8, 6, 1, 0, 0, 0, 0}, payload...))
+		}
+	}
+}
+
 // TestLoadLimits_IdleConnections holds TRIBUTARY_E2E_IDLE_CONNS (10,000)
 // idle HTTP/2 connections to the node's gRPC listener for
 // TRIBUTARY_E2E_IDLE_HOLD (10s; make e2e: 60s) while the writer runs: the
 // writes keep their pace (INVALID below 90%) and the node's
-// resident memory stays bounded (reported; at most 64 KiB a connection).
+// resident memory stays bounded (its peak is reported; at most 64 KiB a
+// connection). The clients acknowledge SETTINGS and answer keepalive
+// pings; how many the node kept open is reported.
 func TestLoadLimits_IdleConnections(t *testing.T) {
 	n := envInt(t, "TRIBUTARY_E2E_IDLE_CONNS", 10_000)
 	hold := envDuration(t, "TRIBUTARY_E2E_IDLE_HOLD", 10*time.Second)
@@ -404,18 +431,38 @@ func TestLoadLimits_IdleConnections(t *testing.T) {
 			t.Fatalf("idle connection %d: %v", i, err)
 		}
 		conns = append(conns, conn)
-		conn.Write(http2Preface)
-		drain.Go(func() { io.Copy(io.Discard, bufio.NewReader(conn)) })
+		if _, err := conn.Write(http2Preface); err != nil {
+			w.Stop()
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		drain.Go(func() { idleHTTP2(conn) })
 	}
 	opened := time.Since(began)
-	time.Sleep(hold)
-	fds, _ := cluster.OpenFiles(pid)
-	rss1, err := cluster.RSSBytes(pid)
-	if err != nil {
-		w.Stop()
-		t.Fatal(err)
+	// The node's open files and resident size, sampled every second; the
+	// largest size is the figure.
+	var rss1 int64
+	fdsMin, fdsMax := 1<<30, 0
+	for end := time.Now().Add(hold); time.Now().Before(end); time.Sleep(time.Second) {
+		fds, err := cluster.OpenFiles(pid)
+		if err != nil {
+			w.Stop()
+			t.Fatal(err)
+		}
+		fdsMin, fdsMax = min(fdsMin, fds), max(fdsMax, fds)
+		rss, err := cluster.RSSBytes(pid)
+		if err != nil {
+			w.Stop()
+			t.Fatal(err)
+		}
+		rss1 = max(rss1, rss)
 	}
 	st := w.Stop()
+	if fdsMin < n {
+		// Seen here with thousands of clients: the server transport ends
+		// some with "connection timed out" (ETIMEDOUT on read) after about
+		// 30 s; reported, not failed, until its cause is known.
+		t.Logf("NB: the node's open files fell to %d during the hold (peak %d): it closed some of the %d idle clients", fdsMin, fdsMax, n)
+	}
 	load := requireLoadHeld(t, st, o)
 	for _, conn := range conns {
 		conn.Close()
@@ -434,8 +481,8 @@ func TestLoadLimits_IdleConnections(t *testing.T) {
 		t.Errorf("after the idle connections: %v", r)
 	}
 	requireHealthy(t, c.Edge.Process, c.Edge.HTTP)
-	t.Logf("summary: %d idle HTTP/2 connections opened in %v and held %v (node open files %d); load %.0f points/s, %d acknowledged, slowest write %v; node RSS %d MiB before, %d MiB with them (%.1f KiB a connection); lost %d, duplicated %d, phantom %d",
-		n, opened.Round(time.Millisecond), hold, fds, load, st.Acked, st.MaxLatency.Round(time.Millisecond), rss0>>20, rss1>>20, per/1024, r.Lost, r.Duplicated, r.Phantom+r.WrongValue)
+	t.Logf("summary: %d idle HTTP/2 connections (answering SETTINGS and keepalive pings) opened in %v and held %v (node open files %d to %d); load %.0f points/s, %d acknowledged, slowest write %v; node RSS %d MiB before, at most %d MiB with them (%.1f KiB a connection); lost %d, duplicated %d, phantom %d",
+		n, opened.Round(time.Millisecond), hold, fdsMin, fdsMax, load, st.Acked, st.MaxLatency.Round(time.Millisecond), rss0>>20, rss1>>20, per/1024, r.Lost, r.Duplicated, r.Phantom+r.WrongValue)
 }
 
 // TestLoadLimits_CardinalityExplosion writes TRIBUTARY_E2E_NEW_SERIES
