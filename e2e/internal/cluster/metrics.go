@@ -29,15 +29,3 @@ func Metrics(ctx context.Context, httpAddr, prefix string) (map[string]float64, 
 	}
 	return parseMetrics(string(body), prefix)
 }
-
-// Sum adds the samples of m whose key is name or name{...} (every label
-// set of one metric).
-func Sum(m map[string]float64, name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || len(k) > len(name) && k[:len(name)] == name && k[len(name)] == '{' {
-			s += v
-		}
-	}
-	return s
-}
