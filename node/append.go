@@ -261,7 +261,10 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteRes
 	}
 	n.recBuf = n.enc.AppendTo(n.recBuf[:0])
 	span := n.childSpan(ctx, "wal.append")
-	pos, err := n.wal.Append(wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.Points()})
+	// AppendIn: should the WAL have recovered from a failure since MaybeCut,
+	// the record would land in a fresh segment that lacks the series
+	// declarations this record relies on; it is refused instead.
+	pos, err := n.wal.AppendIn(seq, wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.Points()})
 	endSpan(span, err)
 	if err != nil {
 		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)

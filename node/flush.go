@@ -102,6 +102,12 @@ func (e *seriesFlushError) Error() string {
 
 // flushRound is one attempt at a flush. REQUIRES: n.flushMu held.
 func (n *Node) flushRound(all bool) error {
+	// While the WAL refuses writes (a full disk, an I/O error) the store is
+	// left alone too: nothing new reaches the head, and a store write on a
+	// full disk would only put RocksDB into its own error state.
+	if err := n.wal.Err(); err != nil {
+		return fmt.Errorf("wal unavailable: %w", err)
+	}
 	nowNs := n.opts.Now().UnixNano()
 	maxAgeNs := n.opts.ChunkMaxAge.Nanoseconds()
 	if n.headBytes.Load() > n.opts.HeadMaxBytes {
@@ -143,6 +149,13 @@ func (n *Node) flushRound(all bool) error {
 		}
 	}
 	if len(work) > 0 {
+		// Every sample taken was appended to the WAL before it reached the
+		// head. Make those records durable first (under an interval sync
+		// policy they may not be yet), or a power cut could leave the store
+		// holding points the WAL, and so the cloud, never gets.
+		if err := n.wal.SyncAll(); err != nil {
+			return fmt.Errorf("sync wal before writing to the store: %w", err)
+		}
 		if err := n.db.Write(b); err != nil {
 			return fmt.Errorf("write batch: %w", err)
 		}

@@ -19,7 +19,22 @@ const (
 // position where it ends. The record is buffered: it is durable only once
 // Sync(pos) returns nil. Append never cuts a segment and never waits for an
 // fsync. Records keep the order of Append calls. Safe for concurrent use.
-func (l *Log) Append(r Record) (Position, error) {
+func (l *Log) Append(r Record) (Position, error) { return l.append(0, r) }
+
+// AppendIn is Append, but only into the open segment seq (as returned by
+// MaybeCut): if the open segment is another one, because the Log recovered
+// from a failure and opened a fresh segment in the meantime, it appends
+// nothing and returns an error matching ErrSegmentChanged. A caller that
+// declares series at the start of each segment uses it so that no record
+// lands in a segment that lacks the declarations it relies on.
+func (l *Log) AppendIn(seq uint64, r Record) (Position, error) {
+	if seq == 0 {
+		return Position{}, fmt.Errorf("wal: AppendIn segment 0: %w", ErrSegmentChanged)
+	}
+	return l.append(seq, r)
+}
+
+func (l *Log) append(seq uint64, r Record) (Position, error) {
 	if err := r.check(); err != nil {
 		return Position{}, err
 	}
@@ -30,6 +45,9 @@ func (l *Log) Append(r Record) (Position, error) {
 	}
 	w := l.cur
 	s := w.seg
+	if seq != 0 && s.info.Seq != seq {
+		return Position{}, fmt.Errorf("wal: append to segment %d, but segment %d is open: %w", seq, s.info.Seq, ErrSegmentChanged)
+	}
 	start := len(w.buf)
 	w.buf = appendFrame(w.buf, r)
 	w.crc = crc32.Update(w.crc, castagnoli, w.buf[start:])

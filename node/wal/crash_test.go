@@ -267,7 +267,8 @@ func TestLog_GroupCommitSharesFsyncs(t *testing.T) {
 
 // TestLog_FsyncFailureFailsLog injects a failure into each kind of
 // persisting call and checks that the failure reaches Sync, that the Log
-// refuses everything afterwards, and that the failed call is not retried.
+// refuses everything afterwards until it recovers (not within this test:
+// its retry interval is an hour), and that the failed call is not retried.
 func TestLog_FsyncFailureFailsLog(t *testing.T) {
 	tests := []struct {
 		name string
@@ -290,7 +291,7 @@ func TestLog_FsyncFailureFailsLog(t *testing.T) {
 				}
 				return nil
 			})
-			opts := Options{Dir: "/wal", NodeID: "n", FS: cfs, Logger: testLogger(t)}
+			opts := Options{Dir: "/wal", NodeID: "n", FS: cfs, Logger: testLogger(t), RetryInterval: time.Hour}
 			l := mustOpen(t, opts)
 			good := appendSynced(t, l, 0, 3)
 

@@ -35,11 +35,30 @@
 //
 // # Failure
 //
-// The first failed write or fsync fails the Log for good: every later Append,
-// Sync, MaybeCut, Cut and Replay returns that error. An fsync is never
-// retried, because after a failed fsync the kernel may have dropped the
-// dirty pages, and a retry could succeed without the data ever reaching the
-// disk. Reopening the log (Open) recovers from what is on the disk.
+// A failed write or fsync (a full disk, an I/O error) fails the Log: the
+// pending group commit and every later Append, Sync, MaybeCut, Cut, Replay
+// and RemoveBefore return the error, and Close returns it too. An fsync is
+// never retried over the same bytes, because after a failed fsync the
+// kernel may have dropped the dirty pages, and a retry could succeed
+// without the data ever reaching the disk.
+//
+// Instead the syncer tries to recover every Options.RetryInterval (1 s by
+// default): it truncates each unsealed segment (the open one and any cut
+// but not yet sealed) back to what a successful fsync covered and fsyncs
+// that, then recovers the directory as Open does (those segments are
+// sealed with a footer over what is left, or removed if nothing is; sealed
+// segments are verified) and opens a fresh segment with the next sequence
+// number. Until that succeeds writes are refused; then they are accepted
+// again, without reopening the Log. No record whose Sync returned nil is
+// lost by this under the default policy, since it was fsynced; a record cut
+// away was never acknowledged, and a later Sync of its position returns
+// ErrLost instead of nil. Under an interval policy, records handed to the
+// operating system but not yet fsynced are cut, as a power cut would lose
+// them.
+//
+// SyncAll fsyncs everything appended so far whatever the policy; the node
+// calls it before it writes data from those records to its store, so the
+// store never holds points the log could lose.
 //
 // # Files
 //

@@ -18,6 +18,11 @@ var ErrClosed = errors.New("wal: log closed")
 // usable.
 var ErrInvalidRecord = errors.New("wal: invalid record")
 
+// ErrSegmentChanged is returned by AppendIn when the open segment is not
+// the one the caller named (the Log recovered from a failure and opened a
+// fresh one). Nothing was appended; the caller starts over with MaybeCut.
+var ErrSegmentChanged = errors.New("wal: open segment changed")
+
 // CorruptionError says where a segment file is damaged and why.
 type CorruptionError struct {
 	Path   string // segment file

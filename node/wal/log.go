@@ -42,9 +42,15 @@ type Log struct {
 	// and so is every segment cut before durable.Seq, with its footer.
 	durable  Position
 	dirDirty bool  // a segment was created since the directory was last synced
-	err      error // sticky: set on the first write or fsync failure
-	closed   bool  // Close has begun
-	finished bool  // Close is done
+	err      error // set on a write or fsync failure; cleared when tryResume succeeds
+	// lost: for each segment a recovery cut back, where its records now
+	// end (0: removed). Sync refuses positions past it.
+	lost   map[uint64]int64
+	closed bool // Close has begun
+	// forceSync: SyncAll wants the open segment fsynced at the next kick,
+	// also under an interval policy.
+	forceSync bool
+	finished  bool // Close is done
 
 	fsyncs      atomic.Int64
 	quarantined atomic.Int64
@@ -71,6 +77,9 @@ type segWriter struct {
 	synced  int64  // bytes fsynced
 	crc     uint32 // CRC32C of every byte of the segment so far, buf included
 	firstAt time.Time
+	// cutBack: after a failure, the file was truncated to synced by
+	// tryResume. REQUIRES: only the syncer touches it.
+	cutBack bool
 }
 
 // sealJob is a cut segment waiting for the syncer to seal it.
@@ -120,15 +129,16 @@ func (l *Log) usableLocked() error {
 	return nil
 }
 
-// failLocked fails the Log for good with err and returns the sticky error.
-// Nothing is retried after a failed fsync: the kernel may already have
-// dropped the dirty pages, so a later fsync could succeed without the data
-// ever reaching the disk.
+// failLocked fails the Log with err and returns the error every call
+// gets until the syncer's tryResume brings it back. A failed fsync is never
+// retried over the same bytes: the kernel may already have dropped the
+// dirty pages, so a later fsync could succeed without the data ever
+// reaching the disk; tryResume cuts them away instead.
 // REQUIRES: mu held.
 func (l *Log) failLocked(err error) error {
 	if l.err == nil {
 		l.err = fmt.Errorf("wal failed: %w", err)
-		l.logger.Error("wal: failed; every later write is refused until the log is reopened", "dir", l.opts.Dir, "err", err)
+		l.logger.Error("wal: failed; writes are refused until it recovers", "dir", l.opts.Dir, "retry_every", l.opts.RetryInterval, "err", err)
 		l.cond.Broadcast()
 	}
 	return l.err

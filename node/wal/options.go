@@ -20,6 +20,7 @@ type File = walfs.File
 const (
 	DefaultMaxSegmentBytes = 4 << 20
 	DefaultMaxSegmentAge   = 5 * time.Second
+	DefaultRetryInterval   = time.Second
 	// MinSegmentBytes is the smallest MaxSegmentBytes accepted: room for a
 	// header, a footer and a few records.
 	MinSegmentBytes = 1 << 10
@@ -50,8 +51,12 @@ type Options struct {
 	MaxSegmentBytes int64         // MaybeCut cuts once the open segment reaches this; default 4 MiB
 	MaxSegmentAge   time.Duration // MaybeCut cuts once the open segment's first record is this old; default 5s
 	Sync            SyncPolicy
-	FS              FS           // nil: the real file system
-	Logger          *slog.Logger // nil: discard
+	// RetryInterval: after a failed write or fsync (a full disk, an I/O
+	// error) the Log refuses writes and tries to recover this often;
+	// default 1s.
+	RetryInterval time.Duration
+	FS            FS           // nil: the real file system
+	Logger        *slog.Logger // nil: discard
 	// OnFsync, when set, is called after each fsync of a segment file with
 	// how long it took (metrics). It runs on the syncer and must not block.
 	OnFsync func(time.Duration)
@@ -84,6 +89,12 @@ func (o *Options) Validate() error {
 		o.MaxSegmentAge = DefaultMaxSegmentAge
 	case o.MaxSegmentAge < 0:
 		bad = append(bad, fmt.Sprintf("MaxSegmentAge %v is negative", o.MaxSegmentAge))
+	}
+	switch {
+	case o.RetryInterval == 0:
+		o.RetryInterval = DefaultRetryInterval
+	case o.RetryInterval < 0:
+		bad = append(bad, fmt.Sprintf("RetryInterval %v is negative", o.RetryInterval))
 	}
 	if o.Sync.Interval < 0 {
 		bad = append(bad, fmt.Sprintf("Sync.Interval %v is negative", o.Sync.Interval))

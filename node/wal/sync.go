@@ -30,6 +30,9 @@ func (l *Log) Sync(p Position) error {
 		if l.err != nil {
 			return l.err
 		}
+		if l.lostLocked(p) {
+			return fmt.Errorf("sync %d:%d: %w", p.Seq, p.Offset, ErrLost)
+		}
 		if !l.durable.less(p) {
 			return nil
 		}
@@ -49,6 +52,38 @@ func (l *Log) Sync(p Position) error {
 		if l.finished {
 			return ErrClosed
 		}
+		l.kickLocked()
+		l.cond.Wait()
+	}
+}
+
+// SyncAll blocks until every record appended before the call is fsynced,
+// whatever the sync policy: under an interval policy it asks the syncer for
+// an fsync now. The node calls it before it writes data covered by those
+// records anywhere else (the store), so that nothing outlives its record in
+// a power cut. Once the Log has failed it returns the failure. Safe for
+// concurrent use.
+func (l *Log) SyncAll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	p := Position{Seq: l.cur.seg.info.Seq, Offset: l.cur.seg.dataEnd}
+	for {
+		if l.err != nil {
+			return l.err
+		}
+		if l.lostLocked(p) {
+			return fmt.Errorf("sync %d:%d: %w", p.Seq, p.Offset, ErrLost)
+		}
+		if !l.durable.less(p) {
+			return nil
+		}
+		if l.finished {
+			return ErrClosed
+		}
+		l.forceSync = true
 		l.kickLocked()
 		l.cond.Wait()
 	}
@@ -74,14 +109,27 @@ func (l *Log) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	retry := time.NewTicker(l.opts.RetryInterval)
+	defer retry.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return
+		case <-retry.C:
+			l.mu.Lock()
+			failed := l.err != nil
+			l.mu.Unlock()
+			if failed {
+				l.tryResume()
+			}
 		case <-l.kick:
-			// Under an interval policy a kick comes from a cut: seal, but
-			// leave the open segment to the ticker.
-			l.syncRound(l.opts.Sync.Interval == 0)
+			// Under an interval policy a kick comes from a cut (seal, but
+			// leave the open segment to the ticker) or from SyncAll.
+			l.mu.Lock()
+			force := l.forceSync
+			l.forceSync = false
+			l.mu.Unlock()
+			l.syncRound(l.opts.Sync.Interval == 0 || force)
 		case <-tick:
 			l.syncRound(true)
 		}
