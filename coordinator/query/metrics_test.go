@@ -25,7 +25,7 @@ func readMetrics(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 	}
 	key := func(name string, s attribute.Set) string {
 		for _, kv := range s.ToSlice() {
-			name += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			name += " " + string(kv.Key) + "=" + kv.Value.String()
 		}
 		return name
 	}
