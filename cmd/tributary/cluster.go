@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -304,30 +301,9 @@ func (f *clientFlags) dialConn() (*grpc.ClientConn, error) {
 	if token == "" {
 		token = strings.TrimSpace(f.getenv(tokenEnv))
 	}
-	var tlsCfg *tls.Config
-	if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsSkipVerify {
-		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.tlsSkipVerify}
-		if h, _, err := net.SplitHostPort(f.addr); err == nil {
-			tlsCfg.ServerName = h
-		}
-		if f.tlsCA != "" {
-			pem, err := os.ReadFile(f.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: --tls-ca %s: no PEM certificate in it", errUsage, f.tlsCA)
-			}
-			tlsCfg.RootCAs = pool
-		}
-		if f.tlsCert != "" || f.tlsKey != "" {
-			cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("%w: --tls-cert/--tls-key: %v", errUsage, err)
-			}
-			tlsCfg.Certificates = []tls.Certificate{cert}
-		}
+	tlsCfg, err := f.tlsConfig(f.addr)
+	if err != nil {
+		return nil, err
 	}
 	if token != "" && tlsCfg == nil && !f.tokenOverPlain && !loopbackAddr(f.addr) {
 		return nil, fmt.Errorf("%w: refusing to send the token without TLS to %s (use --tls-ca, or --allow-plaintext-token)", errUsage, f.addr)
