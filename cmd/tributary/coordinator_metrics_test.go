@@ -187,36 +187,7 @@ func TestCoordinatorMetrics_ExistAndMoveWithWork(t *testing.T) {
 
 	// Work: edge writes (HTTP line protocol), shipped to the coordinator,
 	// then queries through the fleet front end.
-	t0 := time.Now().Add(-10 * time.Minute).UnixMilli()
-	var lines strings.Builder
-	for i := range 500 {
-		fmt.Fprintf(&lines, "temp,sensor=s%d value=%d %d\n", i%5, i, t0+int64(i)*1000)
-	}
-	resp, err := http.Post("http://"+s.http+"/write?db=test&precision=ms", "text/plain", strings.NewReader(lines.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("write: %s %s", resp.Status, msg)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p, ok := s.c.Catalog().Progress("e1"); ok && len(p.Held) > 0 {
-			var points uint64
-			for _, h := range p.Held {
-				points += h.Points
-			}
-			if points >= 500 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the edge's points did not reach the coordinator")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t0 := s.writeHeld(t)
 	rangeQuery := "/api/v1/query_range?" + url.Values{"query": {"temp_value"},
 		"start": {fmt.Sprint(t0 / 1000)}, "end": {fmt.Sprint(time.Now().Unix() + 60)}, "step": {"15"}}.Encode()
 	for _, path := range []string{rangeQuery, "/api/v1/series?match[]=temp_value", "/api/v1/labels", "/api/v1/label/sensor/values"} {
@@ -334,5 +305,42 @@ func TestCoordinatorReadyz_ReadyOnceServing(t *testing.T) {
 	code, body := s.get(t, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "coordinator: stopping") {
 		t.Fatalf("GET /readyz after Stop: %d %q, want 503 naming the stop", code, body)
+	}
+}
+
+// writeHeld writes 500 points of 5 series to the edge over HTTP, starting
+// ten minutes ago, and waits until the coordinator holds them all; it
+// returns the first timestamp (ms).
+func (s *localStack) writeHeld(t *testing.T) int64 {
+	t.Helper()
+	t0 := time.Now().Add(-10 * time.Minute).UnixMilli()
+	var lines strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&lines, "temp,sensor=s%d value=%d %d\n", i%5, i, t0+int64(i)*1000)
+	}
+	resp, err := http.Post("http://"+s.http+"/write?db=test&precision=ms", "text/plain", strings.NewReader(lines.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %s %s", resp.Status, msg)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if p, ok := s.c.Catalog().Progress("e1"); ok && len(p.Held) > 0 {
+			var points uint64
+			for _, h := range p.Held {
+				points += h.Points
+			}
+			if points >= 500 {
+				return t0
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the edge's points did not reach the coordinator")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

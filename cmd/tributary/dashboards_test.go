@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -312,36 +311,7 @@ func TestDashboards_QueryMetricsThatExist(t *testing.T) {
 // per-outcome counters have series.
 func doWork(t *testing.T, s *localStack) {
 	t.Helper()
-	t0 := time.Now().Add(-10 * time.Minute).UnixMilli()
-	var lines strings.Builder
-	for i := range 500 {
-		fmt.Fprintf(&lines, "temp,sensor=s%d value=%d %d\n", i%5, i, t0+int64(i)*1000)
-	}
-	resp, err := http.Post("http://"+s.http+"/write?db=test&precision=ms", "text/plain", strings.NewReader(lines.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("write: %s %s", resp.Status, msg)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p, ok := s.c.Catalog().Progress("e1"); ok && len(p.Held) > 0 && p.Held[len(p.Held)-1].Points > 0 {
-			var points uint64
-			for _, h := range p.Held {
-				points += h.Points
-			}
-			if points >= 500 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the edge's points did not reach the coordinator")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t0 := s.writeHeld(t)
 	q := "/api/v1/query_range?" + url.Values{"query": {"temp_value"},
 		"start": {fmt.Sprint(t0 / 1000)}, "end": {fmt.Sprint(time.Now().Unix() + 60)}, "step": {"15"}}.Encode()
 	if code, body := s.get(t, q); code != http.StatusOK {
