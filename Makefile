@@ -109,21 +109,22 @@ fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s; FUZZ_SAVE=1 adds t
 # BENCH_PROFILE is short (make bench, a few minutes) or full (make bench-full).
 BENCH_PROFILE ?= short
 
-bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbus, rollup) and a 10 s ingest; tables, bench/results/*.json and PNG plots, one JSON line each.
+bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbus, rollup), a 10 s ingest and a 10/100-edge fleet; tables, bench/results/*.json and PNG plots, one JSON line each.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench iotdb --binary $(BIN) --profile short
 	bin/tribench tsbs-cpu --binary $(BIN) --profile short
 	bin/tribench canbus --binary $(BIN) --profile short
 	bin/tribench rollup --profile short
 	bin/tribench ingest --binary $(BIN) --duration 10s
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s
 
-bench-full: build ## Full profile of the published workloads, then bench-ingest, bench-restart and bench-lp (tens of minutes).
+bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication and -pi (an hour or more).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench iotdb --binary $(BIN) --profile full
 	bin/tribench tsbs-cpu --binary $(BIN) --profile full
 	bin/tribench canbus --binary $(BIN) --profile full
 	bin/tribench rollup --profile full
-	$(MAKE) bench-ingest bench-restart bench-lp
+	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-pi
 
 bench-iotdb: build ## IoTDB-benchmark style sweep over 1..9 clients, write-only and 50/50 read-write (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
