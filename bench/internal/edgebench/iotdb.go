@@ -170,7 +170,6 @@ type device struct {
 	startMs     int64
 	next        int64 // next in-order row
 	oooNext     int64 // next out-of-order row (placed half an interval off, behind next)
-	mu          sync.Mutex
 	newestRow   int64 // newest in-order row acknowledged, -1 when none
 }
 
