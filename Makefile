@@ -116,7 +116,7 @@ bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbu
 	bin/tribench canbus --binary $(BIN) --profile short
 	bin/tribench rollup --profile short
 	bin/tribench ingest --binary $(BIN) --duration 10s
-	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir bench/results/fleet-short
 
 bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication and -pi (an hour or more).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -172,7 +172,7 @@ bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shippin
 
 bench-fleet-short: build ## Fleet benchmark, short profile: 10 and 100 simulated edges, 30 s each.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s $(BENCH_ARGS)
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir bench/results/fleet-short $(BENCH_ARGS)
 
 bench-pi: ## Pi profile: the FROM-scratch node image under --cpus 1 --memory 512m (ingest, query mix, peak memory, OOM), then bench-arm64-smoke; skipped without docker.
 	@GO=$(GO) RELEASE_TARGETS="amd64 arm64" scripts/release.sh build
