@@ -1,15 +1,14 @@
 package edgebench
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 )
 
 // lpBody is one rendered line-protocol request.
@@ -48,7 +47,7 @@ func writeLP(ctx context.Context, url string, perClient [][]lpBody) (lpWriteStat
 			var lines, points int64
 			for _, b := range bodies {
 				t := time.Now()
-				if err := postLP(ctx, hc, url, b.body); err != nil {
+				if err := lpbench.Post(ctx, hc, url, b.body); err != nil {
 					errs[c] = err
 					cancel()
 					return
@@ -80,24 +79,4 @@ func newHTTPClient() *http.Client {
 			WriteBufferSize:     256 << 10,
 		},
 	}
-}
-
-// postLP sends one body and requires 204 No Content.
-func postLP(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", req.URL.Path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("POST %s: status %s, want 204 No Content: %s", req.URL.Path, resp.Status, bytes.TrimSpace(msg))
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
 }

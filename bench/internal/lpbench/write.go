@@ -141,7 +141,7 @@ func writeClient(ctx context.Context, hc *http.Client, url string, c int, batche
 			return st, nil // another client failed, or the node died
 		}
 		t0 := time.Now()
-		err := post(ctx, hc, url, b.body)
+		err := Post(ctx, hc, url, b.body)
 		lat := time.Since(t0)
 		st.WaitTime += lat
 		if err != nil {
@@ -157,8 +157,8 @@ func writeClient(ctx context.Context, hc *http.Client, url string, c int, batche
 	return st, nil
 }
 
-// post sends one line-protocol body and requires 204 No Content.
-func post(ctx context.Context, hc *http.Client, url string, body []byte) error {
+// Post sends one line-protocol body to url and requires 204 No Content.
+func Post(ctx context.Context, hc *http.Client, url string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
