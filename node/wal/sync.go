@@ -26,35 +26,7 @@ func (l *Log) Sync(p Position) error {
 	if cur := l.cur.seg; p.Seq > cur.info.Seq || p.Seq == cur.info.Seq && p.Offset > cur.dataEnd {
 		return fmt.Errorf("wal: sync position %d:%d is past the end of the log (%d:%d)", p.Seq, p.Offset, cur.info.Seq, cur.dataEnd)
 	}
-	for {
-		if l.err != nil {
-			return l.err
-		}
-		if l.lostLocked(p) {
-			return fmt.Errorf("sync %d:%d: %w", p.Seq, p.Offset, ErrLost)
-		}
-		if !l.durable.less(p) {
-			return nil
-		}
-		if l.opts.Sync.Interval > 0 {
-			// Every segment but the open one was flushed when it was cut.
-			w := l.cur
-			if p.Seq < w.seg.info.Seq || p.Offset <= w.flushed {
-				return nil
-			}
-			if !l.finished {
-				if err := w.flush(); err != nil {
-					return l.failLocked(err)
-				}
-				return nil
-			}
-		}
-		if l.finished {
-			return ErrClosed
-		}
-		l.kickLocked()
-		l.cond.Wait()
-	}
+	return l.waitDurableLocked(p, false)
 }
 
 // SyncAll blocks until every record appended before the call is fsynced,
@@ -70,6 +42,14 @@ func (l *Log) SyncAll() error {
 		return err
 	}
 	p := Position{Seq: l.cur.seg.info.Seq, Offset: l.cur.seg.dataEnd}
+	return l.waitDurableLocked(p, true)
+}
+
+// waitDurableLocked waits until the record ending at p is durable, for
+// Sync (force false: under an interval policy, written to the operating
+// system is enough) and SyncAll (force true: fsynced whatever the policy).
+// REQUIRES: mu held.
+func (l *Log) waitDurableLocked(p Position, force bool) error {
 	for {
 		if l.err != nil {
 			return l.err
@@ -80,10 +60,25 @@ func (l *Log) SyncAll() error {
 		if !l.durable.less(p) {
 			return nil
 		}
+		if !force && l.opts.Sync.Interval > 0 {
+			// Every segment but the open one was flushed when it was cut.
+			w := l.cur
+			if p.Seq < w.seg.info.Seq || p.Offset <= w.flushed {
+				return nil
+			}
+			if !l.finished {
+				if err := w.flush(); err != nil {
+					return l.failLocked(err)
+				}
+				return nil
+			}
+		}
 		if l.finished {
 			return ErrClosed
 		}
-		l.forceSync = true
+		if force {
+			l.forceSync = true
+		}
 		l.kickLocked()
 		l.cond.Wait()
 	}
