@@ -439,8 +439,8 @@ func TestCluster_MembershipAndFailover(t *testing.T) {
 	e := startEdge(t, targets)
 	through := e.writeAndShip(t, 12)
 	e.checkQuery(t, ms[0], through, 0)
-	if reps := placement(t, ms[0]); len(reps) != 2 {
-		t.Fatalf("placement of %s: %v, want 2 replicas (RF 2)", edgeID, reps)
+	if reps := placement(t, ms[0]); len(reps) != 3 {
+		t.Fatalf("placement of %s: %v, want 3 replicas (RF 3)", edgeID, reps)
 	}
 
 	t.Logf("%s: (b) the leader stops", time.Since(start))

@@ -36,6 +36,11 @@ type FleetNode struct {
 	RaftID          uint64 `json:"raft_id,omitempty"`
 	Addr            string `json:"addr,omitempty"`
 	LastHeartbeatMs int64  `json:"last_heartbeat_ms"`
+	// State is a coordinator's placement state: active, draining or down.
+	State   string `json:"state,omitempty"`
+	StoreID string `json:"store_id,omitempty"`
+	// Revoked edges are refused by the intake and the query tunnels.
+	Revoked bool `json:"revoked,omitempty"`
 	// SecondsSinceHeartbeat is judged against the answering coordinator's clock.
 	SecondsSinceHeartbeat float64 `json:"seconds_since_heartbeat"`
 
@@ -48,10 +53,23 @@ type FleetNode struct {
 	HeldRuns        []HeldRun  `json:"held,omitempty"`
 	Gaps            []FleetGap `json:"gaps,omitempty"`
 
-	// ReplicaFromSeq says, per replica, the first sequence from which it
-	// holds every held segment (1: the whole history; a replica placed
-	// after the edge's first placement was not given the older ones).
-	ReplicaFromSeq map[string]uint64 `json:"replica_from_seq,omitempty"`
+	// Leaving lists replicas being replaced: still read, kept until the
+	// active replicas hold what they hold.
+	Leaving []string `json:"leaving,omitempty"`
+	// ReplicaLacks lists, per replica (active or leaving) that lacks held
+	// segments, the runs it lacks (not copied to it yet).
+	ReplicaLacks map[string][]SeqRun `json:"replica_lacks,omitempty"`
+	// UnderReplicatedSegments counts held segments that at least one
+	// active replica lacks; UnsourcedSegments those no live replica can
+	// give (the edge must ship them again).
+	UnderReplicatedSegments uint64 `json:"under_replicated_segments,omitempty"`
+	UnsourcedSegments       uint64 `json:"unsourced_segments,omitempty"`
+}
+
+// SeqRun is a run of segment sequence numbers, inclusive.
+type SeqRun struct {
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
 }
 
 // HeldRun is a run of segment sequences the cloud holds.
@@ -90,15 +108,32 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 	now := time.Now().UnixMilli()
 	for _, n := range c.fsm.Nodes() {
 		fn := FleetNode{ID: n.ID, Role: n.Role.String(), RaftID: n.RaftID, Addr: n.Addr,
-			LastHeartbeatMs: n.LastHeartbeatMs, SecondsSinceHeartbeat: float64(now-n.LastHeartbeatMs) / 1000}
+			LastHeartbeatMs: n.LastHeartbeatMs, SecondsSinceHeartbeat: float64(now-n.LastHeartbeatMs) / 1000,
+			StoreID: n.StoreID, Revoked: n.Revoked}
+		if n.Role == catalog.RoleCoordinator {
+			fn.State = n.State.String()
+		}
 		if n.Role == catalog.RoleEdge {
 			if p, ok := c.fsm.Placement(n.ID); ok {
 				fn.Replicas = p.Replicas
-				for _, r := range p.Replicas {
-					if fn.ReplicaFromSeq == nil {
-						fn.ReplicaFromSeq = map[string]uint64{}
+				for _, l := range p.Leaving {
+					fn.Leaving = append(fn.Leaving, l.ID)
+				}
+				for _, r := range p.All() {
+					h, _, _ := p.HoldingOf(r)
+					for _, l := range h.Lacks {
+						if fn.ReplicaLacks == nil {
+							fn.ReplicaLacks = map[string][]SeqRun{}
+						}
+						fn.ReplicaLacks[r] = append(fn.ReplicaLacks[r], SeqRun{l.FirstSeq, l.LastSeq})
 					}
-					fn.ReplicaFromSeq[r] = p.FromSeq(r)
+				}
+			}
+			for _, t := range c.fsm.Repairs(n.ID) {
+				segs := t.Run.LastSeq - t.Run.FirstSeq + 1
+				fn.UnderReplicatedSegments += segs
+				if len(t.Sources) == 0 {
+					fn.UnsourcedSegments += segs
 				}
 			}
 			fn.Series = len(c.fsm.EdgeSeries(n.ID))

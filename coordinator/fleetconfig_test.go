@@ -47,7 +47,7 @@ func TestFleetConfig_SetOnAFollowerReachesAConnectedEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := got.GetConfig()
-	if cfg.GetVersion() != 0 || cfg.GetRetentionRawMs() != 15*86_400_000 || cfg.GetReplicationFactor() != 2 {
+	if cfg.GetVersion() != 0 || cfg.GetRetentionRawMs() != 15*86_400_000 || cfg.GetReplicationFactor() != 3 {
 		t.Fatalf("default config %v", cfg)
 	}
 	bad := &pb.FleetConfig{RetentionRawMs: 0, Retention_1HMs: 1, Retention_1DMs: 1, ReplicationFactor: 2, MaxSeries: 1}

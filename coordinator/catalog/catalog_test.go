@@ -321,6 +321,9 @@ func TestFSM_PlacementFollowsCoordinators(t *testing.T) {
 			t.Fatalf("placement without coordinators: %+v", p)
 		}
 	}
+	rf2 := DefaultConfig
+	rf2.ReplicationFactor = 2
+	applyOK(t, f, 19, SetConfig{Config: rf2})
 	addCoordinator(t, f, 20, "c1", 1)
 	for _, p := range f.Placements() {
 		if !slices.Equal(p.Replicas, []string{"c1"}) || p.Epoch != 20 {
@@ -334,6 +337,15 @@ func TestFSM_PlacementFollowsCoordinators(t *testing.T) {
 			t.Fatalf("rf 2 with 3 coordinators: %+v", p)
 		}
 	}
+	// A coordinator joining fills placements but moves nothing: balancing
+	// is a Rebalance, which the leader proposes a few moves at a time.
+	if l := loads(f); l["c3"] != 0 {
+		t.Fatalf("c3 took replicas without a rebalance: %v", l)
+	}
+	if r := applyOK(t, f, 22, Rebalance{MaxMoves: 2}).(RebalanceResult); r.Changed != 2 {
+		t.Fatalf("rebalance with 2 moves changed %d placements", r.Changed)
+	}
+	applyOK(t, f, 22, Rebalance{})
 	l := loads(f)
 	if spread(l) > 1 || l["c1"]+l["c2"]+l["c3"] != 20 {
 		t.Fatalf("loads %v", l)
@@ -347,6 +359,7 @@ func TestFSM_PlacementFollowsCoordinators(t *testing.T) {
 	if err := f.ApplyMembership(24, Membership{Voters: []uint64{1, 3, 4}}); err != nil {
 		t.Fatal(err)
 	}
+	applyOK(t, f, 24, Rebalance{})
 	l = loads(f)
 	if l["c2"] != 0 || spread(l) > 1 || l["c1"]+l["c3"]+l["c4"] != 20 {
 		t.Fatalf("after removing c2: %v", l)
@@ -368,6 +381,7 @@ func TestFSM_PlacementFollowsCoordinators(t *testing.T) {
 	cfg := DefaultConfig
 	cfg.ReplicationFactor = 1
 	applyOK(t, f, 28, SetConfig{Config: cfg})
+	applyOK(t, f, 28, Rebalance{})
 	for _, p := range f.Placements() {
 		if len(p.Replicas) != 1 {
 			t.Fatalf("rf 1: %+v", p)
@@ -485,10 +499,27 @@ func randomCommands(seed uint64, n int) []Command {
 			// Epoch: the placement the segments were stored on, some
 			// index (0: unknown), derived without drawing from r so
 			// that the stream stays as it was.
-			out = append(out, RecordHeld{Edge: e, WatermarkSeq: last, WatermarkTimeMs: int64(last * 100), Epoch: first * 13 % 40,
-				Ranges: []HeldRange{{FirstSeq: first, LastSeq: last, Points: uint64(r.IntN(1000)), MinTimeMs: int64(first * 100), MaxTimeMs: int64(last*100 + 99)}}})
+			rh := RecordHeld{Edge: e, WatermarkSeq: last, WatermarkTimeMs: int64(last * 100), Epoch: first * 13 % 40,
+				Ranges: []HeldRange{{FirstSeq: first, LastSeq: last, Points: uint64(r.IntN(1000)), MinTimeMs: int64(first * 100), MaxTimeMs: int64(last*100 + 99)}}}
+			if first%3 == 0 {
+				rh.Holders = []string{fmt.Sprintf("c%d", 1+first%4), fmt.Sprintf("c%d", 1+(first/3)%4)}
+			}
+			out = append(out, rh)
 		case 7:
-			out = append(out, Heartbeat{Beats: []Beat{{ID: edge(), TimeMs: int64(r.IntN(5000))}}})
+			id, ms := edge(), int64(r.IntN(5000))
+			c := fmt.Sprintf("c%d", 1+ms%4)
+			switch ms % 9 {
+			case 0:
+				out = append(out, SetNodeState{ID: c, State: NodeState(ms % 3), HeartbeatBeforeMs: ms % 2 * ms})
+			case 1:
+				out = append(out, RecordReplicated{Edge: id, Replica: c, PlacedIndex: uint64(ms % 40), Ranges: []SeqRange{{1, uint64(1 + ms%6)}}})
+			case 2:
+				out = append(out, SetRevoked{ID: id, Revoked: ms%2 == 0})
+			case 3:
+				out = append(out, Rebalance{MaxMoves: uint32(1 + ms%3)})
+			default:
+				out = append(out, Heartbeat{Beats: []Beat{{ID: id, TimeMs: ms}}})
+			}
 		case 8:
 			switch r.IntN(4) {
 			case 0:
@@ -558,7 +589,7 @@ func applyStream(t testing.TB, f *FSM, cmds []Command, from uint64) {
 		if err != nil && !errors.As(err, &ce) {
 			t.Fatalf("command %d: error %v is not a *CommandError", i, err)
 		}
-		if err == nil && res == nil && c.Kind() != KindRemoveNode {
+		if err == nil && res == nil && c.Kind() != KindRemoveNode && c.Kind() != KindSetRevoked {
 			t.Fatalf("command %d (%s): nil result", i, c.Kind())
 		}
 	}

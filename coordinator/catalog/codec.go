@@ -26,6 +26,11 @@ const (
 	// MaxGapRuns bounds the recorded gaps kept per edge (after merging
 	// adjacent gaps of the same reason).
 	MaxGapRuns = 4096
+	// MaxLackRuns bounds the runs a replica's Holding lists as lacking;
+	// past it the two runs closest together are merged (the replica is
+	// then taken to lack the numbers between them too, which is safe:
+	// it is only read and repaired more).
+	MaxLackRuns = 4096
 	// MaxReplicationFactor bounds FleetConfig.ReplicationFactor.
 	MaxReplicationFactor = 7
 )

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -28,6 +29,12 @@ const (
 	KindRebalance      Kind = 7
 	KindSetConfig      Kind = 8
 	KindRecordGap      Kind = 9
+	// KindRecordStored is RecordHeld with its Holders (encoded as its own
+	// kind so that kind 5 keeps its layout).
+	KindRecordStored     Kind = 10
+	KindRecordReplicated Kind = 11
+	KindSetNodeState     Kind = 12
+	KindSetRevoked       Kind = 13
 )
 
 func (k Kind) String() string {
@@ -50,6 +57,14 @@ func (k Kind) String() string {
 		return "set-config"
 	case KindRecordGap:
 		return "record-gap"
+	case KindRecordStored:
+		return "record-stored"
+	case KindRecordReplicated:
+		return "record-replicated"
+	case KindSetNodeState:
+		return "set-node-state"
+	case KindSetRevoked:
+		return "set-revoked"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -72,6 +87,11 @@ type RegisterNode struct {
 	Identity string
 	Labels   labels.Labels
 	TimeMs   int64 // proposer's clock; becomes the node's heartbeat
+	// StoreID is a coordinator's data directory identity (see
+	// Node.StoreID); "" leaves the bound one as it is. Once bound it
+	// cannot change: a coordinator with another disk must join anew.
+	// Encoded only when not empty.
+	StoreID string
 }
 
 // RemoveNode forgets a node. For an edge this drops its placement, held
@@ -116,8 +136,54 @@ type RecordHeld struct {
 	// after that epoch lacks them: its ReplicaFrom.FromSeq moves past
 	// them. Unknown is taken as the edge's first placement, so that every
 	// replica placed since moves (conservative: the query front end then
-	// reads the older data elsewhere). Encoded only when not 0.
+	// reads the older data elsewhere). Encoded only when not 0 (kind 5).
 	Epoch uint64
+	// Holders names the replicas that stored the segments durably. When
+	// set, the command is encoded as KindRecordStored: replicas of the
+	// placement not named (or placed after Epoch) are recorded as lacking
+	// the ranges, and a command none of whose holders is a replica of the
+	// edge (active or leaving, placed at or before Epoch) is rejected with
+	// ErrConflict: nothing in the cloud would hold the segments. Without
+	// Holders (kind 5), the replicas placed at or before Epoch are taken
+	// to hold them.
+	Holders []string
+}
+
+// RecordReplicated records that a replica of an edge now holds the given
+// sequence runs (copied from another replica, or shipped again by the
+// edge): they are cut from its Holding.Lacks. PlacedIndex must equal the
+// replica's Holding.Index, so that a command about an earlier placement
+// of the same coordinator changes nothing (it is then a no-op, which also
+// makes it safe to apply twice). Leaving replicas that no longer hold
+// anything an active replica lacks are then dropped. Result:
+// RecordReplicatedResult.
+type RecordReplicated struct {
+	Edge        string
+	Replica     string
+	PlacedIndex uint64
+	Ranges      []SeqRange
+}
+
+// SeqRange is a run of sequence numbers, first..last inclusive.
+type SeqRange struct{ FirstSeq, LastSeq uint64 }
+
+// SetNodeState sets a coordinator's placement state; replicas move as the
+// placement rules say. With HeartbeatBeforeMs set, the change applies only
+// if the node's newest heartbeat is older than it (a healer marking a
+// silent member down loses to a heartbeat that committed meanwhile).
+// Result: SetNodeStateResult.
+type SetNodeState struct {
+	ID                string
+	State             NodeState
+	HeartbeatBeforeMs int64
+}
+
+// SetRevoked revokes an edge (or lifts the revocation): coordinators
+// refuse its replication streams and query tunnels; its data, placement
+// and progress stay. Result: nil.
+type SetRevoked struct {
+	ID      string
+	Revoked bool
 }
 
 // RecordGap records gaps an edge declared: sequence ranges it will not
@@ -152,8 +218,9 @@ type SetPlacement struct {
 	Replicas []string
 }
 
-// Rebalance recomputes every unpinned placement. Result: RebalanceResult.
-type Rebalance struct{}
+// Rebalance recomputes every unpinned placement, with at most MaxMoves
+// balancing moves (0: no limit). Result: RebalanceResult.
+type Rebalance struct{ MaxMoves uint32 }
 
 // SetConfig replaces the fleet configuration (Version is ignored and set
 // to the command's index). Result: FleetConfig.
@@ -172,7 +239,21 @@ func (Heartbeat) Kind() Kind { return KindHeartbeat }
 func (RegisterSeries) Kind() Kind { return KindRegisterSeries }
 
 // Kind implements Command.
-func (RecordHeld) Kind() Kind { return KindRecordHeld }
+func (c RecordHeld) Kind() Kind {
+	if c.Holders != nil {
+		return KindRecordStored
+	}
+	return KindRecordHeld
+}
+
+// Kind implements Command.
+func (RecordReplicated) Kind() Kind { return KindRecordReplicated }
+
+// Kind implements Command.
+func (SetNodeState) Kind() Kind { return KindSetNodeState }
+
+// Kind implements Command.
+func (SetRevoked) Kind() Kind { return KindSetRevoked }
 
 // Kind implements Command.
 func (SetPlacement) Kind() Kind { return KindSetPlacement }
@@ -211,7 +292,11 @@ func (c RegisterNode) appendBody(b []byte) []byte {
 	b = appendString(b, c.Addr)
 	b = appendString(b, c.Identity)
 	b = appendLabels(b, c.Labels)
-	return appendVarint(b, c.TimeMs)
+	b = appendVarint(b, c.TimeMs)
+	if c.StoreID != "" {
+		b = appendString(b, c.StoreID)
+	}
+	return b
 }
 
 func (c RemoveNode) appendBody(b []byte) []byte { return appendString(b, c.ID) }
@@ -250,10 +335,41 @@ func (c RecordHeld) appendBody(b []byte) []byte {
 	for _, r := range c.Ranges {
 		b = appendHeldRange(b, r)
 	}
+	if c.Holders != nil {
+		b = appendUvarint(b, c.Epoch)
+		b = appendUvarint(b, uint64(len(c.Holders)))
+		for _, h := range c.Holders {
+			b = appendString(b, h)
+		}
+		return b
+	}
 	if c.Epoch != 0 {
 		b = appendUvarint(b, c.Epoch)
 	}
 	return b
+}
+
+func (c RecordReplicated) appendBody(b []byte) []byte {
+	b = appendString(b, c.Edge)
+	b = appendString(b, c.Replica)
+	b = appendUvarint(b, c.PlacedIndex)
+	b = appendUvarint(b, uint64(len(c.Ranges)))
+	for _, r := range c.Ranges {
+		b = appendUvarint(b, r.FirstSeq)
+		b = appendUvarint(b, r.LastSeq)
+	}
+	return b
+}
+
+func (c SetNodeState) appendBody(b []byte) []byte {
+	b = appendString(b, c.ID)
+	b = append(b, byte(c.State))
+	return appendVarint(b, c.HeartbeatBeforeMs)
+}
+
+func (c SetRevoked) appendBody(b []byte) []byte {
+	b = appendString(b, c.ID)
+	return appendBool(b, c.Revoked)
 }
 
 func appendGapRange(b []byte, g GapRange) []byte {
@@ -284,7 +400,12 @@ func (c SetPlacement) appendBody(b []byte) []byte {
 	return b
 }
 
-func (Rebalance) appendBody(b []byte) []byte { return b }
+func (c Rebalance) appendBody(b []byte) []byte {
+	if c.MaxMoves != 0 {
+		b = appendUvarint(b, uint64(c.MaxMoves))
+	}
+	return b
+}
 
 func appendConfig(b []byte, c FleetConfig) []byte {
 	b = appendVarint(b, c.RetentionRawMs)
@@ -298,7 +419,16 @@ func appendConfig(b []byte, c FleetConfig) []byte {
 	return appendUvarint(b, c.MaxSeries)
 }
 
-func (c SetConfig) appendBody(b []byte) []byte { return appendConfig(b, c.Config) }
+// appendConfigExt appends the configuration fields added after the first
+// layout: write quorum and dead-after.
+func appendConfigExt(b []byte, c FleetConfig) []byte {
+	b = appendUvarint(b, uint64(c.WriteQuorum))
+	return appendVarint(b, c.DeadAfterMs)
+}
+
+func (c SetConfig) appendBody(b []byte) []byte {
+	return appendConfigExt(appendConfig(b, c.Config), c.Config)
+}
 
 // DecodeCommand decodes one command. It checks the encoding only (lengths,
 // counts, enum values); what the command asks for is checked when it is
@@ -325,6 +455,11 @@ func DecodeCommand(b []byte) (Command, error) {
 		r.Identity = d.string("identity", maxDecodedString)
 		r.Labels = d.labels()
 		r.TimeMs = d.varint()
+		if d.err == nil && d.remaining() > 0 {
+			if r.StoreID = d.string("store id", maxDecodedString); d.err == nil && r.StoreID == "" {
+				d.failf("an empty store id is written; it is left out")
+			}
+		}
 		c = r
 	case KindRemoveNode:
 		c = RemoveNode{ID: d.string("node id", maxDecodedString)}
@@ -344,7 +479,7 @@ func DecodeCommand(b []byte) (Command, error) {
 			r.Series = append(r.Series, d.labels())
 		}
 		c = r
-	case KindRecordHeld:
+	case KindRecordHeld, KindRecordStored:
 		var r RecordHeld
 		r.Edge = d.string("edge id", maxDecodedString)
 		r.WatermarkSeq = d.uvarint()
@@ -354,12 +489,37 @@ func DecodeCommand(b []byte) (Command, error) {
 		for i := 0; i < n && d.err == nil; i++ {
 			r.Ranges = append(r.Ranges, d.heldRange())
 		}
-		if d.err == nil && d.remaining() > 0 {
+		if k == KindRecordStored {
+			r.Epoch = d.uvarint()
+			h := d.count("holder", 1)
+			if d.err == nil && h > MaxReplicationFactor*2 {
+				d.failf("%d holders, limit is %d", h, MaxReplicationFactor*2)
+			}
+			r.Holders = make([]string, 0, h)
+			for i := 0; i < h && d.err == nil; i++ {
+				r.Holders = append(r.Holders, d.string("holder id", maxDecodedString))
+			}
+		} else if d.err == nil && d.remaining() > 0 {
 			if r.Epoch = d.uvarint(); d.err == nil && r.Epoch == 0 {
 				d.failf("placement epoch 0 is written; it is left out")
 			}
 		}
 		c = r
+	case KindRecordReplicated:
+		var r RecordReplicated
+		r.Edge = d.string("edge id", maxDecodedString)
+		r.Replica = d.string("replica id", maxDecodedString)
+		r.PlacedIndex = d.uvarint()
+		n := d.count("range", 2)
+		r.Ranges = make([]SeqRange, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			r.Ranges = append(r.Ranges, SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()})
+		}
+		c = r
+	case KindSetNodeState:
+		c = SetNodeState{ID: d.string("node id", maxDecodedString), State: NodeState(d.byte()), HeartbeatBeforeMs: d.varint()}
+	case KindSetRevoked:
+		c = SetRevoked{ID: d.string("node id", maxDecodedString), Revoked: d.bool()}
 	case KindSetPlacement:
 		var r SetPlacement
 		r.Edge = d.string("edge id", maxDecodedString)
@@ -370,9 +530,24 @@ func DecodeCommand(b []byte) (Command, error) {
 		}
 		c = r
 	case KindRebalance:
-		c = Rebalance{}
+		var r Rebalance
+		if d.remaining() > 0 {
+			m := d.uvarint()
+			switch {
+			case d.err == nil && m == 0:
+				d.failf("max moves 0 is written; it is left out")
+			case m > math.MaxUint32:
+				d.failf("max moves %d is more than %d", m, uint64(math.MaxUint32))
+			}
+			r.MaxMoves = uint32(m)
+		}
+		c = r
 	case KindSetConfig:
-		c = SetConfig{Config: d.config()}
+		cfg := d.config()
+		if d.err == nil && d.remaining() > 0 {
+			d.configExt(&cfg)
+		}
+		c = SetConfig{Config: cfg}
 	case KindRecordGap:
 		var r RecordGap
 		r.Edge = d.string("edge id", maxDecodedString)
@@ -444,4 +619,14 @@ func (d *decoder) config() FleetConfig {
 	c.ReplicationFactor = uint32(rf)
 	c.MaxSeries = d.uvarint()
 	return c
+}
+
+// configExt reads the fields appendConfigExt writes.
+func (d *decoder) configExt(c *FleetConfig) {
+	w := d.uvarint()
+	if w > MaxReplicationFactor && d.err == nil {
+		d.failf("write quorum %d is more than %d", w, MaxReplicationFactor)
+	}
+	c.WriteQuorum = uint32(w)
+	c.DeadAfterMs = d.varint()
 }

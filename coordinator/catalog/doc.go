@@ -2,14 +2,16 @@
 // machine that the coordinators replicate with raft.
 //
 // It holds the registered nodes (edges and coordinators: id, role, labels,
-// advertised address, certificate identity, last heartbeat), the raft
-// members, every series of the fleet with its fleet-wide id and label
-// postings, which edges registered which series, the placement of each
-// edge's data on coordinators, what the cloud holds of each edge (held
-// segment ranges with point counts, the gaps the edge declared, and the
-// watermark), and the fleet
-// configuration edges pull (retention, rollups, rate limits, replication
-// factor, series limit).
+// advertised address, certificate identity, last heartbeat; for
+// coordinators the identity of their data directory and their placement
+// state; for edges whether they are revoked), the raft members, every
+// series of the fleet with its fleet-wide id and label postings, which
+// edges registered which series, the placement of each edge's data on
+// coordinators with, per replica, the segments it lacks, what the cloud
+// holds of each edge (held segment ranges with point counts, the gaps the
+// edge declared, and the watermark), and the fleet configuration edges
+// pull (retention, rollups, rate limits, replication factor, write quorum,
+// dead-after, series limit).
 //
 // # Determinism
 //
@@ -48,15 +50,23 @@
 //	command        = version:u8(1) kind:u8 body
 //	register-node  (1) = string id, u8 role (1 edge, 2 coordinator), uvarint raftID,
 //	                     string addr, string identity, labels, varint timeMs
+//	                     [, string storeID (non-empty; left out when empty)]
 //	remove-node    (2) = string id
 //	heartbeat      (3) = uvarint n, n × (string id, varint timeMs)
 //	register-series(4) = string edge, uvarint n, n × labels
 //	record-held    (5) = string edge, uvarint watermarkSeq, varint watermarkTimeMs,
 //	                     uvarint n, n × range [, uvarint epoch (> 0; left out when 0)]
 //	set-placement  (6) = string edge, uvarint n, n × string coordinator id
-//	rebalance      (7) = (empty)
-//	set-config     (8) = config
+//	rebalance      (7) = [uvarint maxMoves (> 0; left out when 0)]
+//	set-config     (8) = config [, config-ext]
 //	record-gap     (9) = string edge, uvarint n, n × gap
+//	record-stored (10) = string edge, uvarint watermarkSeq, varint watermarkTimeMs,
+//	                     uvarint n, n × range, uvarint epoch, uvarint h, h × string holder
+//	record-replicated (11) = string edge, string replica, uvarint placedIndex,
+//	                     uvarint n, n × (uvarint firstSeq, uvarint lastSeq)
+//	set-node-state (12) = string id, u8 state (0 active, 1 draining, 2 down),
+//	                     varint heartbeatBeforeMs
+//	set-revoked   (13) = string id, bool revoked
 //	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
 //	                 varint minTimeMs, varint maxTimeMs
 //	gap            = uvarint afterSeq, uvarint throughSeq, u8 reason
@@ -65,6 +75,10 @@
 //	config         = varint retentionRawMs, varint retention1hMs, varint retention1dMs,
 //	                 bool rollupHourly, bool rollupDaily, uvarint rateLimitPointsPerSec,
 //	                 uvarint rateLimitBurstPoints, uvarint replicationFactor, uvarint maxSeries
+//	config-ext     = uvarint writeQuorum, varint deadAfterMs
+//
+// A RecordHeld with Holders is encoded as record-stored (10); without, as
+// record-held (5), whose layout is unchanged.
 //
 // DecodeCommand checks the encoding only: version, kind, lengths that fit,
 // counts that the remaining bytes can hold (so a hostile count cannot make
@@ -89,47 +103,53 @@
 // MaxTimeMs of the held runs within 1..AckedThrough (time); RecordHeld may
 // also move it further, to a sequence held or in a gap.
 //
-// # Replicas placed late: ReplicaFrom
+// # Placement, holdings and make before break
 //
-// Nothing copies an edge's history to a coordinator that joins its
-// placement later (rebalancing, SetPlacement, the replacement of a
-// departed coordinator): it receives only segments stored after the
-// change. Placement.From[i] says which segments Replicas[i] holds: every
-// held segment numbered FromSeq or above; below, nothing is promised.
+// Each edge's placement lists its active replicas (the intake stores new
+// segments on them) and its leaving replicas (being replaced: read and
+// copied from, given nothing new). Per replica, a Holding lists the runs
+// of held sequence numbers it may lack (Lacks), with the time span of
+// their data, and the raft index that placed it (Index). A replica holds
+// every held segment outside its lack runs; the catalog never says a
+// replica holds a segment it was not given:
 //
-//   - A replica of the edge's first placement (or one placed while
-//     nothing was recorded) has FromSeq 1: the whole history.
-//   - A replica added later has FromSeq one past every sequence recorded
-//     at that command's index: the highest held sequence, gap end or
-//     watermark, whichever is highest. Not AckedThrough+1: held runs above
-//     AckedThrough (segments acknowledged out of order) were stored on the
-//     earlier replicas only. Index is that command's raft index.
-//   - The intake stores a segment on every replica of the placement it
-//     read (from a local, possibly stale, catalog) and records it later,
-//     so a segment stored on the old replicas may be recorded after the
-//     change, numbered above FromSeq. RecordHeld therefore carries Epoch,
-//     the epoch of the placement the segments were stored on, and every
-//     replica placed after that epoch (Index > Epoch) has its FromSeq moved
-//     past the command's highest sequence. A replica placed at or before
-//     the epoch, and still placed, has been placed continuously since and
-//     received the segment. Epoch 0 (unknown) is taken as the edge's
-//     first placement (its registration index): every replica placed
-//     since moves (conservative). An epoch newer than the placement's is
-//     treated as unknown.
-//   - FromSeq never goes back, and a replica removed and placed again
-//     starts over.
-//   - LacksThroughMs is the newest time of the data below FromSeq: when
-//     the replica is placed, the newest MaxTimeMs of the held runs and the
-//     watermark time (math.MinInt64 with nothing held); then raised by
-//     every recorded range numbered below FromSeq. Readers take the
-//     replica as complete only for times after it (held runs merge, so
-//     the runs themselves no longer tell the time span below FromSeq).
+//   - A replica placed on an edge with history lacks all of it (one lack
+//     run per held run, with the run's time span), until copies are
+//     recorded (RecordReplicated, bound to the replica's Index).
+//   - RecordHeld with Holders (the intake's write quorum) records the
+//     other replicas, and those placed after the command's Epoch, as
+//     lacking the new ranges; without Holders, the replicas placed at or
+//     before Epoch (0: the edge's registration) are taken to hold them.
+//   - Lack runs merge when they touch (time spans joined); past
+//     MaxLackRuns the two closest merge. Both only widen what a replica
+//     is taken to lack.
+//   - Replicas moved away (balancing, trimming, pinning, or a coordinator
+//     down or draining) become leaving with their holding; one is dropped
+//     only once no active replica lacks a held segment it holds, or when
+//     its coordinator leaves the cluster. So no held segment loses its
+//     last replica while a replica that holds it is in the cluster.
+//   - Repairs (read API) lists, per active replica, the held runs it
+//     lacks and the live replicas that can give each (they hold every
+//     segment of the run and lack no data in its time span, so that a
+//     copy by time span never brings older values of a sample); a run no
+//     live replica can give must be shipped again by the edge
+//     (Unsourced).
 //
-// Check verifies: one ReplicaFrom per replica, 1 <= FromSeq <= one past
-// the highest sequence recorded, LacksThroughMs math.MinInt64 when
-// FromSeq is 1, Index <= the placement's Epoch.
+// Check verifies: one Holding per active replica, lack runs valid,
+// sorted, not touching, at most MaxLackRuns, and below one past the
+// highest sequence recorded; Index <= the placement's Epoch; active
+// replicas eligible, leaving replicas present and not active.
 //
-// # Snapshot encoding (version 3)
+// Coordinators have a state: active (eligible), draining (an operator
+// empties it) or down (the leader found no heartbeat for the fleet's
+// dead-after; SetNodeState with HeartbeatBeforeMs, so a heartbeat that
+// committed meanwhile wins). Only active coordinators take replicas.
+// A coordinator binds the identity of its data directory (StoreID) when
+// it registers; the same raft id with another store is refused, and a
+// coordinator whose raft member was removed may register again under a
+// new raft id (a new member with a new disk).
+
+// # Snapshot encoding (version 4)
 //
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
@@ -140,28 +160,35 @@
 // tag:u8, uvarint(length), body; the seven sections always appear, in tag
 // order:
 //
-//	1 config      config (as above), uvarint version
+//	1 config      config, config-ext (as above), uvarint version
 //	2 members     uvarint n, n × (uvarint raftID, bool learner, string addr)     sorted by raftID
 //	3 nodes       uvarint n, n × (string id, u8 role, uvarint raftID, string addr,
 //	              string identity, labels, uvarint registeredIndex,
-//	              varint lastHeartbeatMs)                                        sorted by id
+//	              varint lastHeartbeatMs, string storeID, u8 state,
+//	              uvarint stateIndex, bool revoked)                              sorted by id
 //	4 series      uvarint n, n × string key      series id i+1 is the i-th key; key is the
 //	                                             canonical labels encoding of node/labels
 //	5 edge series uvarint n, n × (string edge, uvarint k, k × uvarint delta)     sorted by edge;
 //	                                             ids are running sums of the deltas (> 0)
 //	6 placements  uvarint n, n × (string edge, uvarint epoch, bool pinned,
-//	              uvarint k, k × (string coordinator, uvarint fromSeq,
-//	              varint lacksThroughMs, uvarint placedIndex))                   sorted by edge
+//	              uvarint k, k × (string coordinator, holding),
+//	              uvarint l, l × (string coordinator, holding))                  sorted by edge;
+//	              active replicas sorted, then leaving replicas sorted
+//	  holding     = uvarint placedIndex, uvarint m, m × (uvarint firstSeq,
+//	              uvarint lastSeq, varint minTimeMs, varint maxTimeMs)
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
 //	              varint watermarkTimeMs, uvarint k, k × range,
 //	              uvarint g, g × gap)                                            sorted by edge
 //
-// Restore also reads version 2, which is version 3 with placements listing
-// only coordinator ids: every replica is read as holding the whole
-// history (FromSeq 1, LacksThroughMs math.MinInt64, Index 0), which is
-// what those catalogs implied; and
-// version 1, which is version 2 without the gap lists (every edge has no
-// gaps). Snapshot always writes version 3.
+// Restore also reads version 3: the configuration and nodes without the
+// fields added in version 4 (dead-after taken as the default), and
+// placements with, per replica, (uvarint fromSeq, varint lacksThroughMs,
+// uvarint placedIndex) instead of a holding and no leaving replicas: a
+// replica from sequence F > 1 becomes one lack run 1..F-1 with times
+// [math.MinInt64, lacksThroughMs]. Version 2 is version 3 with
+// placements listing only coordinator ids (every replica holds the whole
+// history, Index 0), and version 1 is version 2 without the gap lists.
+// Snapshot always writes version 4.
 //
 // Postings and coordinator loads are derived and rebuilt by Restore.
 // Restore checks the checksum, the encoding, canonical forms and every

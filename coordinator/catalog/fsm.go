@@ -80,6 +80,23 @@ type RecordHeldResult struct {
 	// The edge's watermark after the command.
 	WatermarkSeq    uint64
 	WatermarkTimeMs int64
+	// Holders counts the replicas recorded as holding the segments.
+	Holders int
+}
+
+// RecordReplicatedResult is the result of RecordReplicated.
+type RecordReplicatedResult struct {
+	// Changed: the replica's lacks changed; Dropped: leaving replicas were
+	// dropped as a result; Lacks: the lack runs the replica has left.
+	Changed, Dropped bool
+	Lacks            int
+}
+
+// SetNodeStateResult is the result of SetNodeState.
+type SetNodeStateResult struct {
+	// Changed: the state changed; Moved counts placements that changed.
+	Changed bool
+	Moved   int
 }
 
 // RecordGapResult is the result of RecordGap.
@@ -186,8 +203,11 @@ func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
 // commands; a re-proposed command can be applied twice, the second time
 // after other commands). Only commands whose second application changes
 // nothing whatever came between are: RegisterSeries (known series keep
-// their ids), RecordHeld (held runs only grow), RecordGap (held segments
-// and the first declaration win) and Heartbeat (times never go back). The
+// their ids), RecordHeld (held runs only grow; a replay adds no lacks,
+// since its ranges are then duplicates), RecordGap (held segments and the
+// first declaration win), Heartbeat (times never go back) and
+// RecordReplicated (bound to the replica's placement index: cutting
+// the same lacks again changes nothing, and a later placement ignores it). The
 // others — a RegisterNode after a RemoveNode, a SetConfig after a newer
 // one — could undo what came between, so their proposers wait and retry.
 func (f *FSM) Reproposable(cmd []byte) bool {
@@ -195,7 +215,7 @@ func (f *FSM) Reproposable(cmd []byte) bool {
 		return false
 	}
 	switch Kind(cmd[1]) {
-	case KindRegisterSeries, KindRecordHeld, KindRecordGap, KindHeartbeat:
+	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated:
 		return true
 	}
 	return false
@@ -224,7 +244,17 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 	case SetPlacement:
 		return s.setPlacement(index, c)
 	case Rebalance:
-		return RebalanceResult{Changed: s.rebalance(index, true)}, nil
+		moves := -1
+		if c.MaxMoves > 0 {
+			moves = int(c.MaxMoves)
+		}
+		return RebalanceResult{Changed: s.rebalance(index, moves)}, nil
+	case RecordReplicated:
+		return s.recordReplicated(index, c)
+	case SetNodeState:
+		return s.setNodeState(index, c)
+	case SetRevoked:
+		return nil, s.setRevoked(c)
 	case SetConfig:
 		return s.setConfig(index, c)
 	case RecordGap:
@@ -235,7 +265,7 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 
 // ApplyMembership records the raft configuration after a configuration
 // change applied at index, and rebalances placements if the set of
-// coordinators able to hold replicas changed.
+// coordinators able to hold or keep replicas changed.
 func (f *FSM) ApplyMembership(index uint64, m Membership) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -271,12 +301,12 @@ func (f *FSM) ApplyMembership(index uint64, m Membership) error {
 			mb.Addr = a.Addr
 		}
 	}
-	before := s.eligible()
+	before, presentBefore := s.eligible(), s.presentCoordinators()
 	s.applied = index
 	s.members = next
 	s.invalidateEligible()
-	if !slices.Equal(before, s.eligible()) {
-		s.rebalance(index, true)
+	if !slices.Equal(before, s.eligible()) || !slices.Equal(presentBefore, s.presentCoordinators()) {
+		s.rebalance(index, 0)
 	}
 	return nil
 }
@@ -312,23 +342,44 @@ func (s *state) registerNode(index uint64, c RegisterNode) (any, error) {
 			}
 		}
 	}
+	if c.Role == RoleEdge && c.StoreID != "" {
+		return nil, cmdErr(k, ErrBadCommand, "edge %q: store id given; only coordinators have one", c.ID)
+	}
+	if len(c.StoreID) > MaxIDBytes {
+		return nil, cmdErr(k, ErrBadCommand, "coordinator %q: store id is %d bytes, limit is %d", c.ID, len(c.StoreID), MaxIDBytes)
+	}
 	n := s.nodes[c.ID]
 	if n != nil {
+		// A coordinator whose raft member was removed may come back under
+		// a new raft id (a member that lost its disk joins anew): it is
+		// then a new member with a new store, holding nothing yet.
+		rejoin := n.Role == RoleCoordinator && c.Role == RoleCoordinator && n.RaftID != c.RaftID && s.members[n.RaftID] == nil
 		switch {
 		case n.Role != c.Role:
 			return nil, cmdErr(k, ErrConflict, "node %q is registered as %s, not %s", c.ID, n.Role, c.Role)
-		case n.RaftID != c.RaftID:
+		case n.RaftID != c.RaftID && !rejoin:
 			return nil, cmdErr(k, ErrConflict, "coordinator %q has raft id %d, not %d", c.ID, n.RaftID, c.RaftID)
 		case n.Identity != "" && n.Identity != c.Identity:
 			return nil, cmdErr(k, ErrConflict, "node %q is bound to another certificate identity; remove it first", c.ID)
+		case !rejoin && n.StoreID != "" && c.StoreID != "" && n.StoreID != c.StoreID:
+			return nil, cmdErr(k, ErrConflict, "coordinator %q (raft id %d) is bound to store %s, this data directory is store %s: a member with another disk must join as a new member",
+				c.ID, n.RaftID, n.StoreID, c.StoreID)
 		}
 		n.Addr, n.Identity, n.Labels = c.Addr, c.Identity, ls
 		n.LastHeartbeatMs = max(n.LastHeartbeatMs, c.TimeMs)
+		if c.StoreID != "" {
+			n.StoreID = c.StoreID
+		}
+		if rejoin {
+			n.RaftID, n.State, n.StateIndex, n.RegisteredIndex = c.RaftID, NodeActive, index, index
+			s.invalidateEligible()
+			s.rebalance(index, 0)
+		}
 		return RegisterNodeResult{}, nil
 	}
 	s.nodes[c.ID] = &Node{
 		ID: c.ID, Role: c.Role, RaftID: c.RaftID, Addr: c.Addr, Identity: c.Identity,
-		Labels: ls, RegisteredIndex: index, LastHeartbeatMs: c.TimeMs,
+		Labels: ls, RegisteredIndex: index, LastHeartbeatMs: c.TimeMs, StoreID: c.StoreID,
 	}
 	switch c.Role {
 	case RoleEdge:
@@ -338,7 +389,7 @@ func (s *state) registerNode(index uint64, c RegisterNode) (any, error) {
 	case RoleCoordinator:
 		s.invalidateEligible()
 		if s.members[c.RaftID] != nil {
-			s.rebalance(index, true)
+			s.rebalance(index, 0)
 		}
 	}
 	return RegisterNodeResult{Created: true}, nil
@@ -416,8 +467,43 @@ func (s *state) removeNode(index uint64, c RemoveNode) error {
 		delete(s.edgeSeries, c.ID)
 	case RoleCoordinator:
 		s.invalidateEligible()
-		s.rebalance(index, true)
+		s.rebalance(index, 0)
 	}
+	return nil
+}
+
+func (s *state) setNodeState(index uint64, c SetNodeState) (any, error) {
+	k := c.Kind()
+	n := s.nodes[c.ID]
+	switch {
+	case n == nil:
+		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.ID)
+	case n.Role != RoleCoordinator:
+		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s; only coordinators have a placement state", c.ID, n.Role)
+	case !c.State.valid():
+		return nil, cmdErr(k, ErrBadCommand, "coordinator %q: unknown state %d", c.ID, uint8(c.State))
+	}
+	var res SetNodeStateResult
+	if n.State == c.State || (c.HeartbeatBeforeMs != 0 && n.LastHeartbeatMs >= c.HeartbeatBeforeMs) {
+		return res, nil
+	}
+	n.State, n.StateIndex = c.State, index
+	res.Changed = true
+	s.invalidateEligible()
+	res.Moved = s.rebalance(index, 0)
+	return res, nil
+}
+
+func (s *state) setRevoked(c SetRevoked) error {
+	k := c.Kind()
+	n := s.nodes[c.ID]
+	switch {
+	case n == nil:
+		return cmdErr(k, ErrNotFound, "node %q is not registered", c.ID)
+	case n.Role != RoleEdge:
+		return cmdErr(k, ErrBadCommand, "node %q is a %s; only edges can be revoked", c.ID, n.Role)
+	}
+	n.Revoked = c.Revoked
 	return nil
 }
 
@@ -452,7 +538,7 @@ func (s *state) setConfig(index uint64, c SetConfig) (any, error) {
 	rfChanged := cfg.ReplicationFactor != s.config.ReplicationFactor
 	s.config = cfg
 	if rfChanged {
-		s.rebalance(index, true)
+		s.rebalance(index, 0)
 	}
 	return cfg, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 func (s *state) recordHeld(c RecordHeld) (any, error) {
@@ -40,19 +41,27 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 		held = slices.Clone(p.Held)
 	}
 	var res RecordHeldResult
+	var added []HeldRange
 	for _, r := range ranges {
 		var dup bool
 		var err *CommandError
 		held, dup, err = addHeld(held, r)
 		if err != nil {
 			err.Msg = "edge \"" + c.Edge + "\": " + err.Msg
+			err.Kind = k
 			return nil, err
 		}
 		if dup {
 			res.Duplicates++
 		} else {
 			res.Added++
+			added = append(added, r)
 		}
+	}
+	holders, lacking := s.holders(c)
+	if c.Holders != nil && len(added) > 0 && len(holders) == 0 {
+		return nil, cmdErr(k, ErrConflict, "edge %q: none of the coordinators that stored the segments (%s) is a replica placed before epoch %d",
+			c.Edge, strings.Join(c.Holders, ", "), c.Epoch)
 	}
 	if len(held) > MaxHeldRuns {
 		return nil, cmdErr(k, ErrLimit, "edge %q would have %d held runs, limit is %d", c.Edge, len(held), MaxHeldRuns)
@@ -79,7 +88,102 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 		}
 	}
 	res.AckedThrough, res.WatermarkSeq, res.WatermarkTimeMs = s.setProgress(c.Edge, held, gaps, wmSeq, wmTime)
-	s.storedBefore(c.Edge, c.Epoch, ranges)
+	if pl := s.placement[c.Edge]; pl != nil && len(added) > 0 && len(lacking) > 0 {
+		for _, r := range added {
+			l := LackRange{FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, MinTimeMs: r.MinTimeMs, MaxTimeMs: r.MaxTimeMs}
+			for i, rep := range pl.Replicas {
+				if slices.Contains(lacking, rep) {
+					pl.Holdings[i].Lacks = addLack(pl.Holdings[i].Lacks, l)
+				}
+			}
+			for i := range pl.Leaving {
+				if slices.Contains(lacking, pl.Leaving[i].ID) {
+					pl.Leaving[i].Lacks = addLack(pl.Leaving[i].Lacks, l)
+				}
+			}
+		}
+	}
+	res.Holders = len(holders)
+	return res, nil
+}
+
+// holders splits the replicas of c's edge (active and leaving) into those
+// that hold c's segments and those that lack them. A replica holds them if
+// it was placed at or before the epoch the segments were stored on and,
+// when the command names its holders, is one of them. An epoch of 0 or one
+// newer than the placement's (a placement this catalog no longer has) is
+// taken as the edge's registration, its first placement: every replica
+// placed since is taken to lack the segments (conservative).
+func (s *state) holders(c RecordHeld) (holders, lacking []string) {
+	p := s.placement[c.Edge]
+	if p == nil {
+		return nil, nil
+	}
+	epoch := c.Epoch
+	if n := s.nodes[c.Edge]; n != nil && (epoch == 0 || epoch > p.Epoch) {
+		epoch = n.RegisteredIndex
+	}
+	consider := func(id string, h Holding) {
+		if h.Index <= epoch && (c.Holders == nil || slices.Contains(c.Holders, id)) {
+			holders = append(holders, id)
+		} else {
+			lacking = append(lacking, id)
+		}
+	}
+	for i, r := range p.Replicas {
+		consider(r, p.Holdings[i])
+	}
+	for _, l := range p.Leaving {
+		consider(l.ID, l.Holding)
+	}
+	return holders, lacking
+}
+
+func (s *state) recordReplicated(index uint64, c RecordReplicated) (any, error) {
+	k := c.Kind()
+	n := s.nodes[c.Edge]
+	switch {
+	case n == nil:
+		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
+	case n.Role != RoleEdge:
+		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+	}
+	for i, r := range c.Ranges {
+		if r.FirstSeq == 0 || r.FirstSeq > r.LastSeq {
+			return nil, cmdErr(k, ErrBadCommand, "edge %q: range %d is [%d,%d]", c.Edge, i, r.FirstSeq, r.LastSeq)
+		}
+	}
+	var res RecordReplicatedResult
+	p := s.placement[c.Edge]
+	if p == nil {
+		return res, nil
+	}
+	var h *Holding
+	if i, found := slices.BinarySearch(p.Replicas, c.Replica); found {
+		h = &p.Holdings[i]
+	} else if j := slices.IndexFunc(p.Leaving, func(l LeavingReplica) bool { return l.ID == c.Replica }); j >= 0 {
+		h = &p.Leaving[j].Holding
+	}
+	if h == nil || h.Index != c.PlacedIndex {
+		// Not a replica, or placed again since: the copy was made for a
+		// placement that no longer exists.
+		return res, nil
+	}
+	before := len(h.Lacks)
+	lacks := h.Lacks
+	for _, r := range c.Ranges {
+		lacks = cutLack(lacks, r.FirstSeq, r.LastSeq)
+	}
+	if len(lacks) == 0 {
+		lacks = nil
+	}
+	res.Changed = !slices.Equal(lacks, h.Lacks)
+	h.Lacks = lacks
+	_ = before
+	if res.Changed && s.pruneLeaving(index, p) {
+		res.Dropped = true
+	}
+	res.Lacks = len(lacks)
 	return res, nil
 }
 

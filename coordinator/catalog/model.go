@@ -1,8 +1,10 @@
 package catalog
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -49,7 +51,50 @@ type Node struct {
 	// milliseconds of the proposer's clock; it never goes back. Health
 	// is judged by readers against their own clock.
 	LastHeartbeatMs int64
+	// StoreID is the identity of a coordinator's data directory, bound
+	// when it registers: a member whose directory carries another
+	// identity (an empty or foreign disk) is not the member the catalog
+	// placed data on. Empty for edges and for coordinators registered
+	// before store identities existed.
+	StoreID string
+	// State is a coordinator's standing for placement (edges: always
+	// NodeActive); StateIndex the raft index of the command that set it.
+	State      NodeState
+	StateIndex uint64
+	// Revoked edges are refused by every coordinator's intake and query
+	// tunnel (their data stays).
+	Revoked bool
 }
+
+// NodeState is a coordinator's standing for placement.
+type NodeState uint8
+
+// The node states.
+const (
+	// NodeActive coordinators hold replicas.
+	NodeActive NodeState = 0
+	// NodeDraining coordinators are being emptied by an operator: they
+	// take no new replicas, and theirs are moved away, each kept until its
+	// history is copied (make before break).
+	NodeDraining NodeState = 1
+	// NodeDown coordinators have not answered for the fleet's dead-after;
+	// their replicas are moved away as for draining.
+	NodeDown NodeState = 2
+)
+
+func (s NodeState) String() string {
+	switch s {
+	case NodeActive:
+		return "active"
+	case NodeDraining:
+		return "draining"
+	case NodeDown:
+		return "down"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+func (s NodeState) valid() bool { return s <= NodeDown }
 
 // Member is a raft member as the catalog learns it from configuration
 // changes.
@@ -84,65 +129,110 @@ type SeriesRef struct {
 	Labels labels.Labels
 }
 
-// Placement says which coordinators hold an edge's replicated data.
+// Placement says which coordinators hold an edge's replicated data and,
+// per replica, exactly which of the edge's held segments it lacks.
 type Placement struct {
 	Edge string
-	// Replicas are coordinator node ids, sorted.
+	// Replicas are the active replicas' coordinator node ids, sorted: the
+	// intake stores new segments on them.
 	Replicas []string
-	// Epoch is the raft index of the command that last changed Replicas.
+	// Holdings[i] says what Replicas[i] holds.
+	Holdings []Holding
+	// Leaving lists replicas being replaced (rebalanced away, trimmed, or
+	// on a coordinator that is down or draining), sorted by id. They
+	// receive no new segments, are still read for what they hold, and are
+	// dropped once no active replica lacks a segment they hold (make
+	// before break), or when their coordinator leaves the cluster.
+	Leaving []LeavingReplica
+	// Epoch is the raft index of the command that last changed Replicas
+	// or Leaving.
 	Epoch uint64
 	// Pinned placements were set by SetPlacement; rebalancing leaves them
-	// alone unless one of their replicas stops being a coordinator.
+	// alone unless one of their replicas stops being eligible.
 	Pinned bool
-	// From says, for each replica (From[i] is about Replicas[i]), which of
-	// the edge's segments it holds: nothing copies an edge's history to a
-	// replica placed after the edge's first placement.
-	From []ReplicaFrom
 }
 
-// ReplicaFrom says which of an edge's segments one replica holds.
-type ReplicaFrom struct {
-	// FromSeq is the first sequence from which the replica holds every
-	// segment the catalog records as held: segments numbered FromSeq and
-	// above are on it, those below may not be. 1 means the whole history
-	// (a replica of the edge's first placement). A replica placed later
-	// starts at one past every sequence recorded (held, in a gap, or the
-	// watermark) when it is placed, and moves further when a segment
-	// stored on an older placement is recorded after it was placed (see
-	// RecordHeld.Epoch).
-	FromSeq uint64
-	// LacksThroughMs is the newest time of the data the catalog records
-	// in segments below FromSeq (math.MinInt64 when there is none, as
-	// with FromSeq 1): a reader must not take the replica's answer for
-	// times at or before it as complete. It is kept here because held
-	// runs merge, which loses the time span of the segments below
-	// FromSeq. It counts the watermark time when the replica is placed
-	// (data up to it is on the earlier replicas), and the segments
-	// numbered below FromSeq recorded later.
-	LacksThroughMs int64
+// Holding says which of an edge's held segments one replica holds: every
+// held segment except those in Lacks.
+type Holding struct {
+	// Lacks lists the sequence runs the replica may lack, sorted,
+	// disjoint and not touching, with the time span of their data; at
+	// most MaxLackRuns (more are merged, which only widens what the
+	// replica is taken to lack). Numbers in a run that the catalog does
+	// not record as held mean nothing.
+	Lacks []LackRange
 	// Index is the raft index of the command that placed the replica; it
-	// has been a replica of the edge continuously since. 0 for a replica
-	// restored from a snapshot older than version 3, which holds the
-	// whole history (FromSeq 1) as those catalogs implied.
+	// has been a replica (active or leaving) of the edge continuously
+	// since. 0 for a replica restored from a snapshot older than version
+	// 3.
 	Index uint64
 }
 
-// wholeHistory is the ReplicaFrom of a replica that holds every segment.
-var wholeHistory = ReplicaFrom{FromSeq: 1, LacksThroughMs: math.MinInt64}
+// LeavingReplica is a replica being replaced.
+type LeavingReplica struct {
+	ID string
+	Holding
+}
 
-// Covers reports whether the replica holds all the recorded data at time
-// t (as far as the catalog knows: t after LacksThroughMs).
-func (f ReplicaFrom) Covers(t int64) bool { return t > f.LacksThroughMs }
+// LackRange is a run of sequence numbers a replica may lack, with the
+// time span of the data of the held segments among them (MinTimeMs may be
+// math.MinInt64 when the lower bound is unknown).
+type LackRange struct {
+	FirstSeq, LastSeq    uint64
+	MinTimeMs, MaxTimeMs int64
+}
 
-// FromSeq returns the FromSeq of replica, or 0 if it is not a replica of
-// the placement.
-func (p Placement) FromSeq(replica string) uint64 {
-	for i, r := range p.Replicas {
-		if r == replica && i < len(p.From) {
-			return p.From[i].FromSeq
+// Covers reports whether the replica holds all the recorded data with
+// times in [lo, hi]: no run it lacks has data in that span.
+func (h Holding) Covers(lo, hi int64) bool {
+	for _, l := range h.Lacks {
+		if l.MinTimeMs <= hi && l.MaxTimeMs >= lo {
+			return false
 		}
 	}
-	return 0
+	return true
+}
+
+// LacksTimes returns the time span of everything the replica lacks
+// (ok false when it lacks nothing).
+func (h Holding) LacksTimes() (lo, hi int64, ok bool) {
+	if len(h.Lacks) == 0 {
+		return 0, 0, false
+	}
+	lo, hi = math.MaxInt64, math.MinInt64
+	for _, l := range h.Lacks {
+		lo, hi = min(lo, l.MinTimeMs), max(hi, l.MaxTimeMs)
+	}
+	return lo, hi, true
+}
+
+// LacksAny reports whether the replica may lack a segment in first..last.
+func (h Holding) LacksAny(first, last uint64) bool {
+	i, _ := slices.BinarySearchFunc(h.Lacks, first, func(l LackRange, seq uint64) int { return cmp.Compare(l.LastSeq, seq) })
+	return i < len(h.Lacks) && h.Lacks[i].FirstSeq <= last
+}
+
+// HoldingOf returns the holding of replica, active or leaving; ok is false
+// when it is neither.
+func (p Placement) HoldingOf(replica string) (h Holding, leaving, ok bool) {
+	if i, found := slices.BinarySearch(p.Replicas, replica); found && i < len(p.Holdings) {
+		return p.Holdings[i], false, true
+	}
+	for _, l := range p.Leaving {
+		if l.ID == replica {
+			return l.Holding, true, true
+		}
+	}
+	return Holding{}, false, false
+}
+
+// All returns the active replicas, then the leaving ones.
+func (p Placement) All() []string {
+	out := slices.Clone(p.Replicas)
+	for _, l := range p.Leaving {
+		out = append(out, l.ID)
+	}
+	return out
 }
 
 // HeldRange is a run of an edge's segment sequence numbers that the cloud
@@ -261,6 +351,13 @@ type FleetConfig struct {
 	// ReplicationFactor is the number of coordinators holding each
 	// edge's data (fewer when fewer coordinators exist), 1..MaxReplicationFactor.
 	ReplicationFactor uint32
+	// WriteQuorum is the number of replicas that must hold a segment
+	// durably before it is acknowledged to the edge (0: automatic,
+	// max(1, replicas-1)); never more than the replicas an edge has.
+	WriteQuorum uint32
+	// DeadAfterMs is how long a coordinator may go without a heartbeat
+	// before it is marked down and its replicas move (0: the default).
+	DeadAfterMs int64
 	// MaxSeries bounds the fleet-wide series count; registrations past it
 	// are rejected.
 	MaxSeries uint64
@@ -278,8 +375,33 @@ var DefaultConfig = FleetConfig{
 	Retention1dMs:     10 * 365 * day,
 	RollupHourly:      true,
 	RollupDaily:       true,
-	ReplicationFactor: 2,
+	ReplicationFactor: 3,
 	MaxSeries:         10_000_000,
+	DeadAfterMs:       DefaultDeadAfterMs,
+}
+
+// DefaultDeadAfterMs is FleetConfig.DeadAfterMs when not set: 5 minutes.
+const DefaultDeadAfterMs = 5 * 60 * 1000
+
+// Quorum returns the write quorum for an edge with replicas active
+// replicas: WriteQuorum when set (at most replicas), else
+// max(1, replicas-1); at least 1.
+func (c FleetConfig) Quorum(replicas int) int {
+	if replicas < 1 {
+		return 1
+	}
+	if c.WriteQuorum > 0 {
+		return min(int(c.WriteQuorum), replicas)
+	}
+	return max(1, replicas-1)
+}
+
+// DeadAfter returns DeadAfterMs, or the default when it is not set.
+func (c FleetConfig) DeadAfter() int64 {
+	if c.DeadAfterMs <= 0 {
+		return DefaultDeadAfterMs
+	}
+	return c.DeadAfterMs
 }
 
 func (c FleetConfig) validate() error {
@@ -292,6 +414,12 @@ func (c FleetConfig) validate() error {
 		return fmt.Errorf("max series must be at least 1")
 	case c.RateLimitPointsPerSec == 0 && c.RateLimitBurstPoints != 0:
 		return fmt.Errorf("rate limit burst %d without a rate", c.RateLimitBurstPoints)
+	case c.WriteQuorum > c.ReplicationFactor:
+		return fmt.Errorf("write quorum %d is more than the replication factor %d", c.WriteQuorum, c.ReplicationFactor)
+	case c.DeadAfterMs < 0:
+		return fmt.Errorf("dead-after %d ms is negative", c.DeadAfterMs)
+	case c.DeadAfterMs > 0 && c.DeadAfterMs < 1000:
+		return fmt.Errorf("dead-after %d ms is under a second", c.DeadAfterMs)
 	}
 	return nil
 }

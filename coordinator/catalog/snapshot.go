@@ -16,13 +16,16 @@ import (
 // Snapshot framing; see the package documentation.
 const (
 	snapshotMagic   = "TCAT"
-	SnapshotVersion = 3
-	// snapshotVersionNoFrom is the previous version, which Restore still
-	// reads: its placements list replicas without ReplicaFrom (every
-	// replica holds the whole history: FromSeq 1, Index 0).
-	snapshotVersionNoFrom = 2
-	// snapshotVersionNoGaps is the version before, which Restore still
-	// reads: as version 2, and its progress entries have no gap list.
+	SnapshotVersion = 4
+	// snapshotVersionFrom is the previous version, which Restore still
+	// reads: placements carry per replica a FromSeq and LacksThroughMs
+	// instead of lack runs and leaving replicas, nodes no store id, state
+	// or revocation, and the configuration no write quorum or dead-after.
+	snapshotVersionFrom = 3
+	// Version 2 (also read) is version 3 with placements listing
+	// coordinator ids only: every replica holds the whole history.
+	// snapshotVersionNoGaps is the version before it, also read: as
+	// version 2, and its progress entries have no gap list.
 	snapshotVersionNoGaps = 1
 )
 
@@ -75,6 +78,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 
 	var sec []byte
 	sec = appendConfig(sec, s.config)
+	sec = appendConfigExt(sec, s.config)
 	sec = appendUvarint(sec, s.config.Version)
 	b = appendSection(b, secConfig, sec)
 
@@ -98,6 +102,10 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendLabels(sec, n.Labels)
 		sec = appendUvarint(sec, n.RegisteredIndex)
 		sec = appendVarint(sec, n.LastHeartbeatMs)
+		sec = appendString(sec, n.StoreID)
+		sec = append(sec, byte(n.State))
+		sec = appendUvarint(sec, n.StateIndex)
+		sec = appendBool(sec, n.Revoked)
 	}
 	b = appendSection(b, secNodes, sec)
 
@@ -133,9 +141,12 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendUvarint(sec, uint64(len(p.Replicas)))
 		for i, r := range p.Replicas {
 			sec = appendString(sec, r)
-			sec = appendUvarint(sec, p.From[i].FromSeq)
-			sec = appendVarint(sec, p.From[i].LacksThroughMs)
-			sec = appendUvarint(sec, p.From[i].Index)
+			sec = appendHolding(sec, p.Holdings[i])
+		}
+		sec = appendUvarint(sec, uint64(len(p.Leaving)))
+		for _, l := range p.Leaving {
+			sec = appendString(sec, l.ID)
+			sec = appendHolding(sec, l.Holding)
 		}
 	}
 	b = appendSection(b, secPlacements, sec)
@@ -158,6 +169,30 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	b = appendSection(b, secProgress, sec)
 
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func appendHolding(b []byte, h Holding) []byte {
+	b = appendUvarint(b, h.Index)
+	b = appendUvarint(b, uint64(len(h.Lacks)))
+	for _, l := range h.Lacks {
+		b = appendUvarint(b, l.FirstSeq)
+		b = appendUvarint(b, l.LastSeq)
+		b = appendVarint(b, l.MinTimeMs)
+		b = appendVarint(b, l.MaxTimeMs)
+	}
+	return b
+}
+
+func (d *decoder) holding() Holding {
+	h := Holding{Index: d.uvarint()}
+	n := d.count("lack run", 4)
+	if d.err == nil && n > MaxLackRuns {
+		d.failf("%d lack runs, limit is %d", n, MaxLackRuns)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		h.Lacks = append(h.Lacks, LackRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint(), MinTimeMs: d.varint(), MaxTimeMs: d.varint()})
+	}
+	return h
 }
 
 func uvarintLen(v uint64) int {
@@ -209,12 +244,12 @@ func decodeSnapshot(data []byte) (*state, error) {
 		tag    byte
 		decode func(*decoder) error
 	}{
-		{secConfig, s.decodeConfig},
+		{secConfig, func(d *decoder) error { return s.decodeConfig(d, version > snapshotVersionFrom) }},
 		{secMembers, s.decodeMembers},
-		{secNodes, s.decodeNodes},
+		{secNodes, func(d *decoder) error { return s.decodeNodes(d, version > snapshotVersionFrom) }},
 		{secSeries, s.decodeSeries},
 		{secEdgeSeries, s.decodeEdgeSeries},
-		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version > snapshotVersionNoFrom) }},
+		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version) }},
 		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version > snapshotVersionNoGaps) }},
 	}
 	for _, sec := range sections {
@@ -248,8 +283,15 @@ func decodeSnapshot(data []byte) (*state, error) {
 	return s, nil
 }
 
-func (s *state) decodeConfig(d *decoder) error {
+func (s *state) decodeConfig(d *decoder, ext bool) error {
 	c := d.config()
+	if ext {
+		d.configExt(&c)
+	} else {
+		// Catalogs before version 4 knew neither: the automatic quorum and
+		// the default dead-after are what they had (write-all aside).
+		c.DeadAfterMs = DefaultDeadAfterMs
+	}
 	c.Version = d.uvarint()
 	if d.err != nil {
 		return d.err
@@ -275,7 +317,7 @@ func (s *state) decodeMembers(d *decoder) error {
 	return d.err
 }
 
-func (s *state) decodeNodes(d *decoder) error {
+func (s *state) decodeNodes(d *decoder, ext bool) error {
 	n := d.count("node", 7)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
@@ -289,8 +331,17 @@ func (s *state) decodeNodes(d *decoder) error {
 		ls := d.labels()
 		nd.RegisteredIndex = d.uvarint()
 		nd.LastHeartbeatMs = d.varint()
+		if ext {
+			nd.StoreID = d.string("store id", MaxIDBytes)
+			nd.State = NodeState(d.byte())
+			nd.StateIndex = d.uvarint()
+			nd.Revoked = d.bool()
+		}
 		if d.err != nil {
 			break
+		}
+		if !nd.State.valid() || (nd.Role == RoleEdge && (nd.State != NodeActive || nd.StoreID != "")) || (nd.Role == RoleCoordinator && nd.Revoked) {
+			return fmt.Errorf("node %q: %s in state %s with store id %q, revoked %v", nd.ID, nd.Role, nd.State, nd.StoreID, nd.Revoked)
 		}
 		if i > 0 && nd.ID <= prev {
 			return fmt.Errorf("node %q not after %q", nd.ID, prev)
@@ -378,7 +429,7 @@ func (s *state) decodeEdgeSeries(d *decoder) error {
 	return d.err
 }
 
-func (s *state) decodePlacements(d *decoder, withFrom bool) error {
+func (s *state) decodePlacements(d *decoder, version byte) error {
 	n := d.count("placement", 4)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
@@ -389,11 +440,27 @@ func (s *state) decodePlacements(d *decoder, withFrom bool) error {
 		}
 		for j := 0; j < k && d.err == nil; j++ {
 			p.Replicas = append(p.Replicas, d.string("replica id", MaxIDBytes))
-			from := wholeHistory // what older catalogs imply
-			if withFrom {
-				from = ReplicaFrom{FromSeq: d.uvarint(), LacksThroughMs: d.varint(), Index: d.uvarint()}
+			var h Holding // older catalogs without ReplicaFrom: the whole history
+			switch {
+			case version > snapshotVersionFrom:
+				h = d.holding()
+			case version == snapshotVersionFrom:
+				// FromSeq and LacksThroughMs: the replica lacks what is
+				// numbered below FromSeq, with data up to LacksThroughMs.
+				from, lacksThrough := d.uvarint(), d.varint()
+				h.Index = d.uvarint()
+				if d.err == nil && from > 1 {
+					h.Lacks = []LackRange{{FirstSeq: 1, LastSeq: from - 1, MinTimeMs: math.MinInt64, MaxTimeMs: lacksThrough}}
+				}
 			}
-			p.From = append(p.From, from)
+			p.Holdings = append(p.Holdings, h)
+		}
+		if version > snapshotVersionFrom {
+			l := d.count("leaving replica", 2)
+			for j := 0; j < l && d.err == nil; j++ {
+				id := d.string("leaving replica id", MaxIDBytes)
+				p.Leaving = append(p.Leaving, LeavingReplica{ID: id, Holding: d.holding()})
+			}
 		}
 		if d.err != nil {
 			break
@@ -528,7 +595,7 @@ func (s *state) check() error {
 	}
 	var eligible []string
 	for id, nd := range s.nodes {
-		if nd.Role == RoleCoordinator && s.members[nd.RaftID] != nil {
+		if nd.Role == RoleCoordinator && s.members[nd.RaftID] != nil && nd.State == NodeActive {
 			eligible = append(eligible, id)
 		}
 	}
@@ -546,22 +613,43 @@ func (s *state) check() error {
 		if p.Edge != e || !slices.IsSorted(p.Replicas) || len(slices.Compact(slices.Clone(p.Replicas))) != len(p.Replicas) {
 			return fmt.Errorf("placement of %q: replicas not sorted and unique", e)
 		}
-		if len(p.From) != len(p.Replicas) {
-			return fmt.Errorf("placement of %q: %d replicas but %d replica froms", e, len(p.Replicas), len(p.From))
+		if len(p.Holdings) != len(p.Replicas) {
+			return fmt.Errorf("placement of %q: %d replicas but %d holdings", e, len(p.Replicas), len(p.Holdings))
 		}
 		next := s.nextSeq(e)
+		checkHolding := func(r string, h Holding) error {
+			if err := checkLacks(h.Lacks); err != nil {
+				return fmt.Errorf("placement of %q: replica %q: %v", e, r, err)
+			}
+			if h.Index > p.Epoch {
+				return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, h.Index, p.Epoch)
+			}
+			if n := len(h.Lacks); n > 0 && h.Lacks[n-1].FirstSeq >= next {
+				return fmt.Errorf("placement of %q: replica %q lacks sequence %d, past everything recorded (%d)", e, r, h.Lacks[n-1].FirstSeq, next-1)
+			}
+			return nil
+		}
 		for i, r := range p.Replicas {
 			if _, ok := slices.BinarySearch(eligible, r); !ok {
 				return fmt.Errorf("placement of %q: %q is not an eligible coordinator", e, r)
 			}
 			load[r]++
-			switch f := p.From[i]; {
-			case f.FromSeq == 0 || f.FromSeq > next:
-				return fmt.Errorf("placement of %q: replica %q from sequence %d, want 1..%d", e, r, f.FromSeq, next)
-			case f.FromSeq == 1 && f.LacksThroughMs != math.MinInt64:
-				return fmt.Errorf("placement of %q: replica %q from sequence %d lacks data through %d", e, r, f.FromSeq, f.LacksThroughMs)
-			case f.Index > p.Epoch:
-				return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, f.Index, p.Epoch)
+			if err := checkHolding(r, p.Holdings[i]); err != nil {
+				return err
+			}
+		}
+		for j, l := range p.Leaving {
+			if j > 0 && p.Leaving[j-1].ID >= l.ID {
+				return fmt.Errorf("placement of %q: leaving replicas not sorted and unique", e)
+			}
+			if _, active := slices.BinarySearch(p.Replicas, l.ID); active {
+				return fmt.Errorf("placement of %q: %q is both active and leaving", e, l.ID)
+			}
+			if !s.present(l.ID) {
+				return fmt.Errorf("placement of %q: leaving replica %q is not a coordinator that is a raft member", e, l.ID)
+			}
+			if err := checkHolding(l.ID, l.Holding); err != nil {
+				return err
 			}
 		}
 	}

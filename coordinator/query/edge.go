@@ -61,14 +61,15 @@ func splitAt(q node.Query, wm int64) int64 {
 type legPlan struct {
 	edge string
 	wm   int64 // q.Start-1 when nothing is recorded
-	// replicas are those asked, in order: when a replica was placed after
-	// the edge's first placement it lacks the older history (nothing
-	// copies it), so replicas that hold all of repPart come first and, if
-	// any do, alone; otherwise every replica, those lacking the least
-	// first. lacks[r] is the newest time replica r lacks data at
-	// (math.MinInt64: none).
+	// replicas are those asked, in order: a replica may lack some of the
+	// edge's segments (placed after them and not yet given them, or
+	// missing from a write quorum and not yet repaired), so replicas
+	// that hold all of repPart come first and, if any do, alone;
+	// otherwise every replica, those lacking the least of repPart first.
+	// Active replicas come before leaving ones, and replicas on
+	// coordinators marked down last. holdings[r] says what r lacks.
 	replicas []string
-	lacks    map[string]int64
+	holdings map[string]catalog.Holding
 	placed   []string // the placement's replicas
 	gaps     []gapSpan
 	gapsHit  []int // gaps the replicas' part meets
@@ -93,7 +94,7 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 	var pl catalog.Placement
 	if got, ok := f.o.Catalog.Placement(edge); ok {
 		pl = got
-		p.replicas, p.placed = pl.Replicas, pl.Replicas
+		p.replicas, p.placed = pl.All(), pl.Replicas
 	}
 	p.src, p.why = f.edgeSource(edge)
 	full := span{q.Start, q.End}
@@ -111,7 +112,7 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 		// The replicas lack part of their range: the edge answers it all.
 		p.repPart, p.edgePart = span{1, 0}, full
 	}
-	holdAll := p.orderReplicas(pl)
+	holdAll := f.orderReplicas(&p, pl)
 	if !holdAll && !p.repPart.empty() && p.src != nil {
 		// No current replica holds the older part of the range (placed
 		// after the history they were not given): the edge answers it all.
@@ -120,28 +121,41 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 	return p
 }
 
-// orderReplicas sets p.replicas and p.lacks from the placement: the
-// replicas that hold all of repPart, in placement order, if any (it then
-// reports true); otherwise all, those lacking the least first. A replica
-// lacks the recorded data at or before its ReplicaFrom.LacksThroughMs.
-func (p *legPlan) orderReplicas(pl catalog.Placement) bool {
-	p.lacks = map[string]int64{}
-	for i, r := range pl.Replicas {
-		p.lacks[r] = math.MinInt64
-		if i < len(pl.From) {
-			p.lacks[r] = pl.From[i].LacksThroughMs
+// orderReplicas sets p.replicas and p.holdings from the placement: the
+// replicas that hold all of repPart and are not on a coordinator marked
+// down, in placement order (active, then leaving), if any (it then
+// reports true); otherwise all, those lacking the least of repPart first
+// (those marked down last).
+func (f *Frontend) orderReplicas(p *legPlan, pl catalog.Placement) bool {
+	p.holdings = map[string]catalog.Holding{}
+	down := map[string]bool{}
+	for _, r := range p.replicas {
+		h, _, _ := pl.HoldingOf(r)
+		p.holdings[r] = h
+		if n, ok := f.o.Catalog.Node(r); ok && n.State == catalog.NodeDown {
+			down[r] = true
 		}
 	}
 	if len(p.replicas) == 0 {
 		return true // nothing to ask; planned as before
 	}
-	lo := p.repPart.lo
-	if p.repPart.empty() {
-		lo = math.MinInt64 // nothing planned for the replicas: prefer those lacking nothing
+	p.replicas = slices.Clone(p.replicas)
+	slices.SortStableFunc(p.replicas, func(a, b string) int {
+		switch {
+		case down[a] == down[b]:
+			return 0
+		case down[a]:
+			return 1
+		}
+		return -1
+	})
+	part := p.repPart
+	if part.empty() {
+		part = span{math.MinInt64, math.MaxInt64} // nothing planned for the replicas: prefer those lacking nothing
 	}
 	var all []string
 	for _, r := range p.replicas {
-		if p.lacks[r] < lo {
+		if !down[r] && p.holdings[r].Covers(part.lo, part.hi) {
 			all = append(all, r)
 		}
 	}
@@ -149,23 +163,51 @@ func (p *legPlan) orderReplicas(pl catalog.Placement) bool {
 		p.replicas = all
 		return true
 	}
-	p.replicas = slices.Clone(p.replicas)
-	slices.SortStableFunc(p.replicas, func(a, b string) int { return cmp.Compare(p.lacks[a], p.lacks[b]) })
+	slices.SortStableFunc(p.replicas, func(a, b string) int {
+		return cmp.Compare(lackedIn(p.holdings[a], part), lackedIn(p.holdings[b], part))
+	})
 	return p.repPart.empty()
 }
 
-// historyMissing is the part of part that replica from, which answered
-// it, lacks because it was placed after the history it was not given.
-func (p *legPlan) historyMissing(from string, part span) span {
-	l, ok := p.lacks[from]
-	if !ok {
-		return span{1, 0}
+// lackedIn is how many milliseconds of part the holding's lack runs
+// cover (overlaps counted twice; only used to order replicas).
+func lackedIn(h catalog.Holding, part span) uint64 {
+	var n uint64
+	for _, l := range h.Lacks {
+		lo, hi := max(l.MinTimeMs, part.lo), min(l.MaxTimeMs, part.hi)
+		if lo <= hi {
+			n += uint64(hi-lo) + 1
+		}
 	}
-	return span{part.lo, min(part.hi, l)}
+	return n
 }
 
-func historyWarning(edge string, lacks int64) string {
-	return fmt.Sprintf("edge %s: data before %s is not on its current replicas (placement changed; history not copied) and the edge is unreachable", edge, fmtMs(lacks+1))
+// historyMissing is the part of part that replica from, which answered
+// it, may lack (segments not on it yet): the span from the earliest to
+// the newest time of its lack runs that meet part, clipped to part.
+func (p *legPlan) historyMissing(from string, part span) span {
+	h, ok := p.holdings[from]
+	if !ok || part.empty() {
+		return span{1, 0}
+	}
+	out := span{1, 0}
+	for _, l := range h.Lacks {
+		lo, hi := max(l.MinTimeMs, part.lo), min(l.MaxTimeMs, part.hi)
+		if lo > hi {
+			continue
+		}
+		if out.empty() {
+			out = span{lo, hi}
+		} else {
+			out = span{min(out.lo, lo), max(out.hi, hi)}
+		}
+	}
+	return out
+}
+
+func historyWarning(edge string, missing span) string {
+	return fmt.Sprintf("edge %s: data from %s to %s is not on the replica that answered (segments not copied to it yet) and the edge is unreachable",
+		edge, fmtMs(missing.lo), fmtMs(missing.hi))
 }
 
 // queryEdge answers q (no cross-series aggregation) for one edge with
@@ -239,14 +281,14 @@ func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeR
 	}
 	historyWarned := false
 	missHistory := func(from string, part span) {
-		// The replica that answered part was placed after some of the
-		// history, which nothing copied to it; the edge could not be
-		// asked for it (or the plan would have sent it there).
+		// The replica that answered part lacks segments in it (not
+		// copied to it yet); the edge could not be asked for them (or
+		// the plan would have sent it there).
 		if r := p.historyMissing(from, part); !r.empty() && !(lastPoint && edgeOK) {
 			miss(r)
 			if !historyWarned {
 				historyWarned = true
-				res.warnings = append(res.warnings, historyWarning(edge, p.lacks[from]))
+				res.warnings = append(res.warnings, historyWarning(edge, r))
 			}
 		}
 	}

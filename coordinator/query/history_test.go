@@ -47,7 +47,11 @@ func (f *fleet) nodeWhere(t *testing.T, edge string, others bool, keep func(ts i
 // and e2 then shipped a second segment, up to wm2, stored on the new
 // placement. c3, when placed, holds e2's whole history (to wm2); c1 holds
 // only the second segment's data.
-func movedFleet(t *testing.T, replicas []string) (g *fleet, wm, wm2 int64) {
+//
+// The replicas the change replaced are leaving replicas: they hold e2's
+// history up to wm. With downLeaving their coordinators are marked down
+// (and their legs fail), so that no live replica holds the history.
+func movedFleet(t *testing.T, replicas []string, downLeaving bool) (g *fleet, wm, wm2 int64, seg1 catalog.HeldRange) {
 	t.Helper()
 	f := theFleet
 	d := f.edges[1]
@@ -67,10 +71,20 @@ func movedFleet(t *testing.T, replicas []string) (g *fleet, wm, wm2 int64) {
 			t.Fatalf("apply %T: %v", c, err)
 		}
 	}
+	prog, _ := cat.Progress("e2")
+	seg1 = prog.Held[0]
 	apply(catalog.SetPlacement{Edge: "e2", Replicas: replicas})
 	pl, _ := cat.Placement("e2")
-	if pl.FromSeq("c1") != 2 {
-		t.Fatalf("c1 placed late holds from %d: %+v", pl.FromSeq("c1"), pl)
+	var leaving []string
+	for _, l := range pl.Leaving {
+		leaving = append(leaving, l.ID)
+	}
+	lacks1 := func(pl catalog.Placement) []catalog.LackRange {
+		h, _, _ := pl.HoldingOf("c1")
+		return h.Lacks
+	}
+	if l := lacks1(pl); len(l) != 1 || l[0].FirstSeq != 1 || l[0].LastSeq != 1 {
+		t.Fatalf("c1 placed late lacks %v: %+v", l, pl)
 	}
 	var lsets []labels.Labels
 	var points uint64
@@ -88,8 +102,13 @@ func movedFleet(t *testing.T, replicas []string) (g *fleet, wm, wm2 int64) {
 	apply(catalog.RegisterSeries{Edge: "e2", Series: lsets})
 	apply(catalog.RecordHeld{Edge: "e2", Epoch: pl.Epoch, WatermarkSeq: 2, WatermarkTimeMs: wm2,
 		Ranges: []catalog.HeldRange{{FirstSeq: 2, LastSeq: 2, Points: points, MinTimeMs: minT, MaxTimeMs: maxT}}})
-	if pl, _ = cat.Placement("e2"); pl.FromSeq("c1") != 2 || pl.From[0].LacksThroughMs != wm {
+	if pl, _ = cat.Placement("e2"); len(lacks1(pl)) != 1 || lacks1(pl)[0].LastSeq != 1 || lacks1(pl)[0].MaxTimeMs != seg1.MaxTimeMs {
 		t.Fatalf("after the second segment: %+v", pl)
+	}
+	if downLeaving {
+		for _, c := range leaving {
+			apply(catalog.SetNodeState{ID: c, State: catalog.NodeDown})
+		}
 	}
 
 	g = &fleet{cat: cat, edges: f.edges, edge: f.edge, replica: f.replica, oracle: f.oracle, start: f.start, seed: f.seed,
@@ -111,6 +130,14 @@ func movedFleet(t *testing.T, replicas []string) (g *fleet, wm, wm2 int64) {
 		}
 		g.held[c] = map[string]*node.Node{"e2": n}
 	}
+	for _, c := range leaving {
+		g.placed[c] = append(g.placed[c], "e2")
+		g.held[c] = map[string]*node.Node{"e2": g.nodeWhere(t, "e2", false, func(ts int64) bool { return ts <= wm })}
+	}
+	g.downLeaving = nil
+	if downLeaving {
+		g.downLeaving = leaving
+	}
 	t.Cleanup(func() {
 		for _, m := range g.held {
 			for _, n := range m {
@@ -118,7 +145,7 @@ func movedFleet(t *testing.T, replicas []string) (g *fleet, wm, wm2 int64) {
 			}
 		}
 	})
-	return g, wm, wm2
+	return g, wm, wm2, seg1
 }
 
 func historyQueries(t *testing.T, f *fleet) map[string]node.Query {
@@ -151,7 +178,7 @@ func rfc(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339N
 // whole history: it answers, not the replica placed late (which sorts
 // first and would answer only the newer data).
 func TestFrontend_LateReplicaHistoryComesFromTheOtherReplica(t *testing.T) {
-	g, _, wm2 := movedFleet(t, []string{"c1", "c3"})
+	g, _, wm2, _ := movedFleet(t, []string{"c1", "c3"}, false)
 	fe := g.frontend(t, faults{deadEdges: []string{"e2"}}, nil)
 	oracle := g.nodeWhere(t, "e2", true, func(ts int64) bool { return ts <= wm2 })
 	now := t0.UnixMilli()
@@ -169,11 +196,12 @@ func TestFrontend_LateReplicaHistoryComesFromTheOtherReplica(t *testing.T) {
 	}
 }
 
-// No current replica holds the history and the edge is reachable: the
-// edge answers all of it.
+// The active replica lacks the history and the replicas it replaced
+// (leaving, still holding it) are down; the edge is reachable: the edge
+// answers all of it.
 func TestFrontend_LateReplicaHistoryComesFromTheEdge(t *testing.T) {
-	g, wm, wm2 := movedFleet(t, []string{"c1"})
-	fe := g.frontend(t, faults{}, nil)
+	g, wm, wm2, _ := movedFleet(t, []string{"c1"}, true)
+	fe := g.frontend(t, faults{down: g.downLeaving}, nil)
 	for name, q := range historyQueries(t, g) {
 		got, info, cov := runWithCoverage(t, fe, q)
 		sameAnswer(t, name, got, answerOf(t, g.oracle, q))
@@ -192,22 +220,22 @@ func TestFrontend_LateReplicaHistoryComesFromTheEdge(t *testing.T) {
 	}
 }
 
-// No current replica holds the history and the edge is unreachable: the
+// The history is on no live replica and the edge is unreachable: the
 // answer has what c1 holds and says precisely what is missing.
 func TestFrontend_LateReplicaHistoryMissingIsFlagged(t *testing.T) {
-	g, wm, wm2 := movedFleet(t, []string{"c1"})
-	fe := g.frontend(t, faults{deadEdges: []string{"e2"}}, nil)
+	g, wm, wm2, seg1 := movedFleet(t, []string{"c1"}, true)
+	fe := g.frontend(t, faults{deadEdges: []string{"e2"}, down: g.downLeaving}, nil)
 	oracle := g.nodeWhere(t, "e2", true, func(ts int64) bool { return ts > wm && ts <= wm2 })
 	now := t0.UnixMilli()
 	for name, q := range historyQueries(t, g) {
 		got, info, cov := runWithCoverage(t, fe, q)
 		sameAnswer(t, name, got, answerOf(t, oracle, q))
 		e2 := coverageOf(t, cov, "e2")
-		wantMissing := []query.TimeRange{{StartMs: q.Start, EndMs: wm}, {StartMs: wm2 + 1, EndMs: now}}
+		wantMissing := []query.TimeRange{{StartMs: max(q.Start, seg1.MinTimeMs), EndMs: seg1.MaxTimeMs}, {StartMs: wm2 + 1, EndMs: now}}
 		if e2.ReplicaAnswered != "c1" || e2.EdgeAnswered || !slices.Equal(e2.Missing, wantMissing) || cov.Complete() {
 			t.Fatalf("%s: e2 coverage %+v, want missing %+v", name, e2, wantMissing)
 		}
-		history := "edge e2: data before " + rfc(wm+1) + " is not on its current replicas (placement changed; history not copied) and the edge is unreachable"
+		history := "edge e2: data from " + rfc(max(q.Start, seg1.MinTimeMs)) + " to " + rfc(seg1.MaxTimeMs) + " is not on the replica that answered (segments not copied to it yet) and the edge is unreachable"
 		if !slices.Contains(info.Warnings, history) {
 			t.Fatalf("%s: warnings %q lack %q", name, info.Warnings, history)
 		}

@@ -107,9 +107,11 @@ type fleet struct {
 	// holding what that coordinator holds of the edge.
 	held   map[string]map[string]*node.Node
 	placed map[string][]string // coordinator -> edges it holds
-	start  int64               // first sample time
-	seed   uint64
-	all    []*node.Node
+	// downLeaving lists the coordinators a test marked down.
+	downLeaving []string
+	start       int64 // first sample time
+	seed        uint64
+	all         []*node.Node
 }
 
 func (f *fleet) close() {
