@@ -49,6 +49,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CoordinatorState is a coordinator's placement state an operator sets.
+type CoordinatorState int32
+
+const (
+	CoordinatorState_COORDINATOR_STATE_UNSPECIFIED CoordinatorState = 0
+	CoordinatorState_COORDINATOR_STATE_ACTIVE      CoordinatorState = 1
+	CoordinatorState_COORDINATOR_STATE_DRAINING    CoordinatorState = 2
+)
+
+// Enum value maps for CoordinatorState.
+var (
+	CoordinatorState_name = map[int32]string{
+		0: "COORDINATOR_STATE_UNSPECIFIED",
+		1: "COORDINATOR_STATE_ACTIVE",
+		2: "COORDINATOR_STATE_DRAINING",
+	}
+	CoordinatorState_value = map[string]int32{
+		"COORDINATOR_STATE_UNSPECIFIED": 0,
+		"COORDINATOR_STATE_ACTIVE":      1,
+		"COORDINATOR_STATE_DRAINING":    2,
+	}
+)
+
+func (x CoordinatorState) Enum() *CoordinatorState {
+	p := new(CoordinatorState)
+	*p = x
+	return p
+}
+
+func (x CoordinatorState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CoordinatorState) Descriptor() protoreflect.EnumDescriptor {
+	return file_tributary_v1_cluster_proto_enumTypes[0].Descriptor()
+}
+
+func (CoordinatorState) Type() protoreflect.EnumType {
+	return &file_tributary_v1_cluster_proto_enumTypes[0]
+}
+
+func (x CoordinatorState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CoordinatorState.Descriptor instead.
+func (CoordinatorState) EnumDescriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
 // FleetConfig is the fleet-wide configuration that edges pull (retention,
 // rollups, rate limits) and that the coordinators apply (replication
 // factor, series limit).
@@ -74,7 +124,13 @@ type FleetConfig struct {
 	MaxSeries uint64 `protobuf:"varint,9,opt,name=max_series,json=maxSeries,proto3" json:"max_series,omitempty"`
 	// version is the raft index of the change that set this configuration
 	// (0: the defaults). Ignored in a SetFleetConfigRequest.
-	Version       uint64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	// Replicas that must hold a segment before it is acknowledged (0:
+	// automatic, max(1, replicas - 1)).
+	WriteQuorum uint32 `protobuf:"varint,11,opt,name=write_quorum,json=writeQuorum,proto3" json:"write_quorum,omitempty"`
+	// How long a coordinator may go without a heartbeat before its
+	// replicas move (0: the default, 5 minutes).
+	DeadAfterMs   int64 `protobuf:"varint,12,opt,name=dead_after_ms,json=deadAfterMs,proto3" json:"dead_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +231,20 @@ func (x *FleetConfig) GetMaxSeries() uint64 {
 func (x *FleetConfig) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetWriteQuorum() uint32 {
+	if x != nil {
+		return x.WriteQuorum
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetDeadAfterMs() int64 {
+	if x != nil {
+		return x.DeadAfterMs
 	}
 	return 0
 }
@@ -937,11 +1007,824 @@ func (x *Member) GetMatchIndex() uint64 {
 	return 0
 }
 
+type EdgesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EdgesRequest) Reset() {
+	*x = EdgesRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgesRequest) ProtoMessage() {}
+
+func (x *EdgesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgesRequest.ProtoReflect.Descriptor instead.
+func (*EdgesRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+type EdgesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AnsweredBy    string                 `protobuf:"bytes,1,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	Edges         []*EdgeInfo            `protobuf:"bytes,2,rep,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EdgesResponse) Reset() {
+	*x = EdgesResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgesResponse) ProtoMessage() {}
+
+func (x *EdgesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgesResponse.ProtoReflect.Descriptor instead.
+func (*EdgesResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *EdgesResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *EdgesResponse) GetEdges() []*EdgeInfo {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+// EdgeInfo is one edge as the catalog sees it.
+type EdgeInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Replicas []*ReplicaInfo         `protobuf:"bytes,2,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Seconds since the edge's last heartbeat, by the answering coordinator's clock.
+	SecondsSinceHeartbeat float64 `protobuf:"fixed64,3,opt,name=seconds_since_heartbeat,json=secondsSinceHeartbeat,proto3" json:"seconds_since_heartbeat,omitempty"`
+	Revoked               bool    `protobuf:"varint,4,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	AckedThrough          uint64  `protobuf:"varint,5,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	WatermarkTimeMs       int64   `protobuf:"varint,6,opt,name=watermark_time_ms,json=watermarkTimeMs,proto3" json:"watermark_time_ms,omitempty"`
+	HeldPoints            uint64  `protobuf:"varint,7,opt,name=held_points,json=heldPoints,proto3" json:"held_points,omitempty"`
+	// Held segments missing from an active replica (counted per replica),
+	// and those no live replica can give (the edge must ship them again).
+	UnderReplicatedSegments uint64 `protobuf:"varint,8,opt,name=under_replicated_segments,json=underReplicatedSegments,proto3" json:"under_replicated_segments,omitempty"`
+	UnsourcedSegments       uint64 `protobuf:"varint,9,opt,name=unsourced_segments,json=unsourcedSegments,proto3" json:"unsourced_segments,omitempty"`
+	Pinned                  bool   `protobuf:"varint,10,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *EdgeInfo) Reset() {
+	*x = EdgeInfo{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeInfo) ProtoMessage() {}
+
+func (x *EdgeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeInfo.ProtoReflect.Descriptor instead.
+func (*EdgeInfo) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *EdgeInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *EdgeInfo) GetReplicas() []*ReplicaInfo {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *EdgeInfo) GetSecondsSinceHeartbeat() float64 {
+	if x != nil {
+		return x.SecondsSinceHeartbeat
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *EdgeInfo) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetWatermarkTimeMs() int64 {
+	if x != nil {
+		return x.WatermarkTimeMs
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetHeldPoints() uint64 {
+	if x != nil {
+		return x.HeldPoints
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetUnderReplicatedSegments() uint64 {
+	if x != nil {
+		return x.UnderReplicatedSegments
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetUnsourcedSegments() uint64 {
+	if x != nil {
+		return x.UnsourcedSegments
+	}
+	return 0
+}
+
+func (x *EdgeInfo) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+// ReplicaInfo is one replica of an edge.
+type ReplicaInfo struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Coordinator string                 `protobuf:"bytes,1,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// leaving: being replaced, kept until its history is copied.
+	Leaving bool `protobuf:"varint,2,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	// Runs of held segments the replica lacks.
+	Lacks []*LackRun `protobuf:"bytes,3,rep,name=lacks,proto3" json:"lacks,omitempty"`
+	// The coordinator's state: active, draining or down.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaInfo) Reset() {
+	*x = ReplicaInfo{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaInfo) ProtoMessage() {}
+
+func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
+func (*ReplicaInfo) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplicaInfo) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
+func (x *ReplicaInfo) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
+func (x *ReplicaInfo) GetLacks() []*LackRun {
+	if x != nil {
+		return x.Lacks
+	}
+	return nil
+}
+
+func (x *ReplicaInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type LackRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	MinTimeMs     int64                  `protobuf:"varint,3,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs     int64                  `protobuf:"varint,4,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LackRun) Reset() {
+	*x = LackRun{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LackRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LackRun) ProtoMessage() {}
+
+func (x *LackRun) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LackRun.ProtoReflect.Descriptor instead.
+func (*LackRun) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LackRun) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *LackRun) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *LackRun) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *LackRun) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+type DecommissionEdgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionEdgeRequest) Reset() {
+	*x = DecommissionEdgeRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionEdgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionEdgeRequest) ProtoMessage() {}
+
+func (x *DecommissionEdgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionEdgeRequest.ProtoReflect.Descriptor instead.
+func (*DecommissionEdgeRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DecommissionEdgeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DecommissionEdgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecommissionEdgeResponse) Reset() {
+	*x = DecommissionEdgeResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecommissionEdgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecommissionEdgeResponse) ProtoMessage() {}
+
+func (x *DecommissionEdgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecommissionEdgeResponse.ProtoReflect.Descriptor instead.
+func (*DecommissionEdgeResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{22}
+}
+
+type PlaceEdgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Coordinators  []string               `protobuf:"bytes,2,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	Unpin         bool                   `protobuf:"varint,3,opt,name=unpin,proto3" json:"unpin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceEdgeRequest) Reset() {
+	*x = PlaceEdgeRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceEdgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceEdgeRequest) ProtoMessage() {}
+
+func (x *PlaceEdgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceEdgeRequest.ProtoReflect.Descriptor instead.
+func (*PlaceEdgeRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PlaceEdgeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *PlaceEdgeRequest) GetCoordinators() []string {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
+func (x *PlaceEdgeRequest) GetUnpin() bool {
+	if x != nil {
+		return x.Unpin
+	}
+	return false
+}
+
+type PlaceEdgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      []*ReplicaInfo         `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Pinned        bool                   `protobuf:"varint,2,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceEdgeResponse) Reset() {
+	*x = PlaceEdgeResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceEdgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceEdgeResponse) ProtoMessage() {}
+
+func (x *PlaceEdgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceEdgeResponse.ProtoReflect.Descriptor instead.
+func (*PlaceEdgeResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PlaceEdgeResponse) GetReplicas() []*ReplicaInfo {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PlaceEdgeResponse) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxMoves      uint32                 `protobuf:"varint,1,opt,name=max_moves,json=maxMoves,proto3" json:"max_moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RebalanceRequest) GetMaxMoves() uint32 {
+	if x != nil {
+		return x.MaxMoves
+	}
+	return 0
+}
+
+type RebalanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       uint32                 `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RebalanceResponse) GetChanged() uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+type SetCoordinatorStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State         CoordinatorState       `protobuf:"varint,2,opt,name=state,proto3,enum=tributary.v1.CoordinatorState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCoordinatorStateRequest) Reset() {
+	*x = SetCoordinatorStateRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCoordinatorStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCoordinatorStateRequest) ProtoMessage() {}
+
+func (x *SetCoordinatorStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCoordinatorStateRequest.ProtoReflect.Descriptor instead.
+func (*SetCoordinatorStateRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SetCoordinatorStateRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SetCoordinatorStateRequest) GetState() CoordinatorState {
+	if x != nil {
+		return x.State
+	}
+	return CoordinatorState_COORDINATOR_STATE_UNSPECIFIED
+}
+
+type SetCoordinatorStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Placements that changed.
+	Moved         uint32 `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCoordinatorStateResponse) Reset() {
+	*x = SetCoordinatorStateResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCoordinatorStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCoordinatorStateResponse) ProtoMessage() {}
+
+func (x *SetCoordinatorStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCoordinatorStateResponse.ProtoReflect.Descriptor instead.
+func (*SetCoordinatorStateResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetCoordinatorStateResponse) GetMoved() uint32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+type RevokeEdgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Revoked       bool                   `protobuf:"varint,2,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeEdgeRequest) Reset() {
+	*x = RevokeEdgeRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeEdgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeEdgeRequest) ProtoMessage() {}
+
+func (x *RevokeEdgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeEdgeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeEdgeRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RevokeEdgeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RevokeEdgeRequest) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+type RevokeEdgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeEdgeResponse) Reset() {
+	*x = RevokeEdgeResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeEdgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeEdgeResponse) ProtoMessage() {}
+
+func (x *RevokeEdgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeEdgeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeEdgeResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{30}
+}
+
 var File_tributary_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"\xa8\x03\n" +
+	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"\xef\x03\n" +
 	"\vFleetConfig\x12(\n" +
 	"\x10retention_raw_ms\x18\x01 \x01(\x03R\x0eretentionRawMs\x12&\n" +
 	"\x0fretention_1h_ms\x18\x02 \x01(\x03R\rretention1hMs\x12&\n" +
@@ -954,7 +1837,9 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"max_series\x18\t \x01(\x04R\tmaxSeries\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\x04R\aversion\"\x17\n" +
+	" \x01(\x04R\aversion\x12!\n" +
+	"\fwrite_quorum\x18\v \x01(\rR\vwriteQuorum\x12\"\n" +
+	"\rdead_after_ms\x18\f \x01(\x03R\vdeadAfterMs\"\x17\n" +
 	"\x15GetFleetConfigRequest\"K\n" +
 	"\x16GetFleetConfigResponse\x121\n" +
 	"\x06config\x18\x01 \x01(\v2\x19.tributary.v1.FleetConfigR\x06config\"J\n" +
@@ -996,7 +1881,62 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\alearner\x18\x04 \x01(\bR\alearner\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1f\n" +
 	"\vmatch_index\x18\x06 \x01(\x04R\n" +
-	"matchIndex2\xfa\x04\n" +
+	"matchIndex\"\x0e\n" +
+	"\fEdgesRequest\"^\n" +
+	"\rEdgesResponse\x12\x1f\n" +
+	"\vanswered_by\x18\x01 \x01(\tR\n" +
+	"answeredBy\x12,\n" +
+	"\x05edges\x18\x02 \x03(\v2\x16.tributary.v1.EdgeInfoR\x05edges\"\xa1\x03\n" +
+	"\bEdgeInfo\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
+	"\breplicas\x18\x02 \x03(\v2\x19.tributary.v1.ReplicaInfoR\breplicas\x126\n" +
+	"\x17seconds_since_heartbeat\x18\x03 \x01(\x01R\x15secondsSinceHeartbeat\x12\x18\n" +
+	"\arevoked\x18\x04 \x01(\bR\arevoked\x12#\n" +
+	"\racked_through\x18\x05 \x01(\x04R\fackedThrough\x12*\n" +
+	"\x11watermark_time_ms\x18\x06 \x01(\x03R\x0fwatermarkTimeMs\x12\x1f\n" +
+	"\vheld_points\x18\a \x01(\x04R\n" +
+	"heldPoints\x12:\n" +
+	"\x19under_replicated_segments\x18\b \x01(\x04R\x17underReplicatedSegments\x12-\n" +
+	"\x12unsourced_segments\x18\t \x01(\x04R\x11unsourcedSegments\x12\x16\n" +
+	"\x06pinned\x18\n" +
+	" \x01(\bR\x06pinned\"\x8c\x01\n" +
+	"\vReplicaInfo\x12 \n" +
+	"\vcoordinator\x18\x01 \x01(\tR\vcoordinator\x12\x18\n" +
+	"\aleaving\x18\x02 \x01(\bR\aleaving\x12+\n" +
+	"\x05lacks\x18\x03 \x03(\v2\x15.tributary.v1.LackRunR\x05lacks\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"\x81\x01\n" +
+	"\aLackRun\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12\x1e\n" +
+	"\vmin_time_ms\x18\x03 \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\x04 \x01(\x03R\tmaxTimeMs\"2\n" +
+	"\x17DecommissionEdgeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x1a\n" +
+	"\x18DecommissionEdgeResponse\"e\n" +
+	"\x10PlaceEdgeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\"\n" +
+	"\fcoordinators\x18\x02 \x03(\tR\fcoordinators\x12\x14\n" +
+	"\x05unpin\x18\x03 \x01(\bR\x05unpin\"b\n" +
+	"\x11PlaceEdgeResponse\x125\n" +
+	"\breplicas\x18\x01 \x03(\v2\x19.tributary.v1.ReplicaInfoR\breplicas\x12\x16\n" +
+	"\x06pinned\x18\x02 \x01(\bR\x06pinned\"/\n" +
+	"\x10RebalanceRequest\x12\x1b\n" +
+	"\tmax_moves\x18\x01 \x01(\rR\bmaxMoves\"-\n" +
+	"\x11RebalanceResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\rR\achanged\"k\n" +
+	"\x1aSetCoordinatorStateRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x124\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1e.tributary.v1.CoordinatorStateR\x05state\"3\n" +
+	"\x1bSetCoordinatorStateResponse\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\rR\x05moved\"F\n" +
+	"\x11RevokeEdgeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\arevoked\x18\x02 \x01(\bR\arevoked\"\x14\n" +
+	"\x12RevokeEdgeResponse*s\n" +
+	"\x10CoordinatorState\x12!\n" +
+	"\x1dCOORDINATOR_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18COORDINATOR_STATE_ACTIVE\x10\x01\x12\x1e\n" +
+	"\x1aCOORDINATOR_STATE_DRAINING\x10\x022\xf8\b\n" +
 	"\x0eClusterService\x12L\n" +
 	"\tAddMember\x12\x1e.tributary.v1.AddMemberRequest\x1a\x1f.tributary.v1.AddMemberResponse\x12X\n" +
 	"\rPromoteMember\x12\".tributary.v1.PromoteMemberRequest\x1a#.tributary.v1.PromoteMemberResponse\x12U\n" +
@@ -1004,7 +1944,14 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\x12TransferLeadership\x12'.tributary.v1.TransferLeadershipRequest\x1a(.tributary.v1.TransferLeadershipResponse\x12F\n" +
 	"\aMembers\x12\x1c.tributary.v1.MembersRequest\x1a\x1d.tributary.v1.MembersResponse\x12[\n" +
 	"\x0eGetFleetConfig\x12#.tributary.v1.GetFleetConfigRequest\x1a$.tributary.v1.GetFleetConfigResponse\x12[\n" +
-	"\x0eSetFleetConfig\x12#.tributary.v1.SetFleetConfigRequest\x1a$.tributary.v1.SetFleetConfigResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"\x0eSetFleetConfig\x12#.tributary.v1.SetFleetConfigRequest\x1a$.tributary.v1.SetFleetConfigResponse\x12@\n" +
+	"\x05Edges\x12\x1a.tributary.v1.EdgesRequest\x1a\x1b.tributary.v1.EdgesResponse\x12a\n" +
+	"\x10DecommissionEdge\x12%.tributary.v1.DecommissionEdgeRequest\x1a&.tributary.v1.DecommissionEdgeResponse\x12L\n" +
+	"\tPlaceEdge\x12\x1e.tributary.v1.PlaceEdgeRequest\x1a\x1f.tributary.v1.PlaceEdgeResponse\x12L\n" +
+	"\tRebalance\x12\x1e.tributary.v1.RebalanceRequest\x1a\x1f.tributary.v1.RebalanceResponse\x12j\n" +
+	"\x13SetCoordinatorState\x12(.tributary.v1.SetCoordinatorStateRequest\x1a).tributary.v1.SetCoordinatorStateResponse\x12O\n" +
+	"\n" +
+	"RevokeEdge\x12\x1f.tributary.v1.RevokeEdgeRequest\x1a .tributary.v1.RevokeEdgeResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_cluster_proto_rawDescOnce sync.Once
@@ -1018,52 +1965,86 @@ func file_tributary_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_tributary_v1_cluster_proto_rawDescData
 }
 
-var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_tributary_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_tributary_v1_cluster_proto_goTypes = []any{
-	(*FleetConfig)(nil),                // 0: tributary.v1.FleetConfig
-	(*GetFleetConfigRequest)(nil),      // 1: tributary.v1.GetFleetConfigRequest
-	(*GetFleetConfigResponse)(nil),     // 2: tributary.v1.GetFleetConfigResponse
-	(*SetFleetConfigRequest)(nil),      // 3: tributary.v1.SetFleetConfigRequest
-	(*SetFleetConfigResponse)(nil),     // 4: tributary.v1.SetFleetConfigResponse
-	(*AddMemberRequest)(nil),           // 5: tributary.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),          // 6: tributary.v1.AddMemberResponse
-	(*PromoteMemberRequest)(nil),       // 7: tributary.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),      // 8: tributary.v1.PromoteMemberResponse
-	(*RemoveMemberRequest)(nil),        // 9: tributary.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),       // 10: tributary.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),  // 11: tributary.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 12: tributary.v1.TransferLeadershipResponse
-	(*MembersRequest)(nil),             // 13: tributary.v1.MembersRequest
-	(*MembersResponse)(nil),            // 14: tributary.v1.MembersResponse
-	(*Member)(nil),                     // 15: tributary.v1.Member
+	(CoordinatorState)(0),               // 0: tributary.v1.CoordinatorState
+	(*FleetConfig)(nil),                 // 1: tributary.v1.FleetConfig
+	(*GetFleetConfigRequest)(nil),       // 2: tributary.v1.GetFleetConfigRequest
+	(*GetFleetConfigResponse)(nil),      // 3: tributary.v1.GetFleetConfigResponse
+	(*SetFleetConfigRequest)(nil),       // 4: tributary.v1.SetFleetConfigRequest
+	(*SetFleetConfigResponse)(nil),      // 5: tributary.v1.SetFleetConfigResponse
+	(*AddMemberRequest)(nil),            // 6: tributary.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),           // 7: tributary.v1.AddMemberResponse
+	(*PromoteMemberRequest)(nil),        // 8: tributary.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),       // 9: tributary.v1.PromoteMemberResponse
+	(*RemoveMemberRequest)(nil),         // 10: tributary.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),        // 11: tributary.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),   // 12: tributary.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),  // 13: tributary.v1.TransferLeadershipResponse
+	(*MembersRequest)(nil),              // 14: tributary.v1.MembersRequest
+	(*MembersResponse)(nil),             // 15: tributary.v1.MembersResponse
+	(*Member)(nil),                      // 16: tributary.v1.Member
+	(*EdgesRequest)(nil),                // 17: tributary.v1.EdgesRequest
+	(*EdgesResponse)(nil),               // 18: tributary.v1.EdgesResponse
+	(*EdgeInfo)(nil),                    // 19: tributary.v1.EdgeInfo
+	(*ReplicaInfo)(nil),                 // 20: tributary.v1.ReplicaInfo
+	(*LackRun)(nil),                     // 21: tributary.v1.LackRun
+	(*DecommissionEdgeRequest)(nil),     // 22: tributary.v1.DecommissionEdgeRequest
+	(*DecommissionEdgeResponse)(nil),    // 23: tributary.v1.DecommissionEdgeResponse
+	(*PlaceEdgeRequest)(nil),            // 24: tributary.v1.PlaceEdgeRequest
+	(*PlaceEdgeResponse)(nil),           // 25: tributary.v1.PlaceEdgeResponse
+	(*RebalanceRequest)(nil),            // 26: tributary.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),           // 27: tributary.v1.RebalanceResponse
+	(*SetCoordinatorStateRequest)(nil),  // 28: tributary.v1.SetCoordinatorStateRequest
+	(*SetCoordinatorStateResponse)(nil), // 29: tributary.v1.SetCoordinatorStateResponse
+	(*RevokeEdgeRequest)(nil),           // 30: tributary.v1.RevokeEdgeRequest
+	(*RevokeEdgeResponse)(nil),          // 31: tributary.v1.RevokeEdgeResponse
 }
 var file_tributary_v1_cluster_proto_depIdxs = []int32{
-	0,  // 0: tributary.v1.GetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
-	0,  // 1: tributary.v1.SetFleetConfigRequest.config:type_name -> tributary.v1.FleetConfig
-	0,  // 2: tributary.v1.SetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
-	15, // 3: tributary.v1.AddMemberResponse.members:type_name -> tributary.v1.Member
-	15, // 4: tributary.v1.PromoteMemberResponse.members:type_name -> tributary.v1.Member
-	15, // 5: tributary.v1.RemoveMemberResponse.members:type_name -> tributary.v1.Member
-	15, // 6: tributary.v1.MembersResponse.members:type_name -> tributary.v1.Member
-	5,  // 7: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
-	7,  // 8: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
-	9,  // 9: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
-	11, // 10: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
-	13, // 11: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
-	1,  // 12: tributary.v1.ClusterService.GetFleetConfig:input_type -> tributary.v1.GetFleetConfigRequest
-	3,  // 13: tributary.v1.ClusterService.SetFleetConfig:input_type -> tributary.v1.SetFleetConfigRequest
-	6,  // 14: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
-	8,  // 15: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
-	10, // 16: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
-	12, // 17: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
-	14, // 18: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
-	2,  // 19: tributary.v1.ClusterService.GetFleetConfig:output_type -> tributary.v1.GetFleetConfigResponse
-	4,  // 20: tributary.v1.ClusterService.SetFleetConfig:output_type -> tributary.v1.SetFleetConfigResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	1,  // 0: tributary.v1.GetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
+	1,  // 1: tributary.v1.SetFleetConfigRequest.config:type_name -> tributary.v1.FleetConfig
+	1,  // 2: tributary.v1.SetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
+	16, // 3: tributary.v1.AddMemberResponse.members:type_name -> tributary.v1.Member
+	16, // 4: tributary.v1.PromoteMemberResponse.members:type_name -> tributary.v1.Member
+	16, // 5: tributary.v1.RemoveMemberResponse.members:type_name -> tributary.v1.Member
+	16, // 6: tributary.v1.MembersResponse.members:type_name -> tributary.v1.Member
+	19, // 7: tributary.v1.EdgesResponse.edges:type_name -> tributary.v1.EdgeInfo
+	20, // 8: tributary.v1.EdgeInfo.replicas:type_name -> tributary.v1.ReplicaInfo
+	21, // 9: tributary.v1.ReplicaInfo.lacks:type_name -> tributary.v1.LackRun
+	20, // 10: tributary.v1.PlaceEdgeResponse.replicas:type_name -> tributary.v1.ReplicaInfo
+	0,  // 11: tributary.v1.SetCoordinatorStateRequest.state:type_name -> tributary.v1.CoordinatorState
+	6,  // 12: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
+	8,  // 13: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
+	10, // 14: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
+	12, // 15: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
+	14, // 16: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
+	2,  // 17: tributary.v1.ClusterService.GetFleetConfig:input_type -> tributary.v1.GetFleetConfigRequest
+	4,  // 18: tributary.v1.ClusterService.SetFleetConfig:input_type -> tributary.v1.SetFleetConfigRequest
+	17, // 19: tributary.v1.ClusterService.Edges:input_type -> tributary.v1.EdgesRequest
+	22, // 20: tributary.v1.ClusterService.DecommissionEdge:input_type -> tributary.v1.DecommissionEdgeRequest
+	24, // 21: tributary.v1.ClusterService.PlaceEdge:input_type -> tributary.v1.PlaceEdgeRequest
+	26, // 22: tributary.v1.ClusterService.Rebalance:input_type -> tributary.v1.RebalanceRequest
+	28, // 23: tributary.v1.ClusterService.SetCoordinatorState:input_type -> tributary.v1.SetCoordinatorStateRequest
+	30, // 24: tributary.v1.ClusterService.RevokeEdge:input_type -> tributary.v1.RevokeEdgeRequest
+	7,  // 25: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
+	9,  // 26: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
+	11, // 27: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
+	13, // 28: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
+	15, // 29: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
+	3,  // 30: tributary.v1.ClusterService.GetFleetConfig:output_type -> tributary.v1.GetFleetConfigResponse
+	5,  // 31: tributary.v1.ClusterService.SetFleetConfig:output_type -> tributary.v1.SetFleetConfigResponse
+	18, // 32: tributary.v1.ClusterService.Edges:output_type -> tributary.v1.EdgesResponse
+	23, // 33: tributary.v1.ClusterService.DecommissionEdge:output_type -> tributary.v1.DecommissionEdgeResponse
+	25, // 34: tributary.v1.ClusterService.PlaceEdge:output_type -> tributary.v1.PlaceEdgeResponse
+	27, // 35: tributary.v1.ClusterService.Rebalance:output_type -> tributary.v1.RebalanceResponse
+	29, // 36: tributary.v1.ClusterService.SetCoordinatorState:output_type -> tributary.v1.SetCoordinatorStateResponse
+	31, // 37: tributary.v1.ClusterService.RevokeEdge:output_type -> tributary.v1.RevokeEdgeResponse
+	25, // [25:38] is the sub-list for method output_type
+	12, // [12:25] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_cluster_proto_init() }
@@ -1076,13 +2057,14 @@ func file_tributary_v1_cluster_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_cluster_proto_rawDesc), len(file_tributary_v1_cluster_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      1,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_tributary_v1_cluster_proto_goTypes,
 		DependencyIndexes: file_tributary_v1_cluster_proto_depIdxs,
+		EnumInfos:         file_tributary_v1_cluster_proto_enumTypes,
 		MessageInfos:      file_tributary_v1_cluster_proto_msgTypes,
 	}.Build()
 	File_tributary_v1_cluster_proto = out.File

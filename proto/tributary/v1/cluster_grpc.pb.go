@@ -47,13 +47,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_AddMember_FullMethodName          = "/tributary.v1.ClusterService/AddMember"
-	ClusterService_PromoteMember_FullMethodName      = "/tributary.v1.ClusterService/PromoteMember"
-	ClusterService_RemoveMember_FullMethodName       = "/tributary.v1.ClusterService/RemoveMember"
-	ClusterService_TransferLeadership_FullMethodName = "/tributary.v1.ClusterService/TransferLeadership"
-	ClusterService_Members_FullMethodName            = "/tributary.v1.ClusterService/Members"
-	ClusterService_GetFleetConfig_FullMethodName     = "/tributary.v1.ClusterService/GetFleetConfig"
-	ClusterService_SetFleetConfig_FullMethodName     = "/tributary.v1.ClusterService/SetFleetConfig"
+	ClusterService_AddMember_FullMethodName           = "/tributary.v1.ClusterService/AddMember"
+	ClusterService_PromoteMember_FullMethodName       = "/tributary.v1.ClusterService/PromoteMember"
+	ClusterService_RemoveMember_FullMethodName        = "/tributary.v1.ClusterService/RemoveMember"
+	ClusterService_TransferLeadership_FullMethodName  = "/tributary.v1.ClusterService/TransferLeadership"
+	ClusterService_Members_FullMethodName             = "/tributary.v1.ClusterService/Members"
+	ClusterService_GetFleetConfig_FullMethodName      = "/tributary.v1.ClusterService/GetFleetConfig"
+	ClusterService_SetFleetConfig_FullMethodName      = "/tributary.v1.ClusterService/SetFleetConfig"
+	ClusterService_Edges_FullMethodName               = "/tributary.v1.ClusterService/Edges"
+	ClusterService_DecommissionEdge_FullMethodName    = "/tributary.v1.ClusterService/DecommissionEdge"
+	ClusterService_PlaceEdge_FullMethodName           = "/tributary.v1.ClusterService/PlaceEdge"
+	ClusterService_Rebalance_FullMethodName           = "/tributary.v1.ClusterService/Rebalance"
+	ClusterService_SetCoordinatorState_FullMethodName = "/tributary.v1.ClusterService/SetCoordinatorState"
+	ClusterService_RevokeEdge_FullMethodName          = "/tributary.v1.ClusterService/RevokeEdge"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -89,6 +95,27 @@ type ClusterServiceClient interface {
 	// replication streams (see replication.proto). An invalid configuration
 	// is INVALID_ARGUMENT.
 	SetFleetConfig(ctx context.Context, in *SetFleetConfigRequest, opts ...grpc.CallOption) (*SetFleetConfigResponse, error)
+	// Edges lists every edge with its placement (active replicas with the
+	// segment runs each lacks, leaving replicas), health (last heartbeat,
+	// revocation), lag and under-replicated segments, as the answering
+	// coordinator's catalog says.
+	Edges(ctx context.Context, in *EdgesRequest, opts ...grpc.CallOption) (*EdgesResponse, error)
+	// DecommissionEdge forgets an edge: its placement, progress and series
+	// membership go (the series and the replicated data stay until retention).
+	DecommissionEdge(ctx context.Context, in *DecommissionEdgeRequest, opts ...grpc.CallOption) (*DecommissionEdgeResponse, error)
+	// PlaceEdge pins an edge's active replicas to the given coordinators
+	// (or, with unpin, returns it to the automatic rules). The replicas it
+	// replaces are kept, leaving, until their history is copied.
+	PlaceEdge(ctx context.Context, in *PlaceEdgeRequest, opts ...grpc.CallOption) (*PlaceEdgeResponse, error)
+	// Rebalance moves replicas from the most to the least loaded
+	// coordinators, at most max_moves (0: until balanced).
+	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
+	// SetCoordinatorState drains a coordinator (its replicas move away, each
+	// kept until copied) or makes it active again.
+	SetCoordinatorState(ctx context.Context, in *SetCoordinatorStateRequest, opts ...grpc.CallOption) (*SetCoordinatorStateResponse, error)
+	// RevokeEdge refuses an edge's replication streams and query tunnels on
+	// every coordinator (revoked = false lifts it); its data stays.
+	RevokeEdge(ctx context.Context, in *RevokeEdgeRequest, opts ...grpc.CallOption) (*RevokeEdgeResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -169,6 +196,66 @@ func (c *clusterServiceClient) SetFleetConfig(ctx context.Context, in *SetFleetC
 	return out, nil
 }
 
+func (c *clusterServiceClient) Edges(ctx context.Context, in *EdgesRequest, opts ...grpc.CallOption) (*EdgesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EdgesResponse)
+	err := c.cc.Invoke(ctx, ClusterService_Edges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) DecommissionEdge(ctx context.Context, in *DecommissionEdgeRequest, opts ...grpc.CallOption) (*DecommissionEdgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecommissionEdgeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_DecommissionEdge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) PlaceEdge(ctx context.Context, in *PlaceEdgeRequest, opts ...grpc.CallOption) (*PlaceEdgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlaceEdgeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_PlaceEdge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceResponse)
+	err := c.cc.Invoke(ctx, ClusterService_Rebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) SetCoordinatorState(ctx context.Context, in *SetCoordinatorStateRequest, opts ...grpc.CallOption) (*SetCoordinatorStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetCoordinatorStateResponse)
+	err := c.cc.Invoke(ctx, ClusterService_SetCoordinatorState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) RevokeEdge(ctx context.Context, in *RevokeEdgeRequest, opts ...grpc.CallOption) (*RevokeEdgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeEdgeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_RevokeEdge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -202,6 +289,27 @@ type ClusterServiceServer interface {
 	// replication streams (see replication.proto). An invalid configuration
 	// is INVALID_ARGUMENT.
 	SetFleetConfig(context.Context, *SetFleetConfigRequest) (*SetFleetConfigResponse, error)
+	// Edges lists every edge with its placement (active replicas with the
+	// segment runs each lacks, leaving replicas), health (last heartbeat,
+	// revocation), lag and under-replicated segments, as the answering
+	// coordinator's catalog says.
+	Edges(context.Context, *EdgesRequest) (*EdgesResponse, error)
+	// DecommissionEdge forgets an edge: its placement, progress and series
+	// membership go (the series and the replicated data stay until retention).
+	DecommissionEdge(context.Context, *DecommissionEdgeRequest) (*DecommissionEdgeResponse, error)
+	// PlaceEdge pins an edge's active replicas to the given coordinators
+	// (or, with unpin, returns it to the automatic rules). The replicas it
+	// replaces are kept, leaving, until their history is copied.
+	PlaceEdge(context.Context, *PlaceEdgeRequest) (*PlaceEdgeResponse, error)
+	// Rebalance moves replicas from the most to the least loaded
+	// coordinators, at most max_moves (0: until balanced).
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
+	// SetCoordinatorState drains a coordinator (its replicas move away, each
+	// kept until copied) or makes it active again.
+	SetCoordinatorState(context.Context, *SetCoordinatorStateRequest) (*SetCoordinatorStateResponse, error)
+	// RevokeEdge refuses an edge's replication streams and query tunnels on
+	// every coordinator (revoked = false lifts it); its data stays.
+	RevokeEdge(context.Context, *RevokeEdgeRequest) (*RevokeEdgeResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -232,6 +340,24 @@ func (UnimplementedClusterServiceServer) GetFleetConfig(context.Context, *GetFle
 }
 func (UnimplementedClusterServiceServer) SetFleetConfig(context.Context, *SetFleetConfigRequest) (*SetFleetConfigResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetFleetConfig not implemented")
+}
+func (UnimplementedClusterServiceServer) Edges(context.Context, *EdgesRequest) (*EdgesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Edges not implemented")
+}
+func (UnimplementedClusterServiceServer) DecommissionEdge(context.Context, *DecommissionEdgeRequest) (*DecommissionEdgeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DecommissionEdge not implemented")
+}
+func (UnimplementedClusterServiceServer) PlaceEdge(context.Context, *PlaceEdgeRequest) (*PlaceEdgeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PlaceEdge not implemented")
+}
+func (UnimplementedClusterServiceServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rebalance not implemented")
+}
+func (UnimplementedClusterServiceServer) SetCoordinatorState(context.Context, *SetCoordinatorStateRequest) (*SetCoordinatorStateResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetCoordinatorState not implemented")
+}
+func (UnimplementedClusterServiceServer) RevokeEdge(context.Context, *RevokeEdgeRequest) (*RevokeEdgeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeEdge not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -380,6 +506,114 @@ func _ClusterService_SetFleetConfig_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_Edges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EdgesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).Edges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_Edges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).Edges(ctx, req.(*EdgesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_DecommissionEdge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecommissionEdgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).DecommissionEdge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_DecommissionEdge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).DecommissionEdge(ctx, req.(*DecommissionEdgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_PlaceEdge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlaceEdgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).PlaceEdge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_PlaceEdge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).PlaceEdge(ctx, req.(*PlaceEdgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).Rebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_Rebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).Rebalance(ctx, req.(*RebalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_SetCoordinatorState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCoordinatorStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).SetCoordinatorState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_SetCoordinatorState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).SetCoordinatorState(ctx, req.(*SetCoordinatorStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_RevokeEdge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeEdgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).RevokeEdge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_RevokeEdge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).RevokeEdge(ctx, req.(*RevokeEdgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +648,30 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetFleetConfig",
 			Handler:    _ClusterService_SetFleetConfig_Handler,
+		},
+		{
+			MethodName: "Edges",
+			Handler:    _ClusterService_Edges_Handler,
+		},
+		{
+			MethodName: "DecommissionEdge",
+			Handler:    _ClusterService_DecommissionEdge_Handler,
+		},
+		{
+			MethodName: "PlaceEdge",
+			Handler:    _ClusterService_PlaceEdge_Handler,
+		},
+		{
+			MethodName: "Rebalance",
+			Handler:    _ClusterService_Rebalance_Handler,
+		},
+		{
+			MethodName: "SetCoordinatorState",
+			Handler:    _ClusterService_SetCoordinatorState_Handler,
+		},
+		{
+			MethodName: "RevokeEdge",
+			Handler:    _ClusterService_RevokeEdge_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -484,6 +484,7 @@ type ShipRequest struct {
 	//	*ShipRequest_Hello
 	//	*ShipRequest_Segment
 	//	*ShipRequest_Gap
+	//	*ShipRequest_ReshipUnavailable
 	Body          isShipRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -553,6 +554,15 @@ func (x *ShipRequest) GetGap() *ShipGap {
 	return nil
 }
 
+func (x *ShipRequest) GetReshipUnavailable() *ShipReshipUnavailable {
+	if x != nil {
+		if x, ok := x.Body.(*ShipRequest_ReshipUnavailable); ok {
+			return x.ReshipUnavailable
+		}
+	}
+	return nil
+}
+
 type isShipRequest_Body interface {
 	isShipRequest_Body()
 }
@@ -572,11 +582,19 @@ type ShipRequest_Gap struct {
 	Gap *ShipGap `protobuf:"bytes,3,opt,name=gap,proto3,oneof"`
 }
 
+type ShipRequest_ReshipUnavailable struct {
+	// The edge cannot ship again (some of) a run a ShipReship asked for:
+	// its local store no longer holds the data.
+	ReshipUnavailable *ShipReshipUnavailable `protobuf:"bytes,4,opt,name=reship_unavailable,json=reshipUnavailable,proto3,oneof"`
+}
+
 func (*ShipRequest_Hello) isShipRequest_Body() {}
 
 func (*ShipRequest_Segment) isShipRequest_Body() {}
 
 func (*ShipRequest_Gap) isShipRequest_Body() {}
+
+func (*ShipRequest_ReshipUnavailable) isShipRequest_Body() {}
 
 // ShipResponse is one message from the coordinator.
 type ShipResponse struct {
@@ -587,6 +605,7 @@ type ShipResponse struct {
 	//	*ShipResponse_Ack
 	//	*ShipResponse_Error
 	//	*ShipResponse_Config
+	//	*ShipResponse_Reship
 	Body          isShipResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -665,6 +684,15 @@ func (x *ShipResponse) GetConfig() *EdgeConfig {
 	return nil
 }
 
+func (x *ShipResponse) GetReship() *ShipReship {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Reship); ok {
+			return x.Reship
+		}
+	}
+	return nil
+}
+
 type isShipResponse_Body interface {
 	isShipResponse_Body()
 }
@@ -691,6 +719,14 @@ type ShipResponse_Config struct {
 	Config *EdgeConfig `protobuf:"bytes,4,opt,name=config,proto3,oneof"`
 }
 
+type ShipResponse_Reship struct {
+	// Asks the edge to ship a run of segments again: the cloud recorded
+	// them as held, but no live replica can give them to a replica that
+	// lacks them (the only replica that held them is down or gone). Sent
+	// only to edges whose hello lists the feature "reship".
+	Reship *ShipReship `protobuf:"bytes,5,opt,name=reship,proto3,oneof"`
+}
+
 func (*ShipResponse_Welcome) isShipResponse_Body() {}
 
 func (*ShipResponse_Ack) isShipResponse_Body() {}
@@ -698,6 +734,147 @@ func (*ShipResponse_Ack) isShipResponse_Body() {}
 func (*ShipResponse_Error) isShipResponse_Body() {}
 
 func (*ShipResponse_Config) isShipResponse_Body() {}
+
+func (*ShipResponse_Reship) isShipResponse_Body() {}
+
+// ShipReship asks the edge to ship again the segments first_seq..last_seq,
+// whose data has times in [min_time_ms, max_time_ms] (both inclusive; the
+// span may be wider than the data). The edge sends them as backfill
+// segments (backfill_points 0: the cloud counted their points when it
+// first acknowledged them) covering exactly these numbers, from its WAL
+// when the original files are still there (the same bytes and CRC), else
+// rebuilt from its local store for the time span; or answers
+// ShipReshipUnavailable for what it cannot give. A second request for a
+// run already being shipped changes nothing.
+type ShipReship struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	MinTimeMs     int64                  `protobuf:"varint,3,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs     int64                  `protobuf:"varint,4,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipReship) Reset() {
+	*x = ShipReship{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipReship) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipReship) ProtoMessage() {}
+
+func (x *ShipReship) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipReship.ProtoReflect.Descriptor instead.
+func (*ShipReship) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ShipReship) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *ShipReship) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *ShipReship) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *ShipReship) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+// ShipReshipUnavailable says the edge cannot ship first_seq..last_seq of
+// a ShipReship again; reason says why (for logs and metrics).
+type ShipReshipUnavailable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipReshipUnavailable) Reset() {
+	*x = ShipReshipUnavailable{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipReshipUnavailable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipReshipUnavailable) ProtoMessage() {}
+
+func (x *ShipReshipUnavailable) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipReshipUnavailable.ProtoReflect.Descriptor instead.
+func (*ShipReshipUnavailable) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ShipReshipUnavailable) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *ShipReshipUnavailable) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *ShipReshipUnavailable) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
 
 // ShipHello opens a stream.
 type ShipHello struct {
@@ -720,14 +897,17 @@ type ShipHello struct {
 	// Where coordinators can reach the edge's QueryService (host:port), to
 	// read what the cloud does not hold; empty when the edge is not
 	// reachable. The coordinator records it as the node's address.
-	QueryAddr     string `protobuf:"bytes,7,opt,name=query_addr,json=queryAddr,proto3" json:"query_addr,omitempty"`
+	QueryAddr string `protobuf:"bytes,7,opt,name=query_addr,json=queryAddr,proto3" json:"query_addr,omitempty"`
+	// Optional protocol features the edge understands: "reship" (it answers
+	// ShipResponse.reship).
+	Features      []string `protobuf:"bytes,8,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipHello) Reset() {
 	*x = ShipHello{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +919,7 @@ func (x *ShipHello) String() string {
 func (*ShipHello) ProtoMessage() {}
 
 func (x *ShipHello) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +932,7 @@ func (x *ShipHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipHello.ProtoReflect.Descriptor instead.
 func (*ShipHello) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShipHello) GetNodeId() string {
@@ -804,6 +984,13 @@ func (x *ShipHello) GetQueryAddr() string {
 	return ""
 }
 
+func (x *ShipHello) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 // SeqRange is an inclusive run of sequence numbers.
 type SeqRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -815,7 +1002,7 @@ type SeqRange struct {
 
 func (x *SeqRange) Reset() {
 	*x = SeqRange{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1014,7 @@ func (x *SeqRange) String() string {
 func (*SeqRange) ProtoMessage() {}
 
 func (x *SeqRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1027,7 @@ func (x *SeqRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
 func (*SeqRange) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SeqRange) GetFirstSeq() uint64 {
@@ -883,7 +1070,7 @@ type ShipWelcome struct {
 
 func (x *ShipWelcome) Reset() {
 	*x = ShipWelcome{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1082,7 @@ func (x *ShipWelcome) String() string {
 func (*ShipWelcome) ProtoMessage() {}
 
 func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1095,7 @@ func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipWelcome.ProtoReflect.Descriptor instead.
 func (*ShipWelcome) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShipWelcome) GetCoordinatorId() string {
@@ -1008,7 +1195,7 @@ type ShipSegment struct {
 
 func (x *ShipSegment) Reset() {
 	*x = ShipSegment{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1207,7 @@ func (x *ShipSegment) String() string {
 func (*ShipSegment) ProtoMessage() {}
 
 func (x *ShipSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1220,7 @@ func (x *ShipSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipSegment.ProtoReflect.Descriptor instead.
 func (*ShipSegment) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShipSegment) GetNodeId() string {
@@ -1167,7 +1354,7 @@ type ShipGap struct {
 
 func (x *ShipGap) Reset() {
 	*x = ShipGap{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[9]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1366,7 @@ func (x *ShipGap) String() string {
 func (*ShipGap) ProtoMessage() {}
 
 func (x *ShipGap) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[9]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1379,7 @@ func (x *ShipGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipGap.ProtoReflect.Descriptor instead.
 func (*ShipGap) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{9}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShipGap) GetNodeId() string {
@@ -1266,7 +1453,7 @@ type ShipAck struct {
 
 func (x *ShipAck) Reset() {
 	*x = ShipAck{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[10]
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1465,7 @@ func (x *ShipAck) String() string {
 func (*ShipAck) ProtoMessage() {}
 
 func (x *ShipAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[10]
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1478,7 @@ func (x *ShipAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipAck.ProtoReflect.Descriptor instead.
 func (*ShipAck) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{10}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShipAck) GetSeq() uint64 {
@@ -1335,7 +1522,7 @@ type ShipError struct {
 
 func (x *ShipError) Reset() {
 	*x = ShipError{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[11]
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1534,7 @@ func (x *ShipError) String() string {
 func (*ShipError) ProtoMessage() {}
 
 func (x *ShipError) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[11]
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1547,7 @@ func (x *ShipError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipError.ProtoReflect.Descriptor instead.
 func (*ShipError) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{11}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShipError) GetSeq() uint64 {
@@ -1424,7 +1611,7 @@ type EdgeConfig struct {
 
 func (x *EdgeConfig) Reset() {
 	*x = EdgeConfig{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1623,7 @@ func (x *EdgeConfig) String() string {
 func (*EdgeConfig) ProtoMessage() {}
 
 func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1636,7 @@ func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeConfig.ProtoReflect.Descriptor instead.
 func (*EdgeConfig) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{12}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EdgeConfig) GetVersion() uint64 {
@@ -1520,18 +1707,30 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x0eTunnelResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"&\n" +
 	"\vTunnelHello\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xa8\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xfe\x01\n" +
 	"\vShipRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.tributary.v1.ShipHelloH\x00R\x05hello\x125\n" +
 	"\asegment\x18\x02 \x01(\v2\x19.tributary.v1.ShipSegmentH\x00R\asegment\x12)\n" +
-	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gapB\x06\n" +
-	"\x04body\"\xdd\x01\n" +
+	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gap\x12T\n" +
+	"\x12reship_unavailable\x18\x04 \x01(\v2#.tributary.v1.ShipReshipUnavailableH\x00R\x11reshipUnavailableB\x06\n" +
+	"\x04body\"\x91\x02\n" +
 	"\fShipResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
 	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05error\x122\n" +
-	"\x06config\x18\x04 \x01(\v2\x18.tributary.v1.EdgeConfigH\x00R\x06configB\x06\n" +
-	"\x04body\"\x9a\x02\n" +
+	"\x06config\x18\x04 \x01(\v2\x18.tributary.v1.EdgeConfigH\x00R\x06config\x122\n" +
+	"\x06reship\x18\x05 \x01(\v2\x18.tributary.v1.ShipReshipH\x00R\x06reshipB\x06\n" +
+	"\x04body\"\x84\x01\n" +
+	"\n" +
+	"ShipReship\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12\x1e\n" +
+	"\vmin_time_ms\x18\x03 \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\x04 \x01(\x03R\tmaxTimeMs\"g\n" +
+	"\x15ShipReshipUnavailable\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb6\x02\n" +
 	"\tShipHello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
 	"\x10software_version\x18\x02 \x01(\tR\x0fsoftwareVersion\x12)\n" +
@@ -1540,7 +1739,8 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x13oldest_retained_seq\x18\x05 \x01(\x04R\x11oldestRetainedSeq\x12*\n" +
 	"\x11newest_sealed_seq\x18\x06 \x01(\x04R\x0fnewestSealedSeq\x12\x1d\n" +
 	"\n" +
-	"query_addr\x18\a \x01(\tR\tqueryAddr\"B\n" +
+	"query_addr\x18\a \x01(\tR\tqueryAddr\x12\x1a\n" +
+	"\bfeatures\x18\b \x03(\tR\bfeatures\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\x89\x02\n" +
@@ -1634,48 +1834,52 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_tributary_v1_replication_proto_goTypes = []any{
-	(SegmentCompression)(0), // 0: tributary.v1.SegmentCompression
-	(GapReason)(0),          // 1: tributary.v1.GapReason
-	(ShipErrorCode)(0),      // 2: tributary.v1.ShipErrorCode
-	(*TunnelRequest)(nil),   // 3: tributary.v1.TunnelRequest
-	(*TunnelResponse)(nil),  // 4: tributary.v1.TunnelResponse
-	(*TunnelHello)(nil),     // 5: tributary.v1.TunnelHello
-	(*ShipRequest)(nil),     // 6: tributary.v1.ShipRequest
-	(*ShipResponse)(nil),    // 7: tributary.v1.ShipResponse
-	(*ShipHello)(nil),       // 8: tributary.v1.ShipHello
-	(*SeqRange)(nil),        // 9: tributary.v1.SeqRange
-	(*ShipWelcome)(nil),     // 10: tributary.v1.ShipWelcome
-	(*ShipSegment)(nil),     // 11: tributary.v1.ShipSegment
-	(*ShipGap)(nil),         // 12: tributary.v1.ShipGap
-	(*ShipAck)(nil),         // 13: tributary.v1.ShipAck
-	(*ShipError)(nil),       // 14: tributary.v1.ShipError
-	(*EdgeConfig)(nil),      // 15: tributary.v1.EdgeConfig
+	(SegmentCompression)(0),       // 0: tributary.v1.SegmentCompression
+	(GapReason)(0),                // 1: tributary.v1.GapReason
+	(ShipErrorCode)(0),            // 2: tributary.v1.ShipErrorCode
+	(*TunnelRequest)(nil),         // 3: tributary.v1.TunnelRequest
+	(*TunnelResponse)(nil),        // 4: tributary.v1.TunnelResponse
+	(*TunnelHello)(nil),           // 5: tributary.v1.TunnelHello
+	(*ShipRequest)(nil),           // 6: tributary.v1.ShipRequest
+	(*ShipResponse)(nil),          // 7: tributary.v1.ShipResponse
+	(*ShipReship)(nil),            // 8: tributary.v1.ShipReship
+	(*ShipReshipUnavailable)(nil), // 9: tributary.v1.ShipReshipUnavailable
+	(*ShipHello)(nil),             // 10: tributary.v1.ShipHello
+	(*SeqRange)(nil),              // 11: tributary.v1.SeqRange
+	(*ShipWelcome)(nil),           // 12: tributary.v1.ShipWelcome
+	(*ShipSegment)(nil),           // 13: tributary.v1.ShipSegment
+	(*ShipGap)(nil),               // 14: tributary.v1.ShipGap
+	(*ShipAck)(nil),               // 15: tributary.v1.ShipAck
+	(*ShipError)(nil),             // 16: tributary.v1.ShipError
+	(*EdgeConfig)(nil),            // 17: tributary.v1.EdgeConfig
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
 	5,  // 0: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
-	8,  // 1: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
-	11, // 2: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
-	12, // 3: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
-	10, // 4: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
-	13, // 5: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
-	14, // 6: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
-	15, // 7: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
-	9,  // 8: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	15, // 9: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
-	0,  // 10: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 11: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 12: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	6,  // 13: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	3,  // 14: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
-	7,  // 15: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	4,  // 16: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
-	15, // [15:17] is the sub-list for method output_type
-	13, // [13:15] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 1: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
+	13, // 2: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
+	14, // 3: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
+	9,  // 4: tributary.v1.ShipRequest.reship_unavailable:type_name -> tributary.v1.ShipReshipUnavailable
+	12, // 5: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
+	15, // 6: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
+	16, // 7: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
+	17, // 8: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
+	8,  // 9: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
+	11, // 10: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	17, // 11: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
+	0,  // 12: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 13: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 14: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	6,  // 15: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	3,  // 16: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	7,  // 17: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	4,  // 18: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -1691,21 +1895,23 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipRequest_Hello)(nil),
 		(*ShipRequest_Segment)(nil),
 		(*ShipRequest_Gap)(nil),
+		(*ShipRequest_ReshipUnavailable)(nil),
 	}
 	file_tributary_v1_replication_proto_msgTypes[4].OneofWrappers = []any{
 		(*ShipResponse_Welcome)(nil),
 		(*ShipResponse_Ack)(nil),
 		(*ShipResponse_Error)(nil),
 		(*ShipResponse_Config)(nil),
+		(*ShipResponse_Reship)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[8].OneofWrappers = []any{}
+	file_tributary_v1_replication_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
