@@ -19,7 +19,6 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
-	"github.com/tributarydb/tributary/node/labels"
 )
 
 // links holds the connections a coordinator opens to others: replica
@@ -140,7 +139,7 @@ func (l *links) close() {
 // store or on another coordinator's.
 type replicaRouter struct{ c *Coordinator }
 
-func (r replicaRouter) Store(ctx context.Context, coordID, edge string, seq uint64, crc uint32, file []byte) ([]labels.Labels, error) {
+func (r replicaRouter) Store(ctx context.Context, coordID, edge string, seq uint64, crc uint32, file []byte) (intake.Stored, error) {
 	var a replica.Applied
 	var err error
 	if coordID == r.c.opts.NodeID {
@@ -152,12 +151,12 @@ func (r replicaRouter) Store(ctx context.Context, coordID, edge string, seq uint
 		}
 	}
 	if errors.Is(err, replica.ErrConflict) {
-		return nil, fmt.Errorf("%w: on %s: %v", intake.ErrConflict, coordID, err)
+		return intake.Stored{}, fmt.Errorf("%w: on %s: %v", intake.ErrConflict, coordID, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store segment %d of %q on %s: %w", seq, edge, coordID, err)
+		return intake.Stored{}, fmt.Errorf("store segment %d of %q on %s: %w", seq, edge, coordID, err)
 	}
-	return a.Series, nil
+	return intake.Stored{Series: a.Series, Points: a.Points, Rejected: a.Rejected, Duplicate: a.Duplicate}, nil
 }
 
 func (r replicaRouter) CRC(ctx context.Context, coordID, edge string, seq uint64) (uint32, bool, error) {

@@ -37,6 +37,8 @@ var (
 		return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
 	}
 	intakeStored, intakeDuplicate, intakeConflict = outcomeAttr("stored"), outcomeAttr("duplicate"), outcomeAttr("conflict")
+	latePending, lateRecorded                     = outcomeAttr("pending"), outcomeAttr("recorded")
+	reshipRequested, reshipUnavailable            = outcomeAttr("requested"), outcomeAttr("unavailable")
 	replicaApplied, replicaDuplicate              = outcomeAttr("applied"), outcomeAttr("duplicate")
 	replicaConflict, replicaInvalid, replicaError = outcomeAttr("conflict"), outcomeAttr("invalid"), outcomeAttr("error")
 	// refusalAttrs has every ship error code, so that each is reported
@@ -86,6 +88,10 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 	heldSegs := gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
 	gaps := gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
 	gapSegs := gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
+	underRep := gauge("tributary.catalog.under_replicated.segments", "{segment}", "Held segments an active replica lacks (counted once per replica that lacks it), over all edges: copies not done yet.")
+	unsourced := gauge("tributary.catalog.unsourced.segments", "{segment}", "Held segments an active replica lacks that no live replica can give: the edge must ship them again, or they are on no live replica.")
+	leaving := gauge("tributary.catalog.leaving.replicas", "{replica}", "Replicas being replaced (kept until their history is copied), over all edges.")
+	coordStates := gauge("tributary.catalog.coordinators", "{coordinator}", "Registered coordinators by placement state: active, draining, down.")
 
 	// Intake.
 	inSegs := counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
@@ -95,6 +101,11 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 	inStreams := counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
 	inOpen := gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
 	inBeats := counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
+	inQuorum := counter("tributary.intake.quorum.acks", "{segment}", "Segments acknowledged once a write quorum held them, before every active replica did.")
+	inLate := counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
+	inRefilled := counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
+	inReships := counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
+	inRevoked := counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
 
 	// Replica store.
 	repSegs := counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
@@ -121,6 +132,12 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 			o.ObserveInt64(gaps, int64(sz.Gaps[r]), gapAttrs[r])
 		}
 		o.ObserveInt64(gapSegs, int64(sz.GapSegments))
+		o.ObserveInt64(underRep, int64(sz.UnderReplicatedSegments))
+		o.ObserveInt64(unsourced, int64(sz.UnsourcedSegments))
+		o.ObserveInt64(leaving, int64(sz.LeavingReplicas))
+		for _, st := range []catalog.NodeState{catalog.NodeActive, catalog.NodeDraining, catalog.NodeDown} {
+			o.ObserveInt64(coordStates, int64(sz.CoordinatorsByState[st]), metric.WithAttributes(attribute.String("state", st.String())))
+		}
 
 		is := c.intake.Stats()
 		o.ObserveInt64(inSegs, is.SegmentsStored, intakeStored)
@@ -134,6 +151,13 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(inStreams, is.Streams)
 		o.ObserveInt64(inOpen, is.StreamsOpen)
 		o.ObserveInt64(inBeats, is.Heartbeats)
+		o.ObserveInt64(inQuorum, is.QuorumAcks)
+		o.ObserveInt64(inLate, is.Stragglers, latePending)
+		o.ObserveInt64(inLate, is.LateRecorded, lateRecorded)
+		o.ObserveInt64(inRefilled, is.Refilled)
+		o.ObserveInt64(inReships, is.Reships, reshipRequested)
+		o.ObserveInt64(inReships, is.ReshipsUnavailable, reshipUnavailable)
+		o.ObserveInt64(inRevoked, is.RevokedRefusals)
 
 		rs := c.store.Stats()
 		o.ObserveInt64(repSegs, rs.SegmentsApplied, replicaApplied)

@@ -143,7 +143,7 @@ type RecordHeld struct {
 	// placement not named (or placed after Epoch) are recorded as lacking
 	// the ranges, and a command none of whose holders is a replica of the
 	// edge (active or leaving, placed at or before Epoch) is rejected with
-	// ErrConflict: nothing in the cloud would hold the segments. Without
+	// ErrStale: nothing in the cloud would hold the segments. Without
 	// Holders (kind 5), the replicas placed at or before Epoch are taken
 	// to hold them.
 	Holders []string

@@ -22,6 +22,10 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrLimit: applying the command would exceed a catalog limit.
 	ErrLimit = errors.New("limit exceeded")
+	// ErrStale: the command was built from a state that changed before it
+	// applied (a segment stored on replicas no longer placed); building it
+	// again from the current state may succeed.
+	ErrStale = errors.New("stale")
 )
 
 // CommandError is a command that was applied and rejected: the catalog did
@@ -29,7 +33,7 @@ var (
 // same way, with the same message.
 type CommandError struct {
 	Kind Kind
-	Err  error // ErrBadCommand, ErrNotFound, ErrConflict or ErrLimit
+	Err  error // ErrBadCommand, ErrNotFound, ErrConflict, ErrLimit or ErrStale
 	Msg  string
 }
 

@@ -60,7 +60,7 @@ func (s *state) recordHeld(c RecordHeld) (any, error) {
 	}
 	holders, lacking := s.holders(c)
 	if c.Holders != nil && len(added) > 0 && len(holders) == 0 {
-		return nil, cmdErr(k, ErrConflict, "edge %q: none of the coordinators that stored the segments (%s) is a replica placed before epoch %d",
+		return nil, cmdErr(k, ErrStale, "edge %q: none of the coordinators that stored the segments (%s) is a replica placed at or before epoch %d",
 			c.Edge, strings.Join(c.Holders, ", "), c.Epoch)
 	}
 	if len(held) > MaxHeldRuns {

@@ -165,7 +165,7 @@ func TestRecordHeld_HoldersAreRecordedAndOthersLack(t *testing.T) {
 		t.Fatalf("c2 lacks %v", h2.Lacks)
 	}
 	// Holders that are no replica placed by the epoch: nothing would hold it.
-	applyErr(t, f, i+3, RecordHeld{Edge: "e1", Epoch: p.Epoch, Holders: []string{"c9"}, Ranges: []HeldRange{heldRun(4, 4, 1200)}}, ErrConflict)
+	applyErr(t, f, i+3, RecordHeld{Edge: "e1", Epoch: p.Epoch, Holders: []string{"c9"}, Ranges: []HeldRange{heldRun(4, 4, 1200)}}, ErrStale)
 	if err := f.Check(); err != nil {
 		t.Fatal(err)
 	}

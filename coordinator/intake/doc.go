@@ -13,20 +13,38 @@
 //     read of the catalog: acked_through and the covered runs above it.
 //  2. Segments: parts go through a wire.Assembler (protocol checks, limits,
 //     decompression, verification; its refusals are sent as they are and
-//     the stream stays open). A complete segment the catalog already holds
-//     is checked against a stored CRC and acknowledged again (same CRC) or
-//     refused with CONFLICT. Any other segment is stored on every replica
-//     of the edge's placement, in parallel (Replicas.Store); then the series
-//     the catalog does not yet list for the edge are registered with one
-//     RegisterSeries, the run [prev_seq+1, seq] is recorded with RecordHeld,
-//     and only then is the segment acknowledged, with the acked_through the
-//     command returned.
+//     the stream stays open). A complete segment is then one of:
+//     - new: stored on every active replica of the edge's placement in
+//     parallel; once a write quorum W of them (catalog.FleetConfig.Quorum)
+//     holds it and the others have answered or Options.QuorumGrace has
+//     passed, the series the catalog does not yet list for the edge are
+//     registered with one RegisterSeries, the run [prev_seq+1, seq] is
+//     recorded with RecordHeld naming its holders (the others are
+//     recorded as lacking it, to be repaired), and only then is it
+//     acknowledged, with the acked_through the command returned. Replicas
+//     still storing are recorded as holding it (RecordReplicated) once
+//     they complete. Fewer than W holders: refused, UNAVAILABLE
+//     (retryable), or CONFLICT when a replica holds it with another CRC.
+//     Only the points the replicas stored count as held.
+//     - held: checked against a stored CRC (a backfill, rebuilt by the
+//     edge, is not), acknowledged again (same CRC) or refused with
+//     CONFLICT; active replicas that lack it are given it first and
+//     recorded as holding it (a resend, or a run shipped again because no
+//     live replica could copy it).
 //  3. Gaps: checked (wire.CheckGap), recorded with RecordGap, acknowledged.
 //  4. Fleet configuration: the welcome carries the catalog's configuration
 //     (the edge-relevant part, pb.EdgeConfig); every
 //     Options.ConfigPollInterval the stream reads the catalog again and
 //     sends a ShipResponse.config when the version is higher than the last
 //     one sent.
+//  5. Revocation: a revoked edge's hello is refused (PERMISSION_DENIED),
+//     and an open stream of an edge revoked since ends within
+//     Options.ConfigPollInterval.
+//  6. Reship: to an edge whose hello lists the feature "reship", every
+//     Options.ConfigPollInterval the stream sends a ShipResponse.reship for
+//     each run some active replica lacks and no live replica can give
+//     (catalog.FSM.Unsourced), at most every Options.ReshipInterval per
+//     run; a ShipReshipUnavailable answer defers the run ten times as long.
 //
 // A failure to make something durable (a replica, the raft catalog, a
 // timeout) is refused as UNAVAILABLE, retryable; a rejected catalog

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/node/labels"
@@ -21,27 +22,40 @@ func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) (r
 	defer func() { endSegment(span, resp) }()
 	seq := seg.Seq
 	if p, ok := s.o.Catalog.Progress(edge); ok && heldContains(p.Held, seq) {
-		return s.duplicate(ctx, edge, seg, p)
+		return s.held(ctx, edge, seg, p)
 	}
 	pl, ok := s.o.Catalog.Placement(edge)
 	if !ok || len(pl.Replicas) == 0 {
 		return refusal(unavailable(seq, 0, "edge %q has no replica coordinators", edge))
 	}
-	series, werr := s.store(ctx, edge, seg, pl.Replicas)
+	q := s.o.Catalog.Config().Quorum(len(pl.Replicas))
+	out, werr := s.storeQuorum(ctx, edge, seg, pl, q)
 	if werr != nil {
 		return refusal(werr)
 	}
-	if werr := s.registerSeries(ctx, edge, seq, series); werr != nil {
+	// Whatever happens next, the replicas still storing report to the
+	// catalog once the segment is recorded (or give up).
+	recorded := make(chan bool, 1)
+	defer close(recorded)
+	if out.late != nil {
+		go s.recordLate(edge, seg, pl, out.late, recorded)
+	}
+	if werr := s.registerSeries(ctx, edge, seq, out.series); werr != nil {
 		return refusal(werr)
 	}
-	// A backfill (built by the edge from its store for a gap) may hold
-	// points of neighbouring segments too: the catalog counts what the
-	// gap declared for these numbers.
-	points := seg.Points
+	// Only points the replicas really stored count as held. A backfill
+	// (built by the edge from its store for a gap) may hold points of
+	// neighbouring segments too: the catalog counts what the gap declared
+	// for these numbers.
+	points := max(seg.Points-out.rejected, 0)
 	if seg.Backfill {
 		points = seg.BackfillPoints
 	}
-	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Ranges: []catalog.HeldRange{{
+	if out.rejected > 0 {
+		s.o.Logger.Warn("replicas refused points of a segment; the catalog counts only those stored", "edge", edge, "seq", seq,
+			"points", seg.Points, "rejected", out.rejected)
+	}
+	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Holders: out.holders, Ranges: []catalog.HeldRange{{
 		FirstSeq: seg.PrevSeq + 1, LastSeq: seq, Points: uint64(points), MinTimeMs: seg.MinT, MaxTimeMs: seg.MaxT,
 	}}})
 	if err != nil {
@@ -51,21 +65,77 @@ func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) (r
 	if !ok {
 		return refusal(unavailable(seq, 0, "record segment %d of edge %q: unexpected result %T", seq, edge, res))
 	}
+	recorded <- true
 	if r.Added == 0 {
 		s.duplicates.Add(1) // recorded meanwhile by another stream
 	} else {
 		s.segments.Add(1)
+		if len(out.holders) < len(pl.Replicas) {
+			s.quorumAcks.Add(1)
+		}
 	}
 	return ack(&pb.ShipAck{Seq: seq, AckedThrough: r.AckedThrough})
 }
 
-// duplicate answers a segment the catalog holds: the same CRC is a resend
-// after a lost ack, another is a conflict.
-func (s *Server) duplicate(ctx context.Context, edge string, seg *wire.Segment, p catalog.EdgeProgress) *pb.ShipResponse {
+// held answers a segment whose numbers the catalog holds: the same CRC is
+// a resend after a lost ack, another is a conflict (a backfill, rebuilt by
+// the edge from its store, is not compared). Active replicas that lack it
+// (missed by a write quorum, placed since, or asked to be given it again
+// with a reship) are given it and recorded as holding it.
+func (s *Server) held(ctx context.Context, edge string, seg *wire.Segment, p catalog.EdgeProgress) *pb.ShipResponse {
+	seq, first := seg.Seq, seg.PrevSeq+1
+	if !seg.Backfill {
+		if e := s.checkCRC(ctx, edge, seg); e != nil {
+			return refusal(e)
+		}
+	}
+	pl, _ := s.o.Catalog.Placement(edge)
+	var lacking []string
+	for i, r := range pl.Replicas {
+		if pl.Holdings[i].LacksAny(first, seq) {
+			lacking = append(lacking, r)
+		}
+	}
+	if len(lacking) == 0 || !heldContains(p.Held, first) {
+		// Held everywhere (or only partly covered: a piece overlapping a
+		// held run's edge is never shipped by a correct edge).
+		s.duplicates.Add(1)
+		return ack(&pb.ShipAck{Seq: seq, AckedThrough: p.AckedThrough()})
+	}
+	sub := pl
+	sub.Replicas, sub.Holdings = nil, nil
+	for i, r := range pl.Replicas {
+		if slices.Contains(lacking, r) {
+			sub.Replicas = append(sub.Replicas, r)
+			sub.Holdings = append(sub.Holdings, pl.Holdings[i])
+		}
+	}
+	out, werr := s.storeQuorum(ctx, edge, seg, sub, 1)
+	if werr != nil {
+		return refusal(werr)
+	}
+	recorded := make(chan bool, 1)
+	recorded <- true
+	close(recorded)
+	if out.late != nil {
+		go s.recordLate(edge, seg, sub, out.late, recorded)
+	}
+	for _, r := range out.holders {
+		if err := s.recordReplicated(ctx, edge, r, sub, first, seq); err != nil {
+			return refusal(s.proposalRefusal(seq, 0, err))
+		}
+	}
+	s.refilled.Add(1)
+	return ack(&pb.ShipAck{Seq: seq, AckedThrough: p.AckedThrough()})
+}
+
+// checkCRC compares a resent segment with a stored CRC: another CRC is a
+// conflict. No replica able to tell is no conflict.
+func (s *Server) checkCRC(ctx context.Context, edge string, seg *wire.Segment) *wire.Error {
 	seq := seg.Seq
 	var replicas []string
 	if pl, ok := s.o.Catalog.Placement(edge); ok {
-		replicas = pl.Replicas
+		replicas = pl.All()
 	}
 	// Ask this coordinator first when it is a replica: no network.
 	if i := slices.Index(replicas, s.o.CoordinatorID); i > 0 {
@@ -84,55 +154,159 @@ func (s *Server) duplicate(ctx context.Context, edge string, seg *wire.Segment, 
 		}
 		if crc != seg.CRC {
 			s.conflicts.Add(1)
-			return refusal(&wire.Error{Seq: seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT,
-				Msg: fmt.Sprintf("segment %d of edge %q is held with crc32c %08x on %s, sent with %08x", seq, edge, crc, c, seg.CRC)})
+			return &wire.Error{Seq: seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT,
+				Msg: fmt.Sprintf("segment %d of edge %q is held with crc32c %08x on %s, sent with %08x", seq, edge, crc, c, seg.CRC)}
 		}
-		break
+		return nil
 	}
-	// Held and not contradicted (no replica could tell): acknowledge again.
-	s.duplicates.Add(1)
-	return ack(&pb.ShipAck{Seq: seq, AckedThrough: p.AckedThrough()})
+	return nil
 }
 
-// store writes the segment on every replica in parallel and returns the
-// series the segment defines (as the first replica reported them).
-func (s *Server) store(ctx context.Context, edge string, seg *wire.Segment, replicas []string) ([]labels.Labels, *wire.Error) {
-	sctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
-	defer cancel()
-	type result struct {
-		series []labels.Labels
-		err    error
-	}
-	results := make([]result, len(replicas))
+// stored is the outcome of storeQuorum.
+type stored struct {
+	holders  []string        // replicas that hold the segment durably
+	series   []labels.Labels // as the first holder reported them
+	rejected int64           // the most points a holder refused
+	// late receives the outcomes of the replicas still storing when the
+	// quorum and its grace were reached (nil: none); closed after the last.
+	late <-chan storeOutcome
+}
+
+type storeOutcome struct {
+	replica string
+	st      Stored
+	err     error
+}
+
+// storeQuorum writes the segment on every active replica of pl in
+// parallel and returns once q of them hold it and the others have
+// answered or QuorumGrace has passed since the q-th. Fewer than q
+// holders once every replica answered is a refusal: CONFLICT when a
+// replica holds the segment with another CRC, else UNAVAILABLE
+// (retryable). The stores run on their own deadline (ProposalTimeout),
+// not the stream's, so a straggler can still complete.
+func (s *Server) storeQuorum(ctx context.Context, edge string, seg *wire.Segment, pl catalog.Placement, q int) (stored, *wire.Error) {
+	n := len(pl.Replicas)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ProposalTimeout)
+	stop := context.AfterFunc(s.ctx, cancel)
+	results := make(chan storeOutcome, n)
 	var wg sync.WaitGroup
-	for i, c := range replicas {
+	for _, c := range pl.Replicas {
 		wg.Go(func() {
 			rctx, span := s.startReplicate(sctx, c, seg.Seq)
-			series, err := s.o.Replicas.Store(rctx, c, edge, seg.Seq, seg.CRC, seg.File)
+			st, err := s.o.Replicas.Store(rctx, c, edge, seg.Seq, seg.CRC, seg.File)
 			if err != nil {
 				err = fmt.Errorf("store segment %d of edge %q on %s: %w", seg.Seq, edge, c, err)
 			}
 			endSpan(span, err)
-			results[i] = result{series, err}
+			results <- storeOutcome{c, st, err}
 		})
 	}
-	wg.Wait()
+	go func() {
+		wg.Wait()
+		stop()
+		cancel()
+		close(results)
+	}()
+
+	var out stored
 	var errs []error
 	conflict := false
-	for _, r := range results {
-		if r.err != nil {
-			errs = append(errs, r.err)
-			conflict = conflict || errors.Is(r.err, ErrConflict)
+	var grace <-chan time.Time
+	received := 0
+collect:
+	for received < n {
+		select {
+		case r := <-results:
+			received++
+			if r.err != nil {
+				errs = append(errs, r.err)
+				conflict = conflict || errors.Is(r.err, ErrConflict)
+				continue
+			}
+			out.holders = append(out.holders, r.replica)
+			if out.series == nil {
+				out.series = r.st.Series
+			}
+			out.rejected = max(out.rejected, r.st.Rejected)
+			if len(out.holders) == q && received < n {
+				t := time.NewTimer(s.o.QuorumGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+		case <-grace:
+			break collect
+		case <-ctx.Done():
+			// The stream ended: nothing can be acknowledged; the stores
+			// finish or time out on their own, and the edge resends.
+			return stored{}, unavailable(seg.Seq, 0, "stream ended while storing segment %d: %v", seg.Seq, context.Cause(ctx))
 		}
 	}
-	if conflict {
-		s.conflicts.Add(1)
-		return nil, &wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT, Msg: errors.Join(errs...).Error()}
+	if len(out.holders) < q {
+		if received < n {
+			// Cannot happen: a grace starts only once q hold it.
+			return stored{}, unavailable(seg.Seq, 0, "segment %d of edge %q: %d of %d replicas hold it, quorum %d", seg.Seq, edge, len(out.holders), n, q)
+		}
+		if conflict && len(out.holders) == 0 {
+			s.conflicts.Add(1)
+			return stored{}, &wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT, Msg: errors.Join(errs...).Error()}
+		}
+		return stored{}, unavailable(seg.Seq, 0, "segment %d of edge %q: %d of %d replicas hold it, quorum %d: %v",
+			seg.Seq, edge, len(out.holders), n, q, errors.Join(errs...))
 	}
 	if len(errs) > 0 {
-		return nil, unavailable(seg.Seq, 0, "%v", errors.Join(errs...))
+		s.o.Logger.Warn("a replica did not store a segment; recorded as lacking it, to be repaired", "edge", edge, "seq", seg.Seq,
+			"holders", out.holders, "err", errors.Join(errs...))
 	}
-	return results[0].series, nil
+	slices.Sort(out.holders)
+	if received < n {
+		s.stragglers.Add(int64(n - received))
+		out.late = results
+	}
+	return out, nil
+}
+
+// recordLate waits for the replicas that were still storing the segment
+// when it was acknowledged and, once the segment is recorded (recorded
+// receives true), records each that stored it as holding it.
+func (s *Server) recordLate(edge string, seg *wire.Segment, pl catalog.Placement, late <-chan storeOutcome, recorded <-chan bool) {
+	var ok []string
+	for r := range late {
+		if r.err != nil {
+			s.o.Logger.Warn("a replica did not store a segment after its quorum; recorded as lacking it, to be repaired",
+				"edge", edge, "seq", seg.Seq, "coordinator", r.replica, "err", r.err)
+			continue
+		}
+		ok = append(ok, r.replica)
+	}
+	if !<-recorded {
+		return // not recorded: the edge resends, and the stores are duplicates then
+	}
+	for _, r := range ok {
+		ctx, cancel := context.WithTimeout(s.ctx, s.o.ProposalTimeout)
+		err := s.recordReplicated(ctx, edge, r, pl, seg.PrevSeq+1, seg.Seq)
+		cancel()
+		if err != nil && s.ctx.Err() == nil {
+			s.o.Logger.Warn("record a late replica store", "edge", edge, "seq", seg.Seq, "coordinator", r, "err", err)
+			continue
+		}
+		s.lateRecorded.Add(1)
+	}
+}
+
+// recordReplicated records that replica, placed as in pl, holds
+// first..last of edge.
+func (s *Server) recordReplicated(ctx context.Context, edge, replica string, pl catalog.Placement, first, last uint64) error {
+	h, _, ok := pl.HoldingOf(replica)
+	if !ok {
+		return nil
+	}
+	_, err := s.propose(ctx, catalog.RecordReplicated{Edge: edge, Replica: replica, PlacedIndex: h.Index,
+		Ranges: []catalog.SeqRange{{FirstSeq: first, LastSeq: last}}})
+	if err != nil {
+		return fmt.Errorf("record segments %d..%d of edge %q on %s: %w", first, last, edge, replica, err)
+	}
+	return nil
 }
 
 // registerSeries registers, with one command, the series of a segment

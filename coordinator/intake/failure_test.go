@@ -13,7 +13,6 @@ import (
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/intake"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
-	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -60,13 +59,15 @@ func TestIntake_FailedProposalsAreRefusedNeverAcked(t *testing.T) {
 		// First: once a later case has registered the series, no
 		// RegisterSeries is proposed again.
 		{"series not registered", catalog.KindRegisterSeries, raftnode.ErrProposalDropped, pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
-		{"raft stopped", catalog.KindRecordHeld, raftnode.ErrStopped, pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
-		{"timeout", catalog.KindRecordHeld, context.DeadlineExceeded, pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
-		{"bad command", catalog.KindRecordHeld, &catalog.CommandError{Kind: catalog.KindRecordHeld, Err: catalog.ErrBadCommand, Msg: "injected"},
+		{"raft stopped", catalog.KindRecordStored, raftnode.ErrStopped, pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
+		{"timeout", catalog.KindRecordStored, context.DeadlineExceeded, pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
+		{"bad command", catalog.KindRecordStored, &catalog.CommandError{Kind: catalog.KindRecordStored, Err: catalog.ErrBadCommand, Msg: "injected"},
 			pb.ShipErrorCode_SHIP_ERROR_CODE_MALFORMED, false},
-		{"conflict", catalog.KindRecordHeld, &catalog.CommandError{Kind: catalog.KindRecordHeld, Err: catalog.ErrConflict, Msg: "injected"},
+		{"conflict", catalog.KindRecordStored, &catalog.CommandError{Kind: catalog.KindRecordStored, Err: catalog.ErrConflict, Msg: "injected"},
 			pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT, false},
-		{"limit", catalog.KindRecordHeld, &catalog.CommandError{Kind: catalog.KindRecordHeld, Err: catalog.ErrLimit, Msg: "injected"},
+		{"limit", catalog.KindRecordStored, &catalog.CommandError{Kind: catalog.KindRecordStored, Err: catalog.ErrLimit, Msg: "injected"},
+			pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
+		{"stale placement", catalog.KindRecordStored, &catalog.CommandError{Kind: catalog.KindRecordStored, Err: catalog.ErrStale, Msg: "injected"},
 			pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ type blockingReplicas struct {
 	waiting, peak atomic.Int64
 }
 
-func (b *blockingReplicas) Store(ctx context.Context, coord, edge string, seq uint64, crc uint32, file []byte) ([]labels.Labels, error) {
+func (b *blockingReplicas) Store(ctx context.Context, coord, edge string, seq uint64, crc uint32, file []byte) (intake.Stored, error) {
 	n := b.waiting.Add(1)
 	for p := b.peak.Load(); n > p && !b.peak.CompareAndSwap(p, n); p = b.peak.Load() {
 	}
@@ -133,7 +134,7 @@ func (b *blockingReplicas) Store(ctx context.Context, coord, edge string, seq ui
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return intake.Stored{}, ctx.Err()
 	}
 	return b.replicas.Store(ctx, coord, edge, seq, crc, file)
 }

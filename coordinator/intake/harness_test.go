@@ -80,6 +80,8 @@ type replicas struct {
 	mu       sync.Mutex
 	segs     map[string]map[string]*stored // coordinator → "edge/seq"
 	failNext int                           // fail this many Store calls
+	down     map[string]bool               // coordinators whose Store fails
+	gate     map[string]chan struct{}      // coordinators whose Store waits for the channel
 	restores int                           // Store calls for a segment already stored with the same crc
 	// afterStore, if set, runs after a successful Store (outside mu).
 	afterStore func(edge string, seq uint64)
@@ -97,7 +99,7 @@ func segKey(edge string, seq uint64) string { return fmt.Sprintf("%s/%d", edge, 
 
 var errReplicaDown = errors.New("replica down (injected)")
 
-func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, crc uint32, file []byte) ([]labels.Labels, error) {
+func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, crc uint32, file []byte) (intake.Stored, error) {
 	var series []labels.Labels
 	var dec record.Decoder
 	info, err := wal.VerifySegment("stored", file, func(rec wal.Record) error {
@@ -108,17 +110,29 @@ func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, cr
 		}, func(uint64, []int64, []float64) error { return nil })
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fake replica: %w", err)
+		return intake.Stored{}, fmt.Errorf("fake replica: %w", err)
 	}
 	if info.CRC != crc || info.Seq != seq {
-		return nil, fmt.Errorf("fake replica: file is segment %d crc %08x, asked to store %d %08x", info.Seq, info.CRC, seq, crc)
+		return intake.Stored{}, fmt.Errorf("fake replica: file is segment %d crc %08x, asked to store %d %08x", info.Seq, info.CRC, seq, crc)
 	}
 	r.mu.Lock()
-	if r.failNext > 0 {
-		r.failNext--
+	if r.failNext > 0 || r.down[coord] {
+		if !r.down[coord] {
+			r.failNext--
+		}
 		r.mu.Unlock()
-		return nil, errReplicaDown
+		return intake.Stored{}, errReplicaDown
 	}
+	if g := r.gate[coord]; g != nil {
+		r.mu.Unlock()
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return intake.Stored{}, ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	dup := false
 	m := r.segs[coord]
 	if m == nil {
 		m = map[string]*stored{}
@@ -127,11 +141,12 @@ func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, cr
 	if old := m[segKey(edge, seq)]; old != nil {
 		r.mu.Unlock()
 		if old.crc != crc {
-			return nil, fmt.Errorf("fake replica: held with %08x: %w", old.crc, intake.ErrConflict)
+			return intake.Stored{}, fmt.Errorf("fake replica: held with %08x: %w", old.crc, intake.ErrConflict)
 		}
 		r.mu.Lock()
 		r.restores++
 		r.mu.Unlock()
+		dup = true
 	} else {
 		m[segKey(edge, seq)] = &stored{crc: crc, points: info.Points, times: 1}
 		r.mu.Unlock()
@@ -142,7 +157,10 @@ func (r *replicas) Store(ctx context.Context, coord, edge string, seq uint64, cr
 	if f != nil {
 		f(edge, seq)
 	}
-	return series, nil
+	if dup {
+		return intake.Stored{Series: series, Duplicate: true}, nil
+	}
+	return intake.Stored{Series: series, Points: info.Points}, nil
 }
 
 func (r *replicas) CRC(ctx context.Context, coord, edge string, seq uint64) (uint32, bool, error) {

@@ -33,10 +33,21 @@ type Replicas interface {
 	// Store makes the verified segment file durable on coordinator
 	// coordID. A conflicting stored segment returns an error wrapping
 	// ErrConflict.
-	Store(ctx context.Context, coordID, edge string, seq uint64, crc uint32, file []byte) (series []labels.Labels, err error)
+	Store(ctx context.Context, coordID, edge string, seq uint64, crc uint32, file []byte) (Stored, error)
 	// CRC reports the crc stored for (edge, seq) on coordinator coordID,
 	// ok=false if unknown/not checkable.
 	CRC(ctx context.Context, coordID, edge string, seq uint64) (crc uint32, ok bool, err error)
+}
+
+// Stored is what a replica did with a segment.
+type Stored struct {
+	// Series the segment defines, as the edge named them.
+	Series []labels.Labels
+	// Points written and points the replica refused (counted); both 0 for
+	// a Duplicate.
+	Points, Rejected int64
+	// Duplicate: the replica held the segment with this CRC already.
+	Duplicate bool
 }
 
 // ErrConflict is wrapped by a Replicas.Store error when the replica holds
@@ -70,6 +81,19 @@ type Options struct {
 	// ProposalTimeout (10s) bounds each step of making a segment or gap
 	// durable: one proposal, a linearizable read, a store on the replicas.
 	ProposalTimeout time.Duration
+	// QuorumGrace (100ms): once a write quorum of replicas holds a
+	// segment, how long the others may still take before the segment is
+	// recorded and acknowledged without them (they are recorded as
+	// lacking it, and as holding it once their store completes).
+	QuorumGrace time.Duration
+	// ReshipInterval (30s): how long an open stream waits before asking
+	// its edge again for a run it asked to ship again (a run the edge
+	// said it cannot give: ten times as long).
+	ReshipInterval time.Duration
+	// Revoked reports whether an edge is refused (its revocation is
+	// checked at the hello and every ConfigPollInterval); nil: the
+	// catalog's Node.Revoked.
+	Revoked func(edge string) bool
 	// ConfigPollInterval (2s): how often each open stream reads the
 	// catalog's fleet configuration and sends it to the edge when its
 	// version changed since the last one sent (the welcome carries the
@@ -113,6 +137,22 @@ func (o *Options) Validate() error {
 	}
 	if o.ConfigPollInterval == 0 {
 		o.ConfigPollInterval = 2 * time.Second
+	}
+	if o.QuorumGrace == 0 {
+		o.QuorumGrace = 100 * time.Millisecond
+	}
+	if o.ReshipInterval == 0 {
+		o.ReshipInterval = 30 * time.Second
+	}
+	if o.QuorumGrace < 0 || o.ReshipInterval < 0 {
+		bad = append(bad, fmt.Sprintf("negative QuorumGrace %s or ReshipInterval %s", o.QuorumGrace, o.ReshipInterval))
+	}
+	if o.Revoked == nil && o.Catalog != nil {
+		cat := o.Catalog
+		o.Revoked = func(edge string) bool {
+			n, ok := cat.Node(edge)
+			return ok && n.Revoked
+		}
 	}
 	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 || o.ConfigPollInterval < 0 {
 		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s, ProposalTimeout %s or ConfigPollInterval %s", o.HeartbeatInterval, o.ProposalTimeout, o.ConfigPollInterval))

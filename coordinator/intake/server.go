@@ -28,6 +28,8 @@ type Server struct {
 
 	streams, streamsOpen, segments, duplicates, conflicts atomic.Int64
 	gaps, bytes, heartbeats                               atomic.Int64
+	quorumAcks, stragglers, lateRecorded, refilled        atomic.Int64
+	reships, reshipsUnavailable, revokedRefusals          atomic.Int64
 	refusals                                              sync.Map // pb.ShipErrorCode → *atomic.Int64
 }
 
@@ -49,6 +51,19 @@ type Stats struct {
 	BytesReceived int64
 	// Heartbeats counts Heartbeat commands proposed.
 	Heartbeats int64
+	// QuorumAcks counts segments acknowledged before every active replica
+	// held them (a write quorum did); Stragglers the replica stores still
+	// running then; LateRecorded those that completed and were recorded.
+	QuorumAcks, Stragglers, LateRecorded int64
+	// Refilled counts held segments given to active replicas that lacked
+	// them (resends and segments shipped again on request).
+	Refilled int64
+	// Reships counts runs the edges were asked to ship again;
+	// ReshipsUnavailable the answers that they cannot.
+	Reships, ReshipsUnavailable int64
+	// RevokedRefusals counts streams refused or ended because their edge
+	// is revoked.
+	RevokedRefusals int64
 }
 
 // New returns a Server and starts its heartbeat batcher; Close stops it.
@@ -80,15 +95,22 @@ func (s *Server) Close() {
 // Stats returns the counters.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		StreamsOpen:    s.streamsOpen.Load(),
-		Streams:        s.streams.Load(),
-		SegmentsStored: s.segments.Load(),
-		Duplicates:     s.duplicates.Load(),
-		Conflicts:      s.conflicts.Load(),
-		GapsRecorded:   s.gaps.Load(),
-		BytesReceived:  s.bytes.Load(),
-		Heartbeats:     s.heartbeats.Load(),
-		Refusals:       map[string]int64{},
+		StreamsOpen:        s.streamsOpen.Load(),
+		Streams:            s.streams.Load(),
+		SegmentsStored:     s.segments.Load(),
+		Duplicates:         s.duplicates.Load(),
+		Conflicts:          s.conflicts.Load(),
+		GapsRecorded:       s.gaps.Load(),
+		BytesReceived:      s.bytes.Load(),
+		Heartbeats:         s.heartbeats.Load(),
+		QuorumAcks:         s.quorumAcks.Load(),
+		Stragglers:         s.stragglers.Load(),
+		LateRecorded:       s.lateRecorded.Load(),
+		Refilled:           s.refilled.Load(),
+		Reships:            s.reships.Load(),
+		ReshipsUnavailable: s.reshipsUnavailable.Load(),
+		RevokedRefusals:    s.revokedRefusals.Load(),
+		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {
 		st.Refusals[k.(pb.ShipErrorCode).String()] = v.(*atomic.Int64).Load()

@@ -115,6 +115,7 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	configSent := welcome.GetConfig().GetVersion()
 	configTick := time.NewTicker(s.o.ConfigPollInterval)
 	defer configTick.Stop()
+	reship := newReshipper(s, edge, slices.Contains(first.GetHello().GetFeatures(), wire.FeatureReship))
 	send := func(r *pb.ShipResponse) error {
 		if e := r.GetError(); e != nil {
 			s.countRefusal(e.Code)
@@ -141,6 +142,18 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 		case <-ctx.Done():
 			return s.ended(ctx)
 		case <-configTick.C:
+			if s.o.Revoked(edge) {
+				s.revokedRefusals.Add(1)
+				log.Warn("replication stream ended: the edge is revoked")
+				return status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
+			}
+			for _, r := range reship.due(s.o.Now()) {
+				if err := send(&pb.ShipResponse{Body: &pb.ShipResponse_Reship{Reship: r}}); err != nil {
+					return err
+				}
+				log.Info("asked the edge to ship segments again (no live replica can give them)",
+					"first_seq", r.FirstSeq, "last_seq", r.LastSeq)
+			}
 			if cfg := s.o.Catalog.Config(); cfg.Version > configSent {
 				if err := send(&pb.ShipResponse{Body: &pb.ShipResponse_Config{Config: edgeConfig(cfg)}}); err != nil {
 					return err
@@ -187,6 +200,12 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 				inflight++
 				g := b.Gap
 				wg.Go(func() { done <- s.gap(ctx, edge, g) })
+			case *pb.ShipRequest_ReshipUnavailable:
+				u := b.ReshipUnavailable
+				s.reshipsUnavailable.Add(1)
+				reship.unavailable(u.GetFirstSeq(), u.GetLastSeq(), s.o.Now())
+				log.Warn("the edge cannot ship segments again; they stay on no live replica until one returns",
+					"first_seq", u.GetFirstSeq(), "last_seq", u.GetLastSeq(), "reason", u.GetReason())
 			case *pb.ShipRequest_Hello:
 				return status.Error(codes.FailedPrecondition, "second hello on the stream")
 			default:
@@ -228,6 +247,10 @@ func (s *Server) hello(ctx context.Context, h *pb.ShipHello) (string, error) {
 		return "", status.Error(codes.FailedPrecondition, err.Error())
 	}
 	edge := h.GetNodeId()
+	if s.o.Revoked(edge) {
+		s.revokedRefusals.Add(1)
+		return "", status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
+	}
 	n, known := s.o.Catalog.Node(edge)
 	if known && n.Role != catalog.RoleEdge {
 		return "", status.Errorf(codes.PermissionDenied, "node %q is registered as a %s, not an edge", edge, n.Role)
@@ -328,4 +351,55 @@ func ack(a *pb.ShipAck) *pb.ShipResponse {
 func unavailable(seq, gapThrough uint64, format string, args ...any) *wire.Error {
 	return &wire.Error{Seq: seq, GapThrough: gapThrough, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_UNAVAILABLE, Retryable: true,
 		Msg: fmt.Sprintf(format, args...)}
+}
+
+// reshipper decides when an open stream asks its edge to ship runs again:
+// the runs some active replica lacks and no live replica can give
+// (catalog.FSM.Unsourced), each at most every ReshipInterval (a run the
+// edge said it cannot give: ten times as long). Only the stream's
+// goroutine uses it.
+type reshipper struct {
+	s       *Server
+	edge    string
+	enabled bool
+	asked   map[[2]uint64]time.Time // run → when it may be asked again
+}
+
+func newReshipper(s *Server, edge string, enabled bool) *reshipper {
+	return &reshipper{s: s, edge: edge, enabled: enabled, asked: map[[2]uint64]time.Time{}}
+}
+
+// due returns the runs to ask for now.
+func (r *reshipper) due(now time.Time) []*pb.ShipReship {
+	if !r.enabled {
+		return nil
+	}
+	var out []*pb.ShipReship
+	runs := r.s.o.Catalog.Unsourced(r.edge)
+	live := map[[2]uint64]bool{}
+	for _, run := range runs {
+		k := [2]uint64{run.FirstSeq, run.LastSeq}
+		live[k] = true
+		if next, ok := r.asked[k]; ok && now.Before(next) {
+			continue
+		}
+		r.asked[k] = now.Add(r.s.o.ReshipInterval)
+		out = append(out, &pb.ShipReship{FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, MinTimeMs: run.MinTimeMs, MaxTimeMs: run.MaxTimeMs})
+		r.s.reships.Add(1)
+	}
+	for k := range r.asked {
+		if !live[k] {
+			delete(r.asked, k)
+		}
+	}
+	return out
+}
+
+// unavailable notes that the edge cannot give first..last.
+func (r *reshipper) unavailable(first, last uint64, now time.Time) {
+	for k := range r.asked {
+		if k[0] <= last && k[1] >= first {
+			r.asked[k] = now.Add(10 * r.s.o.ReshipInterval)
+		}
+	}
 }

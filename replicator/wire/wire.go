@@ -74,6 +74,11 @@ func malformed(seq uint64, format string, args ...any) *Error {
 	return &Error{Seq: seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_MALFORMED, Msg: fmt.Sprintf(format, args...)}
 }
 
+// FeatureReship is the ShipHello feature of an edge that answers
+// ShipResponse.reship: it ships runs of held segments again when asked,
+// or says it cannot (ShipReshipUnavailable).
+const FeatureReship = "reship"
+
 // CheckHello checks a hello against the protocol. identity, when not
 // empty, is the node id the caller's certificate proves; the hello must
 // name it.
