@@ -35,6 +35,7 @@ const (
 	KindRecordReplicated Kind = 11
 	KindSetNodeState     Kind = 12
 	KindSetRevoked       Kind = 13
+	KindRecordMissing    Kind = 14
 )
 
 func (k Kind) String() string {
@@ -65,6 +66,8 @@ func (k Kind) String() string {
 		return "set-node-state"
 	case KindSetRevoked:
 		return "set-revoked"
+	case KindRecordMissing:
+		return "record-missing"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -164,6 +167,19 @@ type RecordReplicated struct {
 	Ranges      []SeqRange
 }
 
+// RecordMissing records that a replica of an edge lacks the given runs of
+// held segments (a scrub found them missing from its store): they are
+// added to its Holding.Lacks with the time spans of the held runs they
+// meet. Numbers not held are ignored. PlacedIndex binds it to the
+// replica's placement as for RecordReplicated. Result:
+// RecordReplicatedResult.
+type RecordMissing struct {
+	Edge        string
+	Replica     string
+	PlacedIndex uint64
+	Ranges      []SeqRange
+}
+
 // SeqRange is a run of sequence numbers, first..last inclusive.
 type SeqRange struct{ FirstSeq, LastSeq uint64 }
 
@@ -251,6 +267,9 @@ func (RecordReplicated) Kind() Kind { return KindRecordReplicated }
 
 // Kind implements Command.
 func (SetNodeState) Kind() Kind { return KindSetNodeState }
+
+// Kind implements Command.
+func (RecordMissing) Kind() Kind { return KindRecordMissing }
 
 // Kind implements Command.
 func (SetRevoked) Kind() Kind { return KindSetRevoked }
@@ -359,6 +378,10 @@ func (c RecordReplicated) appendBody(b []byte) []byte {
 		b = appendUvarint(b, r.LastSeq)
 	}
 	return b
+}
+
+func (c RecordMissing) appendBody(b []byte) []byte {
+	return RecordReplicated(c).appendBody(b)
 }
 
 func (c SetNodeState) appendBody(b []byte) []byte {
@@ -505,7 +528,7 @@ func DecodeCommand(b []byte) (Command, error) {
 			}
 		}
 		c = r
-	case KindRecordReplicated:
+	case KindRecordReplicated, KindRecordMissing:
 		var r RecordReplicated
 		r.Edge = d.string("edge id", maxDecodedString)
 		r.Replica = d.string("replica id", maxDecodedString)
@@ -515,7 +538,11 @@ func DecodeCommand(b []byte) (Command, error) {
 		for i := 0; i < n && d.err == nil; i++ {
 			r.Ranges = append(r.Ranges, SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()})
 		}
-		c = r
+		if k == KindRecordMissing {
+			c = RecordMissing(r)
+		} else {
+			c = r
+		}
 	case KindSetNodeState:
 		c = SetNodeState{ID: d.string("node id", maxDecodedString), State: NodeState(d.byte()), HeartbeatBeforeMs: d.varint()}
 	case KindSetRevoked:

@@ -211,7 +211,9 @@ func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
 // since its ranges are then duplicates), RecordGap (held segments and the
 // first declaration win), Heartbeat (times never go back) and
 // RecordReplicated (bound to the replica's placement index: cutting
-// the same lacks again changes nothing, and a later placement ignores it). The
+// the same lacks again changes nothing, and a later placement ignores it)
+// and RecordMissing (adding lacks again only makes the replica be repaired
+// again, which is safe). The
 // others — a RegisterNode after a RemoveNode, a SetConfig after a newer
 // one — could undo what came between, so their proposers wait and retry.
 func (f *FSM) Reproposable(cmd []byte) bool {
@@ -219,7 +221,7 @@ func (f *FSM) Reproposable(cmd []byte) bool {
 		return false
 	}
 	switch Kind(cmd[1]) {
-	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated:
+	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated, KindRecordMissing:
 		return true
 	}
 	return false
@@ -255,6 +257,8 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return RebalanceResult{Changed: s.rebalance(index, moves)}, nil
 	case RecordReplicated:
 		return s.recordReplicated(index, c)
+	case RecordMissing:
+		return s.recordMissing(c)
 	case SetNodeState:
 		return s.setNodeState(index, c)
 	case SetRevoked:

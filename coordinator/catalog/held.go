@@ -139,6 +139,60 @@ func (s *state) holders(c RecordHeld) (holders, lacking []string) {
 	return holders, lacking
 }
 
+// replicaHolding returns the holding of replica in edge's placement if
+// its Index is placedIndex.
+func (s *state) replicaHolding(edge, replica string, placedIndex uint64) *Holding {
+	p := s.placement[edge]
+	if p == nil {
+		return nil
+	}
+	var h *Holding
+	if i, found := slices.BinarySearch(p.Replicas, replica); found {
+		h = &p.Holdings[i]
+	} else if j := slices.IndexFunc(p.Leaving, func(l LeavingReplica) bool { return l.ID == replica }); j >= 0 {
+		h = &p.Leaving[j].Holding
+	}
+	if h == nil || h.Index != placedIndex {
+		return nil
+	}
+	return h
+}
+
+func (s *state) recordMissing(c RecordMissing) (any, error) {
+	k := c.Kind()
+	n := s.nodes[c.Edge]
+	switch {
+	case n == nil:
+		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
+	case n.Role != RoleEdge:
+		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+	}
+	for i, r := range c.Ranges {
+		if r.FirstSeq == 0 || r.FirstSeq > r.LastSeq {
+			return nil, cmdErr(k, ErrBadCommand, "edge %q: range %d is [%d,%d]", c.Edge, i, r.FirstSeq, r.LastSeq)
+		}
+	}
+	var res RecordReplicatedResult
+	h := s.replicaHolding(c.Edge, c.Replica, c.PlacedIndex)
+	pr := s.progress[c.Edge]
+	if h == nil || pr == nil {
+		return res, nil
+	}
+	lacks := h.Lacks
+	for _, r := range c.Ranges {
+		i, _ := slices.BinarySearchFunc(pr.Held, r.FirstSeq, func(hr HeldRange, seq uint64) int { return cmp.Compare(hr.LastSeq, seq) })
+		for ; i < len(pr.Held) && pr.Held[i].FirstSeq <= r.LastSeq; i++ {
+			hr := pr.Held[i]
+			lacks = addLack(lacks, LackRange{FirstSeq: max(r.FirstSeq, hr.FirstSeq), LastSeq: min(r.LastSeq, hr.LastSeq),
+				MinTimeMs: hr.MinTimeMs, MaxTimeMs: hr.MaxTimeMs})
+		}
+	}
+	res.Changed = !slices.Equal(lacks, h.Lacks)
+	h.Lacks = lacks
+	res.Lacks = len(lacks)
+	return res, nil
+}
+
 func (s *state) recordReplicated(index uint64, c RecordReplicated) (any, error) {
 	k := c.Kind()
 	n := s.nodes[c.Edge]
@@ -155,21 +209,12 @@ func (s *state) recordReplicated(index uint64, c RecordReplicated) (any, error) 
 	}
 	var res RecordReplicatedResult
 	p := s.placement[c.Edge]
-	if p == nil {
-		return res, nil
-	}
-	var h *Holding
-	if i, found := slices.BinarySearch(p.Replicas, c.Replica); found {
-		h = &p.Holdings[i]
-	} else if j := slices.IndexFunc(p.Leaving, func(l LeavingReplica) bool { return l.ID == c.Replica }); j >= 0 {
-		h = &p.Leaving[j].Holding
-	}
-	if h == nil || h.Index != c.PlacedIndex {
+	h := s.replicaHolding(c.Edge, c.Replica, c.PlacedIndex)
+	if h == nil {
 		// Not a replica, or placed again since: the copy was made for a
 		// placement that no longer exists.
 		return res, nil
 	}
-	before := len(h.Lacks)
 	lacks := h.Lacks
 	for _, r := range c.Ranges {
 		lacks = cutLack(lacks, r.FirstSeq, r.LastSeq)
@@ -179,7 +224,6 @@ func (s *state) recordReplicated(index uint64, c RecordReplicated) (any, error) 
 	}
 	res.Changed = !slices.Equal(lacks, h.Lacks)
 	h.Lacks = lacks
-	_ = before
 	if res.Changed && s.pruneLeaving(index, p) {
 		res.Dropped = true
 	}

@@ -197,6 +197,31 @@ func TestRecordReplicated_CutsLacksOnlyForTheSamePlacement(t *testing.T) {
 	applyErr(t, f, i+4, RecordReplicated{Edge: "e1", Replica: "c2", PlacedIndex: h2.Index, Ranges: []SeqRange{{3, 2}}}, ErrBadCommand)
 }
 
+func TestRecordMissing_AddsLacksWithHeldTimes(t *testing.T) {
+	f, i := threeCoordinators(t, 3)
+	p := placementOf(t, f, "e1")
+	applyOK(t, f, i, RecordHeld{Edge: "e1", Epoch: p.Epoch, Holders: p.Replicas, Ranges: []HeldRange{heldRun(1, 4, 1000)}})
+	applyOK(t, f, i+1, RecordHeld{Edge: "e1", Epoch: p.Epoch, Holders: p.Replicas, Ranges: []HeldRange{heldRun(8, 9, 2000)}})
+	h, _, _ := placementOf(t, f, "e1").HoldingOf("c2")
+	// 2..9 meets both held runs; 5..7 is not held and stays out.
+	r := applyOK(t, f, i+2, RecordMissing{Edge: "e1", Replica: "c2", PlacedIndex: h.Index, Ranges: []SeqRange{{2, 9}}}).(RecordReplicatedResult)
+	if !r.Changed {
+		t.Fatal("nothing changed")
+	}
+	h, _, _ = placementOf(t, f, "e1").HoldingOf("c2")
+	if !slices.Equal(h.Lacks, []LackRange{lr(2, 4, 1000, 1099), lr(8, 9, 2000, 2099)}) {
+		t.Fatalf("lacks %v", h.Lacks)
+	}
+	// Another placement index: ignored.
+	r = applyOK(t, f, i+3, RecordMissing{Edge: "e1", Replica: "c1", PlacedIndex: 999, Ranges: []SeqRange{{1, 9}}}).(RecordReplicatedResult)
+	if r.Changed {
+		t.Fatal("a missing report for another placement changed lacks")
+	}
+	if err := f.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestPlacement_DownCoordinatorLeavesAndIsDroppedOnlyAfterCopy(t *testing.T) {
 	f, i := threeCoordinators(t, 2)
 	f.ApplyMembership(i, Membership{Voters: []uint64{1, 2, 3}})
@@ -479,6 +504,7 @@ func holdingsModelRun(t *testing.T, seed uint64) {
 			before[e] = claimers(t, f, e)
 		}
 		e := edges[r.IntN(len(edges))]
+		lost := false // a store lost a segment this step: its loss is real
 		switch k := r.IntN(10); {
 		case k < 4: // store a segment on some active replicas, then record it
 			p := placementOf(t, f, e)
@@ -526,6 +552,19 @@ func holdingsModelRun(t *testing.T, seed uint64) {
 				put(e, task.Replica, task.Run.FirstSeq, task.Run.LastSeq)
 			}
 			must(RecordReplicated{Edge: e, Replica: task.Replica, PlacedIndex: task.PlacedIndex, Ranges: []SeqRange{{task.Run.FirstSeq, task.Run.LastSeq}}})
+		case k == 6 && r.IntN(4) == 0:
+			// A replica's store loses a segment; the scrub reports it.
+			p := placementOf(t, f, e)
+			all := p.All()
+			if len(all) == 0 || next[e] == 1 {
+				continue
+			}
+			c := all[r.IntN(len(all))]
+			seq := 1 + uint64(r.IntN(int(next[e]-1)))
+			delete(has[e][c], seq)
+			lost = true
+			h, _, _ := p.HoldingOf(c)
+			must(RecordMissing{Edge: e, Replica: c, PlacedIndex: h.Index, Ranges: []SeqRange{{seq, seq}}})
 		case k == 6:
 			c := coords[r.IntN(len(coords))]
 			must(SetNodeState{ID: c, State: NodeState(r.IntN(3))})
@@ -573,7 +612,7 @@ func holdingsModelRun(t *testing.T, seed uint64) {
 			// cluster in this step.
 			after := claimers(t, f, e)
 			for s, was := range before[e] {
-				if len(was) > 0 && len(after[s]) == 0 && slices.ContainsFunc(was, f.isPresent) {
+				if !lost && len(was) > 0 && len(after[s]) == 0 && slices.ContainsFunc(was, f.isPresent) {
 					t.Fatalf("seed %d step %d: %s/%d lost its last replica; held before by %v", seed, step, e, s, was)
 				}
 			}
