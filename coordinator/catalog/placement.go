@@ -374,12 +374,18 @@ func (s *state) rebalance(index uint64, maxMoves int) int {
 
 // Balance reports the spread between the most and the least loaded
 // eligible coordinator (active replicas; 0 with fewer than two), and how
-// many leaving replicas all placements have (moves not finished).
+// many leaving replicas on coordinators not marked down all placements
+// have: moves whose copies are not finished (a replica on a down
+// coordinator waits for the edge or for its return, not for a copy).
 func (f *FSM) Balance() (spread, leaving int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, p := range f.st.placement {
-		leaving += len(p.Leaving)
+		for _, l := range p.Leaving {
+			if n := f.st.nodes[l.ID]; n != nil && n.State != NodeDown {
+				leaving++
+			}
+		}
 	}
 	return f.st.imbalance(), leaving
 }
