@@ -90,9 +90,11 @@ type RegisterNode struct {
 	Identity string
 	Labels   labels.Labels
 	TimeMs   int64 // proposer's clock; becomes the node's heartbeat
-	// StoreID is a coordinator's data directory identity (see
-	// Node.StoreID); "" leaves the bound one as it is. Once bound it
-	// cannot change: a coordinator with another disk must join anew.
+	// StoreID is the identity of a coordinator's replica store (see
+	// Node.StoreID); "" leaves the bound one as it is. A different one
+	// means the member's replica store was replaced: every replica of it
+	// then lacks everything (placed again at this index), so that no query
+	// reads it for data it does not hold and the healer copies it back.
 	// Encoded only when not empty.
 	StoreID string
 }

@@ -144,8 +144,10 @@
 // empties it) or down (the leader found no heartbeat for the fleet's
 // dead-after; SetNodeState with HeartbeatBeforeMs, so a heartbeat that
 // committed meanwhile wins). Only active coordinators take replicas.
-// A coordinator binds the identity of its data directory (StoreID) when
-// it registers; the same raft id with another store is refused, and a
+// A coordinator binds the identity of its replica store (StoreID) when it
+// registers. Registering again with another store id (the replica
+// directory was replaced) makes every replica of it lack everything, as if
+// placed anew, so that it is never read for data it does not hold. A
 // coordinator whose raft member was removed may register again under a
 // new raft id (a new member with a new disk).
 

@@ -369,13 +369,16 @@ func (s *state) registerNode(index uint64, c RegisterNode) (any, error) {
 			return nil, cmdErr(k, ErrConflict, "coordinator %q has raft id %d, not %d", c.ID, n.RaftID, c.RaftID)
 		case n.Identity != "" && n.Identity != c.Identity:
 			return nil, cmdErr(k, ErrConflict, "node %q is bound to another certificate identity; remove it first", c.ID)
-		case !rejoin && n.StoreID != "" && c.StoreID != "" && n.StoreID != c.StoreID:
-			return nil, cmdErr(k, ErrConflict, "coordinator %q (raft id %d) is bound to store %s, this data directory is store %s: a member with another disk must join as a new member",
-				c.ID, n.RaftID, n.StoreID, c.StoreID)
 		}
 		n.Addr, n.Identity, n.Labels = c.Addr, c.Identity, ls
 		n.LastHeartbeatMs = max(n.LastHeartbeatMs, c.TimeMs)
-		if c.StoreID != "" {
+		if c.StoreID != "" && n.StoreID != c.StoreID {
+			if n.StoreID != "" && !rejoin {
+				// Another replica store under the same member (its replica
+				// directory was replaced): it holds none of what the old
+				// one held, whatever the placements said.
+				s.resetHoldings(index, c.ID)
+			}
 			n.StoreID = c.StoreID
 		}
 		if rejoin {
@@ -478,6 +481,31 @@ func (s *state) removeNode(index uint64, c RemoveNode) error {
 		s.rebalance(index, 0)
 	}
 	return nil
+}
+
+// resetHoldings makes every replica of coordinator id, active or leaving,
+// lack everything its edge holds (a new, empty store).
+func (s *state) resetHoldings(index uint64, id string) {
+	for _, e := range sortedKeys(s.placement) {
+		p := s.placement[e]
+		fresh := s.freshHolding(e, index)
+		touched := false
+		for i, r := range p.Replicas {
+			if r == id {
+				p.Holdings[i] = fresh
+				touched = true
+			}
+		}
+		for i := range p.Leaving {
+			if p.Leaving[i].ID == id {
+				p.Leaving[i].Holding = fresh
+				touched = true
+			}
+		}
+		if touched {
+			p.Epoch = index
+		}
+	}
 }
 
 func (s *state) setNodeState(index uint64, c SetNodeState) (any, error) {

@@ -325,24 +325,32 @@ func TestRepairs_SourceMustNotLackDataInTheSpan(t *testing.T) {
 	}
 }
 
-func TestRegisterNode_StoreIdentityIsBoundAndRejoinNeedsANewMember(t *testing.T) {
-	f := New()
-	f.ApplyMembership(1, Membership{Voters: []uint64{1, 2}})
-	applyOK(t, f, 2, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1, StoreID: "s-aaa"})
-	applyOK(t, f, 3, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1}) // no store id: keeps the bound one
+func TestRegisterNode_AnotherStoreLacksEverythingAndRejoinNeedsANewMember(t *testing.T) {
+	f, i := threeCoordinators(t, 3)
+	applyOK(t, f, i, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1, StoreID: "s-aaa"})
+	applyOK(t, f, i+1, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1}) // no store id: keeps the bound one
 	if n, _ := f.Node("c1"); n.StoreID != "s-aaa" {
 		t.Fatalf("store id %q", n.StoreID)
 	}
-	ce := applyErr(t, f, 4, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1, StoreID: "s-bbb"}, ErrConflict)
-	t.Log(ce)
-	applyErr(t, f, 4, RegisterNode{ID: "e1", Role: RoleEdge, StoreID: "s-x"}, ErrBadCommand)
+	p := placementOf(t, f, "e1")
+	applyOK(t, f, i+2, RecordHeld{Edge: "e1", Epoch: p.Epoch, Holders: p.Replicas, Ranges: []HeldRange{heldRun(1, 3, 1000)}})
+	// The same member with another replica store: it lacks everything.
+	applyOK(t, f, i+3, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 1, StoreID: "s-bbb"})
+	h, _, _ := placementOf(t, f, "e1").HoldingOf("c1")
+	if n, _ := f.Node("c1"); n.StoreID != "s-bbb" || !slices.Equal(h.Lacks, []LackRange{lr(1, 3, 1000, 1099)}) || h.Index != i+3 {
+		t.Fatalf("after a new store: node %+v, holding %+v", n, h)
+	}
+	if h2, _, _ := placementOf(t, f, "e1").HoldingOf("c2"); len(h2.Lacks) != 0 {
+		t.Fatalf("c2 lacks %+v", h2.Lacks)
+	}
+	applyErr(t, f, i+4, RegisterNode{ID: "e1", Role: RoleEdge, StoreID: "s-x"}, ErrBadCommand)
 	// While raft id 1 is a member, another raft id is refused.
-	applyErr(t, f, 5, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 7, StoreID: "s-bbb"}, ErrConflict)
+	applyErr(t, f, i+5, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 7, StoreID: "s-ccc"}, ErrConflict)
 	// Once it was removed from raft, c1 may come back as a new member with
 	// a new disk.
-	f.ApplyMembership(6, Membership{Voters: []uint64{2, 7}})
-	applyOK(t, f, 7, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 7, StoreID: "s-bbb"})
-	if n, _ := f.Node("c1"); n.RaftID != 7 || n.StoreID != "s-bbb" || n.RegisteredIndex != 7 {
+	f.ApplyMembership(i+6, Membership{Voters: []uint64{2, 3, 7}})
+	applyOK(t, f, i+7, RegisterNode{ID: "c1", Role: RoleCoordinator, RaftID: 7, StoreID: "s-ccc"})
+	if n, _ := f.Node("c1"); n.RaftID != 7 || n.StoreID != "s-ccc" || n.RegisteredIndex != i+7 {
 		t.Fatalf("rejoined %+v", n)
 	}
 	if err := f.Check(); err != nil {
