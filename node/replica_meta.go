@@ -98,14 +98,20 @@ func (n *Node) DeleteReplicaMeta(key string) error {
 	return n.writeReplicaMeta("delete replica meta "+key, func(b *store.Batch) { b.DeleteMeta(replicaMetaPrefix + key) })
 }
 
-// DeleteReplicaMetaPrefix deletes every record whose key starts with
-// prefix (not empty) and returns once that is durable. Its cost does not
-// depend on the number of records.
-func (n *Node) DeleteReplicaMetaPrefix(prefix string) error {
-	if prefix == "" {
-		return errors.New("delete replica meta: empty prefix")
+// DeleteReplicaMetaPrefix deletes every record whose key starts with one
+// of prefixes (none empty), in one batch, and returns once that is
+// durable. Its cost does not depend on the number of records.
+func (n *Node) DeleteReplicaMetaPrefix(prefixes ...string) error {
+	for _, p := range prefixes {
+		if p == "" {
+			return errors.New("delete replica meta: empty prefix")
+		}
 	}
-	return n.writeReplicaMeta("delete replica meta under "+prefix, func(b *store.Batch) { b.DeleteMetaPrefix(replicaMetaPrefix + prefix) })
+	return n.writeReplicaMeta(fmt.Sprintf("delete replica meta under %q", prefixes), func(b *store.Batch) {
+		for _, p := range prefixes {
+			b.DeleteMetaPrefix(replicaMetaPrefix + p)
+		}
+	})
 }
 
 // writeReplicaMeta writes one batch built by fill under the write lock

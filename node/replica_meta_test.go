@@ -77,7 +77,7 @@ func TestReplicaMeta_ScanAndDeleteByPrefix(t *testing.T) {
 	if err := n.ScanReplicaMeta("seg.", func(string, []byte) error { calls++; return stop }); err != stop || calls != 1 {
 		t.Fatalf("scan with fn failing = %v after %d calls; want the error as is after 1", err, calls)
 	}
-	if err := n.DeleteReplicaMetaPrefix("seg.a\x00"); err != nil {
+	if err := n.DeleteReplicaMetaPrefix("seg.a\x00", "nothing."); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.DeleteReplicaMeta("rng.a\x00\x01"); err != nil {

@@ -21,8 +21,8 @@ var testNow = time.Date(2026, 4, 10, 12, 0, 0, 0, time.UTC)
 
 func clock() time.Time { return testNow }
 
-// segment is one sealed WAL segment of an edge, as it would be shipped.
-type segment struct {
+// shipped is one sealed WAL segment of an edge, as it would be shipped.
+type shipped struct {
 	seq  uint64
 	crc  uint32
 	file []byte
@@ -31,7 +31,7 @@ type segment struct {
 // edgeSegments writes each group with one Write on a fresh node named edge
 // and returns the sealed segments, one per group: the segment age is 1 ms
 // and the WAL cuts before a write into a segment older than that.
-func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
+func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []shipped {
 	t.Helper()
 	n, err := node.Open(node.Options{
 		DataDir: t.TempDir(), NodeID: edge, Now: clock,
@@ -53,7 +53,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
 	}
 	// One more write seals the last group's segment.
 	write([]node.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{0}}})
-	var out []segment
+	var out []shipped
 	for i := 0; len(out) < len(groups); i++ {
 		if i > 2000 {
 			t.Fatalf("only %d of %d segments sealed: %+v", len(out), len(groups), n.WALSegments())
@@ -65,7 +65,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, segment{info.Seq, info.CRC, b})
+				out = append(out, shipped{info.Seq, info.CRC, b})
 			}
 		}
 		if len(out) < len(groups) {
@@ -135,7 +135,7 @@ func rawQuery(t *testing.T) node.Query {
 	return node.Query{Matchers: sel(t, `temp`), Start: 0, End: testNow.UnixMilli() + 1, Mode: node.ModeRaw}
 }
 
-func mustApply(t *testing.T, s *Store, edge string, seg segment) Applied {
+func mustApply(t *testing.T, s *Store, edge string, seg shipped) Applied {
 	t.Helper()
 	a, err := s.Apply(context.Background(), edge, seg.seq, seg.crc, seg.file)
 	if err != nil {
@@ -436,7 +436,7 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 	})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
-	d, err := decodeSegment("e", seg.seq, seg.crc, seg.file)
+	d, err := decodeSegment("e", "e", seg.file)
 	if err != nil {
 		t.Fatal(err)
 	}
