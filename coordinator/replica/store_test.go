@@ -13,6 +13,7 @@ import (
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/node/segment"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -312,6 +313,42 @@ func TestApply_InvalidSegmentStoresNothing(t *testing.T) {
 	}
 }
 
+// TestApply_OnlyRawRetentionLimitsAge: a point from an edge's skewed
+// clock weeks ahead does not make the series refuse older points; only
+// points older than the raw retention are refused, and the counts are
+// exact.
+func TestApply_OnlyRawRetentionLimitsAge(t *testing.T) {
+	day := 24 * time.Hour
+	build := func(seq uint64, ts ...int64) shipped {
+		b, err := segment.NewBuilder("e", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Add(labels.Labels(lbl("__name__", "temp")), ts, make([]float64, len(ts))); err != nil {
+			t.Fatal(err)
+		}
+		file, info, err := b.Finish(seq, seq-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shipped{seq, info.CRC, file}
+	}
+	at := func(d time.Duration) int64 { return testNow.Add(d).UnixMilli() }
+	s := openStore(t, t.TempDir()) // raw retention 30 days
+	defer s.Close()
+	if a := mustApply(t, s, "e", build(1, at(20*day))); a.Points != 1 || a.Rejected != 0 {
+		t.Fatalf("a point 20 days ahead: %+v", a)
+	}
+	a := mustApply(t, s, "e", build(2, at(-time.Hour), at(-25*day), at(-31*day), at(-29*day)))
+	if a.Points != 3 || a.Rejected != 1 {
+		t.Fatalf("after a point 20 days ahead: %+v; want 3 stored and the one older than the raw retention rejected", a)
+	}
+	res, _ := queryAll(t, s, []string{"e"}, node.Query{Matchers: sel(t, `temp`), Start: 0, End: at(30 * day), Mode: node.ModeRaw})
+	if want := []int64{at(-29 * day), at(-25 * day), at(-time.Hour), at(20 * day)}; len(res) != 1 || !slices.Equal(res[0].s.Ts, want) {
+		t.Fatalf("stored %v", res)
+	}
+}
+
 func TestApply_BacklogOlderSegmentAfterNewerOnes(t *testing.T) {
 	day := 24 * time.Hour
 	old1, oldv := points(testNow.Add(-10*day), 100, func(i int) float64 { return 1 })
@@ -417,7 +454,7 @@ func TestOptions_Validate(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := o.nodeOptions()
-	if no.OutOfOrderWindow != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
+	if no.OutOfOrderWindow != no.Retention1d || no.Retention1d < 365*24*time.Hour || no.RetentionRaw != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
 		t.Fatalf("engine options %+v", no)
 	}
 }
