@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -103,7 +104,11 @@ func (s *Server) Store(ctx context.Context, req *clusterv1.StoreRequest) (*clust
 }
 
 // decompress returns the segment file of req, bounded by MaxSegmentBytes.
+// Store requests come zstd-compressed or not at all.
 func (s *Server) decompress(req *clusterv1.StoreRequest) ([]byte, error) {
+	if req.GetCompression() == clusterv1.Compression_COMPRESSION_S2 {
+		return nil, fmt.Errorf("%w: S2 compression in a store request", ErrInvalidSegment)
+	}
 	return decompressFile(s.dec, req.GetCompression(), req.GetData(), req.GetUncompressedBytes(), s.opts.MaxSegmentBytes)
 }
 
@@ -130,6 +135,17 @@ func decompressFile(dec *zstd.Decoder, c clusterv1.Compression, data []byte, n u
 		}
 		if uint64(len(out)) != n {
 			return nil, fmt.Errorf("%w: decompressed to %d bytes, the sender says %d", ErrInvalidSegment, len(out), n)
+		}
+		return out, nil
+	case clusterv1.Compression_COMPRESSION_S2:
+		// The block header states the length; check it before allocating,
+		// and Decode writes into dst only (it is large enough).
+		if m, err := s2.DecodedLen(data); err != nil || uint64(m) != n {
+			return nil, fmt.Errorf("%w: S2 block of %d bytes (%v), the sender says %d", ErrInvalidSegment, m, err, n)
+		}
+		out, err := s2.Decode(make([]byte, n), data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s2: %w", ErrInvalidSegment, err)
 		}
 		return out, nil
 	}
@@ -160,7 +176,9 @@ func newEncoder() *zstd.Encoder {
 	return enc
 }
 
-// Export streams the files of an export, then the final message.
+// Export streams the files of an export, then the final message. One
+// goroutine builds the files, another compresses and sends them, at most
+// one file apart.
 func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaService_ExportServer) error {
 	ctx := stream.Context()
 	if err := s.authorize(ctx); err != nil {
@@ -174,16 +192,50 @@ func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaSe
 		}
 		maxFile = int64(m)
 	}
-	var files int64
+	comp := req.GetCompression()
+	switch comp {
+	case clusterv1.Compression_COMPRESSION_UNSPECIFIED:
+		comp = clusterv1.Compression_COMPRESSION_ZSTD
+	case clusterv1.Compression_COMPRESSION_NONE, clusterv1.Compression_COMPRESSION_ZSTD, clusterv1.Compression_COMPRESSION_S2:
+	default:
+		return toStatus(fmt.Errorf("%w: export of %q: unknown compression %d", node.ErrBadQuery, req.GetEdge(), comp))
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	files := make(chan ExportedFile, 1)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for f := range files {
+			if err != nil {
+				continue // draining: the export is being stopped
+			}
+			if err = stream.Send(exportFileToProto(s.enc, comp, f)); err != nil {
+				cancel()
+			}
+		}
+		sent <- err
+	}()
+	var n int64
 	err := s.opts.Store.Export(ctx, req.GetEdge(), req.GetMinTimeMs(), req.GetMaxTimeMs(), req.GetFirstSeq(), req.GetLastSeq(), maxFile,
 		func(f ExportedFile) error {
-			files++
-			return stream.Send(exportFileToProto(s.enc, f))
+			select {
+			case files <- f:
+				n++
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		})
+	close(files)
+	if serr := <-sent; serr != nil {
+		return toStatus(serr)
+	}
 	if err != nil {
 		return toStatus(err)
 	}
-	return stream.Send(&clusterv1.ExportResponse{Done: true, Files: files})
+	return stream.Send(&clusterv1.ExportResponse{Done: true, Files: n})
 }
 
 // Holdings answers the runs of an edge's sequence numbers held here.

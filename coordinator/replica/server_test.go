@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -175,6 +176,7 @@ func TestGRPC_AuthorizeAndBoundedDecompression(t *testing.T) {
 		"size mismatch":  {Edge: "e", Seq: 1, Compression: clusterv1.Compression_COMPRESSION_NONE, UncompressedBytes: 100, Data: big[:99]},
 		"no compression": {Edge: "e", Seq: 1, UncompressedBytes: 100, Data: big[:100]},
 		"not zstd":       {Edge: "e", Seq: 1, Compression: clusterv1.Compression_COMPRESSION_ZSTD, UncompressedBytes: 100, Data: big[:100]},
+		"s2":             {Edge: "e", Seq: 1, Compression: clusterv1.Compression_COMPRESSION_S2, UncompressedBytes: 100, Data: s2.Encode(nil, big[:100])},
 	} {
 		if _, err := srv.Store(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", name, err)
@@ -297,8 +299,14 @@ func FuzzExportFileFromProto(f *testing.F) {
 	c := NewClient(nil)
 	const limit = MinExportFileBytes
 	file := bytes.Repeat([]byte("tributary segment "), limit/16)[:limit-100]
-	good := exportFileToProto(c.enc, ExportedFile{Data: file, Info: wal.SegmentInfo{CRC: 7, Points: 3, MinT: 1, MaxT: 2}})
-	f.Add(int32(good.GetCompression()), good.GetUncompressedBytes(), good.GetData(), int64(3), int64(1), int64(2))
+	for _, comp := range []clusterv1.Compression{clusterv1.Compression_COMPRESSION_ZSTD, clusterv1.Compression_COMPRESSION_S2} {
+		good := exportFileToProto(c.enc, comp, ExportedFile{Data: file, Info: wal.SegmentInfo{CRC: 7, Points: 3, MinT: 1, MaxT: 2}})
+		if good.GetCompression() != comp {
+			f.Fatalf("a compressible file was sent as %v, not %v", good.GetCompression(), comp)
+		}
+		f.Add(int32(good.GetCompression()), good.GetUncompressedBytes(), good.GetData(), int64(3), int64(1), int64(2))
+	}
+	f.Add(int32(clusterv1.Compression_COMPRESSION_S2), uint64(limit), s2.Encode(nil, make([]byte, 1<<20)), int64(0), int64(0), int64(0))
 	f.Add(int32(clusterv1.Compression_COMPRESSION_ZSTD), uint64(limit), zstdFrame(c.enc, make([]byte, 1<<20)), int64(0), int64(0), int64(0))
 	f.Add(int32(clusterv1.Compression_COMPRESSION_NONE), uint64(4), []byte("abcd"), int64(-1), int64(5), int64(4))
 	f.Fuzz(func(t *testing.T, comp int32, n uint64, data []byte, points, minT, maxT int64) {
@@ -315,7 +323,7 @@ func FuzzExportFileFromProto(f *testing.F) {
 			t.Fatalf("decoded %d bytes (limit %d, said %d), info %+v", len(got.Data), limit, n, got.Info)
 		}
 		// Round trip: what decoded, encoded again, decodes to the same.
-		again, err := exportFileFromProto(c.dec, exportFileToProto(c.enc, got), "e", 3, 9, limit)
+		again, err := exportFileFromProto(c.dec, exportFileToProto(c.enc, clusterv1.Compression(comp), got), "e", 3, 9, limit)
 		if err != nil || !bytes.Equal(again.Data, got.Data) || again.Info != got.Info {
 			t.Fatalf("round trip: %v", err)
 		}

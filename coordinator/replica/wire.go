@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,11 +44,18 @@ func MaxStoreMessageBytes(maxSegmentBytes int64) int {
 const maxHoldingsRanges = 1 << 16
 
 // exportFileToProto makes the message of one exported file, compressed
+// as c asks (COMPRESSION_ZSTD or COMPRESSION_S2; anything else: none)
 // when that makes it smaller.
-func exportFileToProto(enc *zstd.Encoder, f ExportedFile) *clusterv1.ExportResponse {
+func exportFileToProto(enc *zstd.Encoder, c clusterv1.Compression, f ExportedFile) *clusterv1.ExportResponse {
 	m := &clusterv1.ExportResponse{UncompressedBytes: uint64(len(f.Data)), Crc32C: f.Info.CRC, Points: f.Info.Points,
-		MinTimeMs: f.Info.MinT, MaxTimeMs: f.Info.MaxT, Compression: clusterv1.Compression_COMPRESSION_ZSTD, Data: zstdFrame(enc, f.Data)}
-	if len(m.Data) >= len(f.Data) {
+		MinTimeMs: f.Info.MinT, MaxTimeMs: f.Info.MaxT, Compression: c}
+	switch c {
+	case clusterv1.Compression_COMPRESSION_ZSTD:
+		m.Data = zstdFrame(enc, f.Data)
+	case clusterv1.Compression_COMPRESSION_S2:
+		m.Data = s2.Encode(nil, f.Data)
+	}
+	if m.Data == nil || len(m.Data) >= len(f.Data) {
 		m.Compression, m.Data = clusterv1.Compression_COMPRESSION_NONE, f.Data
 	}
 	return m
