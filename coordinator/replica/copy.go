@@ -19,6 +19,10 @@ const (
 	DefaultCopyInitialWindow = time.Hour
 	DefaultCopyMaxWindow     = 32 * 24 * time.Hour
 	minCopyWindow            = time.Minute
+	// maxCopySpan bounds a Copy's time range (at most about 600 windows
+	// of the longest default), so that a range given as "everything"
+	// cannot mean billions of round trips: pass the range's time span.
+	maxCopySpan = 50 * 365 * 24 * time.Hour
 	// copyQueueFiles bounds the files exported ahead of the one being
 	// applied (memory: that many files and one being built).
 	copyQueueFiles = 2
@@ -81,7 +85,8 @@ type CopyStats struct {
 }
 
 // Copy copies edge's segments firstSeq..lastSeq, whose points have
-// timestamps in [minT, maxT], from src (another replica) into this store:
+// timestamps in [minT, maxT] (their time span as the catalog knows it; at
+// most maxCopySpan), from src (another replica) into this store:
 // it exports the time range from src in windows, applies each file with
 // ApplyCopy, and once every window is applied records the range
 // (RecordCopy), so that Holdings includes it.
@@ -111,8 +116,8 @@ func (s *Store) Copy(ctx context.Context, src ExportSource, edge string, firstSe
 	if err := checkRange(edge, firstSeq, lastSeq); err != nil {
 		return st, fmt.Errorf("copy: %w", err)
 	}
-	if maxT < minT {
-		return st, fmt.Errorf("copy %d..%d of %q: %w: time range [%d, %d] ends before it starts", firstSeq, lastSeq, edge, ErrInvalidSegment, minT, maxT)
+	if maxT < minT || uint64(maxT)-uint64(minT) > uint64(maxCopySpan.Milliseconds()) {
+		return st, fmt.Errorf("copy %d..%d of %q: %w: time range [%d, %d] is inverted or longer than %s", firstSeq, lastSeq, edge, ErrInvalidSegment, minT, maxT, maxCopySpan)
 	}
 	if err := opts.Validate(); err != nil {
 		return st, err
@@ -311,7 +316,7 @@ func (s *Store) exportWindows(ctx context.Context, src ExportSource, edge string
 	minW, maxW := minCopyWindow.Milliseconds(), opts.MaxWindow.Milliseconds()
 	for t := from; ; {
 		end := maxT
-		if window-1 <= maxT-t { // t + window - 1 without overflow
+		if uint64(window-1) <= uint64(maxT)-uint64(t) { // t + window - 1 without overflow (t <= maxT)
 			end = t + window - 1
 		}
 		var bytes int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -609,6 +610,7 @@ func TestCopy_OneAtATimePerRange(t *testing.T) {
 	}{
 		"inverted seqs":  {2, 1, 0, 10, CopyOptions{}},
 		"inverted times": {1, 2, 10, 0, CopyOptions{}},
+		"all of time":    {1, 2, math.MinInt64, math.MaxInt64, CopyOptions{}},
 		"tiny files":     {1, 2, 0, 10, CopyOptions{MaxFileBytes: 100}},
 		"tiny window":    {1, 2, 0, 10, CopyOptions{InitialWindow: time.Second}},
 		"negative rate":  {1, 2, 0, 10, CopyOptions{BytesPerSec: -1}},
@@ -616,5 +618,27 @@ func TestCopy_OneAtATimePerRange(t *testing.T) {
 		if _, err := s.Copy(context.Background(), s, "e", c.first, c.last, c.minT, c.maxT, c.o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestCopy_WindowsStopAtTheEndOfTime: windows near the largest timestamp
+// end at it instead of overflowing.
+func TestCopy_WindowsStopAtTheEndOfTime(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	src := openStore(t, t.TempDir())
+	defer src.Close()
+	w := &windowSource{src: src}
+	minT := int64(math.MaxInt64) - 5*time.Hour.Milliseconds()
+	st, err := s.Copy(context.Background(), w, "e", 1, 2, minT, math.MaxInt64, CopyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 h, 2 h, then the last 2 h: three windows, the last ending at the end.
+	if st.Windows != 3 || len(w.starts) != 3 || w.starts[2] != minT+3*time.Hour.Milliseconds() {
+		t.Fatalf("%+v, windows from %v", st, w.starts)
+	}
+	if h, _ := s.Holdings("e"); !slices.Equal(h, []SeqRange{{First: 1, Last: 2}}) {
+		t.Fatalf("holdings %v", h)
 	}
 }
