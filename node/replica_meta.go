@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tributarydb/tributary/node/internal/store"
 )
 
 // replicaMetaPrefix reserves a part of the store's meta column family for
@@ -60,6 +62,77 @@ func (n *Node) putReplicaMeta(key string, val []byte) error {
 	b.PutMeta(replicaMetaPrefix+key, val)
 	if err := n.db.Write(b); err != nil {
 		return fmt.Errorf("put replica meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// ScanReplicaMeta calls fn for every replica record whose key starts with
+// prefix ("" for all), in key order, with the key as PutReplicaMeta was
+// given it. val is only valid during the call. It stops at the first
+// error fn returns (returned as is). Records put or deleted meanwhile may
+// or may not be seen.
+func (n *Node) ScanReplicaMeta(prefix string, fn func(key string, val []byte) error) error {
+	if n.closed.Load() {
+		return ErrClosed
+	}
+	var fnErr error
+	err := n.db.ScanMeta(replicaMetaPrefix+prefix, func(k, v []byte) error {
+		fnErr = fn(string(k[len(replicaMetaPrefix):]), v)
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("scan replica meta %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// DeleteReplicaMeta deletes the record under key (if any) and returns once
+// that is durable.
+func (n *Node) DeleteReplicaMeta(key string) error {
+	if key == "" {
+		return errors.New("delete replica meta: empty key")
+	}
+	return n.writeReplicaMeta("delete replica meta "+key, func(b *store.Batch) { b.DeleteMeta(replicaMetaPrefix + key) })
+}
+
+// DeleteReplicaMetaPrefix deletes every record whose key starts with one
+// of prefixes (none empty), in one batch, and returns once that is
+// durable. Its cost does not depend on the number of records.
+func (n *Node) DeleteReplicaMetaPrefix(prefixes ...string) error {
+	for _, p := range prefixes {
+		if p == "" {
+			return errors.New("delete replica meta: empty prefix")
+		}
+	}
+	return n.writeReplicaMeta(fmt.Sprintf("delete replica meta under %q", prefixes), func(b *store.Batch) {
+		for _, p := range prefixes {
+			b.DeleteMetaPrefix(replicaMetaPrefix + p)
+		}
+	})
+}
+
+// writeReplicaMeta writes one batch built by fill under the write lock
+// (see putReplicaMeta) and syncs RocksDB's WAL.
+func (n *Node) writeReplicaMeta(what string, fill func(*store.Batch)) error {
+	err := func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.closed.Load() {
+			return ErrClosed
+		}
+		b := n.db.NewBatch()
+		defer b.Close()
+		fill(b)
+		return n.db.Write(b)
+	}()
+	if err == nil {
+		err = n.db.SyncWAL()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

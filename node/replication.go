@@ -21,7 +21,9 @@ import (
 //     applied again at every start.
 //   - ExportRange reads every series' raw points of a time range, from
 //     which the replicator builds backfills of segments it released or
-//     lost; WALReplayFrom tells it which lost segments' samples the store
+//     lost (ExportRangeMatching reads the series some matchers select:
+//     the coordinator's replica store exports one edge's series with
+//     it); WALReplayFrom tells it which lost segments' samples the store
 //     holds.
 //   - Options.WriteGate lets the replicator refuse writes while its
 //     backlog is over budget (the block-writers overflow policy).
@@ -103,26 +105,36 @@ func (n *Node) recordFlushedThrough(seq uint64) error {
 }
 
 // ExportRange calls fn once for each series that has raw points with
-// timestamps in [minT, maxT] (inclusive, ms), in label order, with those
-// points in time order (stored chunks and the head merged, last write
-// wins: what a raw query answers). The slices are only valid during the
-// call. Memory is bounded by one series' points in the range at a time,
-// and there is no limit on the number of series. It stops at the first
-// error fn returns (returned as is) or when ctx is done. Safe for
-// concurrent use, also with writes: points written meanwhile may or may
-// not be included.
+// timestamps in [minT, maxT]: ExportRangeMatching over every series.
 func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
+	all, err := labels.NewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
+	if err != nil {
+		return fmt.Errorf("export range: %w", err)
+	}
+	return n.ExportRangeMatching(ctx, []*labels.Matcher{all}, minT, maxT, fn)
+}
+
+// ExportRangeMatching calls fn once for each series selected by matchers
+// (all of them must match; at least one must not match the empty string)
+// that has raw points with timestamps in [minT, maxT] (inclusive, ms), in
+// label order, with those points in time order (stored chunks and the
+// head merged, last write wins: what a raw query answers). The slices are
+// only valid during the call. Memory is bounded by one series' points in
+// the range at a time, and there is no limit on the number of series. It
+// stops at the first error fn returns (returned as is) or when ctx is
+// done. Bad arguments wrap ErrBadQuery. Safe for concurrent use, also with
+// writes: points written meanwhile may or may not be included.
+func (n *Node) ExportRangeMatching(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
 	if n.closed.Load() {
 		return ErrClosed
 	}
 	if maxT < minT {
 		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, ErrBadQuery)
 	}
-	all, err := labels.NewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
-	if err != nil {
-		return fmt.Errorf("export range: %w", err)
+	if err := checkExportMatchers(matchers); err != nil {
+		return fmt.Errorf("export range [%d, %d]: %w", minT, maxT, err)
 	}
-	list, err := n.selectSeries([]*labels.Matcher{all})
+	list, err := n.selectSeries(matchers)
 	if err != nil {
 		return fmt.Errorf("export range [%d, %d]: select series: %w", minT, maxT, err)
 	}
@@ -146,6 +158,22 @@ func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls lab
 		if err := fn(s.lset, ts, vs); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkExportMatchers: selectSeries needs one matcher that selects by a
+// posting list (matchers that match the empty string only subtract).
+func checkExportMatchers(ms []*labels.Matcher) error {
+	ok := false
+	for i, m := range ms {
+		if m == nil {
+			return fmt.Errorf("%w: matcher %d is nil", ErrBadQuery, i)
+		}
+		ok = ok || !m.MatchesEmpty()
+	}
+	if !ok {
+		return fmt.Errorf("%w: at least one matcher must not match the empty string", ErrBadQuery)
 	}
 	return nil
 }

@@ -295,3 +295,55 @@ func TestExportRange_ReadsEverySeriesRawPoints(t *testing.T) {
 		t.Fatalf("ExportRange(end before start) = %v", err)
 	}
 }
+
+// TestExportRangeMatching_ReadsOnlyTheSelectedSeries: only series every
+// matcher selects are exported, with the same points ExportRange gives
+// them; matchers that select nothing by themselves are a bad query.
+func TestExportRangeMatching_ReadsOnlyTheSelectedSeries(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	n := mustOpen(t, o)
+	defer n.Close()
+	start := o.Now().UnixMilli() - 3_600_000
+	var batches []node.Batch
+	for i, e := range []string{"e1", "e2", "e1", "e2"} {
+		batches = append(batches, node.Batch{Labels: lbl("__name__", fmt.Sprintf("m%d", i/2), "__edge__", e),
+			Ts: []int64{start + int64(i), start + 100 + int64(i), start + 50}, Vs: []float64{1, 2, float64(i)}})
+	}
+	if _, err := n.Write(batches); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// One more point in the head, which must merge with the stored ones.
+	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m1", "__edge__", "e1"), Ts: []int64{start + 60}, Vs: []float64{9}}}); err != nil {
+		t.Fatal(err)
+	}
+	export := func(ms []*labels.Matcher) (map[string][]int64, error) {
+		got := map[string][]int64{}
+		err := n.ExportRangeMatching(context.Background(), ms, start, start+60, func(ls labels.Labels, ts []int64, _ []float64) error {
+			got[ls.String()] = slices.Clone(ts)
+			return nil
+		})
+		return got, err
+	}
+	e1, _ := labels.NewMatcher(labels.MatchEqual, "__edge__", "e1")
+	got, err := export([]*labels.Matcher{e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int64{
+		`m0{__edge__="e1"}`: {start, start + 50},
+		`m1{__edge__="e1"}`: {start + 2, start + 50, start + 60},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("export of e1 = %v\nwant %v", got, want)
+	}
+	empty, _ := labels.NewMatcher(labels.MatchRegexp, "__edge__", ".*")
+	if _, err := export([]*labels.Matcher{empty}); !errors.Is(err, node.ErrBadQuery) {
+		t.Fatalf("export with only an empty-matching matcher = %v, want ErrBadQuery", err)
+	}
+	if _, err := export([]*labels.Matcher{e1, nil}); !errors.Is(err, node.ErrBadQuery) {
+		t.Fatalf("export with a nil matcher = %v, want ErrBadQuery", err)
+	}
+}

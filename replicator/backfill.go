@@ -1,14 +1,13 @@
 package replicator
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/record"
+	"github.com/tributarydb/tributary/node/segment"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
@@ -18,8 +17,8 @@ import (
 // Backfill: a BACKLOG_OVERFLOW gap (after, through] that the cloud
 // recorded is filled, once the link allows, with segment files built from
 // the node's store: every point of every series with a timestamp in the
-// gap's time span, in the WAL segment format, covering exactly the gap's
-// sequence numbers. One file (prev_seq=after, seq=through) when it fits;
+// gap's time span, in the WAL segment format (built by node/segment),
+// covering exactly the gap's sequence numbers. One file (prev_seq=after, seq=through) when it fits;
 // otherwise pieces, each a slice of the time span and of the sequence
 // numbers. The gap's declared points ride on the last piece
 // (backfill_points), 0 on the others, so that what the cloud records sums
@@ -31,11 +30,6 @@ const (
 	// maxBackfillBytes bounds one backfill file (it is built in memory),
 	// below the coordinator's max_segment_bytes with headroom.
 	maxBackfillBytes = 32 << 20
-	// backfillRecordBytes: a record is closed once its payload reaches
-	// about this size.
-	backfillRecordBytes = 1 << 20
-	// backfillRunPoints bounds the points of one run in a record.
-	backfillRunPoints = 8192
 	// estBytesPerPoint estimates what a point costs in a backfill file (8
 	// bytes of value, a timestamp delta, a share of the framing), to cut a
 	// gap into pieces up front; a piece that turns out too large is split
@@ -117,65 +111,21 @@ func (pc *backfillPiece) canSplit() bool { return pc.seq-pc.prev >= 2 && pc.maxT
 // buildBackfill reads the points of pc's time span from src and builds its
 // segment file, or fails with errPieceTooLarge once it passes limit.
 func (l *loop) buildBackfill(pc *backfillPiece, limit int64) ([]byte, wal.SegmentInfo, error) {
-	var recs []wal.Record
-	var enc record.Encoder
-	var encBytes, fileBytes int64
-	nextID := uint64(1)
-	flush := func() {
-		if enc.Points() == 0 {
-			return
-		}
-		r := wal.Record{Data: enc.AppendTo(nil), MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.Points()}
-		recs = append(recs, r)
-		fileBytes += wal.FrameBytes(r)
-		enc.Reset()
-		encBytes = 0
+	b, err := segment.NewBuilder(l.nodeID, limit)
+	if err != nil {
+		return nil, wal.SegmentInfo{}, err
 	}
-	overhead := wal.SegmentOverheadBytes(l.nodeID)
-	err := l.src.ExportRange(l.ctx, pc.minT, pc.maxT, func(ls labels.Labels, ts []int64, vs []float64) error {
-		id := nextID
-		nextID++
-		key := ls.AppendKey(nil)
-		enc.DefineSeries(id, key) // once per file: the first record that uses it
-		encBytes += int64(len(key)) + 2*binary.MaxVarintLen64
-		for len(ts) > 0 {
-			n := min(len(ts), backfillRunPoints)
-			enc.AddRun(id, ts[:n], vs[:n])
-			encBytes += runBytes(id, ts[:n])
-			ts, vs = ts[n:], vs[n:]
-			if encBytes >= backfillRecordBytes {
-				flush()
-			}
-			if overhead+fileBytes+encBytes > limit {
-				return errPieceTooLarge
-			}
+	err = l.src.ExportRange(l.ctx, pc.minT, pc.maxT, func(ls labels.Labels, ts []int64, vs []float64) error {
+		n, err := b.Add(ls, ts, vs)
+		if errors.Is(err, segment.ErrSeriesTooLarge) || err == nil && n < len(ts) {
+			return errPieceTooLarge
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, wal.SegmentInfo{}, err
 	}
-	flush()
-	file, info, err := wal.EncodeSegment(l.nodeID, pc.seq, pc.prev, recs)
-	if err != nil {
-		return nil, wal.SegmentInfo{}, err
-	}
-	if int64(len(file)) > limit {
-		return nil, wal.SegmentInfo{}, errPieceTooLarge
-	}
-	return file, info, nil
-}
-
-// runBytes is what a run of ts adds to a record payload (see node/record).
-func runBytes(id uint64, ts []int64) int64 {
-	var buf [binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(buf[:], id) + binary.PutUvarint(buf[:], uint64(len(ts))) + 8*len(ts)
-	prev := int64(0)
-	for _, t := range ts {
-		n += binary.PutVarint(buf[:], t-prev)
-		prev = t
-	}
-	return int64(n)
+	return b.Finish(pc.seq, pc.prev)
 }
 
 // backfillLimit is the largest backfill file for session s.

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/internal/seqset"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
-	"github.com/tributarydb/tributary/replicator/internal/seqset"
 	"github.com/tributarydb/tributary/replicator/wire"
 )
 

@@ -12,12 +12,12 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/pace"
+	"github.com/tributarydb/tributary/internal/seqset"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
-	"github.com/tributarydb/tributary/replicator/internal/pace"
 	"github.com/tributarydb/tributary/replicator/internal/segsum"
-	"github.com/tributarydb/tributary/replicator/internal/seqset"
 	"github.com/tributarydb/tributary/replicator/wire"
 )
 

@@ -21,10 +21,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/pace"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	itunnel "github.com/tributarydb/tributary/internal/tunnel"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
-	"github.com/tributarydb/tributary/replicator/internal/pace"
 )
 
 // TunnelOptions configure Tunnels. The zero value of a field means its

@@ -83,9 +83,15 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	if seq == 0 {
 		return Applied{}, fmt.Errorf("%w: sequence number 0", ErrInvalidSegment)
 	}
-	d, err := decodeSegment(edge, seq, crc, file)
+	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file)
 	if err != nil {
 		return Applied{}, err
+	}
+	switch {
+	case d.info.Seq != seq:
+		return Applied{}, fmt.Errorf("%w: the file is segment %d", ErrInvalidSegment, d.info.Seq)
+	case d.info.CRC != crc:
+		return Applied{}, fmt.Errorf("%w: the file's crc32c is %08x, the request says %08x", ErrInvalidSegment, d.info.CRC, crc)
 	}
 	a := Applied{Series: sortedSeries(d.series), MinTimeMs: d.info.MinT, MaxTimeMs: d.info.MaxT}
 
@@ -107,7 +113,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	}
 	// Only now are the points durable; a crash before this line makes the
 	// resend apply them again, which changes nothing.
-	if err := s.recordCRC(edge, seq, crc); err != nil {
+	if err := s.recordCRC(edge, seq, d.info.PrevSeq, crc); err != nil {
 		return Applied{}, err
 	}
 	if a.Rejected > 0 {
@@ -117,13 +123,14 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	return a, nil
 }
 
-// decodeSegment verifies the whole file and decodes every record without
-// storing anything, so that a damaged segment stores nothing.
-func decodeSegment(edge string, seq uint64, crc uint32, file []byte) (*decoded, error) {
+// decodeSegment verifies the whole file (named name in errors), a segment
+// of edge, and decodes every record without storing anything, so that a
+// damaged segment stores nothing.
+func decodeSegment(name, edge string, file []byte) (*decoded, error) {
 	d := &decoded{series: map[uint64]labels.Labels{}, keys: map[uint64]string{}}
 	var dec record.Decoder
 	var recNo int
-	info, err := wal.VerifySegment(fmt.Sprintf("%d of %s", seq, edge), file, func(r wal.Record) error {
+	info, err := wal.VerifySegment(name, file, func(r wal.Record) error {
 		recNo++
 		err := dec.Decode(r.Data, func(id uint64, key []byte) error {
 			if prev, ok := d.keys[id]; ok {
@@ -155,10 +162,6 @@ func decodeSegment(edge string, seq uint64, crc uint32, file []byte) (*decoded, 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
 	case info.NodeID != edge:
 		return nil, fmt.Errorf("%w: the file is of node %q", ErrInvalidSegment, info.NodeID)
-	case info.Seq != seq:
-		return nil, fmt.Errorf("%w: the file is segment %d", ErrInvalidSegment, info.Seq)
-	case info.CRC != crc:
-		return nil, fmt.Errorf("%w: the file's crc32c is %08x, the request says %08x", ErrInvalidSegment, info.CRC, crc)
 	case d.points != info.Points:
 		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, d.points, info.Points)
 	}

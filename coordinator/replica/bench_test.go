@@ -2,10 +2,16 @@ package replica
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"net"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/node"
 )
@@ -43,4 +49,103 @@ func BenchmarkApply(b *testing.B) {
 		s.Close()
 	}
 	b.ReportMetric(float64(series*perSeries*b.N)/b.Elapsed().Seconds(), "points/s")
+}
+
+// copyBenchMB is about the uncompressed segment bytes BenchmarkCopy
+// moves, in MB (about 10 bytes a point).
+var copyBenchMB = flag.Int("copybench.mb", 200, "MB of segment bytes BenchmarkCopy copies")
+
+// BenchmarkCopy copies an edge's history (about -copybench.mb MB of
+// segment bytes: 2,000 sensor series, random walks with two decimals, one
+// point every 10 s each) from a store served over gRPC on a loopback TCP
+// socket into a fresh store, with the production engine sizes and
+// CopyOptions' defaults. MiB/s is of uncompressed segment bytes until
+// Copy returns (everything durable in the engine's WAL);
+// MiB/s-flushed also counts closing the store, which writes the rest of
+// its head into RocksDB.
+func BenchmarkCopy(b *testing.B) {
+	const series = 2000
+	perSeries := *copyBenchMB * 1_000_000 / 10 / series
+	open := func(dir string) *Store {
+		s, err := Open(Options{Dir: dir, CoordinatorID: "coord", Now: clock, RetentionRaw: 30 * 24 * time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	src := open(b.TempDir())
+	defer src.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	end := testNow.Add(-time.Hour)
+	start := end.Add(-time.Duration(perSeries) * 10 * time.Second)
+	const chunk = 2000 // points per series per write
+	for lo := 0; lo < perSeries; lo += chunk {
+		n := min(chunk, perSeries-lo)
+		var batches []node.Batch
+		for i := range series {
+			ts, vs := make([]int64, n), make([]float64, n)
+			v := 20.0 + float64(i%50)
+			for k := range n {
+				ts[k] = start.Add(time.Duration(lo+k)*10*time.Second + time.Duration(rng.IntN(50))*time.Millisecond).UnixMilli()
+				v += float64(rng.IntN(21)-10) / 100
+				vs[k] = math.Round(v*100) / 100
+			}
+			batches = append(batches, node.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i), EdgeLabel, "e"), Ts: ts, Vs: vs})
+		}
+		if _, err := src.eng.Write(batches); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := src.eng.Flush(); err != nil {
+		b.Fatal(err)
+	}
+
+	srv, err := NewServer(ServerOptions{Store: src})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer(GRPCServerOptions(DefaultMaxSegmentBytes)...)
+	srv.Register(g)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	defer func() { g.Stop(); <-served }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	c := NewClient(cc)
+
+	var bytes, points int64
+	var withFlush time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		dst := open(b.TempDir())
+		b.StartTimer()
+		t0 := time.Now()
+		st, err := dst.Copy(context.Background(), c, "e", 1, 100, start.UnixMilli(), end.UnixMilli(), CopyOptions{})
+		b.StopTimer()
+		if err != nil || st.Points != int64(series*perSeries) || st.Rejected != 0 {
+			b.Fatalf("copy: %+v, %v", st, err)
+		}
+		if i == 0 {
+			b.SetBytes(st.Bytes)
+		}
+		bytes, points = bytes+st.Bytes, points+st.Points
+		if err := dst.Close(); err != nil { // the head's rest into RocksDB
+			b.Fatal(err)
+		}
+		withFlush += time.Since(t0)
+		b.StartTimer()
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(bytes)/(1<<20)/sec, "MiB/s")
+	b.ReportMetric(float64(points)/sec, "points/s")
+	b.ReportMetric(float64(bytes)/(1<<20)/withFlush.Seconds(), "MiB/s-flushed")
 }

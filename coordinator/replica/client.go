@@ -18,19 +18,17 @@ import (
 type Client struct {
 	rpc clusterv1.ReplicaServiceClient
 	enc *zstd.Encoder
+	dec *zstd.Decoder // of exported files
 }
 
 // NewClient wraps a connection to a peer (the caller owns and closes cc).
 func NewClient(cc grpc.ClientConnInterface) *Client {
-	// EncodeAll is safe for concurrent use. SpeedFastest: segments between
-	// coordinators cross a data-centre network, where CPU costs more than
-	// bytes. Options are constants, so NewWriter cannot fail.
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-		zstd.WithWindowSize(8<<20))
+	// The decoder's options are constants, so NewReader cannot fail.
+	dec, err := newDecoder(DefaultMaxSegmentBytes)
 	if err != nil {
-		panic("BUG: replica client: zstd encoder: " + err.Error())
+		panic("BUG: replica client: zstd decoder: " + err.Error())
 	}
-	return &Client{rpc: clusterv1.NewReplicaServiceClient(cc), enc: enc}
+	return &Client{rpc: clusterv1.NewReplicaServiceClient(cc), enc: newEncoder(), dec: dec}
 }
 
 // Store stores one segment on the peer. ErrConflict, ErrInvalidSegment and
@@ -111,4 +109,68 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 			return info, nil
 		}
 	}
+}
+
+// Export has the contract of Store.Export, over the peer's store: it calls
+// fn with each file the peer sends, decompressed (never past
+// maxFileBytes) but not verified (ApplyCopy verifies). It asks for S2
+// compression: between coordinators, zstd's CPU cost would bound a copy's
+// rate more than the third more bytes S2 sends. A response that
+// breaks the protocol (a file over the limit, a bad frame, counts that do
+// not add up, an answer without its final message) is an error wrapping
+// ErrInvalidSegment; errors.Is(err, node.ErrBadQuery) survives the round
+// trip for bad arguments.
+func (c *Client) Export(ctx context.Context, edge string, minT, maxT int64, firstSeq, lastSeq uint64, maxFileBytes int64, fn func(ExportedFile) error) error {
+	if err := checkExport(edge, minT, maxT, firstSeq, lastSeq, maxFileBytes); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream when fn fails
+	req := &clusterv1.ExportRequest{Edge: edge, FirstSeq: firstSeq, LastSeq: lastSeq, MinTimeMs: minT, MaxTimeMs: maxT,
+		MaxFileBytes: uint64(maxFileBytes), Compression: clusterv1.Compression_COMPRESSION_S2}
+	stream, err := c.rpc.Export(ctx, req, grpc.MaxCallRecvMsgSize(MaxStoreMessageBytes(maxFileBytes)))
+	if err != nil {
+		return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, node.ErrBadQuery))
+	}
+	var files int64
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("export %d..%d of %q from peer: %w: the answer ended without its final message", firstSeq, lastSeq, edge, ErrInvalidSegment)
+		}
+		if err != nil {
+			return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, node.ErrBadQuery))
+		}
+		if msg.GetDone() {
+			if msg.GetFiles() != files {
+				return fmt.Errorf("export %d..%d of %q from peer: %w: the peer says it sent %d files, %d arrived",
+					firstSeq, lastSeq, edge, ErrInvalidSegment, msg.GetFiles(), files)
+			}
+			return nil
+		}
+		f, err := exportFileFromProto(c.dec, msg, edge, firstSeq, lastSeq, maxFileBytes)
+		if err != nil {
+			return fmt.Errorf("export %d..%d of %q from peer: file %d: %w", firstSeq, lastSeq, edge, files+1, err)
+		}
+		files++
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+}
+
+// Holdings returns the runs of edge's sequence numbers the peer holds
+// (see Store.Holdings); truncated reports that the peer holds more runs
+// than one answer carries (maxHoldingsRanges), the lowest of which are
+// returned.
+func (c *Client) Holdings(ctx context.Context, edge string) (runs []SeqRange, truncated bool, err error) {
+	resp, err := c.rpc.Holdings(ctx, &clusterv1.HoldingsRequest{Edge: edge})
+	if err != nil {
+		return nil, false, fmt.Errorf("holdings of %q on peer: %w", edge, fromStatus(err, ErrInvalidSegment))
+	}
+	runs, err = holdingsFromProto(resp)
+	if err != nil {
+		return nil, false, fmt.Errorf("holdings of %q on peer: %w", edge, err)
+	}
+	return runs, resp.GetTruncated(), nil
 }

@@ -35,7 +35,10 @@ type Options struct {
 	CoordinatorID string // this coordinator's node id (required; the engine's node id)
 	Logger        *slog.Logger
 	// Retention per tier; zero: node's defaults (15 days, 2 years, 10 years).
-	// The out-of-order window is RetentionRaw.
+	// A point older than RetentionRaw (against the coordinator's clock) is
+	// refused and counted (Applied.Rejected); there is no other age limit:
+	// the engine's out-of-order window is the longest retention, so it is
+	// never a retention of its own.
 	RetentionRaw, Retention1h, Retention1d time.Duration
 	// Engine sizing; zero: DefaultHeadMaxBytes, DefaultBlockCacheBytes,
 	// DefaultWriteBufferBytes.
@@ -101,12 +104,18 @@ func (o *Options) nodeOptions() node.Options {
 		MaxSeries:        o.MaxSeries,
 		Now:              o.Now,
 	}
-	if no.RetentionRaw == 0 {
-		// node's default, so that the out-of-order window can follow it.
-		tmp := node.Options{DataDir: o.Dir}
-		_ = tmp.Validate()
-		no.RetentionRaw = tmp.RetentionRaw
+	// node's defaults, so that the out-of-order window can follow them.
+	def := node.Options{DataDir: o.Dir}
+	_ = def.Validate()
+	for _, r := range []struct{ v, d *time.Duration }{{&no.RetentionRaw, &def.RetentionRaw}, {&no.Retention1h, &def.Retention1h}, {&no.Retention1d, &def.Retention1d}} {
+		if *r.v == 0 {
+			*r.v = *r.d
+		}
 	}
-	no.OutOfOrderWindow = no.RetentionRaw
+	// Backlogs arrive out of order (newest first), an edge may come back
+	// after weeks, and one point from an edge's skewed clock (up to the
+	// future window ahead) must not make the series refuse the present:
+	// the window spans every retention, so only RetentionRaw limits age.
+	no.OutOfOrderWindow = max(no.RetentionRaw, no.Retention1h, no.Retention1d)
 	return no
 }

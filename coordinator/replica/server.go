@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,6 +54,7 @@ type Server struct {
 	clusterv1.UnimplementedReplicaServiceServer
 	opts ServerOptions
 	dec  *zstd.Decoder
+	enc  *zstd.Encoder // of exported files
 }
 
 // NewServer checks the options and builds a server.
@@ -60,17 +62,11 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	// DecodeAll is safe for concurrent use; the limits bound what one
-	// frame may make us allocate.
-	dec, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(0),
-		zstd.WithDecoderMaxMemory(uint64(o.MaxSegmentBytes)),
-		zstd.WithDecoderMaxWindow(uint64(min(o.MaxSegmentBytes, 1<<30))),
-		zstd.WithDecodeAllCapLimit(true))
+	dec, err := newDecoder(o.MaxSegmentBytes)
 	if err != nil {
 		return nil, fmt.Errorf("replica server: zstd decoder: %w", err)
 	}
-	return &Server{opts: o, dec: dec}, nil
+	return &Server{opts: o, dec: dec, enc: newEncoder()}, nil
 }
 
 // Register registers the service on g. g must have been made with
@@ -108,31 +104,150 @@ func (s *Server) Store(ctx context.Context, req *clusterv1.StoreRequest) (*clust
 }
 
 // decompress returns the segment file of req, bounded by MaxSegmentBytes.
+// Store requests come zstd-compressed or not at all.
 func (s *Server) decompress(req *clusterv1.StoreRequest) ([]byte, error) {
-	n := req.GetUncompressedBytes()
-	if n == 0 || n > uint64(s.opts.MaxSegmentBytes) {
-		return nil, fmt.Errorf("%w: uncompressed size %d out of range [1, %d]", ErrInvalidSegment, n, s.opts.MaxSegmentBytes)
+	if req.GetCompression() == clusterv1.Compression_COMPRESSION_S2 {
+		return nil, fmt.Errorf("%w: S2 compression in a store request", ErrInvalidSegment)
 	}
-	data := req.GetData()
-	switch req.GetCompression() {
+	return decompressFile(s.dec, req.GetCompression(), req.GetData(), req.GetUncompressedBytes(), s.opts.MaxSegmentBytes)
+}
+
+// decompressFile returns the file that data holds (compressed as c),
+// which the sender says is n bytes; n must be in [1, limit], and the
+// output never grows past n. Errors wrap ErrInvalidSegment.
+// REQUIRES: dec was made with WithDecodeAllCapLimit.
+func decompressFile(dec *zstd.Decoder, c clusterv1.Compression, data []byte, n uint64, limit int64) ([]byte, error) {
+	if n == 0 || n > uint64(limit) {
+		return nil, fmt.Errorf("%w: uncompressed size %d out of range [1, %d]", ErrInvalidSegment, n, limit)
+	}
+	switch c {
 	case clusterv1.Compression_COMPRESSION_NONE:
 		if uint64(len(data)) != n {
-			return nil, fmt.Errorf("%w: %d bytes of uncompressed data, the request says %d", ErrInvalidSegment, len(data), n)
+			return nil, fmt.Errorf("%w: %d bytes of uncompressed data, the sender says %d", ErrInvalidSegment, len(data), n)
 		}
 		return data, nil
 	case clusterv1.Compression_COMPRESSION_ZSTD:
 		// With the cap limit, DecodeAll never grows dst past its capacity:
 		// a frame that would make more than n bytes stops there.
-		out, err := s.dec.DecodeAll(data, make([]byte, 0, n))
+		out, err := dec.DecodeAll(data, make([]byte, 0, n))
 		if err != nil {
 			return nil, fmt.Errorf("%w: zstd: %w", ErrInvalidSegment, err)
 		}
 		if uint64(len(out)) != n {
-			return nil, fmt.Errorf("%w: decompressed to %d bytes, the request says %d", ErrInvalidSegment, len(out), n)
+			return nil, fmt.Errorf("%w: decompressed to %d bytes, the sender says %d", ErrInvalidSegment, len(out), n)
+		}
+		return out, nil
+	case clusterv1.Compression_COMPRESSION_S2:
+		// The block header states the length; check it before allocating,
+		// and Decode writes into dst only (it is large enough).
+		if m, err := s2.DecodedLen(data); err != nil || uint64(m) != n {
+			return nil, fmt.Errorf("%w: S2 block of %d bytes (%v), the sender says %d", ErrInvalidSegment, m, err, n)
+		}
+		out, err := s2.Decode(make([]byte, n), data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s2: %w", ErrInvalidSegment, err)
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: unknown compression %d", ErrInvalidSegment, req.GetCompression())
+	return nil, fmt.Errorf("%w: unknown compression %d", ErrInvalidSegment, c)
+}
+
+// newDecoder returns a zstd decoder for files of up to limit bytes; its
+// DecodeAll is safe for concurrent use, and the limits bound what one
+// frame may make it allocate.
+func newDecoder(limit int64) (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(uint64(limit)),
+		zstd.WithDecoderMaxWindow(uint64(min(limit, 1<<30))),
+		zstd.WithDecodeAllCapLimit(true))
+}
+
+// newEncoder returns the zstd encoder of files sent to a peer: EncodeAll
+// is safe for concurrent use. SpeedFastest: files between coordinators
+// cross a data-centre network, where CPU costs more than bytes. The
+// options are constants, so it cannot fail.
+func newEncoder() *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(8<<20))
+	if err != nil {
+		panic("BUG: replica: zstd encoder: " + err.Error())
+	}
+	return enc
+}
+
+// Export streams the files of an export, then the final message. One
+// goroutine builds the files, another compresses and sends them, at most
+// one file apart.
+func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaService_ExportServer) error {
+	ctx := stream.Context()
+	if err := s.authorize(ctx); err != nil {
+		return err
+	}
+	maxFile := min(int64(DefaultExportFileBytes), s.opts.MaxSegmentBytes)
+	if m := req.GetMaxFileBytes(); m != 0 {
+		if m > uint64(s.opts.MaxSegmentBytes) {
+			return toStatus(fmt.Errorf("%w: export of %q: max_file_bytes %d is over this server's segment limit %d",
+				node.ErrBadQuery, req.GetEdge(), m, s.opts.MaxSegmentBytes))
+		}
+		maxFile = int64(m)
+	}
+	comp := req.GetCompression()
+	switch comp {
+	case clusterv1.Compression_COMPRESSION_UNSPECIFIED:
+		comp = clusterv1.Compression_COMPRESSION_ZSTD
+	case clusterv1.Compression_COMPRESSION_NONE, clusterv1.Compression_COMPRESSION_ZSTD, clusterv1.Compression_COMPRESSION_S2:
+	default:
+		return toStatus(fmt.Errorf("%w: export of %q: unknown compression %d", node.ErrBadQuery, req.GetEdge(), comp))
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	files := make(chan ExportedFile, 1)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for f := range files {
+			if err != nil {
+				continue // draining: the export is being stopped
+			}
+			if err = stream.Send(exportFileToProto(s.enc, comp, f)); err != nil {
+				cancel()
+			}
+		}
+		sent <- err
+	}()
+	var n int64
+	err := s.opts.Store.Export(ctx, req.GetEdge(), req.GetMinTimeMs(), req.GetMaxTimeMs(), req.GetFirstSeq(), req.GetLastSeq(), maxFile,
+		func(f ExportedFile) error {
+			select {
+			case files <- f:
+				n++
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	close(files)
+	if serr := <-sent; serr != nil {
+		return toStatus(serr)
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.Send(&clusterv1.ExportResponse{Done: true, Files: n})
+}
+
+// Holdings answers the runs of an edge's sequence numbers held here.
+func (s *Server) Holdings(ctx context.Context, req *clusterv1.HoldingsRequest) (*clusterv1.HoldingsResponse, error) {
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	runs, err := s.opts.Store.Holdings(req.GetEdge())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return holdingsToProto(runs), nil
 }
 
 // Query streams the answer to a query.

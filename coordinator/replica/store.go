@@ -30,18 +30,22 @@ type Store struct {
 	locks [64]sync.Mutex
 	seed  maphash.Seed
 
+	copyMu  sync.Mutex
+	copying map[string]bool // progress keys of the Copies running
+
 	stats struct {
-		applied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
+		applied, copied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
 	}
 }
 
 // Stats counts what the Store did since Open.
 type Stats struct {
 	SegmentsApplied int64 // segments written (not duplicates)
-	Duplicates      int64 // segments already held with the same crc32c
+	CopiesApplied   int64 // files of copies written (ApplyCopy; not duplicates)
+	Duplicates      int64 // segments already held with the same crc32c, files of ranges already copied
 	Conflicts       int64 // segments refused with ErrConflict
-	Invalid         int64 // segments refused with ErrInvalidSegment
-	Failed          int64 // segments not stored for another error (disk, overload, context)
+	Invalid         int64 // segments and copied files refused with ErrInvalidSegment
+	Failed          int64 // segments and copied files not stored for another error (disk, overload, context)
 	Points          int64 // points written
 	Rejected        int64 // points the engine refused
 	Series          int   // series in the engine (all edges)
@@ -71,6 +75,7 @@ func (s *Store) Close() error {
 func (s *Store) Stats() Stats {
 	return Stats{
 		SegmentsApplied: s.stats.applied.Load(),
+		CopiesApplied:   s.stats.copied.Load(),
 		Duplicates:      s.stats.duplicates.Load(),
 		Conflicts:       s.stats.conflicts.Load(),
 		Invalid:         s.stats.invalid.Load(),
@@ -79,41 +84,6 @@ func (s *Store) Stats() Stats {
 		Rejected:        s.stats.rejected.Load(),
 		Series:          s.eng.Status().Series,
 	}
-}
-
-// SegmentCRC reports whether (edge, seq) was applied here and with which crc.
-func (s *Store) SegmentCRC(edge string, seq uint64) (crc uint32, ok bool, err error) {
-	v, ok, err := s.eng.GetReplicaMeta(indexKey(edge, seq))
-	if err != nil {
-		return 0, false, fmt.Errorf("read index of segment %d of %q: %w", seq, edge, err)
-	}
-	if !ok {
-		return 0, false, nil
-	}
-	if len(v) != 4 {
-		return 0, false, fmt.Errorf("read index of segment %d of %q: record of %d bytes, want 4", seq, edge, len(v))
-	}
-	return binary.LittleEndian.Uint32(v), true, nil
-}
-
-// recordCRC durably records that (edge, seq) was applied with crc.
-// REQUIRES: the segment's points are durable (their Write returned).
-func (s *Store) recordCRC(edge string, seq uint64, crc uint32) error {
-	if err := s.eng.PutReplicaMeta(indexKey(edge, seq), binary.LittleEndian.AppendUint32(nil, crc)); err != nil {
-		return fmt.Errorf("record index of segment %d of %q: %w", seq, edge, err)
-	}
-	return nil
-}
-
-// indexKey is "seg." + edge + 0x00 + seq (big-endian). Edge ids never hold
-// 0x00 (validEdge), so keys of different edges cannot collide.
-func indexKey(edge string, seq uint64) string {
-	b := make([]byte, 0, 4+len(edge)+1+8)
-	b = append(b, "seg."...)
-	b = append(b, edge...)
-	b = append(b, 0)
-	b = binary.BigEndian.AppendUint64(b, seq)
-	return string(b)
 }
 
 func (s *Store) lockFor(edge string, seq uint64) *sync.Mutex {

@@ -13,6 +13,7 @@ import (
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/node/segment"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,8 +22,8 @@ var testNow = time.Date(2026, 4, 10, 12, 0, 0, 0, time.UTC)
 
 func clock() time.Time { return testNow }
 
-// segment is one sealed WAL segment of an edge, as it would be shipped.
-type segment struct {
+// shipped is one sealed WAL segment of an edge, as it would be shipped.
+type shipped struct {
 	seq  uint64
 	crc  uint32
 	file []byte
@@ -31,7 +32,7 @@ type segment struct {
 // edgeSegments writes each group with one Write on a fresh node named edge
 // and returns the sealed segments, one per group: the segment age is 1 ms
 // and the WAL cuts before a write into a segment older than that.
-func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
+func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []shipped {
 	t.Helper()
 	n, err := node.Open(node.Options{
 		DataDir: t.TempDir(), NodeID: edge, Now: clock,
@@ -53,7 +54,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
 	}
 	// One more write seals the last group's segment.
 	write([]node.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{0}}})
-	var out []segment
+	var out []shipped
 	for i := 0; len(out) < len(groups); i++ {
 		if i > 2000 {
 			t.Fatalf("only %d of %d segments sealed: %+v", len(out), len(groups), n.WALSegments())
@@ -65,7 +66,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []segment {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, segment{info.Seq, info.CRC, b})
+				out = append(out, shipped{info.Seq, info.CRC, b})
 			}
 		}
 		if len(out) < len(groups) {
@@ -135,7 +136,7 @@ func rawQuery(t *testing.T) node.Query {
 	return node.Query{Matchers: sel(t, `temp`), Start: 0, End: testNow.UnixMilli() + 1, Mode: node.ModeRaw}
 }
 
-func mustApply(t *testing.T, s *Store, edge string, seg segment) Applied {
+func mustApply(t *testing.T, s *Store, edge string, seg shipped) Applied {
 	t.Helper()
 	a, err := s.Apply(context.Background(), edge, seg.seq, seg.crc, seg.file)
 	if err != nil {
@@ -312,6 +313,42 @@ func TestApply_InvalidSegmentStoresNothing(t *testing.T) {
 	}
 }
 
+// TestApply_OnlyRawRetentionLimitsAge: a point from an edge's skewed
+// clock weeks ahead does not make the series refuse older points; only
+// points older than the raw retention are refused, and the counts are
+// exact.
+func TestApply_OnlyRawRetentionLimitsAge(t *testing.T) {
+	day := 24 * time.Hour
+	build := func(seq uint64, ts ...int64) shipped {
+		b, err := segment.NewBuilder("e", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Add(labels.Labels(lbl("__name__", "temp")), ts, make([]float64, len(ts))); err != nil {
+			t.Fatal(err)
+		}
+		file, info, err := b.Finish(seq, seq-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shipped{seq, info.CRC, file}
+	}
+	at := func(d time.Duration) int64 { return testNow.Add(d).UnixMilli() }
+	s := openStore(t, t.TempDir()) // raw retention 30 days
+	defer s.Close()
+	if a := mustApply(t, s, "e", build(1, at(20*day))); a.Points != 1 || a.Rejected != 0 {
+		t.Fatalf("a point 20 days ahead: %+v", a)
+	}
+	a := mustApply(t, s, "e", build(2, at(-time.Hour), at(-25*day), at(-31*day), at(-29*day)))
+	if a.Points != 3 || a.Rejected != 1 {
+		t.Fatalf("after a point 20 days ahead: %+v; want 3 stored and the one older than the raw retention rejected", a)
+	}
+	res, _ := queryAll(t, s, []string{"e"}, node.Query{Matchers: sel(t, `temp`), Start: 0, End: at(30 * day), Mode: node.ModeRaw})
+	if want := []int64{at(-29 * day), at(-25 * day), at(-time.Hour), at(20 * day)}; len(res) != 1 || !slices.Equal(res[0].s.Ts, want) {
+		t.Fatalf("stored %v", res)
+	}
+}
+
 func TestApply_BacklogOlderSegmentAfterNewerOnes(t *testing.T) {
 	day := 24 * time.Hour
 	old1, oldv := points(testNow.Add(-10*day), 100, func(i int) float64 { return 1 })
@@ -417,7 +454,7 @@ func TestOptions_Validate(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := o.nodeOptions()
-	if no.OutOfOrderWindow != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
+	if no.OutOfOrderWindow != no.Retention1d || no.Retention1d < 365*24*time.Hour || no.RetentionRaw != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
 		t.Fatalf("engine options %+v", no)
 	}
 }
@@ -436,7 +473,7 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 	})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
-	d, err := decodeSegment("e", seg.seq, seg.crc, seg.file)
+	d, err := decodeSegment("e", "e", seg.file)
 	if err != nil {
 		t.Fatal(err)
 	}

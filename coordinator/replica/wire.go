@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/node/wal"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -33,6 +36,79 @@ const (
 // the receive limit a server needs and the send limit a client needs.
 func MaxStoreMessageBytes(maxSegmentBytes int64) int {
 	return int(maxSegmentBytes + maxSegmentBytes/64 + 64<<10)
+}
+
+// maxHoldingsRanges bounds the runs of one HoldingsResponse: at most
+// about 24 bytes each, 1.5 MiB in all, under gRPC's default 4 MiB message
+// limit.
+const maxHoldingsRanges = 1 << 16
+
+// exportFileToProto makes the message of one exported file, compressed
+// as c asks (COMPRESSION_ZSTD or COMPRESSION_S2; anything else: none)
+// when that makes it smaller.
+func exportFileToProto(enc *zstd.Encoder, c clusterv1.Compression, f ExportedFile) *clusterv1.ExportResponse {
+	m := &clusterv1.ExportResponse{UncompressedBytes: uint64(len(f.Data)), Crc32C: f.Info.CRC, Points: f.Info.Points,
+		MinTimeMs: f.Info.MinT, MaxTimeMs: f.Info.MaxT, Compression: c}
+	switch c {
+	case clusterv1.Compression_COMPRESSION_ZSTD:
+		m.Data = zstdFrame(enc, f.Data)
+	case clusterv1.Compression_COMPRESSION_S2:
+		m.Data = s2.Encode(nil, f.Data)
+	}
+	if m.Data == nil || len(m.Data) >= len(f.Data) {
+		m.Compression, m.Data = clusterv1.Compression_COMPRESSION_NONE, f.Data
+	}
+	return m
+}
+
+// exportFileFromProto decodes the file of an export of edge's
+// firstSeq..lastSeq, never making more than maxFileBytes bytes. The file
+// is not verified: its Info is what the sender says. Errors wrap
+// ErrInvalidSegment.
+func exportFileFromProto(dec *zstd.Decoder, m *clusterv1.ExportResponse, edge string, firstSeq, lastSeq uint64, maxFileBytes int64) (ExportedFile, error) {
+	switch {
+	case m.GetPoints() < 0:
+		return ExportedFile{}, fmt.Errorf("%w: %d points", ErrInvalidSegment, m.GetPoints())
+	case m.GetMaxTimeMs() < m.GetMinTimeMs():
+		return ExportedFile{}, fmt.Errorf("%w: time span [%d, %d] ends before it starts", ErrInvalidSegment, m.GetMinTimeMs(), m.GetMaxTimeMs())
+	}
+	data, err := decompressFile(dec, m.GetCompression(), m.GetData(), m.GetUncompressedBytes(), maxFileBytes)
+	if err != nil {
+		return ExportedFile{}, err
+	}
+	return ExportedFile{Data: data, Info: wal.SegmentInfo{
+		Seq: lastSeq, PrevSeq: firstSeq - 1, NodeID: edge, Sealed: true, Bytes: int64(len(data)),
+		Points: m.GetPoints(), MinT: m.GetMinTimeMs(), MaxT: m.GetMaxTimeMs(), CRC: m.GetCrc32C(),
+	}}, nil
+}
+
+// holdingsToProto answers runs, at most maxHoldingsRanges of them.
+func holdingsToProto(runs []SeqRange) *clusterv1.HoldingsResponse {
+	r := &clusterv1.HoldingsResponse{}
+	if len(runs) > maxHoldingsRanges {
+		runs, r.Truncated = runs[:maxHoldingsRanges], true
+	}
+	r.Ranges = make([]*clusterv1.SeqRange, len(runs))
+	for i, x := range runs {
+		r.Ranges[i] = &clusterv1.SeqRange{FirstSeq: x.First, LastSeq: x.Last}
+	}
+	return r
+}
+
+// holdingsFromProto checks that the runs are ascending, disjoint and not
+// adjacent, as Holdings makes them.
+func holdingsFromProto(r *clusterv1.HoldingsResponse) ([]SeqRange, error) {
+	if len(r.GetRanges()) > maxHoldingsRanges {
+		return nil, fmt.Errorf("%w: %d runs, more than %d", ErrInvalidSegment, len(r.GetRanges()), maxHoldingsRanges)
+	}
+	out := make([]SeqRange, len(r.GetRanges()))
+	for i, x := range r.GetRanges() {
+		out[i] = SeqRange{First: x.GetFirstSeq(), Last: x.GetLastSeq()}
+		if x.GetFirstSeq() == 0 || x.GetLastSeq() < x.GetFirstSeq() || i > 0 && x.GetFirstSeq() <= out[i-1].Last+1 {
+			return nil, fmt.Errorf("%w: run %d..%d after %v", ErrInvalidSegment, x.GetFirstSeq(), x.GetLastSeq(), out[:i])
+		}
+	}
+	return out, nil
 }
 
 func labelsToProto(ls labels.Labels) []*clusterv1.Label {

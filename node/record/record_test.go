@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -137,4 +138,54 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
 	})
+}
+
+// TestEncoder_SizesArePredictedExactly: Len is the payload's length, and
+// DefBytes and FitRun say exactly what DefineSeries and AddRun add (plus
+// the growth of the counts), for random ids, keys and timestamps,
+// including counts that cross a varint boundary.
+func TestEncoder_SizesArePredictedExactly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var e Encoder
+	for iter := range 300 {
+		if iter%50 == 0 {
+			e.Reset()
+		}
+		if e.Len() != len(e.AppendTo(nil)) {
+			t.Fatalf("Len %d, payload %d bytes", e.Len(), len(e.AppendTo(nil)))
+		}
+		id := rng.Uint64() >> rng.IntN(64)
+		if rng.IntN(3) == 0 {
+			key := make([]byte, rng.IntN(300))
+			before, cnt := e.Len(), uvarintLen(uint64(e.nDefs+1))-uvarintLen(uint64(e.nDefs))
+			e.DefineSeries(id, key)
+			if got, want := e.Len()-before, DefBytes(id, key)+cnt; got != want {
+				t.Fatalf("DefineSeries added %d bytes, predicted %d", got, want)
+			}
+			continue
+		}
+		ts := make([]int64, 1+rng.IntN(300))
+		for i := range ts {
+			ts[i] = rng.Int64N(1<<uint(1+rng.IntN(62))) - 1<<40
+		}
+		budget := rng.IntN(4000)
+		n, b := FitRun(id, ts, budget)
+		if n > 0 && b > budget || n == 0 && b != 0 {
+			t.Fatalf("FitRun(budget %d) = %d samples in %d bytes", budget, n, b)
+		}
+		if n < len(ts) {
+			// One more sample must not fit.
+			if n2, _ := FitRun(id, ts[:n+1], budget); n2 != n {
+				t.Fatalf("FitRun fits %d of %d, but %d of the first %d", n, len(ts), n2, n+1)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		before, cnt := e.Len(), uvarintLen(uint64(e.nRuns+1))-uvarintLen(uint64(e.nRuns))
+		e.AddRun(id, ts[:n], make([]float64, n))
+		if got := e.Len() - before; got != b+cnt {
+			t.Fatalf("AddRun of %d samples added %d bytes, FitRun said %d (+%d count)", n, got, b, cnt)
+		}
+	}
 }

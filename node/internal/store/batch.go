@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/linxGnu/grocksdb"
 	"github.com/tributarydb/tributary/node/labels"
@@ -108,6 +109,29 @@ func (b *Batch) PutMeta(key string, val []byte) {
 		panic(fmt.Sprintf("BUG: store: meta key %q is reserved", key))
 	}
 	b.wb.PutCF(b.db.meta, []byte(key), val)
+}
+
+// DeleteMeta deletes a metadata key. Keys starting with "store." are
+// reserved.
+func (b *Batch) DeleteMeta(key string) {
+	b.begin()
+	defer b.db.release()
+	if isReservedMetaKey(key) {
+		panic(fmt.Sprintf("BUG: store: meta key %q is reserved", key))
+	}
+	b.wb.DeleteCF(b.db.meta, []byte(key))
+}
+
+// DeleteMetaPrefix deletes every metadata key that starts with prefix
+// (one range deletion, whatever the number of keys). The prefix must not
+// overlap the reserved "store." keys.
+func (b *Batch) DeleteMetaPrefix(prefix string) {
+	b.begin()
+	defer b.db.release()
+	if prefix == "" || isReservedMetaKey(prefix) || strings.HasPrefix(reservedMetaPrefix, prefix) {
+		panic(fmt.Sprintf("BUG: store: meta prefix %q covers reserved keys", prefix))
+	}
+	b.wb.DeleteRangeCF(b.db.meta, []byte(prefix), PrefixEnd([]byte(prefix)))
 }
 
 // Len returns the number of RocksDB operations in the batch (PutSeries

@@ -369,6 +369,41 @@ func (db *DB) getMeta(key string) ([]byte, bool, error) {
 	return v, found, nil
 }
 
+// ScanMeta calls fn for every metadata key that starts with prefix, in key
+// order, stopping at the first error fn returns (returned as is). key and
+// val are only valid during the call.
+func (db *DB) ScanMeta(prefix string, fn func(key, val []byte) error) error {
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	s := db.openScan(db.meta, scanTotal, PrefixEnd([]byte(prefix)))
+	defer s.close()
+	s.seek([]byte(prefix), nil, 0)
+	for k, v, ok := s.next(); ok; k, v, ok = s.next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	if s.err != nil {
+		return fmt.Errorf("scan meta %q: %w", prefix, s.err)
+	}
+	return nil
+}
+
+// PrefixEnd returns the first key after every key that starts with
+// prefix, or nil when there is none (a prefix of 0xff bytes only).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
 // get returns a copy of the value of key in cf.
 func (db *DB) get(cf *grocksdb.ColumnFamilyHandle, key []byte) ([]byte, bool, error) {
 	s, err := db.rdb.GetCF(db.readDefault, cf, key)

@@ -25,8 +25,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReplicaService_Store_FullMethodName = "/tributary.cluster.v1.ReplicaService/Store"
-	ReplicaService_Query_FullMethodName = "/tributary.cluster.v1.ReplicaService/Query"
+	ReplicaService_Store_FullMethodName    = "/tributary.cluster.v1.ReplicaService/Store"
+	ReplicaService_Query_FullMethodName    = "/tributary.cluster.v1.ReplicaService/Query"
+	ReplicaService_Export_FullMethodName   = "/tributary.cluster.v1.ReplicaService/Export"
+	ReplicaService_Holdings_FullMethodName = "/tributary.cluster.v1.ReplicaService/Holdings"
 )
 
 // ReplicaServiceClient is the client API for ReplicaService service.
@@ -36,8 +38,8 @@ const (
 // ReplicaService stores edges' sealed WAL segments on a coordinator and
 // answers queries over them.
 //
-// Status codes of both methods: INVALID_ARGUMENT for a malformed request
-// (a segment that does not decompress or verify, a bad query),
+// Status codes of every method: INVALID_ARGUMENT for a malformed request
+// (a segment that does not decompress or verify, a bad query or export),
 // ALREADY_EXISTS when the coordinator holds the segment's (edge, seq) with
 // another crc32c (a conflict, never retryable), RESOURCE_EXHAUSTED when the
 // store is overloaded (retry later), PERMISSION_DENIED when the caller is
@@ -53,6 +55,17 @@ type ReplicaServiceClient interface {
 	// split over several consecutive messages (see QuerySeries.continued).
 	// The last message carries the query's info (done = true).
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueryResponse], error)
+	// Export streams what the coordinator holds of an edge's segments
+	// first_seq..last_seq: every point of the edge with a timestamp in
+	// [min_time_ms, max_time_ms], as sealed WAL segment files whose header
+	// names the edge, seq = last_seq and prev seq = first_seq - 1, one file
+	// a message. The files of one export differ only by their order; the
+	// receiver applies all of them before it counts the range as held. The
+	// last message has done = true and no file.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error)
+	// Holdings answers the runs of an edge's sequence numbers the
+	// coordinator holds: segments stored and ranges copied.
+	Holdings(ctx context.Context, in *HoldingsRequest, opts ...grpc.CallOption) (*HoldingsResponse, error)
 }
 
 type replicaServiceClient struct {
@@ -92,6 +105,35 @@ func (c *replicaServiceClient) Query(ctx context.Context, in *QueryRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicaService_QueryClient = grpc.ServerStreamingClient[QueryResponse]
 
+func (c *replicaServiceClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicaService_ServiceDesc.Streams[1], ReplicaService_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicaService_ExportClient = grpc.ServerStreamingClient[ExportResponse]
+
+func (c *replicaServiceClient) Holdings(ctx context.Context, in *HoldingsRequest, opts ...grpc.CallOption) (*HoldingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HoldingsResponse)
+	err := c.cc.Invoke(ctx, ReplicaService_Holdings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServiceServer is the server API for ReplicaService service.
 // All implementations must embed UnimplementedReplicaServiceServer
 // for forward compatibility.
@@ -99,8 +141,8 @@ type ReplicaService_QueryClient = grpc.ServerStreamingClient[QueryResponse]
 // ReplicaService stores edges' sealed WAL segments on a coordinator and
 // answers queries over them.
 //
-// Status codes of both methods: INVALID_ARGUMENT for a malformed request
-// (a segment that does not decompress or verify, a bad query),
+// Status codes of every method: INVALID_ARGUMENT for a malformed request
+// (a segment that does not decompress or verify, a bad query or export),
 // ALREADY_EXISTS when the coordinator holds the segment's (edge, seq) with
 // another crc32c (a conflict, never retryable), RESOURCE_EXHAUSTED when the
 // store is overloaded (retry later), PERMISSION_DENIED when the caller is
@@ -116,6 +158,17 @@ type ReplicaServiceServer interface {
 	// split over several consecutive messages (see QuerySeries.continued).
 	// The last message carries the query's info (done = true).
 	Query(*QueryRequest, grpc.ServerStreamingServer[QueryResponse]) error
+	// Export streams what the coordinator holds of an edge's segments
+	// first_seq..last_seq: every point of the edge with a timestamp in
+	// [min_time_ms, max_time_ms], as sealed WAL segment files whose header
+	// names the edge, seq = last_seq and prev seq = first_seq - 1, one file
+	// a message. The files of one export differ only by their order; the
+	// receiver applies all of them before it counts the range as held. The
+	// last message has done = true and no file.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error
+	// Holdings answers the runs of an edge's sequence numbers the
+	// coordinator holds: segments stored and ranges copied.
+	Holdings(context.Context, *HoldingsRequest) (*HoldingsResponse, error)
 	mustEmbedUnimplementedReplicaServiceServer()
 }
 
@@ -131,6 +184,12 @@ func (UnimplementedReplicaServiceServer) Store(context.Context, *StoreRequest) (
 }
 func (UnimplementedReplicaServiceServer) Query(*QueryRequest, grpc.ServerStreamingServer[QueryResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedReplicaServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedReplicaServiceServer) Holdings(context.Context, *HoldingsRequest) (*HoldingsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Holdings not implemented")
 }
 func (UnimplementedReplicaServiceServer) mustEmbedUnimplementedReplicaServiceServer() {}
 func (UnimplementedReplicaServiceServer) testEmbeddedByValue()                        {}
@@ -182,6 +241,35 @@ func _ReplicaService_Query_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicaService_QueryServer = grpc.ServerStreamingServer[QueryResponse]
 
+func _ReplicaService_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicaServiceServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicaService_ExportServer = grpc.ServerStreamingServer[ExportResponse]
+
+func _ReplicaService_Holdings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HoldingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServiceServer).Holdings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaService_Holdings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServiceServer).Holdings(ctx, req.(*HoldingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplicaService_ServiceDesc is the grpc.ServiceDesc for ReplicaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -193,11 +281,20 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Store",
 			Handler:    _ReplicaService_Store_Handler,
 		},
+		{
+			MethodName: "Holdings",
+			Handler:    _ReplicaService_Holdings_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Query",
 			Handler:       _ReplicaService_Query_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _ReplicaService_Export_Handler,
 			ServerStreams: true,
 		},
 	},

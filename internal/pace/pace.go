@@ -1,6 +1,7 @@
-// Package pace holds the replicator's timing policies: jittered
-// exponential backoff between connection attempts, and a token bucket
-// that limits the bytes shipped per second.
+// Package pace holds timing policies: jittered exponential backoff
+// between connection attempts (the replicator), and a token bucket that
+// limits bytes per second (the replicator's shipping, the replica store's
+// copies).
 //
 // Both take the current time as an argument instead of reading a clock, so
 // they are deterministic under test. Neither is safe for concurrent use.

@@ -2,6 +2,8 @@
 // non-adjacent inclusive runs. The replicator uses it for the sequence
 // numbers the cloud covers: a segment covers prev_seq+1..seq, a gap
 // after_seq+1..through_seq, and acked_through is where the run from 1 ends.
+// A coordinator's replica store uses it for the sequence numbers of an
+// edge it holds.
 //
 // A Set is a value type holding a slice; it is not safe for concurrent use.
 package seqset
