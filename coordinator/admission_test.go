@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -346,4 +348,57 @@ func TestClusterMembers_FollowTheAddressBookAndTheCatalog(t *testing.T) {
 	check("in the address book", map[string]bool{two: true, three: false})
 	c.tr.RemovePeer(2)
 	check("removed from the address book", map[string]bool{two: false})
+}
+
+func TestAdmission_ThreeCoordinatorsAndAnEdgeOverTLSWithTwoCAs(t *testing.T) {
+	// The legitimate traffic the taps must let through: raft between the
+	// members (with sender headers), replica calls between them (the
+	// edge's placement holds all three), and an edge from its own CA
+	// shipping to the intake. Nothing is refused.
+	peerCA, edgeCA := testcert.NewCA(t), testcert.NewCA(t)
+	addrs := freeAddrs(t, 3)
+	var peers []Peer
+	for i, a := range addrs {
+		peers = append(peers, Peer{RaftID: uint64(i + 1), NodeID: fmt.Sprintf("coord-%d", i+1), Addr: a})
+	}
+	var ms []*member
+	for _, p := range peers {
+		cert := peerCA.IssueDNS(t, p.NodeID)
+		ms = append(ms, startMemberWith(t, p.RaftID, p.NodeID, p.Addr, peers, nil, func(o *Options) {
+			o.Insecure = false
+			o.ClusterServerTLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: peerCA.Pool, MinVersion: tls.VersionTLS13}
+			o.ClusterClientTLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: peerCA.Pool, MinVersion: tls.VersionTLS13}
+			o.IntakeTLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: edgeCA.Pool, MinVersion: tls.VersionTLS13}
+		}))
+	}
+	lead := leader(t, ms)
+	eventually(t, "all three coordinators registered", func() bool { return len(registeredCoordinators(lead.c)) == 3 })
+	var intakes []string
+	for _, m := range ms {
+		intakes = append(intakes, m.c.IntakeAddr())
+	}
+	edgeCert := edgeCA.IssueDNS(t, edgeID)
+	e := startEdgeWith(t, intakes, &tls.Config{Certificates: []tls.Certificate{edgeCert}, RootCAs: peerCA.Pool, MinVersion: tls.VersionTLS13})
+	through := e.writeAndShip(t, 6)
+	e.checkQuery(t, lead, through, 0)
+	// Two replicas (the default factor): at least one of them got the
+	// segments from another coordinator's intake, over the cluster port.
+	reps := placement(t, lead)
+	if len(reps) != 2 {
+		t.Fatalf("placement %q: want two coordinators", reps)
+	}
+	for _, m := range ms {
+		if slices.Contains(reps, m.nodeID) && m.c.store.Stats().SegmentsApplied == 0 {
+			t.Errorf("replica %s stored no segment", m.nodeID)
+		}
+	}
+	for _, m := range ms {
+		st := m.c.clusterSrv.Stats()
+		if st.RefusedAtAdmission != 0 || st.LegacyStreams != 0 || st.Refused != 0 || st.Received == 0 {
+			t.Errorf("%s cluster server: %+v, want raft traffic, all of it admitted with headers", m.nodeID, st)
+		}
+		if n := m.c.admission.intakeStreams.Load(); n != 0 {
+			t.Errorf("%s refused %d intake streams", m.nodeID, n)
+		}
+	}
 }
