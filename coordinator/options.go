@@ -66,11 +66,13 @@ type Options struct {
 	JoinPeers []Peer
 
 	// ClusterServerTLS and ClusterClientTLS secure the cluster links
-	// (mutual TLS; the server side must verify client certificates).
-	// IntakeTLS secures the intake listener; an edge's identity is the
-	// name its verified client certificate carries, so set ClientAuth to
-	// tls.RequireAndVerifyClientCert. Insecure turns TLS off on both:
-	// only for loopback (tributary local) and tests.
+	// (mutual TLS): ClusterServerTLS.ClientCAs is the CA of the members'
+	// certificates only (--peer-ca). IntakeTLS secures the intake
+	// listener; its ClientCAs is the CA of the edges' certificates only
+	// (--edge-ca). Both listeners demand a verified client certificate
+	// whatever ClientAuth says, and admit a stream by its identity before
+	// reading it (admission.go). Insecure turns TLS off on both: only for
+	// loopback (tributary local) and tests.
 	ClusterServerTLS *tls.Config
 	ClusterClientTLS *tls.Config
 	IntakeTLS        *tls.Config
