@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -82,13 +83,24 @@ func freeAddrs(t *testing.T, n int) []string {
 
 func startMember(t *testing.T, raftID uint64, nodeID, clusterAddr string, peers, join []Peer) *member {
 	t.Helper()
-	c, err := Open(Options{
+	return startMemberWith(t, raftID, nodeID, clusterAddr, peers, join, nil)
+}
+
+// startMemberWith is startMember with mod applied to the options (nil:
+// none).
+func startMemberWith(t *testing.T, raftID uint64, nodeID, clusterAddr string, peers, join []Peer, mod func(*Options)) *member {
+	t.Helper()
+	o := Options{
 		NodeID: nodeID, RaftID: raftID, DataDir: t.TempDir(),
 		ClusterListen: clusterAddr, IntakeListen: "127.0.0.1:0",
 		Peers: peers, JoinPeers: join, Insecure: true,
 		TickInterval: 50 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError})).With("test_member", nodeID),
-	})
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	c, err := Open(o)
 	if err != nil {
 		t.Fatalf("open %s: %v", nodeID, err)
 	}
@@ -174,8 +186,14 @@ const edgeID = "edge-1"
 
 func startEdge(t *testing.T, targets []string) *edge {
 	t.Helper()
+	return startEdgeWith(t, targets, nil)
+}
+
+// startEdgeWith is startEdge shipping over TLS with cfg (nil: plaintext).
+func startEdgeWith(t *testing.T, targets []string, cfg *tls.Config) *edge {
+	t.Helper()
 	s, err := replicator.New(replicator.Options{
-		Targets: targets, Insecure: true, CursorPath: filepath.Join(t.TempDir(), "replication.cursor"),
+		Targets: targets, TLS: cfg, Insecure: cfg == nil, CursorPath: filepath.Join(t.TempDir(), "replication.cursor"),
 		SoftwareVersion: "test", BackoffInitial: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		AckTimeout: 5 * time.Second, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError})).With("test_edge", edgeID),

@@ -49,6 +49,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
 	"github.com/tributarydb/tributary/coordinator/tunnel"
+	"github.com/tributarydb/tributary/internal/connlimit"
 )
 
 // Coordinator is one running coordinator.
@@ -70,7 +71,9 @@ type Coordinator struct {
 	// REQUIRES: only used by the maintain goroutine after Open.
 	book map[uint64]bool
 
-	clusterLis, intakeLis net.Listener
+	clusterLis net.Listener
+	intakeLis  *connlimit.Listener
+	admission  admission
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -150,8 +153,12 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every service on the cluster listener (raft, replica, and whatever
+	// is registered there later) admits a caller by its certificate's
+	// member name before reading anything of the call.
 	c.clusterSrv, err = transport.NewServer(transport.ServerOptions{ID: o.RaftID, ClusterID: o.ClusterID,
-		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Logger: o.Logger,
+		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Members: clusterMembers{c}, Logger: o.Logger,
+		MaxStreams: o.ClusterLimits.MaxStreams, MaxConns: o.ClusterLimits.MaxConns, MaxConnsPerIP: o.ClusterLimits.MaxConnsPerIP,
 		Step:     func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
 		Register: replicaSrv.Register, GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
 	if err != nil {
@@ -179,9 +186,13 @@ func Open(o Options) (_ *Coordinator, err error) {
 		// mappings open; a stricter policy would close them.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(4 << 20),
+		grpc.MaxConcurrentStreams(o.IntakeLimits.MaxStreams),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		// Admission before gRPC reads a stream (admission.go).
+		grpc.InTapHandle(c.admitEdge),
 	}
 	if !o.Insecure {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.IntakeTLS)))
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(transport.RequireClientCert(o.IntakeTLS))))
 	}
 	c.intakeGRPC = grpc.NewServer(append(gopts, c.grpcServerOption())...)
 	c.intake.Register(c.intakeGRPC)
@@ -196,9 +207,12 @@ func Open(o Options) (_ *Coordinator, err error) {
 		return nil, fmt.Errorf("cluster listener: %w", err)
 	}
 	closers = append(closers, func() { c.clusterLis.Close() })
-	if c.intakeLis, err = net.Listen("tcp", o.IntakeListen); err != nil {
+	intakeLis, err := net.Listen("tcp", o.IntakeListen)
+	if err != nil {
 		return nil, fmt.Errorf("intake listener: %w", err)
 	}
+	c.intakeLis = connlimit.Listen(intakeLis, connlimit.Limits{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP},
+		c.refusedIntakeConn)
 	closers = append(closers, func() { c.intakeLis.Close() })
 	if c.metricsReg, err = c.registerMetrics(o.MeterProvider); err != nil {
 		return nil, err

@@ -2,7 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	grpcpeer "google.golang.org/grpc/peer"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/intake"
@@ -166,26 +165,15 @@ func (r replicaRouter) CRC(ctx context.Context, coordID, edge string, seq uint64
 	return r.c.store.SegmentCRC(edge, seq)
 }
 
-// authorizeMember admits replica calls from coordinators of the catalog
-// (by the name on their verified certificate); without TLS everyone is
-// admitted (loopback only).
+// authorizeMember admits replica calls from current members (by the
+// name on their verified certificate; see clusterMembers); without TLS
+// everyone is admitted (loopback only). The cluster listener's tap made
+// the same check before the call was read.
 func (c *Coordinator) authorizeMember(ctx context.Context) error {
 	if c.opts.Insecure {
 		return nil
 	}
-	var names []string
-	for _, n := range c.fsm.Nodes() {
-		if n.Role == catalog.RoleCoordinator {
-			names = append(names, n.ID)
-		}
-	}
-	for _, p := range c.opts.Peers {
-		names = append(names, p.NodeID)
-	}
-	for _, p := range c.opts.JoinPeers {
-		names = append(names, p.NodeID)
-	}
-	_, err := transport.AuthorizeMember(ctx, names)
+	_, err := transport.AuthorizeCaller(ctx, clusterMembers{c})
 	return err
 }
 
@@ -193,19 +181,16 @@ func (c *Coordinator) authorizeMember(ctx context.Context) error {
 // name of its verified client certificate, else its first URI SAN, else
 // its common name. It must equal the edge's node id.
 func edgeIdentity(ctx context.Context) (string, error) {
-	p, ok := grpcpeer.FromContext(ctx)
-	if !ok {
-		return "", errors.New("no peer information on the stream")
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+	leaf, err := transport.VerifiedLeaf(ctx)
+	if err != nil {
 		return "", errors.New("the edge presented no verified client certificate")
 	}
-	return certIdentity(ti.State)
+	return leafIdentity(leaf)
 }
 
-func certIdentity(cs tls.ConnectionState) (string, error) {
-	leaf := cs.PeerCertificates[0]
+// leafIdentity is the identity a certificate names by the edge rule of
+// edgeIdentity.
+func leafIdentity(leaf *x509.Certificate) (string, error) {
 	switch {
 	case len(leaf.DNSNames) > 0:
 		return leaf.DNSNames[0], nil
@@ -214,7 +199,7 @@ func certIdentity(cs tls.ConnectionState) (string, error) {
 	case leaf.Subject.CommonName != "":
 		return leaf.Subject.CommonName, nil
 	}
-	return "", errors.New("the edge's certificate names nobody (no SAN, no common name)")
+	return "", errNoIdentity
 }
 
 // maintain registers this coordinator in the catalog (which places edges

@@ -41,6 +41,15 @@ var (
 	reshipRequested, reshipUnavailable            = outcomeAttr("requested"), outcomeAttr("unavailable")
 	replicaApplied, replicaDuplicate              = outcomeAttr("applied"), outcomeAttr("duplicate")
 	replicaConflict, replicaInvalid, replicaError = outcomeAttr("conflict"), outcomeAttr("invalid"), outcomeAttr("error")
+
+	// Listener refusals, by listener and stage.
+	refusedAttr = func(listener, stage string) metric.ObserveOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("listener", listener), attribute.String("stage", stage)))
+	}
+	clusterConnRefused, clusterStreamRefused = refusedAttr("cluster", "connection"), refusedAttr("cluster", "admission")
+	intakeConnRefused, intakeStreamRefused   = refusedAttr("intake", "connection"), refusedAttr("intake", "admission")
+	clusterListener                          = metric.WithAttributeSet(attribute.NewSet(attribute.String("listener", "cluster")))
+	intakeListener                           = metric.WithAttributeSet(attribute.NewSet(attribute.String("listener", "intake")))
 	// refusalAttrs has every ship error code, so that each is reported
 	// (as 0) before the first refusal.
 	refusalAttrs = func() map[string]metric.ObserveOption {
@@ -113,6 +122,10 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 	repRejected := counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
 	repSeries := gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
 
+	// Listeners.
+	lisRefused := counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
+	lisOpen := gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
+
 	// Query tunnels.
 	tunnels := gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
 	if err != nil {
@@ -168,6 +181,14 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(repPoints, rs.Points)
 		o.ObserveInt64(repRejected, rs.Rejected)
 		o.ObserveInt64(repSeries, int64(rs.Series))
+
+		cs := c.clusterSrv.Stats()
+		o.ObserveInt64(lisRefused, int64(cs.ConnsRefused), clusterConnRefused)
+		o.ObserveInt64(lisRefused, int64(cs.RefusedAtAdmission), clusterStreamRefused)
+		o.ObserveInt64(lisRefused, int64(c.admission.intakeConns.Load()), intakeConnRefused)
+		o.ObserveInt64(lisRefused, int64(c.admission.intakeStreams.Load()), intakeStreamRefused)
+		o.ObserveInt64(lisOpen, int64(cs.ConnsOpen), clusterListener)
+		o.ObserveInt64(lisOpen, int64(c.intakeLis.Stats().Open), intakeListener)
 
 		o.ObserveInt64(tunnels, int64(len(c.tunnels.Edges())))
 		return nil

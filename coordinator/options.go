@@ -66,15 +66,32 @@ type Options struct {
 	JoinPeers []Peer
 
 	// ClusterServerTLS and ClusterClientTLS secure the cluster links
-	// (mutual TLS; the server side must verify client certificates).
-	// IntakeTLS secures the intake listener; an edge's identity is the
-	// name its verified client certificate carries, so set ClientAuth to
-	// tls.RequireAndVerifyClientCert. Insecure turns TLS off on both:
-	// only for loopback (tributary local) and tests.
+	// (mutual TLS): ClusterServerTLS.ClientCAs is the CA of the members'
+	// certificates only (--peer-ca). IntakeTLS secures the intake
+	// listener; its ClientCAs is the CA of the edges' certificates only
+	// (--edge-ca). Both listeners demand a verified client certificate
+	// whatever ClientAuth says, and admit a stream by its identity before
+	// reading it (admission.go). Insecure turns TLS off on both: only for
+	// loopback (tributary local) and tests.
 	ClusterServerTLS *tls.Config
 	ClusterClientTLS *tls.Config
 	IntakeTLS        *tls.Config
 	Insecure         bool
+
+	// AdmitEdge, when set, is asked about every stream an edge opens on
+	// the intake listener, before anything of it is read, with the
+	// identity its verified certificate names (see Identity in
+	// docs/coordinator.md); an error refuses the stream with
+	// PERMISSION_DENIED and the error's text (or the error's own gRPC
+	// status). nil admits every edge whose certificate IntakeTLS verified
+	// and that names no coordinator. It runs on gRPC's connection
+	// goroutine: it must be quick and must not block. Not called with
+	// Insecure (there is no identity).
+	AdmitEdge func(identity string) error
+	// ClusterLimits and IntakeLimits cap the connections and streams of
+	// the cluster and intake listeners; zero fields take the defaults
+	// DefaultClusterLimits and DefaultIntakeLimits.
+	ClusterLimits, IntakeLimits ListenerLimits
 
 	// Replica store sizing and retention (see package replica).
 	RetentionRaw, Retention1h, Retention1d time.Duration
@@ -104,11 +121,46 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
+// ListenerLimits cap what one listener holds open.
+type ListenerLimits struct {
+	// MaxConns caps the connections open at once, MaxConnsPerIP those
+	// from one remote address; further ones are closed when accepted.
+	MaxConns, MaxConnsPerIP int
+	// MaxStreams caps the concurrent streams (calls) on one connection.
+	MaxStreams uint32
+}
+
+// Default limits. The cluster listener serves the other coordinators: two
+// raft connections and one replica connection each, several members per
+// address when they share a host. The intake serves every edge of the
+// fleet: a shipping connection and a tunnel connection each, many edges
+// per address behind a site's NAT.
+var (
+	DefaultClusterLimits = ListenerLimits{MaxConns: 256, MaxConnsPerIP: 32, MaxStreams: 8}
+	DefaultIntakeLimits  = ListenerLimits{MaxConns: 8192, MaxConnsPerIP: 256, MaxStreams: 8}
+)
+
+// withDefaults fills l's zero fields from d.
+func (l ListenerLimits) withDefaults(d ListenerLimits) ListenerLimits {
+	if l.MaxConns == 0 {
+		l.MaxConns = d.MaxConns
+	}
+	if l.MaxConnsPerIP == 0 {
+		l.MaxConnsPerIP = d.MaxConnsPerIP
+	}
+	if l.MaxStreams == 0 {
+		l.MaxStreams = d.MaxStreams
+	}
+	return l
+}
+
 // Validate fills defaults and rejects impossible options.
 func (o *Options) Validate() error {
 	if o.ClusterID == "" {
 		o.ClusterID = "tributary"
 	}
+	o.ClusterLimits = o.ClusterLimits.withDefaults(DefaultClusterLimits)
+	o.IntakeLimits = o.IntakeLimits.withDefaults(DefaultIntakeLimits)
 	if o.ClusterAddr == "" {
 		o.ClusterAddr = o.ClusterListen
 	}
@@ -149,6 +201,14 @@ func (o *Options) Validate() error {
 		bad = append(bad, errors.New("set either Insecure or all of ClusterServerTLS, ClusterClientTLS and IntakeTLS"))
 	} else if !o.Insecure && (o.ClusterServerTLS == nil || o.ClusterClientTLS == nil || o.IntakeTLS == nil) {
 		bad = append(bad, errors.New("ClusterServerTLS, ClusterClientTLS and IntakeTLS are all required with TLS"))
+	}
+	for _, l := range []struct {
+		name string
+		ListenerLimits
+	}{{"ClusterLimits", o.ClusterLimits}, {"IntakeLimits", o.IntakeLimits}} {
+		if l.MaxConns < 1 || l.MaxConnsPerIP < 1 || l.MaxConnsPerIP > l.MaxConns {
+			bad = append(bad, fmt.Errorf("%s: MaxConns %d and MaxConnsPerIP %d must be positive, per address at most the total", l.name, l.MaxConns, l.MaxConnsPerIP))
+		}
 	}
 	if o.TickInterval < time.Millisecond {
 		bad = append(bad, fmt.Errorf("TickInterval %s is below 1ms", o.TickInterval))

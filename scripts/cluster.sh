@@ -24,12 +24,15 @@
 # dist/compose. Nothing is pulled. docker.io and docker-compose are installed
 # with apt-get when missing.
 #
-# Mutual TLS: `up` makes, with openssl, a CA and one ECDSA certificate per
-# node (c1..c3, e1..e3; each names its node id as its DNS SAN, for server and
-# client use) in dist/compose/tls, once per cluster: a cluster that is up
-# keeps its certificates; `down` deletes them with the volumes. The
-# directory is private to you (0700); the compose file mounts each node's
-# files into its container at /tls.
+# Mutual TLS: `up` makes, with openssl, two CAs, the cluster CA (signs the
+# coordinators c1..c3) and the edge CA (signs the edges e1..e3), and one
+# ECDSA certificate per node (each names its node id as its DNS SAN, for
+# server and client use) in dist/compose/tls, once per cluster: a cluster
+# that is up keeps its certificates; `down` deletes them with the volumes.
+# The directory is private to you (0700); the compose file mounts each
+# node's files into its container at /tls. Coordinators trust the cluster
+# CA on their cluster port and the edge CA on their intake; edges trust the
+# cluster CA (the coordinators' server certificates).
 #
 # Environment:
 #   GO                          the go command (default: go on PATH, else /usr/local/go/bin/go)
@@ -103,58 +106,75 @@ build() {
   say "images $image ($(docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec)) and $loadgen_image ($(docker image inspect -f '{{.Size}}' "$loadgen_image" | numfmt --to=iec)) ready in $((SECONDS - start)) s"
 }
 
-# certs makes the cluster's CA and a certificate per node in $tls_dir,
-# unless they are there: the running containers use them.
+# certs makes the two CAs and a certificate per node in $tls_dir, unless
+# they are there: the running containers use them.
 certs() {
-  local n all=("${coordinators[@]}" "${edges[@]}") missing=0
-  for n in ca "${all[@]}"; do
+  local n ca all=("${coordinators[@]}" "${edges[@]}") missing=0
+  for n in ca edge-ca "${all[@]}"; do
     [ -s "$tls_dir/$n.crt" ] || missing=1
   done
   [ $missing = 1 ] || return 0
-  say "making a CA and certificates for ${all[*]} in $tls_dir (openssl, ECDSA P-256, 1 year)"
+  say "making the cluster and edge CAs and certificates for ${all[*]} in $tls_dir (openssl, ECDSA P-256, 1 year)"
   rm -rf "$tls_dir"
   mkdir -p "$tls_dir"
   chmod 0700 "$tls_dir"
+  # Two CAs: a certificate issued to an edge must not pass the handshake
+  # of a coordinator's cluster port (coordinators refuse to start with one
+  # CA for both unless --allow-shared-ca).
   quiet openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
     -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.crt" -days 365 -subj "/CN=tributary compose cluster CA" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+  quiet openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$tls_dir/edge-ca.key" -out "$tls_dir/edge-ca.crt" -days 365 -subj "/CN=tributary compose edge CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
   for n in "${all[@]}"; do
+    ca=ca
+    [[ " ${edges[*]} " == *" $n "* ]] && ca=edge-ca
     # The node id is the first (only) DNS SAN: coordinators check it
     # against --id and the edge's node id; the compose host name is the same.
     printf 'subjectAltName=DNS:%s\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n' "$n" >"$tls_dir/$n.ext"
     quiet openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
       -keyout "$tls_dir/$n.key" -out "$tls_dir/$n.csr" -subj "/CN=$n"
-    quiet openssl x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/ca.crt" -CAkey "$tls_dir/ca.key" \
+    quiet openssl x509 -req -in "$tls_dir/$n.csr" -CA "$tls_dir/$ca.crt" -CAkey "$tls_dir/$ca.key" \
       -set_serial "0x$(openssl rand -hex 16)" -days 365 -extfile "$tls_dir/$n.ext" -out "$tls_dir/$n.crt"
     rm -f "$tls_dir/$n.csr" "$tls_dir/$n.ext"
   done
   # The containers run as uid 65532, which must read its key through the
   # bind mount; the directory's 0700 keeps other local users out.
   chmod 0644 "$tls_dir"/*.crt "$tls_dir"/c?.key "$tls_dir"/e?.key
-  chmod 0600 "$tls_dir/ca.key"
+  chmod 0600 "$tls_dir/ca.key" "$tls_dir/edge-ca.key"
 }
 
 # check_tls fails unless every coordinator's cluster (7444) and intake
 # (7443) port completes a TLS handshake with a certificate that the
-# cluster's CA signed for that coordinator's name, and refuses a client
-# that presents no certificate.
+# cluster's CA signed for that coordinator's name, with a client
+# certificate from the CA that port trusts (the cluster CA on 7444, the
+# edge CA on 7443), and refuses a client that presents no certificate; the
+# cluster port must also refuse an edge's certificate.
 check_tls() {
-  local c ip port out
+  local c ip port client out
   for c in "${coordinators[@]}"; do
     ip="$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(compose ps -q "$c")")"
     [ -n "$ip" ] || die "no address for $c"
     for port in 7444 7443; do
+      client=e1
+      [ "$port" = 7444 ] && client=c1
       out="$(openssl s_client -connect "$ip:$port" -CAfile "$tls_dir/ca.crt" -verify_hostname "$c" \
-        -verify_return_error -cert "$tls_dir/e1.crt" -key "$tls_dir/e1.key" -brief </dev/null 2>&1)" ||
-        die "$c:$port: no TLS handshake with a certificate for $c from the cluster CA: $out"
+        -verify_return_error -cert "$tls_dir/$client.crt" -key "$tls_dir/$client.key" -brief </dev/null 2>&1)" ||
+        die "$c:$port: no TLS handshake with a certificate for $c from the cluster CA (client $client): $out"
       # Without a client certificate the server ends the connection (TLS
       # 1.3 sends that alert after the handshake: wait a second for it).
       out="$(sleep 1 | openssl s_client -connect "$ip:$port" -CAfile "$tls_dir/ca.crt" -brief 2>&1)" &&
         die "$c:$port accepted a client without a certificate: $out"
       grep -q "certificate required" <<<"$out" || die "$c:$port: refused a client without a certificate, but not for that: $out"
     done
+    # An edge's certificate is from a CA the cluster port does not trust.
+    out="$(sleep 1 | openssl s_client -connect "$ip:7444" -CAfile "$tls_dir/ca.crt" \
+      -cert "$tls_dir/e1.crt" -key "$tls_dir/e1.key" -brief 2>&1)" &&
+      die "$c:7444 accepted an edge's certificate: $out"
+    grep -qi "unknown ca\|bad certificate" <<<"$out" || die "$c:7444: refused an edge's certificate, but not for its CA: $out"
   done
-  say "mutual TLS: c1..c3 present certificates from the cluster CA on their cluster and intake ports and refuse clients without one"
+  say "mutual TLS: c1..c3 present certificates from the cluster CA on their cluster and intake ports, refuse clients without one, and refuse edges' certificates on the cluster port"
 }
 
 # fleet prints c1's GET /api/v1/fleet summary: "LEADER EDGE=HELD_POINTS ...".

@@ -319,6 +319,22 @@ func TestCoordinatorChart_DefaultsNeedTLS(t *testing.T) {
 	}
 }
 
+func TestCoordinatorChart_TLSNeedsAnEdgeCAOrSharedCAExplicitly(t *testing.T) {
+	// The intake trusts the edge CA, the cluster port the coordinators':
+	// without an edge CA Secret the render fails unless allowSharedCA.
+	_, err := Render(coordinatorChart, map[string]any{"tls": map[string]any{"secretName": "coord-tls"}}, RenderOptions{})
+	if err == nil || !strings.Contains(err.Error(), "tls.edgeCASecretName") || !strings.Contains(err.Error(), "tls.allowSharedCA") {
+		t.Fatalf("TLS without an edge CA: err = %v, want a message naming tls.edgeCASecretName and tls.allowSharedCA", err)
+	}
+	// An edge CA Secret of the same CA still needs allowSharedCA, which the
+	// coordinator checks at start; the chart passes both through.
+	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"secretName": "coord-tls", "edgeCASecretName": "edge-ca", "allowSharedCA": true}})
+	args := r.sts.Spec.Template.Spec.Containers[0].Args
+	if oneFlag(t, args, "edge-ca") != "/edge-ca/ca.crt" || oneFlag(t, args, "allow-shared-ca") != "" {
+		t.Errorf("edge CA Secret and allowSharedCA: args %q", args)
+	}
+}
+
 func TestCoordinatorChart_Plaintext(t *testing.T) {
 	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}})
 	checkInvariants(t, r, 3, 3)
@@ -359,6 +375,9 @@ func TestCoordinatorChart_HA(t *testing.T) {
 	if flagValues(c.Args, "insecure-cluster") != nil || flagValues(c.Args, "insecure-listen") != nil {
 		t.Error("TLS install runs with --insecure-*")
 	}
+	if flagValues(c.Args, "allow-shared-ca") != nil {
+		t.Error("an install with an edge CA of its own passes --allow-shared-ca")
+	}
 	// The probes speak TLS, and present the certificate when the
 	// listeners demand one.
 	if oneFlag(t, c.ReadinessProbe.Exec.Command, "tls-cert") != "/tls/tls.crt" {
@@ -389,9 +408,14 @@ func TestCoordinatorChart_HA(t *testing.T) {
 }
 
 func TestCoordinatorChart_CertManager(t *testing.T) {
-	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"certManager": map[string]any{
+	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"allowSharedCA": true, "certManager": map[string]any{
 		"enabled": true, "issuerRef": map[string]any{"name": "tributary-ca"}, "extraDNSNames": []any{"intake.example.com"}}}})
 	checkInvariants(t, r, 3, 3)
+	// One CA for coordinators and edges, said explicitly.
+	args := r.sts.Spec.Template.Spec.Containers[0].Args
+	if oneFlag(t, args, "edge-ca") != "/tls/ca.crt" || oneFlag(t, args, "allow-shared-ca") != "" {
+		t.Errorf("allowSharedCA without an edge CA Secret: want --edge-ca=/tls/ca.crt --allow-shared-ca, got %q", args)
+	}
 	if r.cert == nil {
 		t.Fatal("no Certificate")
 	}

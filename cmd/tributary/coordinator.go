@@ -38,6 +38,7 @@ type coordinatorFlags struct {
 	peers, join           string
 	peerCert, peerKey, ca string
 	edgeCA                string
+	allowSharedCA         bool
 	insecureCluster       bool
 	edgeTokenFile         string
 	logLevel, logFormat   string
@@ -72,8 +73,13 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
 		fs.StringVar(&f.peerCert, "peer-cert", "", "PEM certificate of this coordinator (naming --id), used on the cluster links and the intake listener")
 		fs.StringVar(&f.peerKey, "peer-key", "", "PEM private key for --peer-cert")
-		fs.StringVar(&f.ca, "peer-ca", "", "PEM CA bundle that signs the coordinators' certificates")
-		fs.StringVar(&f.edgeCA, "edge-ca", "", "PEM CA bundle that signs the edges' client certificates (default: --peer-ca)")
+		fs.StringVar(&f.ca, "peer-ca", "", "PEM CA bundle that signs the coordinators' certificates; the cluster listener trusts only it")
+		fs.StringVar(&f.edgeCA, "edge-ca", "", "PEM CA bundle that signs the edges' client certificates; the intake listener trusts only it (required with TLS; a different CA from --peer-ca unless --allow-shared-ca)")
+		fs.BoolVar(&f.allowSharedCA, "allow-shared-ca", false, "accept --edge-ca and --peer-ca naming the same CA: an edge's certificate then passes the cluster listener's TLS handshake, and only the admission by member name keeps it out")
+		fs.IntVar(&o.ClusterLimits.MaxConns, "cluster-max-conns", coordinator.DefaultClusterLimits.MaxConns, "connections the cluster listener keeps open at once; further ones are closed when accepted")
+		fs.IntVar(&o.ClusterLimits.MaxConnsPerIP, "cluster-max-conns-per-ip", coordinator.DefaultClusterLimits.MaxConnsPerIP, "connections the cluster listener keeps open from one address (each coordinator opens 3)")
+		fs.IntVar(&o.IntakeLimits.MaxConns, "intake-max-conns", coordinator.DefaultIntakeLimits.MaxConns, "connections the intake listener keeps open at once (each edge opens 2); further ones are closed when accepted")
+		fs.IntVar(&o.IntakeLimits.MaxConnsPerIP, "intake-max-conns-per-ip", coordinator.DefaultIntakeLimits.MaxConnsPerIP, "connections the intake listener keeps open from one address (edges behind one NAT share it)")
 		fs.StringVar(&f.edgeTokenFile, "edge-token-file", "", "file whose first token is sent when this coordinator queries edges for their fresh data (edges started with --token-file)")
 		fs.BoolVar(&f.insecureCluster, "insecure-cluster", false, "plaintext cluster links and intake, without identity checks (loopback only unless --insecure-listen)")
 	}
@@ -135,8 +141,8 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	o.RetentionRaw, o.Retention1h, o.Retention1d = f.retainRaw, f.retain1h, f.retain1d
 	o.HeadMaxBytes, o.BlockCacheBytes = f.headMaxBytes, f.bcBytes
 	switch {
-	case f.insecureCluster && (f.peerCert != "" || f.peerKey != "" || f.ca != "" || f.edgeCA != ""):
-		return fmt.Errorf("%w: --insecure-cluster and --peer-cert/--peer-key/--peer-ca/--edge-ca exclude each other", errUsage)
+	case f.insecureCluster && (f.peerCert != "" || f.peerKey != "" || f.ca != "" || f.edgeCA != "" || f.allowSharedCA):
+		return fmt.Errorf("%w: --insecure-cluster and --peer-cert/--peer-key/--peer-ca/--edge-ca/--allow-shared-ca exclude each other", errUsage)
 	case f.insecureCluster:
 		for _, c := range []struct{ what, addr string }{{"--cluster-listen", o.ClusterListen}, {"--intake-listen", o.IntakeListen}} {
 			if err := auth.CheckListen(c.what, c.addr, false, insecureListen); err != nil {
@@ -153,12 +159,11 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 			return fmt.Errorf("%w: cluster TLS (--peer-cert, --peer-key, --peer-ca; or --insecure-cluster on loopback): %v", errUsage, err)
 		}
 		o.ClusterServerTLS, o.ClusterClientTLS = srv, cli
-		edgeCA := f.edgeCA
-		if edgeCA == "" {
-			edgeCA = f.ca
+		if err := f.checkEdgeCA(); err != nil {
+			return err
 		}
 		var edgeClient *tls.Config
-		if o.IntakeTLS, edgeClient, err = auth.MutualTLS(f.peerCert, f.peerKey, edgeCA); err != nil {
+		if o.IntakeTLS, edgeClient, err = auth.MutualTLS(f.peerCert, f.peerKey, f.edgeCA); err != nil {
 			return fmt.Errorf("%w: intake TLS (--edge-ca): %v", errUsage, err)
 		}
 		// Edges' query listeners: their server certificates are signed by
@@ -176,6 +181,27 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// checkEdgeCA requires --edge-ca and refuses one that shares a CA
+// certificate with --peer-ca unless --allow-shared-ca: the cluster
+// listener trusts --peer-ca, so a certificate issued to an edge by a
+// shared CA passes its TLS handshake, and only the admission by member
+// name (which reads nothing before it decides) still keeps the edge out.
+func (f *coordinatorFlags) checkEdgeCA() error {
+	if f.edgeCA == "" {
+		return fmt.Errorf("%w: --edge-ca is required with TLS: the CA bundle that signs the edges' client certificates (it no longer defaults to --peer-ca; give the edges a CA of their own)", errUsage)
+	}
+	shared, err := auth.SharedCAs(f.ca, f.edgeCA)
+	if err != nil {
+		return fmt.Errorf("%w: compare --peer-ca and --edge-ca: %v", errUsage, err)
+	}
+	if len(shared) == 0 || f.allowSharedCA {
+		return nil
+	}
+	return fmt.Errorf("%w: --peer-ca %s and --edge-ca %s hold the same CA certificate (%s): a certificate issued to an edge would pass the TLS handshake of the cluster listener, where raft and replica calls arrive. "+
+		"Coordinators still admit only certificates naming a current member there, before reading anything, but give the edges a CA of their own, or pass --allow-shared-ca to accept one CA explicitly",
+		errUsage, f.ca, f.edgeCA, strings.Join(shared, "; "))
 }
 
 // edgeToken is the bearer token a coordinator sends when it queries edges.

@@ -245,6 +245,9 @@ func TestCoordinatorMetrics_ExistAndMoveWithWork(t *testing.T) {
 		{"tributary_replica_points_rejected_total", nil, false},
 		{"tributary_replica_series", nil, true},
 		{"tributary_tunnel_open", nil, false},
+		{"tributary_listener_refusals_total", []string{"listener=cluster", "stage=admission"}, false},
+		{"tributary_listener_refusals_total", []string{"listener=intake", "stage=connection"}, false},
+		{"tributary_listener_connections_open", []string{"listener=intake"}, false},
 		{"tributary_query_fanout_duration_seconds", []string{"api=query", "kind=raw"}, true},
 		{"tributary_query_fanout_duration_seconds", []string{"api=series"}, true},
 		{"tributary_query_fanout_duration_seconds", []string{"api=label_names"}, true},
@@ -279,7 +282,7 @@ func TestCoordinatorMetrics_ExistAndMoveWithWork(t *testing.T) {
 		var names []string
 		for k := range after {
 			if strings.HasPrefix(k, "tributary_raft") || strings.HasPrefix(k, "tributary_catalog") || strings.HasPrefix(k, "tributary_intake") ||
-				strings.HasPrefix(k, "tributary_replica_") || strings.HasPrefix(k, "tributary_query") || strings.HasPrefix(k, "tributary_tunnel") {
+				strings.HasPrefix(k, "tributary_replica_") || strings.HasPrefix(k, "tributary_query") || strings.HasPrefix(k, "tributary_tunnel") || strings.HasPrefix(k, "tributary_listener") {
 				names = append(names, k)
 			}
 		}

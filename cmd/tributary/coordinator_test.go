@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,12 +25,17 @@ func TestCoordinatorFlags_TLS(t *testing.T) {
 	if err := os.WriteFile(tok, []byte("# edges' token\nsecret-token-of-16-bytes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := coordinatorOptions(coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeTokenFile: tok}, "127.0.0.1:7444")
+	edge := testcert.New(t)
+	o, err := coordinatorOptions(coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeCA: edge.CertFile, edgeTokenFile: tok}, "127.0.0.1:7444")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Insecure || o.ClusterServerTLS == nil || o.ClusterClientTLS == nil || o.IntakeTLS == nil {
 		t.Fatalf("TLS options not all set: %+v", o)
+	}
+	// Each listener trusts its own CA only.
+	if !o.ClusterServerTLS.ClientCAs.Equal(c.Pool) || !o.IntakeTLS.ClientCAs.Equal(edge.Pool) {
+		t.Fatal("the cluster listener does not trust exactly --peer-ca, or the intake exactly --edge-ca")
 	}
 	// Edge queries get the coordinator's TLS identity and the token.
 	if len(o.EdgeDialOptions) != 2 {
@@ -48,7 +54,9 @@ func TestCoordinatorFlags_Refused(t *testing.T) {
 		"no TLS and not insecure":  {coordinatorFlags{}, "127.0.0.1:7444"},
 		"insecure and cert":        {coordinatorFlags{insecureCluster: true, peerCert: c.CertFile}, "127.0.0.1:7444"},
 		"key missing":              {coordinatorFlags{peerCert: c.CertFile, ca: c.CertFile}, "127.0.0.1:7444"},
-		"empty edge token file":    {coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeTokenFile: empty}, "127.0.0.1:7444"},
+		"empty edge token file":    {coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeCA: testcert.New(t).CertFile, edgeTokenFile: empty}, "127.0.0.1:7444"},
+		"no edge CA":               {coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile}, "127.0.0.1:7444"},
+		"insecure and shared CA":   {coordinatorFlags{insecureCluster: true, allowSharedCA: true}, "127.0.0.1:7444"},
 		"peers without self":       {coordinatorFlags{insecureCluster: true, peers: "2=c2@127.0.0.1:1"}, "127.0.0.1:7444"},
 		"peers malformed":          {coordinatorFlags{insecureCluster: true, peers: "1=c1"}, "127.0.0.1:7444"},
 		"insecure on non-loopback": {coordinatorFlags{insecureCluster: true}, "10.1.2.3:7444"},
@@ -59,5 +67,38 @@ func TestCoordinatorFlags_Refused(t *testing.T) {
 				t.Fatalf("err = %v, want a usage error", err)
 			}
 		})
+	}
+}
+
+func TestCoordinatorFlags_SharedCARefusedUnlessAllowed(t *testing.T) {
+	c := testcert.New(t)
+	// The same CA certificate in another file, after another certificate:
+	// the files differ, the CA does not.
+	pem, err := os.ReadFile(c.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.ReadFile(testcert.New(t).CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "edge-bundle.pem")
+	if err := os.WriteFile(bundle, append(other, pem...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, edgeCA := range []string{c.CertFile, bundle} {
+		f := coordinatorFlags{peerCert: c.CertFile, peerKey: c.KeyFile, ca: c.CertFile, edgeCA: edgeCA}
+		_, err := coordinatorOptions(f, "127.0.0.1:7444")
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--allow-shared-ca") || !strings.Contains(err.Error(), "cluster listener") {
+			t.Fatalf("--edge-ca %s: err = %v, want a usage error explaining the shared CA and naming --allow-shared-ca", edgeCA, err)
+		}
+		f.allowSharedCA = true
+		o, err := coordinatorOptions(f, "127.0.0.1:7444")
+		if err != nil {
+			t.Fatalf("--edge-ca %s with --allow-shared-ca: %v", edgeCA, err)
+		}
+		if o.IntakeTLS == nil || o.ClusterServerTLS == nil {
+			t.Fatal("TLS options not set")
+		}
 	}
 }

@@ -121,11 +121,24 @@ func NewCA(t testing.TB) *CA {
 // used as its common name.
 func (ca *CA) Issue(t testing.TB, name string) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	u, err := url.Parse(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(name)
+	return ca.issue(t, name, func(c *x509.Certificate) { c.URIs = []*url.URL{u} })
+}
+
+// IssueDNS makes a client-and-server certificate for 127.0.0.1 whose
+// identity is the DNS name (for example "coord-1", a node id), also used
+// as its common name.
+func (ca *CA) IssueDNS(t testing.TB, name string) tls.Certificate {
+	t.Helper()
+	return ca.issue(t, name, func(c *x509.Certificate) { c.DNSNames = []string{name} })
+}
+
+func (ca *CA) issue(t testing.TB, name string, identity func(*x509.Certificate)) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +152,8 @@ func (ca *CA) Issue(t testing.TB, name string) tls.Certificate {
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		URIs:        []*url.URL{u},
 	}
+	identity(tmpl)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
 {{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name" -}}
 {{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.edgeCASecretName) (not .Values.tls.allowSharedCA) -}}
+{{- fail "tls.enabled needs tls.edgeCASecretName (a Secret whose ca.crt signs the edges' certificates; the intake trusts only it, the cluster port only the coordinators' ca.crt), or tls.allowSharedCA=true to trust the coordinators' ca.crt for edges too (--allow-shared-ca: an edge's certificate then passes the cluster port's TLS handshake)" -}}
+{{- end -}}
 {{- if not (has .Values.podAntiAffinity (list "hard" "soft" "none")) -}}
 {{- fail (printf "podAntiAffinity %q: want hard, soft or none" .Values.podAntiAffinity) -}}
 {{- end -}}

@@ -28,16 +28,38 @@
 // AddPeer, UpdatePeer and RemovePeer; changing or removing a peer drops
 // what was queued for it.
 //
+// # Admission
+//
+// Every stream on the Server's listener, of RaftService and of every
+// service registered beside it, passes a gRPC tap (grpc.InTapHandle)
+// before gRPC reads anything of it: with TLS, the caller must have
+// presented a verified client certificate (else UNAUTHENTICATED) one of
+// whose DNS or URI names ServerOptions.Members says is a current member
+// (else PERMISSION_DENIED). A raft stream carries its sender in its
+// headers (HeaderClusterID, HeaderMemberID): the tap also refuses another
+// cluster (FAILED_PRECONDITION), a member id not in the address book, and
+// a certificate without that member's Name (PERMISSION_DENIED). A refused
+// stream costs the server its headers only: its messages, however large,
+// are never buffered. gRPC has one receive limit per server, not one per
+// method, so admission before reading is what bounds what a non-member can
+// make the server hold, not a smaller limit on first messages.
+//
+// Serve caps the connections it keeps (ServerOptions.MaxConns, per remote
+// address MaxConnsPerIP) and bounds the TLS handshake (HandshakeTimeout);
+// MaxStreams bounds the streams per connection.
+//
 // # Receiving
 //
-// Server serves RaftService. For each stream it checks, before handing any
-// message on, that the envelope's cluster id equals its own, that the
-// sender's member id is in its address book, and that the sender's TLS
-// client certificate carries that member's Name. Every message must come
-// from the envelope's sender and be addressed to this member. Accepted
-// messages go, in order, to ServerOptions.Step (raftnode's Node.Step). A
-// Step error drops the message (raft retransmits) except for a MsgSnap,
-// whose failure ends the stream so that the sender reports it.
+// Server serves RaftService. Before handing any message on it checks every
+// envelope: on a stream whose headers named the sender, that the envelope
+// names the same cluster and sender; on a stream without them (a sender of
+// an earlier version, admitted by its certificate alone), the first
+// envelope is checked as the headers would have been, and every later one
+// must name the same cluster and sender. Every message must come from the
+// envelope's sender and be addressed to this member. Accepted messages go,
+// in order, to ServerOptions.Step (raftnode's Node.Step). A Step error
+// drops the message (raft retransmits) except for a MsgSnap, whose failure
+// ends the stream so that the sender reports it.
 //
 // # Identity
 //

@@ -1,14 +1,9 @@
 package transport
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-
-	"google.golang.org/grpc/credentials"
-	grpcpeer "google.golang.org/grpc/peer"
 )
 
 // certHasName reports whether the certificate carries name as a DNS or URI
@@ -60,27 +55,6 @@ func withServerCheck(cfg *tls.Config, check func(tls.ConnectionState) error) *tl
 		return check(cs)
 	}
 	return c
-}
-
-// AuthorizeMember checks that the caller of a cluster-internal RPC presented
-// a verified client certificate carrying the name of a current member:
-// names lists the names of the members allowed. It returns the name it
-// matched. Without TLS on the connection (an insecure server) it fails.
-func AuthorizeMember(ctx context.Context, names []string) (string, error) {
-	p, ok := grpcpeer.FromContext(ctx)
-	if !ok {
-		return "", errors.New("no peer information on the call")
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
-		return "", errors.New("the caller presented no verified client certificate")
-	}
-	for _, n := range names {
-		if certHasName(ti.State.PeerCertificates[0], n) {
-			return n, nil
-		}
-	}
-	return "", errors.New("the caller's certificate names no current member")
 }
 
 // VerifyServerName returns cfg with an extra check that the server's

@@ -5,11 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc"
 	"log/slog"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
 )
 
 // Reporter receives delivery outcomes; *raftnode.Node implements it.
@@ -130,23 +130,39 @@ type ServerOptions struct {
 	Insecure bool
 	// Peers maps sender ids to identities (usually the Transport).
 	Peers PeerLookup
+	// Members says whose certificates may open streams at all, on every
+	// service of the server (see Server's tap). Default: Peers, when it
+	// implements Members (a *Transport does: its address book). Required
+	// with TLS otherwise.
+	Members Members
 	// Step receives each accepted message (raftnode's Node.Step, wrapped).
 	Step func(ctx context.Context, m raftpb.Message) error
-	// MaxEnvelopeBytes (256 MiB) bounds one received envelope (a snapshot
-	// is one envelope); MaxEnvelopeMessages (4,096) its message count;
-	// MaxStreams (8) the concurrent streams per connection (a Transport
-	// uses at most one per connection at a time). The envelope is read
-	// before its sender is known, so a client with a certificate from the
-	// CA can make the server buffer up to MaxStreams × MaxEnvelopeBytes
-	// per connection: keep the CA for members only.
+	// MaxEnvelopeBytes (256 MiB) bounds one received message on any
+	// service of the server (a raft snapshot is one envelope; gRPC has one
+	// receive limit per server); MaxEnvelopeMessages (4,096) an envelope's
+	// message count; MaxStreams (8) the concurrent streams per connection
+	// (a Transport uses at most one per connection at a time). Nothing of
+	// a stream is read before the tap admitted its caller, so only members
+	// can make the server buffer up to MaxStreams × MaxEnvelopeBytes per
+	// connection.
 	MaxEnvelopeBytes    int
 	MaxEnvelopeMessages int
 	MaxStreams          uint32
+	// MaxConns (256) and MaxConnsPerIP (32) cap the connections Serve
+	// keeps open, in total and per remote address (a Transport opens two
+	// per peer, a coordinator's replica client one more); further ones
+	// are closed at once. HandshakeTimeout (10 s) bounds a connection's
+	// TLS handshake. Negative caps mean none (tests only).
+	MaxConns         int
+	MaxConnsPerIP    int
+	HandshakeTimeout time.Duration
 
 	// Register, when set, registers further cluster-internal services on
 	// the server's gRPC server (the coordinator's replica service), so
-	// they share the listener and its mutual TLS. Those services check
-	// their callers themselves (see AuthorizeMember).
+	// they share the listener, its mutual TLS and its admission: the tap
+	// refuses a caller whose certificate names no member before anything
+	// of the call is read, whatever the service. They may check their
+	// callers again (see AuthorizeCaller).
 	Register func(*grpc.Server)
 	// GRPCServerOptions are added to the server's (the coordinator's
 	// telemetry: otelgrpc).
@@ -165,6 +181,20 @@ func (o *ServerOptions) normalize() error {
 	if o.MaxStreams == 0 {
 		o.MaxStreams = 8
 	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 256
+	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = 32
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.Members == nil {
+		if m, ok := o.Peers.(Members); ok {
+			o.Members = m
+		}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -182,14 +212,18 @@ func (o *ServerOptions) Validate() error {
 		return errors.New("transport: ServerOptions.TLS is nil (set Insecure only for tests and loopback)")
 	case o.TLS != nil && o.Insecure:
 		return errors.New("transport: both ServerOptions.TLS and Insecure are set")
-	case o.TLS != nil && o.TLS.ClientCAs == nil:
+	case o.TLS != nil && o.TLS.ClientCAs == nil && o.TLS.GetConfigForClient == nil:
 		return errors.New("transport: ServerOptions.TLS has no ClientCAs to verify members")
 	case o.Peers == nil:
 		return errors.New("transport: ServerOptions.Peers is nil")
+	case o.Members == nil && !o.Insecure:
+		return errors.New("transport: ServerOptions.Members is nil (and Peers does not say who is a member)")
 	case o.Step == nil:
 		return errors.New("transport: ServerOptions.Step is nil")
 	case o.MaxEnvelopeBytes < 1 || o.MaxEnvelopeMessages < 1:
 		return errors.New("transport: envelope limits must be positive")
+	case o.HandshakeTimeout < 0:
+		return errors.New("transport: HandshakeTimeout is negative")
 	}
 	return nil
 }

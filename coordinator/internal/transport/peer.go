@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 // peer is one address-book entry and its two workers.
@@ -68,7 +70,11 @@ func (t *Transport) startPeer(id uint64, info Peer) (*peer, error) {
 		snaps: make(chan raftpb.Message, t.opts.QueueSnapshots),
 		conn:  conn, snapConn: snapConn,
 	}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	// Every stream names its sender in its headers: the receiver checks
+	// them before it reads the stream (see Server's tap).
+	ctx := metadata.AppendToOutgoingContext(context.Background(),
+		HeaderClusterID, t.opts.ClusterID, HeaderMemberID, strconv.FormatUint(t.opts.ID, 10))
+	p.ctx, p.cancel = context.WithCancel(ctx)
 	p.wg.Add(2)
 	go p.runMessages()
 	go p.runSnapshots()

@@ -2,13 +2,14 @@ package transport
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"time"
 
+	"github.com/tributarydb/tributary/internal/connlimit"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
@@ -26,14 +27,31 @@ type Server struct {
 	log  *slog.Logger
 	grpc *grpc.Server
 
-	received, stepFailed, refused atomic.Uint64
+	received, stepFailed, refused                   atomic.Uint64
+	refusedAtAdmission, legacyStreams, connsRefused atomic.Uint64
+	connLog                                         logLimiter
+	logLimit                                        logLimiter
+	lis                                             atomic.Pointer[connlimit.Listener]
 }
 
 // ServerStats are a Server's counters since NewServer.
 type ServerStats struct {
 	Received   uint64 // messages handed to Step
 	StepFailed uint64 // messages Step refused (dropped)
-	Refused    uint64 // streams refused: identity, cluster id or malformed
+	Refused    uint64 // raft streams ended by a check of their envelopes: identity, cluster id or malformed
+	// RefusedAtAdmission counts streams (of any service) the tap refused
+	// before reading them: no verified certificate, no member's name,
+	// or raft headers naming another cluster or sender.
+	RefusedAtAdmission uint64
+	// LegacyStreams counts raft streams admitted without sender headers
+	// (from a member of an earlier version): their first envelope is
+	// checked instead.
+	LegacyStreams uint64
+	// ConnsRefused counts connections closed at accept: a cap was reached.
+	ConnsRefused uint64
+	// ConnsOpen is the connections open now on the listener Serve was
+	// last given.
+	ConnsOpen int
 }
 
 // NewServer returns a Server with its own gRPC server (mutual TLS unless
@@ -46,11 +64,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxEnvelopeBytes),
 		grpc.MaxConcurrentStreams(opts.MaxStreams),
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		// Admission runs before gRPC reads a stream's first message; an
+		// interceptor would run after.
+		grpc.InTapHandle(s.tap),
 	}
 	if !opts.Insecure {
-		cfg := opts.TLS.Clone()
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(cfg)))
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(RequireClientCert(opts.TLS))))
 	}
 	s.grpc = grpc.NewServer(append(gopts, opts.GRPCServerOptions...)...)
 	clusterv1.RegisterRaftServiceServer(s.grpc, s)
@@ -60,8 +80,19 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-// Serve accepts connections on lis until Stop; see grpc.Server.Serve.
-func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+// Serve accepts connections on lis until Stop, within the connection caps
+// (MaxConns, MaxConnsPerIP); see grpc.Server.Serve.
+func (s *Server) Serve(lis net.Listener) error {
+	lim := connlimit.Limits{MaxConns: max(s.opts.MaxConns, 0), MaxConnsPerIP: max(s.opts.MaxConnsPerIP, 0)}
+	l := connlimit.Listen(lis, lim, func(remote net.Addr, reason string) {
+		s.connsRefused.Add(1)
+		if s.connLog.allow(time.Now()) {
+			s.log.Warn("refuse cluster connection", "peer", remote.String(), "reason", reason, "refused_since_start", s.connsRefused.Load())
+		}
+	})
+	s.lis.Store(l)
+	return s.grpc.Serve(l)
+}
 
 // Stop closes the listeners and every stream at once.
 func (s *Server) Stop() { s.grpc.Stop() }
@@ -72,13 +103,21 @@ func (s *Server) GracefulStop() { s.grpc.GracefulStop() }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
-	return ServerStats{Received: s.received.Load(), StepFailed: s.stepFailed.Load(), Refused: s.refused.Load()}
+	st := ServerStats{Received: s.received.Load(), StepFailed: s.stepFailed.Load(), Refused: s.refused.Load(),
+		RefusedAtAdmission: s.refusedAtAdmission.Load(), LegacyStreams: s.legacyStreams.Load(), ConnsRefused: s.connsRefused.Load()}
+	if l := s.lis.Load(); l != nil {
+		st.ConnsOpen = l.Stats().Open
+	}
+	return st
 }
 
 // Send implements clusterv1.RaftServiceServer.
 func (s *Server) Send(stream clusterv1.RaftService_SendServer) error {
 	ctx := stream.Context()
-	var from uint64
+	// With sender headers the tap checked the sender already; every
+	// envelope must then name it. Without (an earlier sender), the first
+	// envelope is checked as it arrives.
+	from, _ := ctx.Value(senderKey{}).(uint64)
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

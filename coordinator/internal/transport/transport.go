@@ -134,6 +134,22 @@ func (t *Transport) Peer(id uint64) (Peer, bool) {
 	return p.info, true
 }
 
+// IsMember reports whether name is the Name of a member in the address
+// book; it makes a Transport the Members of a Server by default.
+func (t *Transport) IsMember(name string) bool {
+	if name == "" {
+		return false
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, p := range t.peers {
+		if p.info.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *Transport) checkPeer(id uint64, info Peer) error {
 	switch {
 	case id == 0:

@@ -32,14 +32,20 @@ const (
 //
 // RaftService carries raft messages from one coordinator to another.
 type RaftServiceClient interface {
-	// Send streams envelopes from one sender to one receiver. The receiver
-	// authenticates the sender once per stream (its TLS client certificate
-	// must carry the identity configured for from_member_id) and hands every
-	// message, in order, to its raft member. Every envelope of a stream must
-	// carry the same cluster_id and from_member_id.
+	// Send streams envelopes from one sender to one receiver. The sender
+	// names itself in the stream's metadata, "tributary-cluster-id" (its
+	// cluster id) and "tributary-member-id" (its member id, in decimal), and
+	// the receiver authenticates it from them and from its TLS client
+	// certificate (which must carry the identity configured for that member)
+	// before it reads anything of the stream. A stream without that metadata
+	// (a sender of an earlier version) is authenticated from its first
+	// envelope instead. The receiver hands every message, in order, to its
+	// raft member. Every envelope of a stream must carry the same cluster_id
+	// and from_member_id, those of the metadata when given.
 	//
 	// The receiver sends no response while the stream is open; it ends the
-	// stream with PERMISSION_DENIED for a wrong identity or unknown sender,
+	// stream with UNAUTHENTICATED without a verified client certificate,
+	// PERMISSION_DENIED for a wrong identity or unknown sender,
 	// FAILED_PRECONDITION for a wrong cluster id, INVALID_ARGUMENT for a
 	// malformed envelope or message, and RESOURCE_EXHAUSTED when it could not
 	// accept a snapshot. When the sender closes its side, the receiver ends
@@ -76,14 +82,20 @@ type RaftService_SendClient = grpc.BidiStreamingClient[SendRequest, SendResponse
 //
 // RaftService carries raft messages from one coordinator to another.
 type RaftServiceServer interface {
-	// Send streams envelopes from one sender to one receiver. The receiver
-	// authenticates the sender once per stream (its TLS client certificate
-	// must carry the identity configured for from_member_id) and hands every
-	// message, in order, to its raft member. Every envelope of a stream must
-	// carry the same cluster_id and from_member_id.
+	// Send streams envelopes from one sender to one receiver. The sender
+	// names itself in the stream's metadata, "tributary-cluster-id" (its
+	// cluster id) and "tributary-member-id" (its member id, in decimal), and
+	// the receiver authenticates it from them and from its TLS client
+	// certificate (which must carry the identity configured for that member)
+	// before it reads anything of the stream. A stream without that metadata
+	// (a sender of an earlier version) is authenticated from its first
+	// envelope instead. The receiver hands every message, in order, to its
+	// raft member. Every envelope of a stream must carry the same cluster_id
+	// and from_member_id, those of the metadata when given.
 	//
 	// The receiver sends no response while the stream is open; it ends the
-	// stream with PERMISSION_DENIED for a wrong identity or unknown sender,
+	// stream with UNAUTHENTICATED without a verified client certificate,
+	// PERMISSION_DENIED for a wrong identity or unknown sender,
 	// FAILED_PRECONDITION for a wrong cluster id, INVALID_ARGUMENT for a
 	// malformed envelope or message, and RESOURCE_EXHAUSTED when it could not
 	// accept a snapshot. When the sender closes its side, the receiver ends
