@@ -24,7 +24,8 @@ import (
 //   - Cluster listener (transport.Server's tap): a verified certificate
 //     naming a current member (clusterMembers), on every service.
 //   - Intake listener (admitEdge): a verified certificate from the edge CA
-//     naming no member, and AdmitEdge's consent.
+//     naming no member, not revoked in the catalog (cluster revoke-edge),
+//     and AdmitEdge's consent.
 
 // clusterMembers is who may use the cluster listener: the coordinators in
 // the raft transport's address book (bootstrap and join peers until the
@@ -127,6 +128,9 @@ func (c *Coordinator) checkEdgeCert(leaf *x509.Certificate) error {
 		if members.IsMember(n) {
 			return status.Errorf(codes.PermissionDenied, "certificate names coordinator %q: the intake admits edges only", n)
 		}
+	}
+	if n, ok := c.fsm.Node(id); ok && n.Revoked {
+		return status.Errorf(codes.PermissionDenied, "edge %q is revoked", id)
 	}
 	if c.opts.AdmitEdge == nil {
 		return nil

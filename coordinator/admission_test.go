@@ -381,11 +381,11 @@ func TestAdmission_ThreeCoordinatorsAndAnEdgeOverTLSWithTwoCAs(t *testing.T) {
 	e := startEdgeWith(t, intakes, &tls.Config{Certificates: []tls.Certificate{edgeCert}, RootCAs: peerCA.Pool, MinVersion: tls.VersionTLS13})
 	through := e.writeAndShip(t, 6)
 	e.checkQuery(t, lead, through, 0)
-	// Two replicas (the default factor): at least one of them got the
+	// Three replicas (the default factor): at least two of them got the
 	// segments from another coordinator's intake, over the cluster port.
 	reps := placement(t, lead)
-	if len(reps) != 2 {
-		t.Fatalf("placement %q: want two coordinators", reps)
+	if len(reps) != 3 {
+		t.Fatalf("placement %q: want three coordinators", reps)
 	}
 	for _, m := range ms {
 		if slices.Contains(reps, m.nodeID) && m.c.store.Stats().SegmentsApplied == 0 {

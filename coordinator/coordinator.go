@@ -43,6 +43,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/heal"
 	"github.com/tributarydb/tributary/coordinator/intake"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
@@ -66,6 +67,7 @@ type Coordinator struct {
 	tunnels    *tunnel.Registry
 	intakeGRPC *grpc.Server
 	front      *query.Frontend
+	healer     *heal.Healer
 	links      *links
 	// book is the set of raft ids in the transport's address book.
 	// REQUIRES: only used by the maintain goroutine after Open.
@@ -149,7 +151,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	c.links = newLinks(c)
 	closers = append(closers, c.links.close)
 
-	replicaSrv, err := replica.NewServer(replica.ServerOptions{Store: c.store, Authorize: c.authorizeMember})
+	replicaSrv, err := replica.NewServer(replica.ServerOptions{Store: c.store, Authorize: c.authorizeMember, Serving: c.storeBound})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +171,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if !o.Insecure {
 		identity = edgeIdentity
 	}
-	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger,
+	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger, Revoked: c.revoked,
 		DialOptions: []grpc.DialOption{c.grpcDialOption()}}); err != nil {
 		return nil, err
 	}
@@ -214,6 +216,11 @@ func Open(o Options) (_ *Coordinator, err error) {
 	c.intakeLis = connlimit.Listen(intakeLis, connlimit.Limits{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP},
 		c.refusedIntakeConn)
 	closers = append(closers, func() { c.intakeLis.Close() })
+	if c.healer, err = heal.New(heal.Options{Self: o.NodeID, Catalog: c.fsm, Raft: raftLeader{c}, Repairer: storeRepairer{c},
+		Interval: o.HealInterval, DeadAfter: o.DeadAfter, MaxMovesInFlight: o.MaxMovesInFlight, ScrubInterval: o.ScrubInterval,
+		Logger: o.Logger}); err != nil {
+		return nil, fmt.Errorf("healer: %w", err)
+	}
 	if c.metricsReg, err = c.registerMetrics(o.MeterProvider); err != nil {
 		return nil, err
 	}
@@ -240,6 +247,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 		}
 	})
 	c.wg.Go(func() { c.maintain(ctx) })
+	c.wg.Go(func() { c.healer.Run(ctx) })
 	c.log.Info("coordinator started", "raft_id", o.RaftID, "cluster", c.clusterLis.Addr().String(),
 		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers), "join_peers", len(o.JoinPeers))
 	return c, nil
@@ -277,6 +285,15 @@ func (c *Coordinator) IntakeAddr() string { return c.intakeLis.Addr().String() }
 // Backend is the query front end: every client protocol served from it
 // answers for the whole fleet. Writes are refused (they go to edges).
 func (c *Coordinator) Backend() backend.Backend { return c.front }
+
+// revoked reports whether the catalog revokes edge.
+func (c *Coordinator) revoked(edge string) bool {
+	n, ok := c.fsm.Node(edge)
+	return ok && n.Revoked
+}
+
+// Healer is the coordinator's healer (its counters, a scrub on demand).
+func (c *Coordinator) Healer() *heal.Healer { return c.healer }
 
 // Frontend is the query front end with its coverage reports.
 func (c *Coordinator) Frontend() *query.Frontend { return c.front }

@@ -84,6 +84,9 @@ func (l *links) peer(id string) (*replica.Client, error) {
 // or another coordinator's over the cluster link.
 func (l *links) replicaSource(id string) (query.ReplicaSource, error) {
 	if id == l.c.opts.NodeID {
+		if err := l.c.storeBound(); err != nil {
+			return nil, fmt.Errorf("this coordinator's replica store does not serve reads: %w", err)
+		}
 		return l.c.store, nil
 	}
 	return l.peer(id)
@@ -93,6 +96,9 @@ func (l *links) replicaSource(id string) (query.ReplicaSource, error) {
 // coordinator, an edge in this process, or one reachable at the query
 // address it advertised.
 func (l *links) edgeSource(id, addr string) (query.Source, error) {
+	if n, ok := l.c.fsm.Node(id); ok && n.Revoked {
+		return nil, fmt.Errorf("edge %q is revoked", id)
+	}
 	if s, ok := l.c.tunnels.Source(id); ok {
 		return s, nil
 	}
@@ -220,13 +226,14 @@ func (c *Coordinator) maintain(ctx context.Context) {
 			return
 		}
 		c.syncPeers()
+		c.dropRevokedTunnels()
 		if c.raft.Status().Lead != 0 {
 			n, ok := c.fsm.Node(c.opts.NodeID)
 			switch {
-			case !ok || n.Addr != c.opts.ClusterAddr:
+			case !ok || n.Addr != c.opts.ClusterAddr || n.StoreID != c.store.ID():
 				c.register(ctx)
 				lastBeat = time.Now()
-			case time.Since(lastBeat) >= 10*time.Second:
+			case time.Since(lastBeat) >= c.heartbeatInterval():
 				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err := c.raft.Propose(pctx, catalog.EncodeCommand(catalog.Heartbeat{Beats: []catalog.Beat{{ID: c.opts.NodeID, TimeMs: time.Now().UnixMilli()}}}))
 				cancel()
@@ -251,13 +258,34 @@ func (c *Coordinator) register(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := c.raft.Propose(pctx, catalog.EncodeCommand(catalog.RegisterNode{ID: c.opts.NodeID, Role: catalog.RoleCoordinator,
-		RaftID: c.opts.RaftID, Addr: c.opts.ClusterAddr, Identity: identity, TimeMs: time.Now().UnixMilli()}))
+		RaftID: c.opts.RaftID, Addr: c.opts.ClusterAddr, Identity: identity, TimeMs: time.Now().UnixMilli(), StoreID: c.store.ID()}))
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("register in the catalog failed; retrying", "err", err)
 		return
 	}
 	if err == nil {
 		c.log.Info("registered in the catalog", "cluster_addr", c.opts.ClusterAddr)
+	}
+}
+
+// heartbeatInterval is how often this coordinator heartbeats: every 10 s,
+// or a quarter of the dead-after when that is shorter, so that a live
+// member is never taken for dead.
+func (c *Coordinator) heartbeatInterval() time.Duration {
+	dead := c.opts.DeadAfter
+	if dead == 0 {
+		dead = time.Duration(c.fsm.Config().DeadAfter()) * time.Millisecond
+	}
+	return max(min(10*time.Second, dead/4), 250*time.Millisecond)
+}
+
+// dropRevokedTunnels ends the query tunnels of revoked edges (the intake
+// ends their replication streams itself).
+func (c *Coordinator) dropRevokedTunnels() {
+	for _, e := range c.tunnels.Edges() {
+		if n, ok := c.fsm.Node(e); ok && n.Revoked {
+			c.tunnels.Drop(e)
+		}
 	}
 }
 

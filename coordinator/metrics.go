@@ -39,6 +39,11 @@ var (
 	intakeStored, intakeDuplicate, intakeConflict = outcomeAttr("stored"), outcomeAttr("duplicate"), outcomeAttr("conflict")
 	latePending, lateRecorded                     = outcomeAttr("pending"), outcomeAttr("recorded")
 	reshipRequested, reshipUnavailable            = outcomeAttr("requested"), outcomeAttr("unavailable")
+	outcomeDone, outcomeFailed                    = outcomeAttr("done"), outcomeAttr("failed")
+	stateDown                                     = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "down")))
+	stateActive                                   = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
+	findingMissing                                = metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "missing")))
+	findingFound                                  = metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", "found")))
 	replicaApplied, replicaDuplicate              = outcomeAttr("applied"), outcomeAttr("duplicate")
 	replicaConflict, replicaInvalid, replicaError = outcomeAttr("conflict"), outcomeAttr("invalid"), outcomeAttr("error")
 
@@ -116,6 +121,17 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 	inReships := counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
 	inRevoked := counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
 
+	// Healer.
+	healMarked := counter("tributary.heal.coordinators.marked", "{change}", "Coordinators this member, as raft leader, marked down (no heartbeat within dead-after) or active again, by state.")
+	healRebalances := counter("tributary.heal.rebalances", "{command}", "Rebalance commands this member proposed as leader (a few moves at a time).")
+	healMoves := counter("tributary.heal.moves", "{placement}", "Placements those rebalances changed.")
+	healCopies := counter("tributary.heal.copies", "{copy}", "Repair copies of runs this coordinator's replicas lacked, by outcome: done (copied and recorded), failed (retried).")
+	healCopied := counter("tributary.heal.copied", "By", "Segment bytes (uncompressed) copied into this coordinator's replica store by repairs.")
+	healRunning := gauge("tributary.heal.copies.running", "{copy}", "Repair copies running now.")
+	healScrubs := counter("tributary.heal.scrubs", "{round}", "Scrub rounds comparing the replica store with the catalog.")
+	healFindings := counter("tributary.heal.scrub.findings", "{run}", "Runs a scrub found, by kind: missing (credited by the catalog, not in the store; repaired), found (in the store, listed as lacking; recorded).")
+	healForgotten := counter("tributary.heal.forgotten", "{edge}", "Edges the replica store forgot because they are placed elsewhere.")
+
 	// Replica store.
 	repSegs := counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
 	repPoints := counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
@@ -171,6 +187,20 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(inReships, is.Reships, reshipRequested)
 		o.ObserveInt64(inReships, is.ReshipsUnavailable, reshipUnavailable)
 		o.ObserveInt64(inRevoked, is.RevokedRefusals)
+
+		hs := c.healer.Stats()
+		o.ObserveInt64(healMarked, hs.MarkedDown, stateDown)
+		o.ObserveInt64(healMarked, hs.MarkedUp, stateActive)
+		o.ObserveInt64(healRebalances, hs.Rebalances)
+		o.ObserveInt64(healMoves, hs.Moves)
+		o.ObserveInt64(healCopies, hs.Copies, outcomeDone)
+		o.ObserveInt64(healCopies, hs.CopyFailures, outcomeFailed)
+		o.ObserveInt64(healCopied, hs.CopiedBytes)
+		o.ObserveInt64(healRunning, hs.CopiesRunning)
+		o.ObserveInt64(healScrubs, hs.Scrubs)
+		o.ObserveInt64(healFindings, hs.ScrubMissing, findingMissing)
+		o.ObserveInt64(healFindings, hs.ScrubFound, findingFound)
+		o.ObserveInt64(healForgotten, hs.Forgotten)
 
 		rs := c.store.Stats()
 		o.ObserveInt64(repSegs, rs.SegmentsApplied, replicaApplied)

@@ -93,6 +93,17 @@ type Options struct {
 	// DefaultClusterLimits and DefaultIntakeLimits.
 	ClusterLimits, IntakeLimits ListenerLimits
 
+	// Healing (package heal). DeadAfter overrides the fleet
+	// configuration's dead-after (0: use the fleet's); HealInterval is how
+	// often the healer acts (default 2s); RepairBytesPerSec paces the
+	// copies this coordinator makes of what it lacks (default 64 MiB/s;
+	// negative: unlimited); ScrubInterval is how often the replica store is
+	// compared with the catalog (default 10m; negative: never);
+	// MaxMovesInFlight bounds the balancing moves not finished (default 4).
+	DeadAfter, HealInterval, ScrubInterval time.Duration
+	RepairBytesPerSec                      int64
+	MaxMovesInFlight                       int
+
 	// Replica store sizing and retention (see package replica).
 	RetentionRaw, Retention1h, Retention1d time.Duration
 	HeadMaxBytes, BlockCacheBytes          int64
@@ -164,6 +175,9 @@ func (o *Options) Validate() error {
 	if o.ClusterAddr == "" {
 		o.ClusterAddr = o.ClusterListen
 	}
+	if o.RepairBytesPerSec == 0 {
+		o.RepairBytesPerSec = 64 << 20
+	}
 	if o.TickInterval == 0 {
 		o.TickInterval = 100 * time.Millisecond
 	}
@@ -182,6 +196,12 @@ func (o *Options) Validate() error {
 	}
 	if o.RaftID == 0 {
 		bad = append(bad, errors.New("RaftID must be non-zero"))
+	}
+	if o.DeadAfter < 0 || o.HealInterval < 0 || o.MaxMovesInFlight < 0 {
+		bad = append(bad, fmt.Errorf("negative DeadAfter %s, HealInterval %s or MaxMovesInFlight %d", o.DeadAfter, o.HealInterval, o.MaxMovesInFlight))
+	}
+	if o.DeadAfter > 0 && o.DeadAfter < time.Second {
+		bad = append(bad, fmt.Errorf("DeadAfter %s is under a second", o.DeadAfter))
 	}
 	if o.DataDir == "" {
 		bad = append(bad, errors.New("DataDir is required"))

@@ -19,6 +19,12 @@ import (
 type ServerOptions struct {
 	Store     *Store
 	Authorize func(ctx context.Context) error // nil: allow (tests, local mode); production checks the caller is a coordinator member
+	// Serving, when set, is asked before a Query, Export or Holdings call
+	// is answered: an error refuses it as UNAVAILABLE (the caller asks
+	// another replica). The coordinator refuses reads until the catalog
+	// binds this store's identity, so that a replaced store never answers
+	// for what its predecessor held.
+	Serving func() error
 	// MaxSegmentBytes bounds a stored segment, uncompressed (default 64 MiB).
 	// The grpc.Server must accept messages of MaxStoreMessageBytes of it:
 	// see GRPCServerOptions.
@@ -184,6 +190,9 @@ func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaSe
 	if err := s.authorize(ctx); err != nil {
 		return err
 	}
+	if err := s.serving(); err != nil {
+		return err
+	}
 	maxFile := min(int64(DefaultExportFileBytes), s.opts.MaxSegmentBytes)
 	if m := req.GetMaxFileBytes(); m != 0 {
 		if m > uint64(s.opts.MaxSegmentBytes) {
@@ -243,6 +252,9 @@ func (s *Server) Holdings(ctx context.Context, req *clusterv1.HoldingsRequest) (
 	if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.serving(); err != nil {
+		return nil, err
+	}
 	runs, err := s.opts.Store.Holdings(req.GetEdge())
 	if err != nil {
 		return nil, toStatus(err)
@@ -250,10 +262,24 @@ func (s *Server) Holdings(ctx context.Context, req *clusterv1.HoldingsRequest) (
 	return holdingsToProto(runs), nil
 }
 
+// serving refuses reads while ServerOptions.Serving says so.
+func (s *Server) serving() error {
+	if s.opts.Serving == nil {
+		return nil
+	}
+	if err := s.opts.Serving(); err != nil {
+		return status.Errorf(codes.Unavailable, "replica store does not serve reads: %v", err)
+	}
+	return nil
+}
+
 // Query streams the answer to a query.
 func (s *Server) Query(req *clusterv1.QueryRequest, stream clusterv1.ReplicaService_QueryServer) error {
 	ctx := stream.Context()
 	if err := s.authorize(ctx); err != nil {
+		return err
+	}
+	if err := s.serving(); err != nil {
 		return err
 	}
 	q, err := queryFromProto(req)

@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -33,6 +35,10 @@ type Store struct {
 	copyMu  sync.Mutex
 	copying map[string]bool // progress keys of the Copies running
 
+	// id is the store's identity (storeIDKey), made when the store was
+	// first opened.
+	id string
+
 	stats struct {
 		applied, copied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
 	}
@@ -60,8 +66,43 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open replica engine in %s: %w", o.Dir, err)
 	}
-	return &Store{opts: o, log: o.Logger, eng: eng, seed: maphash.MakeSeed()}, nil
+	s := &Store{opts: o, log: o.Logger, eng: eng, seed: maphash.MakeSeed()}
+	if s.id, err = s.loadID(); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return s, nil
 }
+
+// storeIDKey is the replica meta record of the store's identity: 16
+// random bytes, written (durably) when a store without one is opened, so
+// a new or emptied replica directory gets a new identity.
+const storeIDKey = "store.id"
+
+func (s *Store) loadID() (string, error) {
+	v, ok, err := s.eng.GetReplicaMeta(storeIDKey)
+	if err != nil {
+		return "", fmt.Errorf("read replica store identity: %w", err)
+	}
+	if ok {
+		if len(v) != 16 {
+			return "", fmt.Errorf("replica store identity is %d bytes, want 16", len(v))
+		}
+		return hex.EncodeToString(v), nil
+	}
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return "", fmt.Errorf("make a replica store identity: %w", err)
+	}
+	if err := s.eng.PutReplicaMeta(storeIDKey, id); err != nil {
+		return "", fmt.Errorf("record the replica store identity: %w", err)
+	}
+	return hex.EncodeToString(id), nil
+}
+
+// ID is the store's identity: 32 hex digits, fixed for the life of its
+// directory. The catalog binds it to the coordinator (catalog.Node.StoreID).
+func (s *Store) ID() string { return s.id }
 
 // Close flushes and closes the engine. Safe to call twice.
 func (s *Store) Close() error {

@@ -47,7 +47,11 @@ type Options struct {
 	// and the dialer are the Registry's own: the tunnel is already
 	// authenticated by the stream it rides on.
 	DialOptions []grpc.DialOption
-	Logger      *slog.Logger
+	// Revoked reports whether an edge is refused: its hello is refused
+	// with PERMISSION_DENIED (an open tunnel is ended with Drop). Nil:
+	// none is.
+	Revoked func(edge string) bool
+	Logger  *slog.Logger
 }
 
 // Validate fills in defaults.
@@ -102,6 +106,20 @@ func (r *Registry) Edges() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Drop ends edge's open tunnel, if it has one (a revoked edge).
+func (r *Registry) Drop(edge string) bool {
+	r.mu.Lock()
+	e := r.edges[edge]
+	delete(r.edges, edge)
+	r.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.conn.Close()
+	r.o.Logger.Warn("query tunnel ended: the edge is revoked", "edge", edge)
+	return true
 }
 
 // Close ends every tunnel and refuses new ones. Safe to call more than
@@ -242,6 +260,9 @@ func (r *Registry) hello(ctx context.Context, h *pb.TunnelHello) (string, error)
 		if edge != id {
 			return "", status.Errorf(codes.PermissionDenied, "tunnel hello names node %q, the caller is %q", edge, id)
 		}
+	}
+	if r.o.Revoked != nil && r.o.Revoked(edge) {
+		return "", status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
 	}
 	return edge, nil
 }
