@@ -5,16 +5,22 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/tributarydb/tributary/internal/testcert"
 )
@@ -343,5 +349,80 @@ func TestMutualTLS_ClientChecksTheServerName(t *testing.T) {
 	addr2 := tlsEcho(t, &tls.Config{Certificates: []tls.Certificate{other.Issue(t, "spiffe://test/server")}, MinVersion: tls.VersionTLS12})
 	if _, err := dialEcho(t, addr2, client); err == nil {
 		t.Error("a server of another CA was accepted")
+	}
+}
+
+// TestMutualTLS_GRPCLinkSurvivesARotationOfTheCAAndBothCertificates drives
+// what the cluster and intake links do: both ends built by MutualTLS, the
+// client wrapped with an extra identity check as the raft transport does.
+func TestMutualTLS_GRPCLinkSurvivesARotationOfTheCAAndBothCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca1, ca2 := testcert.NewCA(t), testcert.NewCA(t)
+	files := func(name string, ca *testcert.CA) (string, string, string) {
+		cert, key := testcert.WritePair(t, dir, name, ca.Issue(t, "spiffe://test/"+name))
+		caFile := filepath.Join(dir, name+"-ca.pem")
+		testcert.WriteFile(t, caFile, ca.CertPEM())
+		return cert, key, caFile
+	}
+	srvTLS, _, err := MutualTLS(files("coordinator", ca1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cliTLS, err := MutualTLS(files("edge", ca1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(srvTLS)))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	defer g.Stop()
+	var checked atomic.Int64
+	dial := func() *grpc.ClientConn {
+		cfg := cliTLS.Clone()
+		prev := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if err := prev(cs); err != nil {
+				return err
+			}
+			checked.Add(1)
+			if cs.PeerCertificates[0].URIs[0].String() != "spiffe://test/coordinator" {
+				return errors.New("not the coordinator")
+			}
+			return nil
+		}
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	call := func(cc *grpc.ClientConn) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	established := dial()
+	if err := call(established); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	files("coordinator", ca2)
+	files("edge", ca2)
+	if err := reloadIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(dial()); err != nil {
+		t.Fatalf("a new link after the rotation: %v", err)
+	}
+	if err := call(established); err != nil {
+		t.Fatalf("the link made before the rotation: %v", err)
+	}
+	if n := checked.Load(); n != 2 {
+		t.Errorf("the caller's identity check ran %d times, want 2", n)
 	}
 }
