@@ -328,3 +328,35 @@ func TestCredentials_ServesRealClientsOverTLS(t *testing.T) {
 		t.Fatalf("after the refusal: %v", err)
 	}
 }
+
+// BenchmarkConn_WriteTraffic measures the guard on what it mostly sees:
+// large write messages of an unlimited method in 16 KiB DATA frames.
+func BenchmarkConn_WriteTraffic(b *testing.B) {
+	w := newWire()
+	w.headers(1, watch, 0, false, false)
+	frame := make([]byte, 16<<10)
+	for range 256 {
+		w.data(1, frame, false, false)
+	}
+	data := w.buf.Bytes()
+	for _, guarded := range []bool{false, true} {
+		b.Run(map[bool]string{false: "raw", true: "guarded"}[guarded], func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			buf := make([]byte, 32<<10)
+			o := Options{Limit: limits}
+			o.normalize()
+			for b.Loop() {
+				var r io.Reader = &chunkConn{data: data, chunks: []int{32 << 10}}
+				if guarded {
+					r = newConn(r.(*chunkConn), o)
+				}
+				for {
+					if _, err := r.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+}
