@@ -399,6 +399,9 @@ func TestCoordinatorChart_HA(t *testing.T) {
 		ep[0].TLSConfig.CA.Secret.Name != "tributary-coordinator-tls" {
 		t.Errorf("ServiceMonitor endpoints %+v", ep)
 	}
+	if a := ep[0].Authorization; a == nil || a.Type != "Bearer" || a.Credentials == nil || a.Credentials.Name != "tributary-token" {
+		t.Errorf("ServiceMonitor does not send the token /metrics needs: %+v", a)
+	}
 	if r.monitor.Labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v", r.monitor.Labels)
 	}

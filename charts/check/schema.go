@@ -63,7 +63,11 @@ type ServiceMonitor struct {
 			Scheme        string `json:"scheme,omitempty"`
 			Interval      string `json:"interval,omitempty"`
 			ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
-			TLSConfig     *struct {
+			Authorization *struct {
+				Type        string  `json:"type,omitempty"`
+				Credentials *KeyRef `json:"credentials,omitempty"`
+			} `json:"authorization,omitempty"`
+			TLSConfig *struct {
 				ServerName         string         `json:"serverName,omitempty"`
 				InsecureSkipVerify bool           `json:"insecureSkipVerify,omitempty"`
 				CA                 *SecretOrCMRef `json:"ca,omitempty"`

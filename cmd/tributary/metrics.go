@@ -30,6 +30,7 @@ func metricsHandler(tp *telemetry.Provider, grpcAPI *api.Server, stats *httpapi.
 // them through its error handler.
 func registerAPIMetrics(mp metric.MeterProvider, grpcAPI *api.Server, stats *httpapi.Stats) {
 	meter := mp.Meter("github.com/tributarydb/tributary/httpapi")
+	registerCredentialMetrics(meter)
 	events, _ := meter.Int64ObservableCounter("tributary.api.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Client API events: limit violations, refused requests and per-protocol counts."))
 	insts := []metric.Observable{events}

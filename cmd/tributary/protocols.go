@@ -14,9 +14,16 @@ import (
 	"github.com/tributarydb/tributary/httpapi/prom"
 )
 
-// openPaths need no token: liveness and readiness probes (health.go),
-// client pings and metrics.
-var openPaths = []string{"/ping", "/health", "/healthz", "/readyz", "/metrics"}
+// openPaths are the paths that need no token: liveness and readiness
+// probes (health.go) and client pings, and the metrics unless
+// metricsAuth.
+func openPaths(metricsAuth bool) []string {
+	open := []string{"/ping", "/health", "/healthz", "/readyz"}
+	if !metricsAuth {
+		open = append(open, "/metrics")
+	}
+	return open
+}
 
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {
@@ -35,12 +42,14 @@ type telnetServer interface {
 	Shutdown(context.Context) error
 }
 
-// newTelnet returns the OpenTSDB telnet-style put listener. It has no
-// authentication (standard senders cannot send a token), which is why it is
-// off by default and, like every plaintext listener, loopback-only unless
+// newTelnet returns the OpenTSDB telnet-style put listener, holding at
+// most maxConns connections. It has no authentication (standard senders
+// cannot send a token), which is why it is off by default, refused while
+// tokens are set unless --opentsdb-telnet-unauthenticated says otherwise,
+// and, like every plaintext listener, loopback-only unless
 // --insecure-listen is given.
-func newTelnet(b backend.Backend, cfg *httpapi.Config, log *slog.Logger) telnetServer {
-	srv, err := opentsdb.NewTelnetServer(b, cfg, opentsdb.TelnetOptions{Logger: log})
+func newTelnet(b backend.Backend, cfg *httpapi.Config, maxConns int, log *slog.Logger) telnetServer {
+	srv, err := opentsdb.NewTelnetServer(b, cfg, opentsdb.TelnetOptions{MaxConns: maxConns, Logger: log})
 	if err != nil {
 		panic("BUG: default telnet options: " + err.Error())
 	}

@@ -160,3 +160,46 @@ func (ca *CA) issue(t testing.TB, name string, identity func(*x509.Certificate))
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// CertPEM returns the CA's certificate in PEM: the content of a CA bundle
+// file that trusts it.
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// WritePair writes an issued certificate and its key to NAME.pem and
+// NAME.key in dir and returns the two paths. It writes each file under a
+// temporary name and renames it, as a secret volume or a careful operator
+// replaces certificates.
+func WritePair(t testing.TB, dir, name string, c tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	var certPEM []byte
+	for _, der := range c.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	key, ok := c.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("testcert: WritePair: key is %T, want *ecdsa.PrivateKey", c.PrivateKey)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	WriteFile(t, certFile, certPEM)
+	WriteFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
+	return certFile, keyFile
+}
+
+// WriteFile replaces path with data by writing a temporary file beside it
+// and renaming it over path.
+func WriteFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
