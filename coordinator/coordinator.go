@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/replica"
 	"github.com/tributarydb/tributary/coordinator/tunnel"
 	"github.com/tributarydb/tributary/internal/connlimit"
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
 // Coordinator is one running coordinator.
@@ -76,6 +78,8 @@ type Coordinator struct {
 	clusterLis net.Listener
 	intakeLis  *connlimit.Listener
 	admission  admission
+	// lock holds the data directory's LOCK file until Stop.
+	lock *os.File
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -109,6 +113,19 @@ func Open(o Options) (_ *Coordinator, err error) {
 		}
 	}()
 
+	// One process per data directory: a second one would write the same
+	// raft log and replica store.
+	if c.lock, err = lockDataDir(o.DataDir); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { c.lock.Close() })
+	if m, ok, err := ReadMember(o.DataDir); err != nil {
+		return nil, err
+	} else if ok && (m.RaftID != o.RaftID || m.NodeID != o.NodeID) {
+		return nil, fmt.Errorf("data directory %s belongs to coordinator %q with raft id %d, not %q with raft id %d",
+			o.DataDir, m.NodeID, m.RaftID, o.NodeID, o.RaftID)
+	}
+
 	c.store, err = replica.Open(replica.Options{
 		Dir: o.replicaDir(), CoordinatorID: o.NodeID, Logger: o.Logger,
 		RetentionRaw: o.RetentionRaw, Retention1h: o.Retention1h, Retention1d: o.Retention1d,
@@ -138,6 +155,9 @@ func Open(o Options) (_ *Coordinator, err error) {
 		return nil, fmt.Errorf("open raft member: %w", err)
 	}
 	closers = append(closers, func() { c.raft.Close() })
+	if err := writeMember(o.DataDir, Member{NodeID: o.NodeID, RaftID: o.RaftID}); err != nil {
+		return nil, fmt.Errorf("record the data directory's member: %w", err)
+	}
 	c.tr.SetReporter(c.raft)
 	c.book = map[uint64]bool{}
 	for _, p := range append(slices.Clone(o.Peers), o.JoinPeers...) {
@@ -162,7 +182,11 @@ func Open(o Options) (_ *Coordinator, err error) {
 		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Members: clusterMembers{c}, Logger: o.Logger,
 		MaxStreams: o.ClusterLimits.MaxStreams, MaxConns: o.ClusterLimits.MaxConns, MaxConnsPerIP: o.ClusterLimits.MaxConnsPerIP,
 		Step:     func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
-		Register: replicaSrv.Register, GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
+		Register: func(g *grpc.Server) {
+			replicaSrv.Register(g)
+			clusterv1.RegisterMemberServiceServer(g, memberService{c: c})
+		},
+		GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster server: %w", err)
 	}
@@ -362,6 +386,7 @@ func (c *Coordinator) stop(ctx context.Context) error {
 	if err := c.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close replica store: %w", err))
 	}
+	c.lock.Close() // releases the data directory's lock
 	c.log.Info("coordinator stopped")
 	return errors.Join(errs...)
 }

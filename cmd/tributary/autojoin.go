@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -32,7 +33,11 @@ type autoJoiner struct {
 	interval   time.Duration // between rounds
 	maxLag     uint64        // promote once within this many entries of the leader
 	callTime   time.Duration // limit of one call
-	log        *slog.Logger
+	// replaces is the raft id of the member this one replaces (it lost its
+	// disk and rejoins under a new raft id): removed before this one is
+	// added. 0: none.
+	replaces uint64
+	log      *slog.Logger
 }
 
 // errNotYet ends a round that must be retried.
@@ -123,6 +128,19 @@ func (j *autoJoiner) round(ctx context.Context) error {
 	leaderAddr, err := j.clientAddr(leader.Addr)
 	if err != nil {
 		return err
+	}
+	if j.replaces != 0 && slices.ContainsFunc(view.Members, func(m *pb.Member) bool { return m.RaftId == j.replaces }) {
+		// The member this one replaces first: its log and votes are gone
+		// with its disk, so it can only stall the quorum.
+		err := j.call(ctx, leaderAddr, func(ctx context.Context, c pb.ClusterServiceClient) error {
+			_, err := c.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: j.replaces})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("remove member %d, which this one replaces, at the leader %s: %w", j.replaces, leaderAddr, err)
+		}
+		j.log.Warn("rejoin: removed the member this coordinator replaces", "old_raft_id", j.replaces, "raft_id", j.self.RaftID, "leader", leader.NodeId)
+		return errNotYet
 	}
 	if me == nil {
 		// NB: only ever as a learner, and only when absent: asking to add

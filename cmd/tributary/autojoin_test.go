@@ -201,3 +201,25 @@ func TestNewAutoJoiner_AdvertisedAddressAndClientPort(t *testing.T) {
 		t.Error("--listen without a port accepted")
 	}
 }
+
+func TestNewRaftID_KeepsTheOrdinalWithIdentityFromHostname(t *testing.T) {
+	byHost := coordinatorFlags{identityFromHostname: true}
+	plain := coordinatorFlags{}
+	cases := []struct {
+		f          *coordinatorFlags
+		max, old   uint64
+		want, ordn uint64
+	}{
+		{&byHost, 3, 2, 1002, 2},
+		{&byHost, 1002, 2, 2002, 2},
+		{&byHost, 1500, 3, 2003, 3},
+		{&plain, 3, 2, 4, 4},
+		{&plain, 9, 2, 10, 10},
+	}
+	for _, c := range cases {
+		got := c.f.newRaftID(c.max, c.old)
+		if got != c.want || got <= c.max || ordinalOf(got) != c.ordn {
+			t.Errorf("newRaftID(%d, %d) = %d (ordinal %d), want %d (ordinal %d)", c.max, c.old, got, ordinalOf(got), c.want, c.ordn)
+		}
+	}
+}

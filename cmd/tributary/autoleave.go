@@ -132,7 +132,7 @@ func (l *autoLeaver) round(ctx context.Context) error {
 	var beyond, keep []*pb.Member // beyond: raft id > expected; keep: the voters within
 	for _, m := range view.Members {
 		switch {
-		case m.RaftId > l.expected:
+		case ordinalOf(m.RaftId) > l.expected:
 			beyond = append(beyond, m)
 		case !m.Learner:
 			keep = append(keep, m)
@@ -149,7 +149,7 @@ func (l *autoLeaver) round(ctx context.Context) error {
 	if len(keep) == 0 {
 		return fmt.Errorf("no voter within the %d expected members (voters: %s): nothing removed", l.expected, raftIDs(view.Members))
 	}
-	if l.self.RaftID > l.expected {
+	if ordinalOf(l.self.RaftID) > l.expected {
 		return l.handOver(ctx, selfAddr, keep)
 	}
 	// Learners first (no effect on the quorum), then voters from the

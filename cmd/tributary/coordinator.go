@@ -51,6 +51,12 @@ type coordinatorFlags struct {
 	identityFromHostname bool
 	hostname             func() (string, error)
 	autoJoin             bool
+	// rejoin: a data directory without a raft log whose member the
+	// cluster knows joins as a new member (coordinator.CheckFreshDataDir).
+	rejoin bool
+	// replaces is the raft id a rejoining member replaces (0: none); the
+	// auto-joiner removes it before adding this one.
+	replaces uint64
 	// expectedMembers (0: off) and autoLeaveAfter configure autoLeaver.
 	expectedMembers uint64
 	autoLeaveAfter  time.Duration
@@ -68,6 +74,12 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
 		fs.Uint64Var(&f.expectedMembers, "expected-members", 0, "with --identity-from-hostname: the StatefulSet's replica count; the leader removes from raft the members beyond it (raft id > N) once they have not answered for --auto-leave-after, never below a quorum, and a pod beyond it does not auto-join (0: off)")
 		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members: how long a member beyond it must be unreachable before the leader removes it")
+		fs.BoolVar(&f.rejoin, "rejoin", false, "when the data directory holds no raft log but the cluster knows this coordinator (its disk was lost or replaced): join as a new member under a new raft id, replacing the old one, and get its share of the data back by re-replication (the leader is asked as --auto-join asks it). Without it such a coordinator refuses to start, saying so")
+		fs.DurationVar(&o.DeadAfter, "dead-after", 0, "mark a coordinator down once it has not heartbeated for this long, so that its replicas move (0: the fleet configuration's, default 5m; `tributary cluster config --dead-after` sets that)")
+		fs.DurationVar(&o.HealInterval, "heal-interval", 2*time.Second, "how often the healer judges health and balance (as leader) and looks for runs this coordinator's replicas lack")
+		fs.Int64Var(&o.RepairBytesPerSec, "repair-bytes-per-sec", 64<<20, "pace of the copies this coordinator makes of what its replicas lack, in segment bytes per second (negative: unlimited)")
+		fs.DurationVar(&o.ScrubInterval, "scrub-interval", 10*time.Minute, "how often the replica store is compared with the catalog (negative: never)")
+		fs.IntVar(&o.MaxMovesInFlight, "max-moves-in-flight", 4, "balancing moves whose copies may be unfinished at once (the leader proposes more only below it)")
 		fs.Uint64Var(&o.SnapshotEntries, "raft-snapshot-entries", 10_000, "snapshot the catalog every this many applied raft entries")
 		fs.Uint64Var(&o.KeepEntries, "raft-keep-entries", 5_000, "raft entries kept in the log before a snapshot (a member lagging further catches up from a snapshot)")
 		fs.StringVar(&o.ClusterAddr, "cluster-advertise", "", "cluster address the other coordinators use to reach this one (default: --cluster-listen)")
@@ -116,6 +128,21 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 			return fmt.Errorf("%w: --identity-from-hostname: %v", errUsage, err)
 		}
 	}
+	// A data directory written under another raft id (its member rejoined
+	// after losing a disk) keeps that raft id.
+	if o.DataDir != "" && o.NodeID != "" {
+		m, ok, err := coordinator.ReadMember(o.DataDir)
+		if err != nil {
+			return err
+		}
+		if ok && m.NodeID == o.NodeID && m.RaftID != o.RaftID {
+			if !f.identityFromHostname {
+				return fmt.Errorf("%w: --raft-id %d, but data directory %s belongs to raft member %d of %q (it rejoined under that id): give --raft-id %d",
+					errUsage, o.RaftID, o.DataDir, m.RaftID, m.NodeID, m.RaftID)
+			}
+			o.RaftID = m.RaftID
+		}
+	}
 	if f.expectedMembers > 0 && (!f.identityFromHostname || f.autoLeaveAfter <= 0) {
 		return fmt.Errorf("%w: --expected-members needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage)
 	}
@@ -125,7 +152,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	if o.JoinPeers, err = parsePeers("--join", f.join); err != nil {
 		return err
 	}
-	if f.identityFromHostname && len(o.Peers) > 0 && !slices.ContainsFunc(o.Peers, func(p coordinator.Peer) bool { return p.RaftID == o.RaftID }) {
+	if f.identityFromHostname && len(o.Peers) > 0 && !slices.ContainsFunc(o.Peers, func(p coordinator.Peer) bool { return p.RaftID == o.RaftID && p.NodeID == o.NodeID }) {
 		// A pod beyond the bootstrap size (the StatefulSet was scaled
 		// up): the same --peers list every pod gets names the bootstrap
 		// members, which this one joins instead of founding a second
@@ -183,6 +210,43 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	return nil
 }
 
+// checkFresh decides what a coordinator whose data directory holds no raft
+// log does (coordinator.CheckFreshDataDir): bootstrap or join as its flags
+// say, refuse to start (its disk was lost and --rejoin not given), or
+// rejoin under a new raft id (o is changed to join, and the auto-joiner
+// replaces the old member). It waits for the peers until SIGINT or
+// SIGTERM.
+func (f *coordinatorFlags) checkFresh(o *coordinator.Options, log *slog.Logger) error {
+	present, err := coordinator.RaftLogPresent(o.DataDir)
+	if err != nil || present {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := coordinator.CheckFreshDataDir(ctx, *o, f.rejoin, f.newRaftID)
+	if err != nil {
+		return err
+	}
+	switch d.Action {
+	case coordinator.FreshRefuse:
+		return fmt.Errorf("coordinator %q does not start: %s", o.NodeID, d.Reason)
+	case coordinator.FreshRejoin:
+		log.Warn("rejoining as a new member: this data directory lost the raft log the cluster knows", "reason", d.Reason,
+			"old_raft_id", d.Replaces, "raft_id", d.RaftID)
+		joins := append(slices.Clone(o.Peers), o.JoinPeers...)
+		o.Peers, o.JoinPeers = nil, nil
+		for _, p := range joins {
+			if p.NodeID != o.NodeID && !slices.ContainsFunc(o.JoinPeers, func(q coordinator.Peer) bool { return q.RaftID == p.RaftID }) {
+				o.JoinPeers = append(o.JoinPeers, p)
+			}
+		}
+		o.RaftID, f.replaces = d.RaftID, d.Replaces
+	default:
+		log.Info("no raft log here", "decision", d.Reason)
+	}
+	return nil
+}
+
 // checkEdgeCA requires --edge-ca and refuses one that shares a CA
 // certificate with --peer-ca unless --allow-shared-ca: the cluster
 // listener trusts --peer-ca, so a certificate issued to an edge by a
@@ -229,7 +293,33 @@ func identityFromHostname(hostname string) (nodeID string, raftID uint64, err er
 	if err != nil || (len(digits) > 1 && digits[0] == '0') {
 		return "", 0, fmt.Errorf("host name %q does not end in -N (a StatefulSet ordinal): %q is not a number", hostname, digits)
 	}
+	if ord+1 >= raftIDGeneration {
+		return "", 0, fmt.Errorf("host name %q: ordinal %d is %d or more", hostname, ord, raftIDGeneration-1)
+	}
 	return hostname, ord + 1, nil
+}
+
+// raftIDGeneration separates the raft ids one StatefulSet ordinal takes
+// over its lives: ordinal k is raft id k+1, then k+1+1000 after it rejoined
+// with a new disk, and so on, so that the ordinal stays readable in it.
+const raftIDGeneration = 1000
+
+// ordinalOf is the StatefulSet ordinal + 1 of a raft id given by
+// --identity-from-hostname, whatever its generation.
+func ordinalOf(raftID uint64) uint64 { return (raftID-1)%raftIDGeneration + 1 }
+
+// newRaftID picks the raft id of a member that rejoins in place of old,
+// above every raft id the cluster knows (maxRaftID): the next one, or with
+// --identity-from-hostname the next generation of the same ordinal.
+func (f *coordinatorFlags) newRaftID(maxRaftID, old uint64) uint64 {
+	if !f.identityFromHostname {
+		return maxRaftID + 1
+	}
+	id := old
+	for id <= maxRaftID {
+		id += raftIDGeneration
+	}
+	return id
 }
 
 // parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
@@ -285,6 +375,9 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stopTelemetry(tp, log)
 	o.MeterProvider, o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
+	if err := cf.checkFresh(&o, log); err != nil {
+		return err
+	}
 	c, err := coordinator.Open(o)
 	if err != nil {
 		return err
@@ -297,11 +390,12 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
 	var bg []func(context.Context) error // membership loops, run until shutdown
-	if cf.autoJoin && len(o.JoinPeers) > 0 {
-		if cf.expectedMembers > 0 && o.RaftID > cf.expectedMembers {
+	if (cf.autoJoin || cf.replaces != 0) && len(o.JoinPeers) > 0 {
+		if cf.expectedMembers > 0 && ordinalOf(o.RaftID) > cf.expectedMembers {
 			log.Warn("auto-join: not joining: this pod is beyond --expected-members (its StatefulSet is being scaled down)",
 				"raft_id", o.RaftID, "expected_members", cf.expectedMembers)
 		} else if j, err := newAutoJoiner(o, c.ClusterAddr(), &sf, log); err == nil {
+			j.replaces = cf.replaces
 			bg = append(bg, j.run)
 		} else {
 			fe.stop(time.Second)
