@@ -181,7 +181,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	c.clusterSrv, err = transport.NewServer(transport.ServerOptions{ID: o.RaftID, ClusterID: o.ClusterID,
 		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Members: clusterMembers{c}, Logger: o.Logger,
 		MaxStreams: o.ClusterLimits.MaxStreams, MaxConns: o.ClusterLimits.MaxConns, MaxConnsPerIP: o.ClusterLimits.MaxConnsPerIP,
-		Step:     func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
+		Step: func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
 		Register: func(g *grpc.Server) {
 			replicaSrv.Register(g)
 			clusterv1.RegisterMemberServiceServer(g, memberService{c: c})

@@ -63,8 +63,10 @@ func (r storeRepairer) Forget(edge string) error { return r.c.store.Forget(edge)
 // raftLeader adapts the raft member to heal.Raft.
 type raftLeader struct{ c *Coordinator }
 
-func (r raftLeader) Propose(ctx context.Context, cmd []byte) (any, error) { return r.c.raft.Propose(ctx, cmd) }
-func (r raftLeader) IsLeader() bool                                       { return r.c.raft.Status().IsLeader }
+func (r raftLeader) Propose(ctx context.Context, cmd []byte) (any, error) {
+	return r.c.raft.Propose(ctx, cmd)
+}
+func (r raftLeader) IsLeader() bool { return r.c.raft.Status().IsLeader }
 
 // storeBound reports whether the catalog binds this coordinator's replica
 // store: until it does, the store does not answer reads (it may be a new,
