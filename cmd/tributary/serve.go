@@ -49,6 +49,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.insecureListen, "insecure-listen", false, "allow plaintext listeners on non-loopback addresses (data and tokens cross the network in clear text)")
 	fs.Int64Var(&f.limits.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest HTTP request body, after decompression")
 	fs.IntVar(&f.limits.MaxPointsPerRequest, "max-points-per-request", httpapi.DefaultMaxPointsPerRequest, "most points one write request may carry")
+	registerParseLimits(fs, &f.limits)
 	fs.IntVar(&f.limits.MaxSeriesPerQuery, "max-series-per-query", httpapi.DefaultMaxSeriesPerQuery, "most series one query may touch")
 	fs.DurationVar(&f.limits.RequestTimeout, "request-timeout", httpapi.DefaultRequestTimeout, "longest time one request may take")
 	fs.IntVar(&f.prom.MaxSamples, "prom-max-samples", 5_000_000, "PromQL: most samples one query may hold in memory")
