@@ -256,6 +256,9 @@ func (b *Body) Read(p []byte) (int, error) {
 	return n, b.err
 }
 
+// Len returns the (decompressed) bytes read so far.
+func (b *Body) Len() int64 { return min(b.n, b.max) }
+
 // Close releases the decompressor; it does not close the request body
 // (the HTTP server does).
 func (b *Body) Close() error {

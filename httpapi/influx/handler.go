@@ -149,8 +149,9 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec 
 	defer body.Close()
 	p := h.getParser()
 	defer h.putParser(p)
-	_, span := telemetry.StartChild(ctx, "influx.parse", attribute.Int64("http.request.body.size", r.ContentLength))
+	_, span := telemetry.StartChild(ctx, "influx.parse")
 	res, err := p.ParseReader(body, db, prec, nowMs)
+	span.SetAttributes(attribute.Int64("http.request.body.size", body.Len()))
 	span.End()
 	var he *httpapi.Error
 	switch {
