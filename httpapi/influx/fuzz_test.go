@@ -50,15 +50,16 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s), "db0", uint8(Millisecond))
 	}
-	// Worst cases for the parse limits: a line over the fields limit, one
-	// at it, and one over the length limit.
-	f.Add([]byte("ok v=1\nm "+strings.Repeat("a=1,", 1000)+"a=1\nm "+strings.Repeat("a=1,", 999)+"a=1\n"), "db0", uint8(Millisecond))
-	f.Add([]byte("m,t="+strings.Repeat("x", 256<<10)+" v=1\nok v=1\n"), "db0", uint8(Millisecond))
+	// Worst cases for the parse limits (fuzzOptions): a line over the
+	// fields limit, one at it, and one over the length limit.
+	f.Add([]byte("ok v=1\nm "+strings.Repeat("a=1,", 100)+"a=1\nm "+strings.Repeat("a=1,", 99)+"a=1\n"), "db0", uint8(Millisecond))
+	f.Add([]byte("m,t="+strings.Repeat("x", 4096)+" v=1\nok v=1\n"), "db0", uint8(Millisecond))
 	f.Add([]byte("m v=1 1\n"), "", uint8(Second))
 	f.Add([]byte("m v=1 -1\n"), "x", uint8(Nanosecond))
 	f.Add([]byte("m v=1 153722867280913\n"), "x", uint8(Minute))
 
-	p := NewParser(Options{MaxErrors: 1000, MaxCacheBytes: 64 << 10})
+	// Small line limits, so that short inputs reach them.
+	p := NewParser(Options{MaxErrors: 1000, MaxCacheBytes: 64 << 10, MaxLineBytes: 4096, MaxFieldsPerLine: 100})
 	f.Fuzz(func(t *testing.T, body []byte, db string, prec uint8) {
 		pr := Precision(prec % 6)
 		res, err := p.Parse(body, db, pr, 1)
