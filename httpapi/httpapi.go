@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/node/labels"
 )
 
 // Limits bound what one request may cost. The zero value of a field means
@@ -36,6 +37,31 @@ type Limits struct {
 	MaxSeriesPerQuery int
 	// RequestTimeout bounds the time a request may take. Default 30s.
 	RequestTimeout time.Duration
+
+	// Parse limits: write bodies are checked against them while they are
+	// parsed, before memory is allocated for what they count, so that one
+	// request holds a bounded multiple of its body (docs/influx.md,
+	// "Request parsing limits").
+
+	// MaxLineBytes caps one line of InfluxDB line protocol. A longer line
+	// is refused on its own (400, the other lines are stored) and skipped
+	// without being held in memory. Default 256 KiB.
+	MaxLineBytes int
+	// MaxFieldsPerLine caps the fields of one line protocol line; a line
+	// with more is refused on its own (400) before any field is parsed.
+	// Default 1,000.
+	MaxFieldsPerLine int
+	// MaxSeriesPerRequest caps the distinct series of one write request
+	// (line protocol, OpenTSDB /api/put, remote_write). More refuses the
+	// whole request with 413, nothing stored, so that clients split the
+	// batch. Default 10,000.
+	MaxSeriesPerRequest int
+	// Labels are the series limits of the backend (labels per series,
+	// label name and value lengths); a series beyond them is refused
+	// while parsing, before its labels are built. Set them to the node's
+	// --max-labels, --max-label-name-bytes and --max-label-value-bytes.
+	// Default labels.DefaultLimits.
+	Labels labels.Limits
 }
 
 // Defaults for Limits.
@@ -44,6 +70,10 @@ const (
 	DefaultMaxPointsPerRequest = 1_000_000
 	DefaultMaxSeriesPerQuery   = 100_000
 	DefaultRequestTimeout      = 30 * time.Second
+
+	DefaultMaxLineBytes        = 256 << 10
+	DefaultMaxFieldsPerLine    = 1_000
+	DefaultMaxSeriesPerRequest = 10_000
 )
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -59,6 +89,18 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.RequestTimeout <= 0 {
 		l.RequestTimeout = DefaultRequestTimeout
+	}
+	if l.MaxLineBytes <= 0 {
+		l.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if l.MaxFieldsPerLine <= 0 {
+		l.MaxFieldsPerLine = DefaultMaxFieldsPerLine
+	}
+	if l.MaxSeriesPerRequest <= 0 {
+		l.MaxSeriesPerRequest = DefaultMaxSeriesPerRequest
+	}
+	if l.Labels == (labels.Limits{}) {
+		l.Labels = labels.DefaultLimits
 	}
 	return l
 }
@@ -98,6 +140,7 @@ const (
 	ViolationBodyTooLarge   = "body_too_large"
 	ViolationBadEncoding    = "bad_encoding"
 	ViolationTooManyPoints  = "too_many_points"
+	ViolationTooManySeries  = "too_many_series"
 	ViolationBadRequest     = "bad_request"
 	ViolationUnauthorized   = "unauthorized"
 	ViolationOverloaded     = "overloaded"
@@ -142,6 +185,87 @@ func ReadBody(r *http.Request, max int64, st *Stats) ([]byte, error) {
 		return nil, Errorf(http.StatusBadRequest, "reading request body: %v", err)
 	}
 	return body, nil
+}
+
+// Body is a request body read as a stream, decompressed and bounded as
+// ReadBody reads it, for parsers that need one line at a time rather than
+// the whole body: what a request holds is then bounded by the parser's
+// buffers, not by the body size. Read returns an *Error when the body
+// breaks a limit (413) or cannot be read or decompressed (400), counted
+// in the Stats it was opened with. A Body is not safe for concurrent use.
+type Body struct {
+	src    io.Reader
+	zr     *gzip.Reader
+	max, n int64
+	st     *Stats
+	err    error
+}
+
+// OpenBody returns r's body as a Body of at most max bytes after
+// decompression (and before it). Like ReadBody it refuses a declared
+// Content-Length over max (413) and unknown encodings (415) at once.
+func OpenBody(r *http.Request, max int64, st *Stats) (*Body, error) {
+	if r.ContentLength > max {
+		st.Inc(ViolationBodyTooLarge)
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "request body is %d bytes, limit is %d", r.ContentLength, max)
+	}
+	b := &Body{src: http.MaxBytesReader(nil, r.Body, max+1), max: max, st: st}
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(b.src)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			st.Inc(ViolationBodyTooLarge)
+			return nil, Errorf(http.StatusRequestEntityTooLarge, "request body is larger than the limit of %d bytes", max)
+		}
+		if err != nil {
+			st.Inc(ViolationBadEncoding)
+			return nil, Errorf(http.StatusBadRequest, "body is not valid gzip: %v", err)
+		}
+		b.zr, b.src = zr, zr
+	default:
+		st.Inc(ViolationBadEncoding)
+		return nil, Errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported (use gzip or none)", enc)
+	}
+	return b, nil
+}
+
+// Read reads decompressed bytes; past max bytes it fails with a 413
+// *Error (a decompression bomb is cut off there).
+func (b *Body) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.src.Read(p)
+	b.n += int64(n)
+	var mbe *http.MaxBytesError
+	switch {
+	case b.n > b.max || errors.As(err, &mbe):
+		b.st.Inc(ViolationBodyTooLarge)
+		b.err = Errorf(http.StatusRequestEntityTooLarge, "request body is larger than the limit of %d bytes (after decompression)", b.max)
+		return max(n-int(b.n-b.max), 0), b.err
+	case err == nil || err == io.EOF:
+		return n, err
+	case b.zr != nil:
+		b.st.Inc(ViolationBadEncoding)
+		b.err = Errorf(http.StatusBadRequest, "body could not be decompressed: %v", err)
+	default:
+		b.err = Errorf(http.StatusBadRequest, "reading request body: %v", err)
+	}
+	return n, b.err
+}
+
+// Len returns the (decompressed) bytes read so far.
+func (b *Body) Len() int64 { return min(b.n, b.max) }
+
+// Close releases the decompressor; it does not close the request body
+// (the HTTP server does).
+func (b *Body) Close() error {
+	if b.zr != nil {
+		return b.zr.Close()
+	}
+	return nil
 }
 
 // readAtMost reads src until EOF or limit bytes. The buffer starts at the

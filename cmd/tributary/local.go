@@ -201,6 +201,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	edgeAPI := api.New(n, version, "edge")
 	edgeAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
+	sf.limits.Labels = no.Limits // the HTTP parsers refuse what the edge node would
 	fe, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		closeEdge()

@@ -135,6 +135,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 		registerHealth(mux, nodeReady(n))
 	}
+	sf.limits.Labels = o.Limits // the HTTP parsers refuse what the node would
 	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, log)
 	if err != nil {
 		n.Close()

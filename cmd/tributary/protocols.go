@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,14 @@ func openPaths(metricsAuth bool) []string {
 		open = append(open, "/metrics")
 	}
 	return open
+}
+
+// registerParseLimits binds the flags of the limits write bodies are
+// parsed under (docs/influx.md, "Request parsing limits").
+func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
+	fs.IntVar(&l.MaxLineBytes, "max-line-bytes", httpapi.DefaultMaxLineBytes, "longest line of InfluxDB line protocol; a longer line is refused (400, the other lines are stored) without being held in memory")
+	fs.IntVar(&l.MaxFieldsPerLine, "max-fields-per-line", httpapi.DefaultMaxFieldsPerLine, "most fields in one line of InfluxDB line protocol; a line with more is refused (400) before its fields are parsed")
+	fs.IntVar(&l.MaxSeriesPerRequest, "max-series-per-request", httpapi.DefaultMaxSeriesPerRequest, "most distinct series in one HTTP write request (line protocol, OpenTSDB /api/put, remote_write); more refuses the whole request (413)")
 }
 
 // registerHTTP mounts every HTTP protocol on mux.

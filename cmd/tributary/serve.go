@@ -141,6 +141,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reloadInterval, "credentials-reload-interval", defaultReloadInterval, "how often certificate, key, CA and token files are checked for changes (0: only on SIGHUP)")
 	fs.Int64Var(&f.limits.MaxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest HTTP request body, after decompression")
 	fs.IntVar(&f.limits.MaxPointsPerRequest, "max-points-per-request", httpapi.DefaultMaxPointsPerRequest, "most points one write request may carry")
+	registerParseLimits(fs, &f.limits)
 	fs.IntVar(&f.limits.MaxSeriesPerQuery, "max-series-per-query", httpapi.DefaultMaxSeriesPerQuery, "most series one query may touch")
 	fs.DurationVar(&f.limits.RequestTimeout, "request-timeout", httpapi.DefaultRequestTimeout, "longest time one request may take")
 	fs.IntVar(&f.conn.grpcMaxConns, "grpc-max-conns", defaultMaxConns, "most connections the gRPC listener holds at once; more are closed on arrival")

@@ -260,7 +260,7 @@ func skippable(line []byte) bool {
 // readLineProtocol parses the input a chunk of lines at a time with the
 // InfluxDB line protocol parser and adds the points to w.
 func readLineProtocol(ctx context.Context, lr *lineReader, w *tributary.Writer, sum *writeSummary, prec influx.Precision, db string) error {
-	p := influx.NewParser(influx.Options{})
+	p := influx.NewParser(influx.Options{MaxLineBytes: maxLineBytes})
 	chunk := make([]byte, 0, lpChunkBytes+4096)
 	firstLine := 0 // input line number of the chunk's first line
 	var ls tributary.Labels

@@ -2,9 +2,11 @@ package influx
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -21,20 +23,30 @@ const (
 
 // entry returns the cache entry of a series key (the measurement and tag
 // set of a line, as written), building it on a miss. It returns nil, with
-// the line's error recorded, when the key cannot make a series.
+// the line's error recorded, when the key cannot make a series, and nil
+// with p.abort set when the key would be one more than MaxSeries in this
+// call (checked before the entry is built).
 func (p *Parser) entry(key []byte, base int) *keyEntry {
-	if e := p.prev; e != nil && e.key == string(key) {
-		return e
+	e := p.prev
+	if e == nil || e.key != string(key) {
+		e = p.keys[string(key)]
 	}
-	if e := p.keys[string(key)]; e != nil {
+	if e != nil && e.gen == p.gen {
 		p.prev = e
 		return e
 	}
-	e := p.newEntry(key, base)
-	if e == nil {
+	if max := p.opts.MaxSeries; max > 0 && p.keysUsed >= max {
+		p.abortf(base+1, ErrTooManySeries, "the request holds more than %d series, the limit per request", max)
 		return nil
 	}
-	p.keys[e.key] = e
+	if e == nil {
+		if e = p.newEntry(key, base); e == nil {
+			return nil
+		}
+		p.keys[e.key] = e
+	}
+	e.gen = p.gen
+	p.keysUsed++
 	p.prev = e
 	return e
 }
@@ -64,12 +76,12 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 	i := scanTo(key, 0, false)
 	raw := key[:i]
 	if len(raw) == 0 {
-		p.failf(col(0), "missing measurement name")
+		p.fail(col(0), func() string { return "missing measurement name" })
 		return nil
 	}
 	p.scratch = unescape(p.scratch[:0], raw, escMeasurement)
 	if !utf8.Valid(p.scratch) {
-		p.failf(col(0), "measurement %s is not valid UTF-8", quote(raw))
+		p.fail(col(0), func() string { return fmt.Sprintf("measurement %s is not valid UTF-8", quote(raw)) })
 		return nil
 	}
 	measurement := string(p.sanitize(p.scratch, true))
@@ -87,11 +99,11 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 		ks := i
 		i = scanTo(key, i, true)
 		if i == len(key) || key[i] != '=' {
-			p.failf(col(ks), "tag %s has no value (missing '=')", quote(key[ks:i]))
+			p.fail(col(ks), func() string { return fmt.Sprintf("tag %s has no value (missing '=')", quote(key[ks:i])) })
 			return nil
 		}
 		if i == ks {
-			p.failf(col(ks), "empty tag key")
+			p.fail(col(ks), func() string { return "empty tag key" })
 			return nil
 		}
 		rawK := key[ks:i]
@@ -99,7 +111,7 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 		vs := i
 		i = scanTo(key, i, true)
 		if i < len(key) && key[i] == '=' {
-			p.failf(col(i), "the value of tag %s has an unescaped '='", quote(rawK))
+			p.fail(col(i), func() string { return fmt.Sprintf("the value of tag %s has an unescaped '='", quote(rawK)) })
 			return nil
 		}
 		rawV := key[vs:i]
@@ -107,22 +119,26 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 			continue // an empty value is no label
 		}
 		if maxTags > 0 && len(tags) >= maxTags {
-			p.failf(col(ks), "too many tags: a series has at most %d labels, including __name__ and db", lim.MaxLabels)
+			p.fail(col(ks), func() string {
+				return fmt.Sprintf("too many tags: a series has at most %d labels, including __name__ and db", lim.MaxLabels)
+			})
 			return nil
 		}
 
 		p.scratch = unescape(p.scratch[:0], rawK, escKey)
 		if !utf8.Valid(p.scratch) {
-			p.failf(col(ks), "tag key %s is not valid UTF-8", quote(rawK))
+			p.fail(col(ks), func() string { return fmt.Sprintf("tag key %s is not valid UTF-8", quote(rawK)) })
 			return nil
 		}
 		name := p.sanitize(p.scratch, true)
 		if string(name) == labels.MetricName {
-			p.failf(col(ks), "tag key %s is reserved for the metric name", quote(rawK))
+			p.fail(col(ks), func() string { return fmt.Sprintf("tag key %s is reserved for the metric name", quote(rawK)) })
 			return nil
 		}
 		if lim.MaxNameBytes > 0 && len(name) > lim.MaxNameBytes {
-			p.failf(col(ks), "tag key %s is %d bytes, limit is %d", quote(rawK), len(name), lim.MaxNameBytes)
+			p.fail(col(ks), func() string {
+				return fmt.Sprintf("tag key %s is %d bytes, limit is %d", quote(rawK), len(name), lim.MaxNameBytes)
+			})
 			return nil
 		}
 		for j := range tags {
@@ -130,9 +146,11 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 				prev := key[pos[j]:]
 				prev = prev[:scanTo(prev, 0, true)]
 				if bytes.Equal(prev, rawK) {
-					p.failf(col(ks), "duplicate tag key %s", quote(rawK))
+					p.fail(col(ks), func() string { return fmt.Sprintf("duplicate tag key %s", quote(rawK)) })
 				} else {
-					p.failf(col(ks), "tag keys %s and %s both become label %q", quote(prev), quote(rawK), name)
+					p.fail(col(ks), func() string {
+						return fmt.Sprintf("tag keys %s and %s both become label %q", quote(prev), quote(rawK), name)
+					})
 				}
 				return nil
 			}
@@ -141,20 +159,28 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 		if lim.MaxValueBytes > 0 && len(rawV) > 2*lim.MaxValueBytes {
 			// An escape takes two bytes, so this value is too long
 			// whatever it holds; do not copy it.
-			p.failf(col(vs), "the value of tag %s is %d bytes, limit is %d", quote(rawK), len(rawV), lim.MaxValueBytes)
+			p.fail(col(vs), func() string {
+				return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(rawV), lim.MaxValueBytes)
+			})
 			return nil
 		}
 		p.scratch = unescape(p.scratch[:0], rawV, escKey)
 		if lim.MaxValueBytes > 0 && len(p.scratch) > lim.MaxValueBytes {
-			p.failf(col(vs), "the value of tag %s is %d bytes, limit is %d", quote(rawK), len(p.scratch), lim.MaxValueBytes)
+			p.fail(col(vs), func() string {
+				return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(p.scratch), lim.MaxValueBytes)
+			})
 			return nil
 		}
 		if !utf8.Valid(p.scratch) {
-			p.failf(col(vs), "the value of tag %s is not valid UTF-8: %s", quote(rawK), quote(rawV))
+			p.fail(col(vs), func() string {
+				return fmt.Sprintf("the value of tag %s is not valid UTF-8: %s", quote(rawK), quote(rawV))
+			})
 			return nil
 		}
 		if r, bad := badValueChar(p.scratch); bad {
-			p.failf(col(vs), "the value of tag %s contains the control character %U", quote(rawK), r)
+			p.fail(col(vs), func() string {
+				return fmt.Sprintf("the value of tag %s contains the control character %U", quote(rawK), r)
+			})
 			return nil
 		}
 		n := string(name)
@@ -164,7 +190,9 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 	}
 	if p.db != "" && !hasDB {
 		if maxTags > 0 && len(tags) >= maxTags {
-			p.failf(col(0), "too many tags: a series has at most %d labels, including __name__ and db", lim.MaxLabels)
+			p.fail(col(0), func() string {
+				return fmt.Sprintf("too many tags: a series has at most %d labels, including __name__ and db", lim.MaxLabels)
+			})
 			return nil
 		}
 		tags = append(tags, labels.Label{Name: "db", Value: p.db})
@@ -215,7 +243,7 @@ func (p *Parser) newField(e *keyEntry, raw []byte, col int) *seriesRef {
 	lim := p.opts.Limits
 	p.scratch = unescape(p.scratch[:0], raw, escKey)
 	if !utf8.Valid(p.scratch) {
-		p.failf(col, "field key %s is not valid UTF-8", quote(raw))
+		p.fail(col, func() string { return fmt.Sprintf("field key %s is not valid UTF-8", quote(raw)) })
 		return nil
 	}
 	name := append(p.nameBuf[:0], e.measurement...)
@@ -223,15 +251,20 @@ func (p *Parser) newField(e *keyEntry, raw []byte, col int) *seriesRef {
 	name = appendSanitized(name, p.scratch, false)
 	p.nameBuf = name
 	if lim.MaxValueBytes > 0 && len(name) > lim.MaxValueBytes {
-		p.failf(col, "metric name %s (measurement_field) is %d bytes, limit is %d", quote(name), len(name), lim.MaxValueBytes)
+		p.fail(col, func() string {
+			return fmt.Sprintf("metric name %s (measurement_field) is %d bytes, limit is %d", quote(name), len(name), lim.MaxValueBytes)
+		})
 		return nil
 	}
-	metric := labels.Label{Name: labels.MetricName, Value: string(name)}
+	// The label set is built in scratch space first: a series of another
+	// spelling may hold it already, and a new one must pass MaxSeries
+	// before anything is kept for it.
 	k, _ := slices.BinarySearchFunc(e.tags, labels.MetricName, func(l labels.Label, n string) int { return strings.Compare(l.Name, n) })
-	lset := make([]labels.Label, 0, len(e.tags)+1)
-	lset = append(lset, e.tags[:k]...)
-	lset = append(lset, metric)
+	lset := append(p.lsetBuf[:0], e.tags[:k]...)
+	lset = append(lset, labels.Label{Name: labels.MetricName})
 	lset = append(lset, e.tags[k:]...)
+	p.lsetBuf = lset
+	lset[k].Value = unsafeString(name) // only until it is cloned below
 
 	// Share the series with any other spelling of it (tags in another
 	// order, names that sanitize alike), so it gets one batch.
@@ -246,10 +279,17 @@ func (p *Parser) newField(e *keyEntry, raw []byte, col int) *seriesRef {
 	}
 	cost := int64(fieldOverhead + len(raw))
 	if ref == nil {
-		ref = &seriesRef{lset: lset}
+		if max := p.opts.MaxSeries; max > 0 && len(p.refs) >= max {
+			clear(lset)
+			p.abortf(col, ErrTooManySeries, "the request holds more than %d series, the limit per request", max)
+			return nil
+		}
+		lset[k].Value = string(name)
+		ref = &seriesRef{lset: slices.Clone(lset)}
 		p.series[h] = append(p.series[h], ref)
-		cost += int64(seriesOverhead + len(metric.Value) + labelOverhead*len(lset))
+		cost += int64(seriesOverhead + len(name) + labelOverhead*len(lset))
 	}
+	clear(lset) // do not pin strings from the cache or the name buffer
 	e.fields = append(e.fields, fieldEntry{raw: string(raw), ref: ref})
 	switch {
 	case e.fieldIndex != nil:
@@ -263,3 +303,7 @@ func (p *Parser) newField(e *keyEntry, raw []byte, col int) *seriesRef {
 	p.cacheBytes += cost
 	return ref
 }
+
+// unsafeString returns b as a string without copying; the string must not
+// be used once b changes.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

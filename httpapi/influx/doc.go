@@ -64,6 +64,22 @@
 // per series including __name__ and db, name and value lengths) refuse the
 // line.
 //
+// # Limits
+//
+// The HTTP handlers parse a body as it arrives (Parser.ParseReader), and
+// every limit that bounds memory is checked before anything is allocated
+// for what it counts: a line over Options.MaxLineBytes is dropped while it
+// is read (the parser never holds more of it), a line with more than
+// Options.MaxFieldsPerLine fields is refused before its fields are parsed
+// (both are line errors; comment lines are skipped whatever their
+// length), and the point or series past Options.MaxPoints or
+// Options.MaxSeries fails the whole call with ErrTooManyPoints or
+// ErrTooManySeries, naming its line and column. Series here are the
+// distinct series of the call and its distinct series keys (measurement
+// and tag set as written, refused lines included). One call allocates at
+// most 16 bytes per byte of body, about 2 KiB per distinct series and per
+// series key, and its line buffer (FuzzParseReaderAllocations).
+//
 // # Concurrency
 //
 // A Parser is not safe for concurrent use; the HTTP handlers keep a small

@@ -2,9 +2,13 @@ package influx
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tributarydb/tributary/node/labels"
@@ -46,11 +50,16 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s), "db0", uint8(Millisecond))
 	}
+	// Worst cases for the parse limits (fuzzOptions): a line over the
+	// fields limit, one at it, and one over the length limit.
+	f.Add([]byte("ok v=1\nm "+strings.Repeat("a=1,", 100)+"a=1\nm "+strings.Repeat("a=1,", 99)+"a=1\n"), "db0", uint8(Millisecond))
+	f.Add([]byte("m,t="+strings.Repeat("x", 4096)+" v=1\nok v=1\n"), "db0", uint8(Millisecond))
 	f.Add([]byte("m v=1 1\n"), "", uint8(Second))
 	f.Add([]byte("m v=1 -1\n"), "x", uint8(Nanosecond))
 	f.Add([]byte("m v=1 153722867280913\n"), "x", uint8(Minute))
 
-	p := NewParser(Options{MaxErrors: 1000, MaxCacheBytes: 64 << 10})
+	// Small line limits, so that short inputs reach them.
+	p := NewParser(Options{MaxErrors: 1000, MaxCacheBytes: 64 << 10, MaxLineBytes: 4096, MaxFieldsPerLine: 100})
 	f.Fuzz(func(t *testing.T, body []byte, db string, prec uint8) {
 		pr := Precision(prec % 6)
 		res, err := p.Parse(body, db, pr, 1)
@@ -172,4 +181,175 @@ func appendEscaped(dst []byte, s string) []byte {
 		}
 	}
 	return dst
+}
+
+// The allocation bound of one call of the parser, which
+// FuzzParseReaderAllocations and TestParse_AllocationIsBoundedByTheBody
+// hold it to: allocPerByte bytes per byte of body, allocPerSeries per
+// distinct series and per distinct series key (each at most
+// Options.MaxSeries), allocPerError per described error (at most
+// Options.MaxErrors), the line buffer (it doubles up to MaxLineBytes+2, so
+// at most twice that in all), and allocFixed for the parser itself.
+const (
+	allocPerByte   = 16
+	allocPerSeries = 2 << 10
+	allocPerError  = 512
+	allocFixed     = 24 << 10
+)
+
+// allocBound is what one call with opts on a body of n bytes may allocate.
+func allocBound(opts Options, n int) uint64 {
+	o := opts.withDefaults()
+	return uint64(allocPerByte*n + allocPerSeries*2*o.MaxSeries + allocPerError*o.MaxErrors + 2*(min(o.MaxLineBytes, n)+2+readChunkBytes) + allocFixed)
+}
+
+// allocated returns the bytes f allocates on the heap, from the TotalAlloc
+// counter of runtime.MemStats, read before and after f. The counter adds
+// up every heap allocation; a garbage collection while f runs does not
+// lower it, so the count does not depend on when the collector runs. It
+// does count other goroutines' allocations too (the fuzzing engine's, a
+// finalizer's): f runs twice and the smaller count is kept, so f must
+// allocate the same each time (build fresh state inside it).
+func allocated(f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	var before, after runtime.MemStats
+	for range 2 {
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if after.HeapAlloc > 256<<20 {
+		runtime.GC() // see steadyAllocations
+	}
+	return least
+}
+
+// steadyAllocations makes an allocation fuzz target see the same code
+// paths for the same input: one P and no automatic garbage collection
+// (allocated collects past 256 MiB), so that the sync.Pools the decoders
+// reach (fmt's printers, encoding/json's scanners) are not emptied at
+// random moments or missed on another P. Otherwise their refills come and
+// go in the coverage, and the fuzzing engine spends its time minimizing
+// inputs that are not new. The measured bytes do not depend on it.
+func steadyAllocations(f *testing.F) {
+	procs := runtime.GOMAXPROCS(1)
+	gc := debug.SetGCPercent(-1)
+	f.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		runtime.GOMAXPROCS(procs)
+	})
+}
+
+// allocOptions are small limits, so that the constant part of the bound
+// stays small next to fuzz inputs.
+var allocOptions = Options{MaxSeries: 16, MaxLineBytes: 4096, MaxFieldsPerLine: 256, MaxErrors: 8, MaxPoints: 1 << 16}
+
+// allocSeeds are the worst cases known for memory per byte: many points of
+// one series, many fields and tags, long lines, many series, bad lines.
+func allocSeeds() []string {
+	manyTags := func(n int) string {
+		var b strings.Builder
+		b.WriteString("m")
+		for i := range n {
+			fmt.Fprintf(&b, ",t%d=v", i)
+		}
+		return b.String()
+	}
+	fields := func(n int, distinct bool) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if distinct {
+				fmt.Fprintf(&b, "f%d=1", i)
+			} else {
+				b.WriteString("a=1")
+			}
+		}
+		return b.String()
+	}
+	return []string{
+		"m " + fields(256, false) + "\n",
+		"m " + fields(257, false) + "\n",
+		strings.Repeat("m "+fields(200, false)+"\n", 20),
+		"m " + fields(300, true) + "\n",
+		strings.Repeat("m a=1\n", 3000),
+		strings.Repeat("m a=1 1\r\n", 1000),
+		manyTags(30) + " v=1\n" + manyTags(31) + " v=1\n" + manyTags(1000) + " v=1\n",
+		strings.Repeat(manyTags(30)+" "+fields(8, true)+"\n", 10),
+		"m,t=" + strings.Repeat("x", 4090) + " v=1\n" + "m,t=" + strings.Repeat("x", 20000) + " v=1\nm v=1",
+		"# " + strings.Repeat("#", 10000) + "\nm v=1\n",
+		strings.Repeat("x\n", 5000),
+		strings.Repeat("m v=x\n", 2000),
+		strings.Repeat("m s=\"a,b=c\" 1\n", 500),
+		func() string {
+			var b strings.Builder
+			for i := range 40 {
+				fmt.Fprintf(&b, "m,h=%d v=1\n", i)
+			}
+			return b.String()
+		}(),
+		"\xef\xbb\xbfm v=1\n",
+	}
+}
+
+// FuzzParseReaderAllocations holds ParseReader to its memory bound: one
+// input, parsed by a fresh parser with allocOptions, allocates at most
+// allocBound bytes. It also requires ParseReader to give Parse's answer
+// (and neither to panic).
+func FuzzParseReaderAllocations(f *testing.F) {
+	steadyAllocations(f)
+	for _, s := range allocSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var res *Result
+		var err error
+		alloc := allocated(func() {
+			res, err = NewParser(allocOptions).ParseReader(bytes.NewReader(body), "db", Millisecond, 1)
+		})
+		if bound := allocBound(allocOptions, len(body)); alloc > bound {
+			t.Fatalf("a %d-byte body allocated %d bytes, bound %d", len(body), alloc, bound)
+		}
+		want, werr := NewParser(allocOptions).Parse(body, "db", Millisecond, 1)
+		if fmt.Sprint(err) != fmt.Sprint(werr) || err == nil && (render(res) != render(want) || fmt.Sprint(res.Errors) != fmt.Sprint(want.Errors)) {
+			t.Fatalf("ParseReader and Parse disagree: %v %v", err, werr)
+		}
+	})
+}
+
+// TestParse_AllocationIsBoundedByTheBody holds ParseReader to the same
+// bound as FuzzParseReaderAllocations, with the default limits, on large
+// worst-case bodies: points of few series (the per-byte term), 10,000
+// distinct series (the per-series term), and a body of bad lines.
+func TestParse_AllocationIsBoundedByTheBody(t *testing.T) {
+	series := func(n int) string {
+		var b strings.Builder
+		for i := range n / 10 {
+			fmt.Fprintf(&b, "m,h=%d a=1,b=1,c=1,d=1,e=1,f=1,g=1,h=1,i=1,j=1\n", i)
+		}
+		return b.String()
+	}
+	opts := Options{MaxSeries: 10_000, MaxPoints: 1_000_000}
+	for _, tc := range []struct{ name, body string }{
+		{"one series, 4 bytes a point", strings.Repeat("m "+strings.Repeat("a=1,", 999)+"a=1\n", 1000)},
+		{"lines of one point", strings.Repeat("m v=1\n", 200_000)},
+		{"10,000 series", series(10_000)},
+		{"bad lines", strings.Repeat("x\n", 500_000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			alloc := allocated(func() {
+				if _, err := NewParser(opts).ParseReader(strings.NewReader(tc.body), "db", Millisecond, 1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			bound := allocBound(opts, len(tc.body))
+			t.Logf("%d bytes: %d allocated (%.1f per byte), bound %d", len(tc.body), alloc, float64(alloc)/float64(len(tc.body)), bound)
+			if alloc > bound {
+				t.Fatalf("allocated %d bytes, bound %d", alloc, bound)
+			}
+		})
+	}
 }

@@ -52,12 +52,19 @@ const (
 // middleware. The handlers are safe for concurrent use.
 func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
 	cfg.Normalize()
+	lim := cfg.Limits
 	h := &handler{
 		b:    b,
 		cfg:  cfg,
 		pool: make(chan *Parser, runtime.GOMAXPROCS(0)),
-		opts: Options{Limits: labels.DefaultLimits, MaxPoints: cfg.Limits.MaxPointsPerRequest},
-		now:  time.Now,
+		opts: Options{
+			Limits:           lim.Labels,
+			MaxPoints:        lim.MaxPointsPerRequest,
+			MaxSeries:        lim.MaxSeriesPerRequest,
+			MaxLineBytes:     lim.MaxLineBytes,
+			MaxFieldsPerLine: lim.MaxFieldsPerLine,
+		},
+		now: time.Now,
 	}
 	mux.HandleFunc("POST /write", h.writeV1)
 	mux.HandleFunc("POST /api/v2/write", h.writeV2)
@@ -132,20 +139,32 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec 
 	// Lines without a timestamp get the time the request arrived.
 	nowMs := h.now().UnixMilli()
 
-	body, err := httpapi.ReadBody(r, h.cfg.Limits.MaxBodyBytes, st) // counts its own violations
+	// The body is parsed as it arrives: a request holds the parser's line
+	// buffer and what it parsed, never the whole body.
+	body, err := httpapi.OpenBody(r, h.cfg.Limits.MaxBodyBytes, st) // counts its own violations
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
+	defer body.Close()
 	p := h.getParser()
 	defer h.putParser(p)
-	_, span := telemetry.StartChild(ctx, "influx.parse", attribute.Int("http.request.body.size", len(body)))
-	res, err := p.Parse(body, db, prec, nowMs)
+	_, span := telemetry.StartChild(ctx, "influx.parse")
+	res, err := p.ParseReader(body, db, prec, nowMs)
+	span.SetAttributes(attribute.Int64("http.request.body.size", body.Len()))
 	span.End()
+	var he *httpapi.Error
 	switch {
+	case errors.As(err, &he):
+		h.fail(w, he) // reading the body failed
+		return
 	case errors.Is(err, ErrTooManyPoints):
 		st.Inc(httpapi.ViolationTooManyPoints)
-		h.fail(w, httpapi.Errorf(http.StatusRequestEntityTooLarge, "%v per request; nothing was stored: split the batch", err))
+		h.fail(w, httpapi.Errorf(http.StatusRequestEntityTooLarge, "%v; nothing was stored: split the batch", err))
+		return
+	case errors.Is(err, ErrTooManySeries):
+		st.Inc(httpapi.ViolationTooManySeries)
+		h.fail(w, httpapi.Errorf(http.StatusRequestEntityTooLarge, "%v; nothing was stored: split the batch", err))
 		return
 	case err != nil:
 		h.badRequest(w, err.Error())

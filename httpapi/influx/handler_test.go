@@ -314,7 +314,7 @@ func TestBadInputs(t *testing.T) {
 	small := newTestServer(t, httpapi.Limits{MaxBodyBytes: 64 << 10, MaxPointsPerRequest: 100})
 	now := time.Now()
 	nowNs := now.UnixNano()
-	tag1MiB := strings.Repeat("v", 1<<20)
+	tag64KiB := strings.Repeat("v", 64<<10) // over the value limit, under the line limit
 	var tags10k strings.Builder
 	for i := range 10_000 {
 		fmt.Fprintf(&tags10k, ",t%d=x", i)
@@ -346,7 +346,7 @@ func TestBadInputs(t *testing.T) {
 		{name: "timestamp_past_int64", body: "ok v=1 %d\nbad v=1 9223372036854775808", status: 400, errLine: 2, errMsg: "out of the int64 range", stored: 1},
 		{name: "timestamp_far_future", body: fmt.Sprintf("ok v=1 %%d\nbad v=1 %d", now.AddDate(1, 0, 0).UnixNano()), status: 400, errLine: 2, errMsg: "ahead of the node clock", stored: 1},
 		{name: "ten_thousand_tags", body: "ok v=1 %d\nbad" + tags10k.String() + " v=1 %d", status: 400, errLine: 2, errMsg: "too many tags", stored: 1},
-		{name: "tag_value_1MiB", body: "ok v=1 %d\nbad,t=" + tag1MiB + " v=1 %d", status: 400, errLine: 2, errMsg: "limit is 1024", stored: 1},
+		{name: "tag_value_64KiB", body: "ok v=1 %d\nbad,t=" + tag64KiB + " v=1 %d", status: 400, errLine: 2, errMsg: "is 65536 bytes, limit is 1024", stored: 1},
 		{name: "invalid_utf8", body: "ok v=1 %d\nbad,t=\xc3\x28 v=1 %d", status: 400, errLine: 2, errMsg: "not valid UTF-8", stored: 1},
 		{name: "nul_in_tag", body: "ok v=1 %d\nbad,t=a\x00b v=1 %d", status: 400, errLine: 2, errMsg: "control character U+0000", stored: 1},
 		{name: "newline_in_tag", body: "ok v=1 %d\nbad,t=a\\\nok w=2 %d", status: 400, errLine: 2, errMsg: "no field set", stored: 2},

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -17,9 +19,22 @@ type Options struct {
 	// break them is refused with a line error. They should equal the
 	// node's limits. Default labels.DefaultLimits.
 	Limits labels.Limits
-	// MaxPoints makes Parse stop with ErrTooManyPoints once a body yields
-	// more points than this. 0 means no limit.
+	// MaxPoints makes Parse stop with ErrTooManyPoints before a body
+	// yields more points than this. 0 means no limit.
 	MaxPoints int
+	// MaxSeries makes Parse stop with ErrTooManySeries before a body
+	// yields more distinct series than this, or more distinct series keys
+	// (measurement and tag set, also of refused lines). 0 means no limit.
+	MaxSeries int
+	// MaxLineBytes bounds one line (without its line break); a longer
+	// line is refused without being parsed, and ParseReader never holds
+	// more of it than this. Comment lines are skipped whatever their
+	// length. Default httpapi.DefaultMaxLineBytes (256 KiB).
+	MaxLineBytes int
+	// MaxFieldsPerLine bounds the fields of one line; a line with more is
+	// refused before any of its fields is parsed. Default
+	// httpapi.DefaultMaxFieldsPerLine (1,000).
+	MaxFieldsPerLine int
 	// MaxErrors bounds the line errors Parse describes in Result.Errors;
 	// the counts in Result are always complete. Default 100.
 	MaxErrors int
@@ -53,6 +68,12 @@ func (o Options) withDefaults() Options {
 	if o.RetainPoints <= 0 {
 		o.RetainPoints = DefaultRetainPoints
 	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = httpapi.DefaultMaxLineBytes
+	}
+	if o.MaxFieldsPerLine <= 0 {
+		o.MaxFieldsPerLine = httpapi.DefaultMaxFieldsPerLine
+	}
 	return o
 }
 
@@ -61,6 +82,10 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // ErrTooManyPoints is returned (wrapped) by Parse when a body holds more
 // points than Options.MaxPoints.
 var ErrTooManyPoints = errors.New("too many points")
+
+// ErrTooManySeries is returned (wrapped) by Parse when a body holds more
+// series than Options.MaxSeries.
+var ErrTooManySeries = errors.New("too many series")
 
 // ErrBadDatabase is returned (wrapped) by Parse when the database name
 // cannot be a label value.
@@ -122,7 +147,7 @@ type Parser struct {
 	keys    map[string]*keyEntry // p.dbs[db]
 	db      string
 	prev    *keyEntry // entry of the previous line, a cheap first guess
-	pts     []pending
+	pts     pendingList
 	refs    []*seriesRef // batch index -> series
 	counts  []int32
 	tsBuf   []int64
@@ -134,11 +159,18 @@ type Parser struct {
 	nameBuf []byte
 	tagPos  []int // byte column of each tag while building an entry
 	tags    []labels.Label
+	lsetBuf []labels.Label // a field's label set before it is known new
+
+	lineNo   int32  // the line being parsed
+	keysUsed int    // distinct series keys of this call (keyEntry.gen)
+	abort    error  // a request-wide limit was broken: the call fails
+	rbuf     []byte // ParseReader's buffer
 }
 
 // keyEntry is a cached series key: the sanitized measurement and the
 // sorted tags (with the db label), and one fieldEntry per field seen.
 type keyEntry struct {
+	gen         uint64 // the call that last used the entry
 	key         string
 	measurement string
 	tags        []labels.Label
@@ -166,6 +198,78 @@ type pending struct {
 	v     float64
 	batch int32
 	line  int32
+}
+
+// pendingList holds the points of a call in blocks that are never moved:
+// growing it allocates each point's 24 bytes once (blocks double from 256
+// to 8,192 points), where append's growth would allocate up to five
+// times that in all, and copy it.
+type pendingList struct {
+	blocks [][]pending // all full but the last; blocks[k] holds up to blockCap(k)
+	n      int
+	spare  [][]pending // emptied blocks kept for reuse
+}
+
+func blockCap(k int) int { return 256 << min(k, 5) }
+
+func (l *pendingList) len() int { return l.n }
+
+func (l *pendingList) push(pt pending) {
+	last := len(l.blocks) - 1
+	if last < 0 || len(l.blocks[last]) == cap(l.blocks[last]) {
+		k := len(l.blocks)
+		var blk []pending
+		if k < len(l.spare) && l.spare[k] != nil {
+			blk = l.spare[k][:0]
+		} else {
+			blk = make([]pending, 0, blockCap(k))
+		}
+		l.blocks = append(l.blocks, blk)
+		last = k
+	}
+	l.blocks[last] = append(l.blocks[last], pt)
+	l.n++
+}
+
+// truncate keeps the first n points.
+func (l *pendingList) truncate(n int) {
+	for l.n > n {
+		last := len(l.blocks) - 1
+		blk := l.blocks[last]
+		drop := min(len(blk), l.n-n)
+		l.blocks[last] = blk[:len(blk)-drop]
+		l.n -= drop
+		if len(l.blocks[last]) == 0 {
+			for len(l.spare) <= last {
+				l.spare = append(l.spare, nil)
+			}
+			l.spare[last] = l.blocks[last]
+			l.blocks[last] = nil
+			l.blocks = l.blocks[:last]
+		}
+	}
+}
+
+// setTimestamps gives ts to the points from index from on.
+func (l *pendingList) setTimestamps(from int, ts int64) {
+	start := l.n
+	for k := len(l.blocks) - 1; k >= 0 && start > from; k-- {
+		blk := l.blocks[k]
+		start -= len(blk)
+		for i := max(from-start, 0); i < len(blk); i++ {
+			blk[i].ts = ts
+		}
+	}
+}
+
+// release empties the list, and lets go of its blocks when they held
+// more than retain points.
+func (l *pendingList) release(retain int) {
+	if l.n > retain {
+		*l = pendingList{}
+		return
+	}
+	l.truncate(0)
 }
 
 // lineErr is the first problem found on the line being parsed.
@@ -198,20 +302,17 @@ func (p *Parser) resetCache() {
 // Lines that cannot be stored are skipped and described in Result.Errors;
 // the other lines are all parsed. Parse returns an error, and no Result,
 // only when the database name is unusable (ErrBadDatabase) or the body
-// holds more than Options.MaxPoints points (ErrTooManyPoints).
+// breaks a request-wide limit (ErrTooManyPoints, ErrTooManySeries; the
+// message names the line and column where it was found).
 func (p *Parser) Parse(body []byte, db string, prec Precision, defaultMs int64) (*Result, error) {
-	if why := validDatabase(db, p.opts.Limits.MaxValueBytes); why != "" {
-		return nil, fmt.Errorf("%w: database %.64q %s", ErrBadDatabase, db, why)
+	if err := p.start(db, int64(len(body))); err != nil {
+		return nil, err
 	}
-	if len(body) >= math.MaxInt32 {
-		return nil, fmt.Errorf("%w: a body of %d bytes is more than one call can take", ErrTooManyPoints, len(body))
-	}
-	p.begin(db)
 	// A byte-order mark, which some editors put at the start of a file, is
 	// not part of the first measurement.
 	body = bytes.TrimPrefix(body, utf8BOM)
 	lineNo := int32(0)
-	for pos := 0; pos < len(body); {
+	for pos := 0; pos < len(body) && p.abort == nil; {
 		lineNo++
 		var line []byte
 		if nl := bytes.IndexByte(body[pos:], '\n'); nl >= 0 {
@@ -221,26 +322,224 @@ func (p *Parser) Parse(body []byte, db string, prec Precision, defaultMs int64) 
 			line = body[pos:]
 			pos = len(body)
 		}
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		base := 0
-		for base < len(line) && (line[base] == ' ' || line[base] == '\t') {
-			base++
-		}
-		line = line[base:]
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		p.res.Lines++
-		p.parseLine(line, base, lineNo, prec, defaultMs)
-		if p.opts.MaxPoints > 0 && len(p.pts) > p.opts.MaxPoints {
-			p.end(false)
-			return nil, fmt.Errorf("%w: the body holds more than %d points, the limit", ErrTooManyPoints, p.opts.MaxPoints)
-		}
+		p.line(line, lineNo, prec, defaultMs)
+	}
+	return p.finish()
+}
+
+// readChunkBytes is what ParseReader reads at a time, and the size its
+// buffer starts at.
+const readChunkBytes = 64 << 10
+
+// ParseReader is Parse reading the body from r as it parses: it holds one
+// buffer of at most Options.MaxLineBytes plus a line break, whatever the
+// length of the body or of its lines, rather than the whole body. An
+// error reading r is returned wrapped, with no Result.
+func (p *Parser) ParseReader(r io.Reader, db string, prec Precision, defaultMs int64) (*Result, error) {
+	if err := p.start(db, 0); err != nil {
+		return nil, err
+	}
+	if err := p.stream(r, prec, defaultMs); err != nil {
+		p.end(false)
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return p.finish()
+}
+
+// start validates the call's arguments and begins it.
+func (p *Parser) start(db string, size int64) error {
+	if why := validDatabase(db, p.opts.Limits.MaxValueBytes); why != "" {
+		return fmt.Errorf("%w: database %.64q %s", ErrBadDatabase, db, why)
+	}
+	if size >= math.MaxInt32 {
+		return fmt.Errorf("%w: a body of %d bytes is more than one call can take", ErrTooManyPoints, size)
+	}
+	p.begin(db)
+	return nil
+}
+
+// finish ends the call: the Result, or the request-wide error.
+func (p *Parser) finish() (*Result, error) {
+	if err := p.abort; err != nil {
+		p.end(false)
+		return nil, err
 	}
 	p.end(true)
 	return &p.res, nil
+}
+
+// stream feeds the lines read from r to p.line. Its buffer grows (by
+// doubling from readChunkBytes) only while one line does not fit, up to
+// MaxLineBytes plus CR LF; the rest of a longer line is read and dropped.
+func (p *Parser) stream(r io.Reader, prec Precision, defaultMs int64) error {
+	limit := p.opts.MaxLineBytes + 2 // the line, a CR and its LF
+	if cap(p.rbuf) < min(readChunkBytes, limit) {
+		p.rbuf = make([]byte, min(readChunkBytes, limit))
+	}
+	buf := p.rbuf[:cap(p.rbuf)]
+	defer func() { p.rbuf = buf }()
+	var (
+		head, tail int   // unparsed bytes are buf[head:tail]
+		lineNo     int32 // lines begun
+		bomChecked bool
+		eof        bool
+		// A line longer than limit is being dropped: its length so far,
+		// its last byte, and whether it is a comment.
+		dropping bool
+		dropped  int64
+		lastByte byte
+		comment  bool
+	)
+	// Line numbers are int32 (in Result, per point): a body of more lines
+	// fails the call.
+	nextLine := func() bool {
+		if lineNo == math.MaxInt32 {
+			p.lineNo = lineNo
+			p.abortf(1, ErrTooManyPoints, "the body has more than %d lines, more than one call can take", lineNo)
+			return false
+		}
+		lineNo++
+		return true
+	}
+	for {
+		if !bomChecked && (tail >= len(utf8BOM) || eof) {
+			bomChecked = true
+			if bytes.HasPrefix(buf[:tail], utf8BOM) {
+				head = len(utf8BOM)
+			}
+		}
+		for bomChecked && p.abort == nil {
+			nl := bytes.IndexByte(buf[head:tail], '\n')
+			if nl < 0 {
+				break
+			}
+			if dropping {
+				if nl > 0 {
+					lastByte = buf[head+nl-1]
+				}
+				p.dropped(lineNo, dropped+int64(nl), lastByte, comment)
+				dropping = false
+			} else {
+				if !nextLine() {
+					return nil
+				}
+				p.line(buf[head:head+nl], lineNo, prec, defaultMs)
+			}
+			head += nl + 1
+		}
+		if p.abort != nil {
+			return nil
+		}
+		if eof {
+			switch {
+			case dropping:
+				if tail > head {
+					lastByte = buf[tail-1]
+				}
+				p.dropped(lineNo, dropped+int64(tail-head), lastByte, comment)
+			case tail > head && nextLine():
+				p.line(buf[head:tail], lineNo, prec, defaultMs)
+			}
+			return nil
+		}
+		switch {
+		case dropping:
+			if tail > head {
+				dropped += int64(tail - head)
+				lastByte = buf[tail-1]
+			}
+			head, tail = 0, 0
+		case tail-head >= limit:
+			// Too long whatever its end holds: drop it.
+			if !nextLine() {
+				return nil
+			}
+			dropping, dropped, lastByte = true, int64(tail-head), buf[tail-1]
+			comment = isComment(buf[head:tail])
+			head, tail = 0, 0
+		case head > 0:
+			tail = copy(buf, buf[head:tail])
+			head = 0
+		}
+		if tail == len(buf) {
+			// One line fills the buffer and is not over the limit yet.
+			grown := make([]byte, min(2*len(buf), limit))
+			copy(grown, buf[:tail])
+			buf = grown
+		}
+		n, err := r.Read(buf[tail:])
+		tail += n
+		switch {
+		case err == io.EOF:
+			eof = true
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// isComment reports whether the first non-blank byte of b is '#'.
+func isComment(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' {
+			return c == '#'
+		}
+	}
+	return false
+}
+
+// line parses one line as it came (no LF; a CR before the LF is dropped
+// here).
+func (p *Parser) line(line []byte, lineNo int32, prec Precision, defaultMs int64) {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	if len(line) > p.opts.MaxLineBytes {
+		p.tooLong(lineNo, int64(len(line)), isComment(line))
+		return
+	}
+	base := 0
+	for base < len(line) && (line[base] == ' ' || line[base] == '\t') {
+		base++
+	}
+	line = line[base:]
+	if len(line) == 0 || line[0] == '#' {
+		return
+	}
+	p.res.Lines++
+	p.lineNo = lineNo
+	p.parseLine(line, base, lineNo, prec, defaultMs)
+}
+
+// dropped ends a line that ParseReader dropped for its length: n bytes
+// before its LF, the last of them last.
+func (p *Parser) dropped(lineNo int32, n int64, last byte, comment bool) {
+	if last == '\r' {
+		n--
+	}
+	p.tooLong(lineNo, n, comment)
+}
+
+// tooLong refuses a line of n bytes over MaxLineBytes, unless it is a
+// comment.
+func (p *Parser) tooLong(lineNo int32, n int64, comment bool) {
+	if comment {
+		return
+	}
+	p.res.Lines++
+	p.le = lineErr{}
+	p.fail(p.opts.MaxLineBytes+1, func() string {
+		return fmt.Sprintf("the line is %d bytes, the limit is %d bytes (max-line-bytes); it was not parsed", n, p.opts.MaxLineBytes)
+	})
+	p.reject(lineNo, 1)
+}
+
+// abortf fails the call: a request-wide limit is broken at column col of
+// the current line.
+func (p *Parser) abortf(col int, err error, format string, args ...any) {
+	if p.abort == nil {
+		p.abort = fmt.Errorf("line %d, column %d: %w: %s", p.lineNo, col, err, fmt.Sprintf(format, args...))
+	}
 }
 
 // Release lets go of buffers sized for large bodies; call it before
@@ -267,7 +566,9 @@ func (p *Parser) begin(db string) {
 		p.cacheBytes += int64(dbOverhead + len(db))
 	}
 	p.prev = nil
-	p.pts = p.pts[:0]
+	p.keysUsed = 0
+	p.abort = nil
+	p.pts.truncate(0)
 	p.refs = p.refs[:0]
 	p.res.Batches = p.res.Batches[:0]
 	p.res.Errors = p.res.Errors[:0]
@@ -285,9 +586,7 @@ func (p *Parser) end(ok bool) {
 	}
 	clear(p.refs)
 	p.refs = p.refs[:0]
-	if cap(p.pts) > p.opts.RetainPoints {
-		p.pts = nil
-	}
+	p.pts.release(p.opts.RetainPoints)
 	if p.cacheBytes > p.opts.MaxCacheBytes {
 		// Batches keep their label slices; only the lookup structures go.
 		p.resetCache()
@@ -300,13 +599,15 @@ func (p *Parser) end(ok bool) {
 // whole body costs three allocations at most (none once the buffers have
 // grown).
 func (p *Parser) group() {
-	n := len(p.pts)
+	n := p.pts.len()
 	nb := len(p.refs)
 	p.counts = grow(p.counts, nb)
 	counts := p.counts[:nb]
 	clear(counts)
-	for i := range p.pts {
-		counts[p.pts[i].batch]++
+	for _, blk := range p.pts.blocks {
+		for i := range blk {
+			counts[blk[i].batch]++
+		}
 	}
 	p.tsBuf = grow(p.tsBuf, n)
 	p.vsBuf = grow(p.vsBuf, n)
@@ -327,11 +628,13 @@ func (p *Parser) group() {
 		counts[b] = off // from here on: the next free slot of batch b
 		off += c
 	}
-	for i := range p.pts {
-		pt := &p.pts[i]
-		o := counts[pt.batch]
-		counts[pt.batch] = o + 1
-		ts[o], vs[o], ls[o] = pt.ts, pt.v, pt.line
+	for _, blk := range p.pts.blocks {
+		for i := range blk {
+			pt := &blk[i]
+			o := counts[pt.batch]
+			counts[pt.batch] = o + 1
+			ts[o], vs[o], ls[o] = pt.ts, pt.v, pt.line
+		}
 	}
 	p.res.lines = ls
 	p.res.Points = n
@@ -344,16 +647,17 @@ func grow[T any](s []T, n int) []T {
 	return make([]T, n, n+n/4)
 }
 
-// failf records the first problem of the current line. The message is
-// formatted only while Result.Errors has room for it.
-func (p *Parser) failf(col int, format string, args ...any) {
+// fail records the first problem of the current line. msg is called only
+// while Result.Errors has room for the message: a body of many bad lines
+// costs no formatting, and no allocation, past the first MaxErrors.
+func (p *Parser) fail(col int, msg func() string) {
 	if p.le.set {
 		return
 	}
 	p.le.set = true
 	p.le.col = col
 	if len(p.res.Errors) < p.opts.MaxErrors {
-		p.le.msg = fmt.Sprintf(format, args...)
+		p.le.msg = msg()
 	}
 }
 
@@ -361,88 +665,94 @@ func (p *Parser) failf(col int, format string, args ...any) {
 // the number of blanks cut from its start, for columns).
 func (p *Parser) parseLine(line []byte, base int, lineNo int32, prec Precision, defaultMs int64) {
 	p.le = lineErr{}
-	mark := len(p.pts)
+	mark := p.pts.len()
 	col := func(i int) int { return base + i + 1 }
 
 	keyEnd := keyEnd(line)
 	if keyEnd < 0 {
-		p.failf(col(len(line)), "no field set: the measurement and tags must be followed by a space and fields (key=value)")
+		p.fail(col(len(line)), func() string {
+			return "no field set: the measurement and tags must be followed by a space and fields (key=value)"
+		})
 		p.reject(lineNo, 1)
 		return
 	}
-	e := p.entry(line[:keyEnd], base)
 	i := keyEnd + 1
 	for i < len(line) && line[i] == ' ' {
 		i++
 	}
 	if i == len(line) {
-		p.failf(col(i), "no field set after the measurement and tags")
+		p.fail(col(i), func() string { return "no field set after the measurement and tags" })
 		p.reject(lineNo, 1)
+		return
+	}
+	// Count the fields before anything is built for them.
+	if n, over := countFields(line, i, p.opts.MaxFieldsPerLine); n > p.opts.MaxFieldsPerLine {
+		p.fail(col(over), func() string {
+			return fmt.Sprintf("the line has %d fields; a line holds at most %d fields (max-fields-per-line), so it was not parsed", n, p.opts.MaxFieldsPerLine)
+		})
+		p.reject(lineNo, n)
+		return
+	}
+	e := p.entry(line[:keyEnd], base)
+	if p.abort != nil {
 		return
 	}
 
 	// Field set: key=value[,key=value]... Problems with a value are noted
 	// and the scan goes on (to count the fields); broken syntax stops it.
+	// countFields follows the same syntax.
 	fields := 0
 	for {
 		ks := i
-		for i < len(line) {
-			c := line[i]
-			if c == '\\' {
-				i += 2
-				continue
-			}
-			if c == '=' || c == ',' || c == ' ' {
-				break
-			}
-			i++
-		}
-		i = min(i, len(line))
+		i = fieldKeyEnd(line, i)
 		fields++
 		if i == len(line) || line[i] != '=' {
-			p.failf(col(ks), "field %s has no value (missing '=')", quote(line[ks:i]))
+			p.fail(col(ks), func() string { return fmt.Sprintf("field %s has no value (missing '=')", quote(line[ks:i])) })
 			break
 		}
 		if i == ks {
-			p.failf(col(ks), "empty field key")
+			p.fail(col(ks), func() string { return "empty field key" })
 			break
 		}
 		key := line[ks:i]
 		i++
 		vs := i
 		if i < len(line) && line[i] == '"' {
-			i++
-			for i < len(line) && line[i] != '"' {
-				if line[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			if i >= len(line) {
-				p.failf(col(vs), "the string value of field %s has no closing quote", quote(key))
+			i = stringValueEnd(line, i)
+			if i > len(line) {
+				p.fail(col(vs), func() string { return fmt.Sprintf("the string value of field %s has no closing quote", quote(key)) })
 				break
 			}
-			i++
-			p.failf(col(vs), "field %s has a string value; string fields are not supported, so the line is refused", quote(key))
+			p.fail(col(vs), func() string {
+				return fmt.Sprintf("field %s has a string value; string fields are not supported, so the line is refused", quote(key))
+			})
 			if i < len(line) && line[i] != ',' && line[i] != ' ' && line[i] != '\t' {
-				p.failf(col(i), "unexpected %s after the string value of field %s", quote(line[i:i+1]), quote(key))
+				p.fail(col(i), func() string {
+					return fmt.Sprintf("unexpected %s after the string value of field %s", quote(line[i:i+1]), quote(key))
+				})
 				break
 			}
 		} else {
-			for i < len(line) {
-				c := line[i]
-				if c == ',' || c == ' ' || c == '\t' {
-					break
-				}
-				i++
-			}
+			i = valueEnd(line, i)
 			v, reason := parseValue(line[vs:i])
 			switch {
 			case reason != "":
-				p.failf(col(vs), "value %s of field %s %s", quote(line[vs:i]), quote(key), reason)
+				p.fail(col(vs), func() string { return fmt.Sprintf("value %s of field %s %s", quote(line[vs:i]), quote(key), reason) })
 			case e != nil && !p.le.set:
-				if ref := p.fieldRef(e, key, fields-1, base+ks+1); ref != nil {
-					p.pts = append(p.pts, pending{v: v, batch: p.batchOf(ref), line: lineNo})
+				if max := p.opts.MaxPoints; max > 0 && p.pts.len() >= max {
+					p.abortf(col(ks), ErrTooManyPoints, "the body holds more than %d points, the limit per request", max)
+					return
+				}
+				ref := p.fieldRef(e, key, fields-1, base+ks+1)
+				if p.abort != nil {
+					return
+				}
+				if ref != nil {
+					b, ok := p.batchOf(ref, base+ks+1)
+					if !ok {
+						return
+					}
+					p.pts.push(pending{v: v, batch: b, line: lineNo})
 				}
 			}
 		}
@@ -456,8 +766,84 @@ func (p *Parser) parseLine(line []byte, base int, lineNo int32, prec Precision, 
 		p.parseTimestamp(line, i, base, mark, prec, defaultMs)
 	}
 	if p.le.set {
-		p.pts = p.pts[:mark]
+		p.pts.truncate(mark)
 		p.reject(lineNo, fields)
+	}
+}
+
+// fieldKeyEnd returns the end of the field key starting at line[i]: the
+// index of its first unescaped '=', ',' or space, or len(line).
+func fieldKeyEnd(line []byte, i int) int {
+	for i < len(line) {
+		c := line[i]
+		if c == '\\' {
+			i += 2
+			continue
+		}
+		if c == '=' || c == ',' || c == ' ' {
+			return i
+		}
+		i++
+	}
+	return len(line)
+}
+
+// stringValueEnd returns the index after the closing quote of the string
+// value whose opening quote is line[i], or len(line)+1 when it has none.
+func stringValueEnd(line []byte, i int) int {
+	i++
+	for i < len(line) && line[i] != '"' {
+		if line[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	if i >= len(line) {
+		return len(line) + 1
+	}
+	return i + 1
+}
+
+// valueEnd returns the end of the unquoted value starting at line[i].
+func valueEnd(line []byte, i int) int {
+	for i < len(line) {
+		if c := line[i]; c == ',' || c == ' ' || c == '\t' {
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// countFields counts the fields of the field set starting at line[i] as
+// parseLine counts them (up to a syntax error that stops parseLine), and
+// returns the index of field limit+1, if there is one. It allocates
+// nothing.
+func countFields(line []byte, i, limit int) (n, over int) {
+	for {
+		ks := i
+		i = fieldKeyEnd(line, i)
+		n++
+		if n == limit+1 {
+			over = ks
+		}
+		if i == len(line) || line[i] != '=' || i == ks {
+			return n, over
+		}
+		i++
+		if i < len(line) && line[i] == '"' {
+			i = stringValueEnd(line, i)
+			if i > len(line) || (i < len(line) && line[i] != ',' && line[i] != ' ' && line[i] != '\t') {
+				return n, over
+			}
+		} else {
+			i = valueEnd(line, i)
+		}
+		if i < len(line) && line[i] == ',' {
+			i++
+			continue
+		}
+		return n, over
 	}
 }
 
@@ -478,28 +864,30 @@ func (p *Parser) parseTimestamp(line []byte, i, base, mark int, prec Precision, 
 			i++
 		}
 		if i < len(line) {
-			p.failf(base+i+1, "unexpected %s after the timestamp", quote(line[i:]))
+			p.fail(base+i+1, func() string { return fmt.Sprintf("unexpected %s after the timestamp", quote(line[i:])) })
 			return
 		}
 		v, st := parseInt(tok)
 		switch st {
 		case numSyntax:
-			p.failf(base+s+1, "invalid timestamp %s: want an integer number of %s since the epoch", quote(tok), prec)
+			p.fail(base+s+1, func() string {
+				return fmt.Sprintf("invalid timestamp %s: want an integer number of %s since the epoch", quote(tok), prec)
+			})
 			return
 		case numRange:
-			p.failf(base+s+1, "timestamp %s is out of the int64 range", quote(tok))
+			p.fail(base+s+1, func() string { return fmt.Sprintf("timestamp %s is out of the int64 range", quote(tok)) })
 			return
 		}
 		ms, ok := prec.ToMillis(v)
 		if !ok {
-			p.failf(base+s+1, "timestamp %s in %s is out of range once converted to milliseconds", quote(tok), prec)
+			p.fail(base+s+1, func() string {
+				return fmt.Sprintf("timestamp %s in %s is out of range once converted to milliseconds", quote(tok), prec)
+			})
 			return
 		}
 		ts = ms
 	}
-	for k := mark; k < len(p.pts); k++ {
-		p.pts[k].ts = ts
-	}
+	p.pts.setTimestamps(mark, ts)
 }
 
 func (p *Parser) reject(lineNo int32, fields int) {
@@ -542,12 +930,17 @@ func quote(b []byte) string {
 }
 
 // batchOf returns the batch index of ref in this call, opening a batch
-// when ref has none yet.
-func (p *Parser) batchOf(ref *seriesRef) int32 {
+// when ref has none yet. It returns false, failing the call, when that
+// batch would be one more than MaxSeries.
+func (p *Parser) batchOf(ref *seriesRef, col int) (int32, bool) {
 	if ref.gen != p.gen {
+		if max := p.opts.MaxSeries; max > 0 && len(p.refs) >= max {
+			p.abortf(col, ErrTooManySeries, "the request holds more than %d series, the limit per request", max)
+			return 0, false
+		}
 		ref.gen = p.gen
 		ref.batch = int32(len(p.refs))
 		p.refs = append(p.refs, ref)
 	}
-	return ref.batch
+	return ref.batch, true
 }

@@ -35,7 +35,7 @@ func BenchmarkDecodePut(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		pb, err := decodePut(body, 1_000_000)
+		pb, err := decodePut(body, putLimits{maxPoints: 1_000_000})
 		if err != nil || pb.failed != 0 {
 			b.Fatal(err)
 		}
@@ -54,8 +54,9 @@ func BenchmarkParseTelnetLine(b *testing.B) {
 	var tags []labels.Label
 	for b.Loop() {
 		for _, l := range lines {
-			fields = splitFields(l, fields[:0])
-			metric, tg, tMs, v, err := parsePut(fields[1:], tags[:0])
+			var n int
+			fields, n = splitFields(l, fields[:0], putFields+31)
+			metric, tg, tMs, v, err := parsePut(fields[1:], n-1, 31, tags[:0])
 			if err != nil {
 				b.Fatal(err)
 			}

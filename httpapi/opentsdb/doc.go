@@ -49,9 +49,18 @@
 // status is 200 when nothing failed, else 400. Without either: 204, or 400
 // with an error body. A body that is not JSON, not an object or array, or
 // an empty array is refused as a whole (400, nothing stored); more than
-// Limits.MaxPointsPerRequest datapoints or a body over Limits.MaxBodyBytes
-// is 413. A backend that refuses the whole write answers 429 (overloaded)
-// or 503 (unavailable, timeout) with Retry-After; nothing is stored.
+// Limits.MaxPointsPerRequest datapoints, more than
+// Limits.MaxSeriesPerRequest distinct series or a body over
+// Limits.MaxBodyBytes is 413, nothing stored. A datapoint with more tags
+// than a series may hold (Limits.Labels.MaxLabels less the metric name)
+// fails alone; its tags are counted, not decoded. A backend that refuses
+// the whole write answers 429 (overloaded) or 503 (unavailable, timeout)
+// with Retry-After; nothing is stored.
+//
+// The body is read whole (up to Limits.MaxBodyBytes), checked with
+// json.Valid, and its datapoints decoded one at a time in place; a
+// request allocates at most 8 bytes per byte of body plus about 2 KiB per
+// distinct series (FuzzDecodePutAllocations holds it to that).
 //
 // # Telnet lines
 //
@@ -62,13 +71,17 @@
 // "tributary.<name> <unix seconds> <count>"), help, exit, and auth <token>
 // when TelnetOptions.Authenticate is set. There is no acknowledgement: a
 // bad line is answered with one line, "put: illegal argument: line N:
-// <why>", and the connection stays open. Lines are parsed into batches of
-// up to FlushPoints points, written to the backend when full, after
-// FlushInterval, and when the connection ends (a clean close is flushed
-// before the handler returns, a final line without '\n' included). A point
-// the backend refuses is reported the same way, naming its line. A line
-// longer than MaxLineBytes is answered and skipped. A write the backend
-// refuses as overloaded or unavailable is retried with backoff for up to
+// <why>", and the connection stays open. A line with more tags than a
+// series may hold (Limits.Labels.MaxLabels less the metric name) is
+// refused before its tags are parsed; only that many fields of a line
+// are kept. Lines are parsed into batches of up to FlushPoints points (or
+// 1 MiB of label strings of new series, which are copied out of their
+// lines), written to the backend when full, after FlushInterval, and when
+// the connection ends (a clean close is flushed before the handler
+// returns, a final line without '\n' included). A point the backend
+// refuses is reported the same way, naming its line. A line longer than
+// MaxLineBytes is answered and skipped. A write the backend refuses as
+// overloaded or unavailable is retried with backoff for up to
 // Limits.RequestTimeout (reading stops meanwhile, so TCP pushes back on
 // the sender), then dropped, counted and reported with
 // "put: unable to store N data points: <why>".

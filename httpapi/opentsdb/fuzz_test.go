@@ -1,14 +1,18 @@
 package opentsdb
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -63,6 +67,9 @@ func encodePut(t *testing.T, batches []node.Batch) []byte {
 	return body
 }
 
+// fuzzPutLimits are the limits FuzzDecodePut decodes with.
+var fuzzPutLimits = putLimits{maxPoints: 1000, maxSeries: 100, maxTags: 31}
+
 func FuzzDecodePut(f *testing.F) {
 	for _, s := range []string{
 		`{"metric":"sys.cpu","timestamp":1709294400,"value":42,"tags":{"host":"a"}}`,
@@ -72,14 +79,22 @@ func FuzzDecodePut(f *testing.F) {
 		`[{"metric":"m","timestamp":1.5e9,"value":1,"tags":{"h":1}}]`,
 		`{"metric":"m","timestamp":1709294400,"value":1,"tags":{"a/b":"1","a_b":"2"}}`,
 		`[`, `{}`, `[]`, `"x"`, ``,
+		`{"METRIC":"m","Timestamp":1709294400,"vAlue":1,"tags":{"h":"a","h":"b"},"metric":"n"}`,
+		`{"metric":"\u00e9\ud83d\ude00\ud800x\n\"\\\/","timestamp":1,"value":1,"tags":{"\u0068":"\u0061"}}`,
+		`{"metric":"m","timestamp":1709294400,"value":1,"tags":` + manyTagsJSON(40) + `}`,
+		`[{"metric":"m","timestamp":1709294400,"value":1,"tags":{"a":{"b":[1,"}"]}}} , {"x":[]} ]`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		pb, err := decodePut(body, 1000)
+		pb, err := decodePut(body, fuzzPutLimits)
 		if err != nil {
 			return
 		}
+		if !json.Valid(body) {
+			t.Fatalf("decoded a body that is not valid JSON: %q", body)
+		}
+		checkDecodeOracle(t, body)
 		batches, _ := pb.b.take()
 		checkBatches(t, batches)
 		n := 0
@@ -94,7 +109,7 @@ func FuzzDecodePut(f *testing.F) {
 		}
 		// Round trip: the accepted points, written back, decode to the
 		// same batches.
-		again, err := decodePut(encodePut(t, batches), 1000)
+		again, err := decodePut(encodePut(t, batches), fuzzPutLimits)
 		if err != nil || again.failed != 0 {
 			t.Fatalf("re-decoding accepted points: %v %+v", err, again)
 		}
@@ -116,11 +131,11 @@ func FuzzTelnetLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		f := splitFields(line, nil)
+		f, n := splitFields(line, nil, putFields+31)
 		if len(f) == 0 || f[0] != "put" {
 			return
 		}
-		metric, tags, tMs, v, err := parsePut(f[1:], nil)
+		metric, tags, tMs, v, err := parsePut(f[1:], n-1, 31, nil)
 		if err != nil {
 			return
 		}
@@ -139,7 +154,8 @@ func FuzzTelnetLine(f *testing.F) {
 		for _, l := range tags {
 			out = append(out, l.Name+"="+l.Value)
 		}
-		metric2, tags2, tMs2, v2, err := parsePut(splitFields(strings.Join(out, " "), nil)[1:], nil)
+		f2, n2 := splitFields(strings.Join(out, " "), nil, -1)
+		metric2, tags2, tMs2, v2, err := parsePut(f2[1:], n2-1, 31, nil)
 		if err != nil || metric2 != metric || tMs2 != tMs || v2 != v || fmt.Sprint(tags2) != fmt.Sprint(tags) {
 			t.Fatalf("round trip of %q: %q %v %d %g %v", strings.Join(out, " "), metric2, tags2, tMs2, v2, err)
 		}
@@ -178,6 +194,200 @@ func FuzzParseM(f *testing.F) {
 		}
 		if p.ds != nil && !p.ds.all && p.ds.stepMs < 1 {
 			t.Fatalf("plan of %q has step %d", m, p.ds.stepMs)
+		}
+	})
+}
+
+// checkDecodeOracle compares putDatapoint.decode, datapoint by datapoint,
+// with encoding/json decoding the same fields (for valid UTF-8, which
+// encoding/json would otherwise repair).
+func checkDecodeOracle(t *testing.T, body []byte) {
+	t.Helper()
+	if !utf8.Valid(body) {
+		return
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(body, &elems); err != nil {
+		elems = []json.RawMessage{body}
+	}
+	dp := &putDatapoint{}
+	for i, raw := range elems {
+		raw = bytes.TrimSpace(raw)
+		var ref struct {
+			Metric, Timestamp, Value *json.RawMessage
+			Tags                     json.RawMessage
+		}
+		if raw[0] != '{' || json.Unmarshal(raw, &ref) != nil {
+			continue
+		}
+		if err := dp.decode(raw); err != nil {
+			var probe map[string]any
+			if json.Unmarshal(ref.Tags, &probe) == nil || len(ref.Tags) == 0 || string(ref.Tags) == "null" {
+				t.Fatalf("datapoint %d: decode: %v, encoding/json accepts its tags %s", i, err, ref.Tags)
+			}
+			continue
+		}
+		for _, f := range []struct {
+			name string
+			got  jsonScalar
+			want *json.RawMessage
+		}{{"metric", dp.Metric, ref.Metric}, {"timestamp", dp.Timestamp, ref.Timestamp}, {"value", dp.Value, ref.Value}} {
+			if f.got.set != (f.want != nil) {
+				t.Fatalf("datapoint %d: %s set %v, encoding/json: %v", i, f.name, f.got.set, f.want != nil)
+			}
+			if f.want != nil && f.got.kind == '"' {
+				var s string
+				if err := json.Unmarshal(*f.want, &s); err != nil || s != f.got.text {
+					t.Fatalf("datapoint %d: %s %q, encoding/json %q (%v)", i, f.name, f.got.text, s, err)
+				}
+			}
+		}
+		var tags map[string]json.RawMessage
+		if json.Unmarshal(ref.Tags, &tags) != nil || len(tags) > dp.Tags.max && dp.Tags.max > 0 {
+			continue
+		}
+		if len(tags) != len(dp.Tags.kv) {
+			t.Fatalf("datapoint %d: %d tags, encoding/json %d", i, len(dp.Tags.kv), len(tags))
+		}
+		for _, kv := range dp.Tags.kv {
+			want, ok := tags[kv.key]
+			var s string
+			if !ok || kv.val.kind == '"' && (json.Unmarshal(want, &s) != nil || s != kv.val.text) {
+				t.Fatalf("datapoint %d: tag %q=%q, encoding/json %s", i, kv.key, kv.val.text, want)
+			}
+		}
+	}
+}
+
+// allocated returns the bytes f allocates on the heap, from the TotalAlloc
+// counter of runtime.MemStats, read before and after f. The counter adds
+// up every heap allocation; a garbage collection while f runs does not
+// lower it, so the count does not depend on when the collector runs. It
+// does count other goroutines' allocations too (the fuzzing engine's, a
+// finalizer's): f runs twice and the smaller count is kept, so f must
+// allocate the same each time (build fresh state inside it).
+func allocated(f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	var before, after runtime.MemStats
+	for range 2 {
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if after.HeapAlloc > 256<<20 {
+		runtime.GC() // see steadyAllocations
+	}
+	return least
+}
+
+// steadyAllocations makes an allocation fuzz target see the same code
+// paths for the same input: one P and no automatic garbage collection
+// (allocated collects past 256 MiB), so that the sync.Pools the decoders
+// reach (fmt's printers, encoding/json's scanners) are not emptied at
+// random moments or missed on another P. Otherwise their refills come and
+// go in the coverage, and the fuzzing engine spends its time minimizing
+// inputs that are not new. The measured bytes do not depend on it.
+func steadyAllocations(f *testing.F) {
+	procs := runtime.GOMAXPROCS(1)
+	gc := debug.SetGCPercent(-1)
+	f.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		runtime.GOMAXPROCS(procs)
+	})
+}
+
+// The allocation bounds the OpenTSDB decoders are held to: bytes per
+// input byte, and a constant (error messages of the first failures, the
+// batcher's first slices).
+const (
+	putAllocPerByte    = 8
+	telnetAllocPerByte = 32
+	allocFixed         = 64 << 10
+	// allocPerSeries is what a new series costs the batcher (its batch,
+	// label copies and index entry); bounded by the series limit.
+	allocPerSeries = 2 << 10
+)
+
+// allocPutLimits are small limits, so that the constant part of the bound
+// stays small next to fuzz inputs.
+var allocPutLimits = putLimits{maxPoints: 1 << 16, maxSeries: 16, maxTags: 31}
+
+// putAllocSeeds are the worst cases known for memory per byte.
+func putAllocSeeds() []string {
+	dp := `{"metric":"m","timestamp":1709294400,"value":1,"tags":{"h":"a"}}`
+	return []string{
+		"[" + strings.Repeat("1,", 5000) + "1]",
+		"[" + strings.Repeat("{},", 5000) + "{}]",
+		"[" + strings.Repeat(`{"tags":"x"},`, 2000) + "{}]",
+		"[" + strings.Repeat(dp+",", 2000) + dp + "]",
+		`[{"metric":"m","timestamp":1709294400,"value":1,"tags":` + manyTagsJSON(5000) + `}]`,
+		`[{"metric":"m","timestamp":1709294400,"value":1,"tags":` + manyTagsJSON(31) + `}]`,
+		"[" + strings.Repeat(`{"metric":"\u00e9\n","timestamp":"x","value":1},`, 1000) + "{}]",
+		"[" + strings.Repeat(`{"metric":"m","timestamp":1709294400,"value":1,"tags":{"h":"\u0041"}},`, 1000) + "{}]",
+	}
+}
+
+// FuzzDecodePutAllocations holds decodePut to its memory bound: one body
+// allocates at most putAllocPerByte bytes per byte, plus allocPerSeries
+// per series (at most allocPutLimits.maxSeries), plus allocFixed.
+func FuzzDecodePutAllocations(f *testing.F) {
+	steadyAllocations(f)
+	for _, s := range putAllocSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		alloc := allocated(func() { _, _ = decodePut(body, allocPutLimits) })
+		if bound := uint64(putAllocPerByte*len(body) + allocPerSeries*allocPutLimits.maxSeries + allocFixed); alloc > bound {
+			t.Fatalf("a %d-byte body allocated %d bytes, bound %d", len(body), alloc, bound)
+		}
+	})
+}
+
+// telnetLines runs the put lines of body through what a telnet
+// connection does with them (split, parse, batch), as handle does.
+func telnetLines(body []byte, maxTags int) {
+	var b batcher
+	b.maxSeries = 16
+	var fields []string
+	var tags []labels.Label
+	for line := range bytes.SplitSeq(body, []byte("\n")) {
+		var n int
+		fields, n = splitFields(string(line), fields[:0], putFields+maxTags)
+		if len(fields) == 0 || fields[0] != "put" {
+			continue
+		}
+		metric, tg, tMs, v, err := parsePut(fields[1:], n-1, maxTags, tags[:0])
+		tags = tg
+		if err == nil {
+			_ = b.add(metric, tg, tMs, v, 0)
+		}
+	}
+}
+
+// FuzzTelnetLinesAllocations holds the telnet line parser to its memory
+// bound: telnetAllocPerByte bytes per byte of input (a line is copied to a
+// string, and a bad line's error is formatted for its reply), plus
+// allocPerSeries per series (the batcher here holds at most 16), plus
+// allocFixed.
+func FuzzTelnetLinesAllocations(f *testing.F) {
+	steadyAllocations(f)
+	for _, s := range []string{
+		"put m 1709294400 1" + strings.Repeat(" t=v", 5000) + "\n",
+		"put m 1709294400 1" + strings.Repeat(" t=v", 31) + "\n",
+		strings.Repeat("put m 1709294400 1 h=a\n", 2000),
+		strings.Repeat("put\n", 5000),
+		strings.Repeat("put m x 1\n", 2000),
+		strings.Repeat("x\n", 5000),
+		strings.Repeat(" ", 10000) + "put m 1709294400 1 h=a\n",
+		strings.Repeat("put m 1709294400 1 é/1=a 9=b\n", 1000),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		alloc := allocated(func() { telnetLines(body, 31) })
+		if bound := uint64(telnetAllocPerByte*len(body) + allocPerSeries*16 + allocFixed); alloc > bound {
+			t.Fatalf("%d bytes of lines allocated %d bytes, bound %d", len(body), alloc, bound)
 		}
 	})
 }

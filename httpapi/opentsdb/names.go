@@ -121,3 +121,17 @@ func queryLabelName(key string) (string, error) {
 	}
 	return labelName(key)
 }
+
+// maxTags is the most tags a point may have under lim: the labels of a
+// series less the metric name. 0 means no limit.
+func maxTags(lim labels.Limits) int {
+	if lim.MaxLabels <= 0 {
+		return 0
+	}
+	return max(lim.MaxLabels-1, 1)
+}
+
+// tooManyTags is the error of a point with n tags, more than maxTags.
+func tooManyTags(n, maxTags int) error {
+	return fmt.Errorf("%d tags, at most %d tags are allowed (a series holds at most %d labels, the metric name included)", n, maxTags, maxTags+1)
+}

@@ -136,17 +136,27 @@ func isDecimal(s string) bool {
 // number), so that rejections can be reported against the input. It is
 // not safe for concurrent use.
 type batcher struct {
-	index   map[string]int
-	batches []node.Batch
-	origin  [][]int64
-	points  int
-	key     []byte
-	ls      labels.Labels
+	// maxSeries bounds the batches; add refuses a new series past it with
+	// errTooManySeries (0: no limit).
+	maxSeries int
+	index     map[string]int
+	batches   []node.Batch
+	origin    [][]int64
+	points    int
+	// labelBytes counts the bytes of the label strings the batches hold.
+	labelBytes int
+	key        []byte
+	ls         labels.Labels
 }
+
+// errTooManySeries is returned by batcher.add past its maxSeries.
+var errTooManySeries = errors.New("too many series")
 
 // add appends one point. tags are node labels (already mapped and
 // validated one by one); add refuses two tags that map to the same label
-// name.
+// name. The batch of a new series gets its own copy of the label
+// strings, so that it never keeps the input they were cut from (a whole
+// telnet line) alive.
 func (b *batcher) add(metric string, tags []labels.Label, tMs int64, v float64, origin int64) error {
 	ls := append(b.ls[:0], labels.Label{Name: labels.MetricName, Value: metric})
 	ls = append(ls, tags...)
@@ -161,13 +171,18 @@ func (b *batcher) add(metric string, tags []labels.Label, tMs int64, v float64, 
 	b.key = ls.AppendKey(b.key[:0])
 	i, ok := b.index[string(b.key)]
 	if !ok {
+		if b.maxSeries > 0 && len(b.batches) >= b.maxSeries {
+			return errTooManySeries
+		}
 		if b.index == nil {
 			b.index = map[string]int{}
 		}
 		i = len(b.batches)
 		b.index[string(b.key)] = i
-		b.batches = append(b.batches, node.Batch{Labels: slices.Clone(ls)})
+		own, n := ownLabels(ls)
+		b.batches = append(b.batches, node.Batch{Labels: own})
 		b.origin = append(b.origin, nil)
+		b.labelBytes += n
 	}
 	bt := &b.batches[i]
 	bt.Ts = append(bt.Ts, tMs)
@@ -177,10 +192,35 @@ func (b *batcher) add(metric string, tags []labels.Label, tMs int64, v float64, 
 	return nil
 }
 
+// ownLabels copies ls and its strings, these into one allocation; it
+// returns the copy and the bytes of its strings.
+func ownLabels(ls labels.Labels) ([]labels.Label, int) {
+	n := 0
+	for _, l := range ls {
+		n += len(l.Name) + len(l.Value)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, l := range ls {
+		sb.WriteString(l.Name)
+		sb.WriteString(l.Value)
+	}
+	all := sb.String()
+	out := make([]labels.Label, len(ls))
+	off := 0
+	for i, l := range ls {
+		out[i].Name = all[off : off+len(l.Name)]
+		off += len(l.Name)
+		out[i].Value = all[off : off+len(l.Value)]
+		off += len(l.Value)
+	}
+	return out, n
+}
+
 // take returns the batches and origins collected so far and empties b.
 func (b *batcher) take() ([]node.Batch, [][]int64) {
 	batches, origin := b.batches, b.origin
-	b.batches, b.origin, b.points = nil, nil, 0
+	b.batches, b.origin, b.points, b.labelBytes = nil, nil, 0, 0
 	clear(b.index)
 	return batches, origin
 }

@@ -1,14 +1,12 @@
 package opentsdb
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -21,63 +19,6 @@ import (
 // "failed" count stays exact.
 const maxDetailErrors = 100
 
-// jsonScalar is a JSON value kept as text: the content of a string or the
-// literal of a number, bool or null. Decoding it never fails, so that a
-// wrong type is reported per datapoint with the field's name.
-type jsonScalar struct {
-	set  bool
-	kind byte // '"' string, '0' number, 'b' bool, 'n' null, '{' object, '[' array
-	text string
-}
-
-func (s *jsonScalar) UnmarshalJSON(b []byte) error {
-	s.set = true
-	switch c := b[0]; {
-	case c == '"':
-		s.kind = '"'
-		if bytes.IndexByte(b, '\\') < 0 {
-			s.text = string(b[1 : len(b)-1])
-			return nil
-		}
-		return json.Unmarshal(b, &s.text)
-	case c == '-' || c >= '0' && c <= '9':
-		s.kind, s.text = '0', string(b)
-	case c == 't' || c == 'f':
-		s.kind, s.text = 'b', string(b)
-	case c == 'n':
-		s.kind = 'n'
-	default:
-		s.kind = c
-	}
-	return nil
-}
-
-func (s *jsonScalar) typeName() string {
-	switch s.kind {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 'b':
-		return "a boolean"
-	case 'n':
-		return "null"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	}
-	return "unknown"
-}
-
-// putDatapoint is one element of a /api/put body.
-type putDatapoint struct {
-	Metric    jsonScalar            `json:"metric"`
-	Timestamp jsonScalar            `json:"timestamp"`
-	Value     jsonScalar            `json:"value"`
-	Tags      map[string]jsonScalar `json:"tags"`
-}
-
 // validPoint is a datapoint that passed validation.
 type validPoint struct {
 	metric string
@@ -86,13 +27,21 @@ type validPoint struct {
 	v      float64
 }
 
+// Errors of datapoints without a field; common in hostile bodies, so
+// they are not allocated each time.
+var (
+	errMetricMissing    = errors.New("metric is missing")
+	errTimestampMissing = errors.New("timestamp is missing")
+	errValueMissing     = errors.New("value is missing")
+)
+
 // validate checks dp and converts it; tags is scratch space that the
-// result's tags may alias.
+// result's tags may alias, and its strings alias dp's.
 func (dp *putDatapoint) validate(tags []labels.Label) (validPoint, error) {
 	var p validPoint
 	switch {
 	case !dp.Metric.set || dp.Metric.kind == 'n':
-		return p, errors.New("metric is missing")
+		return p, errMetricMissing
 	case dp.Metric.kind != '"':
 		return p, fmt.Errorf("metric must be a string, not %s", dp.Metric.typeName())
 	}
@@ -103,7 +52,7 @@ func (dp *putDatapoint) validate(tags []labels.Label) (validPoint, error) {
 	var err error
 	switch {
 	case !dp.Timestamp.set || dp.Timestamp.kind == 'n':
-		return p, errors.New("timestamp is missing")
+		return p, errTimestampMissing
 	case dp.Timestamp.kind == '"':
 		p.tMs, err = parseTimestamp(dp.Timestamp.text)
 	case dp.Timestamp.kind == '0':
@@ -116,7 +65,7 @@ func (dp *putDatapoint) validate(tags []labels.Label) (validPoint, error) {
 	}
 	switch {
 	case !dp.Value.set || dp.Value.kind == 'n':
-		return p, errors.New("value is missing")
+		return p, errValueMissing
 	case dp.Value.kind == '"' || dp.Value.kind == '0':
 		if p.v, err = parseValue(dp.Value.text); err != nil {
 			return p, err
@@ -124,12 +73,15 @@ func (dp *putDatapoint) validate(tags []labels.Label) (validPoint, error) {
 	default:
 		return p, fmt.Errorf("value must be a number, not %s", dp.Value.typeName())
 	}
+	if dp.Tags.max > 0 && dp.Tags.n > dp.Tags.max {
+		return p, tooManyTags(dp.Tags.n, dp.Tags.max)
+	}
 	tags = tags[:0]
-	for k, v := range dp.Tags {
-		if v.kind != '"' && v.kind != '0' {
-			return p, fmt.Errorf("tag %.64q: value must be a string, not %s", k, v.typeName())
+	for _, t := range dp.Tags.kv {
+		if t.val.kind != '"' && t.val.kind != '0' {
+			return p, fmt.Errorf("tag %.64q: value must be a string, not %s", t.key, t.val.typeName())
 		}
-		l, err := tagLabel(k, v.text)
+		l, err := tagLabel(t.key, t.val.text)
 		if err != nil {
 			return p, err
 		}
@@ -213,17 +165,16 @@ func echoScalar(s jsonScalar) any {
 
 func (dp *putDatapoint) echo() echoDatapoint {
 	e := echoDatapoint{Metric: clip(dp.Metric.text), Timestamp: echoScalar(dp.Timestamp), Value: echoScalar(dp.Value), Tags: map[string]string{}}
-	keys := make([]string, 0, len(dp.Tags))
-	for k := range dp.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	kv := slices.SortedFunc(slices.Values(dp.Tags.kv), func(a, b putTag) int { return strings.Compare(a.key, b.key) })
+	for i, t := range kv {
 		if i == echoMaxTags {
-			e.Tags["…"] = fmt.Sprintf("%d more tags", len(keys)-echoMaxTags)
+			e.Tags["…"] = fmt.Sprintf("%d more tags", len(kv)-echoMaxTags)
 			break
 		}
-		e.Tags[clip(k)] = clip(dp.Tags[k].text)
+		e.Tags[clip(t.key)] = clip(t.val.text)
+	}
+	if dp.Tags.n > len(dp.Tags.kv) && len(kv) == 0 {
+		e.Tags["…"] = fmt.Sprintf("%d tags, not decoded", dp.Tags.n)
 	}
 	return e
 }
@@ -244,98 +195,98 @@ func (pb *putBody) fail(dp *putDatapoint, err error) {
 	}
 }
 
+// limitError is a body refused whole for a request-wide limit (413):
+// violation is the counter it goes to.
+type limitError struct {
+	he        *httpapi.Error
+	violation string
+}
+
+func (e *limitError) Error() string { return e.he.Msg }
+func (e *limitError) Unwrap() error { return e.he }
+
+// putLimits bound what decodePut builds.
+type putLimits struct {
+	maxPoints int // datapoints in a body
+	maxSeries int // distinct series in a body (0: no limit)
+	maxTags   int // tags of a datapoint (0: no limit)
+}
+
 // decodePut decodes a /api/put body: one datapoint object or an array of
 // them. A body that is not valid JSON, or not an object or array, fails as
-// a whole (an *httpapi.Error with status 400); more than maxPoints
-// datapoints fail with 413. A datapoint with a wrong field fails alone.
-func decodePut(body []byte, maxPoints int) (*putBody, error) {
+// a whole (an *httpapi.Error with status 400); more than lim.maxPoints
+// datapoints or lim.maxSeries series fail with 413 (a *limitError). A
+// datapoint with a wrong field, or more than lim.maxTags tags (counted,
+// not decoded), fails alone.
+//
+// The body is checked with json.Valid, then each datapoint is decoded in
+// place by putDatapoint.decode: besides the body, a call allocates the
+// valid points and the label copies of their new series, whatever the
+// datapoints hold. The strings of the result's errors alias body.
+func decodePut(body []byte, lim putLimits) (*putBody, error) {
 	pb := &putBody{}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
+	pb.b.maxSeries = lim.maxSeries
+	start := skipJSONSpace(body, 0)
+	if start == len(body) {
 		return nil, httpapi.Errorf(http.StatusBadRequest, "request body is empty: send a JSON datapoint object or an array of them")
 	}
-	// Go's JSON decoder silently replaces invalid UTF-8; check first, and
-	// only when needed inspect each datapoint's raw bytes.
-	rawCheck := !utf8.Valid(trimmed)
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	end := jsonValueEnd(body, start)
+	if end < 0 || !json.Valid(body[start:end]) {
+		return nil, malformedJSON(body, start)
+	}
+	if i := skipJSONSpace(body, end); i < len(body) {
+		return nil, httpapi.Errorf(http.StatusBadRequest, "malformed JSON: unexpected data after the %s at byte %d",
+			map[byte]string{'{': "datapoint object", '[': "array"}[body[start]], i)
+	}
+	dp := &putDatapoint{Tags: putTags{max: lim.maxTags}}
 	var tags []labels.Label
-	one := func() error {
-		var dp putDatapoint
-		var err error
-		if rawCheck {
-			var raw json.RawMessage
-			if err = dec.Decode(&raw); err == nil {
-				err = json.Unmarshal(raw, &dp)
-				if err == nil && !utf8.Valid(raw) {
-					// Strings without escapes keep their bytes, so
-					// validation usually names the field; escaped strings
-					// and keys have been repaired by the decoder.
-					pb.total++
-					_, verr := dp.validate(tags)
-					if verr == nil || !strings.Contains(verr.Error(), "UTF-8") {
-						verr = errors.New("datapoint contains invalid UTF-8")
-					}
-					pb.fail(&dp, verr)
-					return nil
-				}
-			}
-		} else {
-			err = dec.Decode(&dp)
-		}
-		if err != nil {
-			var se *json.SyntaxError
-			if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return err
-			}
-			pb.total++
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				if te.Field == "" {
-					err = fmt.Errorf("datapoint must be a JSON object, not a JSON %s", te.Value)
-				} else {
-					err = fmt.Errorf("field %s must not be a JSON %s", te.Field, te.Value)
-				}
-			}
-			pb.fail(&dp, err)
+	one := func(raw []byte) error {
+		pb.total++
+		if err := dp.decode(raw); err != nil {
+			pb.fail(dp, err)
 			return nil
 		}
-		pb.total++
+		if !utf8.Valid(raw) {
+			_, verr := dp.validate(tags)
+			if verr == nil || !strings.Contains(verr.Error(), "UTF-8") {
+				verr = errors.New("datapoint contains invalid UTF-8")
+			}
+			pb.fail(dp, verr)
+			return nil
+		}
 		p, err := dp.validate(tags)
 		if err == nil {
 			tags = p.tags
 			err = pb.b.add(p.metric, p.tags, p.tMs, p.v, int64(pb.total-1))
+			if errors.Is(err, errTooManySeries) {
+				return &limitError{httpapi.Errorf(http.StatusRequestEntityTooLarge,
+					"datapoint %d: more than %d series in one request, the limit; nothing was stored: split the request", pb.total, lim.maxSeries),
+					httpapi.ViolationTooManySeries}
+			}
 		}
 		if err != nil {
-			pb.fail(&dp, err)
+			pb.fail(dp, err)
 		}
 		return nil
 	}
-	malformed := func(err error) error {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return httpapi.Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %v", se.Offset+int64(len(body)-len(trimmed)), err)
-		}
-		return httpapi.Errorf(http.StatusBadRequest, "malformed JSON: %v", err)
-	}
-	switch trimmed[0] {
+	switch body[start] {
 	case '{':
-		if err := one(); err != nil {
-			return nil, malformed(err)
+		if err := one(body[start:end]); err != nil {
+			return nil, err
 		}
 	case '[':
-		if _, err := dec.Token(); err != nil {
-			return nil, malformed(err)
-		}
-		for dec.More() {
-			if pb.total >= maxPoints {
-				return nil, httpapi.Errorf(http.StatusRequestEntityTooLarge, "more than %d datapoints in one request; split it", maxPoints)
+		for i := skipJSONSpace(body, start+1); body[i] != ']'; {
+			if pb.total >= lim.maxPoints {
+				return nil, &limitError{httpapi.Errorf(http.StatusRequestEntityTooLarge, "more than %d datapoints in one request; split it", lim.maxPoints),
+					httpapi.ViolationTooManyPoints}
 			}
-			if err := one(); err != nil {
-				return nil, malformed(err)
+			e := jsonValueEnd(body, i)
+			if err := one(body[i:e]); err != nil {
+				return nil, err
 			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return nil, malformed(err)
+			if i = skipJSONSpace(body, e); body[i] == ',' {
+				i = skipJSONSpace(body, i+1)
+			}
 		}
 		if pb.total == 0 {
 			return nil, httpapi.Errorf(http.StatusBadRequest, "no datapoints in the request body")
@@ -343,10 +294,19 @@ func decodePut(body []byte, maxPoints int) (*putBody, error) {
 	default:
 		return nil, httpapi.Errorf(http.StatusBadRequest, "request body must be a JSON datapoint object or an array of them")
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, httpapi.Errorf(http.StatusBadRequest, "malformed JSON: unexpected data after the %s", map[byte]string{'{': "datapoint object", '[': "array"}[trimmed[0]])
-	}
 	return pb, nil
+}
+
+// malformedJSON describes why body, from offset start, is not one valid
+// JSON value.
+func malformedJSON(body []byte, start int) error {
+	var v struct{}
+	err := json.Unmarshal(body[start:], &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return httpapi.Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %v", start+int(se.Offset), err)
+	}
+	return httpapi.Errorf(http.StatusBadRequest, "malformed JSON: %v", err)
 }
 
 // putResult is the body of a ?summary or ?details answer.
@@ -370,11 +330,12 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	pb, err := decodePut(body, a.cfg.Limits.MaxPointsPerRequest)
+	lim := a.cfg.Limits
+	pb, err := decodePut(body, putLimits{maxPoints: lim.MaxPointsPerRequest, maxSeries: lim.MaxSeriesPerRequest, maxTags: maxTags(lim.Labels)})
 	if err != nil {
-		var he *httpapi.Error
-		if errors.As(err, &he) && he.Status == http.StatusRequestEntityTooLarge {
-			st.Inc(httpapi.ViolationTooManyPoints)
+		var le *limitError
+		if errors.As(err, &le) {
+			st.Inc(le.violation)
 		}
 		a.fail(w, err)
 		return
@@ -439,30 +400,34 @@ func (a *api) echoRejected(body []byte, rj []rejected, limit int) []putError {
 		}
 	}
 	out := make([]putError, 0, len(want))
-	dec := json.NewDecoder(bytes.NewReader(bytes.TrimLeft(body, " \t\r\n")))
-	single := true
-	if t, err := dec.Token(); err == nil && t == json.Delim('[') {
-		single = false
-	} else {
-		dec = json.NewDecoder(bytes.NewReader(body))
-	}
-	for i := int64(0); len(out) < len(want); i++ {
-		if !single && !dec.More() {
-			break
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			break
-		}
-		msg, ok := want[i]
-		if !ok {
-			continue
-		}
-		var dp putDatapoint
-		_ = json.Unmarshal(raw, &dp) // it decoded before; a failure leaves a partial echo
+	dp := &putDatapoint{Tags: putTags{max: maxTags(a.cfg.Limits.Labels)}}
+	echo := func(raw []byte, msg string) {
+		_ = dp.decode(raw) // it decoded before; a failure leaves a partial echo
 		out = append(out, putError{Datapoint: dp.echo(), Error: msg})
-		if single {
+	}
+	i := skipJSONSpace(body, 0)
+	if i == len(body) {
+		return out
+	}
+	if body[i] != '[' {
+		if msg, ok := want[0]; ok {
+			if end := jsonValueEnd(body, i); end > 0 {
+				echo(body[i:end], msg)
+			}
+		}
+		return out
+	}
+	i = skipJSONSpace(body, i+1)
+	for k := int64(0); len(out) < len(want) && i < len(body) && body[i] != ']'; k++ {
+		end := jsonValueEnd(body, i)
+		if end < 0 {
 			break
+		}
+		if msg, ok := want[k]; ok {
+			echo(body[i:end], msg)
+		}
+		if i = skipJSONSpace(body, end); i < len(body) && body[i] == ',' {
+			i = skipJSONSpace(body, i+1)
 		}
 	}
 	return out

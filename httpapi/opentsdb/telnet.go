@@ -110,6 +110,9 @@ type TelnetServer struct {
 	b    backend.Backend
 	cfg  *httpapi.Config
 	opts TelnetOptions
+	// maxTags bounds the tags of a put line: the label limit less the
+	// metric name (0: no limit).
+	maxTags int
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -130,7 +133,7 @@ func NewTelnetServer(b backend.Backend, cfg *httpapi.Config, opts TelnetOptions)
 	}
 	c := *cfg
 	c.Normalize()
-	return &TelnetServer{b: b, cfg: &c, opts: opts, listeners: map[net.Listener]struct{}{},
+	return &TelnetServer{b: b, cfg: &c, opts: opts, maxTags: maxTags(c.Limits.Labels), listeners: map[net.Listener]struct{}{},
 		conns: map[*telnetConn]struct{}{}, done: make(chan struct{})}, nil
 }
 
@@ -412,7 +415,14 @@ func (tc *telnetConn) handle(line []byte) bool {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	tc.fields = splitFields(string(line), tc.fields[:0])
+	// Only the fields a valid put can have are kept; the others are
+	// counted, so that a line of many tags costs no more than a valid one.
+	keep := -1
+	if tc.s.maxTags > 0 {
+		keep = putFields + tc.s.maxTags
+	}
+	var nf int
+	tc.fields, nf = splitFields(string(line), tc.fields[:0], keep)
 	f := tc.fields
 	if len(f) == 0 {
 		return true
@@ -425,7 +435,7 @@ func (tc *telnetConn) handle(line []byte) bool {
 			tc.rejected(1)
 			return true
 		}
-		metric, tags, tMs, v, err := parsePut(f[1:], tc.tags[:0])
+		metric, tags, tMs, v, err := parsePut(f[1:], nf-1, tc.s.maxTags, tc.tags[:0])
 		tc.tags = tags
 		if err == nil {
 			err = tc.b.add(metric, tags, tMs, v, tc.line)
@@ -438,7 +448,7 @@ func (tc *telnetConn) handle(line []byte) bool {
 		if tc.b.points == 1 {
 			tc.first = time.Now()
 		}
-		if tc.b.points >= tc.s.opts.FlushPoints {
+		if tc.b.points >= tc.s.opts.FlushPoints || tc.b.labelBytes >= telnetFlushLabelBytes {
 			tc.flush()
 		}
 	case "auth":
@@ -472,8 +482,28 @@ func (tc *telnetConn) handle(line []byte) bool {
 	return true
 }
 
-// splitFields splits s at runs of spaces and tabs into dst.
-func splitFields(s string, dst []string) []string {
+// putFields is the number of fields of a put line before its tags:
+// put, metric, timestamp and value.
+const putFields = 4
+
+// telnetFlushLabelBytes bounds the label bytes of the new series a
+// connection holds before it writes them (as FlushPoints bounds points).
+const telnetFlushLabelBytes = 1 << 20
+
+// errPutArgs are the errors of put lines of 0, 1 and 2 arguments, made
+// once: a stream of bare "put" lines costs no formatting.
+var errPutArgs = func() (errs [3]error) {
+	for n := range errs {
+		errs[n] = fmt.Errorf("not enough arguments (need at least 3, got %d): want put <metric> <timestamp> <value> [<tagk=tagv> ...]", n)
+	}
+	return errs
+}()
+
+// splitFields splits s at runs of spaces and tabs into dst, keeping at
+// most keep fields (all when keep < 0). It returns dst and the number of
+// fields s has.
+func splitFields(s string, dst []string, keep int) ([]string, int) {
+	n := 0
 	for i := 0; i < len(s); {
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 			i++
@@ -483,18 +513,29 @@ func splitFields(s string, dst []string) []string {
 			j++
 		}
 		if j > i {
-			dst = append(dst, s[i:j])
+			if keep < 0 || n < keep {
+				dst = append(dst, s[i:j])
+			}
+			n++
 		}
 		i = j
 	}
-	return dst
+	return dst, n
 }
 
 // parsePut parses the arguments of a put line: <metric> <timestamp>
-// <value> [<tagk=tagv> ...]. tags is scratch space the result may alias.
-func parsePut(f []string, tags []labels.Label) (metric string, _ []labels.Label, tMs int64, v float64, err error) {
-	if len(f) < 3 {
-		return "", tags, 0, 0, fmt.Errorf("not enough arguments (need at least 3, got %d): want put <metric> <timestamp> <value> [<tagk=tagv> ...]", len(f))
+// <value> [<tagk=tagv> ...]. The line has n arguments, of which f holds
+// the first; more than maxTags tags (0: no limit) refuse the line before
+// any tag is parsed. tags is scratch space the result may alias.
+func parsePut(f []string, n, maxTags int, tags []labels.Label) (metric string, _ []labels.Label, tMs int64, v float64, err error) {
+	if n < 3 {
+		return "", tags, 0, 0, errPutArgs[n]
+	}
+	if maxTags > 0 && n-3 > maxTags {
+		return "", tags, 0, 0, tooManyTags(n-3, maxTags)
+	}
+	if len(f) < n {
+		return "", tags, 0, 0, fmt.Errorf("BUG: put line of %d arguments split into %d", n, len(f))
 	}
 	if err := checkName("metric name", f[0]); err != nil {
 		return "", tags, 0, 0, err

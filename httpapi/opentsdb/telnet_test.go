@@ -433,8 +433,8 @@ func TestParsePut(t *testing.T) {
 		{"sys.cpu 1709290000 1 h=a\x01", "control character", 0, 0, ""},
 	}
 	for _, c := range cases {
-		f := splitFields(c.line, nil)
-		metric, tags, tMs, v, err := parsePut(f, nil)
+		f, n := splitFields(c.line, nil, -1)
+		metric, tags, tMs, v, err := parsePut(f, n, 31, nil)
 		if c.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("%q: error %v, want %q", c.line, err, c.wantErr)

@@ -40,13 +40,24 @@
 // message, a truncated varint or fixed64, or an end-group tag without its
 // start is an error naming the byte offset in the decoded message.
 //
-// Labels are passed to the backend as given (the node sorts and validates
-// them: __name__ is required), and a value keeps its exact bit pattern, so
-// Prometheus staleness markers (a particular NaN) survive. Decoding runs in
-// two passes: the first validates the structure and counts series, labels
-// and samples without allocating; the second fills exactly sized arrays.
-// Memory is therefore bounded by the decoded size and the sample limit,
-// whatever the input claims.
+// Labels with a value are passed to the backend as given (the node sorts
+// and validates them: __name__ is required; it drops labels with an empty
+// value, and so does the decoder), and a value keeps its exact bit
+// pattern, so Prometheus staleness markers (a particular NaN) survive.
+// Decoding runs in two passes: the first validates the structure, counts
+// series, labels and samples and checks each series against the label
+// limits (httpapi.Limits.Labels) without allocating; the second fills
+// exactly sized arrays. A series with samples beyond the label limits is
+// refused there, not built, and reported as an invalid series; more
+// samples than Limits.MaxPointsPerRequest or more series with samples
+// than Limits.MaxSeriesPerRequest refuse the request (413) before anything
+// is allocated; metadata entries past Limits.MaxSeriesPerRequest are
+// dropped and counted. A snappy block decodes to at most 64/3 of its
+// bytes, so a declared size beyond that is refused before the decoded
+// buffer is allocated. One request therefore allocates at most 16 bytes
+// per decoded byte plus about 512 bytes per series, and the decoded size
+// is at most 64/3 of the body and at most Limits.MaxBodyBytes
+// (FuzzDecodeWriteRequestAllocations holds the decoder to that).
 //
 // # remote_write statuses
 //
@@ -58,7 +69,7 @@
 //	     (invalid series, too old, too far in the future, limits), native
 //	     histograms, exemplars. The valid samples of the request are stored;
 //	     the text body gives counts by reason, then the first rejections.
-//	413  body, decoded size or sample count over the limits
+//	413  body, decoded size, sample or series count over the limits
 //	415  not snappy remote_write 1.0 (remote_write 2.0 is not supported)
 //	503  backend overloaded or unavailable, or no write slot before the
 //	     deadline; nothing stored; Retry-After is set (Options.

@@ -63,6 +63,14 @@ func decodeSnappy(dst, body []byte, maxBytes int64) ([]byte, *rwError) {
 	if declared > uint64(maxBytes) {
 		return nil, rwErrorf(http.StatusRequestEntityTooLarge, "snappy body declares %d decoded bytes, limit is %d", declared, maxBytes)
 	}
+	// A snappy element yields at most 64 bytes for 3 (a copy with a
+	// 2-byte offset): a block cannot decode to more than 64/3 times its
+	// elements. Refusing a larger claim here keeps a few bytes from making
+	// the decoder allocate up to maxBytes.
+	if elems := uint64(len(body) - hdr); declared > elems*64/3 {
+		return nil, rwErrorf(http.StatusBadRequest, "body is not valid snappy: %d bytes cannot decode to the %d bytes it declares", len(body), declared).
+			counted(httpapi.ViolationBadEncoding)
+	}
 	n := int(declared)
 	if cap(dst) < n {
 		dst = make([]byte, n)
@@ -90,6 +98,24 @@ type writeRequest struct {
 	Histograms, Exemplars           int64
 	HistogramSeries, ExemplarSeries int
 	Metadata                        []metricMetadata
+	// Refused counts the series with samples that break the label limits,
+	// RefusedSamples their samples (also in Samples); RefusedWhy says why
+	// for the first maxReportDetails of them, as "timeseries N: ...".
+	Refused        int
+	RefusedSamples int64
+	RefusedWhy     []string
+	// MetadataDropped counts the metadata entries past rwLimits.maxMetadata.
+	MetadataDropped int
+}
+
+// rwLimits bound what the decoder builds; zero fields are no limit.
+type rwLimits struct {
+	maxSamples int64         // float samples of the request: more is a 413
+	maxSeries  int           // series with samples: more is a 413
+	labels     labels.Limits // a series beyond them is refused, not built
+	// maxMetadata bounds the metadata entries kept; the others are
+	// counted in MetadataDropped.
+	maxMetadata int
 }
 
 // metricMetadata is one MetricMetadata entry.
@@ -211,18 +237,20 @@ func sub(buf []byte, base, series int, what string) msgReader {
 	return msgReader{buf: buf, base: base, series: series, what: what}
 }
 
-// counts are what the first pass finds.
+// counts are what the first pass finds: of the series with samples that
+// are kept, how many, their labels and samples.
 type counts struct {
 	series, batches, labels int
-	samples                 int64
+	samples, allSamples     int64
 }
 
 // decodeWriteRequest decodes a WriteRequest (already snappy-decoded).
-// maxSamples bounds the float samples (0: no bound); more is a 413 error
-// found before anything is allocated.
-func decodeWriteRequest(buf []byte, maxSamples int64) (*writeRequest, error) {
+// More samples or series than lim allows is a 413 error found before
+// anything is allocated; a series beyond lim.labels is refused (counted in
+// Refused, not built).
+func decodeWriteRequest(buf []byte, lim rwLimits) (*writeRequest, error) {
 	var c counts
-	if err := scanWriteRequest(buf, &c, maxSamples); err != nil {
+	if err := scanWriteRequest(buf, &c, lim); err != nil {
 		return nil, err
 	}
 	req := &writeRequest{
@@ -247,7 +275,7 @@ func decodeWriteRequest(buf []byte, maxSamples int64) (*writeRequest, error) {
 			if err != nil {
 				return nil, err
 			}
-			b, err := fillSeries(req, msg, base, seriesIdx, &ts, &vs, &lbls, in)
+			b, err := fillSeries(req, msg, base, seriesIdx, lim.labels, &ts, &vs, &lbls, in)
 			if err != nil {
 				return nil, err
 			}
@@ -265,6 +293,10 @@ func decodeWriteRequest(buf []byte, maxSamples int64) (*writeRequest, error) {
 			if err != nil {
 				return nil, err
 			}
+			if lim.maxMetadata > 0 && len(req.Metadata) >= lim.maxMetadata {
+				req.MetadataDropped++
+				continue
+			}
 			req.Metadata = append(req.Metadata, md)
 		default:
 			if err := r.skip(num, typ); err != nil {
@@ -280,7 +312,7 @@ func decodeWriteRequest(buf []byte, maxSamples int64) (*writeRequest, error) {
 
 // scanWriteRequest is the first pass: it validates the structure down to
 // samples and labels and counts them.
-func scanWriteRequest(buf []byte, c *counts, maxSamples int64) error {
+func scanWriteRequest(buf []byte, c *counts, lim rwLimits) error {
 	r := sub(buf, 0, -1, "WriteRequest")
 	for !r.done() {
 		num, typ, err := r.next()
@@ -293,14 +325,25 @@ func scanWriteRequest(buf []byte, c *counts, maxSamples int64) error {
 			if err != nil {
 				return err
 			}
-			if err := scanSeries(msg, base, c.series, c); err != nil {
+			s, err := scanSeries(msg, base, c.series, lim.labels)
+			if err != nil {
 				return err
 			}
-			c.series++
-			if maxSamples > 0 && c.samples > maxSamples {
-				return rwErrorf(http.StatusRequestEntityTooLarge, "request has more than %d samples (the per-request limit); lower max_samples_per_send", maxSamples).
+			c.allSamples += int64(s.samples)
+			if s.samples > 0 && s.refused == 0 {
+				c.batches++
+				c.labels += s.labels
+				c.samples += int64(s.samples)
+			}
+			if lim.maxSamples > 0 && c.allSamples > lim.maxSamples {
+				return rwErrorf(http.StatusRequestEntityTooLarge, "request has more than %d samples (the per-request limit); lower max_samples_per_send", lim.maxSamples).
 					counted(httpapi.ViolationTooManyPoints)
 			}
+			if lim.maxSeries > 0 && c.batches > lim.maxSeries {
+				return rwErrorf(http.StatusRequestEntityTooLarge, "timeseries %d: the request holds more than %d series (the per-request limit); lower max_samples_per_send", c.series, lim.maxSeries).
+					counted(httpapi.ViolationTooManySeries)
+			}
+			c.series++
 		case fieldWriteMetadata:
 			if _, _, err := r.bytes(num, typ); err != nil {
 				return err
@@ -314,101 +357,141 @@ func scanWriteRequest(buf []byte, c *counts, maxSamples int64) error {
 	return nil
 }
 
-func scanSeries(buf []byte, base, idx int, c *counts) error {
+// seriesInfo is what scanSeries finds in one TimeSeries.
+type seriesInfo struct {
+	labels                 int // labels with a value (the node drops the others)
+	samples, hists, exemps int
+	// refused is why the series breaks the label limits (0: it does not):
+	// refusedCount (labels) labels, or label name over the limit,
+	// refusedValue of label name; n is the count or length.
+	refused byte
+	n       int
+	name    []byte
+}
+
+const (
+	refusedCount = 1 + iota
+	refusedName
+	refusedValue
+)
+
+// why says why s was refused, in the words of the node's validation.
+func (s *seriesInfo) why(lim labels.Limits) string {
+	switch s.refused {
+	case refusedCount:
+		return fmt.Sprintf("invalid series: %d labels, limit is %d", s.n, lim.MaxLabels)
+	case refusedName:
+		return fmt.Sprintf("invalid series: label name %.32q... is %d bytes, limit is %d", s.name, s.n, lim.MaxNameBytes)
+	}
+	return fmt.Sprintf("invalid series: label %q: value is %d bytes, limit is %d", s.name, s.n, lim.MaxValueBytes)
+}
+
+// scanSeries validates the structure of one TimeSeries, counts what it
+// holds and checks its labels against lim, without allocating.
+func scanSeries(buf []byte, base, idx int, lim labels.Limits) (seriesInfo, error) {
 	r := sub(buf, base, idx, "")
-	var nLabels int
-	var nSamples int64
+	var s seriesInfo
+	var lenWhy byte
+	var lenN int
+	var lenName []byte
 	for !r.done() {
 		num, typ, err := r.next()
 		if err != nil {
-			return err
+			return s, err
 		}
 		switch num {
 		case fieldSeriesLabels:
 			msg, b, err := r.bytes(num, typ)
 			if err != nil {
-				return err
+				return s, err
 			}
-			if _, _, err := decodeLabel(msg, b, idx); err != nil {
-				return err
+			name, value, err := decodeLabel(msg, b, idx)
+			if err != nil {
+				return s, err
 			}
-			nLabels++
+			if len(value) == 0 {
+				continue
+			}
+			s.labels++
+			switch {
+			case lenWhy != 0:
+			case lim.MaxNameBytes > 0 && len(name) > lim.MaxNameBytes:
+				lenWhy, lenN, lenName = refusedName, len(name), name
+			case lim.MaxValueBytes > 0 && len(value) > lim.MaxValueBytes:
+				lenWhy, lenN, lenName = refusedValue, len(value), name
+			}
 		case fieldSeriesSamples:
 			msg, b, err := r.bytes(num, typ)
 			if err != nil {
-				return err
+				return s, err
 			}
 			if _, _, err := decodeSample(msg, b, idx); err != nil {
-				return err
+				return s, err
 			}
-			nSamples++
+			s.samples++
 		case fieldSeriesExemplars, fieldSeriesHistograms:
 			// Only their framing is checked; their content is not read.
 			if _, _, err := r.bytes(num, typ); err != nil {
-				return err
+				return s, err
+			}
+			if num == fieldSeriesExemplars {
+				s.exemps++
+			} else {
+				s.hists++
 			}
 		default:
 			if err := r.skip(num, typ); err != nil {
-				return err
+				return s, err
 			}
 		}
 	}
-	if nSamples > 0 {
-		c.batches++
-		c.labels += nLabels
-		c.samples += nSamples
+	switch {
+	case lim.MaxLabels > 0 && s.labels > lim.MaxLabels:
+		s.refused, s.n = refusedCount, s.labels
+	case lenWhy != 0:
+		s.refused, s.n, s.name = lenWhy, lenN, lenName
 	}
-	return nil
+	return s, nil
 }
 
 // fillSeries is the second pass over one TimeSeries: it takes its labels
-// and samples from the front of the preallocated arrays.
-func fillSeries(req *writeRequest, buf []byte, base, idx int, ts *[]int64, vs *[]float64, lbls *[]labels.Label, in interner) (node.Batch, error) {
-	// Count first: labels are only kept for series with samples, and only
-	// then do they have room reserved.
-	var nLabels, nSamples, nHist, nEx int
-	r := sub(buf, base, idx, "")
-	for !r.done() {
-		num, typ, err := r.next()
-		if err != nil {
-			return node.Batch{}, err
-		}
-		switch num {
-		case fieldSeriesLabels:
-			nLabels++
-		case fieldSeriesSamples:
-			nSamples++
-		case fieldSeriesExemplars:
-			nEx++
-		case fieldSeriesHistograms:
-			nHist++
-		}
-		if err := r.skip(num, typ); err != nil {
-			return node.Batch{}, err
-		}
+// (those with a value) and samples from the front of the preallocated
+// arrays, or records why the series is refused.
+func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits, ts *[]int64, vs *[]float64, lbls *[]labels.Label, in interner) (node.Batch, error) {
+	s, err := scanSeries(buf, base, idx, lim)
+	if err != nil {
+		return node.Batch{}, err
 	}
-	if nHist > 0 {
-		req.Histograms += int64(nHist)
+	if s.hists > 0 {
+		req.Histograms += int64(s.hists)
 		req.HistogramSeries++
 	}
-	if nEx > 0 {
-		req.Exemplars += int64(nEx)
+	if s.exemps > 0 {
+		req.Exemplars += int64(s.exemps)
 		req.ExemplarSeries++
 	}
-	if nSamples == 0 {
+	if s.samples == 0 {
 		return node.Batch{}, nil
 	}
-	if nSamples > len(*ts) || nLabels > len(*lbls) {
+	req.Samples += int64(s.samples)
+	if s.refused != 0 {
+		req.Refused++
+		req.RefusedSamples += int64(s.samples)
+		if len(req.RefusedWhy) < maxReportDetails {
+			req.RefusedWhy = append(req.RefusedWhy, fmt.Sprintf("timeseries %d: %s", idx, s.why(lim)))
+		}
+		return node.Batch{}, nil
+	}
+	if s.samples > len(*ts) || s.labels > len(*lbls) {
 		return node.Batch{}, errors.New("BUG: remote_write decoder passes disagree")
 	}
 	b := node.Batch{
-		Labels: (*lbls)[:0:nLabels],
-		Ts:     (*ts)[:0:nSamples],
-		Vs:     (*vs)[:0:nSamples],
+		Labels: (*lbls)[:0:s.labels],
+		Ts:     (*ts)[:0:s.samples],
+		Vs:     (*vs)[:0:s.samples],
 	}
-	*lbls, *ts, *vs = (*lbls)[nLabels:], (*ts)[nSamples:], (*vs)[nSamples:]
-	req.Samples += int64(nSamples)
-	r = sub(buf, base, idx, "")
+	*lbls, *ts, *vs = (*lbls)[s.labels:], (*ts)[s.samples:], (*vs)[s.samples:]
+	r := sub(buf, base, idx, "")
 	for !r.done() {
 		num, typ, err := r.next()
 		if err != nil {
@@ -424,7 +507,9 @@ func fillSeries(req *writeRequest, buf []byte, base, idx int, ts *[]int64, vs *[
 			if err != nil {
 				return node.Batch{}, err
 			}
-			b.Labels = append(b.Labels, labels.Label{Name: in.get(name), Value: in.get(value)})
+			if len(value) > 0 {
+				b.Labels = append(b.Labels, labels.Label{Name: in.get(name), Value: in.get(value)})
+			}
 		case fieldSeriesSamples:
 			msg, mb, err := r.bytes(num, typ)
 			if err != nil {

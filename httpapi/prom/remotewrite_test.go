@@ -2,8 +2,11 @@ package prom
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -45,18 +48,35 @@ func randomWriteRequest(rng *rand.Rand) *prompb.WriteRequest {
 }
 
 // checkAgainstPrompb requires that got holds exactly the float samples,
-// labels, histogram and exemplar counts and metadata of want.
-func checkAgainstPrompb(t testing.TB, got *writeRequest, want *prompb.WriteRequest) {
+// labels (those with a value), histogram and exemplar counts and metadata
+// of want, less the series lim refuses, which must be counted as refused.
+func checkAgainstPrompb(t testing.TB, got *writeRequest, want *prompb.WriteRequest, lim nlabels.Limits) {
 	t.Helper()
 	if got.Series != len(want.Timeseries) {
 		t.Fatalf("%d series, want %d", got.Series, len(want.Timeseries))
 	}
 	b := 0
-	var samples, hists, exs int64
+	var samples, hists, exs, refused int64
 	for i, ts := range want.Timeseries {
 		hists += int64(len(ts.Histograms))
 		exs += int64(len(ts.Exemplars))
 		if len(ts.Samples) == 0 {
+			continue
+		}
+		var valued []prompb.Label
+		tooLong := false
+		for _, l := range ts.Labels {
+			if l.Value != "" {
+				valued = append(valued, l)
+				tooLong = tooLong || lim.MaxNameBytes > 0 && len(l.Name) > lim.MaxNameBytes || lim.MaxValueBytes > 0 && len(l.Value) > lim.MaxValueBytes
+			}
+		}
+		if tooLong || lim.MaxLabels > 0 && len(valued) > lim.MaxLabels {
+			refused += int64(len(ts.Samples))
+			samples += int64(len(ts.Samples))
+			if b < len(got.Batches) && got.Index[b] == i {
+				t.Fatalf("series %d breaks the label limits but has a batch", i)
+			}
 			continue
 		}
 		if b >= len(got.Batches) || got.Index[b] != i {
@@ -64,10 +84,10 @@ func checkAgainstPrompb(t testing.TB, got *writeRequest, want *prompb.WriteReque
 		}
 		g := got.Batches[b]
 		b++
-		if len(g.Labels) != len(ts.Labels) {
-			t.Fatalf("series %d: %d labels, want %d", i, len(g.Labels), len(ts.Labels))
+		if len(g.Labels) != len(valued) {
+			t.Fatalf("series %d: %d labels, want %d", i, len(g.Labels), len(valued))
 		}
-		for j, l := range ts.Labels {
+		for j, l := range valued {
 			if g.Labels[j].Name != l.Name || g.Labels[j].Value != l.Value {
 				t.Fatalf("series %d label %d: %v, want %v", i, j, g.Labels[j], l)
 			}
@@ -82,9 +102,9 @@ func checkAgainstPrompb(t testing.TB, got *writeRequest, want *prompb.WriteReque
 			samples++
 		}
 	}
-	if b != len(got.Batches) || samples != got.Samples || hists != got.Histograms || exs != got.Exemplars {
-		t.Fatalf("batches %d/%d samples %d/%d histograms %d/%d exemplars %d/%d",
-			len(got.Batches), b, got.Samples, samples, got.Histograms, hists, got.Exemplars, exs)
+	if b != len(got.Batches) || samples != got.Samples || hists != got.Histograms || exs != got.Exemplars || refused != got.RefusedSamples {
+		t.Fatalf("batches %d/%d samples %d/%d histograms %d/%d exemplars %d/%d refused samples %d/%d",
+			len(got.Batches), b, got.Samples, samples, got.Histograms, hists, got.Exemplars, exs, got.RefusedSamples, refused)
 	}
 	if len(got.Metadata) != len(want.Metadata) {
 		t.Fatalf("%d metadata, want %d", len(got.Metadata), len(want.Metadata))
@@ -108,9 +128,9 @@ func TestDecode_MatchesPrompb(t *testing.T) {
 		want := randomWriteRequest(rng)
 		raw, err := want.Marshal()
 		must(t, err)
-		got, err := decodeWriteRequest(raw, 0)
+		got, err := decodeWriteRequest(raw, rwLimits{})
 		must(t, err)
-		checkAgainstPrompb(t, got, want)
+		checkAgainstPrompb(t, got, want, nlabels.Limits{})
 	}
 }
 
@@ -161,7 +181,7 @@ func TestDecode_ProtoRules(t *testing.T) {
 		{"overlong varint", append([]byte{0x0a, 0x0b, 0x12, 0x09, 0x10}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), nil, nil, "timeseries 0 sample"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeWriteRequest(tc.req, 0)
+			got, err := decodeWriteRequest(tc.req, rwLimits{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -190,14 +210,14 @@ func TestDecode_SampleLimitBeforeAllocation(t *testing.T) {
 	raw, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}}).Marshal()
 	must(t, err)
 	allocs := testing.AllocsPerRun(10, func() {
-		if _, err := decodeWriteRequest(raw, 99); err == nil {
+		if _, err := decodeWriteRequest(raw, rwLimits{maxSamples: 99}); err == nil {
 			t.Fatal("100 samples accepted with a limit of 99")
 		}
 	})
 	if allocs > 5 {
 		t.Fatalf("%v allocations to refuse an oversized request", allocs)
 	}
-	if _, err := decodeWriteRequest(raw, 100); err != nil {
+	if _, err := decodeWriteRequest(raw, rwLimits{maxSamples: 100}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,8 +243,9 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 	f.Add(snappy.Encode(nil, []byte{0x0a, 0x02, 0x12, 0x00}))
 	f.Add([]byte{})
 	const maxBytes, maxSamples = 1 << 20, 1000
+	lim := rwLimits{maxSamples: maxSamples, maxSeries: 100, labels: nlabels.DefaultLimits}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, decoded, e := decodeBody(body, nil, maxBytes, maxSamples)
+		req, decoded, e := decodeBody(body, nil, maxBytes, lim)
 		if e != nil {
 			if e.status != 400 && e.status != 413 {
 				t.Fatalf("status %d for a bad body: %v", e.status, e)
@@ -251,7 +272,7 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 		}
 		var want prompb.WriteRequest
 		if err := want.Unmarshal(decoded); err == nil {
-			checkAgainstPrompb(t, req, &want)
+			checkAgainstPrompb(t, req, &want, lim.labels)
 		}
 		for _, b := range req.Batches {
 			ls, err := nlabels.New(b.Labels, nlabels.DefaultLimits)
@@ -266,6 +287,132 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 					t.Fatalf("accepted invalid label %q=%q", l.Name, l.Value)
 				}
 			}
+		}
+	})
+}
+
+// allocated returns the bytes f allocates on the heap, from the TotalAlloc
+// counter of runtime.MemStats, read before and after f. The counter adds
+// up every heap allocation; a garbage collection while f runs does not
+// lower it, so the count does not depend on when the collector runs. It
+// does count other goroutines' allocations too (the fuzzing engine's, a
+// finalizer's): f runs twice and the smaller count is kept, so f must
+// allocate the same each time (build fresh state inside it).
+func allocated(f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	var before, after runtime.MemStats
+	for range 2 {
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if after.HeapAlloc > 256<<20 {
+		runtime.GC() // see steadyAllocations
+	}
+	return least
+}
+
+// steadyAllocations makes an allocation fuzz target see the same code
+// paths for the same input: one P and no automatic garbage collection
+// (allocated collects past 256 MiB), so that the sync.Pools the decoder
+// reaches (fmt's printers) are not emptied at random moments or missed on
+// another P. Otherwise their refills come and go in the coverage, and the
+// fuzzing engine spends its time minimizing inputs that are not new. The
+// measured bytes do not depend on it.
+func steadyAllocations(f *testing.F) {
+	procs := runtime.GOMAXPROCS(1)
+	gc := debug.SetGCPercent(-1)
+	f.Cleanup(func() {
+		debug.SetGCPercent(gc)
+		runtime.GOMAXPROCS(procs)
+	})
+}
+
+// The allocation bound of decodeBody: rwAllocPerDecodedByte bytes per
+// byte of the decoded message (the decoded buffer itself, 16 bytes a
+// sample of at least 2 bytes, label headers bounded by the label limits),
+// plus rwAllocPerSeries per series with samples (batch, index) and per
+// metadata entry kept (each at most the series limit), plus rwAllocFixed.
+// The decoded size is at most 64/3 of the body (decodeSnappy refuses
+// more) and at most the body limit.
+const (
+	rwAllocPerDecodedByte = 16
+	rwAllocPerSeries      = 512
+	rwAllocFixed          = 16 << 10
+)
+
+// rwAllocSeeds are the worst cases known for memory per byte.
+func rwAllocSeeds() [][]byte {
+	var out [][]byte
+	add := func(req *prompb.WriteRequest) {
+		raw, err := req.Marshal()
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, snappy.Encode(nil, raw))
+	}
+	one := prompb.TimeSeries{Labels: lbls("__name__", "m")}
+	for range 5000 {
+		one.Samples = append(one.Samples, prompb.Sample{})
+	}
+	add(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{one}})
+	many := &prompb.WriteRequest{}
+	for i := range 200 {
+		many.Timeseries = append(many.Timeseries, prompb.TimeSeries{Labels: lbls("__name__", "m", "i", fmt.Sprint(i)), Samples: []prompb.Sample{{}}})
+	}
+	add(many)
+	wide := prompb.TimeSeries{Samples: []prompb.Sample{{}}}
+	for i := range 5000 {
+		wide.Labels = append(wide.Labels, prompb.Label{Name: fmt.Sprint("l", i), Value: "v"})
+	}
+	add(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{wide}})
+	atLimit := prompb.TimeSeries{Samples: []prompb.Sample{{}}}
+	for i := range 32 {
+		atLimit.Labels = append(atLimit.Labels, prompb.Label{Name: fmt.Sprint("l", i), Value: fmt.Sprint(i)})
+	}
+	add(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{atLimit, atLimit, atLimit}})
+	distinct := &prompb.WriteRequest{} // every label value new to the interner
+	for i := range 100 {
+		ts := prompb.TimeSeries{Samples: []prompb.Sample{{}}}
+		for j := range 32 {
+			ts.Labels = append(ts.Labels, prompb.Label{Name: fmt.Sprint("l", j), Value: fmt.Sprint(i*32 + j)})
+		}
+		distinct.Timeseries = append(distinct.Timeseries, ts)
+	}
+	add(distinct)
+	empties := prompb.TimeSeries{Labels: lbls("__name__", "m"), Samples: []prompb.Sample{{}}}
+	for range 5000 {
+		empties.Labels = append(empties.Labels, prompb.Label{})
+	}
+	add(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{empties}})
+	meta := &prompb.WriteRequest{}
+	for range 500 {
+		meta.Metadata = append(meta.Metadata, prompb.MetricMetadata{})
+	}
+	add(meta)
+	out = append(out, binary.AppendUvarint(nil, 1<<20), append(binary.AppendUvarint(nil, 64), 0xfe, 0x00, 0x00))
+	return out
+}
+
+// FuzzDecodeWriteRequestAllocations holds decodeBody to its memory bound
+// (see rwAllocPerDecodedByte) for any body.
+func FuzzDecodeWriteRequestAllocations(f *testing.F) {
+	steadyAllocations(f)
+	for _, b := range rwAllocSeeds() {
+		f.Add(b)
+	}
+	lim := rwLimits{maxSamples: 1 << 16, maxSeries: 100, labels: nlabels.DefaultLimits, maxMetadata: 100}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var decoded []byte
+		alloc := allocated(func() { _, decoded, _ = decodeBody(body, nil, 1<<20, lim) })
+		declared, _ := snappy.DecodedLen(body)
+		if declared > len(body)*64/3 && len(decoded) > 0 {
+			t.Fatalf("a %d-byte body decoded to %d bytes", len(body), declared)
+		}
+		bound := uint64(rwAllocPerDecodedByte*min(declared, len(body)*64/3) + rwAllocPerSeries*(lim.maxSeries+lim.maxMetadata) + rwAllocFixed)
+		if alloc > bound {
+			t.Fatalf("a %d-byte body declaring %d decoded bytes allocated %d bytes, bound %d", len(body), declared, alloc, bound)
 		}
 	})
 }

@@ -109,10 +109,11 @@ func (a *API) serveWrite(w http.ResponseWriter, r *http.Request) {
 		writeText(w, e.status, "", e.msg)
 		return
 	}
-	if len(req.Metadata) > 0 {
-		a.stats.Add(StatMetadataReceived, int64(len(req.Metadata)))
-		if dropped := a.meta.add(req.Metadata); dropped > 0 {
-			a.opts.Logger.Warn("prometheus metadata cache is full; dropping metadata of new metric families", "dropped", dropped, "limit", a.opts.MaxMetadata)
+	if len(req.Metadata) > 0 || req.MetadataDropped > 0 {
+		a.stats.Add(StatMetadataReceived, int64(len(req.Metadata)+req.MetadataDropped))
+		if dropped := a.meta.add(req.Metadata) + req.MetadataDropped; dropped > 0 {
+			a.opts.Logger.Warn("prometheus metadata dropped: the cache is full, or a request carried more entries than the per-request limit",
+				"dropped", dropped, "cache_limit", a.opts.MaxMetadata, "request_limit", a.cfg.Limits.MaxSeriesPerRequest)
 		}
 	}
 	var res node.WriteResult
@@ -128,6 +129,10 @@ func (a *API) serveWrite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Series the decoder refused for their labels count as the node's
+	// invalid series would.
+	res.Rejected += req.RefusedSamples
+	res.RejectedBy[node.RejectInvalidSeries] += req.RefusedSamples
 	a.stats.Add(StatSamplesAccepted, res.Accepted)
 	a.stats.Add(StatSamplesRejected, res.Rejected)
 	a.stats.Add(httpapi.ViolationRejectedPoints, res.Rejected)
@@ -147,20 +152,22 @@ func (a *API) decodeWrite(r *http.Request, bufs *writeBufs) (*writeRequest, *rwE
 		return nil, e
 	}
 	bufs.body = body
-	req, decoded, e := decodeBody(body, bufs.decoded, maxBytes, int64(a.cfg.Limits.MaxPointsPerRequest))
+	lim := a.cfg.Limits
+	req, decoded, e := decodeBody(body, bufs.decoded, maxBytes,
+		rwLimits{maxSamples: int64(lim.MaxPointsPerRequest), maxSeries: lim.MaxSeriesPerRequest, labels: lim.Labels, maxMetadata: lim.MaxSeriesPerRequest})
 	bufs.decoded = decoded
 	return req, e
 }
 
 // decodeBody decodes a snappy-compressed WriteRequest, using dst for the
 // decoded bytes when it is large enough (and returning the buffer used).
-// maxBytes bounds the decoded size, maxSamples the float samples.
-func decodeBody(body, dst []byte, maxBytes, maxSamples int64) (*writeRequest, []byte, *rwError) {
+// maxBytes bounds the decoded size, lim what is built from it.
+func decodeBody(body, dst []byte, maxBytes int64, lim rwLimits) (*writeRequest, []byte, *rwError) {
 	decoded, e := decodeSnappy(dst, body, maxBytes)
 	if e != nil {
 		return nil, dst, e
 	}
-	req, err := decodeWriteRequest(decoded, maxSamples)
+	req, err := decodeWriteRequest(decoded, lim)
 	if err != nil {
 		var re *rwError
 		if errors.As(err, &re) {
@@ -202,13 +209,23 @@ func writeReport(req *writeRequest, res *node.WriteResult) string {
 		fmt.Fprintf(&b, "; dropped %d exemplars in %d series: exemplars are not stored (set send_exemplars: false)",
 			req.Exemplars, req.ExemplarSeries)
 	}
+	listed := 0
+	for _, why := range req.RefusedWhy {
+		b.WriteString("\n")
+		b.WriteString(why)
+		listed++
+	}
 	for i, rj := range res.Rejections {
-		if i == maxReportDetails {
+		if listed == maxReportDetails {
 			fmt.Fprintf(&b, "\n... and %d more", len(res.Rejections)-i)
 			break
 		}
 		b.WriteString("\n")
 		b.WriteString(rejectionText(req, rj))
+		listed++
+	}
+	if more := req.Refused - len(req.RefusedWhy); more > 0 {
+		fmt.Fprintf(&b, "\n... and %d more series refused for their labels", more)
 	}
 	return b.String()
 }
