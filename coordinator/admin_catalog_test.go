@@ -152,6 +152,19 @@ func TestAdmin_PlacementCommandsChangeTheCatalog(t *testing.T) {
 	if e2 := edgeOf(t, edges, "e2"); e2.GetHeldPoints() != 0 || e2.GetWatermarkTimeMs() != 0 || len(e2.GetReplicas()) != 2 {
 		t.Fatalf("e2: %v", e2)
 	}
+	// The fleet view (GET /api/v1/fleet) says the same.
+	fl, err := follower.c.Fleet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range fl.Nodes {
+		if n.ID == "e1" && (n.UnderReplicatedSegments != 10 || !slices.Equal(n.ReplicaLacks[lacker], []SeqRun{{1, 10}}) || len(n.ReplicaLacks) != 1) {
+			t.Fatalf("fleet view of e1: %+v", n)
+		}
+		if n.ID == holder && n.State != "active" {
+			t.Fatalf("fleet view of %s: %+v", holder, n)
+		}
+	}
 	// The holder is the last live holder of e1's segments; the others
 	// hold nothing alone.
 	if sole := SoleHoldings(edges.GetEdges(), holder); len(sole) != 1 || sole[0].Edge != "e1" || sole[0].Segments != 10 {
