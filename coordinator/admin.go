@@ -24,16 +24,18 @@ import (
 const transferTimeout = 10 * time.Second
 
 // RegisterAdmin registers tributary.v1.ClusterService (membership of the
-// raft cluster, the fleet configuration) on g, the coordinator's client gRPC server, so that its
-// bearer tokens and TLS apply.
+// raft cluster, the fleet configuration, edges' placement, coordinators'
+// placement state, edge revocation) on g, the coordinator's client gRPC
+// server, so that its bearer tokens and TLS apply.
 func (c *Coordinator) RegisterAdmin(g grpc.ServiceRegistrar) {
 	pb.RegisterClusterServiceServer(g, &adminServer{c: c})
 }
 
 // adminServer implements ClusterService. Membership changes are made on
 // the leader only; a follower answers FAILED_PRECONDITION naming the
-// leader. The fleet configuration may be set on any member (raft forwards
-// the proposal).
+// leader. Catalog changes (the fleet configuration, placement, coordinator
+// states, revocation, decommissioning an edge) may be asked of any member:
+// raft forwards the proposal (admin_catalog.go).
 type adminServer struct {
 	pb.UnimplementedClusterServiceServer
 	c *Coordinator
@@ -307,7 +309,8 @@ func (s *adminServer) SetFleetConfig(ctx context.Context, req *pb.SetFleetConfig
 	}
 	s.c.log.Info("fleet config set", "version", applied.Version, "retention_raw_ms", applied.RetentionRawMs,
 		"rate_limit_points_per_sec", applied.RateLimitPointsPerSec, "rate_limit_burst_points", applied.RateLimitBurstPoints,
-		"replication_factor", applied.ReplicationFactor, "max_series", applied.MaxSeries)
+		"replication_factor", applied.ReplicationFactor, "write_quorum", applied.WriteQuorum, "dead_after_ms", applied.DeadAfterMs,
+		"max_series", applied.MaxSeries)
 	return &pb.SetFleetConfigResponse{Config: fleetConfigProto(applied)}, nil
 }
 
@@ -317,14 +320,19 @@ func fleetConfigProto(c catalog.FleetConfig) *pb.FleetConfig {
 		RollupHourly: c.RollupHourly, RollupDaily: c.RollupDaily,
 		RateLimitPointsPerSec: c.RateLimitPointsPerSec, RateLimitBurstPoints: c.RateLimitBurstPoints,
 		ReplicationFactor: c.ReplicationFactor, MaxSeries: c.MaxSeries, Version: c.Version,
+		WriteQuorum: c.WriteQuorum, DeadAfterMs: c.DeadAfterMs,
 	}
 }
 
+// fleetConfigFromProto is the inverse of fleetConfigProto. Every field
+// counts: a client that read the configuration, changed one field and
+// sent it back keeps the others, write quorum and dead-after included.
 func fleetConfigFromProto(p *pb.FleetConfig) catalog.FleetConfig {
 	return catalog.FleetConfig{
 		RetentionRawMs: p.GetRetentionRawMs(), Retention1hMs: p.GetRetention_1HMs(), Retention1dMs: p.GetRetention_1DMs(),
 		RollupHourly: p.GetRollupHourly(), RollupDaily: p.GetRollupDaily(),
 		RateLimitPointsPerSec: p.GetRateLimitPointsPerSec(), RateLimitBurstPoints: p.GetRateLimitBurstPoints(),
 		ReplicationFactor: p.GetReplicationFactor(), MaxSeries: p.GetMaxSeries(),
+		WriteQuorum: p.GetWriteQuorum(), DeadAfterMs: p.GetDeadAfterMs(),
 	}
 }

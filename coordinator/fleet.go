@@ -57,11 +57,11 @@ type FleetNode struct {
 	// active replicas hold what they hold.
 	Leaving []string `json:"leaving,omitempty"`
 	// ReplicaLacks lists, per replica (active or leaving) that lacks held
-	// segments, the runs it lacks (not copied to it yet).
+	// segments, the runs of held segments it lacks (not copied to it yet).
 	ReplicaLacks map[string][]SeqRun `json:"replica_lacks,omitempty"`
-	// UnderReplicatedSegments counts held segments that at least one
-	// active replica lacks; UnsourcedSegments those no live replica can
-	// give (the edge must ship them again).
+	// UnderReplicatedSegments counts held segments an active replica lacks,
+	// once per active replica that lacks it; UnsourcedSegments those of
+	// them no live replica can give (the edge must ship them again).
 	UnderReplicatedSegments uint64 `json:"under_replicated_segments,omitempty"`
 	UnsourcedSegments       uint64 `json:"unsourced_segments,omitempty"`
 }
@@ -114,6 +114,7 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 			fn.State = n.State.String()
 		}
 		if n.Role == catalog.RoleEdge {
+			pr, _ := c.fsm.Progress(n.ID)
 			if p, ok := c.fsm.Placement(n.ID); ok {
 				fn.Replicas = p.Replicas
 				for _, l := range p.Leaving {
@@ -121,7 +122,7 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 				}
 				for _, r := range p.All() {
 					h, _, _ := p.HoldingOf(r)
-					for _, l := range h.Lacks {
+					for _, l := range heldLacks(h.Lacks, pr.Held) {
 						if fn.ReplicaLacks == nil {
 							fn.ReplicaLacks = map[string][]SeqRun{}
 						}

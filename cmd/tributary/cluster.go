@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/coordinator"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -29,7 +30,10 @@ Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
                                 (--voter: directly as a voter); HOST:PORT is its
                                 cluster address
   promote RAFTID                make a learner a voter (once it caught up)
-  remove RAFTID                 remove a member (not the leader: transfer first)
+  remove RAFTID [--force]       remove a member (not the leader: transfer first).
+                                Refused when the member is the last live holder
+                                of some edge's segments (drain it first); --force
+                                removes it anyway
   transfer [RAFTID]             hand leadership to RAFTID (default: the most
                                 up-to-date other voter)
   config [--retention-raw 15d ...]
@@ -41,14 +45,38 @@ Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
                                 --rollup-daily (informational), --rate-limit
                                 (points/s per edge, 0: unlimited), --rate-burst
                                 (points, 0: one second of the rate),
-                                --replication-factor, --max-series
+                                --replication-factor, --write-quorum (replicas
+                                that must hold a segment before it is
+                                acknowledged, 0: automatic), --dead-after (a
+                                coordinator silent this long loses its
+                                replicas, 0: 5m), --max-series
+
+Placement and healing:
+  edges                         every edge: replicas (* leaving), segments each
+                                lacks, under-replicated and unsourced segments,
+                                lag, last heartbeat, revoked and pinned flags
+  place EDGE --on C1,C2         pin an edge's replicas to these coordinators
+  place EDGE --unpin            return it to the automatic placement
+  rebalance [--max-moves N]     move replicas from the most to the least loaded
+                                coordinators (0: until balanced)
+  drain COORD                   move a coordinator's replicas away, each kept
+                                until its history is copied
+  undrain COORD                 let a drained coordinator take replicas again
+  revoke-edge EDGE              refuse an edge's streams and tunnels everywhere
+  unrevoke-edge EDGE            lift that
+  decommission-edge EDGE        forget an edge (stop or revoke it first)
 
 Membership changes must be sent to the leader; another coordinator answers
-with the leader's raft id, node id and cluster address. config may be sent to
-any coordinator.`
+with the leader's raft id, node id and cluster address. The other
+subcommands may be sent to any coordinator.`
+
+// maxEdgesAnswerBytes bounds the Edges answer the CLI accepts (gRPC's
+// default of 4 MiB is a few thousand edges with lacking replicas).
+const maxEdgesAnswerBytes = 256 << 20
 
 // runCluster is `tributary cluster`: membership of the coordinators' raft
-// cluster through tributary.v1.ClusterService.
+// cluster, the fleet configuration and edges' placement through
+// tributary.v1.ClusterService.
 func runCluster(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, clusterUsage)
@@ -63,9 +91,19 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	cf.register(fs, "time limit of the request")
 	format := fs.String("format", "table", "output: table or json")
-	voter := false
-	if sub == "add" {
+	var voter, force, unpin bool
+	var on string
+	var maxMoves uint
+	switch sub {
+	case "add":
 		fs.BoolVar(&voter, "voter", false, "add the member as a voter at once instead of as a learner")
+	case "remove":
+		fs.BoolVar(&force, "force", false, "remove the member even if it is the last live holder of some edge's segments (they are then on no live coordinator)")
+	case "place":
+		fs.StringVar(&on, "on", "", "comma-separated coordinator node ids to pin the edge's replicas to")
+		fs.BoolVar(&unpin, "unpin", false, "return the edge to the automatic placement")
+	case "rebalance":
+		fs.UintVar(&maxMoves, "max-moves", 0, "move at most this many replicas (0: until balanced)")
 	}
 	var cfgFlags fleetConfigFlags
 	if sub == "config" {
@@ -73,7 +111,10 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	}
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if *format != "table" && *format != "json" {
 		return fmt.Errorf("%w: --format %q: want table or json", errUsage, *format)
@@ -90,6 +131,16 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 			return 0, fmt.Errorf("%w: cluster %s: raft id %q: want a non-zero integer", errUsage, sub, pos[i])
 		}
 		return id, nil
+	}
+	// nodeArg is the one positional argument: a node id.
+	nodeArg := func(what string) (string, error) {
+		if len(pos) != 1 {
+			return "", fmt.Errorf("%w: cluster %s takes one argument, the %s's node id, got %d (tributary cluster -h)", errUsage, sub, what, len(pos))
+		}
+		if pos[0] == "" || strings.HasPrefix(pos[0], "-") {
+			return "", fmt.Errorf("%w: cluster %s: %q is not a node id", errUsage, sub, pos[0])
+		}
+		return pos[0], nil
 	}
 
 	var call func(context.Context, pb.ClusterServiceClient) (any, error)
@@ -128,6 +179,9 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 			if sub == "promote" {
 				return cl.PromoteMember(ctx, &pb.PromoteMemberRequest{RaftId: id})
 			}
+			if err := checkLastHolder(ctx, cl, id, force, stderr); err != nil {
+				return nil, err
+			}
 			return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id})
 		}
 	case "transfer":
@@ -165,6 +219,89 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 			}
 			return cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg})
 		}
+	case "edges":
+		if err := wantArgs(0, 0); err != nil {
+			return err
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Edges(ctx, &pb.EdgesRequest{}, grpc.MaxCallRecvMsgSize(maxEdgesAnswerBytes))
+		}
+	case "decommission-edge":
+		edge, err := nodeArg("edge")
+		if err != nil {
+			return err
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			if _, err := cl.DecommissionEdge(ctx, &pb.DecommissionEdgeRequest{NodeId: edge}); err != nil {
+				return nil, err
+			}
+			return edgeChange{Edge: edge, Change: "decommissioned"}, nil
+		}
+	case "revoke-edge", "unrevoke-edge":
+		edge, err := nodeArg("edge")
+		if err != nil {
+			return err
+		}
+		revoke := sub == "revoke-edge"
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			if _, err := cl.RevokeEdge(ctx, &pb.RevokeEdgeRequest{NodeId: edge, Revoked: revoke}); err != nil {
+				return nil, err
+			}
+			if revoke {
+				return edgeChange{Edge: edge, Change: "revoked"}, nil
+			}
+			return edgeChange{Edge: edge, Change: "unrevoked"}, nil
+		}
+	case "place":
+		edge, err := nodeArg("edge")
+		if err != nil {
+			return err
+		}
+		var coords []string
+		for _, c := range strings.Split(on, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				coords = append(coords, c)
+			}
+		}
+		switch {
+		case unpin && on != "":
+			return fmt.Errorf("%w: cluster place: --on and --unpin exclude each other", errUsage)
+		case !unpin && len(coords) == 0:
+			return fmt.Errorf("%w: cluster place %s: give --on C1,C2 (coordinator node ids) or --unpin", errUsage, edge)
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			r, err := cl.PlaceEdge(ctx, &pb.PlaceEdgeRequest{NodeId: edge, Coordinators: coords, Unpin: unpin})
+			if err != nil {
+				return nil, err
+			}
+			return placed{Edge: edge, Resp: r}, nil
+		}
+	case "rebalance":
+		if err := wantArgs(0, 0); err != nil {
+			return err
+		}
+		if maxMoves > 1<<31 {
+			return fmt.Errorf("%w: cluster rebalance: --max-moves %d is too large", errUsage, maxMoves)
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Rebalance(ctx, &pb.RebalanceRequest{MaxMoves: uint32(maxMoves)})
+		}
+	case "drain", "undrain":
+		coord, err := nodeArg("coordinator")
+		if err != nil {
+			return err
+		}
+		st, name := pb.CoordinatorState_COORDINATOR_STATE_DRAINING, "draining"
+		if sub == "undrain" {
+			st, name = pb.CoordinatorState_COORDINATOR_STATE_ACTIVE, "active"
+		}
+		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			r, err := cl.SetCoordinatorState(ctx, &pb.SetCoordinatorStateRequest{NodeId: coord, State: st})
+			if err != nil {
+				return nil, err
+			}
+			return stateChange{Coordinator: coord, State: name, Moved: r.GetMoved()}, nil
+		}
 	default:
 		fmt.Fprintln(stderr, clusterUsage)
 		return fmt.Errorf("%w: unknown subcommand %q", errUsage, sub)
@@ -185,15 +322,112 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", sub, cf.addr, err)
 	}
-	return printCluster(stdout, *format, resp)
+	return printCluster(stdout, *format, resp, time.Now())
 }
 
-// printCluster prints an answer of ClusterService.
-func printCluster(w io.Writer, format string, resp any) error {
+// edgeChange is the answer of decommission-edge, revoke-edge and
+// unrevoke-edge (the RPCs answer nothing but success).
+type edgeChange struct {
+	Edge   string
+	Change string // decommissioned, revoked, unrevoked
+}
+
+// placed is the answer of place.
+type placed struct {
+	Edge string
+	Resp *pb.PlaceEdgeResponse
+}
+
+// stateChange is the answer of drain and undrain.
+type stateChange struct {
+	Coordinator, State string
+	Moved              uint32
+}
+
+// maxEdgesNamed bounds the edges a refusal names.
+const maxEdgesNamed = 10
+
+// checkLastHolder refuses to remove raft member id while it is the last
+// live holder of some edge's segments: removing a member drops its
+// replicas at once, so those segments would be on no live coordinator.
+// With force it warns on stderr instead. The check reads the members (for
+// the member's node id) and the edges from the same coordinator; it is
+// made here, not by the server, because RemoveMemberRequest has no field
+// to override it.
+func checkLastHolder(ctx context.Context, cl pb.ClusterServiceClient, id uint64, force bool, stderr io.Writer) error {
+	refuse := func(err error) error {
+		if force {
+			fmt.Fprintf(stderr, "warning: %v; removing member %d anyway (--force)\n", err, id)
+			return nil
+		}
+		return err
+	}
+	ms, err := cl.Members(ctx, &pb.MembersRequest{})
+	if err != nil {
+		return refuse(fmt.Errorf("cannot check whether member %d is the last holder of some edge's segments: list members: %w (retry, or add --force)", id, err))
+	}
+	node := ""
+	for _, m := range ms.GetMembers() {
+		if m.GetRaftId() == id {
+			node = m.GetNodeId()
+		}
+	}
+	if node == "" {
+		return nil // not a member, or not registered: it holds no replica
+	}
+	edges, err := cl.Edges(ctx, &pb.EdgesRequest{}, grpc.MaxCallRecvMsgSize(maxEdgesAnswerBytes))
+	if err != nil {
+		return refuse(fmt.Errorf("cannot check whether member %d (%s) is the last holder of some edge's segments: list edges: %w (retry, or add --force)", id, node, err))
+	}
+	sole := coordinator.SoleHoldings(edges.GetEdges(), node)
+	if len(sole) == 0 {
+		return nil
+	}
+	var named []string
+	for i, h := range sole {
+		if i == maxEdgesNamed {
+			named = append(named, fmt.Sprintf("and %d more", len(sole)-i))
+			break
+		}
+		if h.Only {
+			named = append(named, h.Edge+" (its only live replica)")
+			continue
+		}
+		named = append(named, fmt.Sprintf("%s (%s)", h.Edge, fmtRuns(h.Runs, h.Segments)))
+	}
+	return refuse(fmt.Errorf("member %d (%s) is the last live holder of segments of %s: %s; removing it now loses them from the cloud. "+
+		"Drain it first (tributary cluster drain %s), wait until tributary cluster edges shows no replica on %s, then remove it (--force removes it now)",
+		id, node, plural(len(sole), "edge"), strings.Join(named, ", "), node, node))
+}
+
+// fmtRuns prints segment runs briefly: "39 segments: 3-40, 52", at most
+// four runs.
+func fmtRuns(runs []coordinator.SeqRun, segments uint64) string {
+	var parts []string
+	for i, r := range runs {
+		if i == 4 {
+			parts = append(parts, "...")
+			break
+		}
+		if r.FirstSeq == r.LastSeq {
+			parts = append(parts, strconv.FormatUint(r.FirstSeq, 10))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r.FirstSeq, r.LastSeq))
+		}
+	}
+	noun := "segments"
+	if segments == 1 {
+		noun = "segment"
+	}
+	return fmt.Sprintf("%d %s: %s", segments, noun, strings.Join(parts, ", "))
+}
+
+// printCluster prints an answer of ClusterService; now dates the lags.
+func printCluster(w io.Writer, format string, resp any, now time.Time) error {
 	if format == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(clusterJSON(resp))
+		return enc.Encode(clusterJSON(resp, now))
 	}
 	switch r := resp.(type) {
 	case *pb.MembersResponse:
@@ -212,8 +446,140 @@ func printCluster(w io.Writer, format string, resp any) error {
 		return printFleetConfig(w, r.GetConfig())
 	case *pb.SetFleetConfigResponse:
 		return printFleetConfig(w, r.GetConfig())
+	case *pb.EdgesResponse:
+		return printEdges(w, r, now)
+	case edgeChange:
+		var err error
+		switch r.Change {
+		case "decommissioned":
+			_, err = fmt.Fprintf(w, "edge %s decommissioned: its placement, progress and series membership are gone (its replicated data stays until retention)\n", r.Edge)
+		case "revoked":
+			_, err = fmt.Fprintf(w, "edge %s revoked: every coordinator refuses its replication streams and query tunnels (its data stays)\n", r.Edge)
+		default:
+			_, err = fmt.Fprintf(w, "edge %s may connect again\n", r.Edge)
+		}
+		return err
+	case placed:
+		how := "pinned"
+		if !r.Resp.GetPinned() {
+			how = "placed automatically"
+		}
+		fmt.Fprintf(w, "edge %s %s: %s\n", r.Edge, how, replicaList(r.Resp.GetReplicas()))
+		if hasLeaving(r.Resp.GetReplicas()) {
+			fmt.Fprintln(w, leavingNote)
+		}
+		return nil
+	case *pb.RebalanceResponse:
+		_, err := fmt.Fprintf(w, "%s changed\n", plural(int(r.GetChanged()), "placement"))
+		return err
+	case stateChange:
+		if r.State == "draining" {
+			_, err := fmt.Fprintf(w, "coordinator %s is draining; %s changed: its replicas move away, each kept until the new replicas hold its history (watch tributary cluster edges)\n",
+				r.Coordinator, plural(int(r.Moved), "placement"))
+			return err
+		}
+		_, err := fmt.Fprintf(w, "coordinator %s is active; %s changed\n", r.Coordinator, plural(int(r.Moved), "placement"))
+		return err
 	}
 	return fmt.Errorf("BUG: unexpected answer %T", resp)
+}
+
+// leavingNote explains the mark of leaving replicas.
+const leavingNote = "* leaving: being replaced; still read, and kept until the active replicas hold what it holds"
+
+func hasLeaving(rs []*pb.ReplicaInfo) bool {
+	for _, r := range rs {
+		if r.GetLeaving() {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaList prints replicas as "c1 c2*(draining)": leaving ones marked
+// with *, coordinators that are not active with their state.
+func replicaList(rs []*pb.ReplicaInfo) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		p := r.GetCoordinator()
+		if r.GetLeaving() {
+			p += "*"
+		}
+		if st := r.GetState(); st != "active" {
+			p += "(" + st + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " ")
+}
+
+// lackingSegments counts the segments in a replica's lack runs.
+func lackingSegments(r *pb.ReplicaInfo) uint64 {
+	var n uint64
+	for _, l := range r.GetLacks() {
+		if l.GetLastSeq() >= l.GetFirstSeq() {
+			n += l.GetLastSeq() - l.GetFirstSeq() + 1
+		}
+	}
+	return n
+}
+
+// edgeLag is now minus the newest data time the cloud holds of the edge
+// contiguously (ok false before anything is held).
+func edgeLag(e *pb.EdgeInfo, now time.Time) (float64, bool) {
+	if e.GetWatermarkTimeMs() <= 0 {
+		return 0, false
+	}
+	return max(0, float64(now.UnixMilli()-e.GetWatermarkTimeMs())/1000), true
+}
+
+func printEdges(w io.Writer, r *pb.EdgesResponse, now time.Time) error {
+	fmt.Fprintf(w, "answered by %s: %s\n", r.GetAnsweredBy(), plural(len(r.GetEdges()), "edge"))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EDGE\tREPLICAS\tLACKING\tUNDER-REPL\tUNSOURCED\tLAG\tHEARTBEAT\tFLAGS")
+	leaving := false
+	for _, e := range r.GetEdges() {
+		var lacking []string
+		for _, rep := range e.GetReplicas() {
+			if n := lackingSegments(rep); n > 0 {
+				lacking = append(lacking, fmt.Sprintf("%s:%d", rep.GetCoordinator(), n))
+			}
+		}
+		leaving = leaving || hasLeaving(e.GetReplicas())
+		lack, lag, beat := "-", "-", "never"
+		if len(lacking) > 0 {
+			lack = strings.Join(lacking, " ")
+		}
+		if l, ok := edgeLag(e, now); ok {
+			lag = fmtSeconds(l)
+		}
+		if s := e.GetSecondsSinceHeartbeat(); s >= 0 {
+			beat = fmtSeconds(s) + " ago"
+		}
+		var flags []string
+		if e.GetRevoked() {
+			flags = append(flags, "revoked")
+		}
+		if e.GetPinned() {
+			flags = append(flags, "pinned")
+		}
+		fl := "-"
+		if len(flags) > 0 {
+			fl = strings.Join(flags, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.GetNodeId(), replicaList(e.GetReplicas()), lack,
+			e.GetUnderReplicatedSegments(), e.GetUnsourcedSegments(), lag, beat, fl)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if leaving {
+		fmt.Fprintln(w, leavingNote)
+	}
+	return nil
 }
 
 func printMembers(w io.Writer, ms []*pb.Member) error {
@@ -250,7 +616,57 @@ type memberJSON struct {
 	MatchIndex uint64 `json:"match_index"`
 }
 
-func clusterJSON(resp any) any {
+// edgesJSON is the Edges answer in `--format json`: every field of the
+// answer, plus what the table derives (lag, lacking segments).
+type edgesJSON struct {
+	AnsweredBy string     `json:"answered_by"`
+	TimeMs     int64      `json:"time_ms"` // the client's clock, which dates lag_seconds
+	Edges      []edgeJSON `json:"edges"`
+}
+
+type edgeJSON struct {
+	NodeID                  string        `json:"node_id"`
+	Replicas                []replicaJSON `json:"replicas"`
+	SecondsSinceHeartbeat   float64       `json:"seconds_since_heartbeat"` // -1: never
+	Revoked                 bool          `json:"revoked"`
+	Pinned                  bool          `json:"pinned"`
+	AckedThrough            uint64        `json:"acked_through"`
+	WatermarkTimeMs         int64         `json:"watermark_time_ms"`
+	LagSeconds              *float64      `json:"lag_seconds"` // null: nothing held yet
+	HeldPoints              uint64        `json:"held_points"`
+	UnderReplicatedSegments uint64        `json:"under_replicated_segments"`
+	UnsourcedSegments       uint64        `json:"unsourced_segments"`
+}
+
+type replicaJSON struct {
+	Coordinator     string        `json:"coordinator"`
+	Leaving         bool          `json:"leaving"`
+	State           string        `json:"state"`
+	LackingSegments uint64        `json:"lacking_segments"`
+	Lacks           []lackRunJSON `json:"lacks"`
+}
+
+type lackRunJSON struct {
+	FirstSeq  uint64 `json:"first_seq"`
+	LastSeq   uint64 `json:"last_seq"`
+	MinTimeMs int64  `json:"min_time_ms"`
+	MaxTimeMs int64  `json:"max_time_ms"`
+}
+
+func replicasJSON(rs []*pb.ReplicaInfo) []replicaJSON {
+	out := make([]replicaJSON, 0, len(rs))
+	for _, r := range rs {
+		rj := replicaJSON{Coordinator: r.GetCoordinator(), Leaving: r.GetLeaving(), State: r.GetState(),
+			LackingSegments: lackingSegments(r), Lacks: []lackRunJSON{}}
+		for _, l := range r.GetLacks() {
+			rj.Lacks = append(rj.Lacks, lackRunJSON{l.GetFirstSeq(), l.GetLastSeq(), l.GetMinTimeMs(), l.GetMaxTimeMs()})
+		}
+		out = append(out, rj)
+	}
+	return out
+}
+
+func clusterJSON(resp any, now time.Time) any {
 	conv := func(ms []*pb.Member) []memberJSON {
 		out := make([]memberJSON, 0, len(ms))
 		for _, m := range ms {
@@ -283,6 +699,37 @@ func clusterJSON(resp any) any {
 		return fleetConfigJSONOf(r.GetConfig())
 	case *pb.SetFleetConfigResponse:
 		return fleetConfigJSONOf(r.GetConfig())
+	case *pb.EdgesResponse:
+		out := edgesJSON{AnsweredBy: r.GetAnsweredBy(), TimeMs: now.UnixMilli(), Edges: []edgeJSON{}}
+		for _, e := range r.GetEdges() {
+			ej := edgeJSON{NodeID: e.GetNodeId(), Replicas: replicasJSON(e.GetReplicas()),
+				SecondsSinceHeartbeat: e.GetSecondsSinceHeartbeat(), Revoked: e.GetRevoked(), Pinned: e.GetPinned(),
+				AckedThrough: e.GetAckedThrough(), WatermarkTimeMs: e.GetWatermarkTimeMs(), HeldPoints: e.GetHeldPoints(),
+				UnderReplicatedSegments: e.GetUnderReplicatedSegments(), UnsourcedSegments: e.GetUnsourcedSegments()}
+			if l, ok := edgeLag(e, now); ok {
+				ej.LagSeconds = &l
+			}
+			out.Edges = append(out.Edges, ej)
+		}
+		return out
+	case edgeChange:
+		return map[string]any{"node_id": r.Edge, r.Change: true}
+	case placed:
+		return struct {
+			NodeID   string        `json:"node_id"`
+			Pinned   bool          `json:"pinned"`
+			Replicas []replicaJSON `json:"replicas"`
+		}{r.Edge, r.Resp.GetPinned(), replicasJSON(r.Resp.GetReplicas())}
+	case *pb.RebalanceResponse:
+		return struct {
+			Changed uint32 `json:"changed"`
+		}{r.GetChanged()}
+	case stateChange:
+		return struct {
+			NodeID string `json:"node_id"`
+			State  string `json:"state"`
+			Moved  uint32 `json:"moved"`
+		}{r.Coordinator, r.State, r.Moved}
 	}
 	return resp
 }
@@ -351,10 +798,10 @@ func (b bearerToken) RequireTransportSecurity() bool { return b.secure }
 // fleetConfigFlags are the flags of `cluster config`; only the flags given
 // change the configuration.
 type fleetConfigFlags struct {
-	retRaw, ret1h, ret1d      string
-	rollupHourly, rollupDaily bool
-	rate, burst, maxSeries    uint64
-	replicationFactor         uint
+	retRaw, ret1h, ret1d, deadAfter string
+	rollupHourly, rollupDaily       bool
+	rate, burst, maxSeries          uint64
+	replicationFactor, writeQuorum  uint
 }
 
 func (f *fleetConfigFlags) register(fs *flag.FlagSet) {
@@ -365,7 +812,9 @@ func (f *fleetConfigFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.rollupDaily, "rollup-daily", true, "edges compute daily rollups (informational: edges compute both tiers)")
 	fs.Uint64Var(&f.rate, "rate-limit", 0, "ingest limit of each edge, points per second (0: unlimited)")
 	fs.Uint64Var(&f.burst, "rate-burst", 0, "burst of the ingest limit, points (0: one second of the rate)")
-	fs.UintVar(&f.replicationFactor, "replication-factor", 0, "coordinators holding each edge's data (1..3)")
+	fs.UintVar(&f.replicationFactor, "replication-factor", 0, "coordinators holding each edge's data (1..7)")
+	fs.UintVar(&f.writeQuorum, "write-quorum", 0, "replicas that must hold a segment before it is acknowledged to the edge (0: automatic, max(1, replicas-1); at most the replication factor)")
+	fs.StringVar(&f.deadAfter, "dead-after", "", "a coordinator without a heartbeat this long is marked down and its replicas move (at least 1s; 0: the default, 5m)")
 	fs.Uint64Var(&f.maxSeries, "max-series", 0, "fleet-wide series limit")
 }
 
@@ -400,6 +849,20 @@ func (f *fleetConfigFlags) changes(fs *flag.FlagSet) ([]func(*pb.FleetConfig), e
 			out = append(out, func(c *pb.FleetConfig) { c.RateLimitBurstPoints = f.burst })
 		case "replication-factor":
 			out = append(out, func(c *pb.FleetConfig) { c.ReplicationFactor = uint32(min(f.replicationFactor, 1<<16)) })
+		case "write-quorum":
+			out = append(out, func(c *pb.FleetConfig) { c.WriteQuorum = uint32(min(f.writeQuorum, 1<<16)) })
+		case "dead-after":
+			if f.deadAfter == "0" {
+				out = append(out, func(c *pb.FleetConfig) { c.DeadAfterMs = 0 })
+				return
+			}
+			d, err := parseDuration(f.deadAfter)
+			if err != nil || d < time.Second {
+				bad = fmt.Errorf("%w: cluster config: --dead-after %q: want a duration of at least 1s such as 5m (0: the default)", errUsage, f.deadAfter)
+				return
+			}
+			ms := d.Milliseconds()
+			out = append(out, func(c *pb.FleetConfig) { c.DeadAfterMs = ms })
 		case "max-series":
 			out = append(out, func(c *pb.FleetConfig) { c.MaxSeries = f.maxSeries })
 		}
@@ -419,13 +882,15 @@ type fleetConfigJSON struct {
 	RateLimitPointsPerSec uint64 `json:"rate_limit_points_per_sec"`
 	RateLimitBurstPoints  uint64 `json:"rate_limit_burst_points"`
 	ReplicationFactor     uint32 `json:"replication_factor"`
+	WriteQuorum           uint32 `json:"write_quorum"`  // 0: automatic
+	DeadAfterMs           int64  `json:"dead_after_ms"` // 0: the default
 	MaxSeries             uint64 `json:"max_series"`
 }
 
 func fleetConfigJSONOf(c *pb.FleetConfig) fleetConfigJSON {
 	return fleetConfigJSON{c.GetVersion(), c.GetRetentionRawMs(), c.GetRetention_1HMs(), c.GetRetention_1DMs(),
 		c.GetRollupHourly(), c.GetRollupDaily(), c.GetRateLimitPointsPerSec(), c.GetRateLimitBurstPoints(),
-		c.GetReplicationFactor(), c.GetMaxSeries()}
+		c.GetReplicationFactor(), c.GetWriteQuorum(), c.GetDeadAfterMs(), c.GetMaxSeries()}
 }
 
 func printFleetConfig(w io.Writer, c *pb.FleetConfig) error {
@@ -442,6 +907,16 @@ func printFleetConfig(w io.Writer, c *pb.FleetConfig) error {
 	fmt.Fprintf(tw, "rollups\thourly=%t daily=%t\n", c.GetRollupHourly(), c.GetRollupDaily())
 	fmt.Fprintf(tw, "edge rate limit\t%s\n", rate)
 	fmt.Fprintf(tw, "replication factor\t%d\n", c.GetReplicationFactor())
+	quorum := "automatic (max(1, replicas-1))"
+	if q := c.GetWriteQuorum(); q > 0 {
+		quorum = strconv.FormatUint(uint64(q), 10)
+	}
+	fmt.Fprintf(tw, "write quorum\t%s\n", quorum)
+	dead := "5m0s (default)"
+	if d := c.GetDeadAfterMs(); d > 0 {
+		dead = ms(d)
+	}
+	fmt.Fprintf(tw, "dead after\t%s\n", dead)
 	fmt.Fprintf(tw, "max series\t%d\n", c.GetMaxSeries())
 	return tw.Flush()
 }

@@ -40,7 +40,8 @@ func (f *fakeFleetConfig) SetFleetConfig(_ context.Context, req *pb.SetFleetConf
 
 func TestClusterConfig_PrintsAndChangesOnlyTheGivenFields(t *testing.T) {
 	f := &fakeFleetConfig{cfg: &pb.FleetConfig{RetentionRawMs: 15 * 86_400_000, Retention_1HMs: 3_600_000 * 24 * 730,
-		Retention_1DMs: 86_400_000 * 3650, RollupHourly: true, RollupDaily: true, ReplicationFactor: 2, MaxSeries: 1000, Version: 7}}
+		Retention_1DMs: 86_400_000 * 3650, RollupHourly: true, RollupDaily: true, ReplicationFactor: 2, MaxSeries: 1000, Version: 7,
+		WriteQuorum: 2, DeadAfterMs: 60_000}}
 	g := grpc.NewServer()
 	pb.RegisterClusterServiceServer(g, f)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,11 +70,21 @@ func TestClusterConfig_PrintsAndChangesOnlyTheGivenFields(t *testing.T) {
 		t.Fatalf("%v:\n%s", err, out)
 	}
 	want := fleetConfigJSON{Version: 101, RetentionRawMs: 3 * 86_400_000, Retention1hMs: 3_600_000 * 24 * 730, Retention1dMs: 86_400_000 * 3650,
-		RollupHourly: true, RollupDaily: false, RateLimitPointsPerSec: 500, RateLimitBurstPoints: 1000, ReplicationFactor: 2, MaxSeries: 1000}
+		RollupHourly: true, RollupDaily: false, RateLimitPointsPerSec: 500, RateLimitBurstPoints: 1000, ReplicationFactor: 2, MaxSeries: 1000,
+		WriteQuorum: 2, DeadAfterMs: 60_000}
 	if got != want {
 		t.Fatalf("after set: %+v, want %+v", got, want)
 	}
 	if out, code := cli("--retention-raw", "soon"); code == 0 || !strings.Contains(out, "--retention-raw") || f.sets != 1 {
 		t.Fatalf("bad duration: exit %d, %d sets:\n%s", code, f.sets, out)
+	}
+	if out, code := cli("--write-quorum", "1", "--dead-after", "90s"); code != 0 || !strings.Contains(out, "write quorum") || !strings.Contains(out, "1m30s") {
+		t.Fatalf("set write quorum and dead-after: exit %d:\n%s", code, out)
+	}
+	if f.cfg.WriteQuorum != 1 || f.cfg.DeadAfterMs != 90_000 || f.cfg.RetentionRawMs != 3*86_400_000 {
+		t.Fatalf("config after set: %v", f.cfg)
+	}
+	if out, code := cli("--dead-after", "0"); code != 0 || f.cfg.DeadAfterMs != 0 || !strings.Contains(out, "(default)") {
+		t.Fatalf("dead-after back to the default: exit %d, %v:\n%s", code, f.cfg, out)
 	}
 }

@@ -49,7 +49,10 @@ type fleetRow struct {
 	Role  string `json:"role"`           // edge or coordinator
 	Raft  string `json:"raft,omitempty"` // coordinators: leader, follower, learner or removed
 	State string `json:"state"`          // offline, behind, gaps or online
-	Addr  string `json:"addr,omitempty"`
+	// Placement is a coordinator's placement state in the catalog:
+	// active, draining or down.
+	Placement string `json:"placement,omitempty"`
+	Addr      string `json:"addr,omitempty"`
 	// LastSeenSeconds is the age of the node's last heartbeat in the
 	// catalog (-1: never), judged against the answering coordinator's clock.
 	LastSeenSeconds float64 `json:"last_seen_seconds"`
@@ -63,10 +66,15 @@ type fleetRow struct {
 	// held run over the time its data spans).
 	IngestPointsPerSec *float64 `json:"ingest_points_per_sec"`
 	IngestSource       string   `json:"ingest_source,omitempty"`
-	// LagSeconds is the replication lag; LagSource is "edge" (the edge's
-	// own figure: age of the oldest data the cloud does not hold) or
-	// "watermark" (now minus the newest data time the cloud holds
-	// contiguously, which also grows while an edge writes nothing).
+	// LagSeconds is the replication lag: now minus the newest data time
+	// the cloud holds of the edge, when the edge has newer data. LagSource
+	// says how it was learnt: "edge" (the edge answered, and the catalog
+	// holds every segment it sealed: the edge's own figure, the age of the
+	// oldest data of its backlog), "cloud" (the edge answered and has
+	// sealed segments past what the catalog holds contiguously: now minus
+	// the catalog's watermark time, or the edge's figure when larger) or
+	// "watermark" (the edge was not asked or did not answer: now minus the
+	// watermark time, which also grows while an edge writes nothing).
 	LagSeconds      *float64 `json:"lag_seconds"`
 	LagSource       string   `json:"lag_source,omitempty"`
 	BacklogBytes    *int64   `json:"backlog_bytes"`
@@ -76,24 +84,33 @@ type fleetRow struct {
 	AckedThrough    uint64   `json:"acked_through,omitempty"`
 	GapSegments     uint64   `json:"gap_segments"`
 	// GapPoints is -1 when a gap's point count is unknown.
-	GapPoints  int64  `json:"gap_points"`
-	ProbeError string `json:"probe_error,omitempty"`
+	GapPoints int64 `json:"gap_points"`
+	// UnderReplicatedSegments counts the edge's held segments an active
+	// replica lacks (once per replica); UnsourcedSegments those no live
+	// replica can give (the edge must ship them again).
+	UnderReplicatedSegments uint64 `json:"under_replicated_segments"`
+	UnsourcedSegments       uint64 `json:"unsourced_segments"`
+	ProbeError              string `json:"probe_error,omitempty"`
 }
 
 // fleetSummary is the one-line summary above the table.
 type fleetSummary struct {
-	Coordinator     string  `json:"coordinator"` // who answered
-	RaftLeader      uint64  `json:"raft_leader"`
-	RaftTerm        uint64  `json:"raft_term"`
-	Series          int     `json:"series"`
-	Edges           int     `json:"edges"`
-	Coordinators    int     `json:"coordinators"`
-	Offline         int     `json:"offline"`
-	Behind          int     `json:"behind"`
-	WithGaps        int     `json:"with_gaps"`
-	WorstLagSeconds float64 `json:"worst_lag_seconds"`
-	WorstLagNode    string  `json:"worst_lag_node,omitempty"`
-	TimeMs          int64   `json:"time_ms"`
+	Coordinator     string `json:"coordinator"` // who answered
+	RaftLeader      uint64 `json:"raft_leader"`
+	RaftTerm        uint64 `json:"raft_term"`
+	Series          int    `json:"series"`
+	Edges           int    `json:"edges"`
+	Coordinators    int    `json:"coordinators"`
+	Offline         int    `json:"offline"`
+	Behind          int    `json:"behind"`
+	WithGaps        int    `json:"with_gaps"`
+	UnderReplicated int    `json:"under_replicated"` // edges with under-replicated segments
+	// Coordinators down (silent past the fleet's dead-after) and draining.
+	CoordinatorsDown     int     `json:"coordinators_down"`
+	CoordinatorsDraining int     `json:"coordinators_draining"`
+	WorstLagSeconds      float64 `json:"worst_lag_seconds"`
+	WorstLagNode         string  `json:"worst_lag_node,omitempty"`
+	TimeMs               int64   `json:"time_ms"`
 }
 
 // fleetView is one refresh of the fleet table.
@@ -233,7 +250,9 @@ type probe struct {
 }
 
 // probeEdges asks every edge with an address for its status, at most 16 at
-// a time, each within the probe timeout.
+// a time, each within the probe timeout. Edges the catalog has not heard
+// from are asked too: one that answers is alive, its link to the cloud is
+// what is down, and it is behind rather than offline.
 func (w *fleetWatcher) probeEdges(ctx context.Context, rows []fleetRow) map[string]probe {
 	out := map[string]probe{}
 	if !w.sf.probe {
@@ -243,7 +262,7 @@ func (w *fleetWatcher) probeEdges(ctx context.Context, rows []fleetRow) map[stri
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for _, r := range rows {
-		if r.Role != "edge" || r.Addr == "" || r.State == stateOffline {
+		if r.Role != "edge" || r.Addr == "" {
 			continue
 		}
 		c := w.edges[r.Addr]
@@ -313,11 +332,20 @@ func (w *fleetWatcher) read(ctx context.Context, target tributary.Status) (fleet
 			if r.GapSegments > 0 {
 				v.Summary.WithGaps++
 			}
+			if r.UnderReplicatedSegments > 0 {
+				v.Summary.UnderReplicated++
+			}
 			if r.LagSeconds != nil && (v.Summary.WorstLagNode == "" || *r.LagSeconds > v.Summary.WorstLagSeconds) {
 				v.Summary.WorstLagSeconds, v.Summary.WorstLagNode = *r.LagSeconds, r.Node
 			}
 		} else {
 			v.Summary.Coordinators++
+			switch r.Placement {
+			case "down":
+				v.Summary.CoordinatorsDown++
+			case "draining":
+				v.Summary.CoordinatorsDraining++
+			}
 		}
 	}
 	w.prev = next
@@ -343,7 +371,8 @@ func lagOf(r fleetRow) float64 {
 // baseRow is what the catalog says of a node.
 func (w *fleetWatcher) baseRow(f coordinator.Fleet, n coordinator.FleetNode) fleetRow {
 	r := fleetRow{Node: n.ID, Role: n.Role, Addr: n.Addr, Series: n.Series, LastSeenSeconds: -1,
-		HeldPoints: n.HeldPoints, AckedThrough: n.AckedThrough}
+		HeldPoints: n.HeldPoints, AckedThrough: n.AckedThrough,
+		UnderReplicatedSegments: n.UnderReplicatedSegments, UnsourcedSegments: n.UnsourcedSegments}
 	if n.LastHeartbeatMs > 0 {
 		r.LastSeenSeconds = max(0, n.SecondsSinceHeartbeat)
 	}
@@ -351,6 +380,7 @@ func (w *fleetWatcher) baseRow(f coordinator.Fleet, n coordinator.FleetNode) fle
 		r.State = stateOffline
 	}
 	if n.Role == "coordinator" {
+		r.Placement = n.State
 		switch {
 		case n.RaftID != 0 && n.RaftID == f.Raft.Leader:
 			r.Raft = "leader"
@@ -392,8 +422,18 @@ func (w *fleetWatcher) measure(r *fleetRow, f coordinator.Fleet, probes map[stri
 	}
 	if probed && p.st.Replication != nil {
 		rs := p.st.Replication
-		lag := rs.Lag.Seconds()
-		r.LagSeconds, r.LagSource = &lag, "edge"
+		lag, src := rs.Lag.Seconds(), "edge"
+		// The edge counts what it was acknowledged; the catalog records
+		// what the cloud holds. When the edge has sealed segments past
+		// what the catalog holds contiguously, the data after the
+		// watermark is not all in the cloud, whatever the edge believes:
+		// the lag is at least the watermark's age.
+		if rs.NewestSealedSeq > fn.AckedThrough && fn.WatermarkTimeMs > 0 {
+			if cloud := float64(now.UnixMilli()-fn.WatermarkTimeMs) / 1000; cloud > lag {
+				lag, src = cloud, "cloud"
+			}
+		}
+		r.LagSeconds, r.LagSource = &lag, src
 		r.BacklogBytes, r.BacklogSegments = &rs.BacklogBytes, &rs.BacklogSegments
 		conn := rs.Connected
 		r.Connected = &conn
@@ -430,12 +470,13 @@ func (w *fleetWatcher) measure(r *fleetRow, f coordinator.Fleet, probes map[stri
 	next[r.Node] = s
 }
 
-// state judges a row: offline (no heartbeat within --offline-after), behind
-// (lag past --behind-after, or the edge says its link is down), gaps (the
-// edge declared segments it will not ship), else online.
+// state judges a row: offline (no heartbeat within --offline-after, and
+// for an edge no answer to its probe either), behind (lag past
+// --behind-after, or the edge says its link is down), gaps (the edge
+// declared segments it will not ship), else online.
 func (w *fleetWatcher) state(r fleetRow) string {
 	switch {
-	case r.State == stateOffline:
+	case r.State == stateOffline && r.Connected == nil:
 		return stateOffline
 	case r.Role == "edge" && r.LagSeconds != nil && *r.LagSeconds > w.sf.behindAfter.Seconds():
 		return stateBehind
@@ -457,22 +498,32 @@ func printFleet(w io.Writer, format string, v fleetView) error {
 	if s.WorstLagNode != "" {
 		worst = fmt.Sprintf("worst lag %s (%s)", fmtSeconds(s.WorstLagSeconds), s.WorstLagNode)
 	}
-	fmt.Fprintf(w, "%s: %s, %d offline, %d behind, %d with gaps; %s; %s (leader raft id %d, term %d); %s series\n",
-		time.UnixMilli(s.TimeMs).UTC().Format(time.DateTime), plural(s.Edges, "edge"), s.Offline, s.Behind, s.WithGaps, worst,
-		plural(s.Coordinators, "coordinator"), s.RaftLeader, s.RaftTerm, commas(int64(s.Series)))
+	coords := plural(s.Coordinators, "coordinator")
+	if s.CoordinatorsDown > 0 {
+		coords += fmt.Sprintf(", %d down", s.CoordinatorsDown)
+	}
+	if s.CoordinatorsDraining > 0 {
+		coords += fmt.Sprintf(", %d draining", s.CoordinatorsDraining)
+	}
+	fmt.Fprintf(w, "%s: %s, %d offline, %d behind, %d with gaps, %d under-replicated; %s; %s (leader raft id %d, term %d); %s series\n",
+		time.UnixMilli(s.TimeMs).UTC().Format(time.DateTime), plural(s.Edges, "edge"), s.Offline, s.Behind, s.WithGaps, s.UnderReplicated, worst,
+		coords, s.RaftLeader, s.RaftTerm, commas(int64(s.Series)))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tLAST SEEN\tINGEST\tLAG\tBACKLOG\tGAPS")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tLAST SEEN\tINGEST\tLAG\tBACKLOG\tGAPS\tUNDER-REPL")
 	var notes []string
 	for _, r := range v.Nodes {
 		role := r.Role
 		if r.Raft != "" {
 			role += "/" + r.Raft
 		}
+		if r.Placement != "" {
+			role += "/" + r.Placement
+		}
 		seen := "never"
 		if r.LastSeenSeconds >= 0 {
 			seen = fmtSeconds(r.LastSeenSeconds) + " ago"
 		}
-		ingest, lag, backlog, gaps := "-", "-", "-", "-"
+		ingest, lag, backlog, gaps, under := "-", "-", "-", "-", "-"
 		if r.IngestPointsPerSec != nil {
 			ingest = fmt.Sprintf("%s/s", fmtRate(*r.IngestPointsPerSec))
 			if strings.HasSuffix(r.IngestSource, "-average") {
@@ -497,9 +548,18 @@ func printFleet(w io.Writer, format string, v fleetView) error {
 				}
 				gaps = fmt.Sprintf("%d seg, %s", r.GapSegments, pts)
 			}
+			under = "0"
+			if r.UnderReplicatedSegments > 0 {
+				under = fmt.Sprintf("%d seg", r.UnderReplicatedSegments)
+				if r.UnsourcedSegments > 0 {
+					under += fmt.Sprintf(", %d unsourced", r.UnsourcedSegments)
+				}
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, role, r.State, seen, ingest, lag, backlog, gaps)
-		if r.ProbeError != "" {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, role, r.State, seen, ingest, lag, backlog, gaps, under)
+		if r.ProbeError != "" && r.State != stateOffline {
+			// (An offline edge that does not answer either is expected;
+			// the JSON keeps its probe error.)
 			notes = append(notes, fmt.Sprintf("%s: status not read: %s", r.Node, r.ProbeError))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -15,12 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
@@ -242,7 +246,7 @@ func TestStatus_FleetTableOfACoordinatorWithEdges(t *testing.T) {
 	for _, id := range []string{"edge-a", "edge-b"} {
 		r, _ := rowOf(v, id)
 		if r.State != stateOnline || r.ProbeError != "" || r.BacklogBytes == nil || r.BacklogSegments == nil ||
-			r.LagSeconds == nil || r.LagSource != "edge" || r.IngestPointsPerSec == nil || *r.IngestPointsPerSec <= 0 ||
+			r.LagSeconds == nil || (r.LagSource != "edge" && r.LagSource != "cloud") || r.IngestPointsPerSec == nil || *r.IngestPointsPerSec <= 0 ||
 			r.Connected == nil || !*r.Connected || r.LastSeenSeconds < 0 || r.LastSeenSeconds > 12 {
 			t.Errorf("%s: %+v", id, r)
 		}
@@ -328,25 +332,28 @@ func TestStatus_BadFleetInvocations(t *testing.T) {
 func TestFleetTable_Format(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	i := func(x int64) *int64 { return &x }
-	v := fleetView{Summary: fleetSummary{Coordinator: "c1", RaftLeader: 1, RaftTerm: 2, Edges: 2, Coordinators: 1, Offline: 1,
+	v := fleetView{Summary: fleetSummary{Coordinator: "c1", RaftLeader: 1, RaftTerm: 2, Edges: 2, Coordinators: 2, Offline: 2,
+		UnderReplicated: 1, CoordinatorsDown: 1,
 		WorstLagSeconds: 252, WorstLagNode: "pi-7", Series: 1234, TimeMs: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMilli()},
 		Nodes: []fleetRow{
 			{Node: "pi-7", Role: "edge", State: stateOffline, LastSeenSeconds: 95, IngestPointsPerSec: f(12.5), IngestSource: "cloud-average",
-				LagSeconds: f(252), LagSource: "watermark", GapSegments: 2, GapPoints: -1},
+				LagSeconds: f(252), LagSource: "watermark", GapSegments: 2, GapPoints: -1, UnderReplicatedSegments: 52, UnsourcedSegments: 12},
+			{Node: "c2", Role: "coordinator", Raft: "follower", Placement: "down", State: stateOffline, LastSeenSeconds: 400},
 			{Node: "pi-1", Role: "edge", State: stateOnline, LastSeenSeconds: 3.2, IngestPointsPerSec: f(1500), IngestSource: "edge",
-				LagSeconds: f(0.85), LagSource: "edge", BacklogBytes: i(3 << 20), BacklogSegments: i(3)},
-			{Node: "c1", Role: "coordinator", Raft: "leader", State: stateOnline, LastSeenSeconds: 1, ProbeError: ""},
+				LagSeconds: f(0.85), LagSource: "edge", BacklogBytes: i(3 << 20), BacklogSegments: i(3), UnderReplicatedSegments: 4},
+			{Node: "c1", Role: "coordinator", Raft: "leader", Placement: "active", State: stateOnline, LastSeenSeconds: 1, ProbeError: ""},
 		}}
 	var b bytes.Buffer
 	if err := printFleet(&b, "text", v); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"2026-01-02 03:04:05: 2 edges, 1 offline, 0 behind, 0 with gaps; worst lag 4m12s (pi-7); 1 coordinator (leader raft id 1, term 2); 1,234 series",
-		"NODE  ROLE                STATE    LAST SEEN  INGEST      LAG       BACKLOG         GAPS",
-		"pi-7  edge                offline  1m35s ago  12.5/s avg  4m12s wm  -               2 seg, ? points",
-		"pi-1  edge                online   3.2s ago   1,500/s     850ms     3.0 MiB, 3 seg  0",
-		"c1    coordinator/leader  online   1.0s ago   -           -         -               -",
+		"2026-01-02 03:04:05: 2 edges, 2 offline, 0 behind, 0 with gaps, 1 under-replicated; worst lag 4m12s (pi-7); 2 coordinators, 1 down (leader raft id 1, term 2); 1,234 series",
+		"NODE  ROLE                       STATE    LAST SEEN  INGEST      LAG       BACKLOG         GAPS             UNDER-REPL",
+		"pi-7  edge                       offline  1m35s ago  12.5/s avg  4m12s wm  -               2 seg, ? points  52 seg, 12 unsourced",
+		"c2    coordinator/follower/down  offline  6m40s ago  -           -         -               -                -",
+		"pi-1  edge                       online   3.2s ago   1,500/s     850ms     3.0 MiB, 3 seg  0                4 seg",
+		"c1    coordinator/leader/active  online   1.0s ago   -           -         -               -                -",
 	}
 	got := strings.Split(b.String(), "\n")
 	for k, w := range want {
@@ -422,4 +429,119 @@ func TestFleetWatcher_LocalEdgeAndCloudRates(t *testing.T) {
 	if r, _ = rowOf(v, "local"); r.IngestSource != "cloud" || *r.IngestPointsPerSec != 50 {
 		t.Fatalf("between refreshes: %+v", r)
 	}
+}
+
+// fakeEdgeStatus answers QueryService.Status like an edge node.
+type fakeEdgeStatus struct {
+	pb.UnimplementedQueryServiceServer
+	resp *pb.StatusResponse
+}
+
+func (f *fakeEdgeStatus) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return f.resp, nil
+}
+
+func startFakeEdgeStatus(t *testing.T, repl *pb.ReplicationStatus) string {
+	t.Helper()
+	g := grpc.NewServer()
+	pb.RegisterQueryServiceServer(g, &fakeEdgeStatus{resp: &pb.StatusResponse{Role: "edge", UptimeMs: 60_000, Replication: repl}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	return lis.Addr().String()
+}
+
+// TestFleetWatcher_LagIsHowOldTheCloudsNewestDataIs reads a fleet whose
+// edges answer their probes, and requires the lag and the behind count to
+// be what the cloud holds: an edge that believes its segments were
+// acknowledged while the catalog holds them only through a minute and a
+// half ago is behind; an edge the catalog has not heard from for a while
+// but that answers is alive and behind, not offline; an idle edge whose
+// watermark is old but which has nothing newer is not behind.
+func TestFleetWatcher_LagIsHowOldTheCloudsNewestDataIs(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	ms := now.UnixMilli()
+	acked := startFakeEdgeStatus(t, &pb.ReplicationStatus{Connected: true, AckedThrough: 40, NewestSealedSeq: 40})
+	idle := startFakeEdgeStatus(t, &pb.ReplicationStatus{Connected: true, AckedThrough: 40, NewestSealedSeq: 40})
+	cut := startFakeEdgeStatus(t, &pb.ReplicationStatus{Connected: false, AckedThrough: 10, NewestSealedSeq: 30, LagSeconds: 70,
+		BacklogSegments: 20, BacklogBytes: 1 << 20})
+	fleet := coordinator.Fleet{Coordinator: "c1", Raft: coordinator.RaftStatus{ID: 1, Leader: 1, Term: 3, Voters: []uint64{1, 2}},
+		Nodes: []coordinator.FleetNode{
+			{ID: "c1", Role: "coordinator", RaftID: 1, State: "active", LastHeartbeatMs: ms - 2000, SecondsSinceHeartbeat: 2},
+			{ID: "c2", Role: "coordinator", RaftID: 2, State: "down", LastHeartbeatMs: ms - 400_000, SecondsSinceHeartbeat: 400},
+			// Acknowledged through 40 as the edge sees it; the catalog holds
+			// 1-20, its newest data 81 s old.
+			{ID: "pi-acked", Role: "edge", Addr: acked, LastHeartbeatMs: ms - 2000, SecondsSinceHeartbeat: 2,
+				AckedThrough: 20, WatermarkTimeMs: ms - 81_000, UnderReplicatedSegments: 20, UnsourcedSegments: 5},
+			// Everything sealed is held; it wrote nothing for five minutes.
+			{ID: "pi-idle", Role: "edge", Addr: idle, LastHeartbeatMs: ms - 2000, SecondsSinceHeartbeat: 2,
+				AckedThrough: 40, WatermarkTimeMs: ms - 300_000},
+			// No heartbeat for 95 s (its stream is down), but it answers.
+			{ID: "pi-cut", Role: "edge", Addr: cut, LastHeartbeatMs: ms - 95_000, SecondsSinceHeartbeat: 95,
+				AckedThrough: 10, WatermarkTimeMs: ms - 100_000},
+			// No heartbeat and no answer.
+			{ID: "pi-gone", Role: "edge", Addr: freeAddr(t), LastHeartbeatMs: ms - 95_000, SecondsSinceHeartbeat: 95,
+				AckedThrough: 10, WatermarkTimeMs: ms - 100_000},
+		}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(fleet)
+	}))
+	defer srv.Close()
+	// The flags' defaults, as tributary status sets them.
+	var sf statusFlags
+	sf.register(flag.NewFlagSet("status", flag.ContinueOnError))
+	sf.httpAddr = strings.TrimPrefix(srv.URL, "http://")
+	cf := &clientFlags{addr: "127.0.0.1:1", getenv: func(string) string { return "" }, maxAttempts: 1}
+	w, err := newFleetWatcher(cf, &sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	w.now = func() time.Time { return now }
+	v, err := w.read(context.Background(), tributary.Status{Role: "coordinator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a, _ := rowOf(v, "pi-acked")
+	if a.LagSeconds == nil || *a.LagSeconds != 81 || a.LagSource != "cloud" || a.State != stateBehind ||
+		a.UnderReplicatedSegments != 20 || a.UnsourcedSegments != 5 {
+		t.Errorf("an edge acknowledged past what the catalog holds: %+v (lag %v), want 81s behind from the cloud", a, deref(a.LagSeconds))
+	}
+	i, _ := rowOf(v, "pi-idle")
+	if i.LagSeconds == nil || *i.LagSeconds != 0 || i.LagSource != "edge" || i.State != stateOnline {
+		t.Errorf("an idle edge: %+v (lag %v), want online with no lag", i, deref(i.LagSeconds))
+	}
+	c, _ := rowOf(v, "pi-cut")
+	if c.State != stateBehind || c.LagSeconds == nil || *c.LagSeconds != 100 || c.Connected == nil || *c.Connected {
+		t.Errorf("an edge that answers but cannot reach the cloud: %+v (lag %v), want behind by 100s", c, deref(c.LagSeconds))
+	}
+	g, _ := rowOf(v, "pi-gone")
+	if g.State != stateOffline || g.LagSource != "watermark" || g.ProbeError == "" {
+		t.Errorf("an edge that does not answer: %+v", g)
+	}
+	if c2, _ := rowOf(v, "c2"); c2.Placement != "down" || c2.State != stateOffline {
+		t.Errorf("a down coordinator: %+v", c2)
+	}
+	s := v.Summary
+	if s.Behind != 2 || s.Offline != 2 || s.UnderReplicated != 1 || s.CoordinatorsDown != 1 || s.WorstLagNode != "pi-cut" {
+		t.Errorf("summary %+v, want 2 behind (pi-acked, pi-cut), 2 offline (pi-gone, c2)", s)
+	}
+	var b bytes.Buffer
+	if err := printFleet(&b, "text", v); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "2 behind") || strings.Contains(out, "pi-gone: status not read") {
+		t.Errorf("table:\n%s", out)
+	}
+}
+
+func deref(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
 }

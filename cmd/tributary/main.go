@@ -34,7 +34,7 @@ func commands() []command {
 		{"series", "list the series matching a selector", runSeries},
 		{"labels", "list label names, or the values of one label", runLabels},
 		{"status", "print a server's state (also a connection and token check)", runStatus},
-		{"cluster", "change and list the coordinators' raft members: members, add, promote, remove, transfer", runCluster},
+		{"cluster", "the coordinators' cluster and the fleet's placement: members, add, promote, remove, transfer, config, edges, place, rebalance, drain, revoke-edge, decommission-edge", runCluster},
 		{"compact", "compact a stopped node's store and print its size as JSON", runCompact},
 		{"version", "print the version", func(_ []string, out, _ io.Writer) error {
 			_, err := fmt.Fprintln(out, "tributary", version)

@@ -21,10 +21,11 @@ Prints a server's state; it doubles as a connection and token check.
 
 When the server is a coordinator (or tributary local), or with --fleet, it
 prints the fleet table instead: one row per node of the catalog (node, role,
-state, last heartbeat, ingest rate, replication lag, backlog, gaps), the
-worst first, after a one-line summary. The table is read from the
-coordinator's GET /api/v1/fleet (--http-addr) and completed by asking each
-reachable edge for its own status (--probe-edges).
+state, last heartbeat, ingest rate, replication lag, backlog, gaps,
+under-replicated segments), the worst first, after a one-line summary. The
+table is read from the coordinator's GET /api/v1/fleet (--http-addr) and
+completed by asking each edge with an address for its own status
+(--probe-edges).
 
 --watch [INTERVAL] refreshes the output every INTERVAL (default 2s) until
 interrupted: in place on a terminal, one document after another otherwise.
@@ -58,7 +59,7 @@ func (f *statusFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.probe, "probe-edges", true, "fleet table: ask each edge with a registered address for its status (backlog, exact lag, ingest rate), with the same token and TLS flags")
 	fs.DurationVar(&f.probeTimeout, "probe-timeout", 2*time.Second, "fleet table: time given to each edge's status call")
 	fs.DurationVar(&f.offlineAfter, "offline-after", 30*time.Second, "fleet table: a node whose last heartbeat is older than this is offline (heartbeats come every 10s)")
-	fs.DurationVar(&f.behindAfter, "behind-after", 2*time.Minute, "fleet table: an online edge whose replication lag exceeds this is behind")
+	fs.DurationVar(&f.behindAfter, "behind-after", time.Minute, "fleet table: an edge whose replication lag exceeds this is behind (a healthy edge lags a WAL segment's age, 5s by default, plus an acknowledgement)")
 }
 
 func (f *statusFlags) validate() error {
