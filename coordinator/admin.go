@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -116,11 +117,45 @@ func (s *adminServer) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequ
 		// campaigns: the cluster has no leader for an election timeout.
 		return nil, status.Errorf(codes.FailedPrecondition, "remove member %d: it is the leader; transfer leadership first", req.RaftId)
 	}
+	if !req.Force {
+		if err := s.lastHolderCheck(req.RaftId); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.c.raft.RemoveMember(ctx, req.RaftId); err != nil {
 		return nil, s.changeError(fmt.Sprintf("remove member %d", req.RaftId), err)
 	}
 	s.c.log.Info("member removed", "raft_id", req.RaftId)
 	return &pb.RemoveMemberResponse{Members: s.members()}, nil
+}
+
+// lastHolderCheck refuses to remove a member whose replicas are the only
+// live holders of some edges' segments (make before break: drain it
+// first, so that they are copied).
+func (s *adminServer) lastHolderCheck(raftID uint64) error {
+	var id string
+	for _, n := range s.c.fsm.Nodes() {
+		if n.Role == catalog.RoleCoordinator && n.RaftID == raftID {
+			id = n.ID
+		}
+	}
+	if id == "" {
+		return nil // not registered: it holds nothing
+	}
+	sole := SoleHoldings(s.c.edges(time.Now().UnixMilli()).GetEdges(), id)
+	if len(sole) == 0 {
+		return nil
+	}
+	var names []string
+	for _, h := range sole {
+		names = append(names, h.Edge)
+	}
+	if len(names) > 8 {
+		names = append(names[:8], fmt.Sprintf("and %d more", len(sole)-8))
+	}
+	return status.Errorf(codes.FailedPrecondition, "remove member %d (%s): it is the last live holder of segments of edges %s; "+
+		"drain it first (tributary cluster drain %s) and remove it once `tributary cluster edges` shows no replica on it, or force the removal",
+		raftID, id, strings.Join(names, ", "), id)
 }
 
 func (s *adminServer) TransferLeadership(ctx context.Context, req *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
@@ -183,7 +218,7 @@ func (s *adminServer) members() []*pb.Member {
 	add := func(id uint64, learner bool) {
 		m := &pb.Member{RaftId: id, Learner: learner, Leader: id == st.Lead, MatchIndex: st.Match[id], Addr: addrs[id]}
 		if n, ok := byRaft[id]; ok {
-			m.NodeId = n.ID
+			m.NodeId, m.StoreId, m.State = n.ID, n.StoreID, n.State.String()
 			if m.Addr == "" {
 				m.Addr = n.Addr
 			}

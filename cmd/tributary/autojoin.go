@@ -133,7 +133,9 @@ func (j *autoJoiner) round(ctx context.Context) error {
 		// The member this one replaces first: its log and votes are gone
 		// with its disk, so it can only stall the quorum.
 		err := j.call(ctx, leaderAddr, func(ctx context.Context, c pb.ClusterServiceClient) error {
-			_, err := c.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: j.replaces})
+			// Its disk is gone: what only it held is gone with it, and the
+			// edges are asked to ship that again.
+			_, err := c.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: j.replaces, Force: true})
 			return err
 		})
 		if err != nil {

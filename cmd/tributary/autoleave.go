@@ -185,7 +185,11 @@ func (l *autoLeaver) round(ctx context.Context) error {
 			}
 		}
 		if err := l.call(ctx, selfAddr, func(ctx context.Context, c pb.ClusterServiceClient) error {
-			_, err := c.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: m.RaftId})
+			// Force: the member is gone (silent past the grace); a segment
+			// only it held is on no live replica either way, and the
+			// intake asks its edge to ship it again. Draining members
+			// before scaling down avoids that (charts/tributary README).
+			_, err := c.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: m.RaftId, Force: true})
 			return err
 		}); err != nil {
 			return fmt.Errorf("remove member %d: %w", m.RaftId, err)

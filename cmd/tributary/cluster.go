@@ -182,7 +182,7 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 			if err := checkLastHolder(ctx, cl, id, force, stderr); err != nil {
 				return nil, err
 			}
-			return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id})
+			return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id, Force: force})
 		}
 	case "transfer":
 		if err := wantArgs(0, 1); err != nil {

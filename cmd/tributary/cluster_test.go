@@ -153,7 +153,7 @@ func TestCluster_CommandsSendTheirRequests(t *testing.T) {
 		// coord-1 (raft id 1) alone holds e1's segments 1-40: refused
 		// before RemoveMember is sent (the last request is Edges).
 		{[]string{"remove", "1"}, 1, []string{"last live holder", "e1 (40 segments: 1-40)", "tributary cluster drain coord-1"}, ""},
-		{[]string{"remove", "1", "--force"}, 1, []string{"warning: member 1 (coord-1) is the last live holder", "--force", "FailedPrecondition"}, "raft_id:1"},
+		{[]string{"remove", "1", "--force"}, 1, []string{"warning: member 1 (coord-1) is the last live holder", "--force", "FailedPrecondition"}, "raft_id:1 force:true"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -629,7 +629,13 @@ func (x *PromoteMemberResponse) GetMembers() []*Member {
 type RemoveMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// raft_id is the member to remove.
-	RaftId        uint64 `protobuf:"varint,1,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	RaftId uint64 `protobuf:"varint,1,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	// force removes the member even when it is the last live holder of
+	// some edge's segments (they are then on no replica the cluster keeps;
+	// the edges are asked to ship them again while they still have them).
+	// Without it such a removal is refused with FAILED_PRECONDITION naming
+	// the edges: drain the member first (SetCoordinatorState).
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -669,6 +675,13 @@ func (x *RemoveMemberRequest) GetRaftId() uint64 {
 		return x.RaftId
 	}
 	return 0
+}
+
+func (x *RemoveMemberRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveMemberResponse struct {
@@ -930,7 +943,11 @@ type Member struct {
 	Leader bool `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	// match_index is the highest log index known to be replicated on the
 	// member. Only the leader tracks it: 0 in answers from other members.
-	MatchIndex    uint64 `protobuf:"varint,6,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	MatchIndex uint64 `protobuf:"varint,6,opt,name=match_index,json=matchIndex,proto3" json:"match_index,omitempty"`
+	// store_id is the identity of the member's replica store, as registered.
+	StoreId string `protobuf:"bytes,7,opt,name=store_id,json=storeId,proto3" json:"store_id,omitempty"`
+	// state is the member's placement state: active, draining or down.
+	State         string `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1005,6 +1022,20 @@ func (x *Member) GetMatchIndex() uint64 {
 		return x.MatchIndex
 	}
 	return 0
+}
+
+func (x *Member) GetStoreId() string {
+	if x != nil {
+		return x.StoreId
+	}
+	return ""
+}
+
+func (x *Member) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
 }
 
 type EdgesRequest struct {
@@ -1857,9 +1888,10 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\x14PromoteMemberRequest\x12\x17\n" +
 	"\araft_id\x18\x01 \x01(\x04R\x06raftId\"G\n" +
 	"\x15PromoteMemberResponse\x12.\n" +
-	"\amembers\x18\x01 \x03(\v2\x14.tributary.v1.MemberR\amembers\".\n" +
+	"\amembers\x18\x01 \x03(\v2\x14.tributary.v1.MemberR\amembers\"D\n" +
 	"\x13RemoveMemberRequest\x12\x17\n" +
-	"\araft_id\x18\x01 \x01(\x04R\x06raftId\"F\n" +
+	"\araft_id\x18\x01 \x01(\x04R\x06raftId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"F\n" +
 	"\x14RemoveMemberResponse\x12.\n" +
 	"\amembers\x18\x01 \x03(\v2\x14.tributary.v1.MemberR\amembers\"9\n" +
 	"\x19TransferLeadershipRequest\x12\x1c\n" +
@@ -1873,7 +1905,7 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"answeredBy\x12$\n" +
 	"\x0eleader_raft_id\x18\x02 \x01(\x04R\fleaderRaftId\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12.\n" +
-	"\amembers\x18\x04 \x03(\v2\x14.tributary.v1.MemberR\amembers\"\xa1\x01\n" +
+	"\amembers\x18\x04 \x03(\v2\x14.tributary.v1.MemberR\amembers\"\xd2\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\araft_id\x18\x01 \x01(\x04R\x06raftId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -1881,7 +1913,9 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\alearner\x18\x04 \x01(\bR\alearner\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1f\n" +
 	"\vmatch_index\x18\x06 \x01(\x04R\n" +
-	"matchIndex\"\x0e\n" +
+	"matchIndex\x12\x19\n" +
+	"\bstore_id\x18\a \x01(\tR\astoreId\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state\"\x0e\n" +
 	"\fEdgesRequest\"^\n" +
 	"\rEdgesResponse\x12\x1f\n" +
 	"\vanswered_by\x18\x01 \x01(\tR\n" +
