@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,16 @@ type Node struct {
 	closed      atomic.Bool
 	started     time.Time
 
+	// health classifies store failures (health.go); unflushedWALBytes is
+	// the size of the WAL segments flushes have not released, measured by
+	// the flush loop.
+	health            healthTracker
+	unflushedWALBytes atomic.Int64
+	// loss holds the node's records of damage and loss (storeloss.go);
+	// lossMu guards loss.losses.
+	lossMu sync.Mutex
+	loss   lossState
+
 	stats    counters
 	metrics  nodeMetrics // metrics.go
 	postings postingsCache
@@ -120,6 +131,15 @@ func Open(opts Options) (*Node, error) {
 		started:   opts.Now(),
 		nextID:    1,
 	}
+	n.health = healthTracker{limit: opts.FailuresBeforeUnhealthy, window: opts.FailingBeforeUnhealthy,
+		now: opts.Now, log: opts.Logger, damagePath: filepath.Join(opts.DataDir, damageFileName)}
+	if err := n.health.loadDamage(); err != nil {
+		return nil, err
+	}
+	if st := n.health.state(); st.Damaged {
+		opts.Logger.Error("the store was found damaged and is not repaired: the node starts not ready; stop it and run tributary node repair",
+			"data_dir", opts.DataDir, "since", st.FailingSince, "err", st.Err)
+	}
 	if err := n.initMetrics(); err != nil {
 		return nil, err
 	}
@@ -133,16 +153,16 @@ func Open(opts Options) (*Node, error) {
 		Logger:            opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, n.damaged(fmt.Errorf("open store: %w", err))
 	}
 	n.db = db
 	if err := n.resolveNodeID(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, n.damaged(err)
 	}
 	if err := n.loadSeries(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, n.damaged(err)
 	}
 	w, err := wal.Open(wal.Options{
 		Dir:             opts.walDir(),
@@ -160,6 +180,11 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
 	n.wal = w
+	if err := n.loadLossRecords(); err != nil {
+		w.Close()
+		db.Close()
+		return nil, n.damaged(err)
+	}
 	from, err := n.replayStart()
 	if err != nil {
 		w.Close()
@@ -171,7 +196,11 @@ func Open(opts Options) (*Node, error) {
 	if err != nil {
 		w.Close()
 		db.Close()
-		return nil, fmt.Errorf("replay wal: %w", err)
+		return nil, n.damaged(fmt.Errorf("replay wal: %w", err))
+	}
+	if err := n.auditAfterRepair(); err != nil {
+		// The ranges stay unaudited; the next Open tries again.
+		n.log.Error("store repair audit failed; the loss of the repaired ranges is not counted yet", "err", err)
 	}
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
 		"replayed_points", replayed, "head_samples", n.headSamples.Load(), "took", time.Since(start).Round(time.Millisecond))
@@ -182,6 +211,18 @@ func Open(opts Options) (*Node, error) {
 		return nil, errors.Join(err, n.Close())
 	}
 	return n, nil
+}
+
+// damaged records a corruption that keeps the node from opening (and
+// makes it start not ready until repaired, should it open later), and says
+// what to do.
+func (n *Node) damaged(err error) error {
+	if classify(err) != store.FaultCorruption {
+		return err
+	}
+	n.health.observe(err)
+	return fmt.Errorf("%w\nthe store is damaged: with the node stopped, run tributary node repair --data-dir %s (docs/operations.md, Recovering from a damaged store)",
+		err, n.opts.DataDir)
 }
 
 // metaNodeID is the store's record of the node id it was created with.
@@ -314,7 +355,14 @@ func (n *Node) persistSeries(s *memSeries) error {
 	defer b.Close()
 	b.PutSeries(s.id, s.lset)
 	if err := n.db.Write(b); err != nil {
-		return fmt.Errorf("persist series %d: %w", s.id, err)
+		err = fmt.Errorf("persist series %d: %w", s.id, err)
+		if n.health.observe(err) {
+			n.log.Error("store cannot record new series: the node is not ready", "err", err)
+		}
+		if e := n.health.storeError("a new series cannot be recorded in the store's series dictionary"); e != nil {
+			return e
+		}
+		return err
 	}
 	n.postings.invalidate()
 	return nil
@@ -348,7 +396,15 @@ func (n *Node) Close() error {
 	defer n.mu.Unlock()
 	var errs []error
 	if err := n.flush(true); err != nil {
-		errs = append(errs, fmt.Errorf("final flush: %w", err))
+		n.health.observe(err)
+		if st := n.health.state(); !st.Healthy {
+			// Nothing is lost: every segment holding samples the store
+			// lacks stays on disk, and the next start replays it.
+			n.log.Error("final flush failed: the store is unhealthy; unflushed samples stay in the WAL and are replayed at the next start",
+				"reason", st.Reason, "head_samples", n.headSamples.Load(), "wal_from_segment", n.flushedLow, "err", err)
+		} else {
+			errs = append(errs, fmt.Errorf("final flush: %w", err))
+		}
 	} else if err := n.dropFlushedWAL(); err != nil {
 		errs = append(errs, err)
 	}

@@ -154,6 +154,9 @@ func openRocks(o *Options, paranoid bool) (*DB, error) {
 	}
 	rdb, handles, err := grocksdb.OpenDbColumnFamilies(db.dbOpts, o.Dir, names, db.cfOpts)
 	if err != nil {
+		if isLockError(err) {
+			return nil, fmt.Errorf("open store %s: %w: %v", o.Dir, ErrInUse, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
 	}
 	db.rdb, db.handles = rdb, handles

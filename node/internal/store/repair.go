@@ -78,8 +78,8 @@ func Inspect(o Options) (Inspection, error) {
 	live := map[string]grocksdb.LiveFileMetadata{}
 	db, err := openRocks(&o, false)
 	switch {
-	case err != nil && isLockError(err):
-		return in, fmt.Errorf("inspect store %s: %w (stop the node first): %v", o.Dir, ErrInUse, err)
+	case errors.Is(err, ErrInUse):
+		return in, fmt.Errorf("inspect store: %w (stop the node first)", err)
 	case err != nil:
 		in.OpenErr = err
 	default:
@@ -335,20 +335,13 @@ type Span struct {
 // Span decodes f's key range; widthMs is the chunk partition width.
 func (f SSTFile) Span(chunkWidthMs int64) Span {
 	sp := Span{ColumnFamily: f.ColumnFamily, Known: f.Smallest != nil && f.Largest != nil}
-	kind := map[string]Kind{cfChunks: KindChunks, cfRollup1h: KindRollup1h, cfRollup1d: KindRollup1d}
-	if k, ok := kind[f.ColumnFamily]; ok {
+	if k, ok := KindOf(f.ColumnFamily); ok {
 		sp.Timed, sp.Kind = true, k
 		if !sp.Known || len(f.Smallest) < seriesPrefixLen || len(f.Largest) < seriesPrefixLen {
 			sp.Known = false
 			return sp
 		}
-		width := chunkWidthMs
-		switch k {
-		case KindRollup1h:
-			width = rollup1hWidthMs
-		case KindRollup1d:
-			width = rollup1dWidthMs
-		}
+		width := k.WidthMs(chunkWidthMs)
 		sp.FromMs = decodeTime(f.Smallest)
 		sp.ToMs = decodeTime(f.Largest) + width
 		sp.FirstSeries = binary.BigEndian.Uint64(f.Smallest[partitionPrefixLen:])
@@ -383,6 +376,46 @@ func printableKey(cf string, k []byte) string {
 		return strconv.Quote(string(k))
 	}
 	return fmt.Sprintf("%x", k)
+}
+
+// MaxSeriesID returns the highest series id that a chunk or rollup key or
+// the series dictionary names (0: none). A repair that lost dictionary
+// entries raises the next series id past it.
+func (db *DB) MaxSeriesID() (uint64, error) {
+	if err := db.acquire(); err != nil {
+		return 0, err
+	}
+	defer db.release()
+	var maxID uint64
+	s := db.openScan(db.series, scanTotal, nil)
+	s.seekLast()
+	if k, _, ok := s.next(); ok && len(k) == 8 {
+		maxID = binary.BigEndian.Uint64(k)
+	}
+	err := s.err
+	s.close()
+	if err != nil {
+		return 0, fmt.Errorf("find the last series: %w", err)
+	}
+	for _, k := range kinds {
+		var ps []int64
+		if err := db.walkPartitions(k, MaxTimestampMs, func(p int64) { ps = append(ps, p) }); err != nil {
+			return 0, err
+		}
+		for _, p := range ps {
+			s := db.openScan(db.timeCFs[k], scanTotal, appendTime(nil, p+db.widthMs(k)))
+			s.seekLast()
+			if kb, _, ok := s.next(); ok && len(kb) == timeKeyLen {
+				maxID = max(maxID, binary.BigEndian.Uint64(kb[partitionPrefixLen:]))
+			}
+			err := s.err
+			s.close()
+			if err != nil {
+				return 0, fmt.Errorf("find the last series of %s partition %d: %w", k, p, err)
+			}
+		}
+	}
+	return maxID, nil
 }
 
 // ColumnFamilies lists the store's column families, for messages.

@@ -206,3 +206,17 @@ func TestRebuildPostings_MatchesTheSeriesDictionary(t *testing.T) {
 		t.Fatalf("postings of m: %v %v", ids, err)
 	}
 }
+
+func TestMaxSeriesID_SeesChunksOfSeriesTheDictionaryLacks(t *testing.T) {
+	db := openTest(t, Options{})
+	write(t, db, func(b *Batch) {
+		b.PutSeries(3, labels.FromStrings("__name__", "m"))
+		b.PutChunk(41, 0, 1, []byte("x"))            // partition 0
+		b.PutChunk(7, 5*dayMs, 5*dayMs, []byte("x")) // a later partition
+		b.PutRollup(KindRollup1h, 12, 0, []byte("r"))
+	})
+	got, err := db.MaxSeriesID()
+	if err != nil || got != 41 {
+		t.Fatalf("MaxSeriesID = %d, %v; want 41", got, err)
+	}
+}
