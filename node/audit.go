@@ -13,36 +13,173 @@ import (
 
 // The audit after a repair.
 //
-// Repair quarantines damaged table files and records their key ranges as
-// unaudited LostRanges; it resets the flushed-through record, so the next
-// Open replays every WAL segment still on disk into the head. Then, before
-// Open returns, the head is flushed and each unaudited range is audited:
+// Repair quarantines damaged table files, records their key ranges as
+// unaudited LostRanges and resets the flushed-through record, so that the
+// next Open replays every WAL segment still on disk. That Open audits the
+// ranges in two phases around the replay:
 //
-//   - raw chunks lost: for every series and whole day of the range inside
-//     the raw retention, the hourly rollups are compared with the raw
-//     samples the store now holds. An hour whose rollup counts more points
-//     than the raw data holds lost that many points (neither the WAL nor
-//     anything else brought them back): they are counted as lost, and the
-//     rollup, which still describes them, is kept. An hour whose rollup
-//     counts fewer points is rebuilt from the raw data.
-//   - rollups lost: the same walk rebuilds every hour the raw data can
-//     rebuild (within the raw retention); older rollups are gone, counted
-//     by their entries.
-//   - series dictionary entries lost: a series of the range that neither
-//     the dictionary nor the WAL knows any more cannot be reached; the
-//     points its chunks still hold are counted as lost.
-//   - postings and meta were rebuilt or carried over by Repair.
+//  1. Before the replay, for every series and hour of a lost raw (chunks)
+//     range inside the raw retention, the hourly rollup, which counts
+//     every point ever flushed into the hour, is compared with the raw
+//     points the repaired store still holds: the difference is what the
+//     store lost, exactly.
+//  2. The replay re-applies the WAL. A sample of a segment at or below the
+//     flushed-through sequence of the repair was in the store before the
+//     damage; if it is one the store no longer held, the replay restored
+//     it. (A sample of a later segment may or may not have been flushed;
+//     it is not counted as restoring anything, so the count stays exact
+//     for what is known flushed and errs on the side of "lost".)
+//  3. After the replay and a flush, each hour lost what phase 1 found
+//     missing less what the replay restored: counted in LostPoints of its
+//     range and of the ledger. The hourly rollup still describes the lost
+//     points and is kept (unless the replay's flush rewrote the hour from
+//     the raw data). Rollups that count fewer points than the raw
+//     data (lost rollup files, older versions resurfaced) are rebuilt from
+//     it, inside the raw retention; older rollups are gone, counted by
+//     their entries. A lost series dictionary range leaves series that
+//     neither the dictionary nor the WAL knows: the points their chunks
+//     still hold cannot be reached and count as lost.
 //
-// The results go into the ranges (LostPoints, RebuiltHours) and the
-// ledger's totals, on /metrics and in Status.
+// Postings and meta need no audit (Repair rebuilt and carried them over).
 
-// auditAfterRepair audits every unaudited range; Open calls it after the
-// WAL replay. A failure leaves the ranges unaudited for the next Open.
-func (n *Node) auditAfterRepair() error {
+// maxAuditTimestamps bounds the raw timestamps phase 1 keeps to recognise
+// restored samples (8 bytes each). Past it, hours are audited without
+// them and their count is an upper bound (LostRange.UpperBound).
+const maxAuditTimestamps = 4 << 20
+
+// auditPlan is phase 1's result. Only Open (one goroutine) uses it.
+type auditPlan struct {
+	losses  StoreLosses
+	hours   map[auditKey]*auditHour
+	through uint64 // replayed segments up to it were wholly in the store
+	kept    int    // timestamps held in present
+}
+
+type auditKey struct {
+	id   uint64
+	hour int64
+}
+
+// auditHour is one hour of a series that lost points.
+type auditHour struct {
+	rng     int   // index in losses.Ranges
+	missing int64 // rollup count minus the raw points still stored
+	// present are the raw timestamps still stored, sorted; nil past
+	// maxAuditTimestamps (then nothing counts as restored).
+	present  []int64
+	tracked  bool
+	restored map[int64]struct{}
+}
+
+// planAudit is phase 1; nil when no range awaits an audit. REQUIRES: the
+// series dictionary loaded, the WAL not replayed yet.
+func (n *Node) planAudit() (*auditPlan, error) {
 	n.lossMu.Lock()
 	l := n.loss.losses.clone()
 	n.lossMu.Unlock()
 	if !l.pendingAudit() {
+		return nil, nil
+	}
+	p := &auditPlan{losses: l, hours: map[auditKey]*auditHour{}}
+	ids := slices.Sorted(mapKeys(n.byID))
+	from, to := n.auditWindow()
+	chunkWidth := n.opts.PartitionDuration.Milliseconds()
+	for ri, r := range l.Ranges {
+		if r.Audited || r.ColumnFamily != store.KindChunks.String() {
+			continue
+		}
+		p.through = max(p.through, r.WALFlushedThrough)
+		for _, id := range ids {
+			lo, hi, ok := affected(r, store.KindChunks, chunkWidth, id)
+			if !ok {
+				continue
+			}
+			lo, hi = max(rollup.BucketStart(lo, rollup.Day), from), min(hi, to)
+			for day := lo; day < hi; day += rollup.Day {
+				if err := p.planDay(n, ri, id, day); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// planDay compares one day of series id's hourly rollups with its stored
+// raw points.
+func (p *auditPlan) planDay(n *Node, ri int, id uint64, day int64) error {
+	hourly, err := n.readHourly(id, day)
+	if err != nil {
+		return err
+	}
+	if hourly.Total().Count == 0 {
+		return nil
+	}
+	stored, err := n.storedSamples(id, day, day+rollup.Day-1)
+	if err != nil {
+		return err
+	}
+	ts := make([]int64, len(stored))
+	for i, s := range stored {
+		ts[i] = s.t
+	}
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	for h := range hourly.Hours {
+		start := day + int64(h)*rollup.Hour
+		i, _ := slices.BinarySearch(ts, start)
+		j, _ := slices.BinarySearch(ts, start+rollup.Hour)
+		missing := hourly.Hours[h].Count - int64(j-i)
+		key := auditKey{id, start}
+		if missing <= 0 || p.hours[key] != nil {
+			continue
+		}
+		ah := &auditHour{rng: ri, missing: missing}
+		if p.kept+(j-i) <= maxAuditTimestamps {
+			ah.present, ah.tracked = slices.Clone(ts[i:j]), true
+			p.kept += j - i
+		}
+		p.hours[key] = ah
+	}
+	return nil
+}
+
+// replayed is phase 2: the replay applied ts of series id from segment seq.
+func (p *auditPlan) replayed(seq, id uint64, ts []int64) {
+	if p == nil || seq > p.through || len(p.hours) == 0 {
+		return
+	}
+	for _, t := range ts {
+		ah := p.hours[auditKey{id, rollup.BucketStart(t, rollup.Hour)}]
+		if ah == nil || !ah.tracked || int64(len(ah.restored)) >= ah.missing {
+			continue
+		}
+		if _, ok := slices.BinarySearch(ah.present, t); ok {
+			continue
+		}
+		if ah.restored == nil {
+			ah.restored = map[int64]struct{}{}
+		}
+		ah.restored[t] = struct{}{}
+	}
+}
+
+// auditWindow is the time the raw data is complete in, whole days: from
+// the start of the partition the raw retention cuts in (retention drops
+// whole partitions) to the end of today.
+func (n *Node) auditWindow() (from, to int64) {
+	rawRetention, _, _ := n.Retention()
+	now := n.opts.Now().UnixMilli()
+	from = rollup.BucketStart(now-rawRetention.Milliseconds(), n.opts.PartitionDuration.Milliseconds())
+	from = rollup.BucketStart(from+rollup.Day-1, rollup.Day)
+	return from, rollup.BucketStart(now, rollup.Day) + rollup.Day
+}
+
+// finishAudit is phase 3, after the replay. A failure leaves the ranges
+// unaudited: the next Open audits them again (the points restored by this
+// replay are in the store by then, and count as held).
+func (n *Node) finishAudit(p *auditPlan) error {
+	if p == nil {
 		return nil
 	}
 	start := time.Now()
@@ -50,25 +187,30 @@ func (n *Node) auditAfterRepair() error {
 		n.health.observe(err)
 		return fmt.Errorf("flush the replayed WAL before the audit: %w", err)
 	}
-	n.idxMu.RLock()
+	l := p.losses
+	for _, ah := range p.hours {
+		r := &l.Ranges[ah.rng]
+		r.LostPoints += ah.missing - int64(len(ah.restored))
+		r.UpperBound = r.UpperBound || !ah.tracked
+	}
 	ids := slices.Sorted(mapKeys(n.byID))
-	n.idxMu.RUnlock()
 	for i := range l.Ranges {
 		r := &l.Ranges[i]
 		if r.Audited {
 			continue
 		}
-		lost, rebuilt, err := n.auditRange(*r, ids)
+		rebuilt, orphaned, err := n.auditRange(*r, ids)
 		if err != nil {
 			n.noteStoreErr(err)
 			return fmt.Errorf("audit lost range %d (%s %s): %w", r.ID, r.ColumnFamily, r.File, err)
 		}
-		r.Audited, r.LostPoints, r.RebuiltHours = true, lost, rebuilt
-		l.LostPoints += lost
+		r.LostPoints += orphaned
+		r.Audited, r.RebuiltHours = true, rebuilt
+		l.LostPoints += r.LostPoints
 		l.RebuiltHours += rebuilt
 		n.log.Warn("store repair audit", "range", r.ID, "file", r.File, "column_family", r.ColumnFamily,
 			"from", fmtMsIf(r.KeysKnown, r.FromMs), "to", fmtMsIf(r.KeysKnown, r.ToMs),
-			"lost_points", lost, "rebuilt_hours", rebuilt)
+			"lost_points", r.LostPoints, "upper_bound", r.UpperBound, "rebuilt_hours", rebuilt)
 	}
 	if err := n.putMeta(metaStoreLosses, encodeLosses(l)); err != nil {
 		return fmt.Errorf("record the audit: %w", err)
@@ -76,7 +218,7 @@ func (n *Node) auditAfterRepair() error {
 	n.lossMu.Lock()
 	n.loss.losses = l
 	n.lossMu.Unlock()
-	n.log.Warn("store repair audit done: points counted lost are neither in the store nor in the WAL",
+	n.log.Warn("store repair audit done: points counted lost are in neither the store nor the WAL",
 		"lost_points_total", l.LostPoints, "rebuilt_hours_total", l.RebuiltHours, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -88,51 +230,50 @@ func fmtMsIf(ok bool, t int64) string {
 	return fmtMs(t)
 }
 
-// auditRange audits one range; ids are the series known after the replay,
-// ascending.
-func (n *Node) auditRange(r LostRange, ids []uint64) (lost, rebuilt int64, err error) {
+// auditRange rebuilds, for the series and days range r covered inside the
+// raw retention, every hourly rollup that counts fewer points than the
+// raw data holds; for a lost series range it counts the points of series
+// nobody knows any more (orphaned). ids are the known series, ascending.
+func (n *Node) auditRange(r LostRange, ids []uint64) (rebuilt, orphaned int64, err error) {
 	if r.ColumnFamily == "series" {
-		lost, err = n.countOrphans(r, ids)
-		return lost, 0, err
+		orphaned, err = n.countOrphans(r, ids)
+		return 0, orphaned, err
 	}
 	kind, ok := store.KindOf(r.ColumnFamily)
-	if !ok {
+	if !ok && r.ColumnFamily != "" {
 		return 0, 0, nil // postings and meta: handled by Repair
 	}
-	// Raw samples are complete from the start of the partition the raw
-	// retention cuts in (whole partitions are dropped), to now; audit
-	// whole days in it.
-	rawRetention, _, _ := n.Retention()
-	now := n.opts.Now().UnixMilli()
+	if !ok {
+		kind = store.KindRollup1d // unknown: the widest partitions, everything
+	}
+	from, to := n.auditWindow()
 	chunkWidth := n.opts.PartitionDuration.Milliseconds()
-	from := rollup.BucketStart(now-rawRetention.Milliseconds(), chunkWidth)
-	from = rollup.BucketStart(from+rollup.Day-1, rollup.Day)
-	countLost := kind == store.KindChunks
 	for _, id := range ids {
 		lo, hi, ok := affected(r, kind, chunkWidth, id)
 		if !ok {
 			continue
 		}
-		lo = max(rollup.BucketStart(lo, rollup.Day), from)
-		hi = min(hi, rollup.BucketStart(now, rollup.Day)+rollup.Day)
+		lo, hi = max(rollup.BucketStart(lo, rollup.Day), from), min(hi, to)
 		if lo >= hi {
 			continue
 		}
 		n.idxMu.RLock()
 		s := n.byID[id]
 		n.idxMu.RUnlock()
-		l, b, err := n.auditSeries(s, lo, hi, countLost)
+		b, err := n.rebuildRollups(s, lo, hi)
 		if err != nil {
-			return lost, rebuilt, err
+			return rebuilt, 0, err
 		}
-		lost += l
 		rebuilt += b
 	}
-	return lost, rebuilt, nil
+	if r.ColumnFamily == "" {
+		orphaned, err = n.countOrphans(r, ids)
+	}
+	return rebuilt, orphaned, err
 }
 
 // affected returns the time span [lo, hi) of series id that range r of
-// kind covered; ok false when none. Without known keys, everything.
+// kind covered; ok false when none. Without known keys, all time.
 func affected(r LostRange, kind store.Kind, chunkWidthMs int64, id uint64) (lo, hi int64, ok bool) {
 	if !r.KeysKnown {
 		return math.MinInt64 / 2, math.MaxInt64 / 2, true
@@ -148,15 +289,13 @@ func affected(r LostRange, kind store.Kind, chunkWidthMs int64, id uint64) (lo, 
 	return lo, hi, lo < hi
 }
 
-// auditSeries compares, day by day over [from, to) (whole days), the
-// hourly rollups of s with its raw samples: an hour whose rollup counts
-// fewer points than the raw data is rebuilt from it (with its day's daily
-// rollup); with countLost, the points a rollup counts beyond the raw data
-// are returned as lost.
-func (n *Node) auditSeries(s *memSeries, from, to int64, countLost bool) (lost, rebuilt int64, err error) {
+// rebuildRollups rebuilds, day by day over [from, to) (whole days), each
+// hourly rollup of s that counts fewer points than its raw samples, and
+// the daily rollups of the days it changed. It returns the hours rebuilt.
+func (n *Node) rebuildRollups(s *memSeries, from, to int64) (rebuilt int64, err error) {
 	samples, err := n.rawSamples(s, from, to-1)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	b := n.db.NewBatch()
 	defer b.Close()
@@ -177,18 +316,14 @@ func (n *Node) auditSeries(s *memSeries, from, to int64, countLost bool) (lost, 
 		}
 		stored, err := n.readHourly(s.id, day)
 		if err != nil {
-			return lost, rebuilt, err
+			return rebuilt, err
 		}
 		changed := false
 		for h := range stored.Hours {
-			rc, sc := raw.Hours[h].Count, stored.Hours[h].Count
-			switch {
-			case rc > sc:
+			if raw.Hours[h].Count > stored.Hours[h].Count {
 				stored.Hours[h] = raw.Hours[h]
 				rebuilt++
 				changed = true
-			case sc > rc && countLost:
-				lost += sc - rc
 			}
 		}
 		if !changed {
@@ -199,7 +334,7 @@ func (n *Node) auditSeries(s *memSeries, from, to int64, countLost bool) (lost, 
 		if p := rollup.PackStart(day); p != curPack {
 			flushPack()
 			if pack, err = n.readDaily(s.id, p); err != nil {
-				return lost, rebuilt, err
+				return rebuilt, err
 			}
 			curPack = p
 		}
@@ -208,30 +343,23 @@ func (n *Node) auditSeries(s *memSeries, from, to int64, countLost bool) (lost, 
 	flushPack()
 	if b.Len() > 0 {
 		if err := n.db.Write(b); err != nil {
-			return lost, rebuilt, fmt.Errorf("write rebuilt rollups of %s: %w", s.lset, err)
+			return rebuilt, fmt.Errorf("write rebuilt rollups of %s: %w", s.lset, err)
 		}
 	}
-	return lost, rebuilt, nil
+	return rebuilt, nil
 }
 
 // countOrphans counts the stored points of the series ids of a lost
-// series range that neither the dictionary nor the WAL knows any more
-// (ids: the known ones, ascending).
+// series range (all ids, keys unknown) that neither the dictionary nor the
+// WAL knows any more. ids are the known ones, ascending.
 func (n *Node) countOrphans(r LostRange, ids []uint64) (int64, error) {
-	first, last := uint64(1), uint64(0)
-	if len(ids) > 0 {
-		last = ids[len(ids)-1]
-	}
+	first, last := uint64(1), n.nextID-1 // nextID >= 1
 	if r.KeysKnown {
-		first, last = max(first, r.FirstSeries), r.LastSeries
+		first, last = max(first, r.FirstSeries), min(last, r.LastSeries)
 	}
-	if !r.KeysKnown {
-		last = n.nextID - 1 // nextID >= 1
-	}
-	last = min(last, n.nextID-1)
 	var points int64
 	var it chunk.Iterator
-	for id := first; id <= last && id != 0; id++ {
+	for id := first; id <= last; id++ {
 		if _, known := slices.BinarySearch(ids, id); known {
 			continue
 		}

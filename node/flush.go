@@ -172,7 +172,11 @@ func (n *Node) flushRound(all bool) error {
 		if err := n.wal.SyncAll(); err != nil {
 			return fmt.Errorf("sync wal before writing to the store: %w", err)
 		}
-		if err := n.db.Write(b); err != nil {
+		err := n.injectedFault()
+		if err == nil {
+			err = n.db.Write(b)
+		}
+		if err != nil {
 			return fmt.Errorf("write batch: %w", err)
 		}
 	}

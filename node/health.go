@@ -207,13 +207,22 @@ func (h *healthTracker) observe(err error) (flipped bool) {
 		record = &d
 	}
 	h.mu.Unlock()
-	h.unhealthy.Store(!is)
+	// NB: the record is on disk before the node says it is not ready, so
+	// that whoever acts on the readiness (an operator stopping the node to
+	// repair it) finds it.
 	if record != nil {
 		if werr := writeDamageRecord(h.damagePath, *record); werr != nil {
 			h.log.Error("store damage found but not recorded on disk; the node stays unready only until it restarts", "err", werr)
 		}
 	}
+	h.unhealthy.Store(!h.healthy())
 	return was && !is
+}
+
+func (h *healthTracker) healthy() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.healthyLocked()
 }
 
 // healthyLocked: REQUIRES h.mu held.
@@ -311,6 +320,15 @@ func syncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// injectedFault is the test seam of a failing store: when set, the store
+// writes of flush rounds and of new series fail with what it returns.
+func (n *Node) injectedFault() error {
+	if f := n.storeFault.Load(); f != nil {
+		return (*f)()
 	}
 	return nil
 }

@@ -64,6 +64,8 @@ type Node struct {
 	flushedLow uint64
 	// replayFrom is the first WAL sequence Open replayed (set once).
 	replayFrom uint64
+	// audit is the audit of repaired ranges while Open replays (audit.go).
+	audit *auditPlan
 	// flushSkip holds series whose stored data cannot be read back (flush
 	// loop only, under flushMu).
 	flushSkip map[uint64]error
@@ -84,6 +86,7 @@ type Node struct {
 	// the flush loop.
 	health            healthTracker
 	unflushedWALBytes atomic.Int64
+	storeFault        atomic.Pointer[func() error] // tests: health.go
 	// loss holds the node's records of damage and loss (storeloss.go);
 	// lossMu guards loss.losses.
 	lossMu sync.Mutex
@@ -192,14 +195,23 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.flushedLow, n.replayFrom = from, from
+	// After a repair, audit the quarantined ranges around the replay
+	// (audit.go). A failure leaves them for the next Open.
+	plan, err := n.planAudit()
+	if err != nil {
+		n.noteStoreErr(err)
+		n.log.Error("store repair audit failed; the loss of the repaired ranges is not counted yet", "err", err)
+		plan = nil
+	}
+	n.audit = plan
 	replayed, err := n.replay(from)
+	n.audit = nil
 	if err != nil {
 		w.Close()
 		db.Close()
 		return nil, n.damaged(fmt.Errorf("replay wal: %w", err))
 	}
-	if err := n.auditAfterRepair(); err != nil {
-		// The ranges stay unaudited; the next Open tries again.
+	if err := n.finishAudit(plan); err != nil {
 		n.log.Error("store repair audit failed; the loss of the repaired ranges is not counted yet", "err", err)
 	}
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
@@ -343,6 +355,7 @@ func (n *Node) replay(fromSeq uint64) (points int64, err error) {
 			n.headBytes.Add(grown)
 			n.headSamples.Add(int64(len(ts)))
 			points += int64(len(ts))
+			n.audit.replayed(seq, id, ts)
 			return nil
 		})
 	})
@@ -354,7 +367,11 @@ func (n *Node) persistSeries(s *memSeries) error {
 	b := n.db.NewBatch()
 	defer b.Close()
 	b.PutSeries(s.id, s.lset)
-	if err := n.db.Write(b); err != nil {
+	err := n.injectedFault()
+	if err == nil {
+		err = n.db.Write(b)
+	}
+	if err != nil {
 		err = fmt.Errorf("persist series %d: %w", s.id, err)
 		if n.health.observe(err) {
 			n.log.Error("store cannot record new series: the node is not ready", "err", err)

@@ -250,15 +250,14 @@ func (rep *RepairReport) fixRecords(sopts store.Options, res store.RepairResult,
 			return err
 		}
 	}
-	// Replay every WAL segment on disk at the next start: the quarantined
-	// files may have held samples of segments flushed long ago.
-	if err := put(metaFlushedThrough, binary.LittleEndian.AppendUint64(nil, 0)); err != nil {
-		return fmt.Errorf("reset the flushed-through record: %w", err)
-	}
 
 	l, err := readLosses(db)
 	if err != nil {
 		return err
+	}
+	through, err := readU64Meta(db, metaFlushedThrough)
+	if err != nil {
+		through = 0 // unknown: nothing replayed counts as restored
 	}
 	if len(res.Quarantined) > 0 {
 		l.Repairs++
@@ -278,7 +277,8 @@ func (rep *RepairReport) fixRecords(sopts store.Options, res store.RepairResult,
 			sp := f.Span(chunkWidth)
 			r := LostRange{RepairedAt: now, File: f.Name, Quarantine: qRel, ColumnFamily: f.ColumnFamily,
 				Entries: int64(f.Entries), KeysKnown: sp.Known, FromMs: sp.FromMs, ToMs: sp.ToMs,
-				FirstSeries: sp.FirstSeries, LastSeries: sp.LastSeries, FirstKey: sp.FirstKey, LastKey: sp.LastKey}
+				FirstSeries: sp.FirstSeries, LastSeries: sp.LastSeries, FirstKey: sp.FirstKey, LastKey: sp.LastKey,
+				WALFlushedThrough: through}
 			// Postings and meta need no audit: rebuilt, written back.
 			r.Audited = f.ColumnFamily == "postings" || f.ColumnFamily == "meta"
 			l.addRange(r)
@@ -287,6 +287,11 @@ func (rep *RepairReport) fixRecords(sopts store.Options, res store.RepairResult,
 	}
 	if err := put(metaStoreLosses, encodeLosses(l)); err != nil {
 		return fmt.Errorf("record the losses: %w", err)
+	}
+	// Replay every WAL segment on disk at the next start: the quarantined
+	// files may have held samples of segments flushed long ago.
+	if err := put(metaFlushedThrough, binary.LittleEndian.AppendUint64(nil, 0)); err != nil {
+		return fmt.Errorf("reset the flushed-through record: %w", err)
 	}
 	return db.SyncWAL()
 }

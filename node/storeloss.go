@@ -71,18 +71,27 @@ type LostRange struct {
 	// partitions [FromMs, ToMs), series ids from FirstSeries in the first
 	// partition to LastSeries in the last (every series in between). For
 	// series: ids FirstSeries to LastSeries.
-	KeysKnown         bool      `json:"keys_known"`
-	FromMs            int64     `json:"from_ms,omitempty"`
-	ToMs              int64     `json:"to_ms,omitempty"`
-	FirstSeries       uint64    `json:"first_series,omitempty"`
-	LastSeries        uint64    `json:"last_series,omitempty"`
-	FirstKey, LastKey string    `json:",omitempty"`
-	Audited           bool      `json:"audited"`
-	LostPoints        int64     `json:"lost_points"`
-	RebuiltHours      int64     `json:"rebuilt_hours"`
-	Restored          bool      `json:"restored,omitempty"`
-	RestoredAt        time.Time `json:"restored_at,omitzero"`
-	RestoredPoints    int64     `json:"restored_points,omitempty"`
+	KeysKnown         bool   `json:"keys_known"`
+	FromMs            int64  `json:"from_ms,omitempty"`
+	ToMs              int64  `json:"to_ms,omitempty"`
+	FirstSeries       uint64 `json:"first_series,omitempty"`
+	LastSeries        uint64 `json:"last_series,omitempty"`
+	FirstKey, LastKey string `json:",omitempty"`
+	// WALFlushedThrough is the node's flushed-through WAL sequence when
+	// the repair ran: replayed segments up to it had every sample in the
+	// store, so their samples the audit finds missing before the replay
+	// are counted restored, not lost.
+	WALFlushedThrough uint64 `json:"wal_flushed_through,omitempty"`
+	Audited           bool   `json:"audited"`
+	// LostPoints: raw points the audit found lost. UpperBound: more points
+	// than the audit could track were involved, and LostPoints counts the
+	// WAL replay's restorations as lost (an upper bound).
+	LostPoints     int64     `json:"lost_points"`
+	UpperBound     bool      `json:"upper_bound,omitempty"`
+	RebuiltHours   int64     `json:"rebuilt_hours"`
+	Restored       bool      `json:"restored,omitempty"`
+	RestoredAt     time.Time `json:"restored_at,omitzero"`
+	RestoredPoints int64     `json:"restored_points,omitempty"`
 }
 
 // Raw reports whether the range held raw samples or rollups: the data a
