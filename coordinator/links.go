@@ -19,6 +19,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
+	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -206,16 +207,11 @@ func edgeIdentity(ctx context.Context) (string, error) {
 }
 
 func certIdentity(cs tls.ConnectionState) (string, error) {
-	leaf := cs.PeerCertificates[0]
-	switch {
-	case len(leaf.DNSNames) > 0:
-		return leaf.DNSNames[0], nil
-	case len(leaf.URIs) > 0:
-		return leaf.URIs[0].String(), nil
-	case leaf.Subject.CommonName != "":
-		return leaf.Subject.CommonName, nil
+	id, err := auth.CertIdentity(cs.PeerCertificates[0])
+	if err != nil {
+		return "", fmt.Errorf("the edge's certificate: %w", err)
 	}
-	return "", errors.New("the edge's certificate names nobody (no SAN, no common name)")
+	return id, nil
 }
 
 // maintain registers this coordinator in the catalog (which places edges
