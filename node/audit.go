@@ -26,9 +26,11 @@ import (
 //  2. The replay re-applies the WAL. A sample of a segment at or below the
 //     flushed-through sequence of the repair was in the store before the
 //     damage; if it is one the store no longer held, the replay restored
-//     it. (A sample of a later segment may or may not have been flushed;
-//     it is not counted as restoring anything, so the count stays exact
-//     for what is known flushed and errs on the side of "lost".)
+//     it. A sample of a later segment may or may not have been flushed:
+//     outside the time span the hour's rollup covers it was not (it is
+//     new); inside, it may have been one of the missing, and the count
+//     of that hour becomes an upper bound (LostRange.UpperBound): it errs
+//     on the side of "lost", never of "held".
 //  3. After the replay and a flush, each hour lost what phase 1 found
 //     missing less what the replay restored: counted in LostPoints of its
 //     range and of the ledger. The hourly rollup still describes the lost
@@ -69,6 +71,10 @@ type auditHour struct {
 	present  []int64
 	tracked  bool
 	restored map[int64]struct{}
+	// firstT and lastT bound the points the rollup counts; ambiguous: a
+	// replayed sample that may or may not have been flushed fell in them.
+	firstT, lastT int64
+	ambiguous     bool
 }
 
 // planAudit is phase 1; nil when no range awaits an audit. REQUIRES: the
@@ -134,7 +140,7 @@ func (p *auditPlan) planDay(n *Node, ri int, id uint64, day int64) error {
 		if missing <= 0 || p.hours[key] != nil {
 			continue
 		}
-		ah := &auditHour{rng: ri, missing: missing}
+		ah := &auditHour{rng: ri, missing: missing, firstT: hourly.Hours[h].FirstT, lastT: hourly.Hours[h].LastT}
 		if p.kept+(j-i) <= maxAuditTimestamps {
 			ah.present, ah.tracked = slices.Clone(ts[i:j]), true
 			p.kept += j - i
@@ -146,7 +152,7 @@ func (p *auditPlan) planDay(n *Node, ri int, id uint64, day int64) error {
 
 // replayed is phase 2: the replay applied ts of series id from segment seq.
 func (p *auditPlan) replayed(seq, id uint64, ts []int64) {
-	if p == nil || seq > p.through || len(p.hours) == 0 {
+	if p == nil || len(p.hours) == 0 {
 		return
 	}
 	for _, t := range ts {
@@ -155,6 +161,12 @@ func (p *auditPlan) replayed(seq, id uint64, ts []int64) {
 			continue
 		}
 		if _, ok := slices.BinarySearch(ah.present, t); ok {
+			continue
+		}
+		if seq > p.through {
+			// Not known to have been flushed: new, unless the rollup's
+			// span holds it.
+			ah.ambiguous = ah.ambiguous || (t >= ah.firstT && t <= ah.lastT)
 			continue
 		}
 		if ah.restored == nil {
@@ -191,7 +203,7 @@ func (n *Node) finishAudit(p *auditPlan) error {
 	for _, ah := range p.hours {
 		r := &l.Ranges[ah.rng]
 		r.LostPoints += ah.missing - int64(len(ah.restored))
-		r.UpperBound = r.UpperBound || !ah.tracked
+		r.UpperBound = r.UpperBound || !ah.tracked || ah.ambiguous
 	}
 	ids := slices.Sorted(mapKeys(n.byID))
 	for i := range l.Ranges {
