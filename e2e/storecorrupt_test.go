@@ -79,16 +79,18 @@ func getReadyz(httpAddr string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// damageDataBlocks flips a byte every KiB of the first half of an SST file,
-// where its data blocks are: the store opens (index and properties at the
-// end are intact) and reads of the damaged blocks fail their checksum.
+// damageDataBlocks flips a byte every 512 bytes of the second quarter of
+// an SST file, among its data blocks: the first block (which listing the
+// partitions reads) and the index, filter and properties blocks at the end
+// stay intact, so the store opens and lists its partitions, and a read of
+// the damaged blocks fails its checksum.
 func damageDataBlocks(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 100; i < len(b)/2; i += 1024 {
+	for i := len(b) / 4; i < len(b)/2; i += 512 {
 		b[i] ^= 0xFF
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {

@@ -276,16 +276,18 @@ func TestHealth_WritesAreRefusedPastTheBoundAndNothingAcknowledgedIsLost(t *test
 	}
 }
 
-// damageDataBlocks flips a byte every KiB of the first half of an SST
-// file, where its data blocks are (index, filter and properties are at its
-// end): the store opens, and every read of the file's data fails.
+// damageDataBlocks flips a byte every 512 bytes of the second quarter of
+// an SST file, among its data blocks: the first block (which listing the
+// partitions reads) and the index, filter and properties blocks at the end
+// stay intact, so the store opens and lists its partitions, and a read of
+// the damaged blocks fails its checksum.
 func damageDataBlocks(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 100; i < len(b)/2; i += 1024 {
+	for i := len(b) / 4; i < len(b)/2; i += 512 {
 		b[i] ^= 0xFF
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -299,9 +301,11 @@ func TestHealth_CorruptSSTFileIsFoundRepairedAndItsLossCounted(t *testing.T) {
 	n := mustOpen(t, o)
 	now := o.Now().UnixMilli()
 	day := now - 2*86400_000 - now%86400_000 // a whole day, two days ago
+	// Enough series for the chunks file to have several data blocks.
+	const series = 100
 	before := ackLedger{}
-	for i := range 20 {
-		if err := before.writeRun(n, fmt.Sprint(i), day+3600_000, 60_000, 100); err != nil {
+	for i := range series {
+		if err := before.writeRun(n, fmt.Sprint(i), day+3600_000, 30_000, 200); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -337,8 +341,8 @@ func TestHealth_CorruptSSTFileIsFoundRepairedAndItsLossCounted(t *testing.T) {
 	// New points in the damaged hours (30 s off the old ones): the flush
 	// merges them with the stored chunks and reads the damaged file.
 	start := time.Now()
-	for i := range 20 {
-		if err := after.writeRun(n, fmt.Sprint(i), day+3600_000+30_000, 60_000, 20); err != nil {
+	for i := range series {
+		if err := after.writeRun(n, fmt.Sprint(i), day+3600_000+15_000, 30_000, 20); err != nil {
 			t.Fatal(err)
 		}
 	}
