@@ -14,6 +14,13 @@
 // reach RocksDB with RocksDB's own WAL unsynced; before WAL segments are
 // deleted, the RocksDB WAL is synced, so a segment is removed only when
 // every sample in it is durable in RocksDB.
+//
+// Health (health.go): store failures are classified; a corruption makes
+// the node not ready at once and until Repair (repair.go), other failures
+// once they persist. While the store cannot flush, writes are taken into
+// the WAL within bounds, then refused with a retryable *StoreError. After
+// a repair, Open audits the lost key ranges around the WAL replay and
+// counts what neither the store nor the WAL holds (audit.go, storeloss.go).
 package node
 
 import (

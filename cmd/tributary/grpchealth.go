@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -61,10 +60,10 @@ func newGRPCHealth(overall readiness, services map[string]readiness) *grpcHealth
 func (h *grpcHealth) register(next func(*grpc.Server)) func(*grpc.Server) {
 	return func(g *grpc.Server) {
 		next(g)
-		healthgrpc.RegisterHealthServer(g, h)
+		healthpb.RegisterHealthServer(g, h)
 		h.mu.Lock()
 		for name := range g.GetServiceInfo() {
-			if name != healthgrpc.Health_ServiceDesc.ServiceName {
+			if name != healthpb.Health_ServiceDesc.ServiceName {
 				h.names = append(h.names, name)
 			}
 		}
@@ -111,7 +110,7 @@ func (h *grpcHealth) Check(ctx context.Context, in *healthpb.HealthCheckRequest)
 // Watch streams status changes until the client leaves or the health
 // service closes (then with UNAVAILABLE): a graceful stop of the server
 // does not wait for watchers.
-func (h *grpcHealth) Watch(in *healthpb.HealthCheckRequest, stream healthgrpc.Health_WatchServer) error {
+func (h *grpcHealth) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	go func() {
@@ -132,7 +131,7 @@ func (h *grpcHealth) Watch(in *healthpb.HealthCheckRequest, stream healthgrpc.He
 
 // watchStream is a Watch stream whose context also ends at close.
 type watchStream struct {
-	healthgrpc.Health_WatchServer
+	healthpb.Health_WatchServer
 	ctx context.Context
 }
 
