@@ -360,14 +360,17 @@ func (n *Node) writeBound() string {
 	return ""
 }
 
-// updateUnflushedWAL measures the WAL bytes flushes have not released
-// (flush loop only).
+// updateUnflushedWAL measures, while the store is unhealthy, the WAL
+// bytes flushes have not released (flush loop only). A healthy store
+// needs no measure: the bound applies only while it cannot flush.
 func (n *Node) updateUnflushedWAL() {
 	var total int64
-	low := n.flushedLow
-	for _, s := range n.wal.Segments() {
-		if s.Seq >= low {
-			total += s.Bytes
+	if n.health.unhealthy.Load() {
+		low := n.flushedLow
+		for _, s := range n.wal.Segments() {
+			if s.Seq >= low {
+				total += s.Bytes
+			}
 		}
 	}
 	n.unflushedWALBytes.Store(total)
