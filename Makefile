@@ -76,7 +76,7 @@ E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|Powe
 DURATION ?= 30m
 FUZZTIME ?= 30s
 
-e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log (E2E_RUN selects).
+e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log, a damaged store table file repaired with its loss counted (E2E_RUN selects).
 	@mkdir -p bin
 	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
 	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(E2E_STATIC_BIN) ./cmd/tributary

@@ -18,6 +18,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
+	"github.com/tributarydb/tributary/internal/auth"
 )
 
 // links holds the connections a coordinator opens to others: replica
@@ -195,17 +196,14 @@ func edgeIdentity(ctx context.Context) (string, error) {
 }
 
 // leafIdentity is the identity a certificate names by the edge rule of
-// edgeIdentity.
+// edgeIdentity (auth.CertIdentity: first DNS SAN, else URI SAN, else
+// common name).
 func leafIdentity(leaf *x509.Certificate) (string, error) {
-	switch {
-	case len(leaf.DNSNames) > 0:
-		return leaf.DNSNames[0], nil
-	case len(leaf.URIs) > 0:
-		return leaf.URIs[0].String(), nil
-	case leaf.Subject.CommonName != "":
-		return leaf.Subject.CommonName, nil
+	id, err := auth.CertIdentity(leaf)
+	if err != nil {
+		return "", errNoIdentity
 	}
-	return "", errNoIdentity
+	return id, nil
 }
 
 // maintain registers this coordinator in the catalog (which places edges

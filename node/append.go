@@ -106,6 +106,16 @@ func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err
 			}
 		}
 	}()
+	// While the store cannot flush, writes are taken only while what they
+	// add stays within the bounds of unflushed data (health.go).
+	if n.health.unhealthy.Load() {
+		if why := n.writeBound(); why != "" {
+			if e := n.health.storeError(why); e != nil {
+				n.health.refusing.Store(true)
+				return res, e
+			}
+		}
+	}
 	// Backpressure: when flushing cannot keep up (or fails, e.g. a full
 	// disk), the head stops growing and writers get a retryable error.
 	if n.headBytes.Load() > 2*n.opts.HeadMaxBytes {
@@ -226,10 +236,16 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteRes
 					fmt.Sprintf("batch %d: series %s would exceed the node's limit of %d series", p.idx, p.lset, n.opts.MaxSeries), int64(len(p.ts))})
 				continue
 			}
-			s = n.addSeriesLocked(n.nextID, p.lset, n.keyBuf)
+			// The series dictionary is in the store: while the store
+			// refuses writes, a write with a new series is refused
+			// (retryably, a *StoreError once the store is unhealthy). The
+			// series is persisted before it is indexed: one the store
+			// refused must not be found by the next write as recorded.
+			s = &memSeries{id: n.nextID, lset: p.lset}
 			if err := n.persistSeries(s); err != nil {
 				return wal.Position{}, 0, err
 			}
+			s = n.addSeriesLocked(s.id, p.lset, n.keyBuf)
 		}
 		// Out-of-order window, against the series' newest sample as it
 		// evolves through this batch.

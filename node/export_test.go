@@ -19,3 +19,13 @@ func (n *Node) PauseFlushForTest() (resume func()) {
 	n.flushMu.Lock()
 	return n.flushMu.Unlock
 }
+
+// SetStoreFaultForTest makes the store writes of flushes and of new series
+// fail with what f returns (nil f: no fault), as a failing store would.
+func (n *Node) SetStoreFaultForTest(f func() error) {
+	if f == nil {
+		n.storeFault.Store(nil)
+		return
+	}
+	n.storeFault.Store(&f)
+}

@@ -27,9 +27,24 @@ func (n *Node) flushLoop() {
 		case <-n.flushWake:
 		}
 		n.sealAgedSegment()
-		if err := n.flush(false); err != nil {
+		err := n.flush(false)
+		if err != nil {
 			n.stats.flushErrors.Add(1)
 			n.log.Error("flush head to store failed; will retry", "err", err)
+		}
+		wasHealthy := !n.health.unhealthy.Load()
+		n.health.observe(err)
+		switch healthy := !n.health.unhealthy.Load(); {
+		case wasHealthy && !healthy:
+			st := n.health.state()
+			n.log.Error("store cannot flush: the node is not ready; writes go to the WAL while unflushed data stays within its bounds",
+				"reason", st.Reason, "failing_since", st.FailingSince, "failures", st.Failures, "err", err)
+		case !wasHealthy && healthy:
+			n.log.Info("store takes flushes again: the node is ready")
+		}
+		n.updateUnflushedWAL()
+		if err := n.persistWALQuarantines(); err != nil {
+			n.log.Error("record WAL quarantines failed; will retry", "err", err)
 		}
 	}
 }
@@ -85,6 +100,7 @@ func (n *Node) flush(all bool) error {
 		// say so, and let every other series flush.
 		n.flushSkip[se.id] = se.err
 		n.stats.flushErrors.Add(1)
+		n.noteStoreErr(se.err)
 		n.log.Error("series cannot be flushed; its samples stay in the head and WAL until restart", "series", se.lset.String(), "err", se.err)
 	}
 }
@@ -156,7 +172,11 @@ func (n *Node) flushRound(all bool) error {
 		if err := n.wal.SyncAll(); err != nil {
 			return fmt.Errorf("sync wal before writing to the store: %w", err)
 		}
-		if err := n.db.Write(b); err != nil {
+		err := n.injectedFault()
+		if err == nil {
+			err = n.db.Write(b)
+		}
+		if err != nil {
 			return fmt.Errorf("write batch: %w", err)
 		}
 	}

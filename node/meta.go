@@ -82,6 +82,17 @@ type Status struct {
 	FlushErrors      int64
 	RetentionDropped int64
 	Uptime           time.Duration
+	// Store is the store's health (health.go).
+	Store StoreHealth
+	// WALQuarantined counts WAL files quarantined as corrupt, ever (kept
+	// in the store across restarts); WAL.CorruptQuarantined counts those
+	// of this run.
+	WALQuarantined int64
+	// Losses summarises the ledger of repaired damage (StoreLosses):
+	// table files quarantined, raw points counted lost, and ranges of raw
+	// data or rollups not restored.
+	StoreQuarantinedFiles, StoreLostPoints int64
+	StoreUnrestoredRanges                  int
 }
 
 // Status reports counters and sizes.
@@ -89,7 +100,7 @@ func (n *Node) Status() Status {
 	n.idxMu.RLock()
 	series := len(n.byID)
 	n.idxMu.RUnlock()
-	return Status{
+	st := Status{
 		NodeID:           n.opts.NodeID,
 		Series:           series,
 		HeadSamples:      n.headSamples.Load(),
@@ -103,7 +114,15 @@ func (n *Node) Status() Status {
 		FlushErrors:      n.stats.flushErrors.Load(),
 		RetentionDropped: n.stats.retentionDropped.Load(),
 		Uptime:           n.opts.Now().Sub(n.started),
+		Store:            n.health.state(),
+		WALQuarantined:   n.walQuarantined(),
 	}
+	n.lossMu.Lock()
+	st.StoreQuarantinedFiles = n.loss.losses.QuarantinedFiles
+	st.StoreLostPoints = n.loss.losses.LostPoints
+	st.StoreUnrestoredRanges = n.loss.losses.unrestored()
+	n.lossMu.Unlock()
+	return st
 }
 
 func (n *Node) rejectedBy() (out [numRejectReasons]int64) {

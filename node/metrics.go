@@ -84,6 +84,10 @@ type observedInstruments struct {
 	walBytes, walSegments                                           metric.Int64ObservableGauge
 	sstBytes, memtableBytes, compactionPending, cacheBytes          metric.Int64ObservableGauge
 	rollupLag                                                       metric.Float64ObservableGauge
+	// Store health and loss (health.go, storeloss.go).
+	storeHealthy, storeFailure, storeWritesRefused, storeUnrestored metric.Int64ObservableGauge
+	storeFailingSince                                               metric.Float64ObservableGauge
+	storeQuarantined, storeLostPoints, walQuarantined               metric.Int64ObservableCounter
 }
 
 // registerMetrics creates the observable instruments and their callback;
@@ -120,6 +124,17 @@ func (n *Node) registerMetrics() error {
 	gauge(&o.memtableBytes, "tributary.store.memtable.size", "By", "RocksDB memtables, active and unflushed.")
 	gauge(&o.compactionPending, "tributary.store.compaction.pending", "By", "RocksDB's estimate of the bytes compaction still has to rewrite (compaction debt).")
 	gauge(&o.cacheBytes, "tributary.store.block_cache.usage", "By", "RocksDB block cache in use.")
+	gauge(&o.storeHealthy, "tributary.node.store.healthy", "", "1 while the store takes flushes and no damage is on record, else 0 (the node is not ready).")
+	gauge(&o.storeFailure, "tributary.node.store.failure", "", "1 for the reason the store is unhealthy (corruption, no_space, io_error, store_error), 0 for the others.")
+	gauge(&o.storeWritesRefused, "tributary.node.store.writes_refused", "", "1 while writes are refused: the store is unhealthy and unflushed data reached its bound.")
+	gauge(&o.storeUnrestored, "tributary.node.store.lost_ranges", "{range}", "Key ranges of quarantined store files holding raw data or rollups not restored (from the cloud) yet.")
+	since, err := meter.Float64ObservableGauge("tributary.node.store.failing_since", metric.WithUnit("s"),
+		metric.WithDescription("Unix time the store started failing (0 while healthy)."))
+	errs = append(errs, err)
+	o.storeFailingSince = since
+	counter(&o.storeQuarantined, "tributary.node.store.quarantined_files", "{file}", "Damaged store table files moved to quarantine by repairs, ever.")
+	counter(&o.storeLostPoints, "tributary.node.store.lost_points", "{point}", "Raw points the audit after a repair counted lost (neither in the store nor in the WAL), ever.")
+	counter(&o.walQuarantined, "tributary.wal.quarantined_segments", "{file}", "WAL files quarantined as corrupt, ever (kept across restarts).")
 	lag, err := meter.Float64ObservableGauge("tributary.rollup.lag", metric.WithUnit("s"),
 		metric.WithDescription("How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head."))
 	errs = append(errs, err)
@@ -132,11 +147,29 @@ func (n *Node) registerMetrics() error {
 	for r := RejectReason(1); r < numRejectReasons; r++ {
 		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
+	failureAttrs := make([]metric.ObserveOption, len(StoreReasons))
+	for i, r := range StoreReasons {
+		failureAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
+	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		if n.closed.Load() {
 			return nil
 		}
 		st := n.Status()
+		obs.ObserveInt64(o.storeHealthy, boolInt(st.Store.Healthy))
+		for i, r := range StoreReasons {
+			obs.ObserveInt64(o.storeFailure, boolInt(!st.Store.Healthy && st.Store.Reason == r), failureAttrs[i])
+		}
+		obs.ObserveInt64(o.storeWritesRefused, boolInt(st.Store.WritesRefused))
+		var sinceS float64
+		if !st.Store.FailingSince.IsZero() && !st.Store.Healthy {
+			sinceS = float64(st.Store.FailingSince.UnixMilli()) / 1e3
+		}
+		obs.ObserveFloat64(o.storeFailingSince, sinceS)
+		obs.ObserveInt64(o.storeUnrestored, int64(st.StoreUnrestoredRanges))
+		obs.ObserveInt64(o.storeQuarantined, st.StoreQuarantinedFiles)
+		obs.ObserveInt64(o.storeLostPoints, st.StoreLostPoints)
+		obs.ObserveInt64(o.walQuarantined, st.WALQuarantined)
 		obs.ObserveInt64(o.accepted, st.Accepted)
 		for r := RejectReason(1); r < numRejectReasons; r++ {
 			obs.ObserveInt64(o.rejected, st.RejectedBy[r], reasons[r])
@@ -168,12 +201,21 @@ func (n *Node) registerMetrics() error {
 		return nil
 	}, o.accepted, o.rejected, o.flushes, o.flushErrors, o.flushedChunks, o.fsyncs, o.cacheHits, o.cacheMisses,
 		o.series, o.headSamples, o.headChunks, o.headBytes, o.walBytes, o.walSegments,
-		o.sstBytes, o.memtableBytes, o.compactionPending, o.cacheBytes, o.rollupLag)
+		o.sstBytes, o.memtableBytes, o.compactionPending, o.cacheBytes, o.rollupLag,
+		o.storeHealthy, o.storeFailure, o.storeWritesRefused, o.storeUnrestored, o.storeFailingSince,
+		o.storeQuarantined, o.storeLostPoints, o.walQuarantined)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	n.metrics.reg = reg
 	return nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // unregisterMetrics stops the callback (Close).

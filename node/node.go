@@ -14,6 +14,13 @@
 // reach RocksDB with RocksDB's own WAL unsynced; before WAL segments are
 // deleted, the RocksDB WAL is synced, so a segment is removed only when
 // every sample in it is durable in RocksDB.
+//
+// Health (health.go): store failures are classified; a corruption makes
+// the node not ready at once and until Repair (repair.go), other failures
+// once they persist. While the store cannot flush, writes are taken into
+// the WAL within bounds, then refused with a retryable *StoreError. After
+// a repair, Open audits the lost key ranges around the WAL replay and
+// counts what neither the store nor the WAL holds (audit.go, storeloss.go).
 package node
 
 import (
@@ -21,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,6 +71,8 @@ type Node struct {
 	flushedLow uint64
 	// replayFrom is the first WAL sequence Open replayed (set once).
 	replayFrom uint64
+	// audit is the audit of repaired ranges while Open replays (audit.go).
+	audit *auditPlan
 	// flushSkip holds series whose stored data cannot be read back (flush
 	// loop only, under flushMu).
 	flushSkip map[uint64]error
@@ -77,6 +87,17 @@ type Node struct {
 	wg          sync.WaitGroup
 	closed      atomic.Bool
 	started     time.Time
+
+	// health classifies store failures (health.go); unflushedWALBytes is
+	// the size of the WAL segments flushes have not released, measured by
+	// the flush loop.
+	health            healthTracker
+	unflushedWALBytes atomic.Int64
+	storeFault        atomic.Pointer[func() error] // tests: health.go
+	// loss holds the node's records of damage and loss (storeloss.go);
+	// lossMu guards loss.losses.
+	lossMu sync.Mutex
+	loss   lossState
 
 	stats    counters
 	metrics  nodeMetrics // metrics.go
@@ -120,6 +141,15 @@ func Open(opts Options) (*Node, error) {
 		started:   opts.Now(),
 		nextID:    1,
 	}
+	n.health = healthTracker{limit: opts.FailuresBeforeUnhealthy, window: opts.FailingBeforeUnhealthy,
+		now: opts.Now, log: opts.Logger, damagePath: filepath.Join(opts.DataDir, damageFileName)}
+	if err := n.health.loadDamage(); err != nil {
+		return nil, err
+	}
+	if st := n.health.state(); st.Damaged {
+		opts.Logger.Error("the store was found damaged and is not repaired: the node starts not ready; stop it and run tributary node repair",
+			"data_dir", opts.DataDir, "since", st.FailingSince, "err", st.Err)
+	}
 	if err := n.initMetrics(); err != nil {
 		return nil, err
 	}
@@ -133,16 +163,16 @@ func Open(opts Options) (*Node, error) {
 		Logger:            opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, n.damaged(fmt.Errorf("open store: %w", err))
 	}
 	n.db = db
 	if err := n.resolveNodeID(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, n.damaged(err)
 	}
 	if err := n.loadSeries(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, n.damaged(err)
 	}
 	w, err := wal.Open(wal.Options{
 		Dir:             opts.walDir(),
@@ -160,6 +190,11 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
 	n.wal = w
+	if err := n.loadLossRecords(); err != nil {
+		w.Close()
+		db.Close()
+		return nil, n.damaged(err)
+	}
 	from, err := n.replayStart()
 	if err != nil {
 		w.Close()
@@ -167,11 +202,24 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.flushedLow, n.replayFrom = from, from
+	// After a repair, audit the quarantined ranges around the replay
+	// (audit.go). A failure leaves them for the next Open.
+	plan, err := n.planAudit()
+	if err != nil {
+		n.noteStoreErr(err)
+		n.log.Error("store repair audit failed; the loss of the repaired ranges is not counted yet", "err", err)
+		plan = nil
+	}
+	n.audit = plan
 	replayed, err := n.replay(from)
+	n.audit = nil
 	if err != nil {
 		w.Close()
 		db.Close()
-		return nil, fmt.Errorf("replay wal: %w", err)
+		return nil, n.damaged(fmt.Errorf("replay wal: %w", err))
+	}
+	if err := n.finishAudit(plan); err != nil {
+		n.log.Error("store repair audit failed; the loss of the repaired ranges is not counted yet", "err", err)
 	}
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
 		"replayed_points", replayed, "head_samples", n.headSamples.Load(), "took", time.Since(start).Round(time.Millisecond))
@@ -182,6 +230,18 @@ func Open(opts Options) (*Node, error) {
 		return nil, errors.Join(err, n.Close())
 	}
 	return n, nil
+}
+
+// damaged records a corruption that keeps the node from opening (and
+// makes it start not ready until repaired, should it open later), and says
+// what to do.
+func (n *Node) damaged(err error) error {
+	if classify(err) != store.FaultCorruption {
+		return err
+	}
+	n.health.observe(err)
+	return fmt.Errorf("%w\nthe store is damaged: with the node stopped, run tributary node repair --data-dir %s (docs/operations.md, Recovering from a damaged store)",
+		err, n.opts.DataDir)
 }
 
 // metaNodeID is the store's record of the node id it was created with.
@@ -302,6 +362,7 @@ func (n *Node) replay(fromSeq uint64) (points int64, err error) {
 			n.headBytes.Add(grown)
 			n.headSamples.Add(int64(len(ts)))
 			points += int64(len(ts))
+			n.audit.replayed(seq, id, ts)
 			return nil
 		})
 	})
@@ -313,8 +374,19 @@ func (n *Node) persistSeries(s *memSeries) error {
 	b := n.db.NewBatch()
 	defer b.Close()
 	b.PutSeries(s.id, s.lset)
-	if err := n.db.Write(b); err != nil {
-		return fmt.Errorf("persist series %d: %w", s.id, err)
+	err := n.injectedFault()
+	if err == nil {
+		err = n.db.Write(b)
+	}
+	if err != nil {
+		err = fmt.Errorf("persist series %d: %w", s.id, err)
+		if n.health.observe(err) {
+			n.log.Error("store cannot record new series: the node is not ready", "err", err)
+		}
+		if e := n.health.storeError("a new series cannot be recorded in the store's series dictionary"); e != nil {
+			return e
+		}
+		return err
 	}
 	n.postings.invalidate()
 	return nil
@@ -348,7 +420,15 @@ func (n *Node) Close() error {
 	defer n.mu.Unlock()
 	var errs []error
 	if err := n.flush(true); err != nil {
-		errs = append(errs, fmt.Errorf("final flush: %w", err))
+		n.health.observe(err)
+		if st := n.health.state(); !st.Healthy {
+			// Nothing is lost: every segment holding samples the store
+			// lacks stays on disk, and the next start replays it.
+			n.log.Error("final flush failed: the store is unhealthy; unflushed samples stay in the WAL and are replayed at the next start",
+				"reason", st.Reason, "head_samples", n.headSamples.Load(), "wal_from_segment", n.flushedLow, "err", err)
+		} else {
+			errs = append(errs, fmt.Errorf("final flush: %w", err))
+		}
 	} else if err := n.dropFlushedWAL(); err != nil {
 		errs = append(errs, err)
 	}

@@ -54,6 +54,17 @@ type Options struct {
 	// FlushInterval is how often closed chunks are written to RocksDB. Default 1s.
 	FlushInterval time.Duration
 
+	// A store call that fails with a corruption makes the store unhealthy
+	// at once; other failures (a full disk, an I/O error) once they have
+	// repeated FailuresBeforeUnhealthy times (default 3) over at least
+	// FailingBeforeUnhealthy (default 10s). See health.go.
+	FailuresBeforeUnhealthy int
+	FailingBeforeUnhealthy  time.Duration
+	// UnflushedWALMaxBytes bounds, while the store is unhealthy, the WAL
+	// segments holding samples not flushed to it: past it writes are
+	// refused (retryable). Default 1 GiB.
+	UnflushedWALMaxBytes int64
+
 	// OutOfOrderWindow: a sample older than its series' newest sample by
 	// more than this is rejected as too old. Default 1h.
 	OutOfOrderWindow time.Duration
@@ -129,6 +140,13 @@ func (o *Options) Validate() error {
 	}
 	def(&o.ChunkMaxAge, 10*time.Minute)
 	def(&o.FlushInterval, time.Second)
+	if o.FailuresBeforeUnhealthy == 0 {
+		o.FailuresBeforeUnhealthy = 3
+	}
+	def(&o.FailingBeforeUnhealthy, 10*time.Second)
+	if o.UnflushedWALMaxBytes == 0 {
+		o.UnflushedWALMaxBytes = 1 << 30
+	}
 	def(&o.OutOfOrderWindow, time.Hour)
 	def(&o.FutureWindow, 10*time.Minute)
 	def(&o.RetentionRaw, 15*24*time.Hour)
@@ -161,6 +179,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("node options: PartitionDuration %s must be a positive multiple of 1h", o.PartitionDuration)
 	case o.MaxSeries < 1:
 		return fmt.Errorf("node options: MaxSeries %d must be positive", o.MaxSeries)
+	case o.FailuresBeforeUnhealthy < 1 || o.FailingBeforeUnhealthy < 0:
+		return fmt.Errorf("node options: FailuresBeforeUnhealthy %d must be positive and FailingBeforeUnhealthy %s not negative",
+			o.FailuresBeforeUnhealthy, o.FailingBeforeUnhealthy)
+	case o.UnflushedWALMaxBytes < 1<<20:
+		return fmt.Errorf("node options: UnflushedWALMaxBytes %d is below 1 MiB", o.UnflushedWALMaxBytes)
 	}
 	return nil
 }

@@ -139,6 +139,12 @@ func (q *Query) offset() int64 {
 // Query runs q and calls emit for each series (or group) in label order.
 // The slices passed to emit are owned by the callee.
 func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
+	info, err := n.query(ctx, q, emit)
+	n.noteStoreErr(err) // a block that fails its checksum makes the store unhealthy
+	return info, err
+}
+
+func (n *Node) query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
 	defer n.observeQuery(ctx, &q, time.Now())
 	var info QueryInfo
 	if n.closed.Load() {

@@ -38,6 +38,7 @@ func (n *Node) applyRetention() {
 		cut := now.Add(-tier.keep).UnixMilli()
 		dropped, err := n.db.DropBefore(tier.kind, cut)
 		if err != nil {
+			n.noteStoreErr(err) // a damaged file found by listing partitions
 			n.log.Error("retention failed", "tier", tier.name, "before", fmtMs(cut), "err", err)
 			continue
 		}

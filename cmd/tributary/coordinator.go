@@ -382,7 +382,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fe, err := serveCoordinator(c, &sf, nil, tp, log)
+	fe, gh, err := serveCoordinator(c, &sf, nil, tp, log)
 	if err != nil {
 		c.Stop(context.Background())
 		return err
@@ -398,6 +398,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 			j.replaces = cf.replaces
 			bg = append(bg, j.run)
 		} else {
+			gh.close()
 			fe.stop(time.Second)
 			c.Stop(context.Background())
 			return err
@@ -406,6 +407,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if cf.expectedMembers > 0 {
 		l, err := newAutoLeaver(o, c.ClusterAddr(), &sf, cf.expectedMembers, cf.autoLeaveAfter, log)
 		if err != nil {
+			gh.close()
 			fe.stop(time.Second)
 			c.Stop(context.Background())
 			return err
@@ -417,7 +419,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	for _, run := range bg {
 		wg.Go(func() { run(ctx) })
 	}
-	err = waitAndStop(fe, log, cf.shutdownGrace, c, nil)
+	err = waitAndStop(fe, gh, log, cf.shutdownGrace, c, nil)
 	cancel()
 	wg.Wait()
 	return err
@@ -456,7 +458,7 @@ func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log 
 // serveCoordinator serves the client APIs of a coordinator: every query
 // protocol over the fleet-wide front end, plus GET /api/v1/fleet. b, when
 // not nil, replaces the front end as the backend (tributary local).
-func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, error) {
+func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, *grpcHealth, error) {
 	status := func(ctx context.Context) (*pb.StatusResponse, error) {
 		st := &pb.StatusResponse{NodeId: c.NodeID(), Role: "coordinator", Version: version,
 			Series: int64(c.Catalog().SeriesCount()), UptimeMs: c.Uptime().Milliseconds()}
@@ -475,6 +477,12 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		registerQuery(g)
 		c.RegisterAdmin(g) // ClusterService: membership changes
 	}
+	var services map[string]readiness
+	if local != nil {
+		// tributary local: writes go to the in-process edge.
+		services = map[string]readiness{pb.WriteService_ServiceDesc.ServiceName: {nodeWriteReady(local.edge)}}
+	}
+	gh := newGRPCHealth(coordinatorReadiness(c, local), services)
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
 		if local != nil {
@@ -484,7 +492,12 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		}
 		registerHealth(mux, coordinatorReadiness(c, local)...)
 	}
-	return sf.start(b, register, extra, log)
+	fe, err := sf.start(b, gh.register(register), extra, log)
+	if err != nil {
+		gh.close()
+		return nil, nil, err
+	}
+	return fe, gh, nil
 }
 
 // coordinatorReadiness are the /readyz checks of a coordinator (raft
@@ -518,7 +531,7 @@ func fleetHandler(c *coordinator.Coordinator) http.Handler {
 
 // waitAndStop waits for SIGTERM/SIGINT or a failure, then stops the
 // listeners, the edge (local mode) and the coordinator.
-func waitAndStop(fe *frontend, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
+func waitAndStop(fe *frontend, gh *grpcHealth, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -533,6 +546,7 @@ func waitAndStop(fe *frontend, log *slog.Logger, grace time.Duration, c *coordin
 			err = nil
 		}
 	}
+	gh.close() // NOT_SERVING while the listeners drain
 	fe.stop(grace)
 	if edge != nil {
 		if eerr := edge(); eerr != nil && err == nil {

@@ -82,11 +82,11 @@ func startLocalStack(t *testing.T) *localStack {
 	t.Cleanup(ship.stop)
 	lb := &localBackend{edge: n, edgeAPI: api.New(n, "test", "edge"), cloud: c.Backend(), ship: ship}
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
-	fe, err := serveCoordinator(c, &sf, lb, tp, log)
+	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { fe.stop(time.Second) })
+	t.Cleanup(func() { gh.close(); fe.stop(time.Second) })
 	s := &localStack{c: c, n: n, edge: edge}
 	for i := 0; i+1 < len(fe.addrs); i += 2 {
 		if fe.addrs[i] == "http" {

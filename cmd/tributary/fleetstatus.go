@@ -24,22 +24,25 @@ import (
 
 // Fleet states, worst first.
 const (
-	stateOffline = "offline"
-	stateBehind  = "behind"
-	stateGaps    = "gaps"
-	stateOnline  = "online"
+	stateOffline   = "offline"
+	stateUnhealthy = "unhealthy" // the edge's store cannot flush or is damaged
+	stateBehind    = "behind"
+	stateGaps      = "gaps"
+	stateOnline    = "online"
 )
 
 func stateRank(s string) int {
 	switch s {
 	case stateOffline:
 		return 0
-	case stateBehind:
+	case stateUnhealthy:
 		return 1
-	case stateGaps:
+	case stateBehind:
 		return 2
+	case stateGaps:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // fleetRow is one node of the fleet table. Figures the status command
@@ -48,11 +51,16 @@ type fleetRow struct {
 	Node  string `json:"node"`
 	Role  string `json:"role"`           // edge or coordinator
 	Raft  string `json:"raft,omitempty"` // coordinators: leader, follower, learner or removed
-	State string `json:"state"`          // offline, behind, gaps or online
+	State string `json:"state"`          // offline, unhealthy, behind, gaps or online
 	// Placement is a coordinator's placement state in the catalog:
 	// active, draining or down.
 	Placement string `json:"placement,omitempty"`
-	Addr      string `json:"addr,omitempty"`
+	// Store is the edge's store health reason when it said it is not
+	// healthy (corruption, no_space, io_error, store_error), with the
+	// error in StoreError.
+	Store      string `json:"store,omitempty"`
+	StoreError string `json:"store_error,omitempty"`
+	Addr       string `json:"addr,omitempty"`
 	// LastSeenSeconds is the age of the node's last heartbeat in the
 	// catalog (-1: never), judged against the answering coordinator's clock.
 	LastSeenSeconds float64 `json:"last_seen_seconds"`
@@ -420,6 +428,9 @@ func (w *fleetWatcher) measure(r *fleetRow, f coordinator.Fleet, probes map[stri
 		r.ProbeError = p.err.Error()
 		probed = false
 	}
+	if probed && p.st.Store != nil && !p.st.Store.Healthy {
+		r.Store, r.StoreError = p.st.Store.Reason, p.st.Store.Error
+	}
 	if probed && p.st.Replication != nil {
 		rs := p.st.Replication
 		lag, src := rs.Lag.Seconds(), "edge"
@@ -478,6 +489,8 @@ func (w *fleetWatcher) state(r fleetRow) string {
 	switch {
 	case r.State == stateOffline && r.Connected == nil:
 		return stateOffline
+	case r.Store != "":
+		return stateUnhealthy
 	case r.Role == "edge" && r.LagSeconds != nil && *r.LagSeconds > w.sf.behindAfter.Seconds():
 		return stateBehind
 	case r.Connected != nil && !*r.Connected:
@@ -561,6 +574,9 @@ func printFleet(w io.Writer, format string, v fleetView) error {
 			// (An offline edge that does not answer either is expected;
 			// the JSON keeps its probe error.)
 			notes = append(notes, fmt.Sprintf("%s: status not read: %s", r.Node, r.ProbeError))
+		}
+		if r.Store != "" {
+			notes = append(notes, fmt.Sprintf("%s: store unhealthy (%s): %s", r.Node, r.Store, r.StoreError))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -96,7 +96,7 @@ func startTestFleet(t *testing.T) *testFleet {
 		t.Fatal(err)
 	}
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
-	fe, err := serveCoordinator(c, &sf, nil, tp, log)
+	fe, gh, err := serveCoordinator(c, &sf, nil, tp, log)
 	if err != nil {
 		c.Stop(context.Background())
 		t.Fatal(err)
@@ -106,6 +106,7 @@ func startTestFleet(t *testing.T) *testFleet {
 		for _, e := range f.edges {
 			e.stop()
 		}
+		gh.close()
 		fe.stop(time.Second)
 		c.Stop(context.Background())
 		tp.Shutdown(context.Background())

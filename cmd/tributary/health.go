@@ -20,7 +20,8 @@ import (
 //
 // Use registerHealth(mux, checks...) once per mux. An edge node passes
 // nodeReady(n); a coordinator passes its own checks (and nodeReady of its
-// in-process edge, if it has one).
+// in-process edge, if it has one). The gRPC listener serves the same
+// checks as grpc.health.v1 (grpchealth.go).
 
 // readiness is the set of checks /readyz runs.
 type readiness []func() error
@@ -66,12 +67,26 @@ func plain(w http.ResponseWriter, code int, body string) {
 }
 
 // nodeReady is the readiness check of an edge node: ready once Open
-// returned (WAL replayed, RocksDB open) and until Close starts.
+// returned (WAL replayed, RocksDB open) and until Close starts, while its
+// store takes flushes and no damage is on record (node.Node.Ready says
+// why not, and what to do).
 func nodeReady(n *node.Node) func() error {
 	return func() error {
 		if n == nil {
 			return errors.New("node: not open")
 		}
 		return n.Ready()
+	}
+}
+
+// nodeWriteReady is the check of an edge node's WriteService in the gRPC
+// health service: writes are accepted (into the WAL, within its bounds),
+// even while the store cannot flush.
+func nodeWriteReady(n *node.Node) func() error {
+	return func() error {
+		if n == nil {
+			return errors.New("node: not open")
+		}
+		return n.WriteReady()
 	}
 }

@@ -70,7 +70,8 @@ func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
 	st.HeadSeries, st.HeadSamples = int64(es.Series), es.HeadSamples
 	st.WalSegmentSeq, st.WalBytes = es.WAL.OpenSeq, es.WAL.Bytes
 	st.PointsAcceptedTotal, st.PointsRejectedTotal = es.Accepted, es.Rejected
-	st.CorruptSegmentsQuarantined = es.WAL.CorruptQuarantined
+	st.CorruptSegmentsQuarantined = es.WALQuarantined
+	st.StoreHealth = api.StoreHealth(es)
 	st.Replication = b.ship.status()
 	return st
 }
@@ -202,7 +203,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	edgeAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
 	sf.limits.Labels = no.Limits // the HTTP parsers refuse what the edge node would
-	fe, err := serveCoordinator(c, &sf, lb, tp, log)
+	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		closeEdge()
 		return fail(err)
@@ -210,5 +211,5 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	selfMon = smf.start(n, tp, log)
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
-	return waitAndStop(fe, log, cf.shutdownGrace, c, closeEdge)
+	return waitAndStop(fe, gh, log, cf.shutdownGrace, c, closeEdge)
 }

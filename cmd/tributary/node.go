@@ -41,6 +41,7 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) (walSync, logLevel, logFormat 
 	fs.Int64Var(&o.BlockCacheBytes, "block-cache-bytes", 8<<20, "RocksDB block cache size")
 	fs.Int64Var(&o.WriteBufferBytes, "write-buffer-bytes", 4<<20, "RocksDB memtable size per column family")
 	fs.IntVar(&o.MaxSeries, "max-series", 100_000, "series limit of this node")
+	fs.Int64Var(&o.UnflushedWALMaxBytes, "wal-max-unflushed-bytes", 1<<30, "while the store cannot flush (the node is not ready), writes are still taken until the WAL segments holding unflushed samples reach this size (or unflushed samples reach 2 x --head-max-bytes), then refused (retryable)")
 	fs.IntVar(&o.Limits.MaxLabels, "max-labels", labels.DefaultLimits.MaxLabels, "most labels per series, including the metric name")
 	fs.IntVar(&o.Limits.MaxNameBytes, "max-label-name-bytes", labels.DefaultLimits.MaxNameBytes, "longest label name, in bytes")
 	fs.IntVar(&o.Limits.MaxValueBytes, "max-label-value-bytes", labels.DefaultLimits.MaxValueBytes, "longest label value, in bytes")
@@ -63,6 +64,9 @@ func parseWALSync(s string) (wal.SyncPolicy, error) {
 }
 
 func runNode(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "repair" {
+		return runNodeRepair(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o node.Options
@@ -101,6 +105,15 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	certID, err := rf.replicationIdentity()
+	if err != nil {
+		return err
+	}
+	if o.NodeID != "" {
+		if err := checkCertNamesNode(rf.cert, certID, o.NodeID, "--node-id"); err != nil {
+			return err
+		}
+	}
 	tp, err := sf.telemetry("node", o.NodeID)
 	if err != nil {
 		return err
@@ -125,6 +138,11 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Without --node-id, the id is the one the data dir was created with.
+	if err := checkCertNamesNode(rf.cert, certID, n.NodeID(), "the node id its data dir was created with"); err != nil {
+		n.Close()
+		return err
+	}
 	fleetTarget.Store(n)
 	grpcAPI := api.New(n, version, "edge")
 	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
@@ -136,8 +154,10 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		registerHealth(mux, nodeReady(n))
 	}
 	sf.limits.Labels = o.Limits // the HTTP parsers refuse what the node would
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, log)
+	gh := nodeGRPCHealth(n)
+	fe, err := sf.start(backend.ForNode(n), gh.register(grpcAPI.Register), extra, log)
 	if err != nil {
+		gh.close()
 		n.Close()
 		return err
 	}
@@ -147,6 +167,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	var tunnels *background
 	if ro != nil && *queryTunnel {
 		if tunnels, err = startQueryTunnels(ro, n.NodeID(), grpcAPI.QueryServer, log); err != nil {
+			gh.close()
 			fe.stop(10 * time.Second)
 			ship.stop()
 			n.Close()
@@ -164,6 +185,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	case err = <-fe.errc:
 		log.Error("listener stopped", "err", err)
 	}
+	gh.close() // NOT_SERVING while the listeners drain
 	fe.stop(10 * time.Second)
 	tunnels.stop()
 	selfMon.stop()

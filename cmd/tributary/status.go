@@ -218,7 +218,7 @@ func (v *statusView) refresh(ctx context.Context, watching bool) error {
 		}
 		print = func(w io.Writer) error { return printFleet(w, v.sf.format, fv) }
 	} else {
-		print = func(w io.Writer) error { return printNodeStatus(w, v.sf.format, v.c.Addr(), st) }
+		print = func(w io.Writer) error { return printNodeStatus(w, v.sf.format, v.c.Addr(), st, v.tty) }
 	}
 	if watching && v.tty {
 		// Home the cursor and clear the screen, then draw: the table
@@ -234,8 +234,9 @@ func (v *statusView) close() {
 	}
 }
 
-// printNodeStatus prints one server's own state.
-func printNodeStatus(w io.Writer, format, addr string, st tributary.Status) error {
+// printNodeStatus prints one server's own state; color: a terminal, where
+// an unhealthy store is printed in red.
+func printNodeStatus(w io.Writer, format, addr string, st tributary.Status, color bool) error {
 	r := st.Replication
 	if format == "json" {
 		out := map[string]any{
@@ -254,6 +255,15 @@ func printNodeStatus(w io.Writer, format, addr string, st tributary.Status) erro
 				"bytes_per_point": r.BytesPerPoint, "last_error": r.LastError,
 			}
 		}
+		if h := st.Store; h != nil {
+			store := map[string]any{"healthy": h.Healthy, "reason": h.Reason, "writes_refused": h.WritesRefused,
+				"damaged": h.Damaged, "quarantined_files": h.QuarantinedFiles, "lost_points": h.LostPoints,
+				"unrestored_ranges": h.UnrestoredRanges}
+			if !h.Healthy {
+				store["error"], store["failing_since"] = h.Error, h.FailingSince.UTC().Format(time.RFC3339)
+			}
+			out["store"] = store
+		}
 		return writeJSON(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -265,6 +275,13 @@ func printNodeStatus(w io.Writer, format, addr string, st tributary.Status) erro
 		{"corrupt segments quarantined", st.CorruptSegmentsQuarantined},
 	} {
 		fmt.Fprintf(tw, "%s:\t%v\n", row[0], row[1])
+	}
+	if h := st.Store; h != nil {
+		fmt.Fprintf(tw, "store:\t%s\n", storeLine(h, color))
+		if h.QuarantinedFiles > 0 || h.LostPoints > 0 {
+			fmt.Fprintf(tw, "store repairs:\t%d files quarantined, %s points lost, %d lost ranges not restored\n",
+				h.QuarantinedFiles, commas(h.LostPoints), h.UnrestoredRanges)
+		}
 	}
 	if r != nil {
 		link := "disconnected"
@@ -287,4 +304,24 @@ func printNodeStatus(w io.Writer, format, addr string, st tributary.Status) erro
 		}
 	}
 	return tw.Flush()
+}
+
+// storeLine says how a node's store is: "healthy", or in red on a
+// terminal, NOT READY with the reason, since when, and the error.
+func storeLine(h *tributary.StoreHealth, color bool) string {
+	if h.Healthy {
+		return "healthy"
+	}
+	line := fmt.Sprintf("NOT READY: %s since %s", h.Reason, h.FailingSince.UTC().Format(time.RFC3339))
+	switch {
+	case h.WritesRefused:
+		line += ", writes refused"
+	case h.Damaged:
+		line += ", repair needed (tributary node repair)"
+	}
+	line += ": " + h.Error
+	if color {
+		return "\x1b[1;31m" + line + "\x1b[0m"
+	}
+	return line
 }

@@ -209,6 +209,19 @@ func (s *Server) nodeStatus(context.Context) (*pb.StatusResponse, error) {
 		PointsAcceptedTotal:        st.Accepted,
 		PointsRejectedTotal:        st.Rejected,
 		UptimeMs:                   st.Uptime.Milliseconds(),
-		CorruptSegmentsQuarantined: st.WAL.CorruptQuarantined,
+		CorruptSegmentsQuarantined: st.WALQuarantined,
+		StoreHealth:                StoreHealth(st),
 	}, nil
+}
+
+// StoreHealth is the store health part of a node's Status.
+func StoreHealth(st node.Status) *pb.StoreHealth {
+	h := st.Store
+	out := &pb.StoreHealth{Healthy: h.Healthy, Reason: h.Reason, Error: h.Err, WritesRefused: h.WritesRefused,
+		Damaged: h.Damaged, QuarantinedFiles: st.StoreQuarantinedFiles, LostPoints: st.StoreLostPoints,
+		UnrestoredRanges: int64(st.StoreUnrestoredRanges)}
+	if !h.Healthy && !h.FailingSince.IsZero() {
+		out.FailingSinceMs = h.FailingSince.UnixMilli()
+	}
+	return out
 }

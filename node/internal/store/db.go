@@ -53,7 +53,12 @@ const (
 // DB is an open store. See the package doc for its concurrency contract.
 type DB struct {
 	log          *slog.Logger
+	dir          string
 	chunkWidthMs int64
+	compression  string // for the log
+	// layoutCreated: loadLayout found no layout record and wrote one (a
+	// new store, or one whose record was lost; see Repair).
+	layoutCreated bool
 
 	// maxChunkSpanMs bounds maxT-minT of every stored chunk, so that a
 	// query seeks to minT-maxChunkSpanMs instead of reading its first
@@ -91,6 +96,29 @@ func Open(o Options) (*DB, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	db, err := openRocks(&o, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.loadLayout(); err != nil {
+		db.free()
+		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
+	}
+	db.checkNative() // scans use the C pointers under grocksdb's handles
+	db.log.Info("store: opened", "dir", o.Dir,
+		"partition", o.PartitionDuration,
+		"block_cache_bytes", o.BlockCacheBytes,
+		"memtable_max_bytes", uint64(len(cfSpecs)-1)*o.memtableBudget(),
+		"compression", db.compression)
+	return db, nil
+}
+
+// openRocks opens RocksDB in o.Dir with every column family, without
+// reading anything from it. The caller frees the DB. paranoid: a table file
+// that cannot be read at open fails the open (RocksDB's default); without,
+// the open succeeds and lists it (Inspect).
+// REQUIRES: o validated.
+func openRocks(o *Options, paranoid bool) (*DB, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -102,10 +130,12 @@ func Open(o Options) (*DB, error) {
 
 	db := &DB{
 		log:          o.Logger,
+		dir:          o.Dir,
 		chunkWidthMs: o.PartitionDuration.Milliseconds(),
 		cache:        grocksdb.NewLRUCache(uint64(o.BlockCacheBytes)),
-		dbOpts:       dbOptions(&o),
+		dbOpts:       dbOptions(o),
 	}
+	db.dbOpts.SetParanoidChecks(paranoid)
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,7 +145,7 @@ func Open(o Options) (*DB, error) {
 
 	names := make([]string, len(cfSpecs))
 	for i, spec := range cfSpecs {
-		opts, err := cfOptions(&o, spec, db.cache, comp)
+		opts, err := cfOptions(o, spec, db.cache, comp)
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
 		}
@@ -124,6 +154,9 @@ func Open(o Options) (*DB, error) {
 	}
 	rdb, handles, err := grocksdb.OpenDbColumnFamilies(db.dbOpts, o.Dir, names, db.cfOpts)
 	if err != nil {
+		if isLockError(err) {
+			return nil, fmt.Errorf("open store %s: %w: %v", o.Dir, ErrInUse, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
 	}
 	db.rdb, db.handles = rdb, handles
@@ -148,17 +181,8 @@ func Open(o Options) (*DB, error) {
 	db.syncOpts = grocksdb.NewDefaultWriteOptions()
 	db.syncOpts.SetSync(true)
 	db.readDefault = grocksdb.NewDefaultReadOptions()
-
-	if err := db.loadLayout(); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", o.Dir, err)
-	}
-	db.checkNative() // scans use the C pointers under grocksdb's handles
+	db.compression = compressionName(comp.upper) + "/" + compressionName(comp.bottom)
 	ok = true
-	db.log.Info("store: opened", "dir", o.Dir,
-		"partition", o.PartitionDuration,
-		"block_cache_bytes", o.BlockCacheBytes,
-		"memtable_max_bytes", uint64(len(cfSpecs)-1)*o.memtableBudget(),
-		"compression", compressionName(comp.upper)+"/"+compressionName(comp.bottom))
 	return db, nil
 }
 
@@ -183,6 +207,7 @@ func (db *DB) loadLayout() error {
 		if err := db.rdb.Write(db.syncOpts, wb); err != nil {
 			return fmt.Errorf("record layout: %w", err)
 		}
+		db.layoutCreated = true
 		return nil
 	}
 	if len(got) != len(want) || got[0] != layoutVersion {

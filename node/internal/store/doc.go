@@ -113,6 +113,17 @@
 // from the first field of each struct, and Open checks what it read against
 // grocksdb.
 //
+// # Checking and repairing
+//
+// Inspect and Repair (repair.go) work on a stopped store: verify.cc reads
+// each table file on its own through RocksDB's C++ SstFileReader (the C
+// API has no equivalent) and checks every block's checksum; damaged files
+// are moved to a quarantine directory and RocksDB's repairer rebuilds the
+// manifest from the rest. Span decodes a file's key range into
+// partitions and series. Classify (fault.go) sorts errors into
+// corruption, a full disk, other I/O errors and the rest, from the RocksDB
+// status code of the innermost error.
+//
 // # Retention
 //
 // Because the partition start leads every chunks and rollup key, all data of

@@ -48,6 +48,27 @@ func (k Kind) String() string {
 
 func (k Kind) valid() bool { return k >= KindChunks && k <= KindRollup1d }
 
+// KindOf returns the kind whose column family is named cf.
+func KindOf(cf string) (Kind, bool) {
+	for _, k := range kinds {
+		if k.String() == cf {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// WidthMs is the partition width of k, given the chunk partition width.
+func (k Kind) WidthMs(chunkWidthMs int64) int64 {
+	switch k {
+	case KindRollup1h:
+		return rollup1hWidthMs
+	case KindRollup1d:
+		return rollup1dWidthMs
+	}
+	return chunkWidthMs
+}
+
 // Key sizes of the partitioned column families.
 const (
 	partitionPrefixLen = 8                      // partitionStart

@@ -1231,21 +1231,26 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state                      protoimpl.MessageState `protogen:"open.v1"`
-	NodeId                     string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Role                       string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Version                    string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	Series                     int64                  `protobuf:"varint,4,opt,name=series,proto3" json:"series,omitempty"`
-	HeadSeries                 int64                  `protobuf:"varint,5,opt,name=head_series,json=headSeries,proto3" json:"head_series,omitempty"`
-	HeadSamples                int64                  `protobuf:"varint,6,opt,name=head_samples,json=headSamples,proto3" json:"head_samples,omitempty"`
-	WalSegmentSeq              uint64                 `protobuf:"varint,7,opt,name=wal_segment_seq,json=walSegmentSeq,proto3" json:"wal_segment_seq,omitempty"`
-	WalBytes                   int64                  `protobuf:"varint,8,opt,name=wal_bytes,json=walBytes,proto3" json:"wal_bytes,omitempty"`
-	PointsAcceptedTotal        int64                  `protobuf:"varint,9,opt,name=points_accepted_total,json=pointsAcceptedTotal,proto3" json:"points_accepted_total,omitempty"`
-	PointsRejectedTotal        int64                  `protobuf:"varint,10,opt,name=points_rejected_total,json=pointsRejectedTotal,proto3" json:"points_rejected_total,omitempty"`
-	UptimeMs                   int64                  `protobuf:"varint,11,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
-	CorruptSegmentsQuarantined int64                  `protobuf:"varint,12,opt,name=corrupt_segments_quarantined,json=corruptSegmentsQuarantined,proto3" json:"corrupt_segments_quarantined,omitempty"`
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	NodeId              string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Role                string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Version             string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Series              int64                  `protobuf:"varint,4,opt,name=series,proto3" json:"series,omitempty"`
+	HeadSeries          int64                  `protobuf:"varint,5,opt,name=head_series,json=headSeries,proto3" json:"head_series,omitempty"`
+	HeadSamples         int64                  `protobuf:"varint,6,opt,name=head_samples,json=headSamples,proto3" json:"head_samples,omitempty"`
+	WalSegmentSeq       uint64                 `protobuf:"varint,7,opt,name=wal_segment_seq,json=walSegmentSeq,proto3" json:"wal_segment_seq,omitempty"`
+	WalBytes            int64                  `protobuf:"varint,8,opt,name=wal_bytes,json=walBytes,proto3" json:"wal_bytes,omitempty"`
+	PointsAcceptedTotal int64                  `protobuf:"varint,9,opt,name=points_accepted_total,json=pointsAcceptedTotal,proto3" json:"points_accepted_total,omitempty"`
+	PointsRejectedTotal int64                  `protobuf:"varint,10,opt,name=points_rejected_total,json=pointsRejectedTotal,proto3" json:"points_rejected_total,omitempty"`
+	UptimeMs            int64                  `protobuf:"varint,11,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
+	// WAL files set aside as corrupt (failed checksums), ever: the count is
+	// kept in the node's store across restarts.
+	CorruptSegmentsQuarantined int64 `protobuf:"varint,12,opt,name=corrupt_segments_quarantined,json=corruptSegmentsQuarantined,proto3" json:"corrupt_segments_quarantined,omitempty"`
 	// Set by an edge node that replicates to coordinators.
-	Replication   *ReplicationStatus `protobuf:"bytes,13,opt,name=replication,proto3" json:"replication,omitempty"`
+	Replication *ReplicationStatus `protobuf:"bytes,13,opt,name=replication,proto3" json:"replication,omitempty"`
+	// Set by a storage node (an edge node, tributary local): the health of
+	// its store.
+	StoreHealth   *StoreHealth `protobuf:"bytes,14,opt,name=store_health,json=storeHealth,proto3" json:"store_health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,6 +1376,133 @@ func (x *StatusResponse) GetReplication() *ReplicationStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetStoreHealth() *StoreHealth {
+	if x != nil {
+		return x.StoreHealth
+	}
+	return nil
+}
+
+// StoreHealth is the health of a storage node's store, and what repairs of
+// it declared lost.
+type StoreHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False while the store cannot flush, or damage is on record until
+	// `tributary node repair`: the node is not ready.
+	Healthy bool `protobuf:"varint,1,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	// "ok", "corruption", "no_space", "io_error" or "store_error".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The store's failure, when there is one.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// When the failures began (Unix ms; 0 when healthy).
+	FailingSinceMs int64 `protobuf:"varint,4,opt,name=failing_since_ms,json=failingSinceMs,proto3" json:"failing_since_ms,omitempty"`
+	// Unflushed data reached its bound: writes are refused (retryable).
+	WritesRefused bool `protobuf:"varint,5,opt,name=writes_refused,json=writesRefused,proto3" json:"writes_refused,omitempty"`
+	// A corruption is on record: only a repair makes the node ready again.
+	Damaged bool `protobuf:"varint,6,opt,name=damaged,proto3" json:"damaged,omitempty"`
+	// Kept across restarts: table files repairs moved to quarantine, raw
+	// points the audit after a repair counted lost, and key ranges of raw
+	// data or rollups lost and not restored from the cloud yet.
+	QuarantinedFiles int64 `protobuf:"varint,7,opt,name=quarantined_files,json=quarantinedFiles,proto3" json:"quarantined_files,omitempty"`
+	LostPoints       int64 `protobuf:"varint,8,opt,name=lost_points,json=lostPoints,proto3" json:"lost_points,omitempty"`
+	UnrestoredRanges int64 `protobuf:"varint,9,opt,name=unrestored_ranges,json=unrestoredRanges,proto3" json:"unrestored_ranges,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *StoreHealth) Reset() {
+	*x = StoreHealth{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreHealth) ProtoMessage() {}
+
+func (x *StoreHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreHealth.ProtoReflect.Descriptor instead.
+func (*StoreHealth) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StoreHealth) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *StoreHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StoreHealth) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StoreHealth) GetFailingSinceMs() int64 {
+	if x != nil {
+		return x.FailingSinceMs
+	}
+	return 0
+}
+
+func (x *StoreHealth) GetWritesRefused() bool {
+	if x != nil {
+		return x.WritesRefused
+	}
+	return false
+}
+
+func (x *StoreHealth) GetDamaged() bool {
+	if x != nil {
+		return x.Damaged
+	}
+	return false
+}
+
+func (x *StoreHealth) GetQuarantinedFiles() int64 {
+	if x != nil {
+		return x.QuarantinedFiles
+	}
+	return 0
+}
+
+func (x *StoreHealth) GetLostPoints() int64 {
+	if x != nil {
+		return x.LostPoints
+	}
+	return 0
+}
+
+func (x *StoreHealth) GetUnrestoredRanges() int64 {
+	if x != nil {
+		return x.UnrestoredRanges
+	}
+	return 0
+}
+
 // ReplicationStatus is an edge node's view of its replication to the cloud.
 type ReplicationStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1404,7 +1536,7 @@ type ReplicationStatus struct {
 
 func (x *ReplicationStatus) Reset() {
 	*x = ReplicationStatus{}
-	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	mi := &file_tributary_v1_tributary_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1548,7 @@ func (x *ReplicationStatus) String() string {
 func (*ReplicationStatus) ProtoMessage() {}
 
 func (x *ReplicationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_tributary_proto_msgTypes[17]
+	mi := &file_tributary_v1_tributary_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1561,7 @@ func (x *ReplicationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicationStatus.ProtoReflect.Descriptor instead.
 func (*ReplicationStatus) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{17}
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplicationStatus) GetConnected() bool {
@@ -1604,7 +1736,7 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\bmatchers\x18\x02 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"-\n" +
 	"\x13LabelValuesResponse\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\tR\x06values\"\x0f\n" +
-	"\rStatusRequest\"\x82\x04\n" +
+	"\rStatusRequest\"\xc0\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
@@ -1620,7 +1752,19 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	" \x01(\x03R\x13pointsRejectedTotal\x12\x1b\n" +
 	"\tuptime_ms\x18\v \x01(\x03R\buptimeMs\x12@\n" +
 	"\x1ccorrupt_segments_quarantined\x18\f \x01(\x03R\x1acorruptSegmentsQuarantined\x12A\n" +
-	"\vreplication\x18\r \x01(\v2\x1f.tributary.v1.ReplicationStatusR\vreplication\"\x8f\x04\n" +
+	"\vreplication\x18\r \x01(\v2\x1f.tributary.v1.ReplicationStatusR\vreplication\x12<\n" +
+	"\fstore_health\x18\x0e \x01(\v2\x19.tributary.v1.StoreHealthR\vstoreHealth\"\xbb\x02\n" +
+	"\vStoreHealth\x12\x18\n" +
+	"\ahealthy\x18\x01 \x01(\bR\ahealthy\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12(\n" +
+	"\x10failing_since_ms\x18\x04 \x01(\x03R\x0efailingSinceMs\x12%\n" +
+	"\x0ewrites_refused\x18\x05 \x01(\bR\rwritesRefused\x12\x18\n" +
+	"\adamaged\x18\x06 \x01(\bR\adamaged\x12+\n" +
+	"\x11quarantined_files\x18\a \x01(\x03R\x10quarantinedFiles\x12\x1f\n" +
+	"\vlost_points\x18\b \x01(\x03R\n" +
+	"lostPoints\x12+\n" +
+	"\x11unrestored_ranges\x18\t \x01(\x03R\x10unrestoredRanges\"\x8f\x04\n" +
 	"\x11ReplicationStatus\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12 \n" +
 	"\vcoordinator\x18\x02 \x01(\tR\vcoordinator\x12#\n" +
@@ -1686,7 +1830,7 @@ func file_tributary_v1_tributary_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_tributary_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_tributary_v1_tributary_proto_goTypes = []any{
 	(RejectReason)(0),           // 0: tributary.v1.RejectReason
 	(Aggregate)(0),              // 1: tributary.v1.Aggregate
@@ -1709,7 +1853,8 @@ var file_tributary_v1_tributary_proto_goTypes = []any{
 	(*LabelValuesResponse)(nil), // 18: tributary.v1.LabelValuesResponse
 	(*StatusRequest)(nil),       // 19: tributary.v1.StatusRequest
 	(*StatusResponse)(nil),      // 20: tributary.v1.StatusResponse
-	(*ReplicationStatus)(nil),   // 21: tributary.v1.ReplicationStatus
+	(*StoreHealth)(nil),         // 21: tributary.v1.StoreHealth
+	(*ReplicationStatus)(nil),   // 22: tributary.v1.ReplicationStatus
 }
 var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	4,  // 0: tributary.v1.Series.labels:type_name -> tributary.v1.Label
@@ -1727,26 +1872,27 @@ var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	5,  // 12: tributary.v1.SeriesResponse.series:type_name -> tributary.v1.Series
 	10, // 13: tributary.v1.LabelNamesRequest.matchers:type_name -> tributary.v1.Matcher
 	10, // 14: tributary.v1.LabelValuesRequest.matchers:type_name -> tributary.v1.Matcher
-	21, // 15: tributary.v1.StatusResponse.replication:type_name -> tributary.v1.ReplicationStatus
-	7,  // 16: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
-	7,  // 17: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
-	11, // 18: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
-	13, // 19: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
-	15, // 20: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
-	17, // 21: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
-	19, // 22: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
-	9,  // 23: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
-	9,  // 24: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
-	12, // 25: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
-	14, // 26: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
-	16, // 27: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
-	18, // 28: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
-	20, // 29: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	22, // 15: tributary.v1.StatusResponse.replication:type_name -> tributary.v1.ReplicationStatus
+	21, // 16: tributary.v1.StatusResponse.store_health:type_name -> tributary.v1.StoreHealth
+	7,  // 17: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
+	7,  // 18: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
+	11, // 19: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
+	13, // 20: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
+	15, // 21: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
+	17, // 22: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
+	19, // 23: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
+	9,  // 24: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
+	9,  // 25: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
+	12, // 26: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
+	14, // 27: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
+	16, // 28: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
+	18, // 29: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
+	20, // 30: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_tributary_proto_init() }
@@ -1760,7 +1906,7 @@ func file_tributary_v1_tributary_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_tributary_proto_rawDesc), len(file_tributary_v1_tributary_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

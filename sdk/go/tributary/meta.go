@@ -93,10 +93,29 @@ type Status struct {
 	PointsRejected        int64
 	Uptime                time.Duration
 	// CorruptSegmentsQuarantined counts WAL segments set aside after a
-	// crash because they failed their checksums.
+	// crash because they failed their checksums, ever (the count survives
+	// restarts).
 	CorruptSegmentsQuarantined int64
 	// Replication is set by an edge node that replicates to coordinators.
 	Replication *ReplicationStatus
+	// Store is set by a storage node (an edge node, tributary local).
+	Store *StoreHealth
+}
+
+// StoreHealth is a storage node's store health (see the StoreHealth
+// message in the API).
+type StoreHealth struct {
+	// Healthy is false while the store cannot flush or damage is on
+	// record: the node is not ready. Reason is "ok", "corruption",
+	// "no_space", "io_error" or "store_error"; Error the failure.
+	Healthy       bool
+	Reason, Error string
+	FailingSince  time.Time // zero when healthy
+	WritesRefused bool
+	Damaged       bool
+	// Kept across restarts: table files repairs quarantined, raw points
+	// counted lost after them, lost ranges not restored yet.
+	QuarantinedFiles, LostPoints, UnrestoredRanges int64
 }
 
 // ReplicationStatus is an edge node's view of its replication to the
@@ -149,5 +168,18 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		Uptime:                     time.Duration(resp.UptimeMs) * time.Millisecond,
 		CorruptSegmentsQuarantined: resp.CorruptSegmentsQuarantined,
 		Replication:                repl,
+		Store:                      storeHealth(resp.StoreHealth),
 	}, nil
+}
+
+func storeHealth(h *pb.StoreHealth) *StoreHealth {
+	if h == nil {
+		return nil
+	}
+	out := &StoreHealth{Healthy: h.Healthy, Reason: h.Reason, Error: h.Error, WritesRefused: h.WritesRefused,
+		Damaged: h.Damaged, QuarantinedFiles: h.QuarantinedFiles, LostPoints: h.LostPoints, UnrestoredRanges: h.UnrestoredRanges}
+	if h.FailingSinceMs != 0 {
+		out.FailingSince = time.UnixMilli(h.FailingSinceMs)
+	}
+	return out
 }
