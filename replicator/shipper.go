@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -32,6 +33,11 @@ type Source interface {
 	// opened: every sample of a segment below it is in the node's store
 	// even if the segment file is gone (see node.Node.WALReplayFrom).
 	WALReplayFrom() uint64
+	// Retention is the retention in force for raw points, hourly and
+	// daily rollups: the store may have dropped raw points older than
+	// now minus raw. A run the cloud asks to ship again from the store
+	// must start after that horizon (reship.go).
+	Retention() (raw, hourly, daily time.Duration)
 }
 
 var _ Source = (*node.Node)(nil)
