@@ -96,7 +96,7 @@ func (l *loop) onReship(s *session, r *pb.ShipReship) {
 		l.reshipUnavailable(first, last, fmt.Sprintf("run %d..%d is empty", first, last))
 		return
 	case l.beyondWAL(last):
-		l.reshipUnavailable(first, last, fmt.Sprintf("the node never sealed segment %d (its newest sealed segment is %d)", last, l.newest))
+		l.reshipUnavailable(first, last, fmt.Sprintf("the node never sealed segment %d (its WAL is at %d)", last, max(l.maxSeq, l.openSeq)))
 		return
 	}
 	for _, j := range l.reships {

@@ -1,8 +1,11 @@
 package replicator_test
 
 import (
+	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +97,7 @@ func TestShipper_ReshipFromTheWALSendsTheOriginalFiles(t *testing.T) {
 	}
 
 	in.reships <- []*pb.ShipReship{reshipOf(segs[1], segs[2])}
-	st := reshipDone(t, s, "run shipped again", func(st replicator.Stats) bool { return st.ReshippedFromWAL == 2 })
+	st := reshipDone(t, s, "run shipped again", func(st replicator.Stats) bool { return st.ReshipRequests == 1 })
 	refills, unavailable := c.reshipState("pi-7")
 	if len(refills) != 2 || len(unavailable) != 0 {
 		t.Fatalf("refills %+v, unavailable %v; want the two segments", refills, unavailable)
@@ -102,7 +105,8 @@ func TestShipper_ReshipFromTheWALSendsTheOriginalFiles(t *testing.T) {
 	for i, r := range refills {
 		want := segs[1+i]
 		if r.seq != want.Seq || r.prev != want.PrevSeq || r.crc != want.CRC || r.backfill || r.decoded != want.Points {
-			t.Errorf("refill %d: %+v; want segment %d after %d crc %08x with %d points, not a backfill", i, r, want.Seq, want.PrevSeq, want.CRC, want.Points)
+			t.Errorf("refill %d: segment %d after %d crc %08x with %d points (backfill %v); want segment %d after %d crc %08x with %d points, not a backfill",
+				i, r.seq, r.prev, r.crc, r.decoded, r.backfill, want.Seq, want.PrevSeq, want.CRC, want.Points)
 		}
 	}
 	if st.ReshipRequests != 1 || st.ReshippedRebuilt != 0 || st.ReshipsUnavailable != 0 || st.ReshippedBytes <= 0 || st.ReshipsIgnored != 0 {
@@ -163,7 +167,10 @@ func TestShipper_ReshipPastTheRetentionHorizonIsAnsweredUnavailable(t *testing.T
 	}
 	old, recent := reshipOf(segs[0], segs[1]), reshipOf(segs[2], segs[3])
 	in.reships <- []*pb.ShipReship{old, recent}
-	st := reshipDone(t, s, "both answered", func(st replicator.Stats) bool { return st.ReshipsUnavailable == 1 && st.ReshippedRebuilt > 0 })
+	st := reshipDone(t, s, "both answered", func(st replicator.Stats) bool { return st.ReshipRequests == 2 })
+	if st.ReshipsUnavailable != 1 || st.ReshippedRebuilt == 0 {
+		t.Fatalf("stats %+v; want one run unavailable, one rebuilt", st)
+	}
 	refills, unavailable := c.reshipState("pi-7")
 	eventually(t, "the answer received", func() bool { _, unavailable = c.reshipState("pi-7"); return len(unavailable) == 1 })
 	u := unavailable[0]
@@ -190,8 +197,8 @@ func TestShipper_RepeatedReshipRequestsChangeNothing(t *testing.T) {
 	// One batch: the repeats arrive before any file of the run is
 	// acknowledged.
 	in.reships <- []*pb.ShipReship{all, reshipOf(segs[1], segs[2]), all}
-	st := reshipDone(t, s, "run shipped again", func(st replicator.Stats) bool { return st.ReshippedFromWAL == 4 })
-	if st.ReshipRequests != 3 || st.ReshipsIgnored != 2 {
+	st := reshipDone(t, s, "run shipped again", func(st replicator.Stats) bool { return st.ReshippedFromWAL >= 4 })
+	if st.ReshipRequests != 3 || st.ReshipsIgnored != 2 || st.ReshippedFromWAL != 4 {
 		t.Fatalf("stats %+v; want 3 requests, 2 ignored", st)
 	}
 	refills, _ := c.reshipState("pi-7")
@@ -254,7 +261,7 @@ func TestShipper_ReshipPieceRefusedConflictIsSplitThenAnsweredUnavailable(t *tes
 	in.refuseOnce.Store(segs[3].Seq, pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT)
 	r := reshipOf(segs...)
 	in.reships <- []*pb.ShipReship{r}
-	reshipDone(t, s, "run rebuilt", func(st replicator.Stats) bool { return st.ReshippedRebuilt == 2 })
+	reshipDone(t, s, "run rebuilt", func(st replicator.Stats) bool { return st.ReshipRequests == 1 })
 	refills, unavailable := c.reshipState("pi-7")
 	if len(refills) != 2 || len(unavailable) != 0 {
 		t.Fatalf("refills %+v, unavailable %v; want two halves", refills, unavailable)
@@ -263,12 +270,67 @@ func TestShipper_ReshipPieceRefusedConflictIsSplitThenAnsweredUnavailable(t *tes
 
 	in.refuseOnce.Store(segs[2].Seq, pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT)
 	in.reships <- []*pb.ShipReship{reshipOf(segs[2])}
-	st := reshipDone(t, s, "answered unavailable", func(st replicator.Stats) bool { return st.ReshipsUnavailable == 1 })
+	st := reshipDone(t, s, "answered", func(st replicator.Stats) bool { return st.ReshipRequests == 2 })
 	eventually(t, "the answer received", func() bool { _, unavailable = c.reshipState("pi-7"); return len(unavailable) == 1 })
 	if u := unavailable[0]; u.FirstSeq != segs[2].Seq || u.LastSeq != segs[2].Seq || !strings.Contains(u.Reason, "refused") {
 		t.Fatalf("unavailable %v; want %d..%d refused", u, segs[2].Seq, segs[2].Seq)
 	}
 	if refills, _ := c.reshipState("pi-7"); len(refills) != 2 || st.ReshippedRebuilt != 2 {
 		t.Fatalf("refills %+v, stats %+v; nothing more should be held", refills, st)
+	}
+}
+
+// vanishing is a walSource whose listed files named in gone cannot be
+// read any more (deleted or rotted after they were listed).
+type vanishing struct {
+	walSource
+	mu   *sync.Mutex
+	gone map[uint64]bool
+}
+
+func (v vanishing) ReadWALSegment(seq uint64) ([]byte, wal.SegmentInfo, error) {
+	v.mu.Lock()
+	gone := v.gone[seq]
+	v.mu.Unlock()
+	if gone {
+		return nil, wal.SegmentInfo{}, fmt.Errorf("read segment %d: %w", seq, fs.ErrNotExist)
+	}
+	return v.walSource.ReadWALSegment(seq)
+}
+
+// TestShipper_ReshipRebuildsAWALFileThatVanishedBeforeItWasSent: a run
+// planned from the WAL whose one file cannot be read when its turn comes
+// gets that segment rebuilt from the store over the segment's own time
+// span (a backfill of 0 points with its numbers); the other files go as
+// they are.
+func TestShipper_ReshipRebuildsAWALFileThatVanishedBeforeItWasSent(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	w := vanishing{walSource: openWAL(t, "pi-7"), mu: &sync.Mutex{}, gone: map[uint64]bool{}}
+	segs := sealN(t, w.walSource, 4)
+	s := newShipper(t, options(t, cursorPath(t), in.addr))
+	start(t, s, w)
+	eventually(t, "every segment acknowledged", func() bool { return s.Stats().AckedThrough == segs[3].Seq })
+	w.mu.Lock()
+	w.gone[segs[1].Seq] = true
+	w.mu.Unlock()
+	in.reships <- []*pb.ShipReship{reshipOf(segs...)}
+	st := reshipDone(t, s, "run shipped again", func(st replicator.Stats) bool { return st.ReshipRequests == 1 })
+	if st.ReshippedFromWAL != 3 || st.ReshippedRebuilt != 1 || st.ReshipsUnavailable != 0 {
+		t.Fatalf("stats %+v; want 3 files from the WAL, 1 rebuilt", st)
+	}
+	refills, _ := c.reshipState("pi-7")
+	slices.SortFunc(refills, func(a, b refill) int { return int(a.seq) - int(b.seq) })
+	if len(refills) != 4 {
+		t.Fatalf("%d refills, want 4", len(refills))
+	}
+	for i, r := range refills {
+		if i == 1 {
+			checkRebuilt(t, refills[1:2], w.walSource, segs[1].PrevSeq, segs[1].Seq, segs[1].MinT, segs[1].MaxT)
+			continue
+		}
+		if r.seq != segs[i].Seq || r.prev != segs[i].PrevSeq || r.crc != segs[i].CRC || r.backfill {
+			t.Errorf("refill %d: segment %d after %d crc %08x (backfill %v); want the original file of %d", i, r.seq, r.prev, r.crc, r.backfill, segs[i].Seq)
+		}
 	}
 }
