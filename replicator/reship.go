@@ -38,7 +38,8 @@ import (
 //     reached the store (the rule of missing.go: not below WALReplayFrom
 //     and not listed in this process);
 //   - its time span starts before the raw retention horizon (now minus
-//     the node's raw retention): retention may have dropped some of it;
+//     the node's raw retention; a Source that is no RetentionSource
+//     cannot tell): retention may have dropped some of it;
 //   - the segment summaries (segsum; kept above Released) know the run's
 //     segments and the store returns fewer points in a segment's time span
 //     than the segment held.
@@ -169,7 +170,11 @@ func (l *loop) retentionLacks(minT, maxT int64) string {
 	if emptySpan(minT, maxT) {
 		return ""
 	}
-	raw, _, _ := l.src.Retention()
+	rs, ok := l.src.(RetentionSource)
+	if !ok {
+		return "the node does not report how long its store keeps raw points, so it cannot vouch for the time span"
+	}
+	raw, _, _ := rs.Retention()
 	horizon := l.o.Now().Add(-raw)
 	if minT < horizon.UnixMilli() {
 		return fmt.Sprintf("the time span starts at %s, before the node's raw retention horizon %s (raw retention %s): its store may have dropped some of it",

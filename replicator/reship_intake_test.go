@@ -251,7 +251,7 @@ func TestShipper_RealIntakeGetsARunNoLiveReplicaHoldsShippedAgain(t *testing.T) 
 			if ist := in.Stats(); ist.Reships == 0 || ist.Refilled == 0 || ist.ReshipsUnavailable != 0 {
 				t.Fatalf("intake stats %+v", ist)
 			}
-			var _ replicator.Source = w
+			var _ replicator.RetentionSource = w
 		})
 	}
 }

@@ -117,4 +117,13 @@ func TestStoreLacks(t *testing.T) {
 			t.Errorf("%s: storeLacks(%d, %d, %d, %d) = %q; want %q", tc.name, tc.first, tc.last, tc.minT, tc.maxT, got, tc.want)
 		}
 	}
+	// A Source that does not say how long it keeps raw points cannot
+	// vouch for a span (empty spans aside).
+	l.src = struct{ Source }{src}
+	if got := l.storeLacks(5, 19, horizon, horizon+10); !strings.Contains(got, "does not report") {
+		t.Errorf("storeLacks from a Source without retention = %q", got)
+	}
+	if got := l.storeLacks(5, 19, 0, 0); got != "" {
+		t.Errorf("storeLacks of empty segments from a Source without retention = %q", got)
+	}
 }
