@@ -153,36 +153,40 @@ func (l *loop) nextBackfill(limit int64) *backfillPlan {
 }
 
 // pumpBackfill sends the next piece of a backfill, when nothing else is
-// due (the caller checked the window).
-func (l *loop) pumpBackfill(s *session, now time.Time) {
+// due (the caller checked the window). It returns false when no piece can
+// be sent now (none to send, or waiting for a retry), so that something
+// else of the same priority may go.
+func (l *loop) pumpBackfill(s *session, now time.Time) bool {
 	limit := s.backfillLimit()
 	p := l.nextBackfill(limit)
 	if p == nil {
-		return
+		return false
 	}
 	if now.Before(p.notBefore) {
 		l.rateTimer.Reset(p.notBefore.Sub(now))
-		return
+		return false
 	}
 	var pc *backfillPiece
 	for _, x := range p.pieces {
-		if !x.done && !x.inflight {
+		// A piece whose number is in flight otherwise (a reship of it)
+		// waits for its answer.
+		if !x.done && !x.inflight && s.inflight[x.seq] == nil {
 			pc = x
 			break
 		}
 	}
 	if pc == nil {
-		return // every piece sent or done
+		return false // every piece sent or done
 	}
 	if wait := max(l.rateAll.Delay(now), l.rateBack.Delay(now)); wait > 0 {
 		l.rateTimer.Reset(wait)
-		return
+		return true
 	}
 	file, info, err := l.buildBackfill(pc, limit)
 	if errors.Is(err, errPieceTooLarge) && pc.canSplit() {
 		l.splitBackfill(p, pc)
 		l.rateTimer.Reset(0) // build the first half on the next step
-		return
+		return true
 	}
 	var enc wire.Encoded
 	if err == nil {
@@ -198,7 +202,7 @@ func (l *loop) pumpBackfill(s *session, now time.Time) {
 		l.lastErr = fmt.Sprintf("backfill of gap %d..%d: %v", p.after+1, p.through, err)
 		l.log.Error("building a backfill from the node's store failed; will retry", "after_seq", p.after, "through_seq", p.through,
 			"piece_prev_seq", pc.prev, "piece_seq", pc.seq, "err", err)
-		return
+		return true
 	}
 	enc.MarkBackfill(pc.points)
 	l.rateAll.Take(enc.CompressedBytes, now)
@@ -212,6 +216,7 @@ func (l *loop) pumpBackfill(s *session, now time.Time) {
 	s.inflightB += enc.CompressedBytes
 	l.sends++
 	l.send(s, &outgoing{seq: pc.seq, msgs: msgs})
+	return true
 }
 
 // splitBackfill replaces pc by two halves.

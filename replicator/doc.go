@@ -21,9 +21,11 @@
 //	         v                                            |
 //	[backoff] --due--> [dialing] --hello, welcome--> [streaming] --stream ends / ack timeout--+
 //	    ^                  |                             |  send: gap declarations, then segments
-//	    +---dial fails-----+                             |        within the window and rate limits
+//	    +---dial fails-----+                             |        within the window and rate limits,
+//	                                                     |        then backfills and reships
 //	                                                     |  recv: acks advance the cursor;
-//	                                                     |        refusals schedule a resend
+//	                                                     |        refusals schedule a resend;
+//	                                                     |        reship requests queue a job
 //
 // In more detail:
 //
@@ -61,6 +63,15 @@
 //     the gap's points (backfill.go); on their acks the gap is marked
 //     backfilled in the cursor and never backfilled again. DROPPED gaps
 //     are never backfilled.
+//   - Lowest too, after gap backfills: runs of held segments the cloud
+//     asks to ship again (ShipResponse.reship: no live replica can copy
+//     them to the replicas that lack them; the hello lists the feature
+//     "reship"). From the WAL when its sealed files chain over the run
+//     exactly (each sent as it is), else rebuilt from the store as
+//     backfills of 0 points covering the run's numbers, or answered
+//     ShipReshipUnavailable with the reason when the store may not hold
+//     all of it (reship.go). Jobs live in memory; repeats of a queued run
+//     are ignored.
 //   - MISSING gaps are backfilled the same way when the node's store
 //     holds every point of their segments — the segments are below the
 //     node's WALReplayFrom (flushed before it opened), or the node listed

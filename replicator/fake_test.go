@@ -36,6 +36,14 @@ type cloud struct {
 	segs map[string]map[uint64]storedSeg
 	gaps map[string]map[uint64]*pb.ShipGap
 	cov  map[string]*seqset.Set
+	// held: the numbers of the segments stored (not gaps). A segment sent
+	// again for numbers all held (a resend, or a reship) is taken as the
+	// intake does: a backfill without comparing CRCs, another with the
+	// stored CRC; each one is appended to refills.
+	held    map[string]*seqset.Set
+	refills map[string][]refill
+	// unavailable: the ShipReshipUnavailable answers received.
+	unavailable []*pb.ShipReshipUnavailable
 
 	completions []uint64 // seq of every complete segment received, duplicates included, in order
 	// maxSegmentBytes goes into every welcome (0: not said).
@@ -46,6 +54,17 @@ type cloud struct {
 	// stream right after the welcome.
 	config       *pb.EdgeConfig
 	afterWelcome []*pb.EdgeConfig
+}
+
+// refill is a segment received for numbers the cloud held already.
+type refill struct {
+	seq, prev      uint64
+	crc            uint32
+	backfill       bool
+	backfillPoints int64
+	decoded        int64
+	// ts are the timestamps the file holds, in file order.
+	ts []int64
 }
 
 type storedSeg struct {
@@ -61,12 +80,14 @@ type storedSeg struct {
 }
 
 func newCloud(t testing.TB) *cloud {
-	return &cloud{t: t, segs: map[string]map[uint64]storedSeg{}, gaps: map[string]map[uint64]*pb.ShipGap{}, cov: map[string]*seqset.Set{}}
+	return &cloud{t: t, segs: map[string]map[uint64]storedSeg{}, gaps: map[string]map[uint64]*pb.ShipGap{}, cov: map[string]*seqset.Set{},
+		held: map[string]*seqset.Set{}, refills: map[string][]refill{}}
 }
 
 func (c *cloud) setFor(node string) *seqset.Set {
 	if c.cov[node] == nil {
 		c.cov[node] = &seqset.Set{}
+		c.held[node] = &seqset.Set{}
 		c.segs[node] = map[uint64]storedSeg{}
 		c.gaps[node] = map[uint64]*pb.ShipGap{}
 	}
@@ -97,9 +118,11 @@ func (c *cloud) store(seg *wire.Segment) (uint64, *wire.Error) {
 	// Decode every record as the replica store would apply it.
 	var dec record.Decoder
 	var decoded int64
+	var times []int64
 	_, err := wal.VerifySegment("shipped", seg.File, func(r wal.Record) error {
 		return dec.Decode(r.Data, func(uint64, []byte) error { return nil }, func(_ uint64, ts []int64, _ []float64) error {
 			decoded += int64(len(ts))
+			times = append(times, ts...)
 			return nil
 		})
 	})
@@ -110,6 +133,20 @@ func (c *cloud) store(seg *wire.Segment) (uint64, *wire.Error) {
 	defer c.mu.Unlock()
 	cov := c.setFor(seg.NodeID)
 	c.completions = append(c.completions, seg.Seq)
+	if c.held[seg.NodeID].Through(seg.PrevSeq) >= seg.Seq {
+		// Held: the intake's held path.
+		old, ok := c.segs[seg.NodeID][seg.Seq]
+		if !seg.Backfill && ok && old.crc != seg.CRC {
+			return cov.Through(0), &wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT,
+				Msg: fmt.Sprintf("held with checksum %08x, sent with %08x", old.crc, seg.CRC)}
+		}
+		if !seg.Backfill && ok {
+			c.duplicates++
+		}
+		c.refills[seg.NodeID] = append(c.refills[seg.NodeID], refill{seq: seg.Seq, prev: seg.PrevSeq, crc: seg.CRC,
+			backfill: seg.Backfill, backfillPoints: seg.BackfillPoints, decoded: decoded, ts: times})
+		return cov.Through(0), nil
+	}
 	if old, ok := c.segs[seg.NodeID][seg.Seq]; ok {
 		if old.crc != seg.CRC {
 			return cov.Through(0), &wire.Error{Seq: seg.Seq, Code: pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT,
@@ -121,6 +158,7 @@ func (c *cloud) store(seg *wire.Segment) (uint64, *wire.Error) {
 	c.segs[seg.NodeID][seg.Seq] = storedSeg{prev: seg.PrevSeq, crc: seg.CRC, points: seg.Points, decoded: decoded, stored: 1,
 		backfill: seg.Backfill, backfillPoints: seg.BackfillPoints}
 	cov.Add(seg.PrevSeq+1, seg.Seq)
+	c.held[seg.NodeID].Add(seg.PrevSeq+1, seg.Seq)
 	return cov.Through(0), nil
 }
 
@@ -157,6 +195,14 @@ func (c *cloud) snapshot(node string) (map[uint64]storedSeg, map[uint64]*pb.Ship
 	return segs, gaps, slices.Clone(c.completions), c.duplicates
 }
 
+// reshipState returns copies of the refills of node and of the
+// unavailable answers received.
+func (c *cloud) reshipState(node string) ([]refill, []*pb.ShipReshipUnavailable) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.refills[node]), slices.Clone(c.unavailable)
+}
+
 // intake is one fake coordinator serving ReplicationService on loopback
 // TCP, with fault injection.
 type intake struct {
@@ -174,6 +220,11 @@ type intake struct {
 	refuseOnce sync.Map     // seq → pb.ShipErrorCode: refuse that segment once
 	refuseAll  atomic.Bool  // refuse every segment as UNAVAILABLE (retryable), as when a replica is down
 	streams    atomic.Int64
+	// reships: each value received is sent, as one batch of reship
+	// requests, on the open stream (one stream takes it).
+	reships chan []*pb.ShipReship
+	// reshipAfterWelcome is sent on every stream right after the welcome.
+	reshipAfterWelcome atomic.Pointer[[]*pb.ShipReship]
 	// clientCert is the subject of the last verified client certificate.
 	clientCert atomic.Value
 }
@@ -184,7 +235,7 @@ func startIntake(t *testing.T, name string, c *cloud, opts ...grpc.ServerOption)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &intake{name: name, cloud: c, addr: lis.Addr().String()}
+	in := &intake{name: name, cloud: c, addr: lis.Addr().String(), reships: make(chan []*pb.ShipReship, 16)}
 	// The edge pings every KeepaliveTime, also between streams: the
 	// enforcement policy must allow it.
 	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
@@ -229,16 +280,57 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 			return err
 		}
 	}
+	// From here, reship requests go out beside the acks: one sender at a
+	// time, and a batch of requests in one go (nothing between them).
+	var sendMu sync.Mutex
+	send := func(rs ...*pb.ShipResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		for _, r := range rs {
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	reshipMsgs := func(rs []*pb.ShipReship) []*pb.ShipResponse {
+		var out []*pb.ShipResponse
+		for _, r := range rs {
+			out = append(out, &pb.ShipResponse{Body: &pb.ShipResponse_Reship{Reship: r}})
+		}
+		return out
+	}
+	if rs := in.reshipAfterWelcome.Load(); rs != nil {
+		if err := send(reshipMsgs(*rs)...); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case rs := <-in.reships:
+				if send(reshipMsgs(rs)...) != nil {
+					return
+				}
+			}
+		}
+	})
 	asm, err := wire.NewAssembler(node, wire.Limits{MaxPartBytes: int(w.MaxPartBytes), MaxSegmentBytes: w.MaxSegmentBytes})
 	if err != nil {
 		return err
 	}
 	defer asm.Close()
 	refuse := func(e *wire.Error) error {
-		return stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Error{Error: e.Proto()}})
+		return send(&pb.ShipResponse{Body: &pb.ShipResponse_Error{Error: e.Proto()}})
 	}
 	ack := func(a *pb.ShipAck) error {
-		return stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Ack{Ack: a}})
+		return send(&pb.ShipResponse{Body: &pb.ShipResponse_Ack{Ack: a}})
 	}
 	for {
 		if in.halfOpen.Load() {
@@ -301,6 +393,10 @@ func (in *intake) Ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRe
 			if err := ack(&pb.ShipAck{GapThrough: b.Gap.ThroughSeq, AckedThrough: through}); err != nil {
 				return err
 			}
+		case *pb.ShipRequest_ReshipUnavailable:
+			in.cloud.mu.Lock()
+			in.cloud.unavailable = append(in.cloud.unavailable, b.ReshipUnavailable)
+			in.cloud.mu.Unlock()
 		default:
 			return status.Error(codes.FailedPrecondition, "second hello")
 		}
@@ -316,6 +412,8 @@ type walSource struct {
 	// replayFrom is what WALReplayFrom answers (0: nothing vouched for
 	// by a flush before the source opened).
 	replayFrom uint64
+	// raw is the raw retention Retention answers (0: a century).
+	raw time.Duration
 }
 
 // memStore is a fake of the node's store for ExportRange: one series'
@@ -351,6 +449,14 @@ func (w walSource) ExportRange(ctx context.Context, minT, maxT int64, fn func(la
 		return ctx.Err()
 	}
 	return fn(labels.FromStrings("__name__", "temp", "room", "lab"), ts, vs)
+}
+
+func (w walSource) Retention() (raw, hourly, daily time.Duration) {
+	raw = w.raw
+	if raw == 0 {
+		raw = 100 * 365 * 24 * time.Hour
+	}
+	return raw, raw, raw
 }
 
 func (w walSource) NodeID() string                 { return w.id }

@@ -93,11 +93,22 @@ type loop struct {
 	gapRetry map[uint64]time.Time
 	// backfill is the backfill in progress (backfill.go), nil when none.
 	backfill *backfillPlan
+	// reships are the runs the cloud asked to ship again (reship.go),
+	// in the order asked; reshipNotes the unavailable answers not sent
+	// yet.
+	reships     []*reshipJob
+	reshipNotes []*pb.ShipReshipUnavailable
 
 	shippedSegs, shippedBytes, shippedPoints int64
 	sends, refusals, sessions, failures      int64
 	lastErr                                  string
 	fatal                                    error
+
+	// Reship counters (Stats): requests, those ignored, runs or parts
+	// answered unavailable, files acknowledged from the WAL and rebuilt,
+	// and their bytes.
+	reshipRequests, reshipIgnored, reshipUnavail int64
+	reshipWAL, reshipRebuilt, reshipBytes        int64
 }
 
 type retryState struct {
@@ -413,13 +424,19 @@ func (l *loop) pump(now time.Time) {
 		}}}}})
 		return
 	}
+	if l.pumpReshipNote(s) {
+		return
+	}
 	if len(s.inflight) >= l.o.WindowSegments || len(s.inflight) > 0 && s.inflightB >= l.o.WindowBytes {
 		return
 	}
 	seg, backlog, ok := l.pick(now)
 	if !ok {
-		// Lowest priority: backfills of gaps from the node's store.
-		l.pumpBackfill(s, now)
+		// Lowest priority: backfills of gaps from the node's store, then
+		// runs the cloud asked to ship again.
+		if !l.pumpBackfill(s, now) {
+			l.pumpReship(s, now)
+		}
 		return
 	}
 	wait := l.rateAll.Delay(now)
@@ -532,6 +549,7 @@ func (l *loop) startSession() {
 		ProtocolVersion: wire.ProtocolVersion,
 		AckedThrough:    l.cur.AckedThrough,
 		NewestSealedSeq: l.newest,
+		Features:        []string{wire.FeatureReship},
 	}
 	if len(l.segs) > 0 {
 		hello.OldestRetainedSeq = l.segs[0].Seq
@@ -550,6 +568,7 @@ func (l *loop) teardown(cause error) {
 	endShipSpans(s)
 	l.sess = nil
 	l.backfillLost()
+	l.reshipLost()
 }
 
 // watchdog keeps the dead-stream timer running while something is
@@ -627,6 +646,10 @@ func (l *loop) handle(ev event) {
 			l.onRefusal(s, b.Error)
 		case *pb.ShipResponse_Config:
 			l.onConfig(b.Config)
+		case *pb.ShipResponse_Reship:
+			if s.welcomed {
+				l.onReship(s, b.Reship)
+			}
 		default:
 			s.cancel(fmt.Errorf("protocol violation: unknown response %T", ev.resp.GetBody()))
 		}
@@ -694,6 +717,11 @@ func (l *loop) onAck(s *session, a *pb.ShipAck) {
 			s.inflightB -= f.bytes
 			l.backfillAcked(f)
 			l.releaseRefused()
+		} else if f != nil && f.reship {
+			delete(s.inflight, seq)
+			s.inflightB -= f.bytes
+			l.reshipAcked(f)
+			l.releaseRefused()
 		} else if f != nil {
 			delete(s.inflight, seq)
 			s.inflightB -= f.bytes
@@ -748,6 +776,10 @@ func (l *loop) onRefusal(s *session, m *pb.ShipError) {
 		delete(s.inflight, e.Seq)
 		s.inflightB -= f.bytes
 		l.backfillRefused(f, e, now)
+	} else if e.Seq != 0 && f != nil && f.reship {
+		delete(s.inflight, e.Seq)
+		s.inflightB -= f.bytes
+		l.reshipRefused(f, e, now)
 	} else if e.Seq != 0 && f != nil {
 		delete(s.inflight, e.Seq)
 		s.inflightB -= f.bytes
@@ -831,6 +863,9 @@ func (l *loop) publish(now time.Time) {
 		st.BytesPerPoint = float64(l.shippedBytes) / float64(l.shippedPoints)
 	}
 	st.Sends, st.Refusals, st.Sessions, st.SessionFailures = l.sends, l.refusals, l.sessions, l.failures
+	st.ReshipRequests, st.ReshipsIgnored, st.ReshipsUnavailable = l.reshipRequests, l.reshipIgnored, l.reshipUnavail
+	st.ReshippedFromWAL, st.ReshippedRebuilt, st.ReshippedBytes = l.reshipWAL, l.reshipRebuilt, l.reshipBytes
+	st.ReshipsQueued = len(l.reships)
 	st.LastError = l.lastErr
 	l.s.statsMu.Lock()
 	defer l.s.statsMu.Unlock()

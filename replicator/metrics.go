@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -51,9 +52,16 @@ func (s *Shipper) registerMetrics() error {
 	sessions := counter("tributary.replication.sessions", "{session}", "Streams opened to coordinators.")
 	failures := counter("tributary.replication.session_failures", "{session}", "Streams that ended (every end is a failure).")
 	sends := counter("tributary.replication.sends", "{segment}", "Segments sent, resends included.")
+	reshipRequests := counter("tributary.replication.reship.requests", "{request}", "Runs of segments the cloud asked to ship again because no live replica holds them (repeats included), since start.")
+	reshipIgnored := counter("tributary.replication.reship.ignored", "{request}", "Reship requests ignored: the run overlapped one already queued, or the queue was full.")
+	reshipUnavailable := counter("tributary.replication.reship.unavailable", "{run}", "Runs, or parts of runs, answered unavailable: the node can no longer give them whole (past its raw retention, lost before flushed, fewer points in the store).")
+	reshipped := counter("tributary.replication.reship.segments", "{segment}", "Segment files shipped again on request and acknowledged, by source: wal (the original files) or store (rebuilt from the local store).")
+	reshipBytes := counter("tributary.replication.reship.bytes", "By", "Compressed bytes of those files.")
+	reshipQueued := gauge("tributary.replication.reship.queued", "{run}", "Runs being shipped again now.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)
 	}
+	fromWAL, fromStore := metric.WithAttributes(attribute.String("source", "wal")), metric.WithAttributes(attribute.String("source", "store"))
 	b := func(v bool) float64 {
 		if v {
 			return 1
@@ -84,9 +92,17 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveInt64(sessions, st.Sessions)
 		o.ObserveInt64(failures, st.SessionFailures)
 		o.ObserveInt64(sends, st.Sends)
+		o.ObserveInt64(reshipRequests, st.ReshipRequests)
+		o.ObserveInt64(reshipIgnored, st.ReshipsIgnored)
+		o.ObserveInt64(reshipUnavailable, st.ReshipsUnavailable)
+		o.ObserveInt64(reshipped, st.ReshippedFromWAL, fromWAL)
+		o.ObserveInt64(reshipped, st.ReshippedRebuilt, fromStore)
+		o.ObserveInt64(reshipBytes, st.ReshippedBytes)
+		o.ObserveFloat64(reshipQueued, float64(st.ReshipsQueued))
 		return nil
 	}, connected, acked, sealed, lag, lagBytes, backlogSegs, backlogBytes, retained, gaps, gapPoints, dropped, unrecoverable, perPoint, blocked,
-		backfilled, segs, bytes, points, refusals, sessions, failures, sends)
+		backfilled, segs, bytes, points, refusals, sessions, failures, sends,
+		reshipRequests, reshipIgnored, reshipUnavailable, reshipped, reshipBytes, reshipQueued)
 	if err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)
 	}

@@ -113,9 +113,16 @@ func (l *loop) judgeCursorGaps() {
 }
 
 // storeHolds reports whether the node's store holds every sample of the
-// segments covering after+1..through (see the comment at the top).
+// segments covering after+1..through (see the comment at the top): the
+// numbers below WALReplayFrom, and the others listed in this process.
 func (l *loop) storeHolds(after, through uint64) bool {
-	return through < l.replayFrom || l.listed.Through(after) >= through
+	if through < l.replayFrom {
+		return true
+	}
+	if l.replayFrom > 0 {
+		after = max(after, l.replayFrom-1)
+	}
+	return l.listed.Through(after) >= through
 }
 
 // judge marks g unrecoverable unless its count and time span are known

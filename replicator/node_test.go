@@ -2,11 +2,13 @@ package replicator_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 )
 
@@ -232,5 +234,63 @@ func TestShipper_RealNodeReshipsAQuarantinedSegmentFromItsStore(t *testing.T) {
 	}
 	if points+open != written {
 		t.Fatalf("cloud records %d points and the open segment holds %d; %d were written", points, open, written)
+	}
+}
+
+// TestShipper_RealNodeReshipsARunFromItsStore: a real node ships and
+// flushes, and deletes its acknowledged segments; asked for the whole run
+// again, it rebuilds it from its store (within its raw retention) as
+// backfills of 0 points covering exactly the run's numbers and holding
+// every point written in the run's time span.
+func TestShipper_RealNodeReshipsARunFromItsStore(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	s := newShipper(t, options(t, cursorPath(t), in.addr))
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), NodeID: "pi-7", WALSegmentBytes: 4096, WALSegmentAge: time.Hour,
+		FlushInterval: 10 * time.Millisecond, HeadChunkSamples: 32, WALRetention: s.RetainFrom, WriteGate: s.WriteGate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	start(t, s, n)
+	next := time.Now().Add(-10 * time.Minute).UnixMilli()
+	writePoints(t, n, 40, &next)
+	segs := sealed(n.WALSegments())
+	last := segs[len(segs)-1]
+	eventually(t, "every sealed segment acknowledged and released", func() bool {
+		return s.Stats().AckedThrough >= last.Seq && s.RetainFrom() > last.Seq
+	})
+	if err := n.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if left := sealed(n.WALSegments()); len(left) > 0 && left[0].Seq <= last.Seq {
+		t.Fatalf("segment %d still on disk after acks and a flush", left[0].Seq)
+	}
+	in.reships <- []*pb.ShipReship{{FirstSeq: segs[0].PrevSeq + 1, LastSeq: last.Seq, MinTimeMs: segs[0].MinT, MaxTimeMs: last.MaxT}}
+	eventually(t, "run rebuilt", func() bool { st := s.Stats(); return st.ReshipRequests == 1 && st.ReshipsQueued == 0 })
+	st := s.Stats()
+	refills, unavailable := c.reshipState("pi-7")
+	if st.ReshippedRebuilt == 0 || st.ReshippedFromWAL != 0 || len(unavailable) != 0 {
+		t.Fatalf("stats %+v, unavailable %v; want the run rebuilt", st, unavailable)
+	}
+	slices.SortFunc(refills, func(a, b refill) int { return int(a.seq) - int(b.seq) })
+	prev := segs[0].PrevSeq
+	var ts []int64
+	for _, r := range refills {
+		if r.prev != prev || !r.backfill || r.backfillPoints != 0 {
+			t.Fatalf("refill %d after %d (backfill %v, %d points); want a backfill of 0 points after %d", r.seq, r.prev, r.backfill, r.backfillPoints, prev)
+		}
+		prev = r.seq
+		ts = append(ts, r.ts...)
+	}
+	slices.Sort(ts)
+	if len(ts) == 0 {
+		t.Fatalf("%d refills hold no points", len(refills))
+	}
+	// writePoints wrote one point every millisecond.
+	if prev != last.Seq || int64(len(ts)) != last.MaxT-segs[0].MinT+1 || ts[0] != segs[0].MinT || ts[len(ts)-1] != last.MaxT ||
+		len(slices.Compact(ts)) != len(ts) {
+		t.Fatalf("refills end at %d with %d points in [%d, %d]; want %d with the %d written in [%d, %d]", prev, len(ts), ts[0], ts[len(ts)-1],
+			last.Seq, last.MaxT-segs[0].MinT+1, segs[0].MinT, last.MaxT)
 	}
 }

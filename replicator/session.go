@@ -61,6 +61,8 @@ type flight struct {
 	// backfill: a piece of a gap's backfill built from the node's store,
 	// not a WAL segment; points is its backfill_points.
 	backfill bool
+	// reship: a file of a run the cloud asked to ship again (reship.go).
+	reship bool
 }
 
 // outgoing is what the sender writes to the stream in one go: the parts of

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -34,7 +35,20 @@ type Source interface {
 	WALReplayFrom() uint64
 }
 
-var _ Source = (*node.Node)(nil)
+// RetentionSource is a Source that says how long its store keeps raw
+// points; *node.Node is one. A run the cloud asks to ship again is
+// rebuilt from the store only when it starts after the horizon (now
+// minus raw), and only from a Source that says so: from any other, such
+// runs are shipped from WAL files or answered unavailable (reship.go).
+type RetentionSource interface {
+	Source
+	// Retention is the retention in force for raw points, hourly and
+	// daily rollups: the store may have dropped raw points older than
+	// now minus raw.
+	Retention() (raw, hourly, daily time.Duration)
+}
+
+var _ RetentionSource = (*node.Node)(nil)
 
 // ErrBacklogFull is what WriteGate returns while the backlog is over budget
 // under OverflowBlockWriters. It matches node.ErrOverloaded (errors.Is), so

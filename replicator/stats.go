@@ -66,6 +66,22 @@ type Stats struct {
 	// stream included); Refusals, segments and gaps the cloud refused.
 	Sends    int64
 	Refusals int64
+	// Runs the cloud asked to ship again because no live replica holds
+	// them (reship), since Run started: ReshipRequests counts requests
+	// (repeats included), ReshipsIgnored those that overlapped a run
+	// already queued or found the queue full, ReshipsQueued the runs being
+	// shipped again now, ReshipsUnavailable the runs or parts of runs
+	// answered unavailable (the node cannot give them whole).
+	// ReshippedFromWAL counts the WAL segment files and ReshippedRebuilt the
+	// files rebuilt from the store that the cloud acknowledged, and
+	// ReshippedBytes their compressed bytes.
+	ReshipRequests     int64
+	ReshipsIgnored     int64
+	ReshipsQueued      int
+	ReshipsUnavailable int64
+	ReshippedFromWAL   int64
+	ReshippedRebuilt   int64
+	ReshippedBytes     int64
 	// Sessions counts streams opened, SessionFailures those that ended
 	// (every end is a failure: a healthy stream lasts until Run returns).
 	Sessions        int64

@@ -207,6 +207,10 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 		"tributary_replication_shipped_points_total", "tributary_replication_shipped_bytes_per_point",
 		"tributary_replication_refusals_total", "tributary_replication_sessions_total",
 		"tributary_replication_writes_blocked",
+		"tributary_replication_reship_requests_total", "tributary_replication_reship_ignored_total",
+		"tributary_replication_reship_unavailable_total", `tributary_replication_reship_segments_total{source="wal"}`,
+		`tributary_replication_reship_segments_total{source="store"}`, "tributary_replication_reship_bytes_total",
+		"tributary_replication_reship_queued",
 	}
 	for _, name := range exists {
 		if _, ok := after[name]; !ok {
