@@ -363,6 +363,7 @@ func crash(c *Coordinator) error {
 		if err := c.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close replica store: %w", err))
 		}
+		c.lock.Close() // a killed process's lock goes with it
 		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
