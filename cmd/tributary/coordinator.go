@@ -92,7 +92,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.IntVar(&o.ClusterLimits.MaxConnsPerIP, "cluster-max-conns-per-ip", coordinator.DefaultClusterLimits.MaxConnsPerIP, "connections the cluster listener keeps open from one address (each coordinator opens 3)")
 		fs.IntVar(&o.IntakeLimits.MaxConns, "intake-max-conns", coordinator.DefaultIntakeLimits.MaxConns, "connections the intake listener keeps open at once (each edge opens 2); further ones are closed when accepted")
 		fs.IntVar(&o.IntakeLimits.MaxConnsPerIP, "intake-max-conns-per-ip", coordinator.DefaultIntakeLimits.MaxConnsPerIP, "connections the intake listener keeps open from one address (edges behind one NAT share it)")
-		fs.StringVar(&f.edgeTokenFile, "edge-token-file", "", "file whose first token is sent when this coordinator queries edges for their fresh data (edges started with --token-file)")
+		fs.StringVar(&f.edgeTokenFile, "edge-token-file", "", "file whose first token is sent when this coordinator queries edges for their fresh data (edges started with --token-file); reloaded when it changes")
 		fs.BoolVar(&f.insecureCluster, "insecure-cluster", false, "plaintext cluster links and intake, without identity checks (loopback only unless --insecure-listen)")
 	}
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "127.0.0.1:7444", "listen address for raft messages and replica calls from other coordinators")
@@ -202,7 +202,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		if err != nil || !toks.Enabled() {
 			return fmt.Errorf("%w: --edge-token-file: %v", errUsage, cmp.Or(err, errors.New("holds no token")))
 		}
-		o.EdgeDialOptions = append(o.EdgeDialOptions, grpc.WithPerRPCCredentials(edgeToken{toks.First(), !o.Insecure}))
+		o.EdgeDialOptions = append(o.EdgeDialOptions, grpc.WithPerRPCCredentials(edgeToken{toks, !o.Insecure}))
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -270,12 +270,12 @@ func (f *coordinatorFlags) checkEdgeCA() error {
 
 // edgeToken is the bearer token a coordinator sends when it queries edges.
 type edgeToken struct {
-	token  string
+	toks   auth.Tokens // its first token, read from the file last loaded (it reloads)
 	secure bool
 }
 
 func (t edgeToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + t.token}, nil
+	return map[string]string{"authorization": "Bearer " + t.toks.First()}, nil
 }
 
 func (t edgeToken) RequireTransportSecurity() bool { return t.secure }
@@ -446,7 +446,7 @@ func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log 
 		return nil, err
 	}
 	if toks.Enabled() {
-		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks.First(), !o.Insecure}))
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks, !o.Insecure}))
 	}
 	return &autoJoiner{
 		self:  coordinator.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
