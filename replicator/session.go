@@ -10,11 +10,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/internal/auth"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -96,7 +96,7 @@ var errAckTimeout = errors.New("no progress on the stream within the ack timeout
 func (o *Options) dialOptions() []grpc.DialOption {
 	creds := insecure.NewCredentials()
 	if o.TLS != nil {
-		creds = credentials.NewTLS(o.TLS)
+		creds = auth.ClientCredentials(o.TLS)
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),

@@ -195,7 +195,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		}
 		// Edges' query listeners: their server certificates are signed by
 		// the edge CA; this coordinator presents its own certificate.
-		o.EdgeDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(edgeClient))}
+		o.EdgeDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(auth.ClientCredentials(edgeClient))}
 	}
 	if f.edgeTokenFile != "" {
 		toks, err := auth.LoadTokens(f.edgeTokenFile)
