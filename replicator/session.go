@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
