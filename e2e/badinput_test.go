@@ -255,17 +255,24 @@ type slowConn struct {
 }
 
 // TestLoadLimits_SlowClients opens slow-loris connections to the node's
-// HTTP listener (headers, then bodies, a byte every 500 ms) while a normal
-// client keeps writing: the server must close the slow ones (headers
-// within --read-header-timeout 10 s, bodies within it plus
+// HTTP listener from one address (headers, then bodies, a byte every 500
+// ms) while a normal client keeps writing from another: the server must
+// close the slow ones (past the per-address cap at once, the others'
+// headers within --read-header-timeout 10 s, bodies within it plus
 // --request-timeout) and answer the normal client meanwhile.
 func TestLoadLimits_SlowClients(t *testing.T) {
 	n := envInt(t, "TRIBUTARY_E2E_SLOW_CLIENTS", 100)
 	c := startNodeFleet(t, "--request-timeout", "5s")
 	began := time.Now()
 	var slow []*slowConn
+	// The slow clients come from another address than the normal one, as
+	// an attacker's would: the per-address connection cap (64) closes
+	// those past it at once, the timeouts the others.
+	slowDialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var writers sync.WaitGroup
+	defer writers.Wait() // after the connections close (deferred later, run first)
 	for i := range 2 * n {
-		conn, err := net.Dial("tcp", c.Edge.HTTP)
+		conn, err := slowDialer.Dial("tcp", c.Edge.HTTP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,18 +287,24 @@ func TestLoadLimits_SlowClients(t *testing.T) {
 			conn.Write([]byte("POST /write?db=e2e HTTP/1.1\r\nHost: e2e\r\nContent-Length: 100000\r\n\r\n"))
 			msg = strings.Repeat("x", 1000)
 		}
-		go func() {
+		done := make(chan struct{})
+		writers.Go(func() {
 			for j := 0; j < len(msg); j++ {
 				if _, err := conn.Write([]byte{msg[j]}); err != nil {
-					break
+					return
 				}
-				time.Sleep(500 * time.Millisecond)
+				select {
+				case <-done:
+					return // the server closed it
+				case <-time.After(500 * time.Millisecond):
+				}
 			}
-		}()
-		go func() {
-			io.Copy(io.Discard, conn) // until the server closes it
+		})
+		writers.Go(func() {
+			io.Copy(io.Discard, conn) // until the server (or the test) closes it
 			s.closed.Store(time.Now().UnixNano())
-		}()
+			close(done)
+		})
 	}
 	// A normal client meanwhile.
 	var okWrites, failed int
