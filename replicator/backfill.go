@@ -20,11 +20,14 @@ import (
 // gap's time span, in the WAL segment format (built by node/segment),
 // covering exactly the gap's sequence numbers. One file (prev_seq=after, seq=through) when it fits;
 // otherwise pieces, each a slice of the time span and of the sequence
-// numbers. The gap's declared points ride on the last piece
-// (backfill_points), 0 on the others, so that what the cloud records sums
-// to the gap's count whatever the files hold (they may also hold points of
-// neighbouring segments in the same time span: replaying those changes
-// nothing).
+// numbers. Each piece carries (backfill_points) the points its file
+// holds, capped so that the pieces never sum to more than the gap
+// declared (a file may also hold points of neighbouring segments in the
+// same time span: replaying those changes nothing): the cloud counts what
+// the backfill really shipped, and when the node's retention dropped some
+// of the gap's points before the backfill, the shortfall is logged and
+// counted (Stats.BackfillShortfallPoints) instead of being recorded as
+// held. A gap of unknown count credits what its pieces hold.
 
 const (
 	// maxBackfillBytes bounds one backfill file (it is built in memory),
@@ -46,6 +49,7 @@ var errPieceTooLarge = errors.New("backfill piece over the size limit")
 // backfillPlan is the backfill of one gap, in pieces.
 type backfillPlan struct {
 	after, through uint64
+	declared       int64 // the gap's points (-1: unknown)
 	pieces         []*backfillPiece
 	attempts       int
 	notBefore      time.Time
@@ -54,7 +58,7 @@ type backfillPlan struct {
 type backfillPiece struct {
 	prev, seq  uint64
 	minT, maxT int64 // inclusive
-	points     int64 // backfill_points: the gap's points on the last piece
+	points     int64 // backfill_points: what its file holds, within what the gap declared
 	inflight   bool
 	done       bool
 }
@@ -70,13 +74,14 @@ func planBackfill(g cursor.Gap, limit int64) *backfillPlan {
 	if span != 0 {
 		k = min(k, span)
 	}
-	p := &backfillPlan{after: g.After, through: g.Through}
-	p.pieces = splitPiece(&backfillPiece{prev: g.After, seq: g.Through, minT: g.MinT, maxT: g.MaxT, points: points}, k)
+	p := &backfillPlan{after: g.After, through: g.Through, declared: g.Points}
+	p.pieces = splitPiece(&backfillPiece{prev: g.After, seq: g.Through, minT: g.MinT, maxT: g.MaxT}, k)
 	return p
 }
 
 // splitPiece cuts pc into k consecutive pieces: the sequence numbers and
-// the time span evenly (k must not exceed either), pc's points on the last.
+// the time span evenly (k must not exceed either). Their points are set
+// when each is built.
 func splitPiece(pc *backfillPiece, k uint64) []*backfillPiece {
 	n := pc.seq - pc.prev
 	span := uint64(pc.maxT) - uint64(pc.minT) + 1
@@ -101,8 +106,32 @@ func splitPiece(pc *backfillPiece, k uint64) []*backfillPiece {
 		out = append(out, &backfillPiece{prev: prev, seq: seq, minT: t, maxT: end})
 		prev, t = seq, end+1
 	}
-	out[len(out)-1].points = pc.points
 	return out
+}
+
+// credit returns the backfill_points of pc, whose file holds filePoints:
+// what it holds, within what the gap declared less what the plan's other
+// pieces sent or hold (a gap of unknown count: what it holds).
+func (p *backfillPlan) credit(pc *backfillPiece, filePoints int64) int64 {
+	if p.declared < 0 {
+		return filePoints
+	}
+	left := p.declared
+	for _, x := range p.pieces {
+		if x != pc && (x.done || x.inflight) {
+			left -= x.points
+		}
+	}
+	return max(min(filePoints, left), 0)
+}
+
+// credited sums the points the plan's pieces carried.
+func (p *backfillPlan) credited() int64 {
+	var n int64
+	for _, x := range p.pieces {
+		n += x.points
+	}
+	return n
 }
 
 // canSplit reports whether pc can be cut in two.
@@ -204,6 +233,7 @@ func (l *loop) pumpBackfill(s *session, now time.Time) bool {
 			"piece_prev_seq", pc.prev, "piece_seq", pc.seq, "err", err)
 		return true
 	}
+	pc.points = p.credit(pc, info.Points)
 	enc.MarkBackfill(pc.points)
 	l.rateAll.Take(enc.CompressedBytes, now)
 	l.rateBack.Take(enc.CompressedBytes, now)
@@ -260,13 +290,21 @@ func (l *loop) backfillAcked(f *flight) {
 		}
 	}
 	l.backfill = nil
+	shipped := p.credited()
+	if p.declared >= 0 && shipped < p.declared {
+		// The node's retention (or a repair) dropped some of the gap's
+		// points before the backfill: the cloud counts what it received.
+		l.backfillShortfall += uint64(p.declared - shipped)
+		l.log.Warn("backfill shipped fewer points than the gap declared; the cloud counts what it received",
+			"after_seq", p.after, "through_seq", p.through, "declared", p.declared, "shipped", shipped)
+	}
 	for i := range l.cur.Gaps {
 		if g := &l.cur.Gaps[i]; g.After == p.after && g.Through == p.through && !g.Backfilled {
 			g.Backfilled = true
 			l.dirty = true
 			l.gapsChanged = true
 			l.log.Info("gap backfilled from the node's store", "after_seq", g.After, "through_seq", g.Through,
-				"points", g.Points, "pieces", len(p.pieces))
+				"points", g.Points, "shipped_points", shipped, "pieces", len(p.pieces))
 		}
 	}
 }

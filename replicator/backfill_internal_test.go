@@ -9,8 +9,8 @@ import (
 
 // TestPlanBackfill_PiecesCoverTheGapExactly: whatever the gap, the pieces
 // cover its sequence numbers and its time span exactly, in order, each
-// non-empty, with the gap's points on the last; halving a piece keeps
-// that.
+// non-empty; halving a piece keeps that. (Their points are set as they
+// are built: TestBackfillPlan_CreditsWhatThePiecesHold.)
 func TestPlanBackfill_PiecesCoverTheGapExactly(t *testing.T) {
 	for _, g := range []cursor.Gap{
 		{After: 0, Through: 1, Points: 10, MinT: 5, MaxT: 5},
@@ -27,13 +27,10 @@ func TestPlanBackfill_PiecesCoverTheGapExactly(t *testing.T) {
 				if pc.prev != prev || pc.seq <= pc.prev || pc.minT != t0 || pc.maxT < pc.minT {
 					t.Fatalf("gap %+v, %s: piece %d %+v does not continue at (%d, %d)", g, what, i, pc, prev, t0)
 				}
-				if pc.points != 0 && i != len(pieces)-1 {
-					t.Fatalf("gap %+v, %s: points on piece %d of %d", g, what, i, len(pieces))
-				}
 				points += pc.points
 				prev, t0 = pc.seq, pc.maxT+1
 			}
-			if prev != g.Through || pieces[len(pieces)-1].maxT != g.MaxT || points != max(g.Points, 0) {
+			if prev != g.Through || pieces[len(pieces)-1].maxT != g.MaxT || points != 0 {
 				t.Fatalf("gap %+v, %s: pieces end at (%d, %d) with %d points", g, what, prev, pieces[len(pieces)-1].maxT, points)
 			}
 		}
@@ -41,10 +38,51 @@ func TestPlanBackfill_PiecesCoverTheGapExactly(t *testing.T) {
 		if pc := p.pieces[0]; pc.canSplit() {
 			halves := splitPiece(pc, 2)
 			if halves[0].prev != pc.prev || halves[1].seq != pc.seq || halves[0].seq != halves[1].prev ||
-				halves[0].minT != pc.minT || halves[1].maxT != pc.maxT || halves[0].maxT+1 != halves[1].minT ||
-				halves[0].points+halves[1].points != pc.points {
+				halves[0].minT != pc.minT || halves[1].maxT != pc.maxT || halves[0].maxT+1 != halves[1].minT {
 				t.Fatalf("gap %+v: %+v split into %+v, %+v", g, pc, halves[0], halves[1])
 			}
 		}
+	}
+}
+
+// TestBackfillPlan_CreditsWhatThePiecesHold: each piece carries the points
+// its file holds, never summing past what the gap declared; a shortfall
+// (points the node's retention dropped) stays a shortfall; a gap of
+// unknown count credits what the files hold; a refused piece's credit is
+// computed again when it is rebuilt.
+func TestBackfillPlan_CreditsWhatThePiecesHold(t *testing.T) {
+	plan := func(declared int64) *backfillPlan {
+		p := &backfillPlan{declared: declared}
+		p.pieces = splitPiece(&backfillPiece{prev: 0, seq: 3, minT: 0, maxT: 299}, 3)
+		return p
+	}
+	send := func(p *backfillPlan, i int, filePoints int64) int64 {
+		pc := p.pieces[i]
+		pc.points = p.credit(pc, filePoints)
+		pc.inflight = true
+		return pc.points
+	}
+	p := plan(100)
+	// Files may hold points of neighbouring segments: capped at the gap.
+	if a, b, c := send(p, 0, 40), send(p, 1, 50), send(p, 2, 30); a != 40 || b != 50 || c != 10 || p.credited() != 100 {
+		t.Fatalf("credits %d %d %d, total %d; want 40 50 10, 100", a, b, c, p.credited())
+	}
+	p = plan(100)
+	if send(p, 0, 20); send(p, 1, 20) != 20 || send(p, 2, 20) != 20 || p.credited() != 60 {
+		t.Fatalf("a shortfall: credited %d, want 60", p.credited())
+	}
+	p = plan(-1)
+	if send(p, 0, 7); send(p, 1, 8) != 8 || p.credited() != 15 {
+		t.Fatalf("unknown count: credited %d, want 15", p.credited())
+	}
+	p = plan(100)
+	send(p, 0, 90)
+	send(p, 1, 30) // 10
+	p.pieces[0].inflight = false // refused: rebuilt later
+	if got := send(p, 2, 50); got != 50 {
+		t.Fatalf("after a refusal the others may take %d, want 50 (100 - 10 in flight, file 50)", got)
+	}
+	if got := send(p, 0, 90); got != 40 {
+		t.Fatalf("the refused piece rebuilt: %d, want 40", got)
 	}
 }

@@ -28,6 +28,10 @@ const saveCoalesce = 200 * time.Millisecond
 
 // loop is the Shipper's one goroutine that owns all replication state.
 type loop struct {
+	// backfillShortfall counts points gaps declared that their backfills
+	// did not ship (dropped by retention before the backfill).
+	backfillShortfall uint64
+
 	s        *Shipper
 	src      Source
 	o        *Options
@@ -866,6 +870,7 @@ func (l *loop) publish(now time.Time) {
 	st.ReshipRequests, st.ReshipsIgnored, st.ReshipsUnavailable = l.reshipRequests, l.reshipIgnored, l.reshipUnavail
 	st.ReshippedFromWAL, st.ReshippedRebuilt, st.ReshippedBytes = l.reshipWAL, l.reshipRebuilt, l.reshipBytes
 	st.ReshipsQueued = len(l.reships)
+	st.BackfillShortfallPoints = l.backfillShortfall
 	st.LastError = l.lastErr
 	l.s.statsMu.Lock()
 	defer l.s.statsMu.Unlock()

@@ -45,6 +45,7 @@ func (s *Shipper) registerMetrics() error {
 	perPoint := gauge("tributary.replication.shipped.bytes_per_point", "By", "Compressed bytes shipped per point since start.")
 	blocked := gauge("tributary.replication.writes_blocked", "", "1 while the backlog is over budget and writes are refused.")
 	backfilled := counter("tributary.replication.backfilled.points", "{point}", "Points of gaps backfilled from the local store and acknowledged by the cloud, since the cursor was created.")
+	shortfall := counter("tributary.replication.backfill.shortfall.points", "{point}", "Points gaps declared that their backfills did not ship since start (the node's retention dropped them first); the cloud counts what it received.")
 	segs := counter("tributary.replication.shipped.segments", "{segment}", "Segments the cloud acknowledged since start.")
 	bytes := counter("tributary.replication.shipped.bytes", "By", "Compressed bytes of those segments.")
 	points := counter("tributary.replication.shipped.points", "{point}", "Points in those segments.")
@@ -85,6 +86,7 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveFloat64(perPoint, st.BytesPerPoint)
 		o.ObserveFloat64(blocked, b(st.WritesBlocked))
 		o.ObserveInt64(backfilled, int64(st.BackfilledPoints))
+		o.ObserveInt64(shortfall, int64(st.BackfillShortfallPoints))
 		o.ObserveInt64(segs, st.ShippedSegments)
 		o.ObserveInt64(bytes, st.ShippedBytes)
 		o.ObserveInt64(points, st.ShippedPoints)
@@ -101,7 +103,7 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveFloat64(reshipQueued, float64(st.ReshipsQueued))
 		return nil
 	}, connected, acked, sealed, lag, lagBytes, backlogSegs, backlogBytes, retained, gaps, gapPoints, dropped, unrecoverable, perPoint, blocked,
-		backfilled, segs, bytes, points, refusals, sessions, failures, sends,
+		backfilled, shortfall, segs, bytes, points, refusals, sessions, failures, sends,
 		reshipRequests, reshipIgnored, reshipUnavailable, reshipped, reshipBytes, reshipQueued)
 	if err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)

@@ -55,6 +55,11 @@ type Stats struct {
 	BackfilledPoints    uint64
 	UnrecoverableGaps   int
 	UnrecoverablePoints uint64
+	// BackfillShortfallPoints counts, since Run started, points gaps
+	// declared that their backfills did not ship: the node's retention (or
+	// a store repair) dropped them before the backfill. The cloud counts
+	// what it received.
+	BackfillShortfallPoints uint64
 
 	// Since Run started: segments acknowledged, their compressed bytes on
 	// the wire and points; BytesPerPoint is ShippedBytes/ShippedPoints.
