@@ -77,7 +77,7 @@ func TestBackfillPlan_CreditsWhatThePiecesHold(t *testing.T) {
 	}
 	p = plan(100)
 	send(p, 0, 90)
-	send(p, 1, 30) // 10
+	send(p, 1, 30)               // 10
 	p.pieces[0].inflight = false // refused: rebuilt later
 	if got := send(p, 2, 50); got != 50 {
 		t.Fatalf("after a refusal the others may take %d, want 50 (100 - 10 in flight, file 50)", got)
