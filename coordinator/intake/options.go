@@ -126,7 +126,8 @@ func (o *Options) Validate() error {
 	if o.Limits.MaxPartBytes == 0 {
 		o.Limits.MaxPartBytes = wire.DefaultMaxPartBytes
 	}
-	if o.Limits.MaxPartBytes < 1024 || o.Limits.MaxPartBytes > math.MaxUint32 {
+	// NB: int64: on 32-bit ARM an int cannot hold math.MaxUint32.
+	if o.Limits.MaxPartBytes < 1024 || int64(o.Limits.MaxPartBytes) > math.MaxUint32 {
 		bad = append(bad, fmt.Sprintf("Limits.MaxPartBytes %d is outside 1 KiB..4 GiB", o.Limits.MaxPartBytes))
 	}
 	if o.HeartbeatInterval == 0 {
