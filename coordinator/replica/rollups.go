@@ -152,13 +152,15 @@ func DecodeRollups(e RollupSeries) (node.SeriesRollups, error) {
 	return r, nil
 }
 
-// RawRetentionStart is the oldest time (ms) whose raw points the store
-// keeps, by the raw retention in force: older ones are refused when they
-// arrive and dropped by retention (in whole partitions, so some may stay
-// a little longer); only their rollups remain.
-func (s *Store) RawRetentionStart() int64 {
-	raw, _, _ := s.eng.Retention()
-	return s.opts.Now().Add(-raw).UnixMilli()
+// RetentionStart returns the oldest times (ms) whose data the store keeps,
+// by the retention in force: raw points from raw on (older ones are
+// refused when they arrive and dropped by retention, in whole partitions,
+// so some stay a little longer; only their rollups remain), and rollups
+// from oldest on (the longer of the hourly and daily retentions).
+func (s *Store) RetentionStart() (raw, oldest int64) {
+	r, h, d := s.eng.Retention()
+	now := s.opts.Now()
+	return now.Add(-r).UnixMilli(), now.Add(-max(h, d)).UnixMilli()
 }
 
 // ExportRollups streams the entries of a rollup export, several to a
