@@ -46,6 +46,16 @@ const importBatchPoints = 64 << 10
 type Imported struct {
 	Series int   // distinct series in the input
 	Points int64 // points written
+	// Segment describes the imported file as its footer does (CRC,
+	// points, time span); ImportSegment only.
+	Segment wal.SegmentInfo
+}
+
+// WALDir is the directory of the WAL of a node whose data directory is
+// dataDir (a restore starts its sequence there: wal.InitSequence).
+func WALDir(dataDir string) string {
+	o := Options{DataDir: dataDir}
+	return o.walDir()
 }
 
 // ImportSegment writes every point of a sealed WAL segment file of this
@@ -70,7 +80,7 @@ func (n *Node) ImportSegment(file []byte) (Imported, error) {
 		batch  = map[uint64]*pending{}
 		order  []uint64 // ids in batch, in first-seen order
 		queued int
-		res    = Imported{Series: len(series)}
+		res    = Imported{Series: len(series), Segment: info}
 	)
 	write := func() error {
 		for _, id := range order {
