@@ -367,17 +367,44 @@ func TestRestore_PiComesBack(t *testing.T) {
 		})
 	}
 
-	// No live replica: every coordinator holding the edge is marked down.
+	// Segments that never reached the cloud (a hole below its highest
+	// number): the restored edge declares them as a MISSING gap, and the
+	// cloud's acknowledgement moves past them.
 	lead := leader(t, ms)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
+	hole := &pi{id: "pi-hole", dir: filepath.Join(t.TempDir(), "data"), targets: targets, truth: map[string]map[int64]float64{}}
+	for _, cmd := range []catalog.Command{
+		catalog.RegisterNode{ID: hole.id, Role: catalog.RoleEdge, TimeMs: now},
+		catalog.RecordHeld{Edge: hole.id, Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 3}, {FirstSeq: 6, LastSeq: 8}}},
+	} {
+		if _, err := lead.c.raft.Propose(ctx, catalog.EncodeCommand(cmd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := replicator.Restore(ctx, replicator.RestoreOptions{Targets: targets, Insecure: true, Node: hole.options()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextSeq != 9 || res.AckedThrough != 3 || res.MissingSegments != 2 || res.MissingRuns != 1 {
+		t.Fatalf("restore over a hole: %+v, want next 9, acked through 3, segments 4..5 missing", res)
+	}
+	hole.start(t)
+	hole.write(t, now, now+1000, 100) // returns once the cloud acknowledged it: past the hole
+	pr, _ := lead.c.Catalog().Progress(hole.id)
+	if len(pr.Gaps) != 1 || pr.Gaps[0].AfterSeq != 3 || pr.Gaps[0].ThroughSeq != 5 || pr.Gaps[0].Reason != catalog.GapMissing {
+		t.Fatalf("gaps of %s: %+v, want one MISSING gap over 4..5", hole.id, pr.Gaps)
+	}
+	hole.stop()
+
+	// No live replica: every coordinator holding the edge is marked down.
 	for _, m := range ms {
 		if _, err := lead.c.raft.Propose(ctx, catalog.EncodeCommand(catalog.SetNodeState{ID: m.nodeID, State: catalog.NodeDown})); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "data")
-	_, err := replicator.Restore(ctx, replicator.RestoreOptions{Targets: targets, Insecure: true,
+	_, err = replicator.Restore(ctx, replicator.RestoreOptions{Targets: targets, Insecure: true,
 		Node: node.Options{DataDir: dir, NodeID: "pi-raw"}})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("restore with every replica down: %v, want FAILED_PRECONDITION", err)
