@@ -37,6 +37,12 @@ func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, mi
 	if err := checkExportMatchers(matchers); err != nil {
 		return fmt.Errorf("export rollups [%d, %d]: %w", minT, maxT, err)
 	}
+	// Stored times lie in the store's range; clamping keeps the day
+	// arithmetic below far from overflowing.
+	minT, maxT = max(minT, store.MinTimestampMs), min(maxT, store.MaxTimestampMs)
+	if maxT < minT {
+		return nil
+	}
 	list, err := n.selectSeries(matchers)
 	if err != nil {
 		return fmt.Errorf("export rollups [%d, %d]: select series: %w", minT, maxT, err)

@@ -90,6 +90,11 @@ const (
 	restoreMaxWindow   = 32 * 24 * time.Hour
 	restoreMinWindow   = time.Minute
 	restoreWindowFiles = 4
+	// restoreFutureLimit: the span sent ends at most this far ahead of
+	// the coordinator's clock. Replicas refuse points further ahead (a
+	// year, replica.DefaultFutureWindow), and a segment footer naming a
+	// time far in the future must not make a restore walk windows up to it.
+	restoreFutureLimit = 366 * 24 * time.Hour
 )
 
 // restorePart is a time span and the replicas that hold all of it, in the
@@ -113,6 +118,7 @@ type restoreRequest struct {
 	edge, self           string
 	startMs, rawStartMs  int64
 	rawRetention, oldest int64 // RestoreSource.RetentionStart
+	nowMs                int64
 	maxFileBytes         int64
 	progress             catalog.EdgeProgress
 	placement            catalog.Placement
@@ -149,6 +155,7 @@ func planRestore(r restoreRequest) (restorePlan, error) {
 	if r.startMs != 0 {
 		start = max(start, r.startMs)
 	}
+	maxT = min(maxT, r.nowMs+restoreFutureLimit.Milliseconds())
 	if start > maxT {
 		return plan, nil
 	}
@@ -378,7 +385,7 @@ func (s *Server) restore(req *pb.RestoreRequest, stream grpc.ServerStreamingServ
 	rawRet, oldest := s.o.Restore.RetentionStart()
 	plan, err := planRestore(restoreRequest{
 		edge: edge, self: s.o.CoordinatorID, startMs: req.GetStartMs(), rawStartMs: req.GetRawStartMs(),
-		rawRetention: rawRet, oldest: oldest, maxFileBytes: maxFile, progress: prog, placement: pl,
+		rawRetention: rawRet, oldest: oldest, nowMs: s.o.Now().UnixMilli(), maxFileBytes: maxFile, progress: prog, placement: pl,
 		down: func(id string) bool {
 			n, ok := s.o.Catalog.Node(id)
 			return !ok || n.State == catalog.NodeDown

@@ -79,7 +79,7 @@ func TestPlanRestore(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.req
-			r.edge, r.progress, r.maxFileBytes, r.oldest = "pi", progress, 1<<20, math.MinInt64
+			r.edge, r.progress, r.maxFileBytes, r.oldest, r.nowMs = "pi", progress, 1<<20, math.MinInt64, d0+7*day
 			if r.down == nil {
 				r.down = none
 			}
@@ -123,7 +123,7 @@ func TestPlanRestore(t *testing.T) {
 
 // Nothing recorded: nothing to send, and the restored WAL starts at 1.
 func TestPlanRestore_NothingHeld(t *testing.T) {
-	plan, err := planRestore(restoreRequest{edge: "pi", self: "c1", down: func(string) bool { return false }})
+	plan, err := planRestore(restoreRequest{edge: "pi", self: "c1", nowMs: 1, down: func(string) bool { return false }})
 	if err != nil || plan.header.NextSeq != 1 || len(plan.raw)+len(plan.rollups) != 0 || len(plan.header.Missing) != 0 {
 		t.Fatalf("plan %+v, %v", plan, err)
 	}
@@ -144,5 +144,20 @@ func TestMissingRuns_Bounded(t *testing.T) {
 		if r.FirstSeq != want[i][0] || r.LastSeq != want[i][1] {
 			t.Fatalf("runs %v, want %v", got, want)
 		}
+	}
+}
+
+// A footer naming a time far in the future does not stretch the span the
+// restore walks past what a replica can hold.
+func TestPlanRestore_FarFutureFooterIsCut(t *testing.T) {
+	now := int64(20_000) * day
+	p := catalog.EdgeProgress{Held: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 1, Points: 5, MinTimeMs: now - day, MaxTimeMs: math.MaxInt64 / 2}}}
+	plan, err := planRestore(restoreRequest{edge: "pi", self: "c1", nowMs: now, oldest: math.MinInt64, progress: p,
+		placement: catalog.Placement{Replicas: []string{"c1"}, Holdings: []catalog.Holding{{}}}, down: func(string) bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now + restoreFutureLimit.Milliseconds(); plan.header.MaxTimeMs != want || len(plan.raw) != 1 || plan.raw[0].hi != want {
+		t.Fatalf("span ends at %d (raw parts %+v), want %d", plan.header.MaxTimeMs, plan.raw, want)
 	}
 }
