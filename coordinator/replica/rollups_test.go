@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -113,4 +114,47 @@ func TestDecodeRollups_RefusesBadPacks(t *testing.T) {
 	if err != nil || len(r.Hourly) != 1 || r.Hourly[0].Hours != h {
 		t.Fatalf("good pack: %+v, %v", r, err)
 	}
+}
+
+// FuzzDecodeRollups: any bytes at any start decode or are refused with
+// ErrInvalidSegment, never a panic; what decodes encodes back to the same
+// cells.
+func FuzzDecodeRollups(f *testing.F) {
+	var h rollup.Hourly
+	day := rollup.BucketStart(testNow.UnixMilli(), rollup.Day)
+	h.Hours[5] = rollup.Agg{Count: 3, Sum: 6, Min: 1, Max: 3, First: 1, Last: 3, FirstT: day + 5*rollup.Hour, LastT: day + 5*rollup.Hour + 99}
+	f.Add(h.AppendBinary(nil, day), day, false)
+	var d rollup.Daily
+	pack := rollup.PackStart(day)
+	d.Days[(day-pack)/rollup.Day] = h.Total()
+	f.Add(d.AppendBinary(nil, pack), pack, true)
+	f.Fuzz(func(t *testing.T, data []byte, start int64, daily bool) {
+		e := RollupSeries{Labels: lbl("__name__", "x")}
+		if daily {
+			e.Daily = []RollupPack{{StartMs: start, Data: data}}
+		} else {
+			e.Hourly = []RollupPack{{StartMs: start, Data: data}}
+		}
+		r, err := DecodeRollups(e)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSegment) {
+				t.Fatalf("error %v does not wrap ErrInvalidSegment", err)
+			}
+			return
+		}
+		// Compared as bytes: cells may hold NaNs.
+		if daily {
+			again := r.Daily[0].Days.AppendBinary(nil, start)
+			d2, err := rollup.DecodeDaily(again, start)
+			if err != nil || !bytes.Equal(d2.AppendBinary(nil, start), again) {
+				t.Fatalf("daily pack does not round-trip: %v", err)
+			}
+		} else {
+			again := r.Hourly[0].Hours.AppendBinary(nil, start)
+			h2, err := rollup.DecodeHourly(again, start)
+			if err != nil || !bytes.Equal(h2.AppendBinary(nil, start), again) {
+				t.Fatalf("hourly pack does not round-trip: %v", err)
+			}
+		}
+	})
 }
