@@ -201,7 +201,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	}
 	closers = append(closers, c.tunnels.Close)
 	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
-		Replicas: replicaRouter{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger,
+		Replicas: replicaRouter{c}, Restore: restoreSource{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger,
 		TracerProvider: o.TracerProvider})
 	if err != nil {
 		return nil, fmt.Errorf("intake: %w", err)

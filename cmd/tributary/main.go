@@ -26,7 +26,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"node", "run a storage node (gRPC, InfluxDB, OpenTSDB and Prometheus APIs), optionally replicating to coordinators; node repair: check and repair a stopped node's store", runNode},
+		{"node", "run a storage node (gRPC, InfluxDB, OpenTSDB and Prometheus APIs), optionally replicating to coordinators; `node repair` checks and repairs a stopped node's store; `node restore` brings a replaced node's history back from the coordinators", runNode},
 		{"coordinator", "run a cloud coordinator: raft catalog member, replica store, segment intake, fleet-wide queries", runCoordinator},
 		{"local", "run a coordinator and an edge node in one process on a local data dir (writes to the edge, queries fleet-wide)", runLocal},
 		{"write", "write points from a file or stdin (line protocol or CSV) and print a summary", runWrite},

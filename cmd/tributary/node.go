@@ -67,6 +67,9 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "repair" {
 		return runNodeRepair(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "restore" {
+		return runNodeRestore(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o node.Options
@@ -123,6 +126,11 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	o.MeterProvider, o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
 	if ro != nil {
 		ro.MeterProvider, ro.TracerProvider = o.MeterProvider, o.TracerProvider
+	}
+	// A restore that did not finish left a half-filled store and no
+	// cursor: serving or shipping from it would be wrong.
+	if err := replicator.CheckRestored(o.DataDir); err != nil {
+		return err
 	}
 	var ship *shipping
 	var fleetTarget atomic.Pointer[node.Node]

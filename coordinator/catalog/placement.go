@@ -452,17 +452,7 @@ func (s *state) nextSeq(edge string) uint64 {
 	if p == nil {
 		return 1
 	}
-	top := p.WatermarkSeq
-	if n := len(p.Held); n > 0 {
-		top = max(top, p.Held[n-1].LastSeq)
-	}
-	if n := len(p.Gaps); n > 0 {
-		top = max(top, p.Gaps[n-1].ThroughSeq)
-	}
-	if top == ^uint64(0) {
-		return top
-	}
-	return top + 1
+	return p.NextSeq()
 }
 
 func clonePlacement(p *Placement) Placement {

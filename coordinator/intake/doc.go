@@ -46,6 +46,14 @@
 //     (catalog.FSM.Unsourced), at most every Options.ReshipInterval per
 //     run; a ShipReshipUnavailable answer defers the run ten times as long.
 //
+// Restore (restore.go): an edge whose disk was replaced pulls its history
+// back (ReplicationService.Restore). The caller is checked as a hello is;
+// the catalog is read linearizably; each part of the edge's time span is
+// read from a live replica whose holding covers it (Options.Restore reads
+// the replica stores), or the call is refused naming the span no live
+// replica holds. One goroutine per call sends a file or a message of
+// rollups at a time.
+//
 // A failure to make something durable (a replica, the raft catalog, a
 // timeout) is refused as UNAVAILABLE, retryable; a rejected catalog
 // command as MALFORMED or CONFLICT. Nothing is acknowledged on an error.

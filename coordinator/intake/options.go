@@ -72,6 +72,10 @@ type Options struct {
 	// Tunnel serves the ReplicationService's Tunnel streams (the edges'
 	// query tunnels, coordinator/tunnel). Nil answers UNIMPLEMENTED.
 	Tunnel func(grpc.BidiStreamingServer[pb.TunnelRequest, pb.TunnelResponse]) error
+	// Restore serves the ReplicationService's Restore calls (an edge whose
+	// disk was replaced pulls its history back; restore.go): where the
+	// edge's data is read from. Nil answers UNIMPLEMENTED.
+	Restore RestoreSource
 	// Limits bound a segment and a part; zero fields take the wire
 	// defaults, and the welcome announces the result.
 	Limits wire.Limits

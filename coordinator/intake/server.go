@@ -30,6 +30,7 @@ type Server struct {
 	gaps, bytes, heartbeats                               atomic.Int64
 	quorumAcks, stragglers, lateRecorded, refilled        atomic.Int64
 	reships, reshipsUnavailable, revokedRefusals          atomic.Int64
+	restores                                              atomic.Int64
 	refusals                                              sync.Map // pb.ShipErrorCode → *atomic.Int64
 }
 
@@ -64,6 +65,8 @@ type Stats struct {
 	// RevokedRefusals counts streams refused or ended because their edge
 	// is revoked.
 	RevokedRefusals int64
+	// Restores counts Restore calls answered to the end.
+	Restores int64
 }
 
 // New returns a Server and starts its heartbeat batcher; Close stops it.
@@ -110,6 +113,7 @@ func (s *Server) Stats() Stats {
 		Reships:            s.reships.Load(),
 		ReshipsUnavailable: s.reshipsUnavailable.Load(),
 		RevokedRefusals:    s.revokedRefusals.Load(),
+		Restores:           s.restores.Load(),
 		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {

@@ -88,7 +88,10 @@
 // from the source.
 //
 // Export copies raw points only: hours the source holds only as rollups
-// (older than its raw retention) are not copied.
+// (older than its raw retention) are not copied. ExportRollups
+// (rollups.go) exports an edge's rollups for a time span, packed as the
+// engine stores them (node/rollup's format), for an edge restored from the
+// cloud; DecodeRollups checks and decodes an entry.
 //
 // # Service
 //
@@ -100,7 +103,9 @@
 // the request asks (Client asks for S2: between coordinators zstd's CPU
 // cost bounds a copy's rate more than S2's third more bytes), then a final
 // message with the number of files; the client decompresses with an
-// output bound of the file size it asked for. Holdings answers at most
+// output bound of the file size it asked for. ExportRollups streams
+// entries of about 1 MiB, several to a message, then a final message with
+// their number. Holdings answers at most
 // 65,536 runs (about 1.5 MiB) and flags a longer answer as truncated.
 // Every method calls ServerOptions.Authorize first. Query answers stream series in parts of at most
 // 64 Ki points and about 1 MiB a message, the info last. Errors map to

@@ -299,6 +299,701 @@ func (ShipErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
 }
 
+// RestoreRequest asks for what the cloud holds of an edge.
+type RestoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The edge's node id (1 to 255 bytes).
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Restore data with timestamps at or after start_ms (0: everything the
+	// cloud holds). Rollups are restored in whole UTC days, from the day of
+	// start_ms.
+	StartMs int64 `protobuf:"varint,2,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	// Raw points from the UTC day of max(raw_start_ms, the cloud's raw
+	// retention start) on; older periods as rollups. 0: raw points as far
+	// back as the cloud keeps them.
+	RawStartMs int64 `protobuf:"varint,3,opt,name=raw_start_ms,json=rawStartMs,proto3" json:"raw_start_ms,omitempty"`
+	// Bound of each RestoreFile's file, uncompressed: 0 for the
+	// coordinator's default (4 MiB); else 64 KiB to 64 MiB.
+	MaxFileBytes  uint64 `protobuf:"varint,4,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RestoreRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *RestoreRequest) GetRawStartMs() int64 {
+	if x != nil {
+		return x.RawStartMs
+	}
+	return 0
+}
+
+func (x *RestoreRequest) GetMaxFileBytes() uint64 {
+	if x != nil {
+		return x.MaxFileBytes
+	}
+	return 0
+}
+
+// RestoreResponse is one message of a Restore answer.
+type RestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*RestoreResponse_Header
+	//	*RestoreResponse_File
+	//	*RestoreResponse_Rollups
+	//	*RestoreResponse_Done
+	Body          isRestoreResponse_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RestoreResponse) GetBody() isRestoreResponse_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *RestoreResponse) GetHeader() *RestoreHeader {
+	if x != nil {
+		if x, ok := x.Body.(*RestoreResponse_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *RestoreResponse) GetFile() *RestoreFile {
+	if x != nil {
+		if x, ok := x.Body.(*RestoreResponse_File); ok {
+			return x.File
+		}
+	}
+	return nil
+}
+
+func (x *RestoreResponse) GetRollups() *RestoreRollups {
+	if x != nil {
+		if x, ok := x.Body.(*RestoreResponse_Rollups); ok {
+			return x.Rollups
+		}
+	}
+	return nil
+}
+
+func (x *RestoreResponse) GetDone() *RestoreDone {
+	if x != nil {
+		if x, ok := x.Body.(*RestoreResponse_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isRestoreResponse_Body interface {
+	isRestoreResponse_Body()
+}
+
+type RestoreResponse_Header struct {
+	// First message, and only the first.
+	Header *RestoreHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type RestoreResponse_File struct {
+	// One file of raw points.
+	File *RestoreFile `protobuf:"bytes,2,opt,name=file,proto3,oneof"`
+}
+
+type RestoreResponse_Rollups struct {
+	// Rollups of series, after every file.
+	Rollups *RestoreRollups `protobuf:"bytes,3,opt,name=rollups,proto3,oneof"`
+}
+
+type RestoreResponse_Done struct {
+	// Last message.
+	Done *RestoreDone `protobuf:"bytes,4,opt,name=done,proto3,oneof"`
+}
+
+func (*RestoreResponse_Header) isRestoreResponse_Body() {}
+
+func (*RestoreResponse_File) isRestoreResponse_Body() {}
+
+func (*RestoreResponse_Rollups) isRestoreResponse_Body() {}
+
+func (*RestoreResponse_Done) isRestoreResponse_Body() {}
+
+// RestoreHeader says what the cloud knows of the edge and what it sends.
+type RestoreHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the answering coordinator, for logs.
+	CoordinatorId string `protobuf:"bytes,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// One past the highest sequence number the cloud has recorded for the
+	// edge (held, in a recorded gap, or the watermark); 1 when nothing is.
+	// The restored node's WAL starts here, so its new segments neither
+	// collide with the cloud's numbers nor leave a hole below them.
+	NextSeq uint64 `protobuf:"varint,2,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// The cloud's acked_through for the edge (see the file comment).
+	AckedThrough uint64 `protobuf:"varint,3,opt,name=acked_through,json=ackedThrough,proto3" json:"acked_through,omitempty"`
+	// The edge's watermark.
+	WatermarkSeq    uint64 `protobuf:"varint,4,opt,name=watermark_seq,json=watermarkSeq,proto3" json:"watermark_seq,omitempty"`
+	WatermarkTimeMs int64  `protobuf:"varint,5,opt,name=watermark_time_ms,json=watermarkTimeMs,proto3" json:"watermark_time_ms,omitempty"`
+	// Runs of sequence numbers below next_seq that the cloud neither holds
+	// nor recorded as a gap: segments that never reached it. Ascending,
+	// disjoint, at most 1024 (past that the last run is widened to cover the
+	// rest, which may include held numbers). The restored edge declares them
+	// as MISSING gaps.
+	Missing []*SeqRange `protobuf:"bytes,6,rep,name=missing,proto3" json:"missing,omitempty"`
+	// Points the catalog records as held for the edge.
+	HeldPoints uint64 `protobuf:"varint,7,opt,name=held_points,json=heldPoints,proto3" json:"held_points,omitempty"`
+	// Segments and known points in the gaps the edge declared (never in the
+	// cloud, so not restored).
+	GapSegments uint64 `protobuf:"varint,8,opt,name=gap_segments,json=gapSegments,proto3" json:"gap_segments,omitempty"`
+	GapPoints   int64  `protobuf:"varint,9,opt,name=gap_points,json=gapPoints,proto3" json:"gap_points,omitempty"`
+	// The time span of the edge's held data the answer covers (both 0 when
+	// the cloud holds nothing): raw points from raw_start_ms to max_time_ms,
+	// rollups of the UTC days from the day of min_time_ms up to
+	// raw_start_ms (a day boundary).
+	MinTimeMs  int64 `protobuf:"varint,10,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs  int64 `protobuf:"varint,11,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	RawStartMs int64 `protobuf:"varint,12,opt,name=raw_start_ms,json=rawStartMs,proto3" json:"raw_start_ms,omitempty"`
+	// Bound of every file's uncompressed size in this answer.
+	MaxFileBytes  uint64 `protobuf:"varint,13,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreHeader) Reset() {
+	*x = RestoreHeader{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreHeader) ProtoMessage() {}
+
+func (x *RestoreHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreHeader.ProtoReflect.Descriptor instead.
+func (*RestoreHeader) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RestoreHeader) GetCoordinatorId() string {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return ""
+}
+
+func (x *RestoreHeader) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetAckedThrough() uint64 {
+	if x != nil {
+		return x.AckedThrough
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetWatermarkSeq() uint64 {
+	if x != nil {
+		return x.WatermarkSeq
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetWatermarkTimeMs() int64 {
+	if x != nil {
+		return x.WatermarkTimeMs
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetMissing() []*SeqRange {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *RestoreHeader) GetHeldPoints() uint64 {
+	if x != nil {
+		return x.HeldPoints
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetGapSegments() uint64 {
+	if x != nil {
+		return x.GapSegments
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetGapPoints() int64 {
+	if x != nil {
+		return x.GapPoints
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetRawStartMs() int64 {
+	if x != nil {
+		return x.RawStartMs
+	}
+	return 0
+}
+
+func (x *RestoreHeader) GetMaxFileBytes() uint64 {
+	if x != nil {
+		return x.MaxFileBytes
+	}
+	return 0
+}
+
+// RestoreFile carries one sealed WAL segment file (the node/wal format, as
+// node/segment builds it) of the edge's raw points: its header names the
+// edge; its sequence numbers mean nothing to the receiver. Files of one
+// answer may hold the same points twice (a part sent again from another
+// replica); importing them again changes nothing.
+type RestoreFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NONE or ZSTD (one frame).
+	Compression SegmentCompression `protobuf:"varint,1,opt,name=compression,proto3,enum=tributary.v1.SegmentCompression" json:"compression,omitempty"`
+	// Size of the file, at most the header's max_file_bytes.
+	UncompressedBytes uint64 `protobuf:"varint,2,opt,name=uncompressed_bytes,json=uncompressedBytes,proto3" json:"uncompressed_bytes,omitempty"`
+	Data              []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// From the file's footer: its CRC32C, points and time span.
+	Crc32C        uint32 `protobuf:"fixed32,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	Points        int64  `protobuf:"varint,5,opt,name=points,proto3" json:"points,omitempty"`
+	MinTimeMs     int64  `protobuf:"varint,6,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs     int64  `protobuf:"varint,7,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreFile) Reset() {
+	*x = RestoreFile{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreFile) ProtoMessage() {}
+
+func (x *RestoreFile) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreFile.ProtoReflect.Descriptor instead.
+func (*RestoreFile) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RestoreFile) GetCompression() SegmentCompression {
+	if x != nil {
+		return x.Compression
+	}
+	return SegmentCompression_SEGMENT_COMPRESSION_UNSPECIFIED
+}
+
+func (x *RestoreFile) GetUncompressedBytes() uint64 {
+	if x != nil {
+		return x.UncompressedBytes
+	}
+	return 0
+}
+
+func (x *RestoreFile) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *RestoreFile) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
+}
+
+func (x *RestoreFile) GetPoints() int64 {
+	if x != nil {
+		return x.Points
+	}
+	return 0
+}
+
+func (x *RestoreFile) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *RestoreFile) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+// RestoreRollups carries the rollups of some series. A series may come in
+// several entries (each at most about 1 MiB); cells of one entry never
+// repeat in another.
+type RestoreRollups struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Series        []*RestoreRollupSeries `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRollups) Reset() {
+	*x = RestoreRollups{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRollups) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRollups) ProtoMessage() {}
+
+func (x *RestoreRollups) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRollups.ProtoReflect.Descriptor instead.
+func (*RestoreRollups) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RestoreRollups) GetSeries() []*RestoreRollupSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+// RestoreRollupSeries holds packed rollups of one series, in node/rollup's
+// pack format (its package doc): hourly packs hold the 24 hours of the
+// UTC day starting at start_ms, daily packs the 32 days of the daily pack
+// starting at start_ms (a multiple of 32 days since the epoch). A cell
+// with count 0 is absent.
+type RestoreRollupSeries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The series' labels, sorted by name.
+	Labels        []*Label             `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	Hourly        []*RestoreRollupPack `protobuf:"bytes,2,rep,name=hourly,proto3" json:"hourly,omitempty"`
+	Daily         []*RestoreRollupPack `protobuf:"bytes,3,rep,name=daily,proto3" json:"daily,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRollupSeries) Reset() {
+	*x = RestoreRollupSeries{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRollupSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRollupSeries) ProtoMessage() {}
+
+func (x *RestoreRollupSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRollupSeries.ProtoReflect.Descriptor instead.
+func (*RestoreRollupSeries) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RestoreRollupSeries) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *RestoreRollupSeries) GetHourly() []*RestoreRollupPack {
+	if x != nil {
+		return x.Hourly
+	}
+	return nil
+}
+
+func (x *RestoreRollupSeries) GetDaily() []*RestoreRollupPack {
+	if x != nil {
+		return x.Daily
+	}
+	return nil
+}
+
+// RestoreRollupPack is one packed rollup value.
+type RestoreRollupPack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartMs       int64                  `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRollupPack) Reset() {
+	*x = RestoreRollupPack{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRollupPack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRollupPack) ProtoMessage() {}
+
+func (x *RestoreRollupPack) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRollupPack.ProtoReflect.Descriptor instead.
+func (*RestoreRollupPack) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RestoreRollupPack) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *RestoreRollupPack) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// RestoreDone ends a Restore answer: what was sent.
+type RestoreDone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RestoreFile messages, and the points they hold.
+	Files     int64 `protobuf:"varint,1,opt,name=files,proto3" json:"files,omitempty"`
+	RawPoints int64 `protobuf:"varint,2,opt,name=raw_points,json=rawPoints,proto3" json:"raw_points,omitempty"`
+	// RestoreRollupSeries entries, and the packs they hold.
+	RollupSeries  int64 `protobuf:"varint,3,opt,name=rollup_series,json=rollupSeries,proto3" json:"rollup_series,omitempty"`
+	RollupPacks   int64 `protobuf:"varint,4,opt,name=rollup_packs,json=rollupPacks,proto3" json:"rollup_packs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreDone) Reset() {
+	*x = RestoreDone{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreDone) ProtoMessage() {}
+
+func (x *RestoreDone) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreDone.ProtoReflect.Descriptor instead.
+func (*RestoreDone) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RestoreDone) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *RestoreDone) GetRawPoints() int64 {
+	if x != nil {
+		return x.RawPoints
+	}
+	return 0
+}
+
+func (x *RestoreDone) GetRollupSeries() int64 {
+	if x != nil {
+		return x.RollupSeries
+	}
+	return 0
+}
+
+func (x *RestoreDone) GetRollupPacks() int64 {
+	if x != nil {
+		return x.RollupPacks
+	}
+	return 0
+}
+
 // TunnelRequest is one message from the edge on a Tunnel stream.
 type TunnelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -313,7 +1008,7 @@ type TunnelRequest struct {
 
 func (x *TunnelRequest) Reset() {
 	*x = TunnelRequest{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +1020,7 @@ func (x *TunnelRequest) String() string {
 func (*TunnelRequest) ProtoMessage() {}
 
 func (x *TunnelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[0]
+	mi := &file_tributary_v1_replication_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +1033,7 @@ func (x *TunnelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelRequest.ProtoReflect.Descriptor instead.
 func (*TunnelRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{0}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TunnelRequest) GetBody() isTunnelRequest_Body {
@@ -395,7 +1090,7 @@ type TunnelResponse struct {
 
 func (x *TunnelResponse) Reset() {
 	*x = TunnelResponse{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +1102,7 @@ func (x *TunnelResponse) String() string {
 func (*TunnelResponse) ProtoMessage() {}
 
 func (x *TunnelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[1]
+	mi := &file_tributary_v1_replication_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +1115,7 @@ func (x *TunnelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelResponse.ProtoReflect.Descriptor instead.
 func (*TunnelResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{1}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TunnelResponse) GetData() []byte {
@@ -441,7 +1136,7 @@ type TunnelHello struct {
 
 func (x *TunnelHello) Reset() {
 	*x = TunnelHello{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +1148,7 @@ func (x *TunnelHello) String() string {
 func (*TunnelHello) ProtoMessage() {}
 
 func (x *TunnelHello) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[2]
+	mi := &file_tributary_v1_replication_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +1161,7 @@ func (x *TunnelHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelHello.ProtoReflect.Descriptor instead.
 func (*TunnelHello) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{2}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TunnelHello) GetNodeId() string {
@@ -492,7 +1187,7 @@ type ShipRequest struct {
 
 func (x *ShipRequest) Reset() {
 	*x = ShipRequest{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +1199,7 @@ func (x *ShipRequest) String() string {
 func (*ShipRequest) ProtoMessage() {}
 
 func (x *ShipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[3]
+	mi := &file_tributary_v1_replication_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +1212,7 @@ func (x *ShipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipRequest.ProtoReflect.Descriptor instead.
 func (*ShipRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{3}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShipRequest) GetBody() isShipRequest_Body {
@@ -613,7 +1308,7 @@ type ShipResponse struct {
 
 func (x *ShipResponse) Reset() {
 	*x = ShipResponse{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +1320,7 @@ func (x *ShipResponse) String() string {
 func (*ShipResponse) ProtoMessage() {}
 
 func (x *ShipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[4]
+	mi := &file_tributary_v1_replication_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +1333,7 @@ func (x *ShipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipResponse.ProtoReflect.Descriptor instead.
 func (*ShipResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{4}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShipResponse) GetBody() isShipResponse_Body {
@@ -758,7 +1453,7 @@ type ShipReship struct {
 
 func (x *ShipReship) Reset() {
 	*x = ShipReship{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +1465,7 @@ func (x *ShipReship) String() string {
 func (*ShipReship) ProtoMessage() {}
 
 func (x *ShipReship) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[5]
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +1478,7 @@ func (x *ShipReship) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipReship.ProtoReflect.Descriptor instead.
 func (*ShipReship) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{5}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShipReship) GetFirstSeq() uint64 {
@@ -827,7 +1522,7 @@ type ShipReshipUnavailable struct {
 
 func (x *ShipReshipUnavailable) Reset() {
 	*x = ShipReshipUnavailable{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1534,7 @@ func (x *ShipReshipUnavailable) String() string {
 func (*ShipReshipUnavailable) ProtoMessage() {}
 
 func (x *ShipReshipUnavailable) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[6]
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1547,7 @@ func (x *ShipReshipUnavailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipReshipUnavailable.ProtoReflect.Descriptor instead.
 func (*ShipReshipUnavailable) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{6}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShipReshipUnavailable) GetFirstSeq() uint64 {
@@ -907,7 +1602,7 @@ type ShipHello struct {
 
 func (x *ShipHello) Reset() {
 	*x = ShipHello{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1614,7 @@ func (x *ShipHello) String() string {
 func (*ShipHello) ProtoMessage() {}
 
 func (x *ShipHello) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[7]
+	mi := &file_tributary_v1_replication_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1627,7 @@ func (x *ShipHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipHello.ProtoReflect.Descriptor instead.
 func (*ShipHello) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{7}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ShipHello) GetNodeId() string {
@@ -1002,7 +1697,7 @@ type SeqRange struct {
 
 func (x *SeqRange) Reset() {
 	*x = SeqRange{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1709,7 @@ func (x *SeqRange) String() string {
 func (*SeqRange) ProtoMessage() {}
 
 func (x *SeqRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[8]
+	mi := &file_tributary_v1_replication_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1722,7 @@ func (x *SeqRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
 func (*SeqRange) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{8}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SeqRange) GetFirstSeq() uint64 {
@@ -1070,7 +1765,7 @@ type ShipWelcome struct {
 
 func (x *ShipWelcome) Reset() {
 	*x = ShipWelcome{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[9]
+	mi := &file_tributary_v1_replication_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1777,7 @@ func (x *ShipWelcome) String() string {
 func (*ShipWelcome) ProtoMessage() {}
 
 func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[9]
+	mi := &file_tributary_v1_replication_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1790,7 @@ func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipWelcome.ProtoReflect.Descriptor instead.
 func (*ShipWelcome) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{9}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShipWelcome) GetCoordinatorId() string {
@@ -1195,7 +1890,7 @@ type ShipSegment struct {
 
 func (x *ShipSegment) Reset() {
 	*x = ShipSegment{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[10]
+	mi := &file_tributary_v1_replication_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1902,7 @@ func (x *ShipSegment) String() string {
 func (*ShipSegment) ProtoMessage() {}
 
 func (x *ShipSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[10]
+	mi := &file_tributary_v1_replication_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1915,7 @@ func (x *ShipSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipSegment.ProtoReflect.Descriptor instead.
 func (*ShipSegment) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{10}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShipSegment) GetNodeId() string {
@@ -1354,7 +2049,7 @@ type ShipGap struct {
 
 func (x *ShipGap) Reset() {
 	*x = ShipGap{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[11]
+	mi := &file_tributary_v1_replication_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +2061,7 @@ func (x *ShipGap) String() string {
 func (*ShipGap) ProtoMessage() {}
 
 func (x *ShipGap) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[11]
+	mi := &file_tributary_v1_replication_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +2074,7 @@ func (x *ShipGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipGap.ProtoReflect.Descriptor instead.
 func (*ShipGap) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{11}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShipGap) GetNodeId() string {
@@ -1453,7 +2148,7 @@ type ShipAck struct {
 
 func (x *ShipAck) Reset() {
 	*x = ShipAck{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	mi := &file_tributary_v1_replication_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +2160,7 @@ func (x *ShipAck) String() string {
 func (*ShipAck) ProtoMessage() {}
 
 func (x *ShipAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[12]
+	mi := &file_tributary_v1_replication_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +2173,7 @@ func (x *ShipAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipAck.ProtoReflect.Descriptor instead.
 func (*ShipAck) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{12}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShipAck) GetSeq() uint64 {
@@ -1522,7 +2217,7 @@ type ShipError struct {
 
 func (x *ShipError) Reset() {
 	*x = ShipError{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	mi := &file_tributary_v1_replication_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +2229,7 @@ func (x *ShipError) String() string {
 func (*ShipError) ProtoMessage() {}
 
 func (x *ShipError) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	mi := &file_tributary_v1_replication_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +2242,7 @@ func (x *ShipError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipError.ProtoReflect.Descriptor instead.
 func (*ShipError) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{13}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ShipError) GetSeq() uint64 {
@@ -1611,7 +2306,7 @@ type EdgeConfig struct {
 
 func (x *EdgeConfig) Reset() {
 	*x = EdgeConfig{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	mi := &file_tributary_v1_replication_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +2318,7 @@ func (x *EdgeConfig) String() string {
 func (*EdgeConfig) ProtoMessage() {}
 
 func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	mi := &file_tributary_v1_replication_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +2331,7 @@ func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeConfig.ProtoReflect.Descriptor instead.
 func (*EdgeConfig) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{14}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EdgeConfig) GetVersion() uint64 {
@@ -1699,7 +2394,60 @@ var File_tributary_v1_replication_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	"\x1etributary/v1/replication.proto\x12\ftributary.v1\"`\n" +
+	"\x1etributary/v1/replication.proto\x12\ftributary.v1\x1a\x1ctributary/v1/tributary.proto\"\x8c\x01\n" +
+	"\x0eRestoreRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
+	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12 \n" +
+	"\fraw_start_ms\x18\x03 \x01(\x03R\n" +
+	"rawStartMs\x12$\n" +
+	"\x0emax_file_bytes\x18\x04 \x01(\x04R\fmaxFileBytes\"\xec\x01\n" +
+	"\x0fRestoreResponse\x125\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.tributary.v1.RestoreHeaderH\x00R\x06header\x12/\n" +
+	"\x04file\x18\x02 \x01(\v2\x19.tributary.v1.RestoreFileH\x00R\x04file\x128\n" +
+	"\arollups\x18\x03 \x01(\v2\x1c.tributary.v1.RestoreRollupsH\x00R\arollups\x12/\n" +
+	"\x04done\x18\x04 \x01(\v2\x19.tributary.v1.RestoreDoneH\x00R\x04doneB\x06\n" +
+	"\x04body\"\xe4\x03\n" +
+	"\rRestoreHeader\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x19\n" +
+	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\x12#\n" +
+	"\racked_through\x18\x03 \x01(\x04R\fackedThrough\x12#\n" +
+	"\rwatermark_seq\x18\x04 \x01(\x04R\fwatermarkSeq\x12*\n" +
+	"\x11watermark_time_ms\x18\x05 \x01(\x03R\x0fwatermarkTimeMs\x120\n" +
+	"\amissing\x18\x06 \x03(\v2\x16.tributary.v1.SeqRangeR\amissing\x12\x1f\n" +
+	"\vheld_points\x18\a \x01(\x04R\n" +
+	"heldPoints\x12!\n" +
+	"\fgap_segments\x18\b \x01(\x04R\vgapSegments\x12\x1d\n" +
+	"\n" +
+	"gap_points\x18\t \x01(\x03R\tgapPoints\x12\x1e\n" +
+	"\vmin_time_ms\x18\n" +
+	" \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\v \x01(\x03R\tmaxTimeMs\x12 \n" +
+	"\fraw_start_ms\x18\f \x01(\x03R\n" +
+	"rawStartMs\x12$\n" +
+	"\x0emax_file_bytes\x18\r \x01(\x04R\fmaxFileBytes\"\x84\x02\n" +
+	"\vRestoreFile\x12B\n" +
+	"\vcompression\x18\x01 \x01(\x0e2 .tributary.v1.SegmentCompressionR\vcompression\x12-\n" +
+	"\x12uncompressed_bytes\x18\x02 \x01(\x04R\x11uncompressedBytes\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
+	"\x06crc32c\x18\x04 \x01(\aR\x06crc32c\x12\x16\n" +
+	"\x06points\x18\x05 \x01(\x03R\x06points\x12\x1e\n" +
+	"\vmin_time_ms\x18\x06 \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\a \x01(\x03R\tmaxTimeMs\"K\n" +
+	"\x0eRestoreRollups\x129\n" +
+	"\x06series\x18\x01 \x03(\v2!.tributary.v1.RestoreRollupSeriesR\x06series\"\xb2\x01\n" +
+	"\x13RestoreRollupSeries\x12+\n" +
+	"\x06labels\x18\x01 \x03(\v2\x13.tributary.v1.LabelR\x06labels\x127\n" +
+	"\x06hourly\x18\x02 \x03(\v2\x1f.tributary.v1.RestoreRollupPackR\x06hourly\x125\n" +
+	"\x05daily\x18\x03 \x03(\v2\x1f.tributary.v1.RestoreRollupPackR\x05daily\"B\n" +
+	"\x11RestoreRollupPack\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8a\x01\n" +
+	"\vRestoreDone\x12\x14\n" +
+	"\x05files\x18\x01 \x01(\x03R\x05files\x12\x1d\n" +
+	"\n" +
+	"raw_points\x18\x02 \x01(\x03R\trawPoints\x12#\n" +
+	"\rrollup_series\x18\x03 \x01(\x03R\frollupSeries\x12!\n" +
+	"\frollup_packs\x18\x04 \x01(\x03R\vrollupPacks\"`\n" +
 	"\rTunnelRequest\x121\n" +
 	"\x05hello\x18\x01 \x01(\v2\x19.tributary.v1.TunnelHelloH\x00R\x05hello\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -1816,10 +2564,11 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x18SHIP_ERROR_CODE_CONFLICT\x10\x02\x12\x1d\n" +
 	"\x19SHIP_ERROR_CODE_MALFORMED\x10\x03\x12\x1d\n" +
 	"\x19SHIP_ERROR_CODE_TOO_LARGE\x10\x04\x12\x1f\n" +
-	"\x1bSHIP_ERROR_CODE_UNAVAILABLE\x10\x052\xa0\x01\n" +
+	"\x1bSHIP_ERROR_CODE_UNAVAILABLE\x10\x052\xea\x01\n" +
 	"\x12ReplicationService\x12A\n" +
 	"\x04Ship\x12\x19.tributary.v1.ShipRequest\x1a\x1a.tributary.v1.ShipResponse(\x010\x01\x12G\n" +
-	"\x06Tunnel\x12\x1b.tributary.v1.TunnelRequest\x1a\x1c.tributary.v1.TunnelResponse(\x010\x01BAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"\x06Tunnel\x12\x1b.tributary.v1.TunnelRequest\x1a\x1c.tributary.v1.TunnelResponse(\x010\x01\x12H\n" +
+	"\aRestore\x12\x1c.tributary.v1.RestoreRequest\x1a\x1d.tributary.v1.RestoreResponse0\x01BAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_replication_proto_rawDescOnce sync.Once
@@ -1834,52 +2583,73 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tributary_v1_replication_proto_goTypes = []any{
 	(SegmentCompression)(0),       // 0: tributary.v1.SegmentCompression
 	(GapReason)(0),                // 1: tributary.v1.GapReason
 	(ShipErrorCode)(0),            // 2: tributary.v1.ShipErrorCode
-	(*TunnelRequest)(nil),         // 3: tributary.v1.TunnelRequest
-	(*TunnelResponse)(nil),        // 4: tributary.v1.TunnelResponse
-	(*TunnelHello)(nil),           // 5: tributary.v1.TunnelHello
-	(*ShipRequest)(nil),           // 6: tributary.v1.ShipRequest
-	(*ShipResponse)(nil),          // 7: tributary.v1.ShipResponse
-	(*ShipReship)(nil),            // 8: tributary.v1.ShipReship
-	(*ShipReshipUnavailable)(nil), // 9: tributary.v1.ShipReshipUnavailable
-	(*ShipHello)(nil),             // 10: tributary.v1.ShipHello
-	(*SeqRange)(nil),              // 11: tributary.v1.SeqRange
-	(*ShipWelcome)(nil),           // 12: tributary.v1.ShipWelcome
-	(*ShipSegment)(nil),           // 13: tributary.v1.ShipSegment
-	(*ShipGap)(nil),               // 14: tributary.v1.ShipGap
-	(*ShipAck)(nil),               // 15: tributary.v1.ShipAck
-	(*ShipError)(nil),             // 16: tributary.v1.ShipError
-	(*EdgeConfig)(nil),            // 17: tributary.v1.EdgeConfig
+	(*RestoreRequest)(nil),        // 3: tributary.v1.RestoreRequest
+	(*RestoreResponse)(nil),       // 4: tributary.v1.RestoreResponse
+	(*RestoreHeader)(nil),         // 5: tributary.v1.RestoreHeader
+	(*RestoreFile)(nil),           // 6: tributary.v1.RestoreFile
+	(*RestoreRollups)(nil),        // 7: tributary.v1.RestoreRollups
+	(*RestoreRollupSeries)(nil),   // 8: tributary.v1.RestoreRollupSeries
+	(*RestoreRollupPack)(nil),     // 9: tributary.v1.RestoreRollupPack
+	(*RestoreDone)(nil),           // 10: tributary.v1.RestoreDone
+	(*TunnelRequest)(nil),         // 11: tributary.v1.TunnelRequest
+	(*TunnelResponse)(nil),        // 12: tributary.v1.TunnelResponse
+	(*TunnelHello)(nil),           // 13: tributary.v1.TunnelHello
+	(*ShipRequest)(nil),           // 14: tributary.v1.ShipRequest
+	(*ShipResponse)(nil),          // 15: tributary.v1.ShipResponse
+	(*ShipReship)(nil),            // 16: tributary.v1.ShipReship
+	(*ShipReshipUnavailable)(nil), // 17: tributary.v1.ShipReshipUnavailable
+	(*ShipHello)(nil),             // 18: tributary.v1.ShipHello
+	(*SeqRange)(nil),              // 19: tributary.v1.SeqRange
+	(*ShipWelcome)(nil),           // 20: tributary.v1.ShipWelcome
+	(*ShipSegment)(nil),           // 21: tributary.v1.ShipSegment
+	(*ShipGap)(nil),               // 22: tributary.v1.ShipGap
+	(*ShipAck)(nil),               // 23: tributary.v1.ShipAck
+	(*ShipError)(nil),             // 24: tributary.v1.ShipError
+	(*EdgeConfig)(nil),            // 25: tributary.v1.EdgeConfig
+	(*Label)(nil),                 // 26: tributary.v1.Label
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
-	5,  // 0: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
-	10, // 1: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
-	13, // 2: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
-	14, // 3: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
-	9,  // 4: tributary.v1.ShipRequest.reship_unavailable:type_name -> tributary.v1.ShipReshipUnavailable
-	12, // 5: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
-	15, // 6: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
-	16, // 7: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
-	17, // 8: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
-	8,  // 9: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
-	11, // 10: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	17, // 11: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
-	0,  // 12: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 13: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 14: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	6,  // 15: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	3,  // 16: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
-	7,  // 17: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	4,  // 18: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 0: tributary.v1.RestoreResponse.header:type_name -> tributary.v1.RestoreHeader
+	6,  // 1: tributary.v1.RestoreResponse.file:type_name -> tributary.v1.RestoreFile
+	7,  // 2: tributary.v1.RestoreResponse.rollups:type_name -> tributary.v1.RestoreRollups
+	10, // 3: tributary.v1.RestoreResponse.done:type_name -> tributary.v1.RestoreDone
+	19, // 4: tributary.v1.RestoreHeader.missing:type_name -> tributary.v1.SeqRange
+	0,  // 5: tributary.v1.RestoreFile.compression:type_name -> tributary.v1.SegmentCompression
+	8,  // 6: tributary.v1.RestoreRollups.series:type_name -> tributary.v1.RestoreRollupSeries
+	26, // 7: tributary.v1.RestoreRollupSeries.labels:type_name -> tributary.v1.Label
+	9,  // 8: tributary.v1.RestoreRollupSeries.hourly:type_name -> tributary.v1.RestoreRollupPack
+	9,  // 9: tributary.v1.RestoreRollupSeries.daily:type_name -> tributary.v1.RestoreRollupPack
+	13, // 10: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
+	18, // 11: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
+	21, // 12: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
+	22, // 13: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
+	17, // 14: tributary.v1.ShipRequest.reship_unavailable:type_name -> tributary.v1.ShipReshipUnavailable
+	20, // 15: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
+	23, // 16: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
+	24, // 17: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
+	25, // 18: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
+	16, // 19: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
+	19, // 20: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	25, // 21: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
+	0,  // 22: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 23: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 24: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	14, // 25: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	11, // 26: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	3,  // 27: tributary.v1.ReplicationService.Restore:input_type -> tributary.v1.RestoreRequest
+	15, // 28: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	12, // 29: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	4,  // 30: tributary.v1.ReplicationService.Restore:output_type -> tributary.v1.RestoreResponse
+	28, // [28:31] is the sub-list for method output_type
+	25, // [25:28] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -1887,31 +2657,38 @@ func file_tributary_v1_replication_proto_init() {
 	if File_tributary_v1_replication_proto != nil {
 		return
 	}
-	file_tributary_v1_replication_proto_msgTypes[0].OneofWrappers = []any{
+	file_tributary_v1_tributary_proto_init()
+	file_tributary_v1_replication_proto_msgTypes[1].OneofWrappers = []any{
+		(*RestoreResponse_Header)(nil),
+		(*RestoreResponse_File)(nil),
+		(*RestoreResponse_Rollups)(nil),
+		(*RestoreResponse_Done)(nil),
+	}
+	file_tributary_v1_replication_proto_msgTypes[8].OneofWrappers = []any{
 		(*TunnelRequest_Hello)(nil),
 		(*TunnelRequest_Data)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[3].OneofWrappers = []any{
+	file_tributary_v1_replication_proto_msgTypes[11].OneofWrappers = []any{
 		(*ShipRequest_Hello)(nil),
 		(*ShipRequest_Segment)(nil),
 		(*ShipRequest_Gap)(nil),
 		(*ShipRequest_ReshipUnavailable)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[4].OneofWrappers = []any{
+	file_tributary_v1_replication_proto_msgTypes[12].OneofWrappers = []any{
 		(*ShipResponse_Welcome)(nil),
 		(*ShipResponse_Ack)(nil),
 		(*ShipResponse_Error)(nil),
 		(*ShipResponse_Config)(nil),
 		(*ShipResponse_Reship)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[10].OneofWrappers = []any{}
+	file_tributary_v1_replication_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

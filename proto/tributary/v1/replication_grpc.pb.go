@@ -107,8 +107,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReplicationService_Ship_FullMethodName   = "/tributary.v1.ReplicationService/Ship"
-	ReplicationService_Tunnel_FullMethodName = "/tributary.v1.ReplicationService/Tunnel"
+	ReplicationService_Ship_FullMethodName    = "/tributary.v1.ReplicationService/Ship"
+	ReplicationService_Tunnel_FullMethodName  = "/tributary.v1.ReplicationService/Tunnel"
+	ReplicationService_Restore_FullMethodName = "/tributary.v1.ReplicationService/Restore"
 )
 
 // ReplicationServiceClient is the client API for ReplicationService service.
@@ -130,6 +131,37 @@ type ReplicationServiceClient interface {
 	// edge opens a new one after a backoff. A newer tunnel of the same edge
 	// replaces an older one on that coordinator.
 	Tunnel(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelRequest, TunnelResponse], error)
+	// Restore streams an edge's history back to it, for an edge whose disk
+	// was replaced and that starts again empty under its known node id
+	// (tributary node restore). node_id must be the identity of the caller's
+	// client certificate (PERMISSION_DENIED otherwise, as for a ShipHello;
+	// without TLS the request is trusted). A revoked edge, or a node that
+	// is not an edge, is refused (PERMISSION_DENIED).
+	//
+	// The answer is one RestoreHeader (what the cloud knows of the edge and
+	// what it will send), then the raw points of
+	// [header.raw_start_ms, header.max_time_ms] as RestoreFile messages in
+	// time order, then the rollups of the whole UTC days before
+	// header.raw_start_ms (back to the day of header.min_time_ms) as
+	// RestoreRollups messages, and last one RestoreDone with the counts. The
+	// receiver verifies every file (the node/wal segment format) before it
+	// uses it, and counts what arrived against RestoreDone.
+	//
+	// The coordinator reads each part of the span from a live replica of
+	// the edge whose holding covers it (the catalog's per-replica lack
+	// runs), possibly several replicas for different parts; when no live
+	// replica holds some part, the call fails before the header with
+	// FAILED_PRECONDITION naming the span, rather than sending less. A
+	// replica failing while it sends is replaced by the next one that holds
+	// the part, which sends the part again (receivers import idempotently);
+	// when none is left the stream ends with UNAVAILABLE.
+	//
+	// What was never in the cloud is not restored and is said in the
+	// header: segments the edge declared as gaps (gap_segments,
+	// gap_points) and numbers below next_seq the cloud neither holds nor
+	// recorded as a gap (missing: segments that had not reached the cloud
+	// when the edge lost its disk).
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RestoreResponse], error)
 }
 
 type replicationServiceClient struct {
@@ -166,6 +198,25 @@ func (c *replicationServiceClient) Tunnel(ctx context.Context, opts ...grpc.Call
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicationService_TunnelClient = grpc.BidiStreamingClient[TunnelRequest, TunnelResponse]
 
+func (c *replicationServiceClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicationService_ServiceDesc.Streams[2], ReplicationService_Restore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RestoreRequest, RestoreResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_RestoreClient = grpc.ServerStreamingClient[RestoreResponse]
+
 // ReplicationServiceServer is the server API for ReplicationService service.
 // All implementations must embed UnimplementedReplicationServiceServer
 // for forward compatibility.
@@ -185,6 +236,37 @@ type ReplicationServiceServer interface {
 	// edge opens a new one after a backoff. A newer tunnel of the same edge
 	// replaces an older one on that coordinator.
 	Tunnel(grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]) error
+	// Restore streams an edge's history back to it, for an edge whose disk
+	// was replaced and that starts again empty under its known node id
+	// (tributary node restore). node_id must be the identity of the caller's
+	// client certificate (PERMISSION_DENIED otherwise, as for a ShipHello;
+	// without TLS the request is trusted). A revoked edge, or a node that
+	// is not an edge, is refused (PERMISSION_DENIED).
+	//
+	// The answer is one RestoreHeader (what the cloud knows of the edge and
+	// what it will send), then the raw points of
+	// [header.raw_start_ms, header.max_time_ms] as RestoreFile messages in
+	// time order, then the rollups of the whole UTC days before
+	// header.raw_start_ms (back to the day of header.min_time_ms) as
+	// RestoreRollups messages, and last one RestoreDone with the counts. The
+	// receiver verifies every file (the node/wal segment format) before it
+	// uses it, and counts what arrived against RestoreDone.
+	//
+	// The coordinator reads each part of the span from a live replica of
+	// the edge whose holding covers it (the catalog's per-replica lack
+	// runs), possibly several replicas for different parts; when no live
+	// replica holds some part, the call fails before the header with
+	// FAILED_PRECONDITION naming the span, rather than sending less. A
+	// replica failing while it sends is replaced by the next one that holds
+	// the part, which sends the part again (receivers import idempotently);
+	// when none is left the stream ends with UNAVAILABLE.
+	//
+	// What was never in the cloud is not restored and is said in the
+	// header: segments the edge declared as gaps (gap_segments,
+	// gap_points) and numbers below next_seq the cloud neither holds nor
+	// recorded as a gap (missing: segments that had not reached the cloud
+	// when the edge lost its disk).
+	Restore(*RestoreRequest, grpc.ServerStreamingServer[RestoreResponse]) error
 	mustEmbedUnimplementedReplicationServiceServer()
 }
 
@@ -200,6 +282,9 @@ func (UnimplementedReplicationServiceServer) Ship(grpc.BidiStreamingServer[ShipR
 }
 func (UnimplementedReplicationServiceServer) Tunnel(grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Tunnel not implemented")
+}
+func (UnimplementedReplicationServiceServer) Restore(*RestoreRequest, grpc.ServerStreamingServer[RestoreResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedReplicationServiceServer) mustEmbedUnimplementedReplicationServiceServer() {}
 func (UnimplementedReplicationServiceServer) testEmbeddedByValue()                            {}
@@ -236,6 +321,17 @@ func _ReplicationService_Tunnel_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ReplicationService_TunnelServer = grpc.BidiStreamingServer[TunnelRequest, TunnelResponse]
 
+func _ReplicationService_Restore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RestoreRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicationServiceServer).Restore(m, &grpc.GenericServerStream[RestoreRequest, RestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationService_RestoreServer = grpc.ServerStreamingServer[RestoreResponse]
+
 // ReplicationService_ServiceDesc is the grpc.ServiceDesc for ReplicationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -255,6 +351,11 @@ var ReplicationService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _ReplicationService_Tunnel_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Restore",
+			Handler:       _ReplicationService_Restore_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "tributary/v1/replication.proto",

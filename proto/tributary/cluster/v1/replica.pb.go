@@ -260,6 +260,248 @@ func (Func) EnumDescriptor() ([]byte, []int) {
 	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
+// ExportRollupsRequest asks for an edge's rollups of a time range.
+type ExportRollupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Edge  string                 `protobuf:"bytes,1,opt,name=edge,proto3" json:"edge,omitempty"`
+	// min_time_ms and max_time_ms are inclusive.
+	MinTimeMs     int64 `protobuf:"varint,2,opt,name=min_time_ms,json=minTimeMs,proto3" json:"min_time_ms,omitempty"`
+	MaxTimeMs     int64 `protobuf:"varint,3,opt,name=max_time_ms,json=maxTimeMs,proto3" json:"max_time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRollupsRequest) Reset() {
+	*x = ExportRollupsRequest{}
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRollupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRollupsRequest) ProtoMessage() {}
+
+func (x *ExportRollupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRollupsRequest.ProtoReflect.Descriptor instead.
+func (*ExportRollupsRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ExportRollupsRequest) GetEdge() string {
+	if x != nil {
+		return x.Edge
+	}
+	return ""
+}
+
+func (x *ExportRollupsRequest) GetMinTimeMs() int64 {
+	if x != nil {
+		return x.MinTimeMs
+	}
+	return 0
+}
+
+func (x *ExportRollupsRequest) GetMaxTimeMs() int64 {
+	if x != nil {
+		return x.MaxTimeMs
+	}
+	return 0
+}
+
+// RollupPack is one packed rollup value: the hours of the UTC day starting
+// at start_ms, or the days of the daily pack starting at start_ms.
+type RollupPack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartMs       int64                  `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollupPack) Reset() {
+	*x = RollupPack{}
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollupPack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollupPack) ProtoMessage() {}
+
+func (x *RollupPack) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollupPack.ProtoReflect.Descriptor instead.
+func (*RollupPack) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RollupPack) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *RollupPack) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// RollupSeries holds packed rollups of one series of the edge.
+type RollupSeries struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// labels, without the store's reserved edge label.
+	Labels        []*Label      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	Hourly        []*RollupPack `protobuf:"bytes,2,rep,name=hourly,proto3" json:"hourly,omitempty"`
+	Daily         []*RollupPack `protobuf:"bytes,3,rep,name=daily,proto3" json:"daily,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollupSeries) Reset() {
+	*x = RollupSeries{}
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollupSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollupSeries) ProtoMessage() {}
+
+func (x *RollupSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollupSeries.ProtoReflect.Descriptor instead.
+func (*RollupSeries) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RollupSeries) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *RollupSeries) GetHourly() []*RollupPack {
+	if x != nil {
+		return x.Hourly
+	}
+	return nil
+}
+
+func (x *RollupSeries) GetDaily() []*RollupPack {
+	if x != nil {
+		return x.Daily
+	}
+	return nil
+}
+
+// ExportRollupsResponse carries entries of an export (at most about 1 MiB),
+// or ends it.
+type ExportRollupsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Series []*RollupSeries        `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	// done marks the last message; entries is then the number of
+	// RollupSeries sent before it.
+	Done          bool  `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Entries       int64 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRollupsResponse) Reset() {
+	*x = ExportRollupsResponse{}
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRollupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRollupsResponse) ProtoMessage() {}
+
+func (x *ExportRollupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRollupsResponse.ProtoReflect.Descriptor instead.
+func (*ExportRollupsResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExportRollupsResponse) GetSeries() []*RollupSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *ExportRollupsResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *ExportRollupsResponse) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
 // StoreRequest carries one sealed WAL segment file of one edge.
 type StoreRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -280,7 +522,7 @@ type StoreRequest struct {
 
 func (x *StoreRequest) Reset() {
 	*x = StoreRequest{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[0]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +534,7 @@ func (x *StoreRequest) String() string {
 func (*StoreRequest) ProtoMessage() {}
 
 func (x *StoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[0]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +547,7 @@ func (x *StoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRequest.ProtoReflect.Descriptor instead.
 func (*StoreRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StoreRequest) GetEdge() string {
@@ -369,7 +611,7 @@ type StoreResponse struct {
 
 func (x *StoreResponse) Reset() {
 	*x = StoreResponse{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[1]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +623,7 @@ func (x *StoreResponse) String() string {
 func (*StoreResponse) ProtoMessage() {}
 
 func (x *StoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[1]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +636,7 @@ func (x *StoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreResponse.ProtoReflect.Descriptor instead.
 func (*StoreResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StoreResponse) GetPoints() int64 {
@@ -450,7 +692,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[2]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +704,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[2]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +717,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Label) GetName() string {
@@ -502,7 +744,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[3]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +756,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[3]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +769,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Series) GetLabels() []*Label {
@@ -549,7 +791,7 @@ type Matcher struct {
 
 func (x *Matcher) Reset() {
 	*x = Matcher{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[4]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +803,7 @@ func (x *Matcher) String() string {
 func (*Matcher) ProtoMessage() {}
 
 func (x *Matcher) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[4]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +816,7 @@ func (x *Matcher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Matcher.ProtoReflect.Descriptor instead.
 func (*Matcher) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Matcher) GetType() MatchType {
@@ -620,7 +862,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[5]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +874,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[5]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +887,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueryRequest) GetEdges() []string {
@@ -743,7 +985,7 @@ type QuerySeries struct {
 
 func (x *QuerySeries) Reset() {
 	*x = QuerySeries{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[6]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +997,7 @@ func (x *QuerySeries) String() string {
 func (*QuerySeries) ProtoMessage() {}
 
 func (x *QuerySeries) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[6]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +1010,7 @@ func (x *QuerySeries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuerySeries.ProtoReflect.Descriptor instead.
 func (*QuerySeries) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QuerySeries) GetEdge() string {
@@ -821,7 +1063,7 @@ type QueryInfo struct {
 
 func (x *QueryInfo) Reset() {
 	*x = QueryInfo{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[7]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1075,7 @@ func (x *QueryInfo) String() string {
 func (*QueryInfo) ProtoMessage() {}
 
 func (x *QueryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[7]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1088,7 @@ func (x *QueryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryInfo.ProtoReflect.Descriptor instead.
 func (*QueryInfo) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *QueryInfo) GetSource() string {
@@ -890,7 +1132,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[8]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1144,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[8]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1157,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{8}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QueryResponse) GetSeries() []*QuerySeries {
@@ -964,7 +1206,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[9]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1218,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[9]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1231,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{9}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExportRequest) GetEdge() string {
@@ -1066,7 +1308,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[10]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1320,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[10]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1333,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{10}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExportResponse) GetCompression() Compression {
@@ -1167,7 +1409,7 @@ type HoldingsRequest struct {
 
 func (x *HoldingsRequest) Reset() {
 	*x = HoldingsRequest{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[11]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1421,7 @@ func (x *HoldingsRequest) String() string {
 func (*HoldingsRequest) ProtoMessage() {}
 
 func (x *HoldingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[11]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1434,7 @@ func (x *HoldingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldingsRequest.ProtoReflect.Descriptor instead.
 func (*HoldingsRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{11}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HoldingsRequest) GetEdge() string {
@@ -1213,7 +1455,7 @@ type SeqRange struct {
 
 func (x *SeqRange) Reset() {
 	*x = SeqRange{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[12]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1467,7 @@ func (x *SeqRange) String() string {
 func (*SeqRange) ProtoMessage() {}
 
 func (x *SeqRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[12]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1480,7 @@ func (x *SeqRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
 func (*SeqRange) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{12}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SeqRange) GetFirstSeq() uint64 {
@@ -1269,7 +1511,7 @@ type HoldingsResponse struct {
 
 func (x *HoldingsResponse) Reset() {
 	*x = HoldingsResponse{}
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[13]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1523,7 @@ func (x *HoldingsResponse) String() string {
 func (*HoldingsResponse) ProtoMessage() {}
 
 func (x *HoldingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[13]
+	mi := &file_tributary_cluster_v1_replica_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1536,7 @@ func (x *HoldingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldingsResponse.ProtoReflect.Descriptor instead.
 func (*HoldingsResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{13}
+	return file_tributary_cluster_v1_replica_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HoldingsResponse) GetRanges() []*SeqRange {
@@ -1315,7 +1557,23 @@ var File_tributary_cluster_v1_replica_proto protoreflect.FileDescriptor
 
 const file_tributary_cluster_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\"tributary/cluster/v1/replica.proto\x12\x14tributary.cluster.v1\"\xd4\x01\n" +
+	"\"tributary/cluster/v1/replica.proto\x12\x14tributary.cluster.v1\"j\n" +
+	"\x14ExportRollupsRequest\x12\x12\n" +
+	"\x04edge\x18\x01 \x01(\tR\x04edge\x12\x1e\n" +
+	"\vmin_time_ms\x18\x02 \x01(\x03R\tminTimeMs\x12\x1e\n" +
+	"\vmax_time_ms\x18\x03 \x01(\x03R\tmaxTimeMs\";\n" +
+	"\n" +
+	"RollupPack\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xb5\x01\n" +
+	"\fRollupSeries\x123\n" +
+	"\x06labels\x18\x01 \x03(\v2\x1b.tributary.cluster.v1.LabelR\x06labels\x128\n" +
+	"\x06hourly\x18\x02 \x03(\v2 .tributary.cluster.v1.RollupPackR\x06hourly\x126\n" +
+	"\x05daily\x18\x03 \x03(\v2 .tributary.cluster.v1.RollupPackR\x05daily\"\x81\x01\n" +
+	"\x15ExportRollupsResponse\x12:\n" +
+	"\x06series\x18\x01 \x03(\v2\".tributary.cluster.v1.RollupSeriesR\x06series\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done\x12\x18\n" +
+	"\aentries\x18\x03 \x01(\x03R\aentries\"\xd4\x01\n" +
 	"\fStoreRequest\x12\x12\n" +
 	"\x04edge\x18\x01 \x01(\tR\x04edge\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
@@ -1421,12 +1679,13 @@ const file_tributary_cluster_v1_replica_proto_rawDesc = "" +
 	"FUNC_COUNT\x10\x05\x12\x0e\n" +
 	"\n" +
 	"FUNC_FIRST\x10\x06\x12\r\n" +
-	"\tFUNC_LAST\x10\a2\xe8\x02\n" +
+	"\tFUNC_LAST\x10\a2\xd4\x03\n" +
 	"\x0eReplicaService\x12P\n" +
 	"\x05Store\x12\".tributary.cluster.v1.StoreRequest\x1a#.tributary.cluster.v1.StoreResponse\x12R\n" +
 	"\x05Query\x12\".tributary.cluster.v1.QueryRequest\x1a#.tributary.cluster.v1.QueryResponse0\x01\x12U\n" +
 	"\x06Export\x12#.tributary.cluster.v1.ExportRequest\x1a$.tributary.cluster.v1.ExportResponse0\x01\x12Y\n" +
-	"\bHoldings\x12%.tributary.cluster.v1.HoldingsRequest\x1a&.tributary.cluster.v1.HoldingsResponseBGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
+	"\bHoldings\x12%.tributary.cluster.v1.HoldingsRequest\x1a&.tributary.cluster.v1.HoldingsResponse\x12j\n" +
+	"\rExportRollups\x12*.tributary.cluster.v1.ExportRollupsRequest\x1a+.tributary.cluster.v1.ExportRollupsResponse0\x01BGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_tributary_cluster_v1_replica_proto_rawDescOnce sync.Once
@@ -1441,55 +1700,65 @@ func file_tributary_cluster_v1_replica_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_cluster_v1_replica_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tributary_cluster_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_tributary_cluster_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_tributary_cluster_v1_replica_proto_goTypes = []any{
-	(Compression)(0),         // 0: tributary.cluster.v1.Compression
-	(MatchType)(0),           // 1: tributary.cluster.v1.MatchType
-	(QueryMode)(0),           // 2: tributary.cluster.v1.QueryMode
-	(Func)(0),                // 3: tributary.cluster.v1.Func
-	(*StoreRequest)(nil),     // 4: tributary.cluster.v1.StoreRequest
-	(*StoreResponse)(nil),    // 5: tributary.cluster.v1.StoreResponse
-	(*Label)(nil),            // 6: tributary.cluster.v1.Label
-	(*Series)(nil),           // 7: tributary.cluster.v1.Series
-	(*Matcher)(nil),          // 8: tributary.cluster.v1.Matcher
-	(*QueryRequest)(nil),     // 9: tributary.cluster.v1.QueryRequest
-	(*QuerySeries)(nil),      // 10: tributary.cluster.v1.QuerySeries
-	(*QueryInfo)(nil),        // 11: tributary.cluster.v1.QueryInfo
-	(*QueryResponse)(nil),    // 12: tributary.cluster.v1.QueryResponse
-	(*ExportRequest)(nil),    // 13: tributary.cluster.v1.ExportRequest
-	(*ExportResponse)(nil),   // 14: tributary.cluster.v1.ExportResponse
-	(*HoldingsRequest)(nil),  // 15: tributary.cluster.v1.HoldingsRequest
-	(*SeqRange)(nil),         // 16: tributary.cluster.v1.SeqRange
-	(*HoldingsResponse)(nil), // 17: tributary.cluster.v1.HoldingsResponse
+	(Compression)(0),              // 0: tributary.cluster.v1.Compression
+	(MatchType)(0),                // 1: tributary.cluster.v1.MatchType
+	(QueryMode)(0),                // 2: tributary.cluster.v1.QueryMode
+	(Func)(0),                     // 3: tributary.cluster.v1.Func
+	(*ExportRollupsRequest)(nil),  // 4: tributary.cluster.v1.ExportRollupsRequest
+	(*RollupPack)(nil),            // 5: tributary.cluster.v1.RollupPack
+	(*RollupSeries)(nil),          // 6: tributary.cluster.v1.RollupSeries
+	(*ExportRollupsResponse)(nil), // 7: tributary.cluster.v1.ExportRollupsResponse
+	(*StoreRequest)(nil),          // 8: tributary.cluster.v1.StoreRequest
+	(*StoreResponse)(nil),         // 9: tributary.cluster.v1.StoreResponse
+	(*Label)(nil),                 // 10: tributary.cluster.v1.Label
+	(*Series)(nil),                // 11: tributary.cluster.v1.Series
+	(*Matcher)(nil),               // 12: tributary.cluster.v1.Matcher
+	(*QueryRequest)(nil),          // 13: tributary.cluster.v1.QueryRequest
+	(*QuerySeries)(nil),           // 14: tributary.cluster.v1.QuerySeries
+	(*QueryInfo)(nil),             // 15: tributary.cluster.v1.QueryInfo
+	(*QueryResponse)(nil),         // 16: tributary.cluster.v1.QueryResponse
+	(*ExportRequest)(nil),         // 17: tributary.cluster.v1.ExportRequest
+	(*ExportResponse)(nil),        // 18: tributary.cluster.v1.ExportResponse
+	(*HoldingsRequest)(nil),       // 19: tributary.cluster.v1.HoldingsRequest
+	(*SeqRange)(nil),              // 20: tributary.cluster.v1.SeqRange
+	(*HoldingsResponse)(nil),      // 21: tributary.cluster.v1.HoldingsResponse
 }
 var file_tributary_cluster_v1_replica_proto_depIdxs = []int32{
-	0,  // 0: tributary.cluster.v1.StoreRequest.compression:type_name -> tributary.cluster.v1.Compression
-	7,  // 1: tributary.cluster.v1.StoreResponse.series:type_name -> tributary.cluster.v1.Series
-	6,  // 2: tributary.cluster.v1.Series.labels:type_name -> tributary.cluster.v1.Label
-	1,  // 3: tributary.cluster.v1.Matcher.type:type_name -> tributary.cluster.v1.MatchType
-	8,  // 4: tributary.cluster.v1.QueryRequest.matchers:type_name -> tributary.cluster.v1.Matcher
-	2,  // 5: tributary.cluster.v1.QueryRequest.mode:type_name -> tributary.cluster.v1.QueryMode
-	3,  // 6: tributary.cluster.v1.QueryRequest.downsample:type_name -> tributary.cluster.v1.Func
-	3,  // 7: tributary.cluster.v1.QueryRequest.aggregate:type_name -> tributary.cluster.v1.Func
-	6,  // 8: tributary.cluster.v1.QuerySeries.labels:type_name -> tributary.cluster.v1.Label
-	10, // 9: tributary.cluster.v1.QueryResponse.series:type_name -> tributary.cluster.v1.QuerySeries
-	11, // 10: tributary.cluster.v1.QueryResponse.info:type_name -> tributary.cluster.v1.QueryInfo
-	0,  // 11: tributary.cluster.v1.ExportRequest.compression:type_name -> tributary.cluster.v1.Compression
-	0,  // 12: tributary.cluster.v1.ExportResponse.compression:type_name -> tributary.cluster.v1.Compression
-	16, // 13: tributary.cluster.v1.HoldingsResponse.ranges:type_name -> tributary.cluster.v1.SeqRange
-	4,  // 14: tributary.cluster.v1.ReplicaService.Store:input_type -> tributary.cluster.v1.StoreRequest
-	9,  // 15: tributary.cluster.v1.ReplicaService.Query:input_type -> tributary.cluster.v1.QueryRequest
-	13, // 16: tributary.cluster.v1.ReplicaService.Export:input_type -> tributary.cluster.v1.ExportRequest
-	15, // 17: tributary.cluster.v1.ReplicaService.Holdings:input_type -> tributary.cluster.v1.HoldingsRequest
-	5,  // 18: tributary.cluster.v1.ReplicaService.Store:output_type -> tributary.cluster.v1.StoreResponse
-	12, // 19: tributary.cluster.v1.ReplicaService.Query:output_type -> tributary.cluster.v1.QueryResponse
-	14, // 20: tributary.cluster.v1.ReplicaService.Export:output_type -> tributary.cluster.v1.ExportResponse
-	17, // 21: tributary.cluster.v1.ReplicaService.Holdings:output_type -> tributary.cluster.v1.HoldingsResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 0: tributary.cluster.v1.RollupSeries.labels:type_name -> tributary.cluster.v1.Label
+	5,  // 1: tributary.cluster.v1.RollupSeries.hourly:type_name -> tributary.cluster.v1.RollupPack
+	5,  // 2: tributary.cluster.v1.RollupSeries.daily:type_name -> tributary.cluster.v1.RollupPack
+	6,  // 3: tributary.cluster.v1.ExportRollupsResponse.series:type_name -> tributary.cluster.v1.RollupSeries
+	0,  // 4: tributary.cluster.v1.StoreRequest.compression:type_name -> tributary.cluster.v1.Compression
+	11, // 5: tributary.cluster.v1.StoreResponse.series:type_name -> tributary.cluster.v1.Series
+	10, // 6: tributary.cluster.v1.Series.labels:type_name -> tributary.cluster.v1.Label
+	1,  // 7: tributary.cluster.v1.Matcher.type:type_name -> tributary.cluster.v1.MatchType
+	12, // 8: tributary.cluster.v1.QueryRequest.matchers:type_name -> tributary.cluster.v1.Matcher
+	2,  // 9: tributary.cluster.v1.QueryRequest.mode:type_name -> tributary.cluster.v1.QueryMode
+	3,  // 10: tributary.cluster.v1.QueryRequest.downsample:type_name -> tributary.cluster.v1.Func
+	3,  // 11: tributary.cluster.v1.QueryRequest.aggregate:type_name -> tributary.cluster.v1.Func
+	10, // 12: tributary.cluster.v1.QuerySeries.labels:type_name -> tributary.cluster.v1.Label
+	14, // 13: tributary.cluster.v1.QueryResponse.series:type_name -> tributary.cluster.v1.QuerySeries
+	15, // 14: tributary.cluster.v1.QueryResponse.info:type_name -> tributary.cluster.v1.QueryInfo
+	0,  // 15: tributary.cluster.v1.ExportRequest.compression:type_name -> tributary.cluster.v1.Compression
+	0,  // 16: tributary.cluster.v1.ExportResponse.compression:type_name -> tributary.cluster.v1.Compression
+	20, // 17: tributary.cluster.v1.HoldingsResponse.ranges:type_name -> tributary.cluster.v1.SeqRange
+	8,  // 18: tributary.cluster.v1.ReplicaService.Store:input_type -> tributary.cluster.v1.StoreRequest
+	13, // 19: tributary.cluster.v1.ReplicaService.Query:input_type -> tributary.cluster.v1.QueryRequest
+	17, // 20: tributary.cluster.v1.ReplicaService.Export:input_type -> tributary.cluster.v1.ExportRequest
+	19, // 21: tributary.cluster.v1.ReplicaService.Holdings:input_type -> tributary.cluster.v1.HoldingsRequest
+	4,  // 22: tributary.cluster.v1.ReplicaService.ExportRollups:input_type -> tributary.cluster.v1.ExportRollupsRequest
+	9,  // 23: tributary.cluster.v1.ReplicaService.Store:output_type -> tributary.cluster.v1.StoreResponse
+	16, // 24: tributary.cluster.v1.ReplicaService.Query:output_type -> tributary.cluster.v1.QueryResponse
+	18, // 25: tributary.cluster.v1.ReplicaService.Export:output_type -> tributary.cluster.v1.ExportResponse
+	21, // 26: tributary.cluster.v1.ReplicaService.Holdings:output_type -> tributary.cluster.v1.HoldingsResponse
+	7,  // 27: tributary.cluster.v1.ReplicaService.ExportRollups:output_type -> tributary.cluster.v1.ExportRollupsResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_tributary_cluster_v1_replica_proto_init() }
@@ -1503,7 +1772,7 @@ func file_tributary_cluster_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_cluster_v1_replica_proto_rawDesc), len(file_tributary_cluster_v1_replica_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,10 +25,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ReplicaService_Store_FullMethodName    = "/tributary.cluster.v1.ReplicaService/Store"
-	ReplicaService_Query_FullMethodName    = "/tributary.cluster.v1.ReplicaService/Query"
-	ReplicaService_Export_FullMethodName   = "/tributary.cluster.v1.ReplicaService/Export"
-	ReplicaService_Holdings_FullMethodName = "/tributary.cluster.v1.ReplicaService/Holdings"
+	ReplicaService_Store_FullMethodName         = "/tributary.cluster.v1.ReplicaService/Store"
+	ReplicaService_Query_FullMethodName         = "/tributary.cluster.v1.ReplicaService/Query"
+	ReplicaService_Export_FullMethodName        = "/tributary.cluster.v1.ReplicaService/Export"
+	ReplicaService_Holdings_FullMethodName      = "/tributary.cluster.v1.ReplicaService/Holdings"
+	ReplicaService_ExportRollups_FullMethodName = "/tributary.cluster.v1.ReplicaService/ExportRollups"
 )
 
 // ReplicaServiceClient is the client API for ReplicaService service.
@@ -66,6 +67,15 @@ type ReplicaServiceClient interface {
 	// Holdings answers the runs of an edge's sequence numbers the
 	// coordinator holds: segments stored and ranges copied.
 	Holdings(ctx context.Context, in *HoldingsRequest, opts ...grpc.CallOption) (*HoldingsResponse, error)
+	// ExportRollups streams the rollups the coordinator holds of an edge,
+	// for the cells (hours and days) starting in [min_time_ms,
+	// max_time_ms]: per series, the packed hours of each UTC day and the
+	// packed days of each daily pack, in node/rollup's pack format, with
+	// cells outside the range empty; cells holding samples not yet flushed
+	// are computed from raw points, as a query of them is answered. Series
+	// come in label order; one series may be split over several entries. The
+	// last message has done = true and entries the number of entries sent.
+	ExportRollups(ctx context.Context, in *ExportRollupsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportRollupsResponse], error)
 }
 
 type replicaServiceClient struct {
@@ -134,6 +144,25 @@ func (c *replicaServiceClient) Holdings(ctx context.Context, in *HoldingsRequest
 	return out, nil
 }
 
+func (c *replicaServiceClient) ExportRollups(ctx context.Context, in *ExportRollupsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportRollupsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicaService_ServiceDesc.Streams[2], ReplicaService_ExportRollups_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRollupsRequest, ExportRollupsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicaService_ExportRollupsClient = grpc.ServerStreamingClient[ExportRollupsResponse]
+
 // ReplicaServiceServer is the server API for ReplicaService service.
 // All implementations must embed UnimplementedReplicaServiceServer
 // for forward compatibility.
@@ -169,6 +198,15 @@ type ReplicaServiceServer interface {
 	// Holdings answers the runs of an edge's sequence numbers the
 	// coordinator holds: segments stored and ranges copied.
 	Holdings(context.Context, *HoldingsRequest) (*HoldingsResponse, error)
+	// ExportRollups streams the rollups the coordinator holds of an edge,
+	// for the cells (hours and days) starting in [min_time_ms,
+	// max_time_ms]: per series, the packed hours of each UTC day and the
+	// packed days of each daily pack, in node/rollup's pack format, with
+	// cells outside the range empty; cells holding samples not yet flushed
+	// are computed from raw points, as a query of them is answered. Series
+	// come in label order; one series may be split over several entries. The
+	// last message has done = true and entries the number of entries sent.
+	ExportRollups(*ExportRollupsRequest, grpc.ServerStreamingServer[ExportRollupsResponse]) error
 	mustEmbedUnimplementedReplicaServiceServer()
 }
 
@@ -190,6 +228,9 @@ func (UnimplementedReplicaServiceServer) Export(*ExportRequest, grpc.ServerStrea
 }
 func (UnimplementedReplicaServiceServer) Holdings(context.Context, *HoldingsRequest) (*HoldingsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Holdings not implemented")
+}
+func (UnimplementedReplicaServiceServer) ExportRollups(*ExportRollupsRequest, grpc.ServerStreamingServer[ExportRollupsResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method ExportRollups not implemented")
 }
 func (UnimplementedReplicaServiceServer) mustEmbedUnimplementedReplicaServiceServer() {}
 func (UnimplementedReplicaServiceServer) testEmbeddedByValue()                        {}
@@ -270,6 +311,17 @@ func _ReplicaService_Holdings_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplicaService_ExportRollups_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRollupsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicaServiceServer).ExportRollups(m, &grpc.GenericServerStream[ExportRollupsRequest, ExportRollupsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicaService_ExportRollupsServer = grpc.ServerStreamingServer[ExportRollupsResponse]
+
 // ReplicaService_ServiceDesc is the grpc.ServiceDesc for ReplicaService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -295,6 +347,11 @@ var ReplicaService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Export",
 			Handler:       _ReplicaService_Export_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportRollups",
+			Handler:       _ReplicaService_ExportRollups_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,231 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tributarydb/tributary/node/internal/store"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/rollup"
+)
+
+// ExportRollups calls fn once for each series selected by matchers (all
+// must match; at least one must not match the empty string) that has
+// rollup cells starting in [minT, maxT] (ms, inclusive), in label order,
+// with those cells packed as the store keeps them: the hours of each day
+// from the hourly tier, the days of each daily pack from the daily tier;
+// cells starting outside [minT, maxT] are left empty, and a pack without
+// a cell in range is left out.
+//
+// Each cell is what a downsampling query of step 1h (hours) or 1d (days)
+// answers for it: the stored rollup, except where the head holds samples
+// of the cell, which is computed from the raw points (head and store,
+// merged). Cells are whole: one that [minT, maxT] cuts is included whole.
+//
+// Memory: one series' packs in the range at a time (about 1.5 KiB per day
+// of hourly rollups). It stops at the first error fn returns (returned as
+// is) or when ctx is done; bad arguments wrap ErrBadQuery. Safe for
+// concurrent use, also with writes: points written meanwhile may or may
+// not be included.
+func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(SeriesRollups) error) error {
+	if n.closed.Load() {
+		return ErrClosed
+	}
+	if maxT < minT {
+		return fmt.Errorf("export rollups [%d, %d]: %w: end before start", minT, maxT, ErrBadQuery)
+	}
+	if err := checkExportMatchers(matchers); err != nil {
+		return fmt.Errorf("export rollups [%d, %d]: %w", minT, maxT, err)
+	}
+	// Stored times lie in the store's range; clamping keeps the day
+	// arithmetic below far from overflowing.
+	minT, maxT = max(minT, store.MinTimestampMs), min(maxT, store.MaxTimestampMs)
+	if maxT < minT {
+		return nil
+	}
+	list, err := n.selectSeries(matchers)
+	if err != nil {
+		return fmt.Errorf("export rollups [%d, %d]: select series: %w", minT, maxT, err)
+	}
+	for _, s := range list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r, err := n.seriesRollups(s, minT, maxT)
+		if err != nil {
+			return fmt.Errorf("export rollups [%d, %d]: %s: %w", minT, maxT, s.lset, err)
+		}
+		if len(r.Hourly) == 0 && len(r.Daily) == 0 {
+			continue
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seriesRollups reads the rollups of s for cells starting in [minT, maxT].
+func (n *Node) seriesRollups(s *memSeries, minT, maxT int64) (SeriesRollups, error) {
+	r := SeriesRollups{Labels: s.lset}
+	firstDay, lastDay := rollup.BucketStart(minT, rollup.Day), rollup.BucketStart(maxT, rollup.Day)
+	// Hours with head samples are recomputed from raw points, as a query
+	// of them would be.
+	dirty := map[int64]rollup.Agg{}
+	for _, x := range s.snapshot(firstDay, lastDay+rollup.Day-1) {
+		h := rollup.BucketStart(x.t, rollup.Hour)
+		if _, ok := dirty[h]; ok {
+			continue
+		}
+		samples, err := n.rawSamples(s, h, h+rollup.Hour-1)
+		if err != nil {
+			return r, err
+		}
+		var a rollup.Agg
+		for _, y := range samples {
+			a.Add(y.t, y.v)
+		}
+		dirty[h] = a
+	}
+	dirtyDays := map[int64]bool{}
+	for h := range dirty {
+		dirtyDays[rollup.BucketStart(h, rollup.Day)] = true
+	}
+	// hours fills a day's cells in range, from the stored pack and the
+	// dirty hours; ok reports a non-empty cell.
+	hours := func(day int64, stored rollup.Hourly) (rollup.Hourly, bool) {
+		var out rollup.Hourly
+		ok := false
+		for i := range out.Hours {
+			h := day + int64(i)*rollup.Hour
+			if h < minT || h > maxT {
+				continue
+			}
+			a := stored.Hours[i]
+			if d, isDirty := dirty[h]; isDirty {
+				a = d
+			}
+			out.Hours[i] = a
+			ok = ok || a.Count > 0
+		}
+		return out, ok
+	}
+	seen := map[int64]bool{}
+	err := n.db.Rollups(store.KindRollup1h, s.id, firstDay, lastDay, func(day int64, val []byte) error {
+		stored, err := rollup.DecodeHourly(val, day)
+		if err != nil {
+			return fmt.Errorf("hourly rollups of %s: %w", fmtMs(day), err)
+		}
+		seen[day] = true
+		if h, ok := hours(day, stored); ok {
+			r.Hourly = append(r.Hourly, HourlyRollups{Day: day, Hours: h})
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	for day := range dirtyDays {
+		if seen[day] {
+			continue
+		}
+		if h, ok := hours(day, rollup.Hourly{}); ok {
+			r.Hourly = insertHourly(r.Hourly, HourlyRollups{Day: day, Hours: h})
+		}
+	}
+
+	// Days: clean ones from the daily tier, dirty ones merged from their
+	// hours.
+	dayCell := func(day int64, stored rollup.Agg) (rollup.Agg, error) {
+		if !dirtyDays[day] {
+			return stored, nil
+		}
+		day1h, err := n.readHourly(s.id, day)
+		if err != nil {
+			return rollup.Agg{}, err
+		}
+		var t rollup.Agg
+		for i, a := range day1h.Hours {
+			if d, isDirty := dirty[day+int64(i)*rollup.Hour]; isDirty {
+				a = d
+			}
+			t.Merge(a)
+		}
+		return t, nil
+	}
+	var packs []DailyRollups
+	seenPack := map[int64]bool{}
+	err = n.db.Rollups(store.KindRollup1d, s.id, rollup.PackStart(minT), lastDay, func(p int64, val []byte) error {
+		stored, err := rollup.DecodeDaily(val, p)
+		if err != nil {
+			return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
+		}
+		seenPack[p] = true
+		var out rollup.Daily
+		ok := false
+		for i := range out.Days {
+			d := p + int64(i)*rollup.Day
+			if d < minT || d > maxT {
+				continue
+			}
+			a, err := dayCell(d, stored.Days[i])
+			if err != nil {
+				return err
+			}
+			out.Days[i] = a
+			ok = ok || a.Count > 0
+		}
+		if ok {
+			packs = append(packs, DailyRollups{Pack: p, Days: out})
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	for day := range dirtyDays {
+		p := rollup.PackStart(day)
+		if seenPack[p] || day < minT || day > maxT {
+			continue
+		}
+		a, err := dayCell(day, rollup.Agg{})
+		if err != nil {
+			return r, err
+		}
+		if a.Count == 0 {
+			continue
+		}
+		i := insertDaily(&packs, p)
+		packs[i].Days.Days[(day-p)/rollup.Day] = a
+	}
+	r.Daily = packs
+	return r, nil
+}
+
+// insertHourly inserts h into hs, sorted by day.
+func insertHourly(hs []HourlyRollups, h HourlyRollups) []HourlyRollups {
+	i := 0
+	for i < len(hs) && hs[i].Day < h.Day {
+		i++
+	}
+	hs = append(hs, HourlyRollups{})
+	copy(hs[i+1:], hs[i:])
+	hs[i] = h
+	return hs
+}
+
+// insertDaily returns the index of the pack starting at p in ps, sorted
+// by start, adding an empty one if there is none.
+func insertDaily(ps *[]DailyRollups, p int64) int {
+	i := 0
+	for i < len(*ps) && (*ps)[i].Pack < p {
+		i++
+	}
+	if i < len(*ps) && (*ps)[i].Pack == p {
+		return i
+	}
+	*ps = append(*ps, DailyRollups{})
+	copy((*ps)[i+1:], (*ps)[i:])
+	(*ps)[i] = DailyRollups{Pack: p}
+	return i
+}
