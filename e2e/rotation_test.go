@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/e2e/internal/cluster"
+	"github.com/tributarydb/tributary/internal/hostile"
 	"github.com/tributarydb/tributary/internal/testcert"
 )
 
@@ -378,4 +381,175 @@ func TestRotation_CAAndCertificatesWithoutRestart(t *testing.T) {
 	t.Logf("TLS reloads (a poll between a certificate's and its key's write fails and keeps the old pair): %s", strings.Join(reloadErrs, "; "))
 	t.Logf("summary: load average %s; writers %.0f and %.0f points/s, no write failed; new material read %v (poll), %v (SIGHUP), %v (poll) after each step's files were written; refusals or ended streams during the rotation: %d; lost %d, duplicated %d",
 		loadAvg(), load1, load2, took1.Round(time.Millisecond), took2.Round(time.Millisecond), took3.Round(time.Millisecond), len(changed(before, during)), lost1+lost2, dup1+dup2)
+}
+
+// edgeAdmitted says whether the intake at addr admits a stream from the
+// certificate cert: a Ship stream whose first message announces 200 MB is
+// refused for its size (ResourceExhausted) once admitted, and
+// PERMISSION_DENIED naming the revocation before; nothing of it is read
+// either way, so the edge's own session is left alone.
+func edgeAdmitted(ctx context.Context, addr string, cert tls.Certificate) (admitted bool, detail string, err error) {
+	outs, err := hostile.GRPC(ctx, "probe", hostile.Target{Addr: addr, TLS: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, //nolint:gosec // the client's certificate is under test
+		Certificates: []tls.Certificate{cert}}}, hostile.CallShip, 1, 200<<20, hostile.Revoked, 5*time.Second)
+	if err != nil {
+		return false, "", err
+	}
+	o := outs[0]
+	switch {
+	case o.Verdict == hostile.Refused:
+		return false, o.Detail, nil
+	case strings.Contains(o.Detail, "larger than max"):
+		return true, o.Detail, nil
+	}
+	return false, o.Detail, fmt.Errorf("probe of %s: neither admitted nor refused as revoked: %s", addr, o.Detail)
+}
+
+// cli runs the tributary command line against a coordinator's client
+// listener, with TLS and the token.
+func (f *secureFleet) cli(t *testing.T, co *cluster.Coordinator, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--addr", co.GRPC, "--tls-ca", f.pki.PeerCAFile, "--timeout", "10s")...)
+	cmd.Env = append(os.Environ(), "TRIBUTARY_TOKEN="+f.pki.Token)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tributary %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRevocation_EdgeRefusedEverywhereWithin5s revokes edge-2 with
+// `tributary cluster revoke-edge` while both edges of a TLS fleet write
+// and ship: within 5 s every coordinator's intake refuses edge-2's
+// certificate (probed on each), every coordinator drops its query tunnel,
+// and edge-2's acknowledgements stop; edge-1's acknowledgements do not
+// pause longer than they did before (plus one segment age). edge-2's data
+// stays: every coordinator still answers what the cloud holds of it, and
+// says edge-2 did not answer. After unrevoke-edge, edge-2 ships its
+// backlog and the cloud holds every acknowledged point of both edges
+// exactly once.
+func TestRevocation_EdgeRefusedEverywhereWithin5s(t *testing.T) {
+	requireSecurityScenarios(t)
+	f := startSecureFleet(t, false, 0, "edge-2")
+	edge2 := f.More[0]
+	w1, start1 := startSecureLoad(t, f, f.Edge, metric)
+	w2, start2 := startSecureLoad(t, f, edge2, metric+"_2")
+	acks := trackAcks(f.Cluster, f.Edge.ID, edge2.ID)
+	defer acks.Stop()
+	quietFrom := time.Now()
+	time.Sleep(10 * time.Second)
+	quietTo := time.Now()
+	cert2, err := tls.LoadX509KeyPair(f.pki.Files(edge2.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, co := range f.Coordinators {
+		if ok, detail, err := edgeAdmitted(ctx, co.Intake, cert2); err != nil || !ok {
+			t.Fatalf("before the revocation %s does not admit %s: %s %v", co.ID, edge2.ID, detail, err)
+		}
+	}
+	cl := f.Client()
+
+	revokeAt := time.Now()
+	out := f.cli(t, f.Coordinators[1], "cluster", "revoke-edge", edge2.ID)
+	cmdTook := time.Since(revokeAt)
+	type seen struct {
+		refused, tunnelGone time.Duration
+		detail              string
+	}
+	seenBy := make([]seen, len(f.Coordinators))
+	var wg sync.WaitGroup
+	for i, co := range f.Coordinators {
+		wg.Go(func() {
+			s := &seenBy[i]
+			for time.Since(revokeAt) < 10*time.Second && (s.refused == 0 || s.tunnelGone == 0) {
+				if s.refused == 0 {
+					if ok, detail, err := edgeAdmitted(ctx, co.Intake, cert2); err == nil && !ok {
+						s.refused, s.detail = time.Since(revokeAt), detail
+					}
+				}
+				if s.tunnelGone == 0 {
+					if m, err := cl.Metrics(ctx, co.HTTP, "tributary_tunnel_open"); err == nil && m["tributary_tunnel_open"] == 1 {
+						s.tunnelGone = time.Since(revokeAt)
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	var slowest time.Duration
+	for i, s := range seenBy {
+		co := f.Coordinators[i]
+		t.Logf("%s: refuses %s %v after the command started (%s); its query tunnel gone after %v", co.ID, edge2.ID, s.refused.Round(time.Millisecond), s.detail, s.tunnelGone.Round(time.Millisecond))
+		if s.refused == 0 || s.refused > 5*time.Second {
+			t.Errorf("%s does not refuse the revoked %s within 5 s", co.ID, edge2.ID)
+		}
+		if s.tunnelGone == 0 || s.tunnelGone > 5*time.Second {
+			t.Errorf("%s keeps %s's query tunnel open more than 5 s after the revocation", co.ID, edge2.ID)
+		}
+		slowest = max(slowest, s.refused, s.tunnelGone)
+	}
+	// edge-2's acknowledgements stop; edge-1's go on.
+	time.Sleep(time.Until(revokeAt.Add(15 * time.Second)))
+	lastRise2 := acks.lastRise(edge2.ID).Sub(revokeAt)
+	if lastRise2 > 5*time.Second {
+		t.Errorf("%s's segments were still acknowledged %v after the revocation", edge2.ID, lastRise2.Round(time.Millisecond))
+	}
+	q := acks.maxPause(f.Edge.ID, quietFrom, quietTo)
+	r := acks.maxPause(f.Edge.ID, revokeAt, revokeAt.Add(15*time.Second))
+	if r > q+time.Second {
+		t.Errorf("%s's acknowledgements paused %v after the revocation, more than %v before it plus 1 s", f.Edge.ID, r.Round(time.Millisecond), q.Round(time.Millisecond))
+	}
+	t.Logf("%s: last acknowledgement %v after the revocation; %s: longest pause between acknowledgements %v before, %v in the 15 s after",
+		edge2.ID, lastRise2.Round(time.Millisecond), f.Edge.ID, q.Round(time.Millisecond), r.Round(time.Millisecond))
+
+	// Its data stays, flagged as possibly incomplete.
+	fl, err := f.WaitFleet(ctx, 10*time.Second, func(cluster.Fleet) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := edgeOf(fl, edge2.ID).HeldPoints
+	for _, co := range f.Coordinators {
+		ans, err := cluster.QueryRawWith(ctx, cl, co.GRPC, metric+"_2", start2, time.Now().Add(time.Hour).UnixMilli())
+		if err != nil {
+			t.Errorf("%s: query %s's data while it is revoked: %v", co.ID, edge2.ID, err)
+			continue
+		}
+		n := 0
+		for _, pts := range ans.Points {
+			n += len(pts)
+		}
+		warned := strings.Contains(strings.Join(ans.Warnings, " "), edge2.ID)
+		t.Logf("%s answers %d points of the revoked %s (the cloud holds %d); warnings %q", co.ID, n, edge2.ID, held, ans.Warnings)
+		if uint64(n) < held || !warned {
+			t.Errorf("%s answers %d points of the revoked %s, the cloud holds %d; a warning naming it: %v", co.ID, n, edge2.ID, held, warned)
+		}
+	}
+	revokedCount := 0.0
+	for _, co := range f.Coordinators {
+		if m, err := cl.Metrics(ctx, co.HTTP, "tributary_"); err == nil {
+			revokedCount += m["tributary_intake_revoked_total"] + m[`tributary_listener_refusals_total{listener="intake",stage="admission"}`]
+		}
+	}
+
+	// Lifted: edge-2 ships its backlog.
+	out2 := f.cli(t, f.Coordinators[2], "cluster", "unrevoke-edge", edge2.ID)
+	unrevokeAt := time.Now()
+	before2 := acks.acked(edge2.ID)
+	for acks.acked(edge2.ID) <= before2 {
+		if time.Since(unrevokeAt) > 60*time.Second {
+			t.Fatalf("%s not acknowledged within 60 s of unrevoke-edge", edge2.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resumed := time.Since(unrevokeAt)
+	st1, st2 := w1.Stop(), w2.Stop()
+	load1 := requireLoadHeld(t, st1, faultLoad)
+	load2 := requireLoadHeld(t, st2, faultLoad)
+	lost1, dup1 := checkSecureCloud(t, f, f.Edge, metric, w1.Ledger, st1, start1)
+	lost2, dup2 := checkSecureCloud(t, f, edge2, metric+"_2", w2.Ledger, st2, start2)
+	t.Logf("summary: load average %s; %q in %v; every coordinator refused %s within %v of it (refusals and revoked streams counted: %v); %s's last acknowledgement %v after; %s's longest pause %v (%v before); %q, shipping again after %v; writers %.0f and %.0f points/s; lost %d, duplicated %d",
+		loadAvg(), out, cmdTook.Round(time.Millisecond), edge2.ID, slowest.Round(time.Millisecond), revokedCount, edge2.ID, lastRise2.Round(time.Millisecond),
+		f.Edge.ID, r.Round(time.Millisecond), q.Round(time.Millisecond), out2, resumed.Round(time.Millisecond), load1, load2, lost1+lost2, dup1+dup2)
 }
