@@ -32,18 +32,6 @@ func requireSecurityScenarios(t *testing.T) {
 	}
 }
 
-// Attacker addresses: loopback aliases of their own, so that the
-// per-address connection caps count them apart from the fleet's links
-// and the legitimate writer (all on 127.0.0.1), as an attacker on another
-// host would be.
-const (
-	attackerWrites   = "127.0.0.2"
-	attackerCluster  = "127.0.0.3"
-	attackerLines    = "127.0.0.4"
-	attackerHalfOpen = "127.0.0.5"
-	attackerShip     = "127.0.0.6"
-)
-
 // hostileRSSGrowthMax is what any process's resident size may grow by
 // during the attacks, over its peak in an equal quiet window before.
 const hostileRSSGrowthMax = 64 << 20
@@ -233,25 +221,6 @@ func checkSecureCloud(t *testing.T, f *secureFleet, edge *cluster.Edge, metricNa
 	return lost, dup
 }
 
-// listener is one TLS listener of the fleet, for the half-open
-// handshakes, with its per-address connection cap.
-type listener struct {
-	name, addr string
-	perIP      int
-}
-
-func (f *secureFleet) listeners() []listener {
-	var ls []listener
-	for _, e := range f.edges() {
-		ls = append(ls, listener{e.ID + " grpc", e.GRPC, 64}, listener{e.ID + " http", e.HTTP, 64})
-	}
-	for _, co := range f.Coordinators {
-		ls = append(ls, listener{co.ID + " grpc", co.GRPC, 64}, listener{co.ID + " http", co.HTTP, 64},
-			listener{co.ID + " cluster", co.Cluster, 32}, listener{co.ID + " intake", co.Intake, 256})
-	}
-	return ls
-}
-
 // TestHostile_ClientsRefusedWithinBounds runs a production-configured
 // fleet (three coordinators and edge-1; TLS on every listener, a peer CA
 // and an edge CA, tokens; every limit at its default) while the 4,000
@@ -277,11 +246,12 @@ func (f *secureFleet) listeners() []listener {
 // fail, and the cloud hold every acknowledged point exactly once.
 func TestHostile_ClientsRefusedWithinBounds(t *testing.T) {
 	requireSecurityScenarios(t)
-	writes := envInt(t, "TRIBUTARY_E2E_HOSTILE_WRITES", 100)
-	lines := envInt(t, "TRIBUTARY_E2E_HOSTILE_LINES", 20)
-	halfOpen := envInt(t, "TRIBUTARY_E2E_HALF_OPEN_CONNS", 10_000)
+	sizes := hostile.DefaultSizes()
+	sizes.Writes = envInt(t, "TRIBUTARY_E2E_HOSTILE_WRITES", sizes.Writes)
+	sizes.Lines = envInt(t, "TRIBUTARY_E2E_HOSTILE_LINES", sizes.Lines)
+	sizes.HalfOpen = envInt(t, "TRIBUTARY_E2E_HALF_OPEN_CONNS", sizes.HalfOpen)
 	quiet := envDuration(t, "TRIBUTARY_E2E_HOSTILE_QUIET", 10*time.Second)
-	raiseOpenFiles(t, halfOpen+2000)
+	raiseOpenFiles(t, sizes.HalfOpen+2000)
 	load0 := loadAvg()
 	f := startSecureFleet(t, false, 0)
 	w, startMs := startSecureLoad(t, f, f.Edge, metric)
@@ -298,7 +268,7 @@ func TestHostile_ClientsRefusedWithinBounds(t *testing.T) {
 	quietTo := time.Now()
 
 	ctx := context.Background()
-	plan, ls, edgeCert := hostilePlan(t, f, writes, lines, halfOpen)
+	plan, ls, edgeCert := hostilePlan(t, f, sizes)
 	attackFrom := time.Now()
 	rep, err := hostile.RunPlanProcess(ctx, plan, t.TempDir(), true,
 		[]string{os.Args[0], "-test.run=^TestHostile_AttackerProcess$", "-test.count=1", "-test.v"}, "TRIBUTARY_E2E_BIN="+bin)
@@ -331,12 +301,12 @@ func TestHostile_ClientsRefusedWithinBounds(t *testing.T) {
 		halfHeldPeak += r.PeakHeld
 		halfLongest = max(halfLongest, r.LongestHeld)
 		t.Logf("half-open on %-16s %5d: closed at accept %5d, after the handshake timeout %3d (held at most %3d at once, cap %d per address; longest %v), still open %d, dial failed %d %s",
-			r.Name, r.Dialled, r.ClosedAtOnce, r.ClosedLater, r.PeakHeld, l.perIP, r.LongestHeld.Round(time.Millisecond), r.StillOpen, r.DialFailed, r.FirstDialErr)
+			r.Name, r.Dialled, r.ClosedAtOnce, r.ClosedLater, r.PeakHeld, l.PerIP, r.LongestHeld.Round(time.Millisecond), r.StillOpen, r.DialFailed, r.FirstDialErr)
 		if r.StillOpen > 0 || r.DialFailed > 0 {
 			t.Errorf("half-open handshakes on %s: %d still open after the hold, %d dials failed (%s): want every one closed by the server", r.Name, r.StillOpen, r.DialFailed, r.FirstDialErr)
 		}
-		if r.PeakHeld > l.perIP {
-			t.Errorf("half-open handshakes on %s: %d held at once, above the per-address cap %d", r.Name, r.PeakHeld, l.perIP)
+		if r.PeakHeld > l.PerIP {
+			t.Errorf("half-open handshakes on %s: %d held at once, above the per-address cap %d", r.Name, r.PeakHeld, l.PerIP)
 		}
 		if r.LongestHeld > 10*time.Second+3*time.Second {
 			t.Errorf("half-open handshakes on %s: one was held %v, past the 10 s handshake timeout", r.Name, r.LongestHeld)
@@ -412,54 +382,31 @@ func TestHostile_ClientsRefusedWithinBounds(t *testing.T) {
 	}
 	lost, dup := checkSecureCloud(t, f, f.Edge, metric, w.Ledger, st, startMs)
 	t.Logf("summary: load average %s before, %s after; writer %.0f points/s, p99 %v during the attacks (%v quiet); hostile requests and connections refused %d, accepted %d, unclear %d; half-open handshakes: %d, held at most %d at once over %d listeners, longest %v; largest resident growth %d MiB; lost %d, duplicated %d",
-		load0, load1, load, p99a.Round(time.Millisecond), p99q.Round(time.Millisecond), refused, accepted, unclear, halfOpen, halfHeldPeak, len(ls),
+		load0, load1, load, p99a.Round(time.Millisecond), p99q.Round(time.Millisecond), refused, accepted, unclear, sizes.HalfOpen, halfHeldPeak, len(ls),
 		halfLongest.Round(time.Millisecond), growthMax>>20, lost, dup)
 }
 
 // hostilePlan is the attacks of TestHostile_ClientsRefusedWithinBounds
-// on f, the listeners the half-open handshakes go to, by name, and the
-// stolen edge certificate it presents.
-func hostilePlan(t *testing.T, f *secureFleet, writes, lines, halfOpen int) (hostile.Plan, map[string]listener, tls.Certificate) {
+// on f (hostile.FleetPlan), the listeners the half-open handshakes go to,
+// by name, and the stolen edge certificate it presents.
+func hostilePlan(t *testing.T, f *secureFleet, s hostile.Sizes) (hostile.Plan, map[string]hostile.Listener, tls.Certificate) {
 	dir := t.TempDir()
 	peerCA, edgeCA := f.pki.CAs()
-	// A stolen Pi's certificate, a peer-CA certificate naming no member,
-	// and a valid edge certificate of an edge never registered.
 	stolen := edgeCA.IssueDNS(t, f.Edge.ID)
-	edgeCert, edgeKey := testcert.WritePair(t, dir, "stolen-edge-1", stolen)
-	strangerCert, strangerKey := testcert.WritePair(t, dir, "c9", peerCA.IssueDNS(t, "c9"))
-	shipCert, shipKey := testcert.WritePair(t, dir, "edge-9", edgeCA.IssueDNS(t, "edge-9"))
-	var p hostile.Plan
+	write := func(name string, c tls.Certificate) hostile.CertFiles {
+		cert, key := testcert.WritePair(t, dir, name, c)
+		return hostile.CertFiles{Cert: cert, Key: key}
+	}
+	hf := hostile.Fleet{Token: f.pki.Token, StolenEdge: write("stolen-"+f.Edge.ID, stolen),
+		Stranger: write("c9", peerCA.IssueDNS(t, "c9")), UnknownEdge: write("edge-9", edgeCA.IssueDNS(t, "edge-9"))}
 	for _, e := range f.edges() {
-		p.GRPC = append(p.GRPC, hostile.GRPCAttack{Name: "unauthenticated 64 MB write", Addr: e.GRPC, LocalIP: attackerWrites, Conns: 4,
-			TLS: true, Method: "write", Calls: writes, Bytes: 64 << 20, Want: "no-token"})
+		hf.Nodes = append(hf.Nodes, hostile.NodeListeners{Name: e.ID, GRPC: e.GRPC, HTTP: e.HTTP})
 	}
 	for _, co := range f.Coordinators {
-		p.GRPC = append(p.GRPC, hostile.GRPCAttack{Name: "unauthenticated 64 MB write", Addr: co.GRPC, LocalIP: attackerWrites, Conns: 4,
-			TLS: true, Method: "write", Calls: writes, Bytes: 64 << 20, Want: "no-token"})
-		for _, who := range []struct{ name, cert, key string }{{"edge certificate", edgeCert, edgeKey}, {"non-member peer certificate", strangerCert, strangerKey}} {
-			for _, m := range []string{"raft-send", "replica-store"} {
-				p.GRPC = append(p.GRPC, hostile.GRPCAttack{Name: fmt.Sprintf("cluster %s 200 MB, %s", m, who.name), Addr: co.Cluster,
-					LocalIP: attackerCluster, Conns: 4, TLS: true, CertFile: who.cert, KeyFile: who.key,
-					Method: m, Calls: 50, Bytes: 200 << 20, Want: "not-a-member"})
-			}
-		}
-		p.GRPC = append(p.GRPC, hostile.GRPCAttack{Name: "intake ship 200 MB, valid edge certificate", Addr: co.Intake, LocalIP: attackerShip, Conns: 4,
-			TLS: true, CertFile: shipCert, KeyFile: shipKey, Method: "ship", Calls: 50, Bytes: 200 << 20, Want: "too-large"})
+		hf.Coordinators = append(hf.Coordinators, hostile.CoordinatorListeners{Name: co.ID, GRPC: co.GRPC, HTTP: co.HTTP, Cluster: co.Cluster, Intake: co.Intake})
 	}
-	p.HTTP = append(p.HTTP, hostile.HTTPAttack{Name: "20 MB line of 2M fields, valid token", URL: f.Client().URL(f.Edge.HTTP, "/write?db=e2e"),
-		LocalIP: attackerLines, Token: f.pki.Token, Requests: lines, Fields: 2_000_000, Refuse: []int{400, 413}, Words: []string{"max-line-bytes"}})
-	ls := f.listeners()
-	byName := map[string]listener{}
-	for i, l := range ls {
-		n := halfOpen / len(ls)
-		if i < halfOpen%len(ls) {
-			n++
-		}
-		byName[l.name] = l
-		p.HalfOpen = append(p.HalfOpen, hostile.HalfOpenAttack{Name: l.name,
-			HalfOpen: hostile.HalfOpen{Addr: l.addr, LocalIPs: []string{attackerHalfOpen}, Conns: n, Hold: 20 * time.Second}})
-	}
-	return p, byName, stolen
+	p, ls := hostile.FleetPlan(hf, s)
+	return p, ls, stolen
 }
 
 // handshakeRefusal requires the listener at addr to refuse cert in the
