@@ -98,32 +98,32 @@ const (
 // It returns the plan and the half-open handshakes' listeners by name.
 func FleetPlan(f Fleet, s Sizes) (Plan, map[string]Listener) {
 	var p Plan
-	write := func(addr string) GRPCAttack {
-		return GRPCAttack{Name: fmt.Sprintf("unauthenticated %d MB write", s.WriteBytes>>20), Addr: addr, LocalIP: FromWrites, Conns: 4,
+	write := func(label, addr string) GRPCAttack {
+		return GRPCAttack{Name: fmt.Sprintf("unauthenticated %d MB write", s.WriteBytes>>20), Label: label, Addr: addr, LocalIP: FromWrites, Conns: 4,
 			TLS: true, Method: "write", Calls: s.Writes, Bytes: s.WriteBytes, Want: "no-token"}
 	}
 	var ls []Listener
 	for _, n := range f.Nodes {
-		p.GRPC = append(p.GRPC, write(n.GRPC))
+		p.GRPC = append(p.GRPC, write(n.Name+" grpc", n.GRPC))
 		p.HTTP = append(p.HTTP, HTTPAttack{Name: fmt.Sprintf("%d MB line of %d fields, valid token", s.LineFields*10/1_000_000, s.LineFields),
-			URL: "https://" + n.HTTP + "/write?db=hostile", LocalIP: FromLines, Token: f.Token, Requests: s.Lines, Fields: s.LineFields,
+			Label: n.Name + " http /write", URL: "https://" + n.HTTP + "/write?db=hostile", LocalIP: FromLines, Token: f.Token, Requests: s.Lines, Fields: s.LineFields,
 			Refuse: []int{400, 413}, Words: []string{"max-line-bytes"}})
 		ls = append(ls, Listener{n.Name + " grpc", n.GRPC, clientPerIP}, Listener{n.Name + " http", n.HTTP, clientPerIP})
 	}
 	mb := s.StreamBytes >> 20
 	for _, c := range f.Coordinators {
-		p.GRPC = append(p.GRPC, write(c.GRPC))
+		p.GRPC = append(p.GRPC, write(c.Name+" grpc", c.GRPC))
 		for _, who := range []struct {
 			name string
 			cert CertFiles
 		}{{"edge certificate", f.StolenEdge}, {"non-member peer certificate", f.Stranger}} {
 			for _, m := range []string{"raft-send", "replica-store"} {
-				p.GRPC = append(p.GRPC, GRPCAttack{Name: fmt.Sprintf("cluster %s %d MB, %s", m, mb, who.name), Addr: c.Cluster,
+				p.GRPC = append(p.GRPC, GRPCAttack{Name: fmt.Sprintf("cluster %s %d MB, %s", m, mb, who.name), Label: c.Name + " cluster", Addr: c.Cluster,
 					LocalIP: FromCluster, Conns: 4, TLS: true, CertFile: who.cert.Cert, KeyFile: who.cert.Key,
 					Method: m, Calls: s.Streams, Bytes: s.StreamBytes, Want: "not-a-member"})
 			}
 		}
-		p.GRPC = append(p.GRPC, GRPCAttack{Name: fmt.Sprintf("intake ship %d MB, valid edge certificate", mb), Addr: c.Intake,
+		p.GRPC = append(p.GRPC, GRPCAttack{Name: fmt.Sprintf("intake ship %d MB, valid edge certificate", mb), Label: c.Name + " intake", Addr: c.Intake,
 			LocalIP: FromShip, Conns: 4, TLS: true, CertFile: f.UnknownEdge.Cert, KeyFile: f.UnknownEdge.Key,
 			Method: "ship", Calls: s.Streams, Bytes: s.StreamBytes, Want: "too-large"})
 		ls = append(ls, Listener{c.Name + " grpc", c.GRPC, clientPerIP}, Listener{c.Name + " http", c.HTTP, clientPerIP},

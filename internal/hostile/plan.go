@@ -29,7 +29,9 @@ type Plan struct {
 // GRPCAttack is Calls concurrent calls of one method on one listener
 // (GRPC).
 type GRPCAttack struct {
-	Name    string `json:"name"`
+	Name string `json:"name"`
+	// Label names the listener in the report (default: Addr).
+	Label   string `json:"label,omitempty"`
 	Addr    string `json:"addr"`
 	LocalIP string `json:"local_ip,omitempty"`
 	Conns   int    `json:"conns,omitempty"`
@@ -52,6 +54,7 @@ type GRPCAttack struct {
 // (HTTPPosts).
 type HTTPAttack struct {
 	Name     string   `json:"name"`
+	Label    string   `json:"label,omitempty"` // the listener in the report (default: URL)
 	URL      string   `json:"url"`
 	LocalIP  string   `json:"local_ip,omitempty"`
 	Token    string   `json:"token,omitempty"`
@@ -157,6 +160,7 @@ func (p Plan) Run(ctx context.Context) (Report, error) {
 		}
 		wg.Go(func() {
 			o, err := GRPC(ctx, a.Name, t, calls[a.Method], a.Calls, a.Bytes, wants[a.Want], timeout)
+			relabel(o, a.Label)
 			mu.Lock()
 			defer mu.Unlock()
 			outs = append(outs, o...)
@@ -170,6 +174,7 @@ func (p Plan) Run(ctx context.Context) (Report, error) {
 			TLS: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}} //nolint:gosec // an attacker does not verify
 		wg.Go(func() {
 			o := HTTPPosts(ctx, a.Name, t, a.Requests, bodies[a.Fields], a.Refuse, a.Words, timeout)
+			relabel(o, a.Label)
 			mu.Lock()
 			defer mu.Unlock()
 			outs = append(outs, o...)
@@ -187,6 +192,16 @@ func (p Plan) Run(ctx context.Context) (Report, error) {
 	rep.Ended = time.Now()
 	rep.Tallies = Summarize(outs)
 	return rep, nil
+}
+
+// relabel names the target of outs label, when set.
+func relabel(outs []Outcome, label string) {
+	if label == "" {
+		return
+	}
+	for i := range outs {
+		outs[i].Target = label
+	}
 }
 
 // RunPlanProcess runs p in a child process: the command cmd (argv),
