@@ -410,7 +410,9 @@ func hostilePlan(t *testing.T, f *secureFleet, s hostile.Sizes) (hostile.Plan, m
 }
 
 // handshakeRefusal requires the listener at addr to refuse cert in the
-// TLS handshake with an alert about its CA.
+// TLS handshake with an alert about its CA. NB: the test CAs share one
+// subject name, so the client presents cert whichever CA the server asks
+// for, and it is the server's verification that refuses it.
 func handshakeRefusal(addr string, cfg *tls.Config, cert tls.Certificate) error {
 	cfg.Certificates, cfg.NextProtos = []tls.Certificate{cert}, []string{"h2"}
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)

@@ -155,7 +155,11 @@ func (p Plan) Run(ctx context.Context) (Report, error) {
 				if err != nil {
 					return Report{}, fmt.Errorf("hostile plan: attack %q: %w", a.Name, err)
 				}
-				t.TLS.Certificates = []tls.Certificate{cert}
+				// Presented whatever CAs the server asks for: a Go client
+				// would otherwise send no certificate to a server whose
+				// CA list does not name its issuer, and the server would
+				// not get to refuse it.
+				t.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 			}
 		}
 		wg.Go(func() {
