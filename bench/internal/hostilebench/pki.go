@@ -80,10 +80,3 @@ func (c *ca) issue(dir, name string) (hostile.CertFiles, error) {
 	}
 	return f, nil
 }
-
-// pool trusts c.
-func (c *ca) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(c.cert)
-	return p
-}
