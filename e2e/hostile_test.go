@@ -447,3 +447,88 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// TestHostile_FullListenerKeepsEstablishedClients fills edge-1's gRPC
+// listener with half-open handshakes from many addresses (1,000 from 20
+// addresses, 50 each: under the per-address cap of 64, over the
+// listener's cap of 256), as a distributed attacker could. What a
+// connection cap can and cannot do is then measured: the connections over
+// the cap are closed at accept; the writer, whose connection was
+// established before, keeps writing at its pace with no failure and its
+// usual latency; a new client is refused while the listener is full (its
+// connection closed at accept: the attacker denies new connections for
+// as long as it holds the slots) and served once the handshake timeout
+// (10 s) has closed the attacker's connections.
+func TestHostile_FullListenerKeepsEstablishedClients(t *testing.T) {
+	requireSecurityScenarios(t)
+	raiseOpenFiles(t, 4000)
+	f := startSecureFleet(t, false, 0)
+	w, startMs := startSecureLoad(t, f, f.Edge, metric)
+	var ips []string
+	for i := range 20 {
+		ips = append(ips, fmt.Sprintf("127.0.1.%d", i+1))
+	}
+	newClient := func() error {
+		o := faultLoad
+		o.Addr, o.Metric, o.Client, o.RequestTimeout = f.Edge.GRPC, metric+"_new", f.pki.Client(), 3*time.Second
+		nw, err := cluster.NewWriter(o)
+		if err != nil {
+			return err
+		}
+		defer nw.Close()
+		return nw.WriteOnce(context.Background())
+	}
+	if err := newClient(); err != nil {
+		t.Fatalf("a new client before the attack: %v", err)
+	}
+	time.Sleep(5 * time.Second)
+	attackFrom := time.Now()
+	done := make(chan hostile.HalfOpenResult, 1)
+	go func() {
+		done <- hostile.HalfOpenHandshakes(context.Background(), hostile.HalfOpen{Addr: f.Edge.GRPC, LocalIPs: ips, Conns: 1000, Hold: 20 * time.Second})
+	}()
+	time.Sleep(3 * time.Second)
+	refusedErr := newClient()
+	var servedAfter time.Duration
+	for {
+		if err := newClient(); err == nil {
+			servedAfter = time.Since(attackFrom)
+			break
+		}
+		if time.Since(attackFrom) > 30*time.Second {
+			t.Fatal("a new client is still refused 30 s after the attack began")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r := <-done
+	attackTo := time.Now()
+	time.Sleep(2 * time.Second)
+	st := w.Stop()
+	m, err := f.Client().Metrics(context.Background(), f.Edge.HTTP, "tributary_api_events_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := m[`tributary_api_events_total{event="grpc_conn_refused_listener_full"}`]
+	t.Logf("1,000 half-open handshakes from 20 addresses: closed at accept %d, at the handshake timeout %d (held at most %d at once; longest %v), still open %d; listener_full refusals counted %v",
+		r.ClosedAtOnce, r.ClosedLater, r.PeakHeld, r.LongestHeld.Round(time.Millisecond), r.StillOpen, full)
+	if r.StillOpen > 0 || r.PeakHeld > 256 || r.ClosedAtOnce == 0 || full == 0 {
+		t.Errorf("want the listener's cap of 256 to hold (held %d at once, %d still open) and the connections over it closed at accept (%d, counted %v)", r.PeakHeld, r.StillOpen, r.ClosedAtOnce, full)
+	}
+	if refusedErr == nil {
+		t.Errorf("a new client was served while the listener was full: the cap did not hold")
+	}
+	t.Logf("a new client while the listener is full: %v; served again %v after the attack began", refusedErr, servedAfter.Round(time.Millisecond))
+	if servedAfter > 10*time.Second+5*time.Second {
+		t.Errorf("a new client was served only %v after the attack began, want soon after the 10 s handshake timeout", servedAfter.Round(time.Millisecond))
+	}
+	load := requireLoadHeld(t, st, faultLoad)
+	p99, n := st.Quantile(0.99, attackFrom, attackTo)
+	maxd, _ := st.Quantile(1, attackFrom, attackTo)
+	t.Logf("writer on its established connection during the attack: p99 %v, max %v over %d requests", p99.Round(time.Millisecond), maxd.Round(time.Millisecond), n)
+	if p99 > hostileP99Max {
+		t.Errorf("writer p99 %v during the attack, above %v", p99.Round(time.Millisecond), hostileP99Max)
+	}
+	lost, dup := checkSecureCloud(t, f, f.Edge, metric, w.Ledger, st, startMs)
+	t.Logf("summary: load average %s; listener full for %v; writer %.0f points/s, p99 %v, no failed write; new clients refused while full, served %v after the attack began; lost %d, duplicated %d",
+		loadAvg(), servedAfter.Round(time.Millisecond), load, p99.Round(time.Millisecond), servedAfter.Round(time.Millisecond), lost, dup)
+}
