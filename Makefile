@@ -11,7 +11,7 @@ GOTEST_FLAGS ?=
 # that would only show on armv7 Raspberry Pis).
 PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -72,7 +72,7 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 
 E2E_STATIC_BIN := bin/tributary-static
 # Longer knobs of make e2e (override on the command line or in the environment).
-E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore
+E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore|Hostile|Rotation|Revocation
 DURATION ?= 30m
 FUZZTIME ?= 30s
 
@@ -91,7 +91,7 @@ e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 e
 	TRIBUTARY_E2E_IDLE_CONNS=$${TRIBUTARY_E2E_IDLE_CONNS:-10000} TRIBUTARY_E2E_IDLE_HOLD=$${TRIBUTARY_E2E_IDLE_HOLD:-60s} \
 	TRIBUTARY_E2E_NEW_SERIES=$${TRIBUTARY_E2E_NEW_SERIES:-1000000} TRIBUTARY_E2E_MAX_SERIES=$${TRIBUTARY_E2E_MAX_SERIES:-50000} \
 	TRIBUTARY_E2E_EXPLOSION_WINDOW=$${TRIBUTARY_E2E_EXPLOSION_WINDOW:-1m} \
-	TRIBUTARY_E2E_DISK=1 TRIBUTARY_E2E_POWER_CUTS=$${TRIBUTARY_E2E_POWER_CUTS:-10} \
+	TRIBUTARY_E2E_SECURITY=1 TRIBUTARY_E2E_DISK=1 TRIBUTARY_E2E_POWER_CUTS=$${TRIBUTARY_E2E_POWER_CUTS:-10} \
 	TRIBUTARY_E2E_COORD_POWER_CUTS=$${TRIBUTARY_E2E_COORD_POWER_CUTS:-6} TRIBUTARY_E2E_DISK_FULL=$${TRIBUTARY_E2E_DISK_FULL:-20s} \
 	TRIBUTARY_E2E_RESTORE_LOAD=$${TRIBUTARY_E2E_RESTORE_LOAD:-30s} \
 	$(GO) test ./e2e/ -run '$(E2E_RUN)' -v -count=1 -timeout 120m
@@ -164,6 +164,10 @@ bench-replication: build ## Replication benchmark: an edge shipping to coordinat
 bench-telemetry: build ## Telemetry overhead: ingest with telemetry off, metrics on, metrics + traces to an OTLP sink, alternating; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench telemetry --binary $(BIN) $(BENCH_ARGS)
+
+bench-hostile: build ## Hostile clients against a TLS coordinator and node while 4,000 points/s are written: resident growth, writer p99, refusals; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench hostile --binary $(BIN) $(BENCH_ARGS)
 
 .PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -137,5 +138,24 @@ func TestServer_RecoversPanicsAndSetsDeadline(t *testing.T) {
 	}
 	if srv.ReadHeaderTimeout == 0 || srv.MaxHeaderBytes == 0 {
 		t.Fatal("server is not hardened")
+	}
+}
+
+func TestServer_TLSHandshakeErrorsAreLoggedOnceASecond(t *testing.T) {
+	var buf bytes.Buffer
+	srv := NewServer(ServerOptions{Handler: http.NewServeMux(), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	for i := range 1000 {
+		srv.ErrorLog.Printf("http: TLS handshake error from 127.0.0.1:%d: EOF", 40000+i)
+	}
+	srv.ErrorLog.Printf("http: superfluous response.WriteHeader call")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "TLS handshake error") || !strings.Contains(lines[1], "superfluous") {
+		t.Fatalf("logged %d lines, want the first handshake error and the other line:\n%s", len(lines), buf.String())
+	}
+	buf.Reset()
+	time.Sleep(handshakeLogInterval + 50*time.Millisecond)
+	srv.ErrorLog.Printf("http: TLS handshake error from 127.0.0.1:1: EOF")
+	if got := buf.String(); !strings.Contains(got, "TLS handshake error") || !strings.Contains(got, "similar_lines_left_out=999") {
+		t.Errorf("after a second: %q, want the line with the 999 left out", got)
 	}
 }

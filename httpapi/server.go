@@ -3,8 +3,11 @@ package httpapi
 import (
 	"context"
 	"crypto/tls"
+	stdlog "log"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -55,8 +58,48 @@ func NewServer(o ServerOptions) *http.Server {
 		WriteTimeout:   o.ReadHeaderTimeout + 2*lim.RequestTimeout,
 		IdleTimeout:    o.IdleTimeout,
 		MaxHeaderBytes: o.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:       stdlog.New(&errorLog{log: log}, "", 0),
 	}
+}
+
+// handshakeLogInterval is how often a failed TLS handshake is logged.
+const handshakeLogInterval = time.Second
+
+// errorLog writes the http.Server's error log to slog at warning level,
+// letting through at most one "TLS handshake error" line each
+// handshakeLogInterval, with the number of those left out since. NB:
+// anyone who can connect can fail a handshake, before any credential is
+// checked, as fast as connections can be opened (tens of thousands a
+// second on loopback); one line each would fill a small device's disk
+// with logs.
+type errorLog struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	next    time.Time // REQUIRES: mu held; the next handshake line allowed
+	dropped int       // REQUIRES: mu held; handshake lines left out since the last
+}
+
+func (e *errorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	if strings.Contains(msg, "TLS handshake error") {
+		e.mu.Lock()
+		now := time.Now()
+		if now.Before(e.next) {
+			e.dropped++
+			e.mu.Unlock()
+			return len(p), nil
+		}
+		dropped := e.dropped
+		e.next, e.dropped = now.Add(handshakeLogInterval), 0
+		e.mu.Unlock()
+		if dropped > 0 {
+			e.log.Warn(msg, "similar_lines_left_out", dropped)
+			return len(p), nil
+		}
+	}
+	e.log.Warn(msg)
+	return len(p), nil
 }
 
 func withDeadline(next http.Handler, d time.Duration) http.Handler {

@@ -6,8 +6,18 @@
 // in the same process buffered, and gives up before it takes the machine
 // down.
 //
+// It also holds the attacks of the hostile-clients scenario against real
+// processes (the e2e test and tribench hostile): gRPC calls of any size
+// with or without credentials (GRPC), long line-protocol bodies
+// (HTTPPosts), half-open TLS handshakes (HalfOpenHandshakes), each judged
+// against the refusal its listener documents (Refusal, Verdict); a Plan
+// of them run at once, in this process or in a niced child process
+// (RunPlanProcess, ServePlan); and the scenario itself against a fleet's
+// listeners (FleetPlan).
+//
 // Concurrency: a Codec is immutable and safe for concurrent use; a
-// HeapWatch's methods may be called from any goroutine.
+// HeapWatch's methods may be called from any goroutine. The attack
+// functions may run concurrently; each returns once all it started ended.
 package hostile
 
 import (

@@ -16,6 +16,7 @@
 //	tribench fleet --binary bin/tributary [flags]       N simulated edges shipping to 3 coordinators: lag, intake, catalog load
 //	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
 //	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
+//	tribench hostile --binary bin/tributary [flags]     hostile clients against a TLS coordinator and node: memory, writer p99, refusals
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -100,6 +101,13 @@ workloads:
            lastpoint and max of all fields; rows/s, queries/s and latency
   canbus   after the Warp 10 Pi benchmark: 22 CAN-bus channels at 10 Hz as
            line protocol, one series per line and then multi-field rows
+  hostile  start a coordinator and a node with TLS (peer and edge CA) and
+           tokens, write 4,000 points/s to the node, and attack both at once:
+           unauthenticated 64 MB writes, 200 MB first messages on the cluster
+           listener and the intake, 20 MB lines of 2 M fields with a valid
+           token, 10,000 half-open TLS handshakes; report every process's
+           resident growth, the writer's p99 and what was refused (a table,
+           then one JSON line)
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
@@ -157,6 +165,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runPi(ctx, args[1:], stdout, stderr, logger)
 	case "arm64-smoke":
 		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
+	case "hostile":
+		err = runHostile(ctx, args[1:], stdout, stderr, logger)
+	case "hostile-attacker": // the child process of hostile
+		err = runHostileAttacker(ctx)
 	default:
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -71,7 +70,12 @@ type Sample struct {
 // QueryRaw asks the QueryService at addr for the raw points of metric in
 // [startMs, endMs].
 func QueryRaw(ctx context.Context, addr, metric string, startMs, endMs int64) (RawAnswer, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return QueryRawWith(ctx, Client{}, addr, metric, startMs, endMs)
+}
+
+// QueryRawWith is QueryRaw through cl (TLS, token).
+func QueryRawWith(ctx context.Context, cl Client, addr, metric string, startMs, endMs int64) (RawAnswer, error) {
+	conn, err := grpc.NewClient(addr, cl.DialOptions()...)
 	if err != nil {
 		return RawAnswer{}, fmt.Errorf("query %s: connect: %w", addr, err)
 	}
@@ -123,7 +127,12 @@ func QueryRaw(ctx context.Context, addr, metric string, startMs, endMs int64) (R
 // Check queries addr for the raw points of metric in [startMs, endMs] and
 // compares them with l.
 func Check(ctx context.Context, addr, metric string, l *Ledger, startMs, endMs int64) (CheckResult, error) {
-	ans, err := QueryRaw(ctx, addr, metric, startMs, endMs)
+	return CheckWith(ctx, Client{}, addr, metric, l, startMs, endMs)
+}
+
+// CheckWith is Check through cl (TLS, token).
+func CheckWith(ctx context.Context, cl Client, addr, metric string, l *Ledger, startMs, endMs int64) (CheckResult, error) {
+	ans, err := QueryRawWith(ctx, cl, addr, metric, startMs, endMs)
 	if err != nil {
 		return CheckResult{Addr: addr}, err
 	}

@@ -32,6 +32,14 @@ type Options struct {
 	EdgeTargets func(intakes []string) ([]string, error)
 	// EdgeArgs are appended to the edge's command line (later flags win).
 	EdgeArgs []string
+	// ClusterTargets maps the coordinators' cluster listen addresses to the
+	// addresses the others dial (--peers and --cluster-advertise; for
+	// instance, fault proxies in front of them); nil: the listen
+	// addresses. It is called once, by New.
+	ClusterTargets func(clusterAddrs []string) ([]string, error)
+	// Security, when set, runs the fleet as production runs it (see
+	// PKI): TLS and tokens everywhere; nil: plaintext on loopback.
+	Security *PKI
 }
 
 func (o *Options) setDefaults() {
@@ -100,7 +108,9 @@ type Cluster struct {
 	Opts         Options
 	Coordinators []*Coordinator
 	Edge         *Edge
-	http         *http.Client
+	// More are the edges added by AddEdge.
+	More []*Edge
+	http *http.Client
 }
 
 // New lays out the fleet's command lines and ports; nothing is started.
@@ -115,10 +125,25 @@ func New(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Opts: o, http: &http.Client{Timeout: 10 * time.Second}}
-	var peers, intakes []string
+	if o.Security != nil {
+		c.http.Transport = &http.Transport{TLSClientConfig: o.Security.ClientTLS()}
+	}
+	var peers, intakes, clusterAddrs []string
 	for i := range n {
-		peers = append(peers, fmt.Sprintf("%d=c%d@%s", i+1, i+1, addrs[4*i]))
+		clusterAddrs = append(clusterAddrs, addrs[4*i])
 		intakes = append(intakes, addrs[4*i+1])
+	}
+	advertised := clusterAddrs
+	if o.ClusterTargets != nil {
+		if advertised, err = o.ClusterTargets(slices.Clone(clusterAddrs)); err != nil {
+			return nil, fmt.Errorf("cluster: cluster targets: %w", err)
+		}
+		if len(advertised) != n {
+			return nil, fmt.Errorf("cluster: cluster targets: %d addresses for %d coordinators", len(advertised), n)
+		}
+	}
+	for i := range n {
+		peers = append(peers, fmt.Sprintf("%d=c%d@%s", i+1, i+1, advertised[i]))
 	}
 	for i := range n {
 		co := &Coordinator{ID: fmt.Sprintf("c%d", i+1), RaftID: uint64(i + 1),
@@ -126,9 +151,14 @@ func New(o Options) (*Cluster, error) {
 		co.Process = &Process{Name: co.ID, Bin: o.Bin, LogPath: filepath.Join(o.Dir, co.ID+".log"),
 			Ready: `msg="coordinator ready"`, Args: []string{"coordinator",
 				"--id", co.ID, "--raft-id", fmt.Sprint(co.RaftID), "--data-dir", filepath.Join(o.Dir, co.ID),
-				"--insecure-cluster", "--peers", strings.Join(peers, ","),
-				"--cluster-listen", co.Cluster, "--intake-listen", co.Intake,
+				"--peers", strings.Join(peers, ","),
+				"--cluster-listen", co.Cluster, "--cluster-advertise", advertised[i], "--intake-listen", co.Intake,
 				"--listen", co.GRPC, "--http-listen", co.HTTP, "--log-level", o.LogLevel}}
+		if o.Security != nil {
+			co.Args = append(co.Args, o.Security.coordinatorArgs(co.ID)...)
+		} else {
+			co.Args = append(co.Args, "--insecure-cluster")
+		}
 		c.Coordinators = append(c.Coordinators, co)
 	}
 	targets := intakes
@@ -140,17 +170,28 @@ func New(o Options) (*Cluster, error) {
 			return nil, errors.New("cluster: edge targets: empty list")
 		}
 	}
-	e := &Edge{ID: o.EdgeID, GRPC: addrs[4*n], HTTP: addrs[4*n+1]}
+	c.Edge = c.newEdge(o.EdgeID, addrs[4*n], addrs[4*n+1], targets)
+	return c, nil
+}
+
+// newEdge lays out an edge's process with the fleet's options.
+func (c *Cluster) newEdge(id, grpcAddr, httpAddr string, targets []string) *Edge {
+	o := c.Opts
+	e := &Edge{ID: id, GRPC: grpcAddr, HTTP: httpAddr}
 	e.Process = &Process{Name: e.ID, Bin: o.Bin, LogPath: filepath.Join(o.Dir, e.ID+".log"),
 		Ready: `msg="node ready"`, Args: []string{"node",
 			"--data-dir", filepath.Join(o.Dir, e.ID), "--node-id", e.ID,
 			"--listen", e.GRPC, "--http-listen", e.HTTP,
-			"--replicate-to", strings.Join(targets, ","), "--replicate-insecure",
+			"--replicate-to", strings.Join(targets, ","),
 			"--advertise-query-addr", e.GRPC, "--wal-segment-age", o.WALSegmentAge.String(),
 			"--log-level", o.LogLevel}}
+	if o.Security != nil {
+		e.Args = append(e.Args, o.Security.edgeArgs(e.ID)...)
+	} else {
+		e.Args = append(e.Args, "--replicate-insecure")
+	}
 	e.Args = append(e.Args, o.EdgeArgs...)
-	c.Edge = e
-	return c, nil
+	return e
 }
 
 // Processes lists every process of the fleet, coordinators first.
@@ -159,7 +200,11 @@ func (c *Cluster) Processes() []*Process {
 	for _, co := range c.Coordinators {
 		ps = append(ps, co.Process)
 	}
-	return append(ps, c.Edge.Process)
+	ps = append(ps, c.Edge.Process)
+	for _, e := range c.More {
+		ps = append(ps, e.Process)
+	}
+	return ps
 }
 
 // Start starts the coordinators together (a member waits for a quorum) and
@@ -237,7 +282,7 @@ func (f Fleet) Node(id string) (FleetNode, bool) {
 
 // Fleet asks co for GET /api/v1/fleet.
 func (c *Cluster) Fleet(ctx context.Context, co *Coordinator) (Fleet, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+co.HTTP+"/api/v1/fleet", nil)
+	req, err := c.newRequest(ctx, co.HTTP, "/api/v1/fleet")
 	if err != nil {
 		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
 	}
@@ -342,7 +387,7 @@ func (c *Cluster) WaitFleet(ctx context.Context, timeout time.Duration, ok func(
 // EdgeMetrics scrapes GET /metrics of the edge and returns the samples
 // whose metric name starts with prefix (labels are kept in the key).
 func (c *Cluster) EdgeMetrics(ctx context.Context, prefix string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Edge.HTTP+"/metrics", nil)
+	req, err := c.newRequest(ctx, c.Edge.HTTP, "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("metrics of %s: %w", c.Edge.ID, err)
 	}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -123,6 +124,7 @@ type WriterOptions struct {
 	Interval        time.Duration // between requests; default 50ms
 	StartMs         int64         // first timestamp; default: now
 	RequestTimeout  time.Duration // default 5s
+	Client          Client        // TLS and token (zero: plaintext, none)
 }
 
 func (o *WriterOptions) setDefaults() {
@@ -171,6 +173,33 @@ type WriterStats struct {
 	Elapsed          time.Duration
 	MaxLatency       time.Duration // the slowest request, failed ones included
 	FirstErr         error         // the first failed write, if any
+	// Latencies are every request's, in the order sent.
+	Latencies []RequestLatency
+}
+
+// RequestLatency is one request's start and duration.
+type RequestLatency struct {
+	At   time.Time
+	Took time.Duration
+}
+
+// Quantile returns the q-quantile (0..1, nearest rank) of the latencies of
+// the requests started in [from, to) (zero times: no bound), and how many
+// there were.
+func (s WriterStats) Quantile(q float64, from, to time.Time) (time.Duration, int) {
+	var ds []time.Duration
+	for _, l := range s.Latencies {
+		if (!from.IsZero() && l.At.Before(from)) || (!to.IsZero() && !l.At.Before(to)) {
+			continue
+		}
+		ds = append(ds, l.Took)
+	}
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[min(max(i, 0), len(ds)-1)], len(ds)
 }
 
 // PointsPerSecond is the acknowledged load.
@@ -192,6 +221,15 @@ type Writer struct {
 	done   chan struct{}
 	stats  WriterStats
 	nextMs int64
+	mu     sync.Mutex // guards stats.Latencies, read by Progress while running
+}
+
+// Progress returns a copy of the latencies recorded so far; it may be
+// called while the writer runs.
+func (w *Writer) Progress() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return WriterStats{Latencies: slices.Clone(w.stats.Latencies)}
 }
 
 // NewWriter connects (lazily) to the edge; Start begins writing.
@@ -202,9 +240,9 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 	}
 	// A short reconnection backoff: an edge restarted after a kill is
 	// written to again within ~100 ms, not after gRPC's default 1 s and up.
-	conn, err := grpc.NewClient(o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(o.Addr, append(o.Client.DialOptions(),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
-			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond}}))
+			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond}}))...)
 	if err != nil {
 		return nil, fmt.Errorf("writer: connect to %s: %w", o.Addr, err)
 	}
@@ -265,7 +303,11 @@ func (w *Writer) writeOnce(ctx context.Context) {
 	w.stats.Requests++
 	began := time.Now()
 	resp, err := pb.NewWriteServiceClient(w.conn).Write(rctx, req)
-	w.stats.MaxLatency = max(w.stats.MaxLatency, time.Since(began))
+	took := time.Since(began)
+	w.stats.MaxLatency = max(w.stats.MaxLatency, took)
+	w.mu.Lock()
+	w.stats.Latencies = append(w.stats.Latencies, RequestLatency{At: began, Took: took})
+	w.mu.Unlock()
 	if err == nil && (resp.Rejected != 0 || resp.Accepted != int64(o.Series*o.PointsPerSeries)) {
 		err = fmt.Errorf("write: %d accepted, %d rejected (%v)", resp.Accepted, resp.Rejected, resp.Rejections)
 	}
