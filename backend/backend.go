@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -23,9 +24,9 @@ type Backend interface {
 	// meaning of the result and of an error. The batches' slices belong to
 	// the caller again once Write returns (callers reuse them): an
 	// implementation must copy what it keeps.
-	Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error)
+	Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error)
 	// Query runs q and calls emit per series (or group) in label order.
-	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+	Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error)
 	// Series lists the label sets matching ms, at most limit of them
 	// (limit <= 0: the backend's default).
 	Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error)
@@ -42,14 +43,14 @@ func ForNode(n *node.Node) Backend { return nodeBackend{n} }
 
 type nodeBackend struct{ n *node.Node }
 
-func (b nodeBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
+func (b nodeBackend) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
 	if err := ctx.Err(); err != nil {
-		return node.WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	return b.n.WriteContext(ctx, batches)
 }
 
-func (b nodeBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b nodeBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	return b.n.Query(ctx, q, emit)
 }
 
@@ -85,19 +86,15 @@ const (
 	KindTimeout
 )
 
-// ErrBadRequest marks errors caused by the request; wrap it (fmt.Errorf
-// with %w) to have Classify report KindBadRequest.
-var ErrBadRequest = errors.New("bad request")
-
 // Classify says what kind of error err is. Errors it does not know are
 // KindUnavailable: for a write that means "not acknowledged, retry".
 func Classify(err error) Kind {
 	switch {
 	case err == nil:
 		return KindNone
-	case errors.Is(err, node.ErrBadQuery), errors.Is(err, ErrBadRequest):
+	case errors.Is(err, model.ErrBadQuery), errors.Is(err, model.ErrBadRequest):
 		return KindBadRequest
-	case errors.Is(err, node.ErrOverloaded):
+	case errors.Is(err, model.ErrOverloaded):
 		return KindOverloaded
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return KindTimeout

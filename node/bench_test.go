@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -25,7 +25,7 @@ func BenchmarkNode_Write(b *testing.B) {
 			n := mustOpen(b, o)
 			defer n.Close()
 			rng := rand.New(rand.NewPCG(1, 2))
-			batches := make([]node.Batch, shape.series)
+			batches := make([]model.Batch, shape.series)
 			vals := make([]float64, shape.series)
 			for i := range batches {
 				batches[i].Labels = []labels.Label{{Name: labels.MetricName, Value: "temperature"}, {Name: "sensor", Value: fmt.Sprint(i)}}

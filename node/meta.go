@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -15,9 +16,9 @@ import (
 // most limit (0: no limit), sorted.
 func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
 	if n.closed.Load() {
-		return nil, ErrClosed
+		return nil, model.ErrClosed
 	}
-	if err := (&Query{Matchers: ms, Mode: ModeRaw}).validate(); err != nil {
+	if err := (&model.Query{Matchers: ms, Mode: model.ModeRaw}).Validate(); err != nil {
 		return nil, err
 	}
 	list, err := n.selectSeries(ms)
@@ -77,7 +78,7 @@ type Status struct {
 	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
 	// RejectedBy counts rejected points by reason (index: RejectReason).
-	RejectedBy       [numRejectReasons]int64
+	RejectedBy       [model.NumRejectReasons]int64
 	FlushedChunks    int64
 	FlushErrors      int64
 	RetentionDropped int64
@@ -125,30 +126,11 @@ func (n *Node) Status() Status {
 	return st
 }
 
-func (n *Node) rejectedBy() (out [numRejectReasons]int64) {
+func (n *Node) rejectedBy() (out [model.NumRejectReasons]int64) {
 	for i := range out {
 		out[i] = n.stats.rejectedBy[i].Load()
 	}
 	return out
-}
-
-// String names a reason the way the public API does, e.g. "too_old".
-func (r RejectReason) String() string {
-	switch r {
-	case RejectInvalidSeries:
-		return "invalid_series"
-	case RejectLengthMismatch:
-		return "length_mismatch"
-	case RejectTooOld:
-		return "too_old"
-	case RejectTooFarInFuture:
-		return "too_far_in_future"
-	case RejectInvalidValue:
-		return "invalid_value"
-	case RejectLimitExceeded:
-		return "limit_exceeded"
-	}
-	return "unknown"
 }
 
 // Flush writes the whole head to the store now (tests, benchmarks, and

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -28,8 +29,8 @@ func TestTrace_WriteAndSealSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	batch := func(ts int64) []Batch {
-		return []Batch{{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}, Ts: []int64{ts}, Vs: []float64{1}}}
+	batch := func(ts int64) []model.Batch {
+		return []model.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}, Ts: []int64{ts}, Vs: []float64{1}}}
 	}
 	now := time.Now().UnixMilli()
 
@@ -98,9 +99,9 @@ func BenchmarkNode_WriteContext(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			batches := make([]Batch, 100)
+			batches := make([]model.Batch, 100)
 			for i := range batches {
-				batches[i] = Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}},
+				batches[i] = model.Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}},
 					Ts: make([]int64, 10), Vs: make([]float64, 10)}
 			}
 			ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -157,13 +158,13 @@ func (f *testFleet) addEdge(t *testing.T, id string) *testEdge {
 // write writes points one second apart in data time, ending near now.
 func (e *testEdge) write(t *testing.T, points int) {
 	t.Helper()
-	b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
+	b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
 	for range points {
 		b.Ts = append(b.Ts, e.next)
 		b.Vs = append(b.Vs, float64(e.next%100))
 		e.next += 100
 	}
-	if res, err := e.n.Write([]node.Batch{b}); err != nil || res.Accepted != int64(points) {
+	if res, err := e.n.Write([]model.Batch{b}); err != nil || res.Accepted != int64(points) {
 		t.Fatalf("write: %+v %v", res, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -34,11 +35,11 @@ type localBackend struct {
 	ship    *shipping
 }
 
-func (b *localBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
+func (b *localBackend) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
 	return backend.ForNode(b.edge).Write(ctx, batches)
 }
 
-func (b *localBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b *localBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	return b.cloud.Query(ctx, q, emit)
 }
 

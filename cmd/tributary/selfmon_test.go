@@ -16,6 +16,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -80,11 +81,11 @@ func TestSelfMonitor_NodeAnswersPromQLAboutItself(t *testing.T) {
 
 	write := func(points int) {
 		now := time.Now().UnixMilli()
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
 		for i := range points {
 			b.Ts, b.Vs = append(b.Ts, now-int64(points-i)), append(b.Vs, float64(i))
 		}
-		if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != int64(points) {
+		if res, err := n.Write([]model.Batch{b}); err != nil || res.Accepted != int64(points) {
 			t.Fatalf("write: %+v %v", res, err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/testcert"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -204,8 +205,7 @@ func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
 	var got []float64
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		got = got[:0]
-		_, err = n.Query(context.Background(), node.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: node.ModeRaw},
-			func(s node.Series) error { got = append(got, s.Vs...); return nil })
+		_, err = n.Query(context.Background(), model.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: model.ModeRaw}, func(s model.Series) error { got = append(got, s.Vs...); return nil })
 		if err != nil || len(got) == 2 {
 			break
 		}

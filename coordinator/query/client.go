@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -57,15 +57,15 @@ func (c *EdgeClient) Close() error {
 // downsampling query whose Offset is not a multiple of its Step (and that
 // does not aggregate across series) asks for raw samples and buckets them
 // here.
-func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
-	var info node.QueryInfo
+func (c *EdgeClient) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
+	var info model.QueryInfo
 	wire := q
-	rebucket := q.Mode == node.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0
+	rebucket := q.Mode == model.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0
 	if rebucket {
 		if q.Aggregate != rollup.FuncNone {
-			return info, fmt.Errorf("%w: edge %s: cannot aggregate across series with a bucket offset over the gRPC API", node.ErrBadQuery, c.addr)
+			return info, fmt.Errorf("%w: edge %s: cannot aggregate across series with a bucket offset over the gRPC API", model.ErrBadQuery, c.addr)
 		}
-		wire.Mode, wire.Step, wire.Offset, wire.Downsample = node.ModeRaw, 0, 0, rollup.FuncNone
+		wire.Mode, wire.Step, wire.Offset, wire.Downsample = model.ModeRaw, 0, 0, rollup.FuncNone
 	}
 	req, err := api.FromQuery(wire)
 	if err != nil {
@@ -75,14 +75,14 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 	if err != nil {
 		return info, c.wrap("query", err)
 	}
-	var cur node.Series
+	var cur model.Series
 	idx := int64(-1)
 	flush := func() error {
 		if idx < 0 {
 			return nil
 		}
 		s := cur
-		cur, idx = node.Series{}, -1
+		cur, idx = model.Series{}, -1
 		if rebucket {
 			s.Ts, s.Vs = bucket(s.Ts, s.Vs, q)
 		}
@@ -163,16 +163,16 @@ func (c *EdgeClient) LabelValues(ctx context.Context, name string, ms []*labels.
 }
 
 // wrap names the edge and the action; an InvalidArgument status becomes
-// node.ErrBadQuery.
+// model.ErrBadQuery.
 func (c *EdgeClient) wrap(action string, err error) error {
 	if status.Code(err) == codes.InvalidArgument {
-		return fmt.Errorf("%w: edge %s: %s", node.ErrBadQuery, c.addr, status.Convert(err).Message())
+		return fmt.Errorf("%w: edge %s: %s", model.ErrBadQuery, c.addr, status.Convert(err).Message())
 	}
 	return fmt.Errorf("%s edge %s: %w", action, c.addr, err)
 }
 
 // bucket downsamples sorted raw samples as a node does.
-func bucket(ts []int64, vs []float64, q node.Query) ([]int64, []float64) {
+func bucket(ts []int64, vs []float64, q model.Query) ([]int64, []float64) {
 	off := q.Offset % q.Step
 	if off < 0 {
 		off += q.Step

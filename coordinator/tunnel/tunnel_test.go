@@ -20,6 +20,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/tunnel"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
@@ -96,12 +97,12 @@ func openNode(t *testing.T, id string) *node.Node {
 	})
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	for i := range 3 {
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint("s", i)}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint("s", i)}}}
 		for k := range 100 {
 			b.Ts = append(b.Ts, base+int64(k))
 			b.Vs = append(b.Vs, float64(i*1000+k)/7)
 		}
-		if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != 100 {
+		if res, err := n.Write([]model.Batch{b}); err != nil || res.Accepted != 100 {
 			t.Fatalf("write: %d accepted, %d rejected, %v", res.Accepted, res.Rejected, err)
 		}
 	}
@@ -150,13 +151,13 @@ func requireSameAnswers(t *testing.T, s query.Source, n *node.Node) {
 		t.Fatal(err)
 	}
 	ms := []*labels.Matcher{eq}
-	q := node.Query{Matchers: ms, Start: 0, End: time.Now().UnixMilli(), Mode: node.ModeRaw}
+	q := model.Query{Matchers: ms, Start: 0, End: time.Now().UnixMilli(), Mode: model.ModeRaw}
 	collect := func(b interface {
-		Query(context.Context, node.Query, func(node.Series) error) (node.QueryInfo, error)
-	}) []node.Series {
-		var out []node.Series
-		if _, err := b.Query(ctx, q, func(s node.Series) error {
-			out = append(out, node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
+		Query(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error)
+	}) []model.Series {
+		var out []model.Series
+		if _, err := b.Query(ctx, q, func(s model.Series) error {
+			out = append(out, model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
 			return nil
 		}); err != nil {
 			t.Fatalf("query: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -115,7 +116,7 @@ func (e *env) raw(sel string) map[string][][2]float64 {
 		e.t.Fatal(err)
 	}
 	out := map[string][][2]float64{}
-	_, err = e.n.Query(context.Background(), node.Query{Matchers: ms, Start: 0, End: nowMs() + 3600_000, Mode: node.ModeRaw}, func(s node.Series) error {
+	_, err = e.n.Query(context.Background(), model.Query{Matchers: ms, Start: 0, End: nowMs() + 3600_000, Mode: model.ModeRaw}, func(s model.Series) error {
 		for i := range s.Ts {
 			out[s.Labels.String()] = append(out[s.Labels.String()], [2]float64{float64(s.Ts[i]), s.Vs[i]})
 		}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -117,7 +118,7 @@ func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, 
 		total.Accepted += r.Accepted
 		total.Rejected += r.Rejected
 		for _, rj := range r.Rejections {
-			if len(total.Rejections) < node.MaxRejectionDetails {
+			if len(total.Rejections) < model.MaxRejectionDetails {
 				total.Rejections = append(total.Rejections, rj)
 			}
 		}
@@ -126,17 +127,17 @@ func (s *Server) WriteStream(stream grpc.ClientStreamingServer[pb.WriteRequest, 
 
 func writeError(err error) error {
 	switch {
-	case errors.Is(err, node.ErrClosed):
+	case errors.Is(err, model.ErrClosed):
 		return status.Error(codes.Unavailable, "node is shutting down")
-	case errors.Is(err, node.ErrOverloaded):
+	case errors.Is(err, model.ErrOverloaded):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
 	// Disk and fsync failures: retryable from the client's point of view.
 	return status.Errorf(codes.Unavailable, "write not acknowledged: %v", err)
 }
 
-func toBatches(req *pb.WriteRequest) []node.Batch {
-	out := make([]node.Batch, len(req.Batches))
+func toBatches(req *pb.WriteRequest) []model.Batch {
+	out := make([]model.Batch, len(req.Batches))
 	for i, b := range req.Batches {
 		var ls []labels.Label
 		if b.Series != nil {
@@ -145,12 +146,12 @@ func toBatches(req *pb.WriteRequest) []node.Batch {
 				ls[j] = labels.Label{Name: l.Name, Value: l.Value}
 			}
 		}
-		out[i] = node.Batch{Labels: ls, Ts: b.TimestampsMs, Vs: b.Values}
+		out[i] = model.Batch{Labels: ls, Ts: b.TimestampsMs, Vs: b.Values}
 	}
 	return out
 }
 
-func toWriteResponse(res node.WriteResult) *pb.WriteResponse {
+func toWriteResponse(res model.WriteResult) *pb.WriteResponse {
 	out := &pb.WriteResponse{Accepted: res.Accepted, Rejected: res.Rejected}
 	for _, r := range res.Rejections {
 		out.Rejections = append(out.Rejections, &pb.Rejection{

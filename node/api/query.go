@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/backend"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -41,12 +41,12 @@ func (s *QueryServer) RegisterQuery(g *grpc.Server) { pb.RegisterQueryServiceSer
 // ToQuery converts a QueryRequest into a node.Query. An unspecified mode
 // is raw without a step and a downsample with one; a downsample without a
 // function averages.
-func ToQuery(req *pb.QueryRequest) (node.Query, error) {
+func ToQuery(req *pb.QueryRequest) (model.Query, error) {
 	ms, err := ToMatchers(req.Matchers)
 	if err != nil {
-		return node.Query{}, err
+		return model.Query{}, err
 	}
-	q := node.Query{
+	q := model.Query{
 		Matchers:    ms,
 		Start:       req.StartMs,
 		End:         req.EndMs,
@@ -58,20 +58,20 @@ func ToQuery(req *pb.QueryRequest) (node.Query, error) {
 	}
 	switch req.Mode {
 	case pb.QueryMode_QUERY_MODE_RAW:
-		q.Mode = node.ModeRaw
+		q.Mode = model.ModeRaw
 	case pb.QueryMode_QUERY_MODE_DOWNSAMPLE:
-		q.Mode = node.ModeDownsample
+		q.Mode = model.ModeDownsample
 	case pb.QueryMode_QUERY_MODE_LAST_POINT:
-		q.Mode = node.ModeLastPoint
+		q.Mode = model.ModeLastPoint
 	case pb.QueryMode_QUERY_MODE_UNSPECIFIED:
-		q.Mode = node.ModeRaw
+		q.Mode = model.ModeRaw
 		if req.StepMs > 0 {
-			q.Mode = node.ModeDownsample
+			q.Mode = model.ModeDownsample
 		}
 	default:
-		return node.Query{}, fmt.Errorf("unknown query mode %d", req.Mode)
+		return model.Query{}, fmt.Errorf("unknown query mode %d", req.Mode)
 	}
-	if q.Mode == node.ModeDownsample && q.Downsample == rollup.FuncNone {
+	if q.Mode == model.ModeDownsample && q.Downsample == rollup.FuncNone {
 		q.Downsample = rollup.FuncAvg
 	}
 	return q, nil
@@ -81,9 +81,9 @@ func ToQuery(req *pb.QueryRequest) (node.Query, error) {
 // bucket offset: a downsampling query whose Offset is not a multiple of
 // its Step cannot be expressed and is refused (ask for raw samples and
 // bucket them instead).
-func FromQuery(q node.Query) (*pb.QueryRequest, error) {
-	if q.Mode == node.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0 {
-		return nil, fmt.Errorf("%w: the gRPC API has no bucket offset (offset %d ms, step %d ms)", node.ErrBadQuery, q.Offset, q.Step)
+func FromQuery(q model.Query) (*pb.QueryRequest, error) {
+	if q.Mode == model.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0 {
+		return nil, fmt.Errorf("%w: the gRPC API has no bucket offset (offset %d ms, step %d ms)", model.ErrBadQuery, q.Offset, q.Step)
 	}
 	req := &pb.QueryRequest{
 		Matchers:    FromMatchers(q.Matchers),
@@ -96,15 +96,15 @@ func FromQuery(q node.Query) (*pb.QueryRequest, error) {
 		LimitSeries: int64(q.LimitSeries),
 	}
 	switch q.Mode {
-	case node.ModeRaw:
+	case model.ModeRaw:
 		req.Mode = pb.QueryMode_QUERY_MODE_RAW
 		req.StepMs = 0
-	case node.ModeDownsample:
+	case model.ModeDownsample:
 		req.Mode = pb.QueryMode_QUERY_MODE_DOWNSAMPLE
-	case node.ModeLastPoint:
+	case model.ModeLastPoint:
 		req.Mode = pb.QueryMode_QUERY_MODE_LAST_POINT
 	default:
-		return nil, fmt.Errorf("%w: unknown mode %d", node.ErrBadQuery, q.Mode)
+		return nil, fmt.Errorf("%w: unknown mode %d", model.ErrBadQuery, q.Mode)
 	}
 	return req, nil
 }
@@ -152,7 +152,7 @@ func (s *QueryServer) Query(req *pb.QueryRequest, stream grpc.ServerStreamingSer
 		pending = m
 		return nil
 	}
-	info, err := s.b.Query(node.WithQueryAPI(stream.Context(), node.QueryAPIGRPC), q, func(ser node.Series) error {
+	info, err := s.b.Query(model.WithQueryAPI(stream.Context(), model.QueryAPIGRPC), q, func(ser model.Series) error {
 		for off := 0; off == 0 || off < len(ser.Ts); off += maxPointsPerResponse {
 			end := min(off+maxPointsPerResponse, len(ser.Ts))
 			msg := &pb.QueryResponse{
@@ -192,7 +192,7 @@ func queryError(err error) error {
 	case backend.KindTimeout:
 		return status.FromContextError(err).Err()
 	}
-	if errors.Is(err, node.ErrClosed) {
+	if errors.Is(err, model.ErrClosed) {
 		return status.Error(codes.Unavailable, "node is shutting down")
 	}
 	return status.Errorf(codes.Internal, "query failed: %v", err)
