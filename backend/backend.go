@@ -1,11 +1,15 @@
-// Package backend is the storage interface that the client-facing protocols
-// (gRPC, InfluxDB line protocol, OpenTSDB, Prometheus) are served from. A
-// storage node implements it today (ForNode); a coordinator will implement
-// the same interface over its replica store and query fan-out, so every
-// protocol works unchanged on both.
+// Package backend is the storage interface that the client-facing
+// protocols (gRPC in grpcapi; InfluxDB line protocol, OpenTSDB and
+// Prometheus in httpapi/...) are served from. A storage node
+// (*node.Node) implements it over its own data, and a coordinator's query
+// front end (*query.Frontend) over the fleet's replicated data and the
+// edges' fresh tails, so every protocol works unchanged on both.
 //
 // Errors returned by a Backend are classified by Classify so that each
 // protocol can map them onto its own status codes the same way.
+//
+// backend speaks only the vocabulary in model and node/labels: it links
+// no storage engine, so a protocol adapter built on it does not either.
 package backend
 
 import (
@@ -13,7 +17,6 @@ import (
 	"errors"
 
 	"github.com/tributarydb/tributary/model"
-	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -38,34 +41,6 @@ type Backend interface {
 	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
 }
 
-// ForNode serves a Backend from a local storage node.
-func ForNode(n *node.Node) Backend { return nodeBackend{n} }
-
-type nodeBackend struct{ n *node.Node }
-
-func (b nodeBackend) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
-	if err := ctx.Err(); err != nil {
-		return model.WriteResult{}, err
-	}
-	return b.n.WriteContext(ctx, batches)
-}
-
-func (b nodeBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
-	return b.n.Query(ctx, q, emit)
-}
-
-func (b nodeBackend) Series(_ context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
-	return b.n.SeriesMatching(ms, limit)
-}
-
-func (b nodeBackend) LabelNames(_ context.Context, ms []*labels.Matcher) ([]string, error) {
-	return b.n.LabelNames(ms)
-}
-
-func (b nodeBackend) LabelValues(_ context.Context, name string, ms []*labels.Matcher) ([]string, error) {
-	return b.n.LabelValues(name, ms)
-}
-
 // Kind is the class of a backend error, which protocols map onto their
 // status codes.
 type Kind int
@@ -74,13 +49,16 @@ type Kind int
 const (
 	// KindNone: no error.
 	KindNone Kind = iota
-	// KindBadRequest: the request itself is wrong; retrying it will not help.
+	// KindBadRequest: the request itself is wrong; retrying it will not
+	// help (model.ErrBadQuery, model.ErrBadRequest).
 	KindBadRequest
 	// KindOverloaded: the backend is shedding load; retry after a pause
-	// (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+	// (HTTP 429, gRPC RESOURCE_EXHAUSTED; model.ErrOverloaded).
 	KindOverloaded
 	// KindUnavailable: the backend is shutting down or cannot reach its
-	// disk; retry, possibly elsewhere (HTTP 503, gRPC UNAVAILABLE).
+	// disk; retry, possibly elsewhere (HTTP 503, gRPC UNAVAILABLE;
+	// model.ErrClosed, model.ErrStoreUnavailable and every error Classify
+	// does not know).
 	KindUnavailable
 	// KindTimeout: the request's deadline passed or it was cancelled.
 	KindTimeout

@@ -245,7 +245,7 @@ func (e *edge) writeAndShip(t *testing.T, batches int) uint64 {
 			b.Vs = append(b.Vs, float64(e.next%997)*0.5)
 			e.next++
 		}
-		res, err := e.n.Write([]model.Batch{b})
+		res, err := e.n.Write(context.Background(), []model.Batch{b})
 		if err != nil || res.Accepted != int64(len(b.Ts)) {
 			t.Fatalf("write: %d accepted, %d rejected, %v", res.Accepted, res.Rejected, err)
 		}
@@ -258,7 +258,7 @@ func (e *edge) writeAndShip(t *testing.T, batches int) uint64 {
 		s.Ts, s.Vs = append(s.Ts, b.Ts...), append(s.Vs, b.Vs...)
 	}
 	time.Sleep(60 * time.Millisecond) // age the open segment past WALSegmentAge
-	if _, err := e.n.Write([]model.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "cut"}}, Ts: []int64{e.next}, Vs: []float64{1}}}); err != nil {
+	if _, err := e.n.Write(context.Background(), []model.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "cut"}}, Ts: []int64{e.next}, Vs: []float64{1}}}); err != nil {
 		t.Fatalf("cut write: %v", err)
 	}
 	e.next++

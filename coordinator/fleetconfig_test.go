@@ -92,7 +92,7 @@ func TestFleetConfig_SetOnAFollowerReachesAConnectedEdge(t *testing.T) {
 			b.Ts = append(b.Ts, now-int64(points)+int64(i))
 			b.Vs = append(b.Vs, 1)
 		}
-		_, err := e.n.Write([]model.Batch{b})
+		_, err := e.n.Write(context.Background(), []model.Batch{b})
 		return err
 	}
 	if err := write(101); !errors.Is(err, model.ErrOverloaded) {

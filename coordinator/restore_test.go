@@ -96,7 +96,7 @@ func (p *pi) write(t *testing.T, from, to, step int64) {
 		}
 		b := model.Batch{Labels: ls}
 		flush := func() {
-			res, err := p.n.Write([]model.Batch{b})
+			res, err := p.n.Write(context.Background(), []model.Batch{b})
 			if err != nil || res.Accepted != int64(len(b.Ts)) {
 				t.Fatalf("write: %+v, %v", res, err)
 			}

@@ -99,7 +99,7 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 			b.Ts, b.Vs = append(b.Ts, next), append(b.Vs, float64(next%97))
 			next++
 		}
-		if _, err := n.Write([]model.Batch{b}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{b}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(30 * time.Millisecond) // past WALSegmentAge: the next write seals

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
 )
@@ -43,7 +42,7 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 		fresh.Vs = append(fresh.Vs, 42)
 		e.next++
 	}
-	if res, err := e.n.Write([]model.Batch{fresh}); err != nil || res.Accepted != 20 {
+	if res, err := e.n.Write(context.Background(), []model.Batch{fresh}); err != nil || res.Accepted != 20 {
 		t.Fatalf("write fresh points: %d accepted, %v", res.Accepted, err)
 	}
 	key := labels.FromStrings("__name__", "temp", "sensor", "s0").String()
@@ -78,7 +77,7 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 	}
 
 	tun, err := replicator.NewTunnels(replicator.TunnelOptions{NodeID: edgeID, Targets: []string{m.c.IntakeAddr()}, Insecure: true,
-		Query:          api.NewQueryServer(backend.ForNode(e.n), nil),
+		Query:          grpcapi.New(e.n, grpcapi.Options{}).QueryServer,
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -31,12 +33,25 @@ func (p *prepared) pointIndex(k int) int {
 
 // Write validates every point on its own, stores the valid ones and returns
 // once they are durable. An error means nothing of this write is
-// acknowledged (it may still be visible to queries and be kept).
-func (n *Node) Write(batches []model.Batch) (model.WriteResult, error) {
-	return n.write(context.Background(), batches)
+// acknowledged (it may still be visible to queries and be kept):
+// model.ErrClosed after Close; model.ErrOverloaded (nothing stored) when
+// unflushed data has reached twice HeadMaxBytes or the ingest rate limit
+// is reached (ErrRateLimited); a *StoreError while the store is unhealthy;
+// ctx's error when ctx is done before the write begins (a write that has
+// begun is not interrupted). When ctx holds a recording span (a traced
+// gRPC or HTTP request), the write gets a node.write span with children
+// for the WAL append, the head append and the wait for the WAL fsync.
+func (n *Node) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return model.WriteResult{}, err
+	}
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return n.write(context.Background(), batches)
+	}
+	return n.writeTraced(ctx, batches)
 }
 
-// write is Write; with a recording span in ctx (WriteContext) its phases
+// write is Write; with a recording span in ctx (writeTraced) its phases
 // get child spans.
 func (n *Node) write(ctx context.Context, batches []model.Batch) (res model.WriteResult, err error) {
 	if n.closed.Load() {

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -50,7 +51,7 @@ func BenchmarkNode_Write(b *testing.B) {
 				}
 				t += int64(shape.perSeries) * 100
 				b.StartTimer()
-				res, err := n.Write(batches)
+				res, err := n.Write(context.Background(), batches)
 				if err != nil || res.Rejected != 0 {
 					b.Fatalf("write: %v %+v", err, res.Rejections)
 				}

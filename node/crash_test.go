@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -53,7 +53,7 @@ func runChild(dir string) {
 		os.Exit(1)
 	}
 	g := grpc.NewServer()
-	api.New(n, "test", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{}).Register(g)
 	fmt.Println("ADDR", lis.Addr().String())
 	g.Serve(lis) // until killed
 }

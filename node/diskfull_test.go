@@ -55,7 +55,7 @@ func TestNode_WALFullRefusesThenResumes(t *testing.T) {
 			sent[next] = true
 			next++
 		}
-		res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "full", "writer", "w0"), Ts: ts, Vs: vs}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "full", "writer", "w0"), Ts: ts, Vs: vs}})
 		if err == nil {
 			if res.Accepted != int64(len(ts)) {
 				t.Fatalf("accepted %d of %d", res.Accepted, len(ts))

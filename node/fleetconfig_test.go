@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -27,7 +28,7 @@ func TestSetRateLimit_RefusesOverBudgetWritesAndRecoversAsTheBucketRefills(t *te
 			b.Vs = append(b.Vs, float64(i))
 			ts++
 		}
-		_, err := n.Write([]model.Batch{b})
+		_, err := n.Write(context.Background(), []model.Batch{b})
 		return err
 	}
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
@@ -92,7 +93,7 @@ func TestSetRetention_ValidatesAndIsUsedByWritesAndRetention(t *testing.T) {
 	}
 	// Writes older than the new raw retention are refused as too old.
 	now := o.Now()
-	res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "ret"), Ts: []int64{now.Add(-72 * time.Hour).UnixMilli(), now.UnixMilli()}, Vs: []float64{1, 2}}})
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "ret"), Ts: []int64{now.Add(-72 * time.Hour).UnixMilli(), now.UnixMilli()}, Vs: []float64{1, 2}}})
 	if err != nil || res.Accepted != 1 || res.RejectedBy[model.RejectTooOld] != 1 {
 		t.Fatalf("write across the new retention: %+v, %v", res, err)
 	}
@@ -109,7 +110,7 @@ func TestSetRetention_RetentionDropsWithTheNewValues(t *testing.T) {
 		ts = append(ts, now.Add(-time.Duration(d)*24*time.Hour).UnixMilli())
 		vs = append(vs, float64(d))
 	}
-	if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "drop"), Ts: ts, Vs: vs}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "drop"), Ts: ts, Vs: vs}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Flush(); err != nil {

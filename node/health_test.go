@@ -41,7 +41,7 @@ func (l ackLedger) writeRun(n *node.Node, name string, t0, step int64, points in
 		b.Ts = append(b.Ts, t)
 		b.Vs = append(b.Vs, float64(t%1000)+0.5)
 	}
-	res, err := n.Write([]model.Batch{b})
+	res, err := n.Write(context.Background(), []model.Batch{b})
 	if err != nil {
 		return err
 	}

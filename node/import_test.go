@@ -43,7 +43,7 @@ func importSource(t *testing.T, seed uint64) (*node.Node, truth) {
 				tr.put(key, old, v)
 			}
 		}
-		if res, err := src.Write([]model.Batch{b}); err != nil || res.Rejected != 0 {
+		if res, err := src.Write(context.Background(), []model.Batch{b}); err != nil || res.Rejected != 0 {
 			t.Fatalf("write %s: %+v, %v", key, res, err)
 		}
 	}
@@ -255,7 +255,7 @@ func TestImportRollups_OlderDaysAnswerAsTheSource(t *testing.T) {
 		head.Ts, head.Vs = append(head.Ts, t0), append(head.Vs, 4242.5)
 		tr.put(labels.Labels(head.Labels).String(), t0, 4242.5)
 	}
-	if _, err := src.Write([]model.Batch{head}); err != nil {
+	if _, err := src.Write(context.Background(), []model.Batch{head}); err != nil {
 		t.Fatal(err)
 	}
 	start, end := base.UnixMilli(), base.Add(7*24*3600e9).UnixMilli()

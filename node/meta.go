@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"math"
 	"slices"
 	"time"
@@ -12,9 +13,10 @@ import (
 	"github.com/tributarydb/tributary/node/wal"
 )
 
-// SeriesMatching returns the label sets of the series selected by ms, at
-// most limit (0: no limit), sorted.
-func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+// Series returns the label sets of the series selected by ms, at most
+// limit (<= 0: no limit), sorted. The node does not consult ctx (nor in
+// LabelNames and LabelValues).
+func (n *Node) Series(_ context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
 	if n.closed.Load() {
 		return nil, model.ErrClosed
 	}
@@ -36,7 +38,7 @@ func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels,
 }
 
 // LabelNames lists label names, of all series or of those matching ms.
-func (n *Node) LabelNames(ms []*labels.Matcher) ([]string, error) {
+func (n *Node) LabelNames(_ context.Context, ms []*labels.Matcher) ([]string, error) {
 	if len(ms) == 0 {
 		return n.db.LabelNames()
 	}
@@ -45,7 +47,7 @@ func (n *Node) LabelNames(ms []*labels.Matcher) ([]string, error) {
 
 // LabelValues lists the values of a label, of all series or of those
 // matching ms.
-func (n *Node) LabelValues(name string, ms []*labels.Matcher) ([]string, error) {
+func (n *Node) LabelValues(_ context.Context, name string, ms []*labels.Matcher) ([]string, error) {
 	if len(ms) == 0 {
 		return n.db.LabelValues(name)
 	}
@@ -53,7 +55,7 @@ func (n *Node) LabelValues(name string, ms []*labels.Matcher) ([]string, error) 
 }
 
 func (n *Node) collectLabels(ms []*labels.Matcher, pick func(labels.Label) string, only string) ([]string, error) {
-	sets, err := n.SeriesMatching(ms, 0)
+	sets, err := n.Series(context.Background(), ms, 0)
 	if err != nil {
 		return nil, err
 	}

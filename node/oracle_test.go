@@ -141,7 +141,7 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 			}
 			batches = append(batches, b)
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		if err != nil {
 			t.Fatal(err)
 		}

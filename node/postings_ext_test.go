@@ -22,7 +22,7 @@ func TestQuery_SeesSeriesAddedAfterPostingsWereCached(t *testing.T) {
 		return got
 	}
 	for i, dev := range []string{"d1", "d2", "d3"} {
-		if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "temp", "site", "a", "dev", dev), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "temp", "site", "a", "dev", dev), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 { // the second query is answered from the cache

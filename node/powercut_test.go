@@ -66,7 +66,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 						vs[k] = float64(next[w] % 1000)
 						next[w] += 1 + int64(k%3) // some variety in intervals
 					}
-					res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "cut", "writer", name), Ts: ts, Vs: vs}})
+					res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "cut", "writer", name), Ts: ts, Vs: vs}})
 					if err != nil {
 						continue // not acknowledged
 					}
@@ -128,7 +128,7 @@ func TestNode_StoreNeverHoldsPointsTheWALLost(t *testing.T) {
 			ts[k] = start + int64(b*per+k)
 			vs[k] = float64(k)
 		}
-		if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "walfirst", "writer", "w0"), Ts: ts, Vs: vs}}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "walfirst", "writer", "w0"), Ts: ts, Vs: vs}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,7 +28,7 @@ func TestQuery_CrossSeriesAggregationOverRawSamplesIsBounded(t *testing.T) {
 			vs[i] = float64(i)
 		}
 		id := []string{"a", "b"}[s]
-		if res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "agg", "id", id), Ts: ts, Vs: vs}}); err != nil || res.Rejected != 0 {
+		if res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "agg", "id", id), Ts: ts, Vs: vs}}); err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %v %+v", err, res.Rejections)
 		}
 	}

@@ -114,7 +114,7 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 		if lo >= hi {
 			continue
 		}
-		res, err := n.Write([]model.Batch{{Labels: ls, Ts: ts[lo:hi], Vs: vs[lo:hi]}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: ts[lo:hi], Vs: vs[lo:hi]}})
 		if err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %v %+v", err, res.Rejections)
 		}
@@ -187,7 +187,7 @@ func TestQuery_OffsetIgnoredOutsideDownsampling(t *testing.T) {
 	defer n.Close()
 	ls := []labels.Label{{Name: labels.MetricName, Value: "m"}}
 	tsIn := []int64{base.UnixMilli() - 3000, base.UnixMilli() - 2000, base.UnixMilli() - 1000}
-	if _, err := n.Write([]model.Batch{{Labels: ls, Ts: tsIn, Vs: []float64{1, 2, 3}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: tsIn, Vs: []float64{1, 2, 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	ms := []*labels.Matcher{mustMatcher(t, labels.MatchEqual, labels.MetricName, "m")}

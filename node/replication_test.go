@@ -32,7 +32,7 @@ func writeSegments(t *testing.T, n *node.Node, from int64, segs int) (points int
 			ts[k], vs[k] = next, float64(next%977)*1.37
 			next++
 		}
-		res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m", "series", fmt.Sprint(i%3)), Ts: ts, Vs: vs}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m", "series", fmt.Sprint(i%3)), Ts: ts, Vs: vs}})
 		if err != nil || res.Accepted != int64(len(ts)) {
 			t.Fatalf("write %d: %+v, %v", i, res, err)
 		}
@@ -211,7 +211,7 @@ func TestWriteGate_RefusesWholeWrites(t *testing.T) {
 	defer n.Close()
 	now := o.Now().UnixMilli()
 	write := func(ts int64) (model.WriteResult, error) {
-		return n.Write([]model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}})
+		return n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}})
 	}
 	closed.Store(true)
 	if res, err := write(now - 1); !errors.Is(err, model.ErrOverloaded) || res.Accepted != 0 {
@@ -235,7 +235,7 @@ func TestWAL_IdleSegmentIsSealedByAge(t *testing.T) {
 	n := mustOpen(t, o)
 	defer n.Close()
 	ts := base.Add(39 * 24 * time.Hour).UnixMilli()
-	if res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil || res.Accepted != 1 {
+	if res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil || res.Accepted != 1 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -265,7 +265,7 @@ func TestExportRange_ReadsEverySeriesRawPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	// More in the head, and another metric.
-	res, err := n.Write([]model.Batch{{Labels: lbl("__name__", "other"), Ts: []int64{next, next + 1}, Vs: []float64{1, 2}}})
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "other"), Ts: []int64{next, next + 1}, Vs: []float64{1, 2}}})
 	if err != nil || res.Accepted != 2 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
@@ -310,14 +310,14 @@ func TestExportRangeMatching_ReadsOnlyTheSelectedSeries(t *testing.T) {
 		batches = append(batches, model.Batch{Labels: lbl("__name__", fmt.Sprintf("m%d", i/2), "__edge__", e),
 			Ts: []int64{start + int64(i), start + 100 + int64(i), start + 50}, Vs: []float64{1, 2, float64(i)}})
 	}
-	if _, err := n.Write(batches); err != nil {
+	if _, err := n.Write(context.Background(), batches); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// One more point in the head, which must merge with the stored ones.
-	if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m1", "__edge__", "e1"), Ts: []int64{start + 60}, Vs: []float64{9}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m1", "__edge__", "e1"), Ts: []int64{start + 60}, Vs: []float64{9}}}); err != nil {
 		t.Fatal(err)
 	}
 	export := func(ms []*labels.Matcher) (map[string][]int64, error) {

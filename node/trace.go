@@ -65,15 +65,9 @@ func (n *Node) SealSpanContext(seq uint64) (trace.SpanContext, bool) {
 // acknowledged them).
 func (n *Node) ForgetSealSpans(through uint64) { n.tracing.seals.Forget(through) }
 
-// WriteContext is Write with the caller's trace: when ctx holds a
-// recording span (a traced gRPC or HTTP request), the write gets a
-// node.write span with children for the WAL append, the head append and
-// the wait for the WAL fsync. Otherwise it is Write, at the cost of one
-// context lookup.
-func (n *Node) WriteContext(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return n.write(context.Background(), batches)
-	}
+// writeTraced is Write with the caller's trace. REQUIRES: ctx holds a
+// recording span.
+func (n *Node) writeTraced(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
 	ctx, span := requestTracer(ctx).Start(ctx, "node.write", trace.WithAttributes(attribute.Int("tributary.write.batches", len(batches))))
 	res, err := n.write(ctx, batches)
 	span.SetAttributes(attribute.Int64("tributary.write.accepted", res.Accepted), attribute.Int64("tributary.write.rejected", res.Rejected))

@@ -32,7 +32,7 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 	defer n.Close()
 	now := o.Now().UnixMilli()
 	// Establish a newest sample for the out-of-order window.
-	if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -58,7 +58,7 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// Each case rides along with a valid batch, which must be kept.
 			good := model.Batch{Labels: lbl("__name__", "ok", "id", "0"), Ts: []int64{now}, Vs: []float64{9}}
-			res, err := n.Write([]model.Batch{good, c.batch})
+			res, err := n.Write(context.Background(), []model.Batch{good, c.batch})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
 			Vs:     []float64{float64(i), float64(i) + 10, float64(i) + 20},
 		})
 	}
-	if _, err := n.Write(batches); err != nil {
+	if _, err := n.Write(context.Background(), batches); err != nil {
 		t.Fatal(err)
 	}
 	var groups []model.Series
@@ -169,7 +169,7 @@ func TestClose_LeavesNothingToReplay(t *testing.T) {
 	o := testOptions(t, dir)
 	n := mustOpen(t, o)
 	now := o.Now().UnixMilli()
-	if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now - 2, now - 1}, Vs: []float64{1, 2}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now - 2, now - 1}, Vs: []float64{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Close(); err != nil {
@@ -201,7 +201,7 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	t0 := base.UnixMilli()
 	for h := int64(0); h < 6*24; h++ {
 		clock.Store(base.Add(time.Duration(h) * time.Hour).UnixNano())
-		if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,7 +238,7 @@ func TestWrite_StalledFlushGivesRetryableErrorThenRecovers(t *testing.T) {
 			ts[k] = now - 3_000_000 + int64(k)
 			vs[k] = float64(i*k) * 1.0001 // incompressible-ish values fill the head fast
 		}
-		_, err = n.Write([]model.Batch{{Labels: lbl("__name__", "m", "i", fmt.Sprint(i)), Ts: ts, Vs: vs}})
+		_, err = n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m", "i", fmt.Sprint(i)), Ts: ts, Vs: vs}})
 		written++
 	}
 	if !errors.Is(err, model.ErrOverloaded) {
@@ -248,7 +248,7 @@ func TestWrite_StalledFlushGivesRetryableErrorThenRecovers(t *testing.T) {
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Write([]model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatalf("write after the flush caught up: %v", err)
 	}
 }
@@ -260,7 +260,7 @@ func TestWrite_RejectionPointIndexIsTheClientsEvenAfterEarlierRejections(t *test
 	defer n.Close()
 	now := o.Now().UnixMilli()
 	ls := lbl("__name__", "idx")
-	if _, err := n.Write([]model.Batch{{Labels: ls, Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Point 0 is too far in the future (rejected first, in the fast path);
@@ -268,7 +268,7 @@ func TestWrite_RejectionPointIndexIsTheClientsEvenAfterEarlierRejections(t *test
 	// point 2, not as its index among the points left.
 	far := now + int64(time.Hour/time.Millisecond)
 	old := now - 2*int64(time.Hour/time.Millisecond)
-	res, err := n.Write([]model.Batch{{Labels: ls, Ts: []int64{far, now + 1, old, now + 2}, Vs: []float64{1, 2, 3, 4}}})
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{far, now + 1, old, now + 2}, Vs: []float64{1, 2, 3, 4}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestNodeRestore_BringsTheHistoryBack(t *testing.T) {
 	for i := range 1000 {
 		b.Ts, b.Vs = append(b.Ts, now-int64(999-i)*60_000), append(b.Vs, float64(i))
 	}
-	if res, err := n.Write([]model.Batch{b}); err != nil || res.Accepted != 1000 {
+	if res, err := n.Write(context.Background(), []model.Batch{b}); err != nil || res.Accepted != 1000 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
 	last := n.WALSegments()[len(n.WALSegments())-1].Seq

@@ -82,7 +82,7 @@ func (m *selfMonitor) once() {
 	points, err := m.collect()
 	if err == nil && len(points) > 0 {
 		var res model.WriteResult
-		res, err = m.n.Write(points)
+		res, err = m.n.Write(context.Background(), points)
 		if err == nil && res.Rejected > 0 {
 			err = fmt.Errorf("%d of %d points rejected (first: %v)", res.Rejected, res.Rejected+res.Accepted, firstRejection(res))
 		}

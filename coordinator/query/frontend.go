@@ -19,7 +19,8 @@ import (
 )
 
 // Source answers queries over one edge's data, resolving matchers against
-// the edge's own index: an *EdgeClient, or backend.ForNode(n) in-process.
+// the edge's own index: an *EdgeClient, or the edge's *node.Node itself
+// in-process.
 // The methods mean what they mean on backend.Backend.
 type Source interface {
 	Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error)
@@ -27,8 +28,6 @@ type Source interface {
 	LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error)
 	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
 }
-
-var _ Source = backend.ForNode(nil)
 
 // ReplicaSource answers queries over the replicated data of some edges: a
 // coordinator's local replica store or a peer coordinator. emit names the

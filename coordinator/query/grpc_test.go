@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -39,7 +39,7 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 	f := theFleet
 	clients := map[string]*query.EdgeClient{}
 	for id, n := range f.edge {
-		opts := serveGRPC(t, api.New(n, "test", "edge").Register)
+		opts := serveGRPC(t, grpcapi.New(n, grpcapi.Options{}).Register)
 		c, err := query.DialEdge("passthrough:///"+id, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 func TestQueryServer_OverTheFrontendCarriesWarnings(t *testing.T) {
 	f := theFleet
 	fe := f.frontend(t, faults{deadEdges: []string{"e1"}}, nil)
-	opts := serveGRPC(t, api.NewQueryServer(fe, nil).RegisterQuery)
+	opts := serveGRPC(t, grpcapi.New(fe, grpcapi.Options{}).RegisterQuery)
 	conn, err := grpc.NewClient("passthrough:///coordinator", opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestQueryServer_OverTheFrontendCarriesWarnings(t *testing.T) {
 	want := answerOf(t, f.truncatedOracle(t, "e1"), q)
 	var got []model.Series
 	for _, m := range msgs {
-		got = append(got, model.Series{Labels: api.ToLabels(m.Series), Ts: m.TimestampsMs, Vs: m.Values})
+		got = append(got, model.Series{Labels: grpcapi.LabelsFromProto(m.Series), Ts: m.TimestampsMs, Vs: m.Values})
 	}
 	sameAnswer(t, "grpc", got, want)
 

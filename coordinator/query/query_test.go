@@ -131,7 +131,7 @@ func write(t tb, n *node.Node, ls labels.Labels, ss []sample) {
 	if len(b.Ts) == 0 {
 		return
 	}
-	res, err := n.Write([]model.Batch{b})
+	res, err := n.Write(context.Background(), []model.Batch{b})
 	if err != nil || res.Rejected != 0 {
 		t.Fatalf("write %s: %+v %v", ls, res, err)
 	}
@@ -338,7 +338,7 @@ func (f *fleet) frontend(t *testing.T, fs faults, mod func(*query.Options)) *que
 			if slices.Contains(fs.deadEdges, id) || f.edge[id] == nil {
 				return nil, fmt.Errorf("connection refused")
 			}
-			return backend.ForNode(f.edge[id]), nil
+			return f.edge[id], nil
 		},
 		HedgeAfter: time.Hour, // hedging is tested on its own
 	}
@@ -682,13 +682,13 @@ func sameMetadata(t *testing.T, fe backend.Backend, oracle *node.Node) {
 		"dc=a":       {must(t, labels.MatchEqual, "dc", "a"), must(t, labels.MatchRegexp, "host", "e.*")},
 	} {
 		names, err := fe.LabelNames(ctx, ms)
-		want, _ := oracle.LabelNames(ms)
+		want, _ := oracle.LabelNames(context.Background(), ms)
 		if err != nil || !slices.Equal(names, want) {
 			t.Fatalf("%s: label names %q %v, want %q", name, names, err, want)
 		}
 		for _, label := range []string{"__name__", "host", "dc"} {
 			vals, err := fe.LabelValues(ctx, label, ms)
-			want, _ := oracle.LabelValues(label, ms)
+			want, _ := oracle.LabelValues(context.Background(), label, ms)
 			if err != nil || !slices.Equal(vals, want) {
 				t.Fatalf("%s: values of %s %q %v, want %q", name, label, vals, err, want)
 			}
@@ -698,7 +698,7 @@ func sameMetadata(t *testing.T, fe backend.Backend, oracle *node.Node) {
 		}
 		for _, limit := range []int{0, 1, 3, 1000} {
 			sets, err := fe.Series(ctx, ms, limit)
-			want, _ := oracle.SeriesMatching(ms, limit)
+			want, _ := oracle.Series(context.Background(), ms, limit)
 			if err != nil || !slices.EqualFunc(sets, want, labels.Equal) {
 				t.Fatalf("%s: series (limit %d) %v %v, want %v", name, limit, sets, err, want)
 			}
@@ -890,7 +890,7 @@ func TestFrontend_EdgeLegsAreBounded(t *testing.T) {
 			if f.edge[id] == nil {
 				return nil, fmt.Errorf("no edge %s", id)
 			}
-			return countingSource{backend.ForNode(f.edge[id]), &inflight, &peak}, nil
+			return countingSource{f.edge[id], &inflight, &peak}, nil
 		}
 	})
 	ctx := context.Background()

@@ -189,14 +189,14 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := s.eng.Write(batches)
+		res, err := s.eng.Write(context.Background(), batches)
 		if errors.Is(err, model.ErrOverloaded) {
 			// The head is full; flushing it now is what the engine's flush
 			// loop would do next. One retry, then the caller retries later.
 			if ferr := s.eng.Flush(); ferr != nil {
 				return fmt.Errorf("flush replica engine: %w", ferr)
 			}
-			res, err = s.eng.Write(batches)
+			res, err = s.eng.Write(context.Background(), batches)
 		}
 		if err != nil {
 			return fmt.Errorf("write %d points: %w", pending, err)

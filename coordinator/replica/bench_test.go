@@ -92,7 +92,7 @@ func BenchmarkCopy(b *testing.B) {
 			}
 			batches = append(batches, model.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i), EdgeLabel, "e"), Ts: ts, Vs: vs})
 		}
-		if _, err := src.eng.Write(batches); err != nil {
+		if _, err := src.eng.Write(context.Background(), batches); err != nil {
 			b.Fatal(err)
 		}
 	}

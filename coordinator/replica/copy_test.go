@@ -50,7 +50,7 @@ func writeEdge(t testing.TB, s *Store, o oracle, edge string, rng *rand.Rand, nS
 			}
 			batches = append(batches, b)
 		}
-		res, err := s.eng.Write(batches)
+		res, err := s.eng.Write(context.Background(), batches)
 		if err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %+v, %v", res, err)
 		}

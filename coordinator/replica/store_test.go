@@ -46,7 +46,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]model.Batch) []shipped 
 	defer n.Close()
 	write := func(bs []model.Batch) {
 		time.Sleep(2 * time.Millisecond)
-		if _, err := n.Write(bs); err != nil {
+		if _, err := n.Write(context.Background(), bs); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ func newTestServer(t *testing.T, lim httpapi.Limits) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, n, backend.ForNode(n), lim)
+	return serve(t, n, n, lim)
 }
 
 func serve(t *testing.T, n *node.Node, b backend.Backend, lim httpapi.Limits) *testServer {
@@ -506,7 +506,7 @@ func TestBackendErrors_NothingAcknowledged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := serve(t, n, failingBackend{backend.ForNode(n), tc.err}, httpapi.Limits{})
+			s := serve(t, n, failingBackend{n, tc.err}, httpapi.Limits{})
 			status, ans, hdr := s.post(t, "/api/v2/write?bucket=b", []byte("m v=1\n"))
 			if status != tc.status || hdr.Get("Retry-After") != "1" || !strings.Contains(ans["message"].(string), "nothing was stored") {
 				t.Fatalf("status %d Retry-After %q answer %v", status, hdr.Get("Retry-After"), ans)
@@ -521,7 +521,7 @@ func TestBackendErrors_NothingAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serve(t, n, backend.ForNode(n), httpapi.Limits{})
+	s := serve(t, n, n, httpapi.Limits{})
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}

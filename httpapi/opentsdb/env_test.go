@@ -49,7 +49,7 @@ func newEnv(t testing.TB, limits ...httpapi.Limits) *env {
 	if len(limits) > 0 {
 		cfg.Limits = limits[0]
 	}
-	e := &env{t: t, n: n, b: backend.ForNode(n), cfg: cfg}
+	e := &env{t: t, n: n, b: n, cfg: cfg}
 	e.a = newAPI(e.b, cfg)
 	e.a.now = func() time.Time { return now }
 	mux := http.NewServeMux()

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
@@ -47,7 +47,7 @@ func benchNode(b *testing.B) (*node.Node, time.Time) {
 				batches = append(batches, bt)
 			}
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		if err != nil || res.Rejected != 0 {
 			b.Fatalf("write: %v %+v", err, res.Rejections)
 		}
@@ -69,7 +69,7 @@ func benchNode(b *testing.B) (*node.Node, time.Time) {
 func BenchmarkQueryRange1hMaxByMinute(b *testing.B) {
 	n, end := benchNode(b)
 	cfg := httpapi.Config{}
-	api, err := New(backend.ForNode(n), &cfg, Options{Now: func() time.Time { return end }})
+	api, err := New(n, &cfg, Options{Now: func() time.Time { return end }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,11 +34,11 @@ func TestQuery_BackendWarningsReachTheResponse(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Close() })
 	ts := testNow.Add(-time.Minute).UnixMilli()
-	if _, err := n.Write([]model.Batch{{Labels: nlabels.FromStrings("__name__", "cpu"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: nlabels.FromStrings("__name__", "cpu"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	warn := "edge pi-7 unreachable: points after 2026-06-01T11:00:00Z missing"
-	e := newTestEnvFor(t, n, warningBackend{backend.ForNode(n), []string{warn}}, httpapi.Config{}, Options{})
+	e := newTestEnvFor(t, n, warningBackend{n, []string{warn}}, httpapi.Config{}, Options{})
 	st, r, body := e.call(http.MethodGet, "/api/v1/query", url.Values{"query": {"cpu"}, "time": {"1780315200"}})
 	if st != http.StatusOK || !slices.Contains(r.Warnings, warn) {
 		t.Fatalf("%d %s", st, body)

@@ -261,7 +261,7 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 				b.Vs[k] = values[i]
 			}
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		// A loaded machine may flush more slowly than the load writes: wait
 		// for the flush, as a client told to retry later would.
 		for wait := 0; errors.Is(err, model.ErrOverloaded) && wait < 600; wait++ {
@@ -270,7 +270,7 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 				return total, ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
-			res, err = n.Write(batches)
+			res, err = n.Write(context.Background(), batches)
 		}
 		if err != nil {
 			return total, err
