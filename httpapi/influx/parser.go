@@ -127,7 +127,7 @@ type Result struct {
 // Line returns the line number of point i of batch b.
 func (r *Result) Line(b, i int) int { return int(r.lines[int(r.offs[b])+i]) }
 
-// Parser turns line protocol into node batches. It keeps a cache from
+// Parser turns line protocol into batches (model.Batch). It keeps a cache from
 // series keys (measurement and tag set, as written) to label sets across
 // calls, so the tags of a series already seen are not parsed again.
 //
