@@ -9,7 +9,10 @@ PROTO_FILES := $(shell find proto -name '*.proto')
 GOTEST_FLAGS ?=
 # Packages without cgo, also tested as 32-bit code (catches int-size bugs
 # that would only show on armv7 Raspberry Pis).
-PURE_GO_PKGS := ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
+PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
+# The vocabulary and the protocol layers, which must build without cgo
+# (docs/architecture.md, Layering, rule L2).
+NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./sdk/...
 
 .PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
 
@@ -41,10 +44,12 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 test-race: deps ## Run the tests under the race detector.
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-lint: deps ## gofmt, go vet, staticcheck.
+lint: deps ## gofmt, go vet, staticcheck, the import rules of docs/architecture.md, a cgo-free build of the protocol layers.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	GO=$(GO) $(GO) test -count=1 ./internal/layering
+	CGO_ENABLED=0 $(GO) build $(NO_CGO_PKGS)
 	@GO=$(GO) scripts/protocheck.sh
 	cd charts/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 

@@ -1,18 +1,22 @@
-// Package backend is the storage interface that the client-facing protocols
-// (gRPC, InfluxDB line protocol, OpenTSDB, Prometheus) are served from. A
-// storage node implements it today (ForNode); a coordinator will implement
-// the same interface over its replica store and query fan-out, so every
-// protocol works unchanged on both.
+// Package backend is the storage interface that the client-facing
+// protocols (gRPC in grpcapi; InfluxDB line protocol, OpenTSDB and
+// Prometheus in httpapi/...) are served from. A storage node
+// (*node.Node) implements it over its own data, and a coordinator's query
+// front end (*query.Frontend) over the fleet's replicated data and the
+// edges' fresh tails, so every protocol works unchanged on both.
 //
 // Errors returned by a Backend are classified by Classify so that each
 // protocol can map them onto its own status codes the same way.
+//
+// backend speaks only the vocabulary in model and node/labels: it links
+// no storage engine, so a protocol adapter built on it does not either.
 package backend
 
 import (
 	"context"
 	"errors"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -23,9 +27,9 @@ type Backend interface {
 	// meaning of the result and of an error. The batches' slices belong to
 	// the caller again once Write returns (callers reuse them): an
 	// implementation must copy what it keeps.
-	Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error)
+	Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error)
 	// Query runs q and calls emit per series (or group) in label order.
-	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+	Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error)
 	// Series lists the label sets matching ms, at most limit of them
 	// (limit <= 0: the backend's default).
 	Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error)
@@ -37,34 +41,6 @@ type Backend interface {
 	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
 }
 
-// ForNode serves a Backend from a local storage node.
-func ForNode(n *node.Node) Backend { return nodeBackend{n} }
-
-type nodeBackend struct{ n *node.Node }
-
-func (b nodeBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
-	if err := ctx.Err(); err != nil {
-		return node.WriteResult{}, err
-	}
-	return b.n.WriteContext(ctx, batches)
-}
-
-func (b nodeBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
-	return b.n.Query(ctx, q, emit)
-}
-
-func (b nodeBackend) Series(_ context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
-	return b.n.SeriesMatching(ms, limit)
-}
-
-func (b nodeBackend) LabelNames(_ context.Context, ms []*labels.Matcher) ([]string, error) {
-	return b.n.LabelNames(ms)
-}
-
-func (b nodeBackend) LabelValues(_ context.Context, name string, ms []*labels.Matcher) ([]string, error) {
-	return b.n.LabelValues(name, ms)
-}
-
 // Kind is the class of a backend error, which protocols map onto their
 // status codes.
 type Kind int
@@ -73,21 +49,20 @@ type Kind int
 const (
 	// KindNone: no error.
 	KindNone Kind = iota
-	// KindBadRequest: the request itself is wrong; retrying it will not help.
+	// KindBadRequest: the request itself is wrong; retrying it will not
+	// help (model.ErrBadQuery, model.ErrBadRequest).
 	KindBadRequest
 	// KindOverloaded: the backend is shedding load; retry after a pause
-	// (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+	// (HTTP 429, gRPC RESOURCE_EXHAUSTED; model.ErrOverloaded).
 	KindOverloaded
 	// KindUnavailable: the backend is shutting down or cannot reach its
-	// disk; retry, possibly elsewhere (HTTP 503, gRPC UNAVAILABLE).
+	// disk; retry, possibly elsewhere (HTTP 503, gRPC UNAVAILABLE;
+	// model.ErrClosed, model.ErrStoreUnavailable and every error Classify
+	// does not know).
 	KindUnavailable
 	// KindTimeout: the request's deadline passed or it was cancelled.
 	KindTimeout
 )
-
-// ErrBadRequest marks errors caused by the request; wrap it (fmt.Errorf
-// with %w) to have Classify report KindBadRequest.
-var ErrBadRequest = errors.New("bad request")
 
 // Classify says what kind of error err is. Errors it does not know are
 // KindUnavailable: for a write that means "not acknowledged, retry".
@@ -95,9 +70,9 @@ func Classify(err error) Kind {
 	switch {
 	case err == nil:
 		return KindNone
-	case errors.Is(err, node.ErrBadQuery), errors.Is(err, ErrBadRequest):
+	case errors.Is(err, model.ErrBadQuery), errors.Is(err, model.ErrBadRequest):
 		return KindBadRequest
-	case errors.Is(err, node.ErrOverloaded):
+	case errors.Is(err, model.ErrOverloaded):
 		return KindOverloaded
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return KindTimeout

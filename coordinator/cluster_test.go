@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -179,7 +180,7 @@ type edge struct {
 	stop func()
 	next int64
 	// want holds every "temp" point written, by series.
-	want map[string]*node.Series
+	want map[string]*model.Series
 }
 
 const edgeID = "edge-1"
@@ -214,7 +215,7 @@ func startEdgeWith(t *testing.T, targets []string, cfg *tls.Config) *edge {
 			t.Errorf("shipper: %v", err)
 		}
 	})
-	e := &edge{n: n, s: s, next: time.Now().Add(-time.Hour).UnixMilli(), want: map[string]*node.Series{}}
+	e := &edge{n: n, s: s, next: time.Now().Add(-time.Hour).UnixMilli(), want: map[string]*model.Series{}}
 	var once sync.Once
 	e.stop = func() {
 		once.Do(func() {
@@ -238,26 +239,26 @@ func (e *edge) writeAndShip(t *testing.T, batches int) uint64 {
 	for i := range batches {
 		sensor := fmt.Sprintf("s%d", i%3)
 		ls := labels.FromStrings("__name__", "temp", "sensor", sensor)
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: sensor}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: sensor}}}
 		for range 50 {
 			b.Ts = append(b.Ts, e.next)
 			b.Vs = append(b.Vs, float64(e.next%997)*0.5)
 			e.next++
 		}
-		res, err := e.n.Write([]node.Batch{b})
+		res, err := e.n.Write(context.Background(), []model.Batch{b})
 		if err != nil || res.Accepted != int64(len(b.Ts)) {
 			t.Fatalf("write: %d accepted, %d rejected, %v", res.Accepted, res.Rejected, err)
 		}
 		key := ls.String()
 		s := e.want[key]
 		if s == nil {
-			s = &node.Series{Labels: ls}
+			s = &model.Series{Labels: ls}
 			e.want[key] = s
 		}
 		s.Ts, s.Vs = append(s.Ts, b.Ts...), append(s.Vs, b.Vs...)
 	}
 	time.Sleep(60 * time.Millisecond) // age the open segment past WALSegmentAge
-	if _, err := e.n.Write([]node.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "cut"}}, Ts: []int64{e.next}, Vs: []float64{1}}}); err != nil {
+	if _, err := e.n.Write(context.Background(), []model.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "cut"}}, Ts: []int64{e.next}, Vs: []float64{1}}}); err != nil {
 		t.Fatalf("cut write: %v", err)
 	}
 	e.next++
@@ -298,16 +299,16 @@ func (e *edge) checkQuery(t *testing.T, m *member, through uint64, fromMs int64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := node.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: node.ModeRaw}
+	all := model.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: model.ModeRaw}
 
 	// Held: the union of what the current replicas store.
-	held := map[string]node.Series{}
+	held := map[string]model.Series{}
 	for _, id := range placement(t, m) {
 		rs, err := m.c.links.replicaSource(id)
 		if err != nil {
 			t.Fatalf("replica %s: %v", id, err)
 		}
-		if _, err := rs.Query(ctx, []string{edgeID}, all, func(_ string, s node.Series) error {
+		if _, err := rs.Query(ctx, []string{edgeID}, all, func(_ string, s model.Series) error {
 			h := held[s.Labels.String()]
 			h.Labels = s.Labels
 			h.Ts, h.Vs = append(h.Ts, s.Ts...), append(h.Vs, s.Vs...)
@@ -323,9 +324,9 @@ func (e *edge) checkQuery(t *testing.T, m *member, through uint64, fromMs int64)
 	e.compare(t, "replicas of "+edgeID+" together", held, 0, t.Errorf)
 
 	// Fleet-wide through the front end.
-	got := map[string]node.Series{}
-	_, err = m.c.Backend().Query(ctx, all, func(s node.Series) error {
-		got[s.Labels.String()] = node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
+	got := map[string]model.Series{}
+	_, err = m.c.Backend().Query(ctx, all, func(s model.Series) error {
+		got[s.Labels.String()] = model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
 		return nil
 	})
 	if err != nil {
@@ -339,7 +340,7 @@ func (e *edge) checkQuery(t *testing.T, m *member, through uint64, fromMs int64)
 
 // compare reports (with report) how got differs from the points written
 // at or after fromMs.
-func (e *edge) compare(t *testing.T, what string, got map[string]node.Series, fromMs int64, report func(string, ...any)) {
+func (e *edge) compare(t *testing.T, what string, got map[string]model.Series, fromMs int64, report func(string, ...any)) {
 	t.Helper()
 	for key, w := range e.want {
 		want, g := since(*w, fromMs), since(got[key], fromMs)
@@ -354,13 +355,13 @@ func (e *edge) compare(t *testing.T, what string, got map[string]node.Series, fr
 	}
 }
 
-func since(s node.Series, fromMs int64) node.Series {
+func since(s model.Series, fromMs int64) model.Series {
 	i, _ := slices.BinarySearch(s.Ts, fromMs)
-	return node.Series{Labels: s.Labels, Ts: s.Ts[i:], Vs: s.Vs[i:]}
+	return model.Series{Labels: s.Labels, Ts: s.Ts[i:], Vs: s.Vs[i:]}
 }
 
 // dedup sorts s by time and drops repeated timestamps.
-func dedup(s node.Series) node.Series {
+func dedup(s model.Series) model.Series {
 	idx := make([]int, len(s.Ts))
 	for i := range idx {
 		idx[i] = i
@@ -374,7 +375,7 @@ func dedup(s node.Series) node.Series {
 		}
 		return 0
 	})
-	out := node.Series{Labels: s.Labels}
+	out := model.Series{Labels: s.Labels}
 	for _, i := range idx {
 		if n := len(out.Ts); n > 0 && out.Ts[n-1] == s.Ts[i] {
 			continue
@@ -384,7 +385,7 @@ func dedup(s node.Series) node.Series {
 	return out
 }
 
-func firstDiff(a, b node.Series) int {
+func firstDiff(a, b model.Series) int {
 	for i := range min(len(a.Ts), len(b.Ts)) {
 		if a.Ts[i] != b.Ts[i] || a.Vs[i] != b.Vs[i] {
 			return i
@@ -404,8 +405,7 @@ func (e *edge) heldPoints(t *testing.T, m *member, id string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	n := 0
-	if _, err := rs.Query(ctx, []string{edgeID}, node.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: node.ModeRaw},
-		func(_ string, s node.Series) error { n += len(s.Ts); return nil }); err != nil {
+	if _, err := rs.Query(ctx, []string{edgeID}, model.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: model.ModeRaw}, func(_ string, s model.Series) error { n += len(s.Ts); return nil }); err != nil {
 		t.Fatalf("query replica %s: %v", id, err)
 	}
 	return n

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -23,7 +24,7 @@ import (
 // TestFleetConfig_SetOnAFollowerReachesAConnectedEdge sets the fleet
 // configuration through a follower's ClusterService and requires that an
 // edge already shipping to the cluster applies it: a write above the rate
-// limit is refused with node.ErrOverloaded.
+// limit is refused with model.ErrOverloaded.
 func TestFleetConfig_SetOnAFollowerReachesAConnectedEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two coordinators and an edge")
@@ -85,16 +86,16 @@ func TestFleetConfig_SetOnAFollowerReachesAConnectedEdge(t *testing.T) {
 		t.Fatalf("edge raw retention %s, want 48h", raw)
 	}
 	write := func(points int) error {
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "limited"}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "limited"}}}
 		now := time.Now().UnixMilli()
 		for i := range points {
 			b.Ts = append(b.Ts, now-int64(points)+int64(i))
 			b.Vs = append(b.Vs, 1)
 		}
-		_, err := e.n.Write([]node.Batch{b})
+		_, err := e.n.Write(context.Background(), []model.Batch{b})
 		return err
 	}
-	if err := write(101); !errors.Is(err, node.ErrOverloaded) {
+	if err := write(101); !errors.Is(err, model.ErrOverloaded) {
 		t.Fatalf("a write above the burst: %v, want ErrOverloaded", err)
 	}
 	if err := write(50); err != nil {

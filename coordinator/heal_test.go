@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -104,7 +104,7 @@ func TestHeal_DeadCoordinatorIsReplacedAndHistoryCopied(t *testing.T) {
 }
 
 // replicaPoints reads every "temp" point replica id holds of the edge.
-func (e *edge) replicaPoints(t *testing.T, m *member, id string) map[string]node.Series {
+func (e *edge) replicaPoints(t *testing.T, m *member, id string) map[string]model.Series {
 	t.Helper()
 	rs, err := m.c.links.replicaSource(id)
 	if err != nil {
@@ -113,12 +113,11 @@ func (e *edge) replicaPoints(t *testing.T, m *member, id string) map[string]node
 	eq, _ := labels.NewMatcher(labels.MatchEqual, "__name__", "temp")
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	got := map[string]node.Series{}
-	if _, err := rs.Query(ctx, []string{edgeID}, node.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: node.ModeRaw},
-		func(_ string, s node.Series) error {
-			got[s.Labels.String()] = node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
-			return nil
-		}); err != nil {
+	got := map[string]model.Series{}
+	if _, err := rs.Query(ctx, []string{edgeID}, model.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: model.ModeRaw}, func(_ string, s model.Series) error {
+		got[s.Labels.String()] = model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
+		return nil
+	}); err != nil {
 		t.Fatalf("query replica %s: %v", id, err)
 	}
 	return got

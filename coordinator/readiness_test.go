@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 func TestReadiness_Reasons(t *testing.T) {
@@ -26,7 +26,7 @@ func TestReadiness_Reasons(t *testing.T) {
 		"not registered":  {led, false, nil, true, []string{"not registered in the catalog yet"}},
 		"raft failed":     {with(func(s *raftnode.Status) { s.Failed = errors.New("disk full") }), true, nil, true, []string{"raft member failed: disk full"}},
 		"removed":         {with(func(s *raftnode.Status) { s.Removed = true }), true, nil, true, []string{"removed from the raft cluster"}},
-		"store closed":    {led, true, node.ErrClosed, true, []string{"coordinator: " + node.ErrClosed.Error()}},
+		"store closed":    {led, true, model.ErrClosed, true, []string{"coordinator: " + model.ErrClosed.Error()}},
 		"intake stopped":  {led, true, nil, false, []string{"intake not serving"}},
 		"several reasons": {with(func(s *raftnode.Status) { s.Lead, s.Applied = 0, 1 }), false, nil, false, []string{"no raft leader", "catching up", "intake not serving"}},
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -93,9 +94,9 @@ func (p *pi) write(t *testing.T, from, to, step int64) {
 		if p.truth[key] == nil {
 			p.truth[key] = map[int64]float64{}
 		}
-		b := node.Batch{Labels: ls}
+		b := model.Batch{Labels: ls}
 		flush := func() {
-			res, err := p.n.Write([]node.Batch{b})
+			res, err := p.n.Write(context.Background(), []model.Batch{b})
 			if err != nil || res.Accepted != int64(len(b.Ts)) {
 				t.Fatalf("write: %+v, %v", res, err)
 			}
@@ -176,7 +177,7 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 
 // flatAnswer runs q over the series of host through query and returns
 // series → t, v, t, v, ...
-func flatAnswer(t *testing.T, host string, query func(context.Context, node.Query, func(node.Series) error) (node.QueryInfo, error), q node.Query) map[string][]float64 {
+func flatAnswer(t *testing.T, host string, query func(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error), q model.Query) map[string][]float64 {
 	t.Helper()
 	eq, _ := labels.NewMatcher(labels.MatchEqual, "__name__", "temp")
 	h, _ := labels.NewMatcher(labels.MatchEqual, "host", host)
@@ -184,7 +185,7 @@ func flatAnswer(t *testing.T, host string, query func(context.Context, node.Quer
 	out := map[string][]float64{}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	info, err := query(ctx, q, func(s node.Series) error {
+	info, err := query(ctx, q, func(s model.Series) error {
 		var flat []float64
 		for i, ts := range s.Ts {
 			flat = append(flat, float64(ts), s.Vs[i])
@@ -329,10 +330,10 @@ func TestRestore_PiComesBack(t *testing.T) {
 					t.Errorf("%s: the catalog holds %d points of %s, %d were acknowledged to writers", m.nodeID, held, p.id, p.points())
 				}
 			}
-			queries := []node.Query{{Start: rawFrom, End: end, Mode: node.ModeRaw}}
+			queries := []model.Query{{Start: rawFrom, End: end, Mode: model.ModeRaw}}
 			for _, step := range []int64{rollup.Hour, day} {
 				for _, f := range []rollup.Func{rollup.FuncSum, rollup.FuncCount, rollup.FuncMax, rollup.FuncFirst} {
-					queries = append(queries, node.Query{Start: start, End: end, Mode: node.ModeDownsample, Step: step, Downsample: f})
+					queries = append(queries, model.Query{Start: start, End: end, Mode: model.ModeDownsample, Step: step, Downsample: f})
 				}
 			}
 			for _, q := range queries {
@@ -344,7 +345,7 @@ func TestRestore_PiComesBack(t *testing.T) {
 				}
 			}
 			if c.rawStartMs != 0 {
-				if got := flatAnswer(t, p.id, p.n.Query, node.Query{Start: start, End: rawFrom - 1, Mode: node.ModeRaw}); len(got) != 0 {
+				if got := flatAnswer(t, p.id, p.n.Query, model.Query{Start: start, End: rawFrom - 1, Mode: model.ModeRaw}); len(got) != 0 {
 					t.Errorf("raw points before --raw-since on the restored edge: %d series", len(got))
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
@@ -93,12 +94,12 @@ func TestTrace_SegmentFromEdgeSealToCloudAck(t *testing.T) {
 
 	next := time.Now().Add(-time.Hour).UnixMilli()
 	for i := range 4 {
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}}}
 		for range 100 {
 			b.Ts, b.Vs = append(b.Ts, next), append(b.Vs, float64(next%97))
 			next++
 		}
-		if _, err := n.Write([]node.Batch{b}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{b}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(30 * time.Millisecond) // past WALSegmentAge: the next write seals

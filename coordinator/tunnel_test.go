@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
-	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
 )
@@ -37,13 +36,13 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 	})
 	// Fresh points, left in the edge's open WAL segment: only the edge
 	// has them.
-	fresh := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "s0"}}}
+	fresh := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "s0"}}}
 	for range 20 {
 		fresh.Ts = append(fresh.Ts, e.next)
 		fresh.Vs = append(fresh.Vs, 42)
 		e.next++
 	}
-	if res, err := e.n.Write([]node.Batch{fresh}); err != nil || res.Accepted != 20 {
+	if res, err := e.n.Write(context.Background(), []model.Batch{fresh}); err != nil || res.Accepted != 20 {
 		t.Fatalf("write fresh points: %d accepted, %v", res.Accepted, err)
 	}
 	key := labels.FromStrings("__name__", "temp", "sensor", "s0").String()
@@ -54,13 +53,13 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := node.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: node.ModeRaw}
-	query := func() (map[string]node.Series, []string) {
+	all := model.Query{Matchers: []*labels.Matcher{eq}, Start: 0, End: e.next + 1000, Mode: model.ModeRaw}
+	query := func() (map[string]model.Series, []string) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		got := map[string]node.Series{}
-		info, err := m.c.Backend().Query(ctx, all, func(s node.Series) error {
-			got[s.Labels.String()] = node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
+		got := map[string]model.Series{}
+		info, err := m.c.Backend().Query(ctx, all, func(s model.Series) error {
+			got[s.Labels.String()] = model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
 			return nil
 		})
 		if err != nil {
@@ -78,7 +77,7 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 	}
 
 	tun, err := replicator.NewTunnels(replicator.TunnelOptions{NodeID: edgeID, Targets: []string{m.c.IntakeAddr()}, Insecure: true,
-		Query:          api.NewQueryServer(backend.ForNode(e.n), nil),
+		Query:          grpcapi.New(e.n, grpcapi.Options{}).QueryServer,
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {

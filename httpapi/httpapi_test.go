@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 func gz(t *testing.T, b []byte) []byte {
@@ -97,10 +96,10 @@ func TestStatusFor(t *testing.T) {
 		{nil, 200, false},
 		{Errorf(413, "too big"), 413, false},
 		{fmt.Errorf("wrapped: %w", Errorf(415, "enc")), 415, false},
-		{fmt.Errorf("q: %w", node.ErrBadQuery), 400, false},
-		{fmt.Errorf("x: %w", backend.ErrBadRequest), 400, false},
-		{node.ErrOverloaded, 429, true},
-		{node.ErrClosed, 503, true},
+		{fmt.Errorf("q: %w", model.ErrBadQuery), 400, false},
+		{fmt.Errorf("x: %w", model.ErrBadRequest), 400, false},
+		{model.ErrOverloaded, 429, true},
+		{model.ErrClosed, 503, true},
 		{errors.New("fsync: input/output error"), 503, true},
 	} {
 		st, ra := StatusFor(tc.err)

@@ -2,69 +2,15 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
-
-// ErrOverloaded is returned by Write when unflushed data has reached twice
-// HeadMaxBytes; nothing of the write is stored and the client should retry
-// later. ErrRateLimited (the ingest rate limit) matches it too.
-var ErrOverloaded = errors.New("node: head is full, flushing is behind; retry later")
-
-// Batch is the samples of one series in a write, in client order.
-type Batch struct {
-	Labels []labels.Label
-	Ts     []int64
-	Vs     []float64
-}
-
-// RejectReason says why points were not stored (mirrors the public API).
-type RejectReason int
-
-// The reasons; see the proto RejectReason for their meaning.
-const (
-	RejectInvalidSeries RejectReason = iota + 1
-	RejectLengthMismatch
-	RejectTooOld
-	RejectTooFarInFuture
-	RejectInvalidValue
-	RejectLimitExceeded
-
-	numRejectReasons
-)
-
-// Rejection describes rejected points of one batch. PointIndex is -1 when
-// the whole batch is rejected.
-type Rejection struct {
-	BatchIndex, PointIndex int
-	Reason                 RejectReason
-	Message                string
-	Points                 int64
-}
-
-// WriteResult reports what a write did. Accepted points are durable per the
-// WAL sync policy when Write returns without error.
-type WriteResult struct {
-	Accepted, Rejected int64
-	Rejections         []Rejection // the first MaxRejectionDetails
-	// RejectedBy counts rejected points by reason (index: RejectReason).
-	RejectedBy [numRejectReasons]int64
-}
-
-// MaxRejectionDetails bounds WriteResult.Rejections.
-const MaxRejectionDetails = 64
-
-func (r *WriteResult) reject(rj Rejection) {
-	r.Rejected += rj.Points
-	r.RejectedBy[rj.Reason] += rj.Points
-	if len(r.Rejections) < MaxRejectionDetails {
-		r.Rejections = append(r.Rejections, rj)
-	}
-}
 
 // prepared is a validated batch waiting for the write lock.
 type prepared struct {
@@ -87,16 +33,29 @@ func (p *prepared) pointIndex(k int) int {
 
 // Write validates every point on its own, stores the valid ones and returns
 // once they are durable. An error means nothing of this write is
-// acknowledged (it may still be visible to queries and be kept).
-func (n *Node) Write(batches []Batch) (WriteResult, error) {
-	return n.write(context.Background(), batches)
+// acknowledged (it may still be visible to queries and be kept):
+// model.ErrClosed after Close; model.ErrOverloaded (nothing stored) when
+// unflushed data has reached twice HeadMaxBytes or the ingest rate limit
+// is reached (ErrRateLimited); a *StoreError while the store is unhealthy;
+// ctx's error when ctx is done before the write begins (a write that has
+// begun is not interrupted). When ctx holds a recording span (a traced
+// gRPC or HTTP request), the write gets a node.write span with children
+// for the WAL append, the head append and the wait for the WAL fsync.
+func (n *Node) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return model.WriteResult{}, err
+	}
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return n.write(context.Background(), batches)
+	}
+	return n.writeTraced(ctx, batches)
 }
 
-// write is Write; with a recording span in ctx (WriteContext) its phases
+// write is Write; with a recording span in ctx (writeTraced) its phases
 // get child spans.
-func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err error) {
+func (n *Node) write(ctx context.Context, batches []model.Batch) (res model.WriteResult, err error) {
 	if n.closed.Load() {
-		return res, ErrClosed
+		return res, model.ErrClosed
 	}
 	defer func() {
 		n.stats.rejected.Add(res.Rejected)
@@ -119,7 +78,7 @@ func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err
 	// Backpressure: when flushing cannot keep up (or fails, e.g. a full
 	// disk), the head stops growing and writers get a retryable error.
 	if n.headBytes.Load() > 2*n.opts.HeadMaxBytes {
-		return res, ErrOverloaded
+		return res, model.ErrOverloaded
 	}
 	if n.opts.WriteGate != nil {
 		if err := n.opts.WriteGate(); err != nil {
@@ -140,8 +99,7 @@ func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err
 	preps := make([]prepared, 0, len(batches))
 	for i, b := range batches {
 		if len(b.Ts) != len(b.Vs) {
-			res.reject(Rejection{i, -1, RejectLengthMismatch,
-				fmt.Sprintf("batch %d: %d timestamps but %d values", i, len(b.Ts), len(b.Vs)), int64(max(len(b.Ts), len(b.Vs)))})
+			res.Reject(model.Rejection{BatchIndex: i, PointIndex: -1, Reason: model.RejectLengthMismatch, Message: fmt.Sprintf("batch %d: %d timestamps but %d values", i, len(b.Ts), len(b.Vs)), Points: int64(max(len(b.Ts), len(b.Vs)))})
 			continue
 		}
 		if len(b.Ts) == 0 {
@@ -149,7 +107,7 @@ func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err
 		}
 		ls, err := labels.New(b.Labels, n.opts.Limits)
 		if err != nil {
-			res.reject(Rejection{i, -1, RejectInvalidSeries, fmt.Sprintf("batch %d: %v", i, err), int64(len(b.Ts))})
+			res.Reject(model.Rejection{BatchIndex: i, PointIndex: -1, Reason: model.RejectInvalidSeries, Message: fmt.Sprintf("batch %d: %v", i, err), Points: int64(len(b.Ts))})
 			continue
 		}
 		ts, vs := b.Ts, b.Vs
@@ -168,11 +126,11 @@ func (n *Node) write(ctx context.Context, batches []Batch) (res WriteResult, err
 				t := b.Ts[k]
 				switch {
 				case t > maxFuture:
-					res.reject(Rejection{i, k, RejectTooFarInFuture, fmt.Sprintf("batch %d point %d: timestamp %s is more than %s ahead of the node clock",
-						i, k, fmtMs(t), n.opts.FutureWindow), 1})
+					res.Reject(model.Rejection{BatchIndex: i, PointIndex: k, Reason: model.RejectTooFarInFuture, Message: fmt.Sprintf("batch %d point %d: timestamp %s is more than %s ahead of the node clock",
+						i, k, fmtMs(t), n.opts.FutureWindow), Points: 1})
 				case t < oldest:
-					res.reject(Rejection{i, k, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is older than the raw retention (%s)",
-						i, k, fmtMs(t), retentionRaw), 1})
+					res.Reject(model.Rejection{BatchIndex: i, PointIndex: k, Reason: model.RejectTooOld, Message: fmt.Sprintf("batch %d point %d: timestamp %s is older than the raw retention (%s)",
+						i, k, fmtMs(t), retentionRaw), Points: 1})
 				default:
 					ts, vs = append(ts, t), append(vs, b.Vs[k])
 					orig = append(orig, k)
@@ -209,11 +167,11 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339N
 
 // appendLocked takes the write lock, writes one WAL record for all prepared
 // batches and applies it to the head.
-func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteResult) (wal.Position, int64, error) {
+func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *model.WriteResult) (wal.Position, int64, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed.Load() {
-		return wal.Position{}, 0, ErrClosed
+		return wal.Position{}, 0, model.ErrClosed
 	}
 	seq, _, err := n.wal.MaybeCut()
 	if err != nil {
@@ -232,8 +190,7 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteRes
 		s := n.lookupLocked(n.keyBuf, p.lset)
 		if s == nil {
 			if len(n.byID) >= n.opts.MaxSeries {
-				res.reject(Rejection{p.idx, -1, RejectLimitExceeded,
-					fmt.Sprintf("batch %d: series %s would exceed the node's limit of %d series", p.idx, p.lset, n.opts.MaxSeries), int64(len(p.ts))})
+				res.Reject(model.Rejection{BatchIndex: p.idx, PointIndex: -1, Reason: model.RejectLimitExceeded, Message: fmt.Sprintf("batch %d: series %s would exceed the node's limit of %d series", p.idx, p.lset, n.opts.MaxSeries), Points: int64(len(p.ts))})
 				continue
 			}
 			// The series dictionary is in the store: while the store
@@ -315,15 +272,15 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *WriteRes
 
 // filterWindow copies the points of p from index j on that fall inside the
 // out-of-order window, rejecting the others.
-func filterWindow(p *prepared, j int, maxT, window int64, res *WriteResult) ([]int64, []float64) {
+func filterWindow(p *prepared, j int, maxT, window int64, res *model.WriteResult) ([]int64, []float64) {
 	ts := append([]int64(nil), p.ts[:j]...)
 	vs := append([]float64(nil), p.vs[:j]...)
 	for k := j; k < len(p.ts); k++ {
 		t := p.ts[k]
 		if t < maxT-window {
 			pi := p.pointIndex(k)
-			res.reject(Rejection{p.idx, pi, RejectTooOld, fmt.Sprintf("batch %d point %d: timestamp %s is more than the out-of-order window (%s) older than the series' newest sample %s",
-				p.idx, pi, fmtMs(t), time.Duration(window)*time.Millisecond, fmtMs(maxT)), 1})
+			res.Reject(model.Rejection{BatchIndex: p.idx, PointIndex: pi, Reason: model.RejectTooOld, Message: fmt.Sprintf("batch %d point %d: timestamp %s is more than the out-of-order window (%s) older than the series' newest sample %s",
+				p.idx, pi, fmtMs(t), time.Duration(window)*time.Millisecond, fmtMs(maxT)), Points: 1})
 			continue
 		}
 		maxT = max(maxT, t)

@@ -1,12 +1,13 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -25,7 +26,7 @@ func BenchmarkNode_Write(b *testing.B) {
 			n := mustOpen(b, o)
 			defer n.Close()
 			rng := rand.New(rand.NewPCG(1, 2))
-			batches := make([]node.Batch, shape.series)
+			batches := make([]model.Batch, shape.series)
 			vals := make([]float64, shape.series)
 			for i := range batches {
 				batches[i].Labels = []labels.Label{{Name: labels.MetricName, Value: "temperature"}, {Name: "sensor", Value: fmt.Sprint(i)}}
@@ -50,7 +51,7 @@ func BenchmarkNode_Write(b *testing.B) {
 				}
 				t += int64(shape.perSeries) * 100
 				b.StartTimer()
-				res, err := n.Write(batches)
+				res, err := n.Write(context.Background(), batches)
 				if err != nil || res.Rejected != 0 {
 					b.Fatalf("write: %v %+v", err, res.Rejections)
 				}

@@ -16,8 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -52,7 +53,7 @@ func runChild(dir string) {
 		os.Exit(1)
 	}
 	g := grpc.NewServer()
-	api.New(n, "test", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{}).Register(g)
 	fmt.Println("ADDR", lis.Addr().String())
 	g.Serve(lis) // until killed
 }
@@ -147,9 +148,9 @@ func TestNode_KillNineLosesNoAcknowledgedPoint(t *testing.T) {
 func (l *ledger) check(t *testing.T, n *node.Node, metric string, start int64) {
 	t.Helper()
 	got := map[string]map[int64]float64{}
-	_, err := n.Query(context.Background(), node.Query{
-		Matchers: sel(t, metric), Start: start, End: time.Now().Add(24 * time.Hour).UnixMilli(), Mode: node.ModeRaw,
-	}, func(s node.Series) error {
+	_, err := n.Query(context.Background(), model.Query{
+		Matchers: sel(t, metric), Start: start, End: time.Now().Add(24 * time.Hour).UnixMilli(), Mode: model.ModeRaw,
+	}, func(s model.Series) error {
 		m := map[int64]float64{}
 		for i, ts := range s.Ts {
 			m[ts] = s.Vs[i]

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/wal/walfs"
 )
@@ -54,7 +55,7 @@ func TestNode_WALFullRefusesThenResumes(t *testing.T) {
 			sent[next] = true
 			next++
 		}
-		res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "full", "writer", "w0"), Ts: ts, Vs: vs}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "full", "writer", "w0"), Ts: ts, Vs: vs}})
 		if err == nil {
 			if res.Accepted != int64(len(ts)) {
 				t.Fatalf("accepted %d of %d", res.Accepted, len(ts))
@@ -123,9 +124,9 @@ func TestNode_WALFullRefusesThenResumes(t *testing.T) {
 	n = mustOpen(t, opts())
 	defer n.Close()
 	led.check(t, n, "full", start)
-	if _, err := n.Query(context.Background(), node.Query{
-		Matchers: sel(t, "full"), Start: start, End: time.Now().UnixMilli(), Mode: node.ModeRaw,
-	}, func(s node.Series) error {
+	if _, err := n.Query(context.Background(), model.Query{
+		Matchers: sel(t, "full"), Start: start, End: time.Now().UnixMilli(), Mode: model.ModeRaw,
+	}, func(s model.Series) error {
 		for _, ts := range s.Ts {
 			if !sent[ts] {
 				t.Errorf("point %d answered but never written", ts)

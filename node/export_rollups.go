@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -24,15 +25,15 @@ import (
 //
 // Memory: one series' packs in the range at a time (about 1.5 KiB per day
 // of hourly rollups). It stops at the first error fn returns (returned as
-// is) or when ctx is done; bad arguments wrap ErrBadQuery. Safe for
+// is) or when ctx is done; bad arguments wrap model.ErrBadQuery. Safe for
 // concurrent use, also with writes: points written meanwhile may or may
 // not be included.
 func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(SeriesRollups) error) error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	if maxT < minT {
-		return fmt.Errorf("export rollups [%d, %d]: %w: end before start", minT, maxT, ErrBadQuery)
+		return fmt.Errorf("export rollups [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
 	}
 	if err := checkExportMatchers(matchers); err != nil {
 		return fmt.Errorf("export rollups [%d, %d]: %w", minT, maxT, err)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/tributarydb/tributary/model"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,7 +10,7 @@ import (
 
 // ErrRateLimited is returned by Write when the write's points exceed what
 // the ingest rate limit (SetRateLimit) allows now. Nothing of the write is
-// stored. It matches ErrOverloaded (errors.Is), so clients retry later as
+// stored. It matches model.ErrOverloaded (errors.Is), so clients retry later as
 // they do when the head is full.
 var ErrRateLimited error = rateLimitError{}
 
@@ -17,8 +18,8 @@ type rateLimitError struct{}
 
 func (rateLimitError) Error() string { return "node: ingest rate limit reached; retry later" }
 
-// Is makes ErrRateLimited match ErrOverloaded.
-func (rateLimitError) Is(target error) bool { return target == ErrOverloaded }
+// Is makes ErrRateLimited match model.ErrOverloaded.
+func (rateLimitError) Is(target error) bool { return target == model.ErrOverloaded }
 
 // fleetState holds the settings that can change while the node runs (the
 // fleet configuration the replicator receives from the cloud). Its zero

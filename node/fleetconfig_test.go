@@ -1,12 +1,14 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 )
 
@@ -20,13 +22,13 @@ func TestSetRateLimit_RefusesOverBudgetWritesAndRecoversAsTheBucketRefills(t *te
 	defer n.Close()
 	ts := now.UnixMilli()
 	write := func(points int) error {
-		b := node.Batch{Labels: lbl("__name__", "rl")}
+		b := model.Batch{Labels: lbl("__name__", "rl")}
 		for i := range points {
 			b.Ts = append(b.Ts, ts)
 			b.Vs = append(b.Vs, float64(i))
 			ts++
 		}
-		_, err := n.Write([]node.Batch{b})
+		_, err := n.Write(context.Background(), []model.Batch{b})
 		return err
 	}
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
@@ -50,7 +52,7 @@ func TestSetRateLimit_RefusesOverBudgetWritesAndRecoversAsTheBucketRefills(t *te
 		err := write(s.points)
 		if s.refused {
 			refused++
-			if !errors.Is(err, node.ErrOverloaded) || !errors.Is(err, node.ErrRateLimited) || !strings.Contains(err.Error(), "rate limit") {
+			if !errors.Is(err, model.ErrOverloaded) || !errors.Is(err, node.ErrRateLimited) || !strings.Contains(err.Error(), "rate limit") {
 				t.Fatalf("%s: err = %v, want a rate-limit error matching ErrOverloaded", s.name, err)
 			}
 		} else if err != nil {
@@ -91,8 +93,8 @@ func TestSetRetention_ValidatesAndIsUsedByWritesAndRetention(t *testing.T) {
 	}
 	// Writes older than the new raw retention are refused as too old.
 	now := o.Now()
-	res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "ret"), Ts: []int64{now.Add(-72 * time.Hour).UnixMilli(), now.UnixMilli()}, Vs: []float64{1, 2}}})
-	if err != nil || res.Accepted != 1 || res.RejectedBy[node.RejectTooOld] != 1 {
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "ret"), Ts: []int64{now.Add(-72 * time.Hour).UnixMilli(), now.UnixMilli()}, Vs: []float64{1, 2}}})
+	if err != nil || res.Accepted != 1 || res.RejectedBy[model.RejectTooOld] != 1 {
 		t.Fatalf("write across the new retention: %+v, %v", res, err)
 	}
 }
@@ -108,7 +110,7 @@ func TestSetRetention_RetentionDropsWithTheNewValues(t *testing.T) {
 		ts = append(ts, now.Add(-time.Duration(d)*24*time.Hour).UnixMilli())
 		vs = append(vs, float64(d))
 	}
-	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "drop"), Ts: ts, Vs: vs}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "drop"), Ts: ts, Vs: vs}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Flush(); err != nil {
@@ -118,7 +120,7 @@ func TestSetRetention_RetentionDropsWithTheNewValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.ApplyRetention()
-	raw := query(t, n, node.Query{Matchers: sel(t, `drop`), Start: ts[0], End: ts[len(ts)-1], Mode: node.ModeRaw})[""]
+	raw := query(t, n, model.Query{Matchers: sel(t, `drop`), Start: ts[0], End: ts[len(ts)-1], Mode: model.ModeRaw})[""]
 	if len(raw.Ts) == 0 || len(raw.Ts) > 3 || raw.Ts[0] < now.Add(-72*time.Hour).UnixMilli() {
 		t.Fatalf("raw after retention of 48h: %d samples from %d (now %d)", len(raw.Ts), raw.Ts, now.UnixMilli())
 	}

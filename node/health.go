@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 )
 
@@ -39,9 +40,6 @@ import (
 // dictionary lives in the store). Nothing acknowledged is lost: the WAL
 // keeps every segment whose samples did not reach the store, and Close
 // keeps them when the final flush fails.
-
-// ErrStoreUnavailable is matched (errors.Is) by every *StoreError.
-var ErrStoreUnavailable = errors.New("node: store unavailable")
 
 // Store health reasons: the Reason of a StoreHealth and a StoreError, and
 // the reason attribute of the node's store health metric. A fixed set.
@@ -78,7 +76,7 @@ type StoreHealth struct {
 }
 
 // StoreError refuses a write (or reports readiness) while the store is
-// unhealthy. It matches ErrStoreUnavailable; clients should retry later
+// unhealthy. It matches model.ErrStoreUnavailable; clients should retry later
 // (HTTP 503 with Retry-After, gRPC UNAVAILABLE).
 type StoreError struct {
 	Reason string    // one of StoreReasons
@@ -96,8 +94,8 @@ func (e *StoreError) Error() string {
 	return msg
 }
 
-// Is makes a StoreError match ErrStoreUnavailable.
-func (e *StoreError) Is(target error) bool { return target == ErrStoreUnavailable }
+// Is makes a StoreError match model.ErrStoreUnavailable.
+func (e *StoreError) Is(target error) bool { return target == model.ErrStoreUnavailable }
 
 // damageFileName is the record of a corruption found, in the data dir.
 const damageFileName = "store.damaged"

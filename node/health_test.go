@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/internal/store"
 )
@@ -34,13 +35,13 @@ type ackLedger map[string]map[int64]float64
 // writeRun writes points t0, t0+step, ... of series name and records them
 // when acknowledged.
 func (l ackLedger) writeRun(n *node.Node, name string, t0, step int64, points int) error {
-	b := node.Batch{Labels: lbl("__name__", "h", "series", name)}
+	b := model.Batch{Labels: lbl("__name__", "h", "series", name)}
 	for i := range points {
 		t := t0 + int64(i)*step
 		b.Ts = append(b.Ts, t)
 		b.Vs = append(b.Vs, float64(t%1000)+0.5)
 	}
-	res, err := n.Write([]node.Batch{b})
+	res, err := n.Write(context.Background(), []model.Batch{b})
 	if err != nil {
 		return err
 	}
@@ -67,8 +68,8 @@ func (l ackLedger) points() (n int) {
 func stored(t *testing.T, n *node.Node) ackLedger {
 	t.Helper()
 	out := ackLedger{}
-	_, err := n.Query(context.Background(), node.Query{Matchers: sel(t, `h`), Mode: node.ModeRaw,
-		Start: math.MinInt64 / 4, End: math.MaxInt64 / 4}, func(s node.Series) error {
+	_, err := n.Query(context.Background(), model.Query{Matchers: sel(t, `h`), Mode: model.ModeRaw,
+		Start: math.MinInt64 / 4, End: math.MaxInt64 / 4}, func(s model.Series) error {
 		m := map[int64]float64{}
 		for i, ts := range s.Ts {
 			m[ts] = s.Vs[i]
@@ -102,7 +103,7 @@ func waitNotReady(t *testing.T, n *node.Node, limit time.Duration) (*node.StoreE
 	for time.Since(start) < limit {
 		if err := n.Ready(); err != nil {
 			var se *node.StoreError
-			if !errors.As(err, &se) || !errors.Is(err, node.ErrStoreUnavailable) {
+			if !errors.As(err, &se) || !errors.Is(err, model.ErrStoreUnavailable) {
 				t.Fatalf("Ready = %v, want a *StoreError", err)
 			}
 			return se, time.Since(start)
@@ -146,7 +147,7 @@ func TestHealth_CorruptionMakesTheNodeNotReadyAtOnceAndUntilRepaired(t *testing.
 	}
 	// ... a new series is refused, retryably, with the reason.
 	err := acked.writeRun(n, "new", now, 1000, 1)
-	if !errors.Is(err, node.ErrStoreUnavailable) || !strings.Contains(err.Error(), "corruption") || !strings.Contains(err.Error(), "new series") {
+	if !errors.Is(err, model.ErrStoreUnavailable) || !strings.Contains(err.Error(), "corruption") || !strings.Contains(err.Error(), "new series") {
 		t.Fatalf("write of a new series: %v, want a store error naming the corruption", err)
 	}
 	// SIGTERM: the final flush fails, nothing acknowledged is lost.
@@ -155,7 +156,7 @@ func TestHealth_CorruptionMakesTheNodeNotReadyAtOnceAndUntilRepaired(t *testing.
 	}
 
 	n = mustOpen(t, o)
-	if err := n.Ready(); !errors.Is(err, node.ErrStoreUnavailable) {
+	if err := n.Ready(); !errors.Is(err, model.ErrStoreUnavailable) {
 		t.Fatalf("reopened over the damage record: Ready = %v, want not ready until repaired", err)
 	}
 	if miss := acked.missing(stored(t, n)); miss != 0 {
@@ -254,10 +255,10 @@ func TestHealth_WritesAreRefusedPastTheBoundAndNothingAcknowledgedIsLost(t *test
 		t0 += 2000 * 1000
 	}
 	t.Logf("refused after %d acknowledged points: %v", acked.points(), refused)
-	if !errors.Is(refused, node.ErrStoreUnavailable) || errors.Is(refused, node.ErrOverloaded) || !strings.Contains(refused.Error(), "bound") {
+	if !errors.Is(refused, model.ErrStoreUnavailable) || errors.Is(refused, model.ErrOverloaded) || !strings.Contains(refused.Error(), "bound") {
 		t.Fatalf("refusal %v: want a store error naming the bound (retryable, not overload)", refused)
 	}
-	if err := n.WriteReady(); !errors.Is(err, node.ErrStoreUnavailable) {
+	if err := n.WriteReady(); !errors.Is(err, model.ErrStoreUnavailable) {
 		t.Fatalf("WriteReady = %v", err)
 	}
 	if miss := acked.missing(stored(t, n)); miss != 0 {

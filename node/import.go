@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
@@ -66,7 +67,7 @@ func WALDir(dataDir string) string {
 // plus one verifying pass.
 func (n *Node) ImportSegment(file []byte) (Imported, error) {
 	if n.closed.Load() {
-		return Imported{}, ErrClosed
+		return Imported{}, model.ErrClosed
 	}
 	series, info, err := n.verifyImport(file)
 	if err != nil {
@@ -228,7 +229,7 @@ func (n *Node) importTarget(in labels.Labels) (*memSeries, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed.Load() {
-		return nil, ErrClosed
+		return nil, model.ErrClosed
 	}
 	n.keyBuf = ls.AppendKey(n.keyBuf[:0])
 	if s := n.lookupLocked(n.keyBuf, ls); s != nil {
@@ -280,7 +281,7 @@ type DailyRollups struct {
 // the node holds, which replaces the imported cell.
 func (n *Node) ImportRollups(r SeriesRollups) error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	for _, h := range r.Hourly {
 		if rollup.BucketStart(h.Day, rollup.Day) != h.Day {
@@ -346,7 +347,7 @@ func (n *Node) ImportRollups(r SeriesRollups) error {
 // store's own log is fsynced).
 func (n *Node) SyncImports() error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	if err := n.db.SyncWAL(); err != nil {
 		return fmt.Errorf("sync imports: %w", err)

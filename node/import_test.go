@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -29,7 +30,7 @@ func importSource(t *testing.T, seed uint64) (*node.Node, truth) {
 	for _, sensor := range []string{"a", "b", "c"} {
 		ls := []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: sensor}}
 		key := labels.Labels(ls).String()
-		var b node.Batch
+		var b model.Batch
 		b.Labels = ls
 		for t0 := base.UnixMilli(); t0 < base.Add(6*24*3600e9).UnixMilli(); t0 += 60_000 + rng.Int64N(120_000) {
 			v := float64(rng.IntN(2000)) * 0.5
@@ -42,7 +43,7 @@ func importSource(t *testing.T, seed uint64) (*node.Node, truth) {
 				tr.put(key, old, v)
 			}
 		}
-		if res, err := src.Write([]node.Batch{b}); err != nil || res.Rejected != 0 {
+		if res, err := src.Write(context.Background(), []model.Batch{b}); err != nil || res.Rejected != 0 {
 			t.Fatalf("write %s: %+v, %v", key, res, err)
 		}
 	}
@@ -91,13 +92,13 @@ func exportFiles(t *testing.T, src *node.Node, minT, maxT int64) [][]byte {
 }
 
 // answers runs q over every "temp" series of n, by series.
-func answers(t *testing.T, n *node.Node, q node.Query) map[string]node.Series {
+func answers(t *testing.T, n *node.Node, q model.Query) map[string]model.Series {
 	t.Helper()
 	m, _ := labels.NewMatcher(labels.MatchEqual, "__name__", "temp")
 	q.Matchers = []*labels.Matcher{m}
-	out := map[string]node.Series{}
-	if _, err := n.Query(context.Background(), q, func(s node.Series) error {
-		out[s.Labels.String()] = node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
+	out := map[string]model.Series{}
+	if _, err := n.Query(context.Background(), q, func(s model.Series) error {
+		out[s.Labels.String()] = model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)}
 		return nil
 	}); err != nil {
 		t.Fatalf("query %+v: %v", q, err)
@@ -105,7 +106,7 @@ func answers(t *testing.T, n *node.Node, q node.Query) map[string]node.Series {
 	return out
 }
 
-func sameAnswers(t *testing.T, what string, got, want map[string]node.Series) {
+func sameAnswers(t *testing.T, what string, got, want map[string]model.Series) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d series, want %d", what, len(got), len(want))
@@ -118,7 +119,7 @@ func sameAnswers(t *testing.T, what string, got, want map[string]node.Series) {
 	}
 }
 
-func firstDifference(a, b node.Series) int {
+func firstDifference(a, b model.Series) int {
 	for i := range min(len(a.Ts), len(b.Ts)) {
 		if a.Ts[i] != b.Ts[i] || a.Vs[i] != b.Vs[i] {
 			return i
@@ -128,8 +129,8 @@ func firstDifference(a, b node.Series) int {
 }
 
 // oracle is the model's answer to a query of every series.
-func (tr truth) oracle(start, end, step int64, f rollup.Func) map[string]node.Series {
-	out := map[string]node.Series{}
+func (tr truth) oracle(start, end, step int64, f rollup.Func) map[string]model.Series {
+	out := map[string]model.Series{}
 	for key := range tr {
 		var ts []int64
 		var vs []float64
@@ -143,7 +144,7 @@ func (tr truth) oracle(start, end, step int64, f rollup.Func) map[string]node.Se
 			ts, vs = tr.naive(key, start, end, step, f)
 		}
 		if len(ts) > 0 {
-			out[key] = node.Series{Ts: ts, Vs: vs}
+			out[key] = model.Series{Ts: ts, Vs: vs}
 		}
 	}
 	return out
@@ -189,12 +190,12 @@ func TestImportSegment_AnswersAsTheSource(t *testing.T) {
 	}
 	check := func(when string, n *node.Node) {
 		t.Helper()
-		raw := node.Query{Start: start, End: end, Mode: node.ModeRaw}
+		raw := model.Query{Start: start, End: end, Mode: model.ModeRaw}
 		sameAnswers(t, when+": raw vs source", answers(t, n, raw), answers(t, src, raw))
 		sameAnswers(t, when+": raw vs model", answers(t, n, raw), tr.oracle(start, end, 0, 0))
 		for _, step := range []int64{rollup.Hour, rollup.Day, 5 * 60_000} {
 			for _, f := range importFuncs {
-				q := node.Query{Start: start, End: end, Mode: node.ModeDownsample, Step: step, Downsample: f}
+				q := model.Query{Start: start, End: end, Mode: model.ModeDownsample, Step: step, Downsample: f}
 				what := fmt.Sprintf("%s: %s per %dms", when, f, step)
 				sameAnswers(t, what+" vs source", answers(t, n, q), answers(t, src, q))
 				sameAnswers(t, what+" vs model", answers(t, n, q), tr.oracle(start, end, step, f))
@@ -248,13 +249,13 @@ func TestImportRollups_OlderDaysAnswerAsTheSource(t *testing.T) {
 	src, tr := importSource(t, 3)
 	// Unflushed points in the head of the source, in an hour and a day
 	// the store holds rollups of: the export must include them.
-	head := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
+	head := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
 	for _, d := range []int64{30*60_000 + 7, 26*3600_000 + 11} {
 		t0 := base.UnixMilli() + d
 		head.Ts, head.Vs = append(head.Ts, t0), append(head.Vs, 4242.5)
 		tr.put(labels.Labels(head.Labels).String(), t0, 4242.5)
 	}
-	if _, err := src.Write([]node.Batch{head}); err != nil {
+	if _, err := src.Write(context.Background(), []model.Batch{head}); err != nil {
 		t.Fatal(err)
 	}
 	start, end := base.UnixMilli(), base.Add(7*24*3600e9).UnixMilli()
@@ -287,23 +288,23 @@ func TestImportRollups_OlderDaysAnswerAsTheSource(t *testing.T) {
 	}
 	for _, step := range []int64{rollup.Hour, 3 * rollup.Hour, rollup.Day} {
 		for _, f := range importFuncs {
-			q := node.Query{Start: start, End: end, Mode: node.ModeDownsample, Step: step, Downsample: f}
+			q := model.Query{Start: start, End: end, Mode: model.ModeDownsample, Step: step, Downsample: f}
 			what := fmt.Sprintf("%s per %dms", f, step)
 			sameAnswers(t, what+" vs source", answers(t, dst, q), answers(t, src, q))
 			sameAnswers(t, what+" vs model", answers(t, dst, q), tr.oracle(start, end, step, f))
 		}
 	}
-	raw := node.Query{Start: split, End: end, Mode: node.ModeRaw}
+	raw := model.Query{Start: split, End: end, Mode: model.ModeRaw}
 	sameAnswers(t, "raw after the split", answers(t, dst, raw), answers(t, src, raw))
-	if got := answers(t, dst, node.Query{Start: start, End: split - 1, Mode: node.ModeRaw}); len(got) != 0 {
+	if got := answers(t, dst, model.Query{Start: start, End: split - 1, Mode: model.ModeRaw}); len(got) != 0 {
 		t.Errorf("raw points before the split on the importing node: %d series", len(got))
 	}
 	// Importing again changes nothing.
-	before := answers(t, dst, node.Query{Start: start, End: end, Mode: node.ModeDownsample, Step: rollup.Hour, Downsample: rollup.FuncSum})
+	before := answers(t, dst, model.Query{Start: start, End: end, Mode: model.ModeDownsample, Step: rollup.Hour, Downsample: rollup.FuncSum})
 	if err := src.ExportRollups(context.Background(), []*labels.Matcher{m}, start, split-1, dst.ImportRollups); err != nil {
 		t.Fatal(err)
 	}
-	sameAnswers(t, "after a second import", answers(t, dst, node.Query{Start: start, End: end, Mode: node.ModeDownsample, Step: rollup.Hour, Downsample: rollup.FuncSum}), before)
+	sameAnswers(t, "after a second import", answers(t, dst, model.Query{Start: start, End: end, Mode: model.ModeDownsample, Step: rollup.Hour, Downsample: rollup.FuncSum}), before)
 }
 
 // Rollups that cannot be what a store holds are refused whole.

@@ -1,23 +1,26 @@
 package node
 
 import (
+	"context"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
-// SeriesMatching returns the label sets of the series selected by ms, at
-// most limit (0: no limit), sorted.
-func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
+// Series returns the label sets of the series selected by ms, at most
+// limit (<= 0: no limit), sorted. The node does not consult ctx (nor in
+// LabelNames and LabelValues).
+func (n *Node) Series(_ context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
 	if n.closed.Load() {
-		return nil, ErrClosed
+		return nil, model.ErrClosed
 	}
-	if err := (&Query{Matchers: ms, Mode: ModeRaw}).validate(); err != nil {
+	if err := (&model.Query{Matchers: ms, Mode: model.ModeRaw}).Validate(); err != nil {
 		return nil, err
 	}
 	list, err := n.selectSeries(ms)
@@ -35,7 +38,7 @@ func (n *Node) SeriesMatching(ms []*labels.Matcher, limit int) ([]labels.Labels,
 }
 
 // LabelNames lists label names, of all series or of those matching ms.
-func (n *Node) LabelNames(ms []*labels.Matcher) ([]string, error) {
+func (n *Node) LabelNames(_ context.Context, ms []*labels.Matcher) ([]string, error) {
 	if len(ms) == 0 {
 		return n.db.LabelNames()
 	}
@@ -44,7 +47,7 @@ func (n *Node) LabelNames(ms []*labels.Matcher) ([]string, error) {
 
 // LabelValues lists the values of a label, of all series or of those
 // matching ms.
-func (n *Node) LabelValues(name string, ms []*labels.Matcher) ([]string, error) {
+func (n *Node) LabelValues(_ context.Context, name string, ms []*labels.Matcher) ([]string, error) {
 	if len(ms) == 0 {
 		return n.db.LabelValues(name)
 	}
@@ -52,7 +55,7 @@ func (n *Node) LabelValues(name string, ms []*labels.Matcher) ([]string, error) 
 }
 
 func (n *Node) collectLabels(ms []*labels.Matcher, pick func(labels.Label) string, only string) ([]string, error) {
-	sets, err := n.SeriesMatching(ms, 0)
+	sets, err := n.Series(context.Background(), ms, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +80,7 @@ type Status struct {
 	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
 	// RejectedBy counts rejected points by reason (index: RejectReason).
-	RejectedBy       [numRejectReasons]int64
+	RejectedBy       [model.NumRejectReasons]int64
 	FlushedChunks    int64
 	FlushErrors      int64
 	RetentionDropped int64
@@ -125,30 +128,11 @@ func (n *Node) Status() Status {
 	return st
 }
 
-func (n *Node) rejectedBy() (out [numRejectReasons]int64) {
+func (n *Node) rejectedBy() (out [model.NumRejectReasons]int64) {
 	for i := range out {
 		out[i] = n.stats.rejectedBy[i].Load()
 	}
 	return out
-}
-
-// String names a reason the way the public API does, e.g. "too_old".
-func (r RejectReason) String() string {
-	switch r {
-	case RejectInvalidSeries:
-		return "invalid_series"
-	case RejectLengthMismatch:
-		return "length_mismatch"
-	case RejectTooOld:
-		return "too_old"
-	case RejectTooFarInFuture:
-		return "too_far_in_future"
-	case RejectInvalidValue:
-		return "invalid_value"
-	case RejectLimitExceeded:
-		return "limit_exceeded"
-	}
-	return "unknown"
 }
 
 // Flush writes the whole head to the store now (tests, benchmarks, and

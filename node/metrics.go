@@ -10,34 +10,24 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
 // meterName is the instrumentation scope of the node's instruments.
 const meterName = "github.com/tributarydb/tributary/node"
 
-// Query APIs, the api attribute of tributary.query.duration.
-const (
-	QueryAPIGRPC     = "grpc"
-	QueryAPIPromQL   = "promql"
-	QueryAPIOpenTSDB = "opentsdb"
-	queryAPIOther    = "other" // an untagged context (in-process callers)
-)
+// queryAPIOther is the api attribute of tributary.query.duration for an
+// untagged context (in-process callers); the others are those of
+// model.WithQueryAPI.
+const queryAPIOther = "other"
 
-var queryAPIs = []string{QueryAPIGRPC, QueryAPIPromQL, QueryAPIOpenTSDB, queryAPIOther}
+// queryAPIs are the api attribute's values, untagged last.
+var queryAPIs = []string{model.QueryAPIGRPC, model.QueryAPIPromQL, model.QueryAPIOpenTSDB, queryAPIOther}
 
 // Query kinds, the kind attribute of tributary.query.duration: how the
 // node answers, from the Query's shape.
 var queryKinds = []string{"raw", "downsample", "rollup", "aggregate", "last"}
-
-type queryAPIKey struct{}
-
-// WithQueryAPI tags ctx with the client API a query arrives through
-// (QueryAPIGRPC, QueryAPIPromQL, ...), the api attribute of the node's
-// query latency histogram. Untagged queries count as "other".
-func WithQueryAPI(ctx context.Context, api string) context.Context {
-	return context.WithValue(ctx, queryAPIKey{}, api)
-}
 
 // nodeMetrics holds the node's synchronous instruments and the attribute
 // sets they record with, built once.
@@ -143,8 +133,8 @@ func (n *Node) registerMetrics() error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
-	var reasons [numRejectReasons]metric.ObserveOption
-	for r := RejectReason(1); r < numRejectReasons; r++ {
+	var reasons [model.NumRejectReasons]metric.ObserveOption
+	for r := model.RejectReason(1); r < model.NumRejectReasons; r++ {
 		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
 	failureAttrs := make([]metric.ObserveOption, len(StoreReasons))
@@ -171,7 +161,7 @@ func (n *Node) registerMetrics() error {
 		obs.ObserveInt64(o.storeLostPoints, st.StoreLostPoints)
 		obs.ObserveInt64(o.walQuarantined, st.WALQuarantined)
 		obs.ObserveInt64(o.accepted, st.Accepted)
-		for r := RejectReason(1); r < numRejectReasons; r++ {
+		for r := model.RejectReason(1); r < model.NumRejectReasons; r++ {
 			obs.ObserveInt64(o.rejected, st.RejectedBy[r], reasons[r])
 		}
 		obs.ObserveInt64(o.flushes, n.stats.flushes.Load())
@@ -233,12 +223,12 @@ func (n *Node) observeFsync(d time.Duration) {
 }
 
 // observeQuery records a query's latency; Query defers it.
-func (n *Node) observeQuery(ctx context.Context, q *Query, start time.Time) {
+func (n *Node) observeQuery(ctx context.Context, q *model.Query, start time.Time) {
 	if n.metrics.query == nil {
 		return
 	}
 	api := len(queryAPIs) - 1
-	if s, ok := ctx.Value(queryAPIKey{}).(string); ok {
+	if s, ok := model.QueryAPIFrom(ctx); ok {
 		for i, a := range queryAPIs {
 			if a == s {
 				api = i
@@ -250,15 +240,15 @@ func (n *Node) observeQuery(ctx context.Context, q *Query, start time.Time) {
 }
 
 // queryKind indexes queryKinds.
-func queryKind(q *Query) int {
+func queryKind(q *model.Query) int {
 	switch {
-	case q.Mode == ModeLastPoint:
+	case q.Mode == model.ModeLastPoint:
 		return 4
 	case q.Aggregate != rollup.FuncNone:
 		return 3
-	case q.Mode == ModeDownsample && q.Source() != "raw":
+	case q.Mode == model.ModeDownsample && q.Source() != "raw":
 		return 2
-	case q.Mode == ModeDownsample:
+	case q.Mode == model.ModeDownsample:
 		return 1
 	}
 	return 0

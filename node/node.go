@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
@@ -108,16 +109,13 @@ type Node struct {
 
 type counters struct {
 	accepted, rejected atomic.Int64
-	rejectedBy         [numRejectReasons]atomic.Int64
+	rejectedBy         [model.NumRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
 	flushes            atomic.Int64
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
 }
-
-// ErrClosed is returned by calls on a closed Node.
-var ErrClosed = errors.New("node: closed")
 
 // Open opens (or creates) a node in opts.DataDir, replays its WAL and starts
 // the flush and retention loops.

@@ -101,7 +101,7 @@ type Options struct {
 	// WriteGate, if set, is asked at the start of every Write; an error
 	// refuses the whole write with that error and stores nothing. The
 	// replicator's block-writers overflow policy sets it; an error that
-	// matches ErrOverloaded (errors.Is) tells clients to retry later. It
+	// matches model.ErrOverloaded (errors.Is) tells clients to retry later. It
 	// must be fast and not call the Node.
 	WriteGate func() error
 

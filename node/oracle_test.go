@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -89,10 +90,10 @@ func sel(t testing.TB, s string) []*labels.Matcher {
 	return ms
 }
 
-func query(t testing.TB, n *node.Node, q node.Query) map[string]node.Series {
+func query(t testing.TB, n *node.Node, q model.Query) map[string]model.Series {
 	t.Helper()
-	out := map[string]node.Series{}
-	_, err := n.Query(context.Background(), q, func(s node.Series) error {
+	out := map[string]model.Series{}
+	_, err := n.Query(context.Background(), q, func(s model.Series) error {
 		out[s.Labels.Get("series")] = s
 		return nil
 	})
@@ -118,9 +119,9 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 	start := base.UnixMilli()
 	newest := make([]int64, nSeries)
 	for round := 0; round < 60; round++ {
-		var batches []node.Batch
+		var batches []model.Batch
 		for s := 0; s < nSeries; s++ {
-			b := node.Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "m"}, {Name: "series", Value: seriesName(s)}}}
+			b := model.Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "m"}, {Name: "series", Value: seriesName(s)}}}
 			for k := 0; k < 1+rng.IntN(40); k++ {
 				var ts int64
 				switch r := rng.IntN(10); {
@@ -140,7 +141,7 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 			}
 			batches = append(batches, b)
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					qs, qe = start, start+span
 				}
-				got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: qs, End: qe, Mode: node.ModeDownsample, Step: step, Downsample: f})
+				got := query(t, n, model.Query{Matchers: sel(t, `m`), Start: qs, End: qe, Mode: model.ModeDownsample, Step: step, Downsample: f})
 				for s := 0; s < nSeries; s++ {
 					wantT, wantV := tr.naive(seriesName(s), qs, qe, step, f)
 					g := got[seriesName(s)]
@@ -182,7 +183,7 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 			}
 		}
 		// Raw answers are exactly the model.
-		got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: start, End: start + span, Mode: node.ModeRaw})
+		got := query(t, n, model.Query{Matchers: sel(t, `m`), Start: start, End: start + span, Mode: model.ModeRaw})
 		for s := 0; s < nSeries; s++ {
 			wantT := slices.Sorted(mapKeys(tr[seriesName(s)]))
 			g := got[seriesName(s)]
@@ -200,7 +201,7 @@ func TestRollups_MatchNaiveAggregation(t *testing.T) {
 		for i := 0; i < 40; i++ {
 			maxt := start + rng.Int64N(span+1)
 			mint := maxt - rng.Int64N(span/2)
-			got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: mint, End: maxt, Mode: node.ModeLastPoint})
+			got := query(t, n, model.Query{Matchers: sel(t, `m`), Start: mint, End: maxt, Mode: model.ModeLastPoint})
 			for s := 0; s < nSeries; s++ {
 				var wantT int64
 				found := false

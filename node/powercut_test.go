@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/wal"
 	"github.com/tributarydb/tributary/node/wal/walfs"
@@ -65,7 +66,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 						vs[k] = float64(next[w] % 1000)
 						next[w] += 1 + int64(k%3) // some variety in intervals
 					}
-					res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "cut", "writer", name), Ts: ts, Vs: vs}})
+					res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "cut", "writer", name), Ts: ts, Vs: vs}})
 					if err != nil {
 						continue // not acknowledged
 					}
@@ -127,7 +128,7 @@ func TestNode_StoreNeverHoldsPointsTheWALLost(t *testing.T) {
 			ts[k] = start + int64(b*per+k)
 			vs[k] = float64(k)
 		}
-		if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "walfirst", "writer", "w0"), Ts: ts, Vs: vs}}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "walfirst", "writer", "w0"), Ts: ts, Vs: vs}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,9 +153,9 @@ func TestNode_StoreNeverHoldsPointsTheWALLost(t *testing.T) {
 	n = mustOpen(t, opts())
 	defer n.Close()
 	var answered int64
-	if _, err := n.Query(context.Background(), node.Query{
-		Matchers: sel(t, "walfirst"), Start: start, End: time.Now().UnixMilli(), Mode: node.ModeRaw,
-	}, func(s node.Series) error {
+	if _, err := n.Query(context.Background(), model.Query{
+		Matchers: sel(t, "walfirst"), Start: start, End: time.Now().UnixMilli(), Mode: model.ModeRaw,
+	}, func(s model.Series) error {
 		answered += int64(len(s.Ts))
 		return nil
 	}); err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -11,146 +10,28 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
-// QueryMode selects the shape of a query answer.
-type QueryMode int
-
-// The modes; see the public API's QueryMode.
-const (
-	ModeRaw QueryMode = iota + 1
-	ModeDownsample
-	ModeLastPoint
-)
-
-// Query is a request to the local query engine.
-type Query struct {
-	Matchers   []*labels.Matcher
-	Start, End int64 // inclusive, ms
-	Mode       QueryMode
-	Step       int64 // ms, for ModeDownsample
-	Downsample rollup.Func
-	// Offset (ms) shifts the buckets of ModeDownsample: they are
-	// [k*Step+Offset, (k+1)*Step+Offset) and are reported by their start,
-	// instead of being aligned to multiples of Step since the epoch. Only
-	// Offset modulo Step matters, and the zero value keeps epoch alignment.
-	// Rollups are epoch-aligned, so a query whose offset is not a multiple
-	// of Step is always answered from raw samples.
-	Offset int64
-	// Aggregate, when set, aggregates across series per timestamp, grouped
-	// by the GroupBy labels.
-	GroupBy     []string
-	Aggregate   rollup.Func
-	LimitSeries int // 0: DefaultQuerySeriesLimit
-}
-
-// MaxBuckets bounds the buckets of a downsampling query per series.
-const MaxBuckets = 1_000_000
-
-// DefaultQuerySeriesLimit bounds the series one query may touch.
-const DefaultQuerySeriesLimit = 100_000
-
-// Series is one series (or group) of a query answer.
-type Series struct {
-	Labels labels.Labels
-	Ts     []int64
-	Vs     []float64
-}
-
-// QueryInfo says how a query was answered.
-type QueryInfo struct {
-	Source string // "raw", "rollup_1h", "rollup_1d", "last"
-	Series int
-	// Points is how many samples (or rollup buckets) were read.
-	Points int64
-	// Warnings say, one human-readable line each, what an answer is
-	// missing when it is incomplete. A node answering from its own data
-	// leaves them nil; a coordinator's query front end sets them when an
-	// edge or a replica could not answer (partial result).
-	Warnings []string
-}
-
-// ErrBadQuery wraps every error caused by the request itself.
-var ErrBadQuery = errors.New("bad query")
-
-func (q *Query) validate() error {
-	slices.Sort(q.GroupBy)
-	q.GroupBy = slices.Compact(q.GroupBy)
-	for _, f := range []rollup.Func{q.Downsample, q.Aggregate} {
-		if f < rollup.FuncNone || f > rollup.FuncLast {
-			return fmt.Errorf("%w: unknown aggregate function %d", ErrBadQuery, f)
-		}
-	}
-	switch {
-	case len(q.Matchers) == 0:
-		return fmt.Errorf("%w: at least one matcher is required", ErrBadQuery)
-	case q.End < q.Start:
-		return fmt.Errorf("%w: end %d is before start %d", ErrBadQuery, q.End, q.Start)
-	case q.Mode == ModeDownsample && q.Step <= 0:
-		return fmt.Errorf("%w: downsampling needs a positive step", ErrBadQuery)
-	case q.Mode == ModeDownsample && q.Downsample == rollup.FuncNone:
-		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", ErrBadQuery)
-	case q.Mode < ModeRaw || q.Mode > ModeLastPoint:
-		return fmt.Errorf("%w: unknown mode %d", ErrBadQuery, q.Mode)
-	case q.Mode == ModeDownsample && (q.End-q.Start)/q.Step > MaxBuckets:
-		return fmt.Errorf("%w: %d buckets is more than %d; use a larger step or a shorter range", ErrBadQuery, (q.End-q.Start)/q.Step, MaxBuckets)
-	}
-	for _, m := range q.Matchers {
-		if m.MatchesEmpty() {
-			continue
-		}
-		return nil
-	}
-	return fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", ErrBadQuery)
-}
-
-// Source names where a query's answer comes from: "raw", "rollup_1h",
-// "rollup_1d" or "last".
-func (q *Query) Source() string {
-	switch {
-	case q.Mode == ModeLastPoint:
-		return "last"
-	case q.Mode != ModeDownsample || q.offset() != 0:
-		return "raw"
-	case q.Step%rollup.Day == 0:
-		return "rollup_1d"
-	case q.Step%rollup.Hour == 0:
-		return "rollup_1h"
-	}
-	return "raw"
-}
-
-// offset is Offset reduced to [0, Step) (0 without a positive Step).
-func (q *Query) offset() int64 {
-	if q.Step <= 0 {
-		return 0
-	}
-	off := q.Offset % q.Step
-	if off < 0 {
-		off += q.Step
-	}
-	return off
-}
-
 // Query runs q and calls emit for each series (or group) in label order.
 // The slices passed to emit are owned by the callee.
-func (n *Node) Query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
+func (n *Node) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	info, err := n.query(ctx, q, emit)
 	n.noteStoreErr(err) // a block that fails its checksum makes the store unhealthy
 	return info, err
 }
 
-func (n *Node) query(ctx context.Context, q Query, emit func(Series) error) (QueryInfo, error) {
+func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	defer n.observeQuery(ctx, &q, time.Now())
-	var info QueryInfo
+	var info model.QueryInfo
 	if n.closed.Load() {
-		return info, ErrClosed
+		return info, model.ErrClosed
 	}
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return info, err
 	}
 	ctx, span := n.startQuery(ctx, &q)
@@ -163,10 +44,10 @@ func (n *Node) query(ctx context.Context, q Query, emit func(Series) error) (Que
 	}
 	limit := q.LimitSeries
 	if limit <= 0 {
-		limit = DefaultQuerySeriesLimit
+		limit = model.DefaultQuerySeriesLimit
 	}
 	if len(list) > limit {
-		return info, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", ErrBadQuery, len(list), limit)
+		return info, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), limit)
 	}
 	info.Source = q.Source()
 	var groups map[string]*group
@@ -196,14 +77,14 @@ func (n *Node) query(ctx context.Context, q Query, emit func(Series) error) (Que
 			}
 			if groups == nil {
 				info.Series++
-				if err := emit(Series{Labels: s.lset, Ts: r.ts, Vs: r.vs}); err != nil {
+				if err := emit(model.Series{Labels: s.lset, Ts: r.ts, Vs: r.vs}); err != nil {
 					return info, err
 				}
 				continue
 			}
 			cells += addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
-			if cells > MaxBuckets {
-				return info, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", ErrBadQuery, MaxBuckets)
+			if cells > model.MaxBuckets {
+				return info, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
 			}
 		}
 	}
@@ -220,7 +101,7 @@ func (n *Node) query(ctx context.Context, q Query, emit func(Series) error) (Que
 	slices.Sort(keys)
 	for _, k := range keys {
 		g := groups[k]
-		out := Series{Labels: g.lset}
+		out := model.Series{Labels: g.lset}
 		for _, t := range slices.Sorted(mapKeys(g.byT)) {
 			out.Ts = append(out.Ts, t)
 			out.Vs = append(out.Vs, g.byT[t].Value(q.Aggregate))
@@ -242,7 +123,7 @@ type seriesResult struct {
 
 // readParallel answers q for each series of part into out, using up to
 // GOMAXPROCS goroutines.
-func (n *Node) readParallel(part []*memSeries, q *Query, out []seriesResult) {
+func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResult) {
 	if len(part) == 1 {
 		r := &out[0]
 		r.ts, r.vs, r.read, r.err = n.querySeries(part[0], q)
@@ -312,15 +193,15 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 }
 
 // querySeries answers q for one series.
-func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, read int64, err error) {
+func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float64, read int64, err error) {
 	switch {
-	case q.Mode == ModeLastPoint:
+	case q.Mode == model.ModeLastPoint:
 		t, v, ok, err := n.lastPoint(s, q.Start, q.End)
 		if err != nil || !ok {
 			return nil, nil, 0, err
 		}
 		return []int64{t}, []float64{v}, 1, nil
-	case q.Mode == ModeDownsample && q.Step%rollup.Hour == 0 && q.offset() == 0:
+	case q.Mode == model.ModeDownsample && q.Step%rollup.Hour == 0 && q.BucketOffset() == 0:
 		return n.downsampleRollup(s, q)
 	}
 	samples, err := n.rawSamples(s, q.Start, q.End)
@@ -328,7 +209,7 @@ func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, re
 		return nil, nil, 0, err
 	}
 	read = int64(len(samples))
-	if q.Mode == ModeRaw {
+	if q.Mode == model.ModeRaw {
 		ts = make([]int64, len(samples))
 		vs = make([]float64, len(samples))
 		for i, x := range samples {
@@ -339,7 +220,7 @@ func (n *Node) querySeries(s *memSeries, q *Query) (ts []int64, vs []float64, re
 	// Samples are sorted, so buckets come in order.
 	var agg rollup.Agg
 	cur := int64(0)
-	off := q.offset()
+	off := q.BucketOffset()
 	for i, x := range samples {
 		b := rollup.BucketStart(x.t-off, q.Step) + off
 		if i > 0 && b != cur {
@@ -390,7 +271,7 @@ func (n *Node) storedSamples(id uint64, mint, maxt int64) ([]sample, error) {
 // of an hour from the rollups: whole cells (hours, or days when the step is
 // a multiple of a day) come from the stored rollup; cells cut by the query
 // range or holding unflushed head samples are computed from raw samples.
-func (n *Node) downsampleRollup(s *memSeries, q *Query) ([]int64, []float64, int64, error) {
+func (n *Node) downsampleRollup(s *memSeries, q *model.Query) ([]int64, []float64, int64, error) {
 	head := s.snapshot(q.Start, q.End)
 	dirty := map[int64]bool{} // hours with head samples
 	for _, x := range head {

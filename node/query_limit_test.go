@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
@@ -28,19 +28,19 @@ func TestQuery_CrossSeriesAggregationOverRawSamplesIsBounded(t *testing.T) {
 			vs[i] = float64(i)
 		}
 		id := []string{"a", "b"}[s]
-		if res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "agg", "id", id), Ts: ts, Vs: vs}}); err != nil || res.Rejected != 0 {
+		if res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "agg", "id", id), Ts: ts, Vs: vs}}); err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %v %+v", err, res.Rejections)
 		}
 	}
-	q := node.Query{Matchers: sel(t, "agg"), Start: start, End: start + 2*per, Mode: node.ModeRaw, Aggregate: rollup.FuncSum}
-	_, err := n.Query(context.Background(), q, func(node.Series) error { return nil })
-	if !errors.Is(err, node.ErrBadQuery) {
+	q := model.Query{Matchers: sel(t, "agg"), Start: start, End: start + 2*per, Mode: model.ModeRaw, Aggregate: rollup.FuncSum}
+	_, err := n.Query(context.Background(), q, func(model.Series) error { return nil })
+	if !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("raw aggregation over 1.2 M cells: %v, want a bad-query error", err)
 	}
 	// Downsampled first, the same aggregation is fine.
-	q.Mode, q.Step, q.Downsample = node.ModeDownsample, 60_000, rollup.FuncMax
+	q.Mode, q.Step, q.Downsample = model.ModeDownsample, 60_000, rollup.FuncMax
 	var got int
-	if _, err := n.Query(context.Background(), q, func(s node.Series) error { got += len(s.Ts); return nil }); err != nil || got == 0 {
+	if _, err := n.Query(context.Background(), q, func(s model.Series) error { got += len(s.Ts); return nil }); err != nil || got == 0 {
 		t.Fatalf("downsampled aggregation: %d points, %v", got, err)
 	}
 }

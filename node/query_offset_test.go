@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -79,22 +80,22 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 	offsets := func(step int64) []int64 {
 		return []int64{0, 1, step - 1, step / 2, -1, -step / 3, step + 17, 3 * step, rng.Int64N(step)}
 	}
-	model := map[int64]float64{}
+	truth := map[int64]float64{}
 	for t := start; t < start+span; t += 1 + rng.Int64N(120_000) {
-		model[t] = float64(rng.IntN(4000)-2000) / 16 // exact binary fractions: sums are exact
+		truth[t] = float64(rng.IntN(4000)-2000) / 16 // exact binary fractions: sums are exact
 	}
 	for _, step := range steps {
 		for _, off := range offsets(step) {
 			edge := offsetBucket(start+rng.Int64N(span), step, off)
 			for _, d := range []int64{-1, 0, 1} {
 				if t := edge + d; t >= start && t < start+span {
-					model[t] = float64(rng.IntN(100)) / 4
+					truth[t] = float64(rng.IntN(100)) / 4
 				}
 			}
 		}
 	}
 	ts := slices.Sorted(func(yield func(int64) bool) {
-		for t := range model {
+		for t := range truth {
 			if !yield(t) {
 				return
 			}
@@ -102,7 +103,7 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 	})
 	vs := make([]float64, len(ts))
 	for i, t := range ts {
-		vs[i] = model[t]
+		vs[i] = truth[t]
 	}
 	// Write in shuffled chunks (out of order inside the window), flushing
 	// part of the data so answers merge store and head.
@@ -113,7 +114,7 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 		if lo >= hi {
 			continue
 		}
-		res, err := n.Write([]node.Batch{{Labels: ls, Ts: ts[lo:hi], Vs: vs[lo:hi]}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: ts[lo:hi], Vs: vs[lo:hi]}})
 		if err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %v %+v", err, res.Rejections)
 		}
@@ -138,9 +139,9 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					qs, qe = start, start+span
 				}
-				q := node.Query{Matchers: ms, Start: qs, End: qe, Mode: node.ModeDownsample, Step: step, Downsample: f, Offset: off}
-				var got node.Series
-				info, err := n.Query(context.Background(), q, func(s node.Series) error { got = s; return nil })
+				q := model.Query{Matchers: ms, Start: qs, End: qe, Mode: model.ModeDownsample, Step: step, Downsample: f, Offset: off}
+				var got model.Series
+				info, err := n.Query(context.Background(), q, func(s model.Series) error { got = s; return nil })
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,26 +187,26 @@ func TestQuery_OffsetIgnoredOutsideDownsampling(t *testing.T) {
 	defer n.Close()
 	ls := []labels.Label{{Name: labels.MetricName, Value: "m"}}
 	tsIn := []int64{base.UnixMilli() - 3000, base.UnixMilli() - 2000, base.UnixMilli() - 1000}
-	if _, err := n.Write([]node.Batch{{Labels: ls, Ts: tsIn, Vs: []float64{1, 2, 3}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: tsIn, Vs: []float64{1, 2, 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	ms := []*labels.Matcher{mustMatcher(t, labels.MatchEqual, labels.MetricName, "m")}
-	for _, mode := range []node.QueryMode{node.ModeRaw, node.ModeLastPoint} {
-		var plain, shifted node.Series
-		q := node.Query{Matchers: ms, Start: tsIn[0], End: tsIn[2], Mode: mode}
-		if _, err := n.Query(context.Background(), q, func(s node.Series) error { plain = s; return nil }); err != nil {
+	for _, mode := range []model.QueryMode{model.ModeRaw, model.ModeLastPoint} {
+		var plain, shifted model.Series
+		q := model.Query{Matchers: ms, Start: tsIn[0], End: tsIn[2], Mode: mode}
+		if _, err := n.Query(context.Background(), q, func(s model.Series) error { plain = s; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		q.Offset = 1234
-		if _, err := n.Query(context.Background(), q, func(s node.Series) error { shifted = s; return nil }); err != nil {
+		if _, err := n.Query(context.Background(), q, func(s model.Series) error { shifted = s; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(plain.Ts, shifted.Ts) || !slices.Equal(plain.Vs, shifted.Vs) || len(plain.Ts) == 0 {
 			t.Fatalf("mode %d: offset changed the answer: %v %v vs %v %v", mode, plain.Ts, plain.Vs, shifted.Ts, shifted.Vs)
 		}
 	}
-	q := node.Query{Matchers: ms, Start: tsIn[0], End: tsIn[2], Mode: node.ModeDownsample, Downsample: rollup.FuncMax, Offset: 5}
-	if _, err := n.Query(context.Background(), q, func(node.Series) error { return nil }); err == nil {
+	q := model.Query{Matchers: ms, Start: tsIn[0], End: tsIn[2], Mode: model.ModeDownsample, Downsample: rollup.FuncMax, Offset: 5}
+	if _, err := n.Query(context.Background(), q, func(model.Series) error { return nil }); err == nil {
 		t.Fatal("downsampling without a step was accepted")
 	}
 }

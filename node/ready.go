@@ -1,12 +1,14 @@
 package node
 
+import "github.com/tributarydb/tributary/model"
+
 // Ready reports whether the node serves reads and writes: nil from the
 // moment Open returns (WAL replayed, store open) until Close starts, then
-// ErrClosed; and while the store is unhealthy (health.go), a *StoreError
+// model.ErrClosed; and while the store is unhealthy (health.go), a *StoreError
 // that says why and what to do.
 func (n *Node) Ready() error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	if !n.health.unhealthy.Load() {
 		return nil
@@ -26,13 +28,13 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// WriteReady reports whether writes are accepted now: nil, ErrClosed, or
+// WriteReady reports whether writes are accepted now: nil, model.ErrClosed, or
 // a *StoreError once the store is unhealthy and unflushed data reached its
 // bound. Writes that need a new series are refused whenever Ready fails
 // for the store.
 func (n *Node) WriteReady() error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	if !n.health.unhealthy.Load() {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 )
 
@@ -18,7 +19,7 @@ const replicaMetaPrefix = "replica."
 // whether there is one.
 func (n *Node) GetReplicaMeta(key string) ([]byte, bool, error) {
 	if n.closed.Load() {
-		return nil, false, ErrClosed
+		return nil, false, model.ErrClosed
 	}
 	if key == "" {
 		return nil, false, errors.New("get replica meta: empty key")
@@ -55,7 +56,7 @@ func (n *Node) putReplicaMeta(key string, val []byte) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	b := n.db.NewBatch()
 	defer b.Close()
@@ -73,7 +74,7 @@ func (n *Node) putReplicaMeta(key string, val []byte) error {
 // or may not be seen.
 func (n *Node) ScanReplicaMeta(prefix string, fn func(key string, val []byte) error) error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	var fnErr error
 	err := n.db.ScanMeta(replicaMetaPrefix+prefix, func(k, v []byte) error {
@@ -121,7 +122,7 @@ func (n *Node) writeReplicaMeta(what string, fill func(*store.Batch)) error {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.closed.Load() {
-			return ErrClosed
+			return model.ErrClosed
 		}
 		b := n.db.NewBatch()
 		defer b.Close()

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 func TestReplicaMeta_SurvivesRestartAndIsSeparateFromNodeMeta(t *testing.T) {
@@ -31,7 +31,7 @@ func TestReplicaMeta_SurvivesRestartAndIsSeparateFromNodeMeta(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.PutReplicaMeta("seg.b", []byte{1}); !errors.Is(err, node.ErrClosed) {
+	if err := n.PutReplicaMeta("seg.b", []byte{1}); !errors.Is(err, model.ErrClosed) {
 		t.Fatalf("put after Close: %v, want ErrClosed", err)
 	}
 	n = mustOpen(t, testOptions(t, dir))
@@ -89,7 +89,7 @@ func TestReplicaMeta_ScanAndDeleteByPrefix(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.DeleteReplicaMeta("seg.ab\x00\x01"); !errors.Is(err, node.ErrClosed) {
+	if err := n.DeleteReplicaMeta("seg.ab\x00\x01"); !errors.Is(err, model.ErrClosed) {
 		t.Fatalf("delete after Close: %v, want ErrClosed", err)
 	}
 	n = mustOpen(t, testOptions(t, dir))

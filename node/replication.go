@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -122,14 +123,14 @@ func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls lab
 // only valid during the call. Memory is bounded by one series' points in
 // the range at a time, and there is no limit on the number of series. It
 // stops at the first error fn returns (returned as is) or when ctx is
-// done. Bad arguments wrap ErrBadQuery. Safe for concurrent use, also with
+// done. Bad arguments wrap model.ErrBadQuery. Safe for concurrent use, also with
 // writes: points written meanwhile may or may not be included.
 func (n *Node) ExportRangeMatching(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	if maxT < minT {
-		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, ErrBadQuery)
+		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
 	}
 	if err := checkExportMatchers(matchers); err != nil {
 		return fmt.Errorf("export range [%d, %d]: %w", minT, maxT, err)
@@ -168,12 +169,12 @@ func checkExportMatchers(ms []*labels.Matcher) error {
 	ok := false
 	for i, m := range ms {
 		if m == nil {
-			return fmt.Errorf("%w: matcher %d is nil", ErrBadQuery, i)
+			return fmt.Errorf("%w: matcher %d is nil", model.ErrBadQuery, i)
 		}
 		ok = ok || !m.MatchesEmpty()
 	}
 	if !ok {
-		return fmt.Errorf("%w: at least one matcher must not match the empty string", ErrBadQuery)
+		return fmt.Errorf("%w: at least one matcher must not match the empty string", model.ErrBadQuery)
 	}
 	return nil
 }

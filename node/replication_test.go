@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -31,7 +32,7 @@ func writeSegments(t *testing.T, n *node.Node, from int64, segs int) (points int
 			ts[k], vs[k] = next, float64(next%977)*1.37
 			next++
 		}
-		res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m", "series", fmt.Sprint(i%3)), Ts: ts, Vs: vs}})
+		res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m", "series", fmt.Sprint(i%3)), Ts: ts, Vs: vs}})
 		if err != nil || res.Accepted != int64(len(ts)) {
 			t.Fatalf("write %d: %+v, %v", i, res, err)
 		}
@@ -53,7 +54,7 @@ func sealedCount(segs []wal.SegmentInfo) int {
 func storedPoints(t *testing.T, n *node.Node, start, end int64) int {
 	t.Helper()
 	total := 0
-	for _, s := range query(t, n, node.Query{Matchers: sel(t, `m`), Start: start, End: end, Mode: node.ModeRaw}) {
+	for _, s := range query(t, n, model.Query{Matchers: sel(t, `m`), Start: start, End: end, Mode: model.ModeRaw}) {
 		total += len(s.Ts)
 	}
 	return total
@@ -197,7 +198,7 @@ func TestReplay_ReplacedWALIsReplayedInFull(t *testing.T) {
 }
 
 func TestWriteGate_RefusesWholeWrites(t *testing.T) {
-	gateErr := fmt.Errorf("backlog full: %w", node.ErrOverloaded)
+	gateErr := fmt.Errorf("backlog full: %w", model.ErrOverloaded)
 	var closed atomic.Bool
 	o := testOptions(t, t.TempDir())
 	o.WriteGate = func() error {
@@ -209,11 +210,11 @@ func TestWriteGate_RefusesWholeWrites(t *testing.T) {
 	n := mustOpen(t, o)
 	defer n.Close()
 	now := o.Now().UnixMilli()
-	write := func(ts int64) (node.WriteResult, error) {
-		return n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}})
+	write := func(ts int64) (model.WriteResult, error) {
+		return n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}})
 	}
 	closed.Store(true)
-	if res, err := write(now - 1); !errors.Is(err, node.ErrOverloaded) || res.Accepted != 0 {
+	if res, err := write(now - 1); !errors.Is(err, model.ErrOverloaded) || res.Accepted != 0 {
 		t.Fatalf("write through a closed gate: %+v, %v", res, err)
 	}
 	closed.Store(false)
@@ -234,7 +235,7 @@ func TestWAL_IdleSegmentIsSealedByAge(t *testing.T) {
 	n := mustOpen(t, o)
 	defer n.Close()
 	ts := base.Add(39 * 24 * time.Hour).UnixMilli()
-	if res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil || res.Accepted != 1 {
+	if res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil || res.Accepted != 1 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -264,7 +265,7 @@ func TestExportRange_ReadsEverySeriesRawPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	// More in the head, and another metric.
-	res, err := n.Write([]node.Batch{{Labels: lbl("__name__", "other"), Ts: []int64{next, next + 1}, Vs: []float64{1, 2}}})
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "other"), Ts: []int64{next, next + 1}, Vs: []float64{1, 2}}})
 	if err != nil || res.Accepted != 2 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
@@ -291,7 +292,7 @@ func TestExportRange_ReadsEverySeriesRawPoints(t *testing.T) {
 	if err := n.ExportRange(context.Background(), lo, hi, func(labels.Labels, []int64, []float64) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("ExportRange with fn failing = %v after %d calls", err, calls)
 	}
-	if err := n.ExportRange(context.Background(), hi, lo, func(labels.Labels, []int64, []float64) error { return nil }); !errors.Is(err, node.ErrBadQuery) {
+	if err := n.ExportRange(context.Background(), hi, lo, func(labels.Labels, []int64, []float64) error { return nil }); !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("ExportRange(end before start) = %v", err)
 	}
 }
@@ -304,19 +305,19 @@ func TestExportRangeMatching_ReadsOnlyTheSelectedSeries(t *testing.T) {
 	n := mustOpen(t, o)
 	defer n.Close()
 	start := o.Now().UnixMilli() - 3_600_000
-	var batches []node.Batch
+	var batches []model.Batch
 	for i, e := range []string{"e1", "e2", "e1", "e2"} {
-		batches = append(batches, node.Batch{Labels: lbl("__name__", fmt.Sprintf("m%d", i/2), "__edge__", e),
+		batches = append(batches, model.Batch{Labels: lbl("__name__", fmt.Sprintf("m%d", i/2), "__edge__", e),
 			Ts: []int64{start + int64(i), start + 100 + int64(i), start + 50}, Vs: []float64{1, 2, float64(i)}})
 	}
-	if _, err := n.Write(batches); err != nil {
+	if _, err := n.Write(context.Background(), batches); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// One more point in the head, which must merge with the stored ones.
-	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m1", "__edge__", "e1"), Ts: []int64{start + 60}, Vs: []float64{9}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m1", "__edge__", "e1"), Ts: []int64{start + 60}, Vs: []float64{9}}}); err != nil {
 		t.Fatal(err)
 	}
 	export := func(ms []*labels.Matcher) (map[string][]int64, error) {
@@ -340,10 +341,10 @@ func TestExportRangeMatching_ReadsOnlyTheSelectedSeries(t *testing.T) {
 		t.Fatalf("export of e1 = %v\nwant %v", got, want)
 	}
 	empty, _ := labels.NewMatcher(labels.MatchRegexp, "__edge__", ".*")
-	if _, err := export([]*labels.Matcher{empty}); !errors.Is(err, node.ErrBadQuery) {
+	if _, err := export([]*labels.Matcher{empty}); !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("export with only an empty-matching matcher = %v, want ErrBadQuery", err)
 	}
-	if _, err := export([]*labels.Matcher{e1, nil}); !errors.Is(err, node.ErrBadQuery) {
+	if _, err := export([]*labels.Matcher{e1, nil}); !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("export with a nil matcher = %v, want ErrBadQuery", err)
 	}
 }

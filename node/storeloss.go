@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tributarydb/tributary/model"
 	"maps"
 	"slices"
 	"time"
@@ -266,7 +267,7 @@ func (n *Node) ResolveLostRange(id uint64, restoredPoints int64) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed.Load() {
-		return ErrClosed
+		return model.ErrClosed
 	}
 	n.lossMu.Lock()
 	defer n.lossMu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
@@ -64,15 +65,9 @@ func (n *Node) SealSpanContext(seq uint64) (trace.SpanContext, bool) {
 // acknowledged them).
 func (n *Node) ForgetSealSpans(through uint64) { n.tracing.seals.Forget(through) }
 
-// WriteContext is Write with the caller's trace: when ctx holds a
-// recording span (a traced gRPC or HTTP request), the write gets a
-// node.write span with children for the WAL append, the head append and
-// the wait for the WAL fsync. Otherwise it is Write, at the cost of one
-// context lookup.
-func (n *Node) WriteContext(ctx context.Context, batches []Batch) (WriteResult, error) {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return n.write(context.Background(), batches)
-	}
+// writeTraced is Write with the caller's trace. REQUIRES: ctx holds a
+// recording span.
+func (n *Node) writeTraced(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
 	ctx, span := requestTracer(ctx).Start(ctx, "node.write", trace.WithAttributes(attribute.Int("tributary.write.batches", len(batches))))
 	res, err := n.write(ctx, batches)
 	span.SetAttributes(attribute.Int64("tributary.write.accepted", res.Accepted), attribute.Int64("tributary.write.rejected", res.Rejected))
@@ -113,7 +108,7 @@ func endSpan(span trace.Span, err error) {
 // startQuery starts the node.query span under the recording span in ctx
 // (a traced gRPC or HTTP request); its children select the series, read
 // them and merge groups.
-func (n *Node) startQuery(ctx context.Context, q *Query) (context.Context, trace.Span) {
+func (n *Node) startQuery(ctx context.Context, q *model.Query) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noSpan
 	}
@@ -123,7 +118,7 @@ func (n *Node) startQuery(ctx context.Context, q *Query) (context.Context, trace
 }
 
 // endQuery ends a node.query span with what the query read and answered.
-func endQuery(span trace.Span, info *QueryInfo) {
+func endQuery(span trace.Span, info *model.QueryInfo) {
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int64("tributary.query.series", int64(info.Series)), attribute.Int64("tributary.query.points", info.Points))
 	}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -28,13 +29,13 @@ func TestTrace_WriteAndSealSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	batch := func(ts int64) []Batch {
-		return []Batch{{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}, Ts: []int64{ts}, Vs: []float64{1}}}
+	batch := func(ts int64) []model.Batch {
+		return []model.Batch{{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}, Ts: []int64{ts}, Vs: []float64{1}}}
 	}
 	now := time.Now().UnixMilli()
 
 	// Untraced: no spans.
-	if _, err := n.WriteContext(context.Background(), batch(now)); err != nil {
+	if _, err := n.Write(context.Background(), batch(now)); err != nil {
 		t.Fatal(err)
 	}
 	if got := spans.GetSpans(); len(got) != 0 {
@@ -43,7 +44,7 @@ func TestTrace_WriteAndSealSpans(t *testing.T) {
 
 	ctx, req := tel.TracerProvider().Tracer("test").Start(context.Background(), "request")
 	time.Sleep(20 * time.Millisecond) // the open segment ages: this write seals it first
-	res, err := n.WriteContext(ctx, batch(now+1))
+	res, err := n.Write(ctx, batch(now+1))
 	req.End()
 	if err != nil || res.Accepted != 1 {
 		t.Fatalf("write: %+v, %v", res, err)
@@ -84,11 +85,11 @@ func TestTrace_WriteAndSealSpans(t *testing.T) {
 	}
 }
 
-// BenchmarkNode_WriteContext is the cost of a write's spans: the same
+// BenchmarkNode_WriteTracing is the cost of a write's spans: the same
 // 1,000-point write untraced (the request carries no recording span) and
 // traced (a sampled request span; node.write and its three children are
 // recorded, not exported).
-func BenchmarkNode_WriteContext(b *testing.B) {
+func BenchmarkNode_WriteTracing(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	defer tp.Shutdown(context.Background())
 	for _, traced := range []bool{false, true} {
@@ -98,9 +99,9 @@ func BenchmarkNode_WriteContext(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			batches := make([]Batch, 100)
+			batches := make([]model.Batch, 100)
 			for i := range batches {
-				batches[i] = Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}},
+				batches[i] = model.Batch{Labels: []labels.Label{{Name: labels.MetricName, Value: "temp"}, {Name: "sensor", Value: fmt.Sprint(i)}},
 					Ts: make([]int64, 10), Vs: make([]float64, 10)}
 			}
 			ctx := context.Background()
@@ -119,7 +120,7 @@ func BenchmarkNode_WriteContext(b *testing.B) {
 					}
 				}
 				ts += 10
-				if _, err := n.WriteContext(ctx, batches); err != nil {
+				if _, err := n.Write(ctx, batches); err != nil {
 					b.Fatal(err)
 				}
 			}

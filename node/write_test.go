@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -31,33 +32,33 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 	defer n.Close()
 	now := o.Now().UnixMilli()
 	// Establish a newest sample for the out-of-order window.
-	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name        string
-		batch       node.Batch
+		batch       model.Batch
 		accepted    int64
 		rejected    int64
-		reason      node.RejectReason
+		reason      model.RejectReason
 		msgFragment string
 	}{
-		{"valid", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 1, now + 2}, Vs: []float64{1, 2}}, 2, 0, 0, ""},
-		{"no metric name", node.Batch{Labels: lbl("id", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectInvalidSeries, "missing metric name"},
-		{"bad label name", node.Batch{Labels: lbl("__name__", "ok", "a b", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectInvalidSeries, `"a b"`},
-		{"length mismatch", node.Batch{Labels: lbl("__name__", "ok"), Ts: []int64{now, now + 1}, Vs: []float64{1}}, 0, 2, node.RejectLengthMismatch, "2 timestamps but 1 values"},
-		{"future point among good ones", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 3, now + int64(time.Hour/time.Millisecond), now + 4}, Vs: []float64{1, 2, 3}}, 2, 1, node.RejectTooFarInFuture, "point 1"},
-		{"outside out-of-order window", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now - 2*3600_000, now - 60_000}, Vs: []float64{1, 2}}, 1, 1, node.RejectTooOld, "out-of-order window"},
-		{"older than retention", node.Batch{Labels: lbl("__name__", "ok", "id", "2"), Ts: []int64{now - 400*24*3600_000}, Vs: []float64{1}}, 0, 1, node.RejectTooOld, "retention"},
-		{"NaN and Inf are values", node.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 5, now + 6}, Vs: []float64{math.NaN(), math.Inf(1)}}, 2, 0, 0, ""},
-		{"series limit", node.Batch{Labels: lbl("__name__", "ok", "id", "3"), Ts: []int64{now}, Vs: []float64{1}}, 1, 0, 0, ""},
-		{"series limit exceeded", node.Batch{Labels: lbl("__name__", "ok", "id", "4"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, node.RejectLimitExceeded, "limit of 3 series"},
+		{"valid", model.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 1, now + 2}, Vs: []float64{1, 2}}, 2, 0, 0, ""},
+		{"no metric name", model.Batch{Labels: lbl("id", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, model.RejectInvalidSeries, "missing metric name"},
+		{"bad label name", model.Batch{Labels: lbl("__name__", "ok", "a b", "1"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, model.RejectInvalidSeries, `"a b"`},
+		{"length mismatch", model.Batch{Labels: lbl("__name__", "ok"), Ts: []int64{now, now + 1}, Vs: []float64{1}}, 0, 2, model.RejectLengthMismatch, "2 timestamps but 1 values"},
+		{"future point among good ones", model.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 3, now + int64(time.Hour/time.Millisecond), now + 4}, Vs: []float64{1, 2, 3}}, 2, 1, model.RejectTooFarInFuture, "point 1"},
+		{"outside out-of-order window", model.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now - 2*3600_000, now - 60_000}, Vs: []float64{1, 2}}, 1, 1, model.RejectTooOld, "out-of-order window"},
+		{"older than retention", model.Batch{Labels: lbl("__name__", "ok", "id", "2"), Ts: []int64{now - 400*24*3600_000}, Vs: []float64{1}}, 0, 1, model.RejectTooOld, "retention"},
+		{"NaN and Inf are values", model.Batch{Labels: lbl("__name__", "ok", "id", "1"), Ts: []int64{now + 5, now + 6}, Vs: []float64{math.NaN(), math.Inf(1)}}, 2, 0, 0, ""},
+		{"series limit", model.Batch{Labels: lbl("__name__", "ok", "id", "3"), Ts: []int64{now}, Vs: []float64{1}}, 1, 0, 0, ""},
+		{"series limit exceeded", model.Batch{Labels: lbl("__name__", "ok", "id", "4"), Ts: []int64{now}, Vs: []float64{1}}, 0, 1, model.RejectLimitExceeded, "limit of 3 series"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// Each case rides along with a valid batch, which must be kept.
-			good := node.Batch{Labels: lbl("__name__", "ok", "id", "0"), Ts: []int64{now}, Vs: []float64{9}}
-			res, err := n.Write([]node.Batch{good, c.batch})
+			good := model.Batch{Labels: lbl("__name__", "ok", "id", "0"), Ts: []int64{now}, Vs: []float64{9}}
+			res, err := n.Write(context.Background(), []model.Batch{good, c.batch})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,10 +81,10 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 	for _, c := range st.RejectedBy {
 		sum += c
 	}
-	if sum != st.Rejected || st.RejectedBy[node.RejectTooOld] != 2 || st.RejectedBy[node.RejectInvalidSeries] != 2 {
+	if sum != st.Rejected || st.RejectedBy[model.RejectTooOld] != 2 || st.RejectedBy[model.RejectInvalidSeries] != 2 {
 		t.Fatalf("status counts rejections %d by reason %v", st.Rejected, st.RejectedBy)
 	}
-	got := query(t, n, node.Query{Matchers: sel(t, `ok{id="1"}`), Start: now - 3600_000, End: now + 3600_000, Mode: node.ModeRaw})
+	got := query(t, n, model.Query{Matchers: sel(t, `ok{id="1"}`), Start: now - 3600_000, End: now + 3600_000, Mode: model.ModeRaw})
 	if s := got[""]; len(s.Ts) != 8 { // now, +1..+6 except the future one, and now-60s
 		t.Fatalf("series id=1 has %d points: %v", len(s.Ts), s.Ts)
 	}
@@ -92,16 +93,16 @@ func TestWrite_BadInputIsRejectedPerPointAndTheRestKept(t *testing.T) {
 func TestQuery_BadRequestsAreErrors(t *testing.T) {
 	n := mustOpen(t, testOptions(t, t.TempDir()))
 	defer n.Close()
-	for name, q := range map[string]node.Query{
-		"no matchers":         {Mode: node.ModeRaw, End: 1},
-		"only empty-matching": {Matchers: sel(t, `{a!="x"}`), Mode: node.ModeRaw, End: 1},
-		"end before start":    {Matchers: sel(t, `m`), Start: 10, End: 1, Mode: node.ModeRaw},
-		"no step":             {Matchers: sel(t, `m`), End: 1, Mode: node.ModeDownsample},
-		"unknown function":    {Matchers: sel(t, `m`), End: 1, Step: 10, Mode: node.ModeDownsample, Downsample: rollup.FuncLast + 1},
-		"unknown aggregate":   {Matchers: sel(t, `m`), End: 1, Mode: node.ModeRaw, Aggregate: 42},
-		"too many buckets":    {Matchers: sel(t, `m`), End: math.MaxInt64 / 2, Step: 1, Mode: node.ModeDownsample, Downsample: rollup.FuncAvg},
+	for name, q := range map[string]model.Query{
+		"no matchers":         {Mode: model.ModeRaw, End: 1},
+		"only empty-matching": {Matchers: sel(t, `{a!="x"}`), Mode: model.ModeRaw, End: 1},
+		"end before start":    {Matchers: sel(t, `m`), Start: 10, End: 1, Mode: model.ModeRaw},
+		"no step":             {Matchers: sel(t, `m`), End: 1, Mode: model.ModeDownsample},
+		"unknown function":    {Matchers: sel(t, `m`), End: 1, Step: 10, Mode: model.ModeDownsample, Downsample: rollup.FuncLast + 1},
+		"unknown aggregate":   {Matchers: sel(t, `m`), End: 1, Mode: model.ModeRaw, Aggregate: 42},
+		"too many buckets":    {Matchers: sel(t, `m`), End: math.MaxInt64 / 2, Step: 1, Mode: model.ModeDownsample, Downsample: rollup.FuncAvg},
 	} {
-		_, err := n.Query(context.Background(), q, func(node.Series) error { return nil })
+		_, err := n.Query(context.Background(), q, func(model.Series) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "bad query") {
 			t.Errorf("%s: err=%v, want a bad query error", name, err)
 		}
@@ -113,21 +114,20 @@ func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
 	n := mustOpen(t, o)
 	defer n.Close()
 	t0 := base.UnixMilli()
-	var batches []node.Batch
+	var batches []model.Batch
 	for i, v := range []struct{ site, dev string }{{"a", "1"}, {"a", "2"}, {"b", "3"}} {
-		batches = append(batches, node.Batch{
+		batches = append(batches, model.Batch{
 			Labels: lbl("__name__", "temp", "site", v.site, "dev", v.dev),
 			Ts:     []int64{t0, t0 + 60_000, t0 + 120_000},
 			Vs:     []float64{float64(i), float64(i) + 10, float64(i) + 20},
 		})
 	}
-	if _, err := n.Write(batches); err != nil {
+	if _, err := n.Write(context.Background(), batches); err != nil {
 		t.Fatal(err)
 	}
-	var groups []node.Series
-	_, err := n.Query(context.Background(), node.Query{Matchers: sel(t, `temp`), Start: t0, End: t0 + 180_000,
-		Mode: node.ModeDownsample, Step: 120_000, Downsample: rollup.FuncAvg, GroupBy: []string{"site", "site"}, Aggregate: rollup.FuncMax},
-		func(s node.Series) error { groups = append(groups, s); return nil })
+	var groups []model.Series
+	_, err := n.Query(context.Background(), model.Query{Matchers: sel(t, `temp`), Start: t0, End: t0 + 180_000,
+		Mode: model.ModeDownsample, Step: 120_000, Downsample: rollup.FuncAvg, GroupBy: []string{"site", "site"}, Aggregate: rollup.FuncMax}, func(s model.Series) error { groups = append(groups, s); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestQuery_GroupedAggregateAndLastPoint(t *testing.T) {
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	last := query(t, n, node.Query{Matchers: sel(t, `temp{dev="3"}`), End: t0 + 3600_000, Mode: node.ModeLastPoint})
+	last := query(t, n, model.Query{Matchers: sel(t, `temp{dev="3"}`), End: t0 + 3600_000, Mode: model.ModeLastPoint})
 	if s := last[""]; len(s.Ts) != 1 || s.Ts[0] != t0+120_000 || s.Vs[0] != 22 {
 		t.Fatalf("last point %+v", s)
 	}
@@ -169,7 +169,7 @@ func TestClose_LeavesNothingToReplay(t *testing.T) {
 	o := testOptions(t, dir)
 	n := mustOpen(t, o)
 	now := o.Now().UnixMilli()
-	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now - 2, now - 1}, Vs: []float64{1, 2}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now - 2, now - 1}, Vs: []float64{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Close(); err != nil {
@@ -180,7 +180,7 @@ func TestClose_LeavesNothingToReplay(t *testing.T) {
 	if st := n.Status(); st.HeadSamples != 0 {
 		t.Fatalf("reopened node replayed %d samples that were already flushed", st.HeadSamples)
 	}
-	if got := query(t, n, node.Query{Matchers: sel(t, `m`), Start: now - 10, End: now, Mode: node.ModeRaw}); len(got[""].Ts) != 2 {
+	if got := query(t, n, model.Query{Matchers: sel(t, `m`), Start: now - 10, End: now, Mode: model.ModeRaw}); len(got[""].Ts) != 2 {
 		t.Fatalf("points after reopen: %+v", got)
 	}
 }
@@ -201,7 +201,7 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	t0 := base.UnixMilli()
 	for h := int64(0); h < 6*24; h++ {
 		clock.Store(base.Add(time.Duration(h) * time.Hour).UnixNano())
-		if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
+		if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{t0 + h*3600_000}, Vs: []float64{float64(h)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,12 +211,12 @@ func TestRetention_DropsWholePartitionsPerTier(t *testing.T) {
 	clock.Store(base.Add(6 * 24 * time.Hour).UnixNano())
 	n.ApplyRetention()
 	end := t0 + 6*24*3600_000
-	raw := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeRaw})[""]
+	raw := query(t, n, model.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: model.ModeRaw})[""]
 	// Raw keeps whole days from the cut (now - 2 days) on: days 4 and 5.
 	if len(raw.Ts) != 48 || raw.Ts[0] != t0+4*24*3600_000 {
 		t.Fatalf("raw after retention: %d samples from %d", len(raw.Ts), raw.Ts[0])
 	}
-	daily := query(t, n, node.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: node.ModeDownsample, Step: 24 * 3600_000, Downsample: rollup.FuncCount})[""]
+	daily := query(t, n, model.Query{Matchers: sel(t, `m`), Start: t0, End: end, Mode: model.ModeDownsample, Step: 24 * 3600_000, Downsample: rollup.FuncCount})[""]
 	if len(daily.Ts) != 6 || daily.Vs[0] != 24 {
 		t.Fatalf("daily rollups must all survive: %v %v", daily.Ts, daily.Vs)
 	}
@@ -238,17 +238,17 @@ func TestWrite_StalledFlushGivesRetryableErrorThenRecovers(t *testing.T) {
 			ts[k] = now - 3_000_000 + int64(k)
 			vs[k] = float64(i*k) * 1.0001 // incompressible-ish values fill the head fast
 		}
-		_, err = n.Write([]node.Batch{{Labels: lbl("__name__", "m", "i", fmt.Sprint(i)), Ts: ts, Vs: vs}})
+		_, err = n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m", "i", fmt.Sprint(i)), Ts: ts, Vs: vs}})
 		written++
 	}
-	if !errors.Is(err, node.ErrOverloaded) {
+	if !errors.Is(err, model.ErrOverloaded) {
 		t.Fatalf("after %d writes with flushing stalled: err=%v, want ErrOverloaded", written, err)
 	}
 	resume()
 	if err := n.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Write([]node.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "m"), Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatalf("write after the flush caught up: %v", err)
 	}
 }
@@ -260,7 +260,7 @@ func TestWrite_RejectionPointIndexIsTheClientsEvenAfterEarlierRejections(t *test
 	defer n.Close()
 	now := o.Now().UnixMilli()
 	ls := lbl("__name__", "idx")
-	if _, err := n.Write([]node.Batch{{Labels: ls, Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{now}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Point 0 is too far in the future (rejected first, in the fast path);
@@ -268,21 +268,21 @@ func TestWrite_RejectionPointIndexIsTheClientsEvenAfterEarlierRejections(t *test
 	// point 2, not as its index among the points left.
 	far := now + int64(time.Hour/time.Millisecond)
 	old := now - 2*int64(time.Hour/time.Millisecond)
-	res, err := n.Write([]node.Batch{{Labels: ls, Ts: []int64{far, now + 1, old, now + 2}, Vs: []float64{1, 2, 3, 4}}})
+	res, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{far, now + 1, old, now + 2}, Vs: []float64{1, 2, 3, 4}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Accepted != 2 || res.Rejected != 2 || len(res.Rejections) != 2 {
 		t.Fatalf("result %+v", res)
 	}
-	got := map[node.RejectReason]int{}
+	got := map[model.RejectReason]int{}
 	for _, r := range res.Rejections {
 		got[r.Reason] = r.PointIndex
 		if !strings.Contains(r.Message, fmt.Sprintf("point %d:", r.PointIndex)) {
 			t.Errorf("message %q does not name point %d", r.Message, r.PointIndex)
 		}
 	}
-	if got[node.RejectTooFarInFuture] != 0 || got[node.RejectTooOld] != 2 {
+	if got[model.RejectTooFarInFuture] != 0 || got[model.RejectTooOld] != 2 {
 		t.Fatalf("point indexes by reason: %v", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -51,7 +52,7 @@ type RetentionSource interface {
 var _ RetentionSource = (*node.Node)(nil)
 
 // ErrBacklogFull is what WriteGate returns while the backlog is over budget
-// under OverflowBlockWriters. It matches node.ErrOverloaded (errors.Is), so
+// under OverflowBlockWriters. It matches model.ErrOverloaded (errors.Is), so
 // the node's protocols answer it as retryable (HTTP 429, gRPC
 // RESOURCE_EXHAUSTED).
 var ErrBacklogFull error = backlogFullError{}
@@ -62,7 +63,7 @@ func (backlogFullError) Error() string {
 	return "replicator: replication backlog is over its disk budget; writes resume once it ships; retry later"
 }
 
-func (backlogFullError) Is(target error) bool { return target == node.ErrOverloaded }
+func (backlogFullError) Is(target error) bool { return target == model.ErrOverloaded }
 
 // ErrSequenceReset is returned by Run when the node's WAL sequence numbers
 // are at or below what the cursor says was already shipped or released:

@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
@@ -483,8 +483,8 @@ func TestShipper_OverflowBlockWritersRefusesWritesUntilShipped(t *testing.T) {
 	s := newShipper(t, o)
 	start(t, s, w)
 	eventually(t, "writes blocked", func() bool { return s.WriteGate() != nil && s.Stats().WritesBlocked })
-	if err := s.WriteGate(); !errors.Is(err, replicator.ErrBacklogFull) || !errors.Is(err, node.ErrOverloaded) {
-		t.Fatalf("WriteGate = %v; want ErrBacklogFull matching node.ErrOverloaded", err)
+	if err := s.WriteGate(); !errors.Is(err, replicator.ErrBacklogFull) || !errors.Is(err, model.ErrOverloaded) {
+		t.Fatalf("WriteGate = %v; want ErrBacklogFull matching model.ErrOverloaded", err)
 	}
 	if st := s.Stats(); !st.WritesBlocked || st.GapSegments != 0 || s.RetainFrom() != 1 {
 		t.Fatalf("block-writers must keep every segment: %+v, RetainFrom %d", st, s.RetainFrom())

@@ -43,8 +43,8 @@ type TunnelOptions struct {
 	Insecure bool
 	// DialOptions are added to Tunnels' own (tests use a custom dialer).
 	DialOptions []grpc.DialOption
-	// Query is the service served on every tunnel (api.NewQueryServer
-	// over this node). Required.
+	// Query is the service served on every tunnel (the QueryServer of a
+	// grpcapi.Server over this node). Required.
 	Query pb.QueryServiceServer
 	// Reconnection backoff per coordinator, as the Shipper's: attempt k
 	// waits a random duration in [d*(1-BackoffJitter), d] with

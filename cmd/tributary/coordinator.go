@@ -26,10 +26,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -468,7 +468,7 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		return st, nil
 	}
 	var b = c.Backend()
-	registerQuery := api.NewQueryServer(b, status).RegisterQuery
+	registerQuery := grpcapi.New(b, grpcapi.Options{Status: status}).RegisterQuery
 	if local != nil {
 		b = local
 		registerQuery = local.register(status)

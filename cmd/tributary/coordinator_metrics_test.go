@@ -20,7 +20,6 @@ import (
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/replicator"
 )
 
@@ -80,7 +79,7 @@ func startLocalStack(t *testing.T) *localStack {
 	}
 	ship.start(n, log)
 	t.Cleanup(ship.stop)
-	lb := &localBackend{edge: n, edgeAPI: api.New(n, "test", "edge"), cloud: c.Backend(), ship: ship}
+	lb := &localBackend{edge: n, edgeAPI: testNodeAPI(n, "test"), cloud: c.Backend(), ship: ship}
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
 	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {

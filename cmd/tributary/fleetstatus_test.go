@@ -18,11 +18,11 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
@@ -131,10 +131,9 @@ func (f *testFleet) addEdge(t *testing.T, id string) *testEdge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := api.New(n, "test", "edge")
-	a.SetReplicationStatus(ship.status)
+	a := grpcapi.New(n, grpcapi.Options{Status: nodeStatus(n, "test", ship.status)})
 	sf := serveFlags{grpcListen: grpcAddr}
-	fe, err := sf.start(backend.ForNode(n), a.Register, nil, f.log)
+	fe, err := sf.start(n, a.Register, nil, f.log)
 	if err != nil {
 		n.Close()
 		t.Fatal(err)
@@ -157,13 +156,13 @@ func (f *testFleet) addEdge(t *testing.T, id string) *testEdge {
 // write writes points one second apart in data time, ending near now.
 func (e *testEdge) write(t *testing.T, points int) {
 	t.Helper()
-	b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
+	b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: "a"}}}
 	for range points {
 		b.Ts = append(b.Ts, e.next)
 		b.Vs = append(b.Vs, float64(e.next%100))
 		e.next += 100
 	}
-	if res, err := e.n.Write([]node.Batch{b}); err != nil || res.Accepted != int64(points) {
+	if res, err := e.n.Write(context.Background(), []model.Batch{b}); err != nil || res.Accepted != int64(points) {
 		t.Fatalf("write: %+v %v", res, err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
@@ -129,7 +128,7 @@ func TestGRPCHealth_NodeServesItsServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	c := serveHealth(t, nodeGRPCHealth(n), api.New(n, "test", "edge").Register)
+	c := serveHealth(t, nodeGRPCHealth(n), testNodeAPI(n, "test").Register)
 	for _, s := range []string{"", pb.WriteService_ServiceDesc.ServiceName, pb.QueryService_ServiceDesc.ServiceName} {
 		if got := checkStatus(t, c, s); got != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("%q of a healthy node: %v", s, got)

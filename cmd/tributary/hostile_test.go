@@ -24,9 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -138,7 +136,7 @@ func startHostileTarget(t *testing.T, sf *serveFlags) map[string]string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, testNodeAPI(n, "test").Register, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/internal/h2test"
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -48,12 +46,12 @@ func listenNode(t *testing.T, sf *serveFlags) (map[string]string, *frontend) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	grpcAPI := api.New(n, "test", "edge")
+	grpcAPI := testNodeAPI(n, "test")
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 		registerHealth(mux, nodeReady(n))
 	}
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +341,7 @@ func TestServe_EveryHTTPEndpointRefusesBeforeReadingTheBody(t *testing.T) {
 		mux.Handle("GET /api/v1/fleet", http.NotFoundHandler())
 		registerHealth(mux, nodeReady(n))
 	}
-	h, err := sf.httpHandler(backend.ForNode(n), cfg, auth.NewTokens("body-token-0123456789"), extra)
+	h, err := sf.httpHandler(n, cfg, auth.NewTokens("body-token-0123456789"), extra)
 	if err != nil {
 		t.Fatal(err)
 	}

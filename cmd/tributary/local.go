@@ -15,10 +15,11 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
@@ -29,16 +30,16 @@ import (
 // plus the edge's fresh tail).
 type localBackend struct {
 	edge    *node.Node
-	edgeAPI *api.Server
+	edgeAPI *grpcapi.Server // WriteService over the edge
 	cloud   backend.Backend
 	ship    *shipping
 }
 
-func (b *localBackend) Write(ctx context.Context, batches []node.Batch) (node.WriteResult, error) {
-	return backend.ForNode(b.edge).Write(ctx, batches)
+func (b *localBackend) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
+	return b.edge.Write(ctx, batches)
 }
 
-func (b *localBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b *localBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	return b.cloud.Query(ctx, q, emit)
 }
 
@@ -56,10 +57,10 @@ func (b *localBackend) LabelValues(ctx context.Context, name string, ms []*label
 
 // register serves WriteService from the edge and QueryService from the
 // front end.
-func (b *localBackend) register(status api.StatusFunc) func(*grpc.Server) {
+func (b *localBackend) register(status grpcapi.StatusFunc) func(*grpc.Server) {
 	return func(g *grpc.Server) {
 		pb.RegisterWriteServiceServer(g, b.edgeAPI)
-		api.NewQueryServer(b, status).RegisterQuery(g)
+		grpcapi.New(b, grpcapi.Options{Status: status}).RegisterQuery(g)
 	}
 }
 
@@ -71,7 +72,7 @@ func (b *localBackend) status(st *pb.StatusResponse) *pb.StatusResponse {
 	st.WalSegmentSeq, st.WalBytes = es.WAL.OpenSeq, es.WAL.Bytes
 	st.PointsAcceptedTotal, st.PointsRejectedTotal = es.Accepted, es.Rejected
 	st.CorruptSegmentsQuarantined = es.WALQuarantined
-	st.StoreHealth = api.StoreHealth(es)
+	st.StoreHealth = storeHealth(es)
 	st.Replication = b.ship.status()
 	return st
 }
@@ -92,7 +93,7 @@ func (e *edgeSource) source(id string) query.Source {
 	if n == nil || n.NodeID() != id {
 		return nil
 	}
-	return backend.ForNode(n)
+	return n
 }
 
 func runLocal(args []string, stdout, stderr io.Writer) error {
@@ -199,8 +200,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return fail(err)
 	}
 	ship.start(n, log)
-	edgeAPI := api.New(n, version, "edge")
-	edgeAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	edgeAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest})
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
 	sf.limits.Labels = no.Limits // the HTTP parsers refuse what the edge node would
 	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)

@@ -8,9 +8,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/node/api"
 )
 
 // metricsHandler serves GET /metrics: the OpenTelemetry instruments of
@@ -19,7 +19,7 @@ import (
 // the client APIs: the events of stats (limit violations, refused
 // requests, per-protocol counts) and, with grpcAPI, the gRPC write
 // requests refused for their size.
-func metricsHandler(tp *telemetry.Provider, grpcAPI *api.Server, stats *httpapi.Stats) http.Handler {
+func metricsHandler(tp *telemetry.Provider, grpcAPI *grpcapi.Server, stats *httpapi.Stats) http.Handler {
 	registerAPIMetrics(tp.MeterProvider(), grpcAPI, stats)
 	return tp.Handler()
 }
@@ -28,7 +28,7 @@ func metricsHandler(tp *telemetry.Provider, grpcAPI *api.Server, stats *httpapi.
 // over the counters stats and grpcAPI keep. Instrument errors come only
 // from invalid names, which these constant ones are not; the SDK reports
 // them through its error handler.
-func registerAPIMetrics(mp metric.MeterProvider, grpcAPI *api.Server, stats *httpapi.Stats) {
+func registerAPIMetrics(mp metric.MeterProvider, grpcAPI *grpcapi.Server, stats *httpapi.Stats) {
 	meter := mp.Meter("github.com/tributarydb/tributary/httpapi")
 	registerCredentialMetrics(meter)
 	events, _ := meter.Int64ObservableCounter("tributary.api.events", metric.WithUnit("{event}"),

@@ -16,10 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 )
@@ -83,13 +82,12 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	grpcAPI := api.New(n, "test", "edge")
-	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, "test", nil)})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 		registerHealth(mux, nodeReady(n))
 	}
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

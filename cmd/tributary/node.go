@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 )
 
@@ -152,18 +152,18 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fleetTarget.Store(n)
-	grpcAPI := api.New(n, version, "edge")
-	grpcAPI.SetMaxPointsPerRequest(sf.limits.MaxPointsPerRequest)
+	var repl func() *pb.ReplicationStatus
 	if ship != nil {
-		grpcAPI.SetReplicationStatus(ship.status)
+		repl = ship.status
 	}
+	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, version, repl)})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 		registerHealth(mux, nodeReady(n))
 	}
 	sf.limits.Labels = o.Limits // the HTTP parsers refuse what the node would
 	gh := nodeGRPCHealth(n)
-	fe, err := sf.start(backend.ForNode(n), gh.register(grpcAPI.Register), extra, log)
+	fe, err := sf.start(n, gh.register(grpcAPI.Register), extra, log)
 	if err != nil {
 		gh.close()
 		n.Close()

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 )
 
 // TestServe_ParseLimitFlagsReachTheParsers: --max-fields-per-line,
@@ -31,7 +29,7 @@ func TestServe_ParseLimitFlagsReachTheParsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, testNodeAPI(n, "test").Register, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
@@ -93,12 +94,12 @@ func TestNodeRestore_BringsTheHistoryBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	ship.start(n, log)
-	b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
+	b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
 	now := time.Now().UnixMilli()
 	for i := range 1000 {
 		b.Ts, b.Vs = append(b.Ts, now-int64(999-i)*60_000), append(b.Vs, float64(i))
 	}
-	if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != 1000 {
+	if res, err := n.Write(context.Background(), []model.Batch{b}); err != nil || res.Accepted != 1000 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
 	last := n.WALSegments()[len(n.WALSegments())-1].Seq

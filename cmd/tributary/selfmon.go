@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -80,8 +81,8 @@ func startSelfMonitor(interval time.Duration, maxSeries int, n *node.Node, metri
 func (m *selfMonitor) once() {
 	points, err := m.collect()
 	if err == nil && len(points) > 0 {
-		var res node.WriteResult
-		res, err = m.n.Write(points)
+		var res model.WriteResult
+		res, err = m.n.Write(context.Background(), points)
 		if err == nil && res.Rejected > 0 {
 			err = fmt.Errorf("%d of %d points rejected (first: %v)", res.Rejected, res.Rejected+res.Accepted, firstRejection(res))
 		}
@@ -95,7 +96,7 @@ func (m *selfMonitor) once() {
 	m.lastFailed = err != nil
 }
 
-func firstRejection(r node.WriteResult) string {
+func firstRejection(r model.WriteResult) string {
 	if len(r.Rejections) == 0 {
 		return "no detail"
 	}
@@ -104,7 +105,7 @@ func firstRejection(r node.WriteResult) string {
 
 // collect gathers the metrics and turns them into one batch per series,
 // all stamped with the same time.
-func (m *selfMonitor) collect() ([]node.Batch, error) {
+func (m *selfMonitor) collect() ([]model.Batch, error) {
 	families, err := m.metrics.Gather()
 	if err != nil && len(families) == 0 {
 		return nil, fmt.Errorf("gather metrics: %w", err)
@@ -112,7 +113,7 @@ func (m *selfMonitor) collect() ([]node.Batch, error) {
 	// NB: Gather may return the families it could gather with an error
 	// about the rest; those are written.
 	ts := m.now().UnixMilli()
-	var out []node.Batch
+	var out []model.Batch
 	add := func(name string, base []*dto.LabelPair, v float64, extra ...labels.Label) {
 		if math.IsNaN(v) {
 			return
@@ -129,7 +130,7 @@ func (m *selfMonitor) collect() ([]node.Batch, error) {
 			}
 			m.seen[key] = struct{}{}
 		}
-		out = append(out, node.Batch{Labels: ls, Ts: []int64{ts}, Vs: []float64{v}})
+		out = append(out, model.Batch{Labels: ls, Ts: []int64{ts}, Vs: []float64{v}})
 	}
 	for _, f := range families {
 		name := f.GetName()

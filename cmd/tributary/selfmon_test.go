@@ -13,11 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/telemetry"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -71,7 +70,7 @@ func TestSelfMonitor_NodeAnswersPromQLAboutItself(t *testing.T) {
 	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
 		prom: prom.Options{MaxSamples: 1_000_000, QueryTimeout: 10 * time.Second, LookbackDelta: 5 * time.Minute, MaxConcurrentQueries: 2}}
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, log)
+	fe, err := sf.start(n, testNodeAPI(n, "test").Register, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +79,11 @@ func TestSelfMonitor_NodeAnswersPromQLAboutItself(t *testing.T) {
 
 	write := func(points int) {
 		now := time.Now().UnixMilli()
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}}}
 		for i := range points {
 			b.Ts, b.Vs = append(b.Ts, now-int64(points-i)), append(b.Vs, float64(i))
 		}
-		if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != int64(points) {
+		if res, err := n.Write(context.Background(), []model.Batch{b}); err != nil || res.Accepted != int64(points) {
 			t.Fatalf("write: %+v %v", res, err)
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -99,7 +99,7 @@ func TestStatus_OverTLSWithAToken(t *testing.T) {
 			}
 			return h(ctx, req)
 		}))
-	api.New(nd, "v-test", "edge").Register(g)
+	testNodeAPI(nd, "v-test").Register(g)
 	go g.Serve(lis)
 	defer func() {
 		g.Stop()
@@ -149,12 +149,11 @@ func TestStatus_ShowsReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	a := api.New(nd, "v-test", "edge")
-	a.SetReplicationStatus(func() *pb.ReplicationStatus {
+	a := grpcapi.New(nd, grpcapi.Options{Status: nodeStatus(nd, "v-test", func() *pb.ReplicationStatus {
 		return &pb.ReplicationStatus{Connected: true, Coordinator: "coord-2", AckedThrough: 41, NewestSealedSeq: 44,
 			LagSeconds: 2.5, LagBytes: 3 << 20, BacklogSegments: 3, BacklogBytes: 3 << 20, GapSegments: 2, GapPoints: 1500,
 			DroppedPoints: 0, BackfilledPoints: 1500, BytesPerPoint: 1.26, LastError: "segment 42 refused (UNAVAILABLE)"}
-	})
+	})})
 	a.Register(g)
 	go g.Serve(lis)
 	defer func() {

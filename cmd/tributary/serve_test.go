@@ -21,11 +21,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/testcert"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -48,7 +47,7 @@ func TestServe_TLSAndTokensOnBothListeners(t *testing.T) {
 	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
 	sf.tls.Cert, sf.tls.Key = certFile, keyFile
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, testNodeAPI(n, "test").Register, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +125,11 @@ func TestServe_MetricsCountViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	grpcAPI := api.New(n, "test", "edge")
+	grpcAPI := testNodeAPI(n, "test")
 	metrics := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
 	}
-	fe, err := sf.start(backend.ForNode(n), grpcAPI.Register, metrics, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, grpcAPI.Register, metrics, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +177,7 @@ func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
 	}
 	defer n.Close()
 	sf := serveFlags{grpcListen: "127.0.0.1:0", tsdbListen: "127.0.0.1:0"}
-	fe, err := sf.start(backend.ForNode(n), api.New(n, "test", "edge").Register, nil, slog.New(slog.DiscardHandler))
+	fe, err := sf.start(n, testNodeAPI(n, "test").Register, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +203,7 @@ func TestServe_TelnetPutLinesReachTheNode(t *testing.T) {
 	var got []float64
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		got = got[:0]
-		_, err = n.Query(context.Background(), node.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: node.ModeRaw},
-			func(s node.Series) error { got = append(got, s.Vs...); return nil })
+		_, err = n.Query(context.Background(), model.Query{Matchers: ms, Start: (now - 60) * 1000, End: (now + 60) * 1000, Mode: model.ModeRaw}, func(s model.Series) error { got = append(got, s.Vs...); return nil })
 		if err != nil || len(got) == 2 {
 			break
 		}

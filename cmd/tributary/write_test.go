@@ -20,7 +20,6 @@ import (
 
 	"github.com/tributarydb/tributary/httpapi/influx"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -67,7 +66,7 @@ func startCLINode(t *testing.T, token string) *cliNode {
 			return h(srv, ss)
 		}),
 	)
-	api.New(n, "test", "edge").Register(g)
+	testNodeAPI(n, "test").Register(g)
 	go g.Serve(lis)
 	opts := []tributary.Option{}
 	if token != "" {

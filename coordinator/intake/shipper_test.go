@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
@@ -59,7 +60,7 @@ func writePoints(t *testing.T, n *node.Node, batches int, next *int64) int64 {
 			vs[k] = float64(*next%1000) * 0.37
 			*next++
 		}
-		res, err := n.Write([]node.Batch{{
+		res, err := n.Write(context.Background(), []model.Batch{{
 			Labels: []labels.Label{{Name: "__name__", Value: "vibration"}, {Name: "axis", Value: fmt.Sprint("xyz"[i%3 : i%3+1])}},
 			Ts:     ts, Vs: vs,
 		}})

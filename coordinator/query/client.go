@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -9,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -57,17 +58,17 @@ func (c *EdgeClient) Close() error {
 // downsampling query whose Offset is not a multiple of its Step (and that
 // does not aggregate across series) asks for raw samples and buckets them
 // here.
-func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
-	var info node.QueryInfo
+func (c *EdgeClient) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
+	var info model.QueryInfo
 	wire := q
-	rebucket := q.Mode == node.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0
+	rebucket := q.Mode == model.ModeDownsample && q.Step > 0 && q.Offset%q.Step != 0
 	if rebucket {
 		if q.Aggregate != rollup.FuncNone {
-			return info, fmt.Errorf("%w: edge %s: cannot aggregate across series with a bucket offset over the gRPC API", node.ErrBadQuery, c.addr)
+			return info, fmt.Errorf("%w: edge %s: cannot aggregate across series with a bucket offset over the gRPC API", model.ErrBadQuery, c.addr)
 		}
-		wire.Mode, wire.Step, wire.Offset, wire.Downsample = node.ModeRaw, 0, 0, rollup.FuncNone
+		wire.Mode, wire.Step, wire.Offset, wire.Downsample = model.ModeRaw, 0, 0, rollup.FuncNone
 	}
-	req, err := api.FromQuery(wire)
+	req, err := grpcapi.QueryToProto(wire)
 	if err != nil {
 		return info, fmt.Errorf("query edge %s: %w", c.addr, err)
 	}
@@ -75,51 +76,26 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 	if err != nil {
 		return info, c.wrap("query", err)
 	}
-	var cur node.Series
-	idx := int64(-1)
-	flush := func() error {
-		if idx < 0 {
-			return nil
+	recv := func() (*pb.QueryResponse, error) {
+		msg, err := stream.Recv()
+		if err != nil && err != io.EOF {
+			err = c.wrap("query", err)
 		}
-		s := cur
-		cur, idx = node.Series{}, -1
+		return msg, err
+	}
+	var points int64
+	info, err = grpcapi.ReadAnswer(recv, func(s model.Series) error {
 		if rebucket {
 			s.Ts, s.Vs = bucket(s.Ts, s.Vs, q)
 		}
-		info.Series++
-		info.Points += int64(len(s.Ts))
+		points += int64(len(s.Ts))
 		return emit(s)
+	})
+	info.Points = points
+	if errors.Is(err, grpcapi.ErrMalformedAnswer) {
+		err = fmt.Errorf("query edge %s: %w", c.addr, err)
 	}
-	first := true
-	for {
-		msg, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return info, c.wrap("query", err)
-		}
-		if first {
-			info.Source, first = msg.Source, false
-		}
-		info.Warnings = append(info.Warnings, msg.Warnings...)
-		if msg.SeriesIndex < 0 {
-			continue
-		}
-		if msg.SeriesIndex != idx {
-			if err := flush(); err != nil {
-				return info, err
-			}
-			idx = msg.SeriesIndex
-			cur.Labels = api.ToLabels(msg.Series)
-		}
-		if len(msg.TimestampsMs) != len(msg.Values) {
-			return info, fmt.Errorf("query edge %s: series %d: %d timestamps and %d values", c.addr, idx, len(msg.TimestampsMs), len(msg.Values))
-		}
-		cur.Ts = append(cur.Ts, msg.TimestampsMs...)
-		cur.Vs = append(cur.Vs, msg.Values...)
-	}
-	if err := flush(); err != nil {
+	if err != nil {
 		return info, err
 	}
 	if rebucket {
@@ -131,13 +107,13 @@ func (c *EdgeClient) Query(ctx context.Context, q node.Query, emit func(node.Ser
 // Series lists the edge's series matching ms, at most limit (<= 0: the
 // edge's default), sorted.
 func (c *EdgeClient) Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
-	resp, err := c.qc.Series(ctx, &pb.SeriesRequest{Matchers: api.FromMatchers(ms), Limit: int64(max(limit, 0))})
+	resp, err := c.qc.Series(ctx, &pb.SeriesRequest{Matchers: grpcapi.MatchersToProto(ms), Limit: int64(max(limit, 0))})
 	if err != nil {
 		return nil, c.wrap("list series of", err)
 	}
 	out := make([]labels.Labels, len(resp.Series))
 	for i, s := range resp.Series {
-		out[i] = api.ToLabels(s)
+		out[i] = grpcapi.LabelsFromProto(s)
 	}
 	return out, nil
 }
@@ -145,7 +121,7 @@ func (c *EdgeClient) Series(ctx context.Context, ms []*labels.Matcher, limit int
 // LabelNames lists the label names of the edge's series matching ms (all
 // series when ms is empty).
 func (c *EdgeClient) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
-	resp, err := c.qc.LabelNames(ctx, &pb.LabelNamesRequest{Matchers: api.FromMatchers(ms)})
+	resp, err := c.qc.LabelNames(ctx, &pb.LabelNamesRequest{Matchers: grpcapi.MatchersToProto(ms)})
 	if err != nil {
 		return nil, c.wrap("list label names of", err)
 	}
@@ -155,7 +131,7 @@ func (c *EdgeClient) LabelNames(ctx context.Context, ms []*labels.Matcher) ([]st
 // LabelValues lists the values of name among the edge's series matching
 // ms (all series when ms is empty).
 func (c *EdgeClient) LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
-	resp, err := c.qc.LabelValues(ctx, &pb.LabelValuesRequest{Name: name, Matchers: api.FromMatchers(ms)})
+	resp, err := c.qc.LabelValues(ctx, &pb.LabelValuesRequest{Name: name, Matchers: grpcapi.MatchersToProto(ms)})
 	if err != nil {
 		return nil, c.wrap("list label values of", err)
 	}
@@ -163,16 +139,16 @@ func (c *EdgeClient) LabelValues(ctx context.Context, name string, ms []*labels.
 }
 
 // wrap names the edge and the action; an InvalidArgument status becomes
-// node.ErrBadQuery.
+// model.ErrBadQuery.
 func (c *EdgeClient) wrap(action string, err error) error {
 	if status.Code(err) == codes.InvalidArgument {
-		return fmt.Errorf("%w: edge %s: %s", node.ErrBadQuery, c.addr, status.Convert(err).Message())
+		return fmt.Errorf("%w: edge %s: %s", model.ErrBadQuery, c.addr, status.Convert(err).Message())
 	}
 	return fmt.Errorf("%s edge %s: %w", action, c.addr, err)
 }
 
 // bucket downsamples sorted raw samples as a node does.
-func bucket(ts []int64, vs []float64, q node.Query) ([]int64, []float64) {
+func bucket(ts []int64, vs []float64, q model.Query) ([]int64, []float64) {
 	off := q.Offset % q.Step
 	if off < 0 {
 		off += q.Step

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
@@ -39,12 +39,12 @@ func (s span) meets(lo, hi int64) bool { return !s.empty() && lo <= s.hi && hi >
 
 // splitAt returns where the replicas' part of q ends for an edge whose
 // watermark is wm: replicas answer [q.Start, S), the edge [S, q.End].
-func splitAt(q node.Query, wm int64) int64 {
+func splitAt(q model.Query, wm int64) int64 {
 	if wm == math.MaxInt64 {
 		return wm
 	}
 	s := wm + 1
-	if q.Mode == node.ModeDownsample {
+	if q.Mode == model.ModeDownsample {
 		// The start of the bucket holding wm+1: a bucket is never split
 		// between two sources.
 		off := q.Offset % q.Step
@@ -84,7 +84,7 @@ type legPlan struct {
 }
 
 // planEdge splits q for an edge with catalog-matching series.
-func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
+func (f *Frontend) planEdge(edge string, q model.Query) legPlan {
 	p := legPlan{edge: edge, wm: q.Start - 1} // nothing recorded: nothing on the replicas
 	prog, hasProg := f.o.Catalog.Progress(edge)
 	if hasProg {
@@ -100,7 +100,7 @@ func (f *Frontend) planEdge(edge string, q node.Query) legPlan {
 	full := span{q.Start, q.End}
 	s := splitAt(q, p.wm)
 	p.repPart, p.edgePart = span{q.Start, min(s-1, q.End)}, span{max(s, q.Start), q.End}
-	if q.Mode == node.ModeLastPoint {
+	if q.Mode == model.ModeLastPoint {
 		p.repPart, p.edgePart = full, full
 	}
 	for i, g := range p.gaps {
@@ -212,18 +212,18 @@ func historyWarning(edge string, missing span) string {
 
 // queryEdge answers q (no cross-series aggregation) for one edge with
 // catalog-matching series, as planned.
-func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeResult {
+func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q model.Query) edgeResult {
 	edge := p.edge
 	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.placed}}
 	cov := &res.cov
-	lastPoint := q.Mode == node.ModeLastPoint
+	lastPoint := q.Mode == model.ModeLastPoint
 	wm, gaps, gapsHit, src, why := p.wm, p.gaps, p.gapsHit, p.src, p.why
 	repPart, edgePart := p.repPart, p.edgePart
 	var reasons []string
 
 	type legOut struct {
 		a    answer
-		info node.QueryInfo
+		info model.QueryInfo
 		from string
 		err  error
 	}
@@ -376,7 +376,7 @@ func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q node.Query) edgeR
 // end] only, or for the whole range when a recorded gap may hide series
 // the catalog never saw. The replicas are not asked: they cannot hold
 // unregistered series.
-func (f *Frontend) queryFresh(ctx context.Context, edge string, q node.Query) edgeResult {
+func (f *Frontend) queryFresh(ctx context.Context, edge string, q model.Query) edgeResult {
 	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge}}
 	cov := &res.cov
 	wm := q.Start - 1 // nothing recorded: every series is new
@@ -421,7 +421,7 @@ func (f *Frontend) queryFresh(ctx context.Context, edge string, q node.Query) ed
 	return res
 }
 
-func withRange(q node.Query, p span) node.Query {
+func withRange(q model.Query, p span) model.Query {
 	q.Start, q.End = p.lo, p.hi
 	return q
 }
@@ -491,11 +491,11 @@ func (f *Frontend) edgeSource(edge string) (Source, string) {
 }
 
 // edgeLeg asks the edge, within EdgeTimeout.
-func (f *Frontend) edgeLeg(ctx context.Context, src Source, q node.Query) (answer, node.QueryInfo, error) {
+func (f *Frontend) edgeLeg(ctx context.Context, src Source, q model.Query) (answer, model.QueryInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.o.EdgeTimeout)
 	defer cancel()
 	a := answer{}
-	info, err := src.Query(ctx, q, func(s node.Series) error { a.add(s); return nil })
+	info, err := src.Query(ctx, q, func(s model.Series) error { a.add(s); return nil })
 	if err != nil {
 		return nil, info, err
 	}
@@ -511,12 +511,12 @@ func (f *Frontend) edgeLeg(ctx context.Context, src Source, q node.Query) (answe
 type sharedLeg struct {
 	coord string
 	edges []string
-	q     node.Query
+	q     model.Query
 
 	once    sync.Once
 	done    chan struct{} // closed when the answer is in
 	answers map[string]answer
-	info    node.QueryInfo
+	info    model.QueryInfo
 	err     error
 	cancel  context.CancelFunc
 	members atomic.Int32 // members not yet done
@@ -526,7 +526,7 @@ type sharedLeg struct {
 // wait starts the leg if no member has (within ReplicaTimeout of ctx, the
 // query's context) and returns edge's part of the answer. Points are
 // counted once, for the first member that takes them.
-func (l *sharedLeg) wait(ctx, legCtx context.Context, f *Frontend, edge string) (answer, node.QueryInfo, error) {
+func (l *sharedLeg) wait(ctx, legCtx context.Context, f *Frontend, edge string) (answer, model.QueryInfo, error) {
 	l.once.Do(func() {
 		qctx, cancel := context.WithTimeout(ctx, f.o.ReplicaTimeout)
 		l.cancel = cancel
@@ -540,7 +540,7 @@ func (l *sharedLeg) wait(ctx, legCtx context.Context, f *Frontend, edge string) 
 				l.err = err
 				return
 			}
-			l.info, l.err = rs.Query(qctx, l.edges, l.q, func(e string, s node.Series) error {
+			l.info, l.err = rs.Query(qctx, l.edges, l.q, func(e string, s model.Series) error {
 				if a := l.answers[e]; a != nil {
 					a.add(s)
 				}
@@ -551,12 +551,12 @@ func (l *sharedLeg) wait(ctx, legCtx context.Context, f *Frontend, edge string) 
 	select {
 	case <-l.done:
 	case <-legCtx.Done():
-		return nil, node.QueryInfo{}, legCtx.Err()
+		return nil, model.QueryInfo{}, legCtx.Err()
 	}
 	if l.err != nil {
-		return nil, node.QueryInfo{}, l.err
+		return nil, model.QueryInfo{}, l.err
 	}
-	var info node.QueryInfo
+	var info model.QueryInfo
 	if l.counted.CompareAndSwap(false, true) {
 		info.Points = l.info.Points
 	}
@@ -577,7 +577,7 @@ func (l *sharedLeg) release() {
 // range and gives each group one sharedLeg: the first replica of many
 // edges is asked once. Edges that share a split point (their watermarks
 // fall in the same bucket, or last-point queries) share a leg.
-func shareReplicaLegs(plans []*legPlan, q node.Query) {
+func shareReplicaLegs(plans []*legPlan, q model.Query) {
 	type key struct {
 		coord string
 		part  span
@@ -605,12 +605,12 @@ func shareReplicaLegs(plans []*legPlan, q node.Query) {
 // first complete answer wins (the others are cancelled). It returns the
 // answer and which replica gave it. first, when set, is the first
 // replica's shared answer for this leg; replicaLeg releases it.
-func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []string, q node.Query, first *sharedLeg) (answer, node.QueryInfo, string, error) {
+func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []string, q model.Query, first *sharedLeg) (answer, model.QueryInfo, string, error) {
 	if first != nil {
 		defer first.release()
 	}
 	if len(replicas) == 0 {
-		return nil, node.QueryInfo{}, "", errors.New("no replica placed")
+		return nil, model.QueryInfo{}, "", errors.New("no replica placed")
 	}
 	qctx := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -618,7 +618,7 @@ func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []strin
 	type result struct {
 		from string
 		a    answer
-		info node.QueryInfo
+		info model.QueryInfo
 		err  error
 	}
 	// Buffered for every attempt: a cancelled loser never blocks.
@@ -645,7 +645,7 @@ func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []strin
 				r.err = errors.New("no replica source")
 			}
 			if r.err == nil {
-				r.info, r.err = rs.Query(lctx, []string{edge}, q, func(e string, s node.Series) error {
+				r.info, r.err = rs.Query(lctx, []string{edge}, q, func(e string, s model.Series) error {
 					if e == edge {
 						r.a.add(s)
 					}
@@ -682,5 +682,5 @@ func (f *Frontend) replicaLeg(ctx context.Context, edge string, replicas []strin
 			}
 		}
 	}
-	return nil, node.QueryInfo{}, "", errors.Join(errs...)
+	return nil, model.QueryInfo{}, "", errors.Join(errs...)
 }

@@ -14,28 +14,26 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/catalog"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/rollup"
 )
 
 // Source answers queries over one edge's data, resolving matchers against
-// the edge's own index: an *EdgeClient, or backend.ForNode(n) in-process.
+// the edge's own index: an *EdgeClient, or the edge's *node.Node itself
+// in-process.
 // The methods mean what they mean on backend.Backend.
 type Source interface {
-	Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error)
+	Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error)
 	Series(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error)
 	LabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error)
 	LabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error)
 }
 
-var _ Source = backend.ForNode(nil)
-
 // ReplicaSource answers queries over the replicated data of some edges: a
 // coordinator's local replica store or a peer coordinator. emit names the
 // edge each series comes from.
 type ReplicaSource interface {
-	Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error)
+	Query(ctx context.Context, edges []string, q model.Query, emit func(edge string, s model.Series) error) (model.QueryInfo, error)
 }
 
 // Options configure a Frontend.
@@ -58,7 +56,7 @@ type Options struct {
 	// replica (default 1s).
 	EdgeTimeout, ReplicaTimeout, HedgeAfter time.Duration
 	// MaxSeries bounds the series of one query (and of a Series listing)
-	// when the request gives no limit; default node.DefaultQuerySeriesLimit.
+	// when the request gives no limit; default model.DefaultQuerySeriesLimit.
 	MaxSeries int
 	// MaxParallelEdges bounds the edges queried at once (default 16).
 	MaxParallelEdges int
@@ -79,7 +77,7 @@ func (o *Options) setDefaults() {
 		o.HedgeAfter = time.Second
 	}
 	if o.MaxSeries == 0 {
-		o.MaxSeries = node.DefaultQuerySeriesLimit
+		o.MaxSeries = model.DefaultQuerySeriesLimit
 	}
 	if o.MaxParallelEdges == 0 {
 		o.MaxParallelEdges = 16
@@ -169,8 +167,8 @@ type EdgeCoverage struct {
 type TimeRange struct{ StartMs, EndMs int64 }
 
 // Write refuses: coordinators hold replicas, not primaries.
-func (f *Frontend) Write(context.Context, []node.Batch) (node.WriteResult, error) {
-	return node.WriteResult{}, fmt.Errorf("%w: coordinators do not accept writes; write to an edge node", backend.ErrBadRequest)
+func (f *Frontend) Write(context.Context, []model.Batch) (model.WriteResult, error) {
+	return model.WriteResult{}, fmt.Errorf("%w: coordinators do not accept writes; write to an edge node", model.ErrBadRequest)
 }
 
 func (f *Frontend) barrier(ctx context.Context) error {
@@ -199,7 +197,7 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 		var err error
 		refs, err = f.o.Catalog.Select(ms, 0)
 		if errors.Is(err, catalog.ErrNoSelectiveMatcher) {
-			return nil, fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", backend.ErrBadRequest)
+			return nil, fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", model.ErrBadRequest)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("select series in the catalog: %w", err)
@@ -359,38 +357,6 @@ func sortedSet(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// validate checks q as a node would, with the same messages, so that a
-// bad query fails before any source is asked.
-func validate(q *node.Query) error {
-	slices.Sort(q.GroupBy)
-	q.GroupBy = slices.Compact(q.GroupBy)
-	for _, fn := range []rollup.Func{q.Downsample, q.Aggregate} {
-		if fn < rollup.FuncNone || fn > rollup.FuncLast {
-			return fmt.Errorf("%w: unknown aggregate function %d", node.ErrBadQuery, fn)
-		}
-	}
-	switch {
-	case len(q.Matchers) == 0:
-		return fmt.Errorf("%w: at least one matcher is required", node.ErrBadQuery)
-	case q.End < q.Start:
-		return fmt.Errorf("%w: end %d is before start %d", node.ErrBadQuery, q.End, q.Start)
-	case q.Mode == node.ModeDownsample && q.Step <= 0:
-		return fmt.Errorf("%w: downsampling needs a positive step", node.ErrBadQuery)
-	case q.Mode == node.ModeDownsample && q.Downsample == rollup.FuncNone:
-		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", node.ErrBadQuery)
-	case q.Mode < node.ModeRaw || q.Mode > node.ModeLastPoint:
-		return fmt.Errorf("%w: unknown mode %d", node.ErrBadQuery, q.Mode)
-	case q.Mode == node.ModeDownsample && (q.End-q.Start)/q.Step > node.MaxBuckets:
-		return fmt.Errorf("%w: %d buckets is more than %d; use a larger step or a shorter range", node.ErrBadQuery, (q.End-q.Start)/q.Step, node.MaxBuckets)
-	}
-	for _, m := range q.Matchers {
-		if !m.MatchesEmpty() {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: at least one matcher must not match the empty string (e.g. __name__=\"cpu\")", node.ErrBadQuery)
 }
 
 func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/query"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -39,12 +39,12 @@ func TestFrontend_GapOnReplicasIsAnsweredByTheEdgeOrFlagged(t *testing.T) {
 	cat, g := withGap(t, f)
 	ctx := context.Background()
 	now := t0.UnixMilli()
-	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", "e1-.*")}, Start: f.start, End: now,
-		Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncCount}
-	run := func(fe *query.Frontend) ([]node.Series, node.QueryInfo, query.Coverage) {
+	q := model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", "e1-.*")}, Start: f.start, End: now,
+		Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncCount}
+	run := func(fe *query.Frontend) ([]model.Series, model.QueryInfo, query.Coverage) {
 		var cov query.Coverage
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-			var info node.QueryInfo
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+			var info model.QueryInfo
 			var err error
 			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 			return info, err

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/tributarydb/tributary/coordinator/query"
-	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -39,7 +39,7 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 	f := theFleet
 	clients := map[string]*query.EdgeClient{}
 	for id, n := range f.edge {
-		opts := serveGRPC(t, api.New(n, "test", "edge").Register)
+		opts := serveGRPC(t, grpcapi.New(n, grpcapi.Options{}).Register)
 		c, err := query.DialEdge("passthrough:///"+id, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +54,8 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 	qs := queries(t, f.start)
 	maps.Copy(qs, freshQueries(t, f.start))
 	for name, q := range qs {
-		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+		want, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return fe.Query(ctx, q, emit) })
 		sameAnswer(t, name, got, want)
 		if len(info.Warnings) != 0 {
 			t.Fatalf("%s: warnings %q", name, info.Warnings)
@@ -63,7 +63,7 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 	}
 	sameMetadata(t, fe, f.oracle)
 	// A bad selector is the edge's InvalidArgument, classified as such.
-	if _, err := clients["e1"].Series(ctx, []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".*")}, 0); !errors.Is(err, node.ErrBadQuery) {
+	if _, err := clients["e1"].Series(ctx, []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".*")}, 0); !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("series with a bad selector: %v", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestEdgeClient_FrontendOverGRPCEdgesMatchesTheOracle(t *testing.T) {
 func TestQueryServer_OverTheFrontendCarriesWarnings(t *testing.T) {
 	f := theFleet
 	fe := f.frontend(t, faults{deadEdges: []string{"e1"}}, nil)
-	opts := serveGRPC(t, api.NewQueryServer(fe, nil).RegisterQuery)
+	opts := serveGRPC(t, grpcapi.New(fe, grpcapi.Options{}).RegisterQuery)
 	conn, err := grpc.NewClient("passthrough:///coordinator", opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -113,12 +113,12 @@ func TestQueryServer_OverTheFrontendCarriesWarnings(t *testing.T) {
 		t.Fatalf("warnings %q", last)
 	}
 	// The sums equal the oracle's over data cut at e1's watermark.
-	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}, Start: req.StartMs, End: req.EndMs,
-		Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum, Aggregate: rollup.FuncSum, GroupBy: []string{"dc"}}
+	q := model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}, Start: req.StartMs, End: req.EndMs,
+		Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum, Aggregate: rollup.FuncSum, GroupBy: []string{"dc"}}
 	want := answerOf(t, f.truncatedOracle(t, "e1"), q)
-	var got []node.Series
+	var got []model.Series
 	for _, m := range msgs {
-		got = append(got, node.Series{Labels: api.ToLabels(m.Series), Ts: m.TimestampsMs, Vs: m.Values})
+		got = append(got, model.Series{Labels: grpcapi.LabelsFromProto(m.Series), Ts: m.TimestampsMs, Vs: m.Values})
 	}
 	sameAnswer(t, "grpc", got, want)
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -148,23 +149,23 @@ func movedFleet(t *testing.T, replicas []string, downLeaving bool) (g *fleet, wm
 	return g, wm, wm2, seg1
 }
 
-func historyQueries(t *testing.T, f *fleet) map[string]node.Query {
+func historyQueries(t *testing.T, f *fleet) map[string]model.Query {
 	now := t0.UnixMilli()
 	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", ".+"), must(t, labels.MatchNotEqual, "host", "moved")}
-	return map[string]node.Query{
-		"raw":       {Matchers: all, Start: f.start, End: now, Mode: node.ModeRaw},
-		"sum 1h":    {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum},
-		"avg 10m+3": {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Offset: 3 * minute},
-		"max 3h":    {Matchers: all, Start: f.start + 5*hour, End: now, Mode: node.ModeDownsample, Step: 3 * hour, Downsample: rollup.FuncMax},
-		"last":      {Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint},
+	return map[string]model.Query{
+		"raw":       {Matchers: all, Start: f.start, End: now, Mode: model.ModeRaw},
+		"sum 1h":    {Matchers: all, Start: f.start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum},
+		"avg 10m+3": {Matchers: all, Start: f.start, End: now, Mode: model.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Offset: 3 * minute},
+		"max 3h":    {Matchers: all, Start: f.start + 5*hour, End: now, Mode: model.ModeDownsample, Step: 3 * hour, Downsample: rollup.FuncMax},
+		"last":      {Matchers: all, Start: 0, End: now, Mode: model.ModeLastPoint},
 	}
 }
 
-func runWithCoverage(t *testing.T, fe *query.Frontend, q node.Query) ([]node.Series, node.QueryInfo, query.Coverage) {
+func runWithCoverage(t *testing.T, fe *query.Frontend, q model.Query) ([]model.Series, model.QueryInfo, query.Coverage) {
 	t.Helper()
 	var cov query.Coverage
-	got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-		var info node.QueryInfo
+	got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+		var info model.QueryInfo
 		var err error
 		info, cov, err = fe.QueryWithCoverage(context.Background(), q, emit)
 		return info, err

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -204,7 +204,7 @@ type countedReplica struct {
 	m  *metrics
 }
 
-func (c countedReplica) Query(ctx context.Context, edges []string, q node.Query, emit func(string, node.Series) error) (node.QueryInfo, error) {
+func (c countedReplica) Query(ctx context.Context, edges []string, q model.Query, emit func(string, model.Series) error) (model.QueryInfo, error) {
 	info, err := c.rs.Query(ctx, edges, q, emit)
 	c.m.leg(ctx, legReplica, err)
 	return info, err
@@ -215,7 +215,7 @@ type countedEdge struct {
 	m   *metrics
 }
 
-func (c countedEdge) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (c countedEdge) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	info, err := c.src.Query(ctx, q, emit)
 	c.m.leg(ctx, legEdge, err)
 	return info, err
@@ -243,10 +243,10 @@ func (c countedEdge) LabelValues(ctx context.Context, name string, ms []*labels.
 // group) in label order. Besides the answer it says, per edge, which
 // sources answered and which time ranges are missing; the same is
 // summarized as human-readable lines in QueryInfo.Warnings.
-func (f *Frontend) QueryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, Coverage, error) {
+func (f *Frontend) QueryWithCoverage(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, Coverage, error) {
 	ctx, c := f.m.begin(ctx, apiQuery)
-	if q.Mode >= node.ModeRaw && q.Mode <= node.ModeLastPoint {
-		c.kind = int(q.Mode-node.ModeRaw) + 1
+	if q.Mode >= model.ModeRaw && q.Mode <= model.ModeLastPoint {
+		c.kind = int(q.Mode-model.ModeRaw) + 1
 	}
 	info, cov, err := f.queryWithCoverage(ctx, q, emit)
 	c.end(ctx, !cov.Complete(), err)

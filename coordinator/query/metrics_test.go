@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tributarydb/tributary/coordinator/query"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -72,8 +72,8 @@ func TestFrontend_MetricsCountCallsLegsHedgesAndGaps(t *testing.T) {
 	}
 
 	host := func(h string) []*labels.Matcher { return []*labels.Matcher{must(t, labels.MatchEqual, "host", h)} }
-	run := func(q node.Query) query.Coverage {
-		_, cov, err := fe.QueryWithCoverage(ctx, q, func(node.Series) error { return nil })
+	run := func(q model.Query) query.Coverage {
+		_, cov, err := fe.QueryWithCoverage(ctx, q, func(model.Series) error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,16 +82,16 @@ func TestFrontend_MetricsCountCallsLegsHedgesAndGaps(t *testing.T) {
 	end := t0.UnixMilli()
 	// e2 is asked for series the catalog does not know yet: it is
 	// missing from every answer.
-	if cov := run(node.Query{Matchers: host("e1-0"), Start: f.start, End: end, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum}); cov.Complete() {
+	if cov := run(model.Query{Matchers: host("e1-0"), Start: f.start, End: end, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum}); cov.Complete() {
 		t.Fatalf("e1's query is complete with e2 down: %+v", cov)
 	}
-	if cov := run(node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", "e2-.*")}, Start: f.start, End: end, Mode: node.ModeRaw}); cov.Complete() {
+	if cov := run(model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", "e2-.*")}, Start: f.start, End: end, Mode: model.ModeRaw}); cov.Complete() {
 		t.Fatalf("e2's query is complete with e2 and c3 down: %+v", cov)
 	}
 	if _, err := fe.LabelNames(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fe.Query(ctx, node.Query{Start: 1, End: 0, Mode: node.ModeRaw}, func(node.Series) error { return nil }); err == nil {
+	if _, err := fe.Query(ctx, model.Query{Start: 1, End: 0, Mode: model.ModeRaw}, func(model.Series) error { return nil }); err == nil {
 		t.Fatal("a query without matchers was accepted")
 	}
 

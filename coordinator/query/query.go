@@ -13,21 +13,21 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
 // Query runs q over the fleet; see QueryWithCoverage. When the answer is
 // incomplete, QueryInfo.Warnings says what is missing.
-func (f *Frontend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (f *Frontend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	info, _, err := f.QueryWithCoverage(ctx, q, emit)
 	return info, err
 }
 
 // queryWithCoverage is QueryWithCoverage (metrics.go times the call).
-func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit func(node.Series) error) (_ node.QueryInfo, _ Coverage, err error) {
-	var info node.QueryInfo
+func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit func(model.Series) error) (_ model.QueryInfo, _ Coverage, err error) {
+	var info model.QueryInfo
 	var cov Coverage
 	ctx, span := startQuery(ctx, q)
 	defer func() { endQuery(span, &info, len(cov.Edges), &err) }()
@@ -35,7 +35,9 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 	defer plan.End() // ends at once if already ended
 	q.Matchers = slices.Clone(q.Matchers)
 	q.GroupBy = slices.Clone(q.GroupBy)
-	if err := validate(&q); err != nil {
+	// A node's checks, in its words: a bad query fails before any source
+	// is asked.
+	if err := q.Validate(); err != nil {
 		return info, cov, err
 	}
 	if err := f.barrier(ctx); err != nil {
@@ -50,7 +52,7 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 		limit = f.o.MaxSeries
 	}
 	if len(refs) > limit {
-		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", node.ErrBadQuery, len(refs), limit)
+		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(refs), limit)
 	}
 	info.Source = q.Source()
 	ids := make([]uint64, len(refs))
@@ -130,12 +132,12 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q node.Query, emit fun
 	}
 	slices.SortFunc(list, func(a, b *seriesData) int { return labels.Compare(a.ls, b.ls) })
 	if len(list) > limit {
-		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", node.ErrBadQuery, len(list), limit)
+		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), limit)
 	}
 	if q.Aggregate == rollup.FuncNone {
 		for _, s := range list {
 			info.Series++
-			if err := emit(node.Series{Labels: s.ls, Ts: s.ts, Vs: s.vs}); err != nil {
+			if err := emit(model.Series{Labels: s.ls, Ts: s.ts, Vs: s.vs}); err != nil {
 				return info, cov, err
 			}
 		}
@@ -204,7 +206,7 @@ type seriesData struct {
 // answer collects the series of one leg.
 type answer map[string]*seriesData
 
-func (a answer) add(s node.Series) {
+func (a answer) add(s model.Series) {
 	k := string(s.Labels.AppendKey(nil))
 	d := a[k]
 	if d == nil {
@@ -258,15 +260,15 @@ func sortSeries(d *seriesData) {
 // that gave a, into a: per timestamp, sum and count add, min and max
 // combine, anything else (raw values, avg, first, last) takes b's value.
 // Last-point answers keep the newest point.
-func combine(a, b *seriesData, q node.Query) {
-	if q.Mode == node.ModeLastPoint {
+func combine(a, b *seriesData, q model.Query) {
+	if q.Mode == model.ModeLastPoint {
 		if len(b.ts) > 0 && (len(a.ts) == 0 || b.ts[0] >= a.ts[0]) {
 			a.ts, a.vs = b.ts, b.vs
 		}
 		return
 	}
 	fn := rollup.FuncNone
-	if q.Mode == node.ModeDownsample {
+	if q.Mode == model.ModeDownsample {
 		fn = q.Downsample
 	}
 	ts := make([]int64, 0, len(a.ts)+len(b.ts))
@@ -300,7 +302,7 @@ func combine(a, b *seriesData, q node.Query) {
 
 // aggregate groups the series (in label order) by q.GroupBy and folds each
 // timestamp across a group's series with q.Aggregate, as a node does.
-func aggregate(list []*seriesData, q node.Query) ([]node.Series, error) {
+func aggregate(list []*seriesData, q model.Query) ([]model.Series, error) {
 	type group struct {
 		lset labels.Labels
 		byT  map[int64]*rollup.Agg
@@ -334,8 +336,8 @@ func aggregate(list []*seriesData, q node.Query) ([]node.Series, error) {
 			}
 			a.Add(t, s.vs[i])
 		}
-		if cells > node.MaxBuckets {
-			return nil, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", node.ErrBadQuery, node.MaxBuckets)
+		if cells > model.MaxBuckets {
+			return nil, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
 		}
 	}
 	keys := make([]string, 0, len(groups))
@@ -343,10 +345,10 @@ func aggregate(list []*seriesData, q node.Query) ([]node.Series, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]node.Series, 0, len(keys))
+	out := make([]model.Series, 0, len(keys))
 	for _, k := range keys {
 		g := groups[k]
-		s := node.Series{Labels: g.lset}
+		s := model.Series{Labels: g.lset}
 		ts := make([]int64, 0, len(g.byT))
 		for t := range g.byT {
 			ts = append(ts, t)

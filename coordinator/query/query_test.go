@@ -20,6 +20,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -122,7 +123,7 @@ func (f *fleet) close() {
 
 func write(t tb, n *node.Node, ls labels.Labels, ss []sample) {
 	t.Helper()
-	b := node.Batch{Labels: ls}
+	b := model.Batch{Labels: ls}
 	for _, s := range ss {
 		b.Ts = append(b.Ts, s.t)
 		b.Vs = append(b.Vs, s.v)
@@ -130,7 +131,7 @@ func write(t tb, n *node.Node, ls labels.Labels, ss []sample) {
 	if len(b.Ts) == 0 {
 		return
 	}
-	res, err := n.Write([]node.Batch{b})
+	res, err := n.Write(context.Background(), []model.Batch{b})
 	if err != nil || res.Rejected != 0 {
 		t.Fatalf("write %s: %+v %v", ls, res, err)
 	}
@@ -284,19 +285,19 @@ type fakeReplica struct {
 	ended chan error // receives ctx.Err() of a blocked call
 }
 
-func (r *fakeReplica) Query(ctx context.Context, edges []string, q node.Query, emit func(string, node.Series) error) (node.QueryInfo, error) {
+func (r *fakeReplica) Query(ctx context.Context, edges []string, q model.Query, emit func(string, model.Series) error) (model.QueryInfo, error) {
 	down, block, ended := r.down, r.block, r.ended
 	if down {
-		return node.QueryInfo{}, fmt.Errorf("coordinator %s is down", r.id)
+		return model.QueryInfo{}, fmt.Errorf("coordinator %s is down", r.id)
 	}
 	if block {
 		<-ctx.Done()
 		if ended != nil {
 			ended <- ctx.Err()
 		}
-		return node.QueryInfo{}, ctx.Err()
+		return model.QueryInfo{}, ctx.Err()
 	}
-	var info node.QueryInfo
+	var info model.QueryInfo
 	for _, e := range edges {
 		if !slices.Contains(r.edges, e) {
 			continue
@@ -305,7 +306,7 @@ func (r *fakeReplica) Query(ctx context.Context, edges []string, q node.Query, e
 		if h := r.f.held[r.id][e]; h != nil {
 			n = h
 		}
-		in, err := n.Query(ctx, q, func(s node.Series) error { return emit(e, s) })
+		in, err := n.Query(ctx, q, func(s model.Series) error { return emit(e, s) })
 		if err != nil {
 			return info, err
 		}
@@ -337,7 +338,7 @@ func (f *fleet) frontend(t *testing.T, fs faults, mod func(*query.Options)) *que
 			if slices.Contains(fs.deadEdges, id) || f.edge[id] == nil {
 				return nil, fmt.Errorf("connection refused")
 			}
-			return backend.ForNode(f.edge[id]), nil
+			return f.edge[id], nil
 		},
 		HedgeAfter: time.Hour, // hedging is tested on its own
 	}
@@ -351,11 +352,11 @@ func (f *fleet) frontend(t *testing.T, fs faults, mod func(*query.Options)) *que
 	return fe
 }
 
-func collect(t *testing.T, run func(emit func(node.Series) error) (node.QueryInfo, error)) ([]node.Series, node.QueryInfo) {
+func collect(t *testing.T, run func(emit func(model.Series) error) (model.QueryInfo, error)) ([]model.Series, model.QueryInfo) {
 	t.Helper()
-	var out []node.Series
-	info, err := run(func(s node.Series) error {
-		out = append(out, node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
+	var out []model.Series
+	info, err := run(func(s model.Series) error {
+		out = append(out, model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
 		return nil
 	})
 	if err != nil {
@@ -364,7 +365,7 @@ func collect(t *testing.T, run func(emit func(node.Series) error) (node.QueryInf
 	return out, info
 }
 
-func sameAnswer(t *testing.T, what string, got, want []node.Series) {
+func sameAnswer(t *testing.T, what string, got, want []model.Series) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d series, want %d\n got %v\nwant %v", what, len(got), len(want), names(got), names(want))
@@ -387,7 +388,7 @@ func sameAnswer(t *testing.T, what string, got, want []node.Series) {
 
 func clip(ts []int64) []int64 { return ts[:min(len(ts), 20)] }
 
-func names(ss []node.Series) []string {
+func names(ss []model.Series) []string {
 	var out []string
 	for _, s := range ss {
 		out = append(out, s.Labels.String())
@@ -406,7 +407,7 @@ func must(t *testing.T, typ labels.MatchType, name, value string) *labels.Matche
 
 // queries are the oracle cases: every mode, every downsampling function,
 // with and without offset, rollup-sized and raw-sized steps, aggregation.
-func queries(t *testing.T, start int64) map[string]node.Query {
+func queries(t *testing.T, start int64) map[string]model.Query {
 	t.Helper()
 	now := t0.UnixMilli()
 	// The moved series is left out: its avg, first and last per bucket
@@ -414,21 +415,21 @@ func queries(t *testing.T, start int64) map[string]node.Query {
 	notMoved := must(t, labels.MatchNotEqual, "host", "moved")
 	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", "cpu|mem"), notMoved}
 	cpu := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu"), notMoved}
-	qs := map[string]node.Query{
-		"raw":             {Matchers: all, Start: start + 12345, End: now - 1000, Mode: node.ModeRaw},
-		"raw dc=a":        {Matchers: append(slices.Clone(cpu), must(t, labels.MatchEqual, "dc", "a")), Start: start, End: now, Mode: node.ModeRaw},
-		"last":            {Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint},
-		"last before":     {Matchers: all, Start: start + 10*hour, End: now - 21*hour, Mode: node.ModeLastPoint},
-		"sum by dc raw":   {Matchers: cpu, Start: start, End: now, Mode: node.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{"dc"}},
-		"max 1h all":      {Matchers: cpu, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
-		"avg by dc 10m":   {Matchers: cpu, Start: start + 7, End: now - 7, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncSum, Aggregate: rollup.FuncAvg, GroupBy: []string{"dc", "nope"}},
-		"last by host 1h": {Matchers: all, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncLast, Aggregate: rollup.FuncLast, GroupBy: []string{"host"}},
+	qs := map[string]model.Query{
+		"raw":             {Matchers: all, Start: start + 12345, End: now - 1000, Mode: model.ModeRaw},
+		"raw dc=a":        {Matchers: append(slices.Clone(cpu), must(t, labels.MatchEqual, "dc", "a")), Start: start, End: now, Mode: model.ModeRaw},
+		"last":            {Matchers: all, Start: 0, End: now, Mode: model.ModeLastPoint},
+		"last before":     {Matchers: all, Start: start + 10*hour, End: now - 21*hour, Mode: model.ModeLastPoint},
+		"sum by dc raw":   {Matchers: cpu, Start: start, End: now, Mode: model.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{"dc"}},
+		"max 1h all":      {Matchers: cpu, Start: start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
+		"avg by dc 10m":   {Matchers: cpu, Start: start + 7, End: now - 7, Mode: model.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncSum, Aggregate: rollup.FuncAvg, GroupBy: []string{"dc", "nope"}},
+		"last by host 1h": {Matchers: all, Start: start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncLast, Aggregate: rollup.FuncLast, GroupBy: []string{"host"}},
 	}
 	for fn := rollup.FuncAvg; fn <= rollup.FuncLast; fn++ {
 		for _, step := range []int64{10 * minute, hour, 3 * hour} {
 			for _, off := range []int64{0, 7 * minute} {
 				name := fmt.Sprintf("%s step %dm offset %dm", fn, step/minute, off/minute)
-				qs[name] = node.Query{Matchers: all, Start: start + 3*minute + 1, End: now - 2*minute, Mode: node.ModeDownsample, Step: step, Downsample: fn, Offset: off}
+				qs[name] = model.Query{Matchers: all, Start: start + 3*minute + 1, End: now - 2*minute, Mode: model.ModeDownsample, Step: step, Downsample: fn, Offset: off}
 			}
 		}
 	}
@@ -437,16 +438,16 @@ func queries(t *testing.T, start int64) map[string]node.Query {
 
 // freshQueries select only series that the catalog does not know: created
 // on e2 after its watermark, and on e4, which has replicated nothing.
-func freshQueries(t *testing.T, start int64) map[string]node.Query {
+func freshQueries(t *testing.T, start int64) map[string]model.Query {
 	t.Helper()
 	now := t0.UnixMilli()
 	disk := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}
-	return map[string]node.Query{
-		"fresh raw":              {Matchers: disk, Start: start, End: now, Mode: node.ModeRaw},
-		"fresh last":             {Matchers: disk, Start: 0, End: now, Mode: node.ModeLastPoint},
-		"fresh sum 1h offset 7m": {Matchers: disk, Start: start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum, Offset: 7 * minute},
-		"fresh max of avg 10m":   {Matchers: disk, Start: start, End: now, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
-		"fresh host only":        {Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e2-new")}, Start: start, End: now, Mode: node.ModeRaw},
+	return map[string]model.Query{
+		"fresh raw":              {Matchers: disk, Start: start, End: now, Mode: model.ModeRaw},
+		"fresh last":             {Matchers: disk, Start: 0, End: now, Mode: model.ModeLastPoint},
+		"fresh sum 1h offset 7m": {Matchers: disk, Start: start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum, Offset: 7 * minute},
+		"fresh max of avg 10m":   {Matchers: disk, Start: start, End: now, Mode: model.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncMax},
+		"fresh host only":        {Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e2-new")}, Start: start, End: now, Mode: model.ModeRaw},
 	}
 }
 
@@ -457,10 +458,10 @@ func TestFrontend_MatchesASingleNodeHoldingEverything(t *testing.T) {
 	qs := queries(t, f.start)
 	maps.Copy(qs, freshQueries(t, f.start))
 	for name, q := range qs {
-		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		want, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
 		var cov query.Coverage
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-			var info node.QueryInfo
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+			var info model.QueryInfo
 			var err error
 			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 			return info, err
@@ -488,16 +489,16 @@ func TestFrontend_SharedSeriesMergesAcrossEdges(t *testing.T) {
 	now := t0.UnixMilli()
 	// The edges hold disjoint samples of the moved series: raw is a union,
 	// and sum/count/min/max combine exactly per bucket.
-	cases := map[string]node.Query{
-		"raw":  {Matchers: moved, Start: f.start, End: now, Mode: node.ModeRaw},
-		"last": {Matchers: moved, Start: 0, End: now, Mode: node.ModeLastPoint},
+	cases := map[string]model.Query{
+		"raw":  {Matchers: moved, Start: f.start, End: now, Mode: model.ModeRaw},
+		"last": {Matchers: moved, Start: 0, End: now, Mode: model.ModeLastPoint},
 	}
 	for _, fn := range []rollup.Func{rollup.FuncSum, rollup.FuncCount, rollup.FuncMin, rollup.FuncMax} {
-		cases[fn.String()] = node.Query{Matchers: moved, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: fn}
+		cases[fn.String()] = model.Query{Matchers: moved, Start: f.start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: fn}
 	}
 	for name, q := range cases {
-		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
-		got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+		want, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		got, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return fe.Query(ctx, q, emit) })
 		sameAnswer(t, name, got, want)
 	}
 }
@@ -526,9 +527,9 @@ func (f *fleet) truncatedOracle(t *testing.T, edge string) *node.Node {
 	return n
 }
 
-func answerOf(t *testing.T, n *node.Node, q node.Query) []node.Series {
+func answerOf(t *testing.T, n *node.Node, q model.Query) []model.Series {
 	t.Helper()
-	out, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+	out, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
 		return n.Query(context.Background(), q, emit)
 	})
 	return out
@@ -552,16 +553,16 @@ func TestFrontend_UnreachableEdgeIsAnsweredByReplicasAndFlagged(t *testing.T) {
 	now := t0.UnixMilli()
 	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", ".+"), must(t, labels.MatchNotEqual, "host", "moved")}
 	oracle := f.truncatedOracle(t, "e1")
-	for name, q := range map[string]node.Query{
-		"raw":       {Matchers: all, Start: f.start, End: now, Mode: node.ModeRaw},
-		"sum 1h":    {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum},
-		"avg 10m+3": {Matchers: all, Start: f.start, End: now, Mode: node.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Offset: 3 * minute},
-		"last":      {Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint},
+	for name, q := range map[string]model.Query{
+		"raw":       {Matchers: all, Start: f.start, End: now, Mode: model.ModeRaw},
+		"sum 1h":    {Matchers: all, Start: f.start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum},
+		"avg 10m+3": {Matchers: all, Start: f.start, End: now, Mode: model.ModeDownsample, Step: 10 * minute, Downsample: rollup.FuncAvg, Offset: 3 * minute},
+		"last":      {Matchers: all, Start: 0, End: now, Mode: model.ModeLastPoint},
 	} {
 		want := answerOf(t, oracle, q)
 		var cov query.Coverage
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-			var info node.QueryInfo
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+			var info model.QueryInfo
 			var err error
 			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 			return info, err
@@ -588,10 +589,10 @@ func TestFrontend_ReplicasDownTheEdgeAnswersEverything(t *testing.T) {
 	fe := f.frontend(t, faults{down: []string{"c1", "c2"}}, nil) // e1's replicas
 	ctx := context.Background()
 	for name, q := range queries(t, f.start) {
-		want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+		want, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
 		var cov query.Coverage
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-			var info node.QueryInfo
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+			var info model.QueryInfo
 			var err error
 			info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 			return info, err
@@ -611,10 +612,10 @@ func TestFrontend_EdgeAndReplicasDownTheEdgeIsMissing(t *testing.T) {
 	f := theFleet
 	fe := f.frontend(t, faults{down: []string{"c2", "c3"}, deadEdges: []string{"e2"}}, nil) // c2, c3: e2's replicas
 	ctx := context.Background()
-	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".+")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw}
+	q := model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchRegexp, "host", ".+")}, Start: f.start, End: t0.UnixMilli(), Mode: model.ModeRaw}
 	var cov query.Coverage
-	got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-		var info node.QueryInfo
+	got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+		var info model.QueryInfo
 		var err error
 		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 		return info, err
@@ -650,11 +651,11 @@ func TestFrontend_SlowReplicaIsHedged(t *testing.T) {
 		o.ReplicaTimeout = time.Minute
 	})
 	ctx := context.Background()
-	q := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e1-0")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncSum}
-	want, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
+	q := model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "host", "e1-0")}, Start: f.start, End: t0.UnixMilli(), Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncSum}
+	want, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return f.oracle.Query(ctx, q, emit) })
 	var cov query.Coverage
-	got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-		var info node.QueryInfo
+	got, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+		var info model.QueryInfo
 		var err error
 		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 		return info, err
@@ -681,13 +682,13 @@ func sameMetadata(t *testing.T, fe backend.Backend, oracle *node.Node) {
 		"dc=a":       {must(t, labels.MatchEqual, "dc", "a"), must(t, labels.MatchRegexp, "host", "e.*")},
 	} {
 		names, err := fe.LabelNames(ctx, ms)
-		want, _ := oracle.LabelNames(ms)
+		want, _ := oracle.LabelNames(context.Background(), ms)
 		if err != nil || !slices.Equal(names, want) {
 			t.Fatalf("%s: label names %q %v, want %q", name, names, err, want)
 		}
 		for _, label := range []string{"__name__", "host", "dc"} {
 			vals, err := fe.LabelValues(ctx, label, ms)
-			want, _ := oracle.LabelValues(label, ms)
+			want, _ := oracle.LabelValues(context.Background(), label, ms)
 			if err != nil || !slices.Equal(vals, want) {
 				t.Fatalf("%s: values of %s %q %v, want %q", name, label, vals, err, want)
 			}
@@ -697,7 +698,7 @@ func sameMetadata(t *testing.T, fe backend.Backend, oracle *node.Node) {
 		}
 		for _, limit := range []int{0, 1, 3, 1000} {
 			sets, err := fe.Series(ctx, ms, limit)
-			want, _ := oracle.SeriesMatching(ms, limit)
+			want, _ := oracle.Series(context.Background(), ms, limit)
 			if err != nil || !slices.EqualFunc(sets, want, labels.Equal) {
 				t.Fatalf("%s: series (limit %d) %v %v, want %v", name, limit, sets, err, want)
 			}
@@ -747,32 +748,32 @@ func TestFrontend_BadQueriesAndLimits(t *testing.T) {
 	fe := f.frontend(t, faults{}, nil)
 	ctx := context.Background()
 	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", ".+")}
-	for name, q := range map[string]node.Query{
-		"no matchers":  {Start: 0, End: 1, Mode: node.ModeRaw},
-		"end < start":  {Matchers: all, Start: 2, End: 1, Mode: node.ModeRaw},
-		"no step":      {Matchers: all, Start: 0, End: 1, Mode: node.ModeDownsample, Downsample: rollup.FuncAvg},
-		"series limit": {Matchers: all, Start: 0, End: 1, Mode: node.ModeRaw, LimitSeries: 3},
+	for name, q := range map[string]model.Query{
+		"no matchers":  {Start: 0, End: 1, Mode: model.ModeRaw},
+		"end < start":  {Matchers: all, Start: 2, End: 1, Mode: model.ModeRaw},
+		"no step":      {Matchers: all, Start: 0, End: 1, Mode: model.ModeDownsample, Downsample: rollup.FuncAvg},
+		"series limit": {Matchers: all, Start: 0, End: 1, Mode: model.ModeRaw, LimitSeries: 3},
 	} {
-		_, err := fe.Query(ctx, q, func(node.Series) error { return nil })
-		if !errors.Is(err, node.ErrBadQuery) {
+		_, err := fe.Query(ctx, q, func(model.Series) error { return nil })
+		if !errors.Is(err, model.ErrBadQuery) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	q := node.Query{Matchers: all, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw}
+	q := model.Query{Matchers: all, Start: f.start, End: t0.UnixMilli(), Mode: model.ModeRaw}
 	stop := errors.New("stop")
 	calls := 0
-	if _, err := fe.Query(ctx, q, func(node.Series) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+	if _, err := fe.Query(ctx, q, func(model.Series) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("emit error: %v after %d calls", err, calls)
 	}
 	barred := f.frontend(t, faults{}, func(o *query.Options) {
 		o.Barrier = func(context.Context) error { return errors.New("no leader") }
 	})
-	if _, err := barred.Query(ctx, q, func(node.Series) error { return nil }); err == nil || !strings.Contains(err.Error(), "no leader") {
+	if _, err := barred.Query(ctx, q, func(model.Series) error { return nil }); err == nil || !strings.Contains(err.Error(), "no leader") {
 		t.Fatalf("barrier error: %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := fe.Query(cancelled, q, func(node.Series) error { return nil }); !errors.Is(err, context.Canceled) {
+	if _, err := fe.Query(cancelled, q, func(model.Series) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled query: %v", err)
 	}
 	if _, err := query.New(query.Options{}); err == nil {
@@ -806,10 +807,10 @@ func TestFrontend_UnreachableEdgesWithoutCatalogSeriesAreSummarized(t *testing.T
 	// and the extra edges have none and share one line.
 	fe := f.frontend(t, faults{deadEdges: []string{"e1", "e4"}}, func(o *query.Options) { o.Catalog = cat })
 	mem := []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "mem")}
-	q := node.Query{Matchers: mem, Start: f.start, End: now, Mode: node.ModeDownsample, Step: hour, Downsample: rollup.FuncMax}
+	q := model.Query{Matchers: mem, Start: f.start, End: now, Mode: model.ModeDownsample, Step: hour, Downsample: rollup.FuncMax}
 	var cov query.Coverage
-	got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-		var info node.QueryInfo
+	got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+		var info model.QueryInfo
 		var err error
 		info, cov, err = fe.QueryWithCoverage(ctx, q, emit)
 		return info, err
@@ -838,9 +839,9 @@ func TestFrontend_UnreachableEdgesWithoutCatalogSeriesAreSummarized(t *testing.T
 
 	// Only series the catalog does not know: one edge down, one answering.
 	fe = f.frontend(t, faults{deadEdges: []string{"e2"}}, nil)
-	disk := node.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: now, Mode: node.ModeRaw}
-	got, info = collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-		var info node.QueryInfo
+	disk := model.Query{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: now, Mode: model.ModeRaw}
+	got, info = collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+		var info model.QueryInfo
 		var err error
 		info, cov, err = fe.QueryWithCoverage(ctx, disk, emit)
 		return info, err
@@ -870,7 +871,7 @@ type countingSource struct {
 	inflight, peak *atomic.Int64
 }
 
-func (c countingSource) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (c countingSource) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
 	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
@@ -889,15 +890,15 @@ func TestFrontend_EdgeLegsAreBounded(t *testing.T) {
 			if f.edge[id] == nil {
 				return nil, fmt.Errorf("no edge %s", id)
 			}
-			return countingSource{backend.ForNode(f.edge[id]), &inflight, &peak}, nil
+			return countingSource{f.edge[id], &inflight, &peak}, nil
 		}
 	})
 	ctx := context.Background()
-	for _, q := range []node.Query{
-		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw},
-		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: t0.UnixMilli(), Mode: node.ModeRaw},
+	for _, q := range []model.Query{
+		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "cpu")}, Start: f.start, End: t0.UnixMilli(), Mode: model.ModeRaw},
+		{Matchers: []*labels.Matcher{must(t, labels.MatchEqual, "__name__", "disk")}, Start: f.start, End: t0.UnixMilli(), Mode: model.ModeRaw},
 	} {
-		got, _ := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+		got, _ := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return fe.Query(ctx, q, emit) })
 		sameAnswer(t, q.Matchers[0].Value, got, answerOf(t, f.oracle, q))
 	}
 	if p := peak.Load(); p != 1 {
@@ -913,7 +914,7 @@ type recordingReplica struct {
 	calls *[]string
 }
 
-func (r recordingReplica) Query(ctx context.Context, edges []string, q node.Query, emit func(string, node.Series) error) (node.QueryInfo, error) {
+func (r recordingReplica) Query(ctx context.Context, edges []string, q model.Query, emit func(string, model.Series) error) (model.QueryInfo, error) {
 	r.mu.Lock()
 	*r.calls = append(*r.calls, r.id+":"+strings.Join(edges, ","))
 	r.mu.Unlock()
@@ -929,17 +930,17 @@ func TestFrontend_ReplicaLegsAreSharedPerCoordinatorAndSplitPoint(t *testing.T) 
 	all := []*labels.Matcher{must(t, labels.MatchRegexp, "__name__", "cpu|mem"), must(t, labels.MatchNotEqual, "host", "moved")}
 	for _, tc := range []struct {
 		name  string
-		q     node.Query
+		q     model.Query
 		down  []string
 		calls []string // sorted
 	}{
 		// Last-point queries send the whole range to the replicas: e1 and
 		// e3 share c1's leg.
-		{"last", node.Query{Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint}, nil, []string{"c1:e1,e3", "c2:e2"}},
+		{"last", model.Query{Matchers: all, Start: 0, End: now, Mode: model.ModeLastPoint}, nil, []string{"c1:e1,e3", "c2:e2"}},
 		// Raw queries split at each edge's own watermark.
-		{"raw", node.Query{Matchers: all, Start: f.start, End: now, Mode: node.ModeRaw}, nil, []string{"c1:e1", "c1:e3", "c2:e2"}},
+		{"raw", model.Query{Matchers: all, Start: f.start, End: now, Mode: model.ModeRaw}, nil, []string{"c1:e1", "c1:e3", "c2:e2"}},
 		// The shared leg fails: each edge goes on to its next replica.
-		{"last, c1 down", node.Query{Matchers: all, Start: 0, End: now, Mode: node.ModeLastPoint}, []string{"c1"}, []string{"c1:e1,e3", "c2:e1", "c2:e2", "c3:e3"}},
+		{"last, c1 down", model.Query{Matchers: all, Start: 0, End: now, Mode: model.ModeLastPoint}, []string{"c1"}, []string{"c1:e1,e3", "c2:e1", "c2:e2", "c3:e3"}},
 	} {
 		var mu sync.Mutex
 		var calls []string
@@ -951,8 +952,8 @@ func TestFrontend_ReplicaLegsAreSharedPerCoordinatorAndSplitPoint(t *testing.T) 
 			}
 		})
 		var cov query.Coverage
-		got, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
-			var info node.QueryInfo
+		got, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
+			var info model.QueryInfo
 			var err error
 			info, cov, err = fe.QueryWithCoverage(ctx, tc.q, emit)
 			return info, err

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 // Spans of a fan-out query, children of the caller's span (the otelgrpc
@@ -20,7 +20,7 @@ import (
 // trace); query.merge the combination and aggregation of the answers.
 
 // startQuery starts the coordinator.query span.
-func startQuery(ctx context.Context, q node.Query) (context.Context, trace.Span) {
+func startQuery(ctx context.Context, q model.Query) (context.Context, trace.Span) {
 	return telemetry.StartChild(ctx, "coordinator.query",
 		attribute.String("tributary.query.source", q.Source()),
 		attribute.Int64("tributary.query.start_ms", q.Start), attribute.Int64("tributary.query.end_ms", q.End))
@@ -28,7 +28,7 @@ func startQuery(ctx context.Context, q node.Query) (context.Context, trace.Span)
 
 // endQuery ends the coordinator.query span with the answer's size and
 // coverage.
-func endQuery(span trace.Span, info *node.QueryInfo, edges int, err *error) {
+func endQuery(span trace.Span, info *model.QueryInfo, edges int, err *error) {
 	if !span.IsRecording() {
 		return
 	}

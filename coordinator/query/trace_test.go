@@ -7,7 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 func TestTrace_QueryPlanLegsMerge(t *testing.T) {
@@ -18,7 +18,7 @@ func TestTrace_QueryPlanLegsMerge(t *testing.T) {
 
 	// Untraced: nothing recorded.
 	q := queries(t, theFleet.start)["raw"]
-	collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) {
+	collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) {
 		return fe.Query(context.Background(), q, emit)
 	})
 	if n := len(spans.GetSpans()); n != 0 {
@@ -30,7 +30,7 @@ func TestTrace_QueryPlanLegsMerge(t *testing.T) {
 		break
 	}
 	ctx, root := tp.Tracer("test").Start(context.Background(), "request")
-	_, info := collect(t, func(emit func(node.Series) error) (node.QueryInfo, error) { return fe.Query(ctx, q, emit) })
+	_, info := collect(t, func(emit func(model.Series) error) (model.QueryInfo, error) { return fe.Query(ctx, q, emit) })
 	root.End()
 	got := spans.GetSpans()
 	byID := map[string]tracetest.SpanStub{}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/wal"
@@ -52,7 +52,7 @@ type decoded struct {
 //
 // Errors: ErrInvalidSegment (wrapped) for a file that does not verify or
 // decode or that contradicts edge, seq or crc; ErrConflict (wrapped) when
-// (edge, seq) is held with another crc32c; node.ErrOverloaded (wrapped)
+// (edge, seq) is held with another crc32c; model.ErrOverloaded (wrapped)
 // when the engine cannot keep up (retry later); others (e.g. a disk
 // error, or ctx ending) leave the segment not recorded, and applying it
 // again is safe. Points the engine refuses are counted in Rejected.
@@ -178,7 +178,7 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 		withEdge[id] = append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
 	}
 	var (
-		batches []node.Batch
+		batches []model.Batch
 		slot    = map[uint64]int{}
 		pending int
 	)
@@ -189,14 +189,14 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := s.eng.Write(batches)
-		if errors.Is(err, node.ErrOverloaded) {
+		res, err := s.eng.Write(context.Background(), batches)
+		if errors.Is(err, model.ErrOverloaded) {
 			// The head is full; flushing it now is what the engine's flush
 			// loop would do next. One retry, then the caller retries later.
 			if ferr := s.eng.Flush(); ferr != nil {
 				return fmt.Errorf("flush replica engine: %w", ferr)
 			}
-			res, err = s.eng.Write(batches)
+			res, err = s.eng.Write(context.Background(), batches)
 		}
 		if err != nil {
 			return fmt.Errorf("write %d points: %w", pending, err)
@@ -217,7 +217,7 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 			if !ok {
 				i = len(batches)
 				slot[id] = i
-				batches = append(batches, node.Batch{Labels: withEdge[id]})
+				batches = append(batches, model.Batch{Labels: withEdge[id]})
 			}
 			b := &batches[i]
 			b.Ts = append(b.Ts, ts...)

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 // BenchmarkApply applies a segment of 100 sensor series (random walk, two
@@ -21,7 +21,7 @@ import (
 func BenchmarkApply(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const series, perSeries = 100, 2000
-	var batches []node.Batch
+	var batches []model.Batch
 	end := testNow.Add(-time.Hour)
 	for i := range series {
 		ts, vs := make([]int64, perSeries), make([]float64, perSeries)
@@ -31,7 +31,7 @@ func BenchmarkApply(b *testing.B) {
 			v += float64(rng.IntN(21)-10) / 100
 			vs[k] = v
 		}
-		batches = append(batches, node.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i)), Ts: ts, Vs: vs})
+		batches = append(batches, model.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i)), Ts: ts, Vs: vs})
 	}
 	seg := edgeSegments(b, "e", batches)[0]
 	b.SetBytes(int64(len(seg.file)))
@@ -81,7 +81,7 @@ func BenchmarkCopy(b *testing.B) {
 	const chunk = 2000 // points per series per write
 	for lo := 0; lo < perSeries; lo += chunk {
 		n := min(chunk, perSeries-lo)
-		var batches []node.Batch
+		var batches []model.Batch
 		for i := range series {
 			ts, vs := make([]int64, n), make([]float64, n)
 			v := 20.0 + float64(i%50)
@@ -90,9 +90,9 @@ func BenchmarkCopy(b *testing.B) {
 				v += float64(rng.IntN(21)-10) / 100
 				vs[k] = math.Round(v*100) / 100
 			}
-			batches = append(batches, node.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i), EdgeLabel, "e"), Ts: ts, Vs: vs})
+			batches = append(batches, model.Batch{Labels: lbl("__name__", "temp", "sensor", fmt.Sprint(i), EdgeLabel, "e"), Ts: ts, Vs: vs})
 		}
-		if _, err := src.eng.Write(batches); err != nil {
+		if _, err := src.eng.Write(context.Background(), batches); err != nil {
 			b.Fatal(err)
 		}
 	}

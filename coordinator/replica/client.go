@@ -9,7 +9,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
@@ -32,7 +32,7 @@ func NewClient(cc grpc.ClientConnInterface) *Client {
 }
 
 // Store stores one segment on the peer. ErrConflict, ErrInvalidSegment and
-// node.ErrOverloaded survive the round trip (errors.Is), and the error
+// model.ErrOverloaded survive the round trip (errors.Is), and the error
 // keeps its gRPC status (status.Code): InvalidArgument (bad request, do
 // not retry), AlreadyExists (conflict), ResourceExhausted (retry later),
 // Unavailable and others (retryable).
@@ -50,10 +50,10 @@ func (c *Client) Store(ctx context.Context, edge string, seq uint64, crc uint32,
 	return appliedFromProto(resp), nil
 }
 
-// Query has the contract of Store.Query; errors.Is(err, node.ErrBadQuery)
+// Query has the contract of Store.Query; errors.Is(err, model.ErrBadQuery)
 // survives the round trip.
-func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error) {
-	var info node.QueryInfo
+func (c *Client) Query(ctx context.Context, edges []string, q model.Query, emit func(edge string, s model.Series) error) (model.QueryInfo, error) {
+	var info model.QueryInfo
 	req, err := queryToProto(edges, q)
 	if err != nil {
 		return info, err
@@ -62,9 +62,9 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 	defer cancel() // ends the stream when emit fails
 	stream, err := c.rpc.Query(ctx, req)
 	if err != nil {
-		return info, fmt.Errorf("query peer: %w", fromStatus(err, node.ErrBadQuery))
+		return info, fmt.Errorf("query peer: %w", fromStatus(err, model.ErrBadQuery))
 	}
-	var cur *node.Series
+	var cur *model.Series
 	var curEdge string
 	flush := func() error {
 		if cur == nil {
@@ -80,7 +80,7 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 			return info, errors.New("query peer: the answer ended without its final message")
 		}
 		if err != nil {
-			return info, fmt.Errorf("query peer: %w", fromStatus(err, node.ErrBadQuery))
+			return info, fmt.Errorf("query peer: %w", fromStatus(err, model.ErrBadQuery))
 		}
 		for _, p := range msg.GetSeries() {
 			if len(p.GetTimestampsMs()) != len(p.GetValues()) {
@@ -97,7 +97,7 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 			if err := flush(); err != nil {
 				return info, err
 			}
-			cur = &node.Series{Labels: labels.Labels(labelsFromProto(p.GetLabels())), Ts: p.GetTimestampsMs(), Vs: p.GetValues()}
+			cur = &model.Series{Labels: labels.Labels(labelsFromProto(p.GetLabels())), Ts: p.GetTimestampsMs(), Vs: p.GetValues()}
 			curEdge = p.GetEdge()
 		}
 		if msg.GetDone() {
@@ -105,7 +105,7 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 				return info, err
 			}
 			pi := msg.GetInfo()
-			info = node.QueryInfo{Source: pi.GetSource(), Series: int(pi.GetSeries()), Points: pi.GetPoints(), Warnings: pi.GetWarnings()}
+			info = model.QueryInfo{Source: pi.GetSource(), Series: int(pi.GetSeries()), Points: pi.GetPoints(), Warnings: pi.GetWarnings()}
 			return info, nil
 		}
 	}
@@ -118,7 +118,7 @@ func (c *Client) Query(ctx context.Context, edges []string, q node.Query, emit f
 // rate more than the third more bytes S2 sends. A response that
 // breaks the protocol (a file over the limit, a bad frame, counts that do
 // not add up, an answer without its final message) is an error wrapping
-// ErrInvalidSegment; errors.Is(err, node.ErrBadQuery) survives the round
+// ErrInvalidSegment; errors.Is(err, model.ErrBadQuery) survives the round
 // trip for bad arguments.
 func (c *Client) Export(ctx context.Context, edge string, minT, maxT int64, firstSeq, lastSeq uint64, maxFileBytes int64, fn func(ExportedFile) error) error {
 	if err := checkExport(edge, minT, maxT, firstSeq, lastSeq, maxFileBytes); err != nil {
@@ -130,7 +130,7 @@ func (c *Client) Export(ctx context.Context, edge string, minT, maxT int64, firs
 		MaxFileBytes: uint64(maxFileBytes), Compression: clusterv1.Compression_COMPRESSION_S2}
 	stream, err := c.rpc.Export(ctx, req, grpc.MaxCallRecvMsgSize(MaxStoreMessageBytes(maxFileBytes)))
 	if err != nil {
-		return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, node.ErrBadQuery))
+		return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, model.ErrBadQuery))
 	}
 	var files int64
 	for {
@@ -139,7 +139,7 @@ func (c *Client) Export(ctx context.Context, edge string, minT, maxT int64, firs
 			return fmt.Errorf("export %d..%d of %q from peer: %w: the answer ended without its final message", firstSeq, lastSeq, edge, ErrInvalidSegment)
 		}
 		if err != nil {
-			return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, node.ErrBadQuery))
+			return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, model.ErrBadQuery))
 		}
 		if msg.GetDone() {
 			if msg.GetFiles() != files {

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -31,14 +31,14 @@ func writeEdge(t testing.TB, s *Store, o oracle, edge string, rng *rand.Rand, nS
 	t.Helper()
 	end := testNow.UnixMilli()
 	for w := range writes {
-		var batches []node.Batch
+		var batches []model.Batch
 		for i := range nSeries {
 			ls := lbl("__name__", fmt.Sprintf("m%d", i%3), "k", fmt.Sprint(i), EdgeLabel, edge)
 			key := labels.Labels(ls[:2]).String()
 			if o[key] == nil {
 				o[key] = map[int64]float64{}
 			}
-			b := node.Batch{Labels: ls}
+			b := model.Batch{Labels: ls}
 			for range perWrite {
 				ts := end - rng.Int64N(span.Milliseconds())
 				if rng.IntN(8) == 0 && len(b.Ts) > 0 {
@@ -50,7 +50,7 @@ func writeEdge(t testing.TB, s *Store, o oracle, edge string, rng *rand.Rand, nS
 			}
 			batches = append(batches, b)
 		}
-		res, err := s.eng.Write(batches)
+		res, err := s.eng.Write(context.Background(), batches)
 		if err != nil || res.Rejected != 0 {
 			t.Fatalf("write: %+v, %v", res, err)
 		}
@@ -65,11 +65,11 @@ func writeEdge(t testing.TB, s *Store, o oracle, edge string, rng *rand.Rand, nS
 // answer is the raw query answer of s for edge over [minT, maxT], as
 // series → points.
 func answer(t *testing.T, s interface {
-	Query(context.Context, []string, node.Query, func(string, node.Series) error) (node.QueryInfo, error)
+	Query(context.Context, []string, model.Query, func(string, model.Series) error) (model.QueryInfo, error)
 }, edge string, minT, maxT int64) map[string][][2]float64 {
 	t.Helper()
 	out := map[string][][2]float64{}
-	res, _ := queryAll(t, s, []string{edge}, node.Query{Matchers: sel(t, `{__name__=~".+"}`), Start: minT, End: maxT, Mode: node.ModeRaw})
+	res, _ := queryAll(t, s, []string{edge}, model.Query{Matchers: sel(t, `{__name__=~".+"}`), Start: minT, End: maxT, Mode: model.ModeRaw})
 	for _, r := range res {
 		var pts [][2]float64
 		for i, ts := range r.s.Ts {
@@ -288,8 +288,8 @@ func TestApplyCopy_TwiceChangesNothing(t *testing.T) {
 // (not even one whose id extends this one's).
 func TestHoldings_MergesSegmentsAndCopiedRanges(t *testing.T) {
 	ts, vs := points(testNow, 10, func(i int) float64 { return float64(i) })
-	segs := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:5], Vs: vs[:5]}},
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[5:], Vs: vs[5:]}})
+	segs := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:5], Vs: vs[:5]}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[5:], Vs: vs[5:]}})
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	for _, seg := range segs {
@@ -333,7 +333,7 @@ func TestHoldings_MergesSegmentsAndCopiedRanges(t *testing.T) {
 // other edges and the points stay.
 func TestForget_DropsTheEdgesIndexAndNothingElse(t *testing.T) {
 	ts, vs := points(testNow, 10, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	mustApply(t, s, "e", seg)

@@ -109,8 +109,8 @@
 // 65,536 runs (about 1.5 MiB) and flags a longer answer as truncated.
 // Every method calls ServerOptions.Authorize first. Query answers stream series in parts of at most
 // 64 Ki points and about 1 MiB a message, the info last. Errors map to
-// status codes and back: ErrInvalidSegment and node.ErrBadQuery to
-// InvalidArgument, ErrConflict to AlreadyExists, node.ErrOverloaded to
+// status codes and back: ErrInvalidSegment and model.ErrBadQuery to
+// InvalidArgument, ErrConflict to AlreadyExists, model.ErrOverloaded to
 // ResourceExhausted, an Authorize refusal to PermissionDenied, anything
 // else to Unavailable (retryable); a Client's errors keep both the status
 // and errors.Is with the sentinel.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/segment"
 	"github.com/tributarydb/tributary/node/wal"
@@ -58,7 +58,7 @@ var (
 // the same arguments gives the same bytes. Memory: one file being built,
 // plus one series' points in the range.
 //
-// Errors: arguments wrap node.ErrBadQuery; an error of fn is returned as
+// Errors: arguments wrap model.ErrBadQuery; an error of fn is returned as
 // is and stops the export. Safe for concurrent use, also with Apply:
 // points written meanwhile may or may not be included.
 func (s *Store) Export(ctx context.Context, edge string, minT, maxT int64, firstSeq, lastSeq uint64, maxFileBytes int64, fn func(ExportedFile) error) error {
@@ -71,7 +71,7 @@ func (s *Store) Export(ctx context.Context, edge string, minT, maxT int64, first
 	}
 	b, err := segment.NewBuilder(edge, maxFileBytes)
 	if err != nil {
-		return fmt.Errorf("%w: export %q: %w", node.ErrBadQuery, edge, err)
+		return fmt.Errorf("%w: export %q: %w", model.ErrBadQuery, edge, err)
 	}
 	var fnErr error
 	emit := func() error {
@@ -113,13 +113,13 @@ func (s *Store) Export(ctx context.Context, edge string, minT, maxT int64, first
 // checkExport checks Export's arguments.
 func checkExport(edge string, minT, maxT int64, firstSeq, lastSeq uint64, maxFileBytes int64) error {
 	if err := checkRange(edge, firstSeq, lastSeq); err != nil {
-		return fmt.Errorf("%w: %w", node.ErrBadQuery, err)
+		return fmt.Errorf("%w: %w", model.ErrBadQuery, err)
 	}
 	switch {
 	case maxT < minT:
-		return fmt.Errorf("%w: export of %q: time range [%d, %d] ends before it starts", node.ErrBadQuery, edge, minT, maxT)
+		return fmt.Errorf("%w: export of %q: time range [%d, %d] ends before it starts", model.ErrBadQuery, edge, minT, maxT)
 	case maxFileBytes < MinExportFileBytes || maxFileBytes > DefaultMaxSegmentBytes:
-		return fmt.Errorf("%w: export of %q: file size %d out of range [%d, %d]", node.ErrBadQuery, edge, maxFileBytes, MinExportFileBytes, DefaultMaxSegmentBytes)
+		return fmt.Errorf("%w: export of %q: file size %d out of range [%d, %d]", model.ErrBadQuery, edge, maxFileBytes, MinExportFileBytes, DefaultMaxSegmentBytes)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -19,21 +19,21 @@ import (
 // several coordinators can be merged by labels. Without aggregation the
 // answer is therefore collected before the first emit (it is bounded by
 // q.LimitSeries and the engine's query limits). Errors caused by the
-// request wrap node.ErrBadQuery; matchers and GroupBy must not name
+// request wrap model.ErrBadQuery; matchers and GroupBy must not name
 // EdgeLabel (the edges are chosen by the list). q.LimitSeries bounds the
 // series of all listed edges together.
-func (s *Store) Query(ctx context.Context, edges []string, q node.Query, emit func(edge string, s node.Series) error) (node.QueryInfo, error) {
+func (s *Store) Query(ctx context.Context, edges []string, q model.Query, emit func(edge string, s model.Series) error) (model.QueryInfo, error) {
 	m, err := edgeMatcher(edges)
 	if err != nil {
-		return node.QueryInfo{}, err
+		return model.QueryInfo{}, err
 	}
 	for _, x := range q.Matchers {
 		if x != nil && x.Name == EdgeLabel {
-			return node.QueryInfo{}, fmt.Errorf("%w: matcher on the reserved label %s; list the edges instead", node.ErrBadQuery, EdgeLabel)
+			return model.QueryInfo{}, fmt.Errorf("%w: matcher on the reserved label %s; list the edges instead", model.ErrBadQuery, EdgeLabel)
 		}
 	}
 	if slices.Contains(q.GroupBy, EdgeLabel) {
-		return node.QueryInfo{}, fmt.Errorf("%w: group by the reserved label %s", node.ErrBadQuery, EdgeLabel)
+		return model.QueryInfo{}, fmt.Errorf("%w: group by the reserved label %s", model.ErrBadQuery, EdgeLabel)
 	}
 	// The caller's slices are not modified.
 	q.Matchers = append(slices.Clip(q.Matchers), m)
@@ -41,17 +41,17 @@ func (s *Store) Query(ctx context.Context, edges []string, q node.Query, emit fu
 	if q.Aggregate != rollup.FuncNone {
 		// Groups are built from the GroupBy labels only, so the edge label
 		// never reaches an answer; strip anyway, as a guard.
-		return s.eng.Query(ctx, q, func(x node.Series) error {
+		return s.eng.Query(ctx, q, func(x model.Series) error {
 			x.Labels, _ = stripEdge(x.Labels)
 			return emit("", x)
 		})
 	}
 	type item struct {
 		edge string
-		s    node.Series
+		s    model.Series
 	}
 	var all []item
-	info, err := s.eng.Query(ctx, q, func(x node.Series) error {
+	info, err := s.eng.Query(ctx, q, func(x model.Series) error {
 		ls, edge := stripEdge(x.Labels)
 		x.Labels = ls
 		all = append(all, item{edge, x})
@@ -80,11 +80,11 @@ func (s *Store) Query(ctx context.Context, edges []string, q node.Query, emit fu
 // edgeMatcher selects the series of the listed edges.
 func edgeMatcher(edges []string) (*labels.Matcher, error) {
 	if len(edges) == 0 {
-		return nil, fmt.Errorf("%w: no edges listed", node.ErrBadQuery)
+		return nil, fmt.Errorf("%w: no edges listed", model.ErrBadQuery)
 	}
 	for _, e := range edges {
 		if e == "" {
-			return nil, fmt.Errorf("%w: empty edge id in the edge list", node.ErrBadQuery)
+			return nil, fmt.Errorf("%w: empty edge id in the edge list", model.ErrBadQuery)
 		}
 	}
 	if len(edges) == 1 {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -62,11 +63,11 @@ var (
 // computed from raw points, as a query of them is answered), in label
 // order, each series in entries of about maxRollupEntryBytes at most.
 // Memory: one series' packs in the range. Errors: bad arguments wrap
-// node.ErrBadQuery; an error of fn is returned as is and stops the export.
+// model.ErrBadQuery; an error of fn is returned as is and stops the export.
 // Safe for concurrent use.
 func (s *Store) ExportRollups(ctx context.Context, edge string, minT, maxT int64, fn func(RollupSeries) error) error {
 	if err := validEdge(edge); err != nil {
-		return fmt.Errorf("%w: export rollups: %w", node.ErrBadQuery, err)
+		return fmt.Errorf("%w: export rollups: %w", model.ErrBadQuery, err)
 	}
 	m, err := labels.NewMatcher(labels.MatchEqual, EdgeLabel, edge)
 	if err != nil {
@@ -171,8 +172,7 @@ func (s *Server) ExportRollups(req *clusterv1.ExportRollupsRequest, stream clust
 		return err
 	}
 	if req.GetMaxTimeMs() < req.GetMinTimeMs() {
-		return toStatus(fmt.Errorf("%w: export rollups of %q: time range [%d, %d] ends before it starts",
-			node.ErrBadQuery, req.GetEdge(), req.GetMinTimeMs(), req.GetMaxTimeMs()))
+		return toStatus(fmt.Errorf("%w: export rollups of %q: time range [%d, %d] ends before it starts", model.ErrBadQuery, req.GetEdge(), req.GetMinTimeMs(), req.GetMaxTimeMs()))
 	}
 	msg := &clusterv1.ExportRollupsResponse{}
 	size := 0
@@ -208,7 +208,7 @@ func (c *Client) ExportRollups(ctx context.Context, edge string, minT, maxT int6
 	stream, err := c.rpc.ExportRollups(ctx, &clusterv1.ExportRollupsRequest{Edge: edge, MinTimeMs: minT, MaxTimeMs: maxT},
 		grpc.MaxCallRecvMsgSize(maxRollupMessageBytes))
 	if err != nil {
-		return fmt.Errorf("export rollups of %q from peer: %w", edge, fromStatus(err, node.ErrBadQuery))
+		return fmt.Errorf("export rollups of %q from peer: %w", edge, fromStatus(err, model.ErrBadQuery))
 	}
 	var entries int64
 	for {
@@ -217,7 +217,7 @@ func (c *Client) ExportRollups(ctx context.Context, edge string, minT, maxT int6
 			return fmt.Errorf("export rollups of %q from peer: %w: the answer ended without its final message", edge, ErrInvalidSegment)
 		}
 		if err != nil {
-			return fmt.Errorf("export rollups of %q from peer: %w", edge, fromStatus(err, node.ErrBadQuery))
+			return fmt.Errorf("export rollups of %q from peer: %w", edge, fromStatus(err, model.ErrBadQuery))
 		}
 		for _, p := range msg.GetSeries() {
 			e, err := rollupSeriesFromProto(p)

@@ -8,23 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
 // downsampled is a 1h or 1d downsampling answer, as series → points.
-func downsampled(t *testing.T, q func(node.Query, func(node.Series) error) error, minT, maxT, step int64, f rollup.Func) map[string][][2]float64 {
+func downsampled(t *testing.T, q func(model.Query, func(model.Series) error) error, minT, maxT, step int64, f rollup.Func) map[string][][2]float64 {
 	t.Helper()
 	out := map[string][][2]float64{}
-	err := q(node.Query{Matchers: sel(t, `{__name__=~".+"}`), Start: minT, End: maxT, Mode: node.ModeDownsample, Step: step, Downsample: f},
-		func(s node.Series) error {
-			var pts [][2]float64
-			for i, ts := range s.Ts {
-				pts = append(pts, [2]float64{float64(ts), s.Vs[i]})
-			}
-			out[s.Labels.String()] = pts
-			return nil
-		})
+	err := q(model.Query{Matchers: sel(t, `{__name__=~".+"}`), Start: minT, End: maxT, Mode: model.ModeDownsample, Step: step, Downsample: f}, func(s model.Series) error {
+		var pts [][2]float64
+		for i, ts := range s.Ts {
+			pts = append(pts, [2]float64{float64(ts), s.Vs[i]})
+		}
+		out[s.Labels.String()] = pts
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func TestExportRollups_ImportedAnswerEqualsTheStore(t *testing.T) {
 			}
 			for _, step := range []int64{rollup.Hour, day} {
 				for _, f := range []rollup.Func{rollup.FuncSum, rollup.FuncCount, rollup.FuncMin, rollup.FuncLast} {
-					want := downsampled(t, func(q node.Query, emit func(node.Series) error) error {
-						_, err := s.Query(context.Background(), []string{"e1"}, q, func(_ string, x node.Series) error { return emit(x) })
+					want := downsampled(t, func(q model.Query, emit func(model.Series) error) error {
+						_, err := s.Query(context.Background(), []string{"e1"}, q, func(_ string, x model.Series) error { return emit(x) })
 						return err
 					}, minT, maxT, step, f)
-					got := downsampled(t, func(q node.Query, emit func(node.Series) error) error {
+					got := downsampled(t, func(q model.Query, emit func(model.Series) error) error {
 						_, err := n.Query(context.Background(), q, emit)
 						return err
 					}, minT, maxT, step, f)

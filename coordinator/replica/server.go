@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -196,8 +196,7 @@ func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaSe
 	maxFile := min(int64(DefaultExportFileBytes), s.opts.MaxSegmentBytes)
 	if m := req.GetMaxFileBytes(); m != 0 {
 		if m > uint64(s.opts.MaxSegmentBytes) {
-			return toStatus(fmt.Errorf("%w: export of %q: max_file_bytes %d is over this server's segment limit %d",
-				node.ErrBadQuery, req.GetEdge(), m, s.opts.MaxSegmentBytes))
+			return toStatus(fmt.Errorf("%w: export of %q: max_file_bytes %d is over this server's segment limit %d", model.ErrBadQuery, req.GetEdge(), m, s.opts.MaxSegmentBytes))
 		}
 		maxFile = int64(m)
 	}
@@ -207,7 +206,7 @@ func (s *Server) Export(req *clusterv1.ExportRequest, stream clusterv1.ReplicaSe
 		comp = clusterv1.Compression_COMPRESSION_ZSTD
 	case clusterv1.Compression_COMPRESSION_NONE, clusterv1.Compression_COMPRESSION_ZSTD, clusterv1.Compression_COMPRESSION_S2:
 	default:
-		return toStatus(fmt.Errorf("%w: export of %q: unknown compression %d", node.ErrBadQuery, req.GetEdge(), comp))
+		return toStatus(fmt.Errorf("%w: export of %q: unknown compression %d", model.ErrBadQuery, req.GetEdge(), comp))
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -295,7 +294,7 @@ func (s *Server) Query(req *clusterv1.QueryRequest, stream clusterv1.ReplicaServ
 		msg, size = &clusterv1.QueryResponse{}, 0
 		return nil
 	}
-	info, err := s.opts.Store.Query(ctx, req.GetEdges(), q, func(edge string, x node.Series) error {
+	info, err := s.opts.Store.Query(ctx, req.GetEdges(), q, func(edge string, x model.Series) error {
 		for lo := 0; lo == 0 || lo < len(x.Ts); lo += maxQueryPartPoints {
 			hi := min(lo+maxQueryPartPoints, len(x.Ts))
 			part := &clusterv1.QuerySeries{Edge: edge, TimestampsMs: x.Ts[lo:hi]}

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/rollup"
 	"github.com/tributarydb/tributary/node/wal"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
@@ -61,7 +61,7 @@ func TestGRPC_StoreAndQueryRoundTrip(t *testing.T) {
 		ts[i], vs[i] = start+int64(i)*1000, float64(i%1000)*0.25
 	}
 	ts2, vs2 := points(testNow, 100, func(i int) float64 { return float64(i) })
-	segs := edgeSegments(t, "e", []node.Batch{
+	segs := edgeSegments(t, "e", []model.Batch{
 		{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts, Vs: vs},
 		{Labels: lbl("__name__", "temp", "room", "2"), Ts: ts2, Vs: vs2},
 	})
@@ -82,11 +82,11 @@ func TestGRPC_StoreAndQueryRoundTrip(t *testing.T) {
 	}
 
 	from := testNow.Add(-30 * 24 * time.Hour).UnixMilli()
-	for _, q := range []node.Query{
+	for _, q := range []model.Query{
 		rawQuery(t),
-		{Matchers: sel(t, `temp`), Start: from, End: testNow.UnixMilli(), Mode: node.ModeDownsample, Step: 3_600_000, Downsample: rollup.FuncMax, Offset: 1_800_000},
-		{Matchers: sel(t, `temp`), Start: from, End: testNow.UnixMilli(), Mode: node.ModeDownsample, Step: 600_000, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncSum, GroupBy: []string{"room"}},
-		{Matchers: sel(t, `temp`), End: testNow.UnixMilli(), Mode: node.ModeLastPoint},
+		{Matchers: sel(t, `temp`), Start: from, End: testNow.UnixMilli(), Mode: model.ModeDownsample, Step: 3_600_000, Downsample: rollup.FuncMax, Offset: 1_800_000},
+		{Matchers: sel(t, `temp`), Start: from, End: testNow.UnixMilli(), Mode: model.ModeDownsample, Step: 600_000, Downsample: rollup.FuncAvg, Aggregate: rollup.FuncSum, GroupBy: []string{"room"}},
+		{Matchers: sel(t, `temp`), End: testNow.UnixMilli(), Mode: model.ModeLastPoint},
 	} {
 		local, linfo := queryAll(t, s, []string{"e"}, q)
 		remote, rinfo := queryAll(t, c, []string{"e"}, q)
@@ -108,8 +108,8 @@ func TestGRPC_StoreAndQueryRoundTrip(t *testing.T) {
 
 func TestGRPC_ErrorClassesSurviveTheWire(t *testing.T) {
 	ts, vs := points(testNow, 20, func(i int) float64 { return 1 })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
-	other := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:3], Vs: vs[:3]}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	other := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:3], Vs: vs[:3]}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	c := serve(t, ServerOptions{Store: s})
@@ -128,13 +128,13 @@ func TestGRPC_ErrorClassesSurviveTheWire(t *testing.T) {
 	if !errors.Is(err, ErrInvalidSegment) || status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("corrupt: %v (code %s)", err, status.Code(err))
 	}
-	_, err = c.Query(ctx, nil, rawQuery(t), func(string, node.Series) error { return nil })
-	if !errors.Is(err, node.ErrBadQuery) || status.Code(err) != codes.InvalidArgument {
+	_, err = c.Query(ctx, nil, rawQuery(t), func(string, model.Series) error { return nil })
+	if !errors.Is(err, model.ErrBadQuery) || status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("bad query: %v (code %s)", err, status.Code(err))
 	}
 	// An emit error ends the query with that error.
 	stop := errors.New("enough")
-	if _, err := c.Query(ctx, []string{"e"}, rawQuery(t), func(string, node.Series) error { return stop }); !errors.Is(err, stop) {
+	if _, err := c.Query(ctx, []string{"e"}, rawQuery(t), func(string, model.Series) error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("emit error: %v", err)
 	}
 
@@ -152,14 +152,14 @@ func TestGRPC_ErrorClassesSurviveTheWire(t *testing.T) {
 
 func TestGRPC_AuthorizeAndBoundedDecompression(t *testing.T) {
 	ts, vs := points(testNow, 20, func(i int) float64 { return 1 })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	denied := serve(t, ServerOptions{Store: s, Authorize: func(context.Context) error { return errors.New("not a member") }})
 	if _, err := denied.Store(context.Background(), "e", seg.seq, seg.crc, seg.file); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("unauthorized store: %v", err)
 	}
-	if _, err := denied.Query(context.Background(), []string{"e"}, rawQuery(t), func(string, node.Series) error { return nil }); status.Code(err) != codes.PermissionDenied {
+	if _, err := denied.Query(context.Background(), []string{"e"}, rawQuery(t), func(string, model.Series) error { return nil }); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("unauthorized query: %v", err)
 	}
 
@@ -232,7 +232,7 @@ func TestGRPC_CopyFromAPeer(t *testing.T) {
 		t.Fatalf("holdings of the empty edge id: %v", err)
 	}
 	err = c.Export(context.Background(), "e", maxT, minT, 1, 40, MinExportFileBytes, func(ExportedFile) error { return nil })
-	if !errors.Is(err, node.ErrBadQuery) {
+	if !errors.Is(err, model.ErrBadQuery) {
 		t.Fatalf("export with an inverted time range: %v", err)
 	}
 	stop := errors.New("enough")

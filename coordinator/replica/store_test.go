@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -32,7 +33,7 @@ type shipped struct {
 // edgeSegments writes each group with one Write on a fresh node named edge
 // and returns the sealed segments, one per group: the segment age is 1 ms
 // and the WAL cuts before a write into a segment older than that.
-func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []shipped {
+func edgeSegments(t testing.TB, edge string, groups ...[]model.Batch) []shipped {
 	t.Helper()
 	n, err := node.Open(node.Options{
 		DataDir: t.TempDir(), NodeID: edge, Now: clock,
@@ -43,9 +44,9 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []shipped {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	write := func(bs []node.Batch) {
+	write := func(bs []model.Batch) {
 		time.Sleep(2 * time.Millisecond)
-		if _, err := n.Write(bs); err != nil {
+		if _, err := n.Write(context.Background(), bs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +54,7 @@ func edgeSegments(t testing.TB, edge string, groups ...[]node.Batch) []shipped {
 		write(g)
 	}
 	// One more write seals the last group's segment.
-	write([]node.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{0}}})
+	write([]model.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{0}}})
 	var out []shipped
 	for i := 0; len(out) < len(groups); i++ {
 		if i > 2000 {
@@ -106,15 +107,15 @@ func openStore(t testing.TB, dir string) *Store {
 
 type got struct {
 	edge string
-	s    node.Series
+	s    model.Series
 }
 
 func queryAll(t *testing.T, s interface {
-	Query(context.Context, []string, node.Query, func(string, node.Series) error) (node.QueryInfo, error)
-}, edges []string, q node.Query) ([]got, node.QueryInfo) {
+	Query(context.Context, []string, model.Query, func(string, model.Series) error) (model.QueryInfo, error)
+}, edges []string, q model.Query) ([]got, model.QueryInfo) {
 	t.Helper()
 	var out []got
-	info, err := s.Query(context.Background(), edges, q, func(e string, x node.Series) error {
+	info, err := s.Query(context.Background(), edges, q, func(e string, x model.Series) error {
 		out = append(out, got{e, x})
 		return nil
 	})
@@ -132,8 +133,8 @@ func sel(t *testing.T, s string) []*labels.Matcher {
 	return ms
 }
 
-func rawQuery(t *testing.T) node.Query {
-	return node.Query{Matchers: sel(t, `temp`), Start: 0, End: testNow.UnixMilli() + 1, Mode: node.ModeRaw}
+func rawQuery(t *testing.T) model.Query {
+	return model.Query{Matchers: sel(t, `temp`), Start: 0, End: testNow.UnixMilli() + 1, Mode: model.ModeRaw}
 }
 
 func mustApply(t *testing.T, s *Store, edge string, seg shipped) Applied {
@@ -150,8 +151,8 @@ func TestApply_QueryBackExactlyPerEdge(t *testing.T) {
 	ts2, vs2 := points(testNow, 300, func(i int) float64 { return -float64(i) })
 	// Two edges with the same label set, different values; edge b also
 	// has a second series.
-	segA := edgeSegments(t, "edge-a", []node.Batch{{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts, Vs: vs}})
-	segB := edgeSegments(t, "edge-b", []node.Batch{
+	segA := edgeSegments(t, "edge-a", []model.Batch{{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts, Vs: vs}})
+	segB := edgeSegments(t, "edge-b", []model.Batch{
 		{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts2, Vs: vs2},
 		{Labels: lbl("__name__", "temp", "room", "2"), Ts: ts[:10], Vs: vs[:10]},
 	})
@@ -189,8 +190,8 @@ func TestApply_QueryBackExactlyPerEdge(t *testing.T) {
 	}
 
 	// Downsampled: 1-hour buckets of avg, against a naive computation.
-	q := node.Query{Matchers: sel(t, `temp{room="1"}`), Start: 0, End: testNow.UnixMilli() + 1,
-		Mode: node.ModeDownsample, Step: time.Hour.Milliseconds(), Downsample: rollup.FuncAvg}
+	q := model.Query{Matchers: sel(t, `temp{room="1"}`), Start: 0, End: testNow.UnixMilli() + 1,
+		Mode: model.ModeDownsample, Step: time.Hour.Milliseconds(), Downsample: rollup.FuncAvg}
 	res, _ = queryAll(t, s, []string{"edge-a"}, q)
 	sums, counts := map[int64]float64{}, map[int64]float64{}
 	for i, tm := range ts {
@@ -226,16 +227,16 @@ func TestQuery_BadRequests(t *testing.T) {
 	defer s.Close()
 	for name, tc := range map[string]struct {
 		edges []string
-		q     node.Query
+		q     model.Query
 	}{
 		"no edges":              {nil, rawQuery(t)},
 		"empty edge":            {[]string{""}, rawQuery(t)},
-		"matcher on edge label": {[]string{"a"}, node.Query{Matchers: sel(t, `temp{__edge__="a"}`), End: 1, Mode: node.ModeRaw}},
-		"group by edge label":   {[]string{"a"}, node.Query{Matchers: sel(t, `temp`), End: 1, Mode: node.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{EdgeLabel}}},
-		"engine refuses":        {[]string{"a"}, node.Query{Matchers: sel(t, `temp`), Start: 2, End: 1, Mode: node.ModeRaw}},
+		"matcher on edge label": {[]string{"a"}, model.Query{Matchers: sel(t, `temp{__edge__="a"}`), End: 1, Mode: model.ModeRaw}},
+		"group by edge label":   {[]string{"a"}, model.Query{Matchers: sel(t, `temp`), End: 1, Mode: model.ModeRaw, Aggregate: rollup.FuncSum, GroupBy: []string{EdgeLabel}}},
+		"engine refuses":        {[]string{"a"}, model.Query{Matchers: sel(t, `temp`), Start: 2, End: 1, Mode: model.ModeRaw}},
 	} {
-		_, err := s.Query(context.Background(), tc.edges, tc.q, func(string, node.Series) error { return nil })
-		if !errors.Is(err, node.ErrBadQuery) {
+		_, err := s.Query(context.Background(), tc.edges, tc.q, func(string, model.Series) error { return nil })
+		if !errors.Is(err, model.ErrBadQuery) {
 			t.Errorf("%s: %v, want ErrBadQuery", name, err)
 		}
 	}
@@ -243,7 +244,7 @@ func TestQuery_BadRequests(t *testing.T) {
 
 func TestApply_DuplicateChangesNothingAndConflictIsRefused(t *testing.T) {
 	ts, vs := points(testNow, 50, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	mustApply(t, s, "e", seg)
@@ -257,7 +258,7 @@ func TestApply_DuplicateChangesNothingAndConflictIsRefused(t *testing.T) {
 	}
 	// Another segment under the same seq (an edge whose disk was wiped).
 	ts2, vs2 := points(testNow, 5, func(i int) float64 { return 99 })
-	other := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts2, Vs: vs2}})[0]
+	other := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts2, Vs: vs2}})[0]
 	if other.seq != seg.seq || other.crc == seg.crc {
 		t.Fatalf("test setup: segments %d/%08x and %d/%08x", seg.seq, seg.crc, other.seq, other.crc)
 	}
@@ -279,7 +280,7 @@ func TestApply_DuplicateChangesNothingAndConflictIsRefused(t *testing.T) {
 
 func TestApply_InvalidSegmentStoresNothing(t *testing.T) {
 	ts, vs := points(testNow, 50, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	flipped := slices.Clone(seg.file)
@@ -343,7 +344,7 @@ func TestApply_OnlyRawRetentionLimitsAge(t *testing.T) {
 	if a.Points != 3 || a.Rejected != 1 {
 		t.Fatalf("after a point 20 days ahead: %+v; want 3 stored and the one older than the raw retention rejected", a)
 	}
-	res, _ := queryAll(t, s, []string{"e"}, node.Query{Matchers: sel(t, `temp`), Start: 0, End: at(30 * day), Mode: node.ModeRaw})
+	res, _ := queryAll(t, s, []string{"e"}, model.Query{Matchers: sel(t, `temp`), Start: 0, End: at(30 * day), Mode: model.ModeRaw})
 	if want := []int64{at(-29 * day), at(-25 * day), at(-time.Hour), at(20 * day)}; len(res) != 1 || !slices.Equal(res[0].s.Ts, want) {
 		t.Fatalf("stored %v", res)
 	}
@@ -356,9 +357,9 @@ func TestApply_BacklogOlderSegmentAfterNewerOnes(t *testing.T) {
 	fresh, freshv := points(testNow, 100, func(i int) float64 { return 3 })
 	tooOld, tooOldv := points(testNow.Add(-40*day), 7, func(i int) float64 { return 4 })
 	segs := edgeSegments(t, "e",
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: append(tooOld, old1...), Vs: append(tooOldv, oldv...)}},
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: mid, Vs: midv}},
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: fresh, Vs: freshv}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: append(tooOld, old1...), Vs: append(tooOldv, oldv...)}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: mid, Vs: midv}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: fresh, Vs: freshv}},
 	)
 	s := openStore(t, t.TempDir())
 	defer s.Close()
@@ -378,8 +379,8 @@ func TestApply_BacklogOlderSegmentAfterNewerOnes(t *testing.T) {
 func TestStore_RestartKeepsDataAndIndex(t *testing.T) {
 	ts, vs := points(testNow, 80, func(i int) float64 { return float64(i) / 3 })
 	segs := edgeSegments(t, "e",
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:40], Vs: vs[:40]}},
-		[]node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[40:], Vs: vs[40:]}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[:40], Vs: vs[:40]}},
+		[]model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts[40:], Vs: vs[40:]}},
 	)
 	dir := t.TempDir()
 	s := openStore(t, dir)
@@ -408,7 +409,7 @@ func TestStore_RestartKeepsDataAndIndex(t *testing.T) {
 // as invalid (the CRCs catch it), never a panic, and stores nothing.
 func TestApply_MutatedBytesNeverPanic(t *testing.T) {
 	ts, vs := points(testNow, 64, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp", "k", "v"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp", "k", "v"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	seed := uint64(time.Now().UnixNano())
@@ -467,7 +468,7 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 	ts, vs := points(testNow, 30, func(i int) float64 { return float64(i) })
 	dupT := []int64{ts[5], ts[5], ts[6]}
 	dupV := []float64{100, 200, 300}
-	seg := edgeSegments(t, "e", []node.Batch{
+	seg := edgeSegments(t, "e", []model.Batch{
 		{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs},
 		{Labels: lbl("__name__", "temp"), Ts: dupT, Vs: dupV},
 	})[0]
@@ -505,7 +506,7 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 // write are serialised per (edge, seq).
 func TestApply_ConcurrentSameSegmentAppliesOnce(t *testing.T) {
 	ts, vs := points(testNow, 30, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(t, "e", []node.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(t, "e", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: ts, Vs: vs}})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
 	const n = 8
@@ -531,7 +532,7 @@ func TestApply_ConcurrentSameSegmentAppliesOnce(t *testing.T) {
 // input.
 func FuzzApply(f *testing.F) {
 	ts, vs := points(testNow, 16, func(i int) float64 { return float64(i) })
-	seg := edgeSegments(f, "e", []node.Batch{{Labels: lbl("__name__", "temp", "k", "v"), Ts: ts, Vs: vs}})[0]
+	seg := edgeSegments(f, "e", []model.Batch{{Labels: lbl("__name__", "temp", "k", "v"), Ts: ts, Vs: vs}})[0]
 	f.Add(seg.file)
 	f.Add(seg.file[:len(seg.file)/2])
 	s := openStore(f, f.TempDir())

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	"github.com/tributarydb/tributary/node/wal"
@@ -145,7 +145,7 @@ func appliedFromProto(r *clusterv1.StoreResponse) Applied {
 	return a
 }
 
-func queryToProto(edges []string, q node.Query) (*clusterv1.QueryRequest, error) {
+func queryToProto(edges []string, q model.Query) (*clusterv1.QueryRequest, error) {
 	r := &clusterv1.QueryRequest{
 		Edges: edges, StartMs: q.Start, EndMs: q.End, Mode: clusterv1.QueryMode(q.Mode), StepMs: q.Step,
 		Downsample: clusterv1.Func(q.Downsample), OffsetMs: q.Offset, GroupBy: q.GroupBy,
@@ -153,30 +153,30 @@ func queryToProto(edges []string, q node.Query) (*clusterv1.QueryRequest, error)
 	}
 	for _, m := range q.Matchers {
 		if m == nil {
-			return nil, fmt.Errorf("%w: nil matcher", node.ErrBadQuery)
+			return nil, fmt.Errorf("%w: nil matcher", model.ErrBadQuery)
 		}
 		r.Matchers = append(r.Matchers, &clusterv1.Matcher{Type: clusterv1.MatchType(m.Type + 1), Name: m.Name, Value: m.Value})
 	}
 	return r, nil
 }
 
-func queryFromProto(r *clusterv1.QueryRequest) (node.Query, error) {
-	q := node.Query{
-		Start: r.GetStartMs(), End: r.GetEndMs(), Mode: node.QueryMode(r.GetMode()), Step: r.GetStepMs(),
+func queryFromProto(r *clusterv1.QueryRequest) (model.Query, error) {
+	q := model.Query{
+		Start: r.GetStartMs(), End: r.GetEndMs(), Mode: model.QueryMode(r.GetMode()), Step: r.GetStepMs(),
 		Downsample: rollup.Func(r.GetDownsample()), Offset: r.GetOffsetMs(), GroupBy: r.GetGroupBy(),
 		Aggregate: rollup.Func(r.GetAggregate()),
 	}
 	if l := r.GetLimitSeries(); l < 0 || l > int64(^uint(0)>>1) {
-		return q, fmt.Errorf("%w: limit_series %d", node.ErrBadQuery, l)
+		return q, fmt.Errorf("%w: limit_series %d", model.ErrBadQuery, l)
 	}
 	q.LimitSeries = int(r.GetLimitSeries())
 	for i, pm := range r.GetMatchers() {
 		if pm.GetType() == clusterv1.MatchType_MATCH_TYPE_UNSPECIFIED {
-			return q, fmt.Errorf("%w: matcher %d on %q has no type", node.ErrBadQuery, i, pm.GetName())
+			return q, fmt.Errorf("%w: matcher %d on %q has no type", model.ErrBadQuery, i, pm.GetName())
 		}
 		m, err := labels.NewMatcher(labels.MatchType(pm.GetType()-1), pm.GetName(), pm.GetValue())
 		if err != nil {
-			return q, fmt.Errorf("%w: matcher %d: %w", node.ErrBadQuery, i, err)
+			return q, fmt.Errorf("%w: matcher %d: %w", model.ErrBadQuery, i, err)
 		}
 		q.Matchers = append(q.Matchers, m)
 	}
@@ -193,11 +193,11 @@ func toStatus(err error) error {
 	}
 	code := codes.Unavailable
 	switch {
-	case errors.Is(err, ErrInvalidSegment), errors.Is(err, node.ErrBadQuery):
+	case errors.Is(err, ErrInvalidSegment), errors.Is(err, model.ErrBadQuery):
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrConflict):
 		code = codes.AlreadyExists
-	case errors.Is(err, node.ErrOverloaded):
+	case errors.Is(err, model.ErrOverloaded):
 		code = codes.ResourceExhausted
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
@@ -215,8 +215,8 @@ func isPlain(err error) bool {
 
 // remoteError is an error answered by a peer: its status stays readable
 // (status.Code, status.FromError) and errors.Is matches the sentinel of
-// its class (ErrConflict, ErrInvalidSegment, node.ErrBadQuery,
-// node.ErrOverloaded).
+// its class (ErrConflict, ErrInvalidSegment, model.ErrBadQuery,
+// model.ErrOverloaded).
 type remoteError struct {
 	st       *status.Status
 	sentinel error
@@ -245,7 +245,7 @@ func fromStatus(err error, invalid error) error {
 	case codes.AlreadyExists:
 		sentinel = ErrConflict
 	case codes.ResourceExhausted:
-		sentinel = node.ErrOverloaded
+		sentinel = model.ErrOverloaded
 	case codes.Canceled:
 		sentinel = context.Canceled
 	case codes.DeadlineExceeded:

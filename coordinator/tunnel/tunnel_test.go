@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/tunnel"
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
@@ -96,12 +96,12 @@ func openNode(t *testing.T, id string) *node.Node {
 	})
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	for i := range 3 {
-		b := node.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint("s", i)}}}
+		b := model.Batch{Labels: []labels.Label{{Name: "__name__", Value: "temp"}, {Name: "sensor", Value: fmt.Sprint("s", i)}}}
 		for k := range 100 {
 			b.Ts = append(b.Ts, base+int64(k))
 			b.Vs = append(b.Vs, float64(i*1000+k)/7)
 		}
-		if res, err := n.Write([]node.Batch{b}); err != nil || res.Accepted != 100 {
+		if res, err := n.Write(context.Background(), []model.Batch{b}); err != nil || res.Accepted != 100 {
 			t.Fatalf("write: %d accepted, %d rejected, %v", res.Accepted, res.Rejected, err)
 		}
 	}
@@ -111,7 +111,7 @@ func openNode(t *testing.T, id string) *node.Node {
 func runTunnels(t *testing.T, id string, n *node.Node, targets ...string) *replicator.Tunnels {
 	t.Helper()
 	tun, err := replicator.NewTunnels(replicator.TunnelOptions{NodeID: id, Targets: targets, Insecure: true,
-		Query:          api.NewQueryServer(backend.ForNode(n), nil),
+		Query:          grpcapi.New(n, grpcapi.Options{}).QueryServer,
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -150,20 +150,20 @@ func requireSameAnswers(t *testing.T, s query.Source, n *node.Node) {
 		t.Fatal(err)
 	}
 	ms := []*labels.Matcher{eq}
-	q := node.Query{Matchers: ms, Start: 0, End: time.Now().UnixMilli(), Mode: node.ModeRaw}
+	q := model.Query{Matchers: ms, Start: 0, End: time.Now().UnixMilli(), Mode: model.ModeRaw}
 	collect := func(b interface {
-		Query(context.Context, node.Query, func(node.Series) error) (node.QueryInfo, error)
-	}) []node.Series {
-		var out []node.Series
-		if _, err := b.Query(ctx, q, func(s node.Series) error {
-			out = append(out, node.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
+		Query(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error)
+	}) []model.Series {
+		var out []model.Series
+		if _, err := b.Query(ctx, q, func(s model.Series) error {
+			out = append(out, model.Series{Labels: s.Labels, Ts: slices.Clone(s.Ts), Vs: slices.Clone(s.Vs)})
 			return nil
 		}); err != nil {
 			t.Fatalf("query: %v", err)
 		}
 		return out
 	}
-	direct := backend.ForNode(n)
+	direct := n
 	got, want := collect(s), collect(direct)
 	if len(got) != 3 || len(got) != len(want) {
 		t.Fatalf("query through the tunnel: %d series, directly %d; want 3", len(got), len(want))

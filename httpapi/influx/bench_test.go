@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node"
 )
@@ -107,7 +106,7 @@ func BenchmarkWriteHTTP(b *testing.B) {
 		}
 	}()
 	mux := http.NewServeMux()
-	Register(mux, backend.ForNode(n), &httpapi.Config{})
+	Register(mux, n, &httpapi.Config{})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

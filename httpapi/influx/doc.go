@@ -1,5 +1,5 @@
 // Package influx ingests InfluxDB line protocol: a fast parser that turns
-// a body into node batches (one per series), and the HTTP write API
+// a body into batches (model.Batch, one per series), and the HTTP write API
 // (/write, /api/v2/write, /ping, /health) that InfluxDB clients, Telegraf
 // and Node-RED talk to. docs/influx.md is the user-facing specification;
 // this comment is the summary the code is held to.

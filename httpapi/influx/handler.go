@@ -17,7 +17,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -170,7 +170,7 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec 
 		h.badRequest(w, err.Error())
 		return
 	}
-	var wr node.WriteResult
+	var wr model.WriteResult
 	if len(res.Batches) > 0 {
 		if wr, err = h.b.Write(ctx, res.Batches); err != nil {
 			httpapi.CountError(st, err)
@@ -210,7 +210,7 @@ type partialWrite struct {
 	Errors        []lineMessage `json:"errors"`
 }
 
-func (h *handler) partial(w http.ResponseWriter, res *Result, wr node.WriteResult) {
+func (h *handler) partial(w http.ResponseWriter, res *Result, wr model.WriteResult) {
 	errs := make([]lineMessage, 0, min(len(res.Errors)+len(wr.Rejections), 2*MaxReportedErrors))
 	for _, e := range res.Errors {
 		errs = append(errs, lineMessage{e.Line, e.Column, e.Msg})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -42,7 +43,7 @@ func newTestServer(t *testing.T, lim httpapi.Limits) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, n, backend.ForNode(n), lim)
+	return serve(t, n, n, lim)
 }
 
 func serve(t *testing.T, n *node.Node, b backend.Backend, lim httpapi.Limits) *testServer {
@@ -111,9 +112,9 @@ func dump(t *testing.T, n *node.Node, re string) string {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	_, err = n.Query(context.Background(), node.Query{
-		Matchers: []*labels.Matcher{m}, Start: math.MinInt64, End: math.MaxInt64, Mode: node.ModeRaw,
-	}, func(s node.Series) error {
+	_, err = n.Query(context.Background(), model.Query{
+		Matchers: []*labels.Matcher{m}, Start: math.MinInt64, End: math.MaxInt64, Mode: model.ModeRaw,
+	}, func(s model.Series) error {
 		b.WriteString(s.Labels.String())
 		for i := range s.Ts {
 			fmt.Fprintf(&b, " %d:%s", s.Ts[i], strconv.FormatFloat(s.Vs[i], 'g', -1, 64))
@@ -203,9 +204,9 @@ rec_value{db=%[1]q,k="v"} %[4]d:7
 func dumpMatching(t *testing.T, n *node.Node, m *labels.Matcher) string {
 	t.Helper()
 	var b strings.Builder
-	_, err := n.Query(context.Background(), node.Query{
-		Matchers: []*labels.Matcher{m}, Start: math.MinInt64, End: math.MaxInt64, Mode: node.ModeRaw,
-	}, func(s node.Series) error {
+	_, err := n.Query(context.Background(), model.Query{
+		Matchers: []*labels.Matcher{m}, Start: math.MinInt64, End: math.MaxInt64, Mode: model.ModeRaw,
+	}, func(s model.Series) error {
 		b.WriteString(s.Labels.String())
 		for i := range s.Ts {
 			fmt.Fprintf(&b, " %d:%s", s.Ts[i], strconv.FormatFloat(s.Vs[i], 'g', -1, 64))
@@ -486,8 +487,8 @@ type failingBackend struct {
 	err error
 }
 
-func (f failingBackend) Write(context.Context, []node.Batch) (node.WriteResult, error) {
-	return node.WriteResult{}, f.err
+func (f failingBackend) Write(context.Context, []model.Batch) (model.WriteResult, error) {
+	return model.WriteResult{}, f.err
 }
 
 func TestBackendErrors_NothingAcknowledged(t *testing.T) {
@@ -496,8 +497,8 @@ func TestBackendErrors_NothingAcknowledged(t *testing.T) {
 		err    error
 		status int
 	}{
-		{"overloaded", fmt.Errorf("append: %w", node.ErrOverloaded), http.StatusTooManyRequests},
-		{"closed", node.ErrClosed, http.StatusServiceUnavailable},
+		{"overloaded", fmt.Errorf("append: %w", model.ErrOverloaded), http.StatusTooManyRequests},
+		{"closed", model.ErrClosed, http.StatusServiceUnavailable},
 		{"timeout", context.DeadlineExceeded, http.StatusServiceUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -505,7 +506,7 @@ func TestBackendErrors_NothingAcknowledged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := serve(t, n, failingBackend{backend.ForNode(n), tc.err}, httpapi.Limits{})
+			s := serve(t, n, failingBackend{n, tc.err}, httpapi.Limits{})
 			status, ans, hdr := s.post(t, "/api/v2/write?bucket=b", []byte("m v=1\n"))
 			if status != tc.status || hdr.Get("Retry-After") != "1" || !strings.Contains(ans["message"].(string), "nothing was stored") {
 				t.Fatalf("status %d Retry-After %q answer %v", status, hdr.Get("Retry-After"), ans)
@@ -520,7 +521,7 @@ func TestBackendErrors_NothingAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serve(t, n, backend.ForNode(n), httpapi.Limits{})
+	s := serve(t, n, n, httpapi.Limits{})
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 // wideLine returns "<measurement> f0=1,f1=1,...": one line of n fields.
@@ -157,13 +157,13 @@ type countingBackend struct {
 	points atomic.Int64
 }
 
-func (c *countingBackend) Write(_ context.Context, batches []node.Batch) (node.WriteResult, error) {
+func (c *countingBackend) Write(_ context.Context, batches []model.Batch) (model.WriteResult, error) {
 	var n int64
 	for _, b := range batches {
 		n += int64(len(b.Ts))
 	}
 	c.points.Add(n)
-	return node.WriteResult{Accepted: n}, nil
+	return model.WriteResult{Accepted: n}, nil
 }
 
 // wideBody streams one line of line protocol with n distinct fields

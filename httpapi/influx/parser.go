@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -109,7 +109,7 @@ func (e LineError) Error() string {
 type Result struct {
 	// Batches holds one batch per series, in the order each series first
 	// appears, its points in line order.
-	Batches []node.Batch
+	Batches []model.Batch
 	// Errors describes the first refused lines, in line order.
 	Errors []LineError
 	// Lines counts the lines that hold a point (blank lines and comments
@@ -127,7 +127,7 @@ type Result struct {
 // Line returns the line number of point i of batch b.
 func (r *Result) Line(b, i int) int { return int(r.lines[int(r.offs[b])+i]) }
 
-// Parser turns line protocol into node batches. It keeps a cache from
+// Parser turns line protocol into batches (model.Batch). It keeps a cache from
 // series keys (measurement and tag set, as written) to label sets across
 // calls, so the tags of a series already seen are not parsed again.
 //
@@ -619,7 +619,7 @@ func (p *Parser) group() {
 		if c == 0 {
 			continue // every line that used it was refused
 		}
-		p.res.Batches = append(p.res.Batches, node.Batch{
+		p.res.Batches = append(p.res.Batches, model.Batch{
 			Labels: p.refs[b].lset,
 			Ts:     ts[off : off+c : off+c],
 			Vs:     vs[off : off+c : off+c],

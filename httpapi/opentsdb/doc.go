@@ -127,7 +127,7 @@
 // fill, rate. Then series are grouped by the group-by tag values and
 // aggregated at identical timestamps: there is no interpolation (with a
 // downsampler, series share bucket timestamps; without one, only equal
-// timestamps combine). The aggregation runs in the backend (node.Query
+// timestamps combine). The aggregation runs in the backend (model.Query
 // GroupBy/Aggregate) unless a rate, a fill policy or "none" needs per
 // series work first. Rate is per second between consecutive points; with
 // counter a decrease is a reset: dropped with dropResets (dropcounter),

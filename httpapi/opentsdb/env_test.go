@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -48,7 +49,7 @@ func newEnv(t testing.TB, limits ...httpapi.Limits) *env {
 	if len(limits) > 0 {
 		cfg.Limits = limits[0]
 	}
-	e := &env{t: t, n: n, b: backend.ForNode(n), cfg: cfg}
+	e := &env{t: t, n: n, b: n, cfg: cfg}
 	e.a = newAPI(e.b, cfg)
 	e.a.now = func() time.Time { return now }
 	mux := http.NewServeMux()
@@ -115,7 +116,7 @@ func (e *env) raw(sel string) map[string][][2]float64 {
 		e.t.Fatal(err)
 	}
 	out := map[string][][2]float64{}
-	_, err = e.n.Query(context.Background(), node.Query{Matchers: ms, Start: 0, End: nowMs() + 3600_000, Mode: node.ModeRaw}, func(s node.Series) error {
+	_, err = e.n.Query(context.Background(), model.Query{Matchers: ms, Start: 0, End: nowMs() + 3600_000, Mode: model.ModeRaw}, func(s model.Series) error {
 		for i := range s.Ts {
 			out[s.Labels.String()] = append(out[s.Labels.String()], [2]float64{float64(s.Ts[i]), s.Vs[i]})
 		}

@@ -14,13 +14,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
 // checkBatches requires every accepted point to be storable: valid labels
 // with a metric name, a positive timestamp, a finite value.
-func checkBatches(t *testing.T, batches []node.Batch) {
+func checkBatches(t *testing.T, batches []model.Batch) {
 	t.Helper()
 	for _, b := range batches {
 		ls, err := labels.New(b.Labels, labels.Limits{})
@@ -39,7 +39,7 @@ func checkBatches(t *testing.T, batches []node.Batch) {
 }
 
 // encodePut writes batches back as an /api/put body.
-func encodePut(t *testing.T, batches []node.Batch) []byte {
+func encodePut(t *testing.T, batches []model.Batch) []byte {
 	var out []map[string]any
 	for _, b := range batches {
 		tags := map[string]string{}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -146,8 +146,8 @@ func (a *api) queryLast(w http.ResponseWriter, r *http.Request) {
 			a.badRequest(w, "query %d (%.64s): %v", i, sq.Metric, err)
 			return
 		}
-		q := node.Query{Matchers: p.matchers, Start: start, End: end, Mode: node.ModeLastPoint, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
-		_, err = a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), q, func(s node.Series) error {
+		q := model.Query{Matchers: p.matchers, Start: start, End: end, Mode: model.ModeLastPoint, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
+		_, err = a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), q, func(s model.Series) error {
 			for j := range s.Ts {
 				out = append(out, lastPoint{Metric: p.metric, Timestamp: s.Ts[j], Value: formatValue(s.Vs[j]), Tags: tagsOf(s.Labels), Tsuid: seriesID(s.Labels)})
 			}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -131,7 +131,7 @@ func isDecimal(s string) bool {
 	return i == len(s)
 }
 
-// batcher groups validated points into one node.Batch per series and
+// batcher groups validated points into one model.Batch per series and
 // remembers where each point came from (a datapoint index or a line
 // number), so that rejections can be reported against the input. It is
 // not safe for concurrent use.
@@ -140,7 +140,7 @@ type batcher struct {
 	// errTooManySeries (0: no limit).
 	maxSeries int
 	index     map[string]int
-	batches   []node.Batch
+	batches   []model.Batch
 	origin    [][]int64
 	points    int
 	// labelBytes counts the bytes of the label strings the batches hold.
@@ -180,7 +180,7 @@ func (b *batcher) add(metric string, tags []labels.Label, tMs int64, v float64, 
 		i = len(b.batches)
 		b.index[string(b.key)] = i
 		own, n := ownLabels(ls)
-		b.batches = append(b.batches, node.Batch{Labels: own})
+		b.batches = append(b.batches, model.Batch{Labels: own})
 		b.origin = append(b.origin, nil)
 		b.labelBytes += n
 	}
@@ -218,7 +218,7 @@ func ownLabels(ls labels.Labels) ([]labels.Label, int) {
 }
 
 // take returns the batches and origins collected so far and empties b.
-func (b *batcher) take() ([]node.Batch, [][]int64) {
+func (b *batcher) take() ([]model.Batch, [][]int64) {
 	batches, origin := b.batches, b.origin
 	b.batches, b.origin, b.points, b.labelBytes = nil, nil, 0, 0
 	clear(b.index)
@@ -233,9 +233,9 @@ type rejected struct {
 }
 
 // mapRejections maps the node's rejections onto input positions. The node
-// details at most node.MaxRejectionDetails rejections; the counts in the
+// details at most model.MaxRejectionDetails rejections; the counts in the
 // WriteResult stay exact.
-func mapRejections(res node.WriteResult, origin [][]int64) []rejected {
+func mapRejections(res model.WriteResult, origin [][]int64) []rejected {
 	out := make([]rejected, 0, len(res.Rejections))
 	for _, r := range res.Rejections {
 		if r.BatchIndex < 0 || r.BatchIndex >= len(origin) {

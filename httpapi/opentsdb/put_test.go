@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 type putAnswer struct {
@@ -294,8 +294,8 @@ func TestPut_BackendErrorsMapToRetryableStatuses(t *testing.T) {
 		err    error
 		status int
 	}{
-		{node.ErrOverloaded, http.StatusTooManyRequests},
-		{node.ErrClosed, http.StatusServiceUnavailable},
+		{model.ErrOverloaded, http.StatusTooManyRequests},
+		{model.ErrClosed, http.StatusServiceUnavailable},
 		{context.DeadlineExceeded, http.StatusServiceUnavailable},
 	} {
 		fb.mu.Lock()

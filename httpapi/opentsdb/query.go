@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -241,7 +241,7 @@ func (a *api) tooManyPoints() error {
 // answer may still hold; execute lowers it.
 //
 // Downsampling always runs in the backend. Aggregation across series runs
-// in the backend too (node.Query GroupBy and Aggregate) unless the plan
+// in the backend too (model.Query GroupBy and Aggregate) unless the plan
 // needs something to happen per series before it: a rate, a fill policy,
 // or the "none" aggregator; then series are read one by one and combined
 // here. Both ways aggregate the values that series have at the same
@@ -264,10 +264,10 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			ms = append(ms, m)
 		}
 	}
-	nq := node.Query{Matchers: ms, Start: start, End: end, Mode: node.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
+	nq := model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
 	collate := p.agg.fn
 	if ds := p.ds; ds != nil {
-		nq.Mode, nq.Downsample = node.ModeDownsample, ds.agg.fn
+		nq.Mode, nq.Downsample = model.ModeDownsample, ds.agg.fn
 		if ds.all {
 			// One bucket: a step larger than end puts every sample in the
 			// bucket starting at 0; whole days of it come from the rollups.
@@ -307,7 +307,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	groups := map[string]*accum{}
 	var order []string
 	cells := 0
-	_, err := a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), nq, func(s node.Series) error {
+	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		ts, vs := s.Ts, s.Vs
 		fixAll(ts)
 		if grid != nil {
@@ -358,11 +358,11 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 // executeInBackend has the backend aggregate; the tags of each group
 // (tags its series share, and aggregateTags, the keys they differ in) are
 // then computed from the series the query's matchers select.
-func (a *api) executeInBackend(ctx context.Context, p *plan, nq node.Query, collate rollup.Func, fixAll func([]int64), budget *int) ([]outSeries, error) {
+func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, collate rollup.Func, fixAll func([]int64), budget *int) ([]outSeries, error) {
 	nq.Aggregate, nq.GroupBy = p.agg.fn, p.groupBy
 	var out []outSeries
 	var keys []string
-	_, err := a.b.Query(node.WithQueryAPI(ctx, node.QueryAPIOpenTSDB), nq, func(s node.Series) error {
+	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		if *budget -= len(s.Ts); *budget < 0 {
 			return a.tooManyPoints()
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -263,7 +263,7 @@ func (s *TelnetServer) stop() {
 // write stores batches, retrying while the backend is overloaded or
 // unavailable (telnet has no way to ask the sender to retry), for up to
 // the request timeout or until the server is closed.
-func (s *TelnetServer) write(batches []node.Batch) (node.WriteResult, error) {
+func (s *TelnetServer) write(batches []model.Batch) (model.WriteResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Limits.RequestTimeout)
 	defer cancel()
 	delay := 50 * time.Millisecond

@@ -13,37 +13,36 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
 // fakeBackend records writes; fail holds errors for the next writes.
 type fakeBackend struct {
 	mu     sync.Mutex
-	writes [][]node.Batch
+	writes [][]model.Batch
 	fail   []error
 }
 
-func (f *fakeBackend) Write(_ context.Context, batches []node.Batch) (node.WriteResult, error) {
+func (f *fakeBackend) Write(_ context.Context, batches []model.Batch) (model.WriteResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.fail) > 0 {
 		err := f.fail[0]
 		f.fail = f.fail[1:]
-		return node.WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	f.writes = append(f.writes, batches)
-	var res node.WriteResult
+	var res model.WriteResult
 	for _, b := range batches {
 		res.Accepted += int64(len(b.Ts))
 	}
 	return res, nil
 }
 
-func (f *fakeBackend) Query(context.Context, node.Query, func(node.Series) error) (node.QueryInfo, error) {
-	return node.QueryInfo{}, nil
+func (f *fakeBackend) Query(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error) {
+	return model.QueryInfo{}, nil
 }
 func (f *fakeBackend) Series(context.Context, []*labels.Matcher, int) ([]labels.Labels, error) {
 	return nil, nil
@@ -287,7 +286,7 @@ func TestTelnet_IdleConnectionIsClosed(t *testing.T) {
 
 func TestTelnet_OverloadedWritesAreRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fb := &fakeBackend{fail: []error{node.ErrOverloaded, node.ErrOverloaded}}
+		fb := &fakeBackend{fail: []error{model.ErrOverloaded, model.ErrOverloaded}}
 		srv, err := NewTelnetServer(fb, &httpapi.Config{}, TelnetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -308,7 +307,7 @@ func TestTelnet_OverloadedWritesAreRetried(t *testing.T) {
 		}
 		// A bad request is not retried: the point is dropped and counted.
 		fb.mu.Lock()
-		fb.fail = []error{fmt.Errorf("test refusal: %w", backend.ErrBadRequest)}
+		fb.fail = []error{fmt.Errorf("test refusal: %w", model.ErrBadRequest)}
 		fb.mu.Unlock()
 		c = l.dial()
 		rd := bufio.NewReader(c)

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
@@ -34,10 +35,10 @@ func benchNode(b *testing.B) (*node.Node, time.Time) {
 	const interval = 10_000
 	start := end.Add(-6 * time.Hour).UnixMilli()
 	for lo := start; lo < end.UnixMilli(); lo += 1800_000 {
-		var batches []node.Batch
+		var batches []model.Batch
 		for h := range 10 {
 			for _, f := range fields {
-				bt := node.Batch{Labels: []nlabels.Label{{Name: "__name__", Value: "cpu_" + f}, {Name: "hostname", Value: fmt.Sprintf("host_%d", h)},
+				bt := model.Batch{Labels: []nlabels.Label{{Name: "__name__", Value: "cpu_" + f}, {Name: "hostname", Value: fmt.Sprintf("host_%d", h)},
 					{Name: "region", Value: "eu-west-1"}, {Name: "datacenter", Value: "eu-west-1a"}}}
 				for t := lo; t < lo+1800_000; t += interval {
 					bt.Ts = append(bt.Ts, t)
@@ -46,7 +47,7 @@ func benchNode(b *testing.B) (*node.Node, time.Time) {
 				batches = append(batches, bt)
 			}
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		if err != nil || res.Rejected != 0 {
 			b.Fatalf("write: %v %+v", err, res.Rejections)
 		}
@@ -68,7 +69,7 @@ func benchNode(b *testing.B) (*node.Node, time.Time) {
 func BenchmarkQueryRange1hMaxByMinute(b *testing.B) {
 	n, end := benchNode(b)
 	cfg := httpapi.Config{}
-	api, err := New(backend.ForNode(n), &cfg, Options{Now: func() time.Time { return end }})
+	api, err := New(n, &cfg, Options{Now: func() time.Time { return end }})
 	if err != nil {
 		b.Fatal(err)
 	}

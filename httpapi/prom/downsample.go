@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -121,7 +121,7 @@ func (q *queryable) plan(h *storage.SelectHints) (plan, bool) {
 	default:
 		return plan{}, false
 	}
-	if (h.End-h.Start)/r >= node.MaxBuckets {
+	if (h.End-h.Start)/r >= model.MaxBuckets {
 		return plan{}, false
 	}
 	if q.api.opts.ApproximateRollups && r%rollup.Hour == 0 && floorMod(h.Start-1, r) == 0 {
@@ -157,9 +157,9 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 	fallbacks := map[string]*fallback{}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	var read int64
-	nq := node.Query{Matchers: ms, Start: p.qStart, End: p.qEnd, Mode: node.ModeDownsample,
+	nq := model.Query{Matchers: ms, Start: p.qStart, End: p.qEnd, Mode: model.ModeDownsample,
 		Step: p.width, Offset: p.offset, Downsample: p.fn}
-	err := qr.query(ctx, nq, func(lset labels.Labels, s node.Series) error {
+	err := qr.query(ctx, nq, func(lset labels.Labels, s model.Series) error {
 		read += int64(len(s.Ts))
 		var fb *fallback
 		ts, vs := s.Ts[:0], s.Vs[:0] // in place: the backend hands the slices over
@@ -189,8 +189,8 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 		return out, err
 	}
 	qr.q.api.stats.Add(StatWindowsFromRaw, int64(len(fallbacks)))
-	raw := map[string]node.Series{}
-	err = qr.query(ctx, node.Query{Matchers: ms, Start: lo, End: hi, Mode: node.ModeRaw}, func(_ labels.Labels, s node.Series) error {
+	raw := map[string]model.Series{}
+	err = qr.query(ctx, model.Query{Matchers: ms, Start: lo, End: hi, Mode: model.ModeRaw}, func(_ labels.Labels, s model.Series) error {
 		key := string(s.Labels.AppendKey(nil))
 		if fallbacks[key] != nil {
 			raw[key] = s
@@ -212,7 +212,7 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 // disjoint, so the result is sorted. In approximate mode a fallback window
 // without raw samples (they are older than the raw retention) keeps the
 // node's value at its end.
-func mergeWindows(ts []int64, vs []float64, fb *fallback, raw node.Series, approx bool) ([]int64, []float64) {
+func mergeWindows(ts []int64, vs []float64, fb *fallback, raw model.Series, approx bool) ([]int64, []float64) {
 	var add []int64
 	var addV []float64
 	j := 0

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
+	pmodel "github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -76,12 +77,12 @@ func TestDownsample_RandomQueriesMatchRaw(t *testing.T) {
 			end, step = start, 0 // instant query
 		}
 		f := funcs[rng.IntN(len(funcs))]
-		sel := fmt.Sprintf("%s[%s]", sels[rng.IntN(len(sels))], model.Duration(time.Duration(r)*time.Millisecond))
+		sel := fmt.Sprintf("%s[%s]", sels[rng.IntN(len(sels))], pmodel.Duration(time.Duration(r)*time.Millisecond))
 		switch rng.IntN(6) {
 		case 0:
-			sel += " offset " + model.Duration(time.Duration(rng.Int64N(600))*time.Second).String()
+			sel += " offset " + pmodel.Duration(time.Duration(rng.Int64N(600))*time.Second).String()
 		case 1:
-			sel += " offset -" + model.Duration(time.Duration(1+rng.Int64N(60))*time.Second).String()
+			sel += " offset -" + pmodel.Duration(time.Duration(1+rng.Int64N(60))*time.Second).String()
 		}
 		qs := fmt.Sprintf("%s(%s)", f, sel)
 		switch rng.IntN(5) {
@@ -169,7 +170,7 @@ type recordingBackend struct {
 	sources map[string]int
 }
 
-func (b *recordingBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b *recordingBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	info, err := b.Backend.Query(ctx, q, emit)
 	b.mu.Lock()
 	b.sources[info.Source]++

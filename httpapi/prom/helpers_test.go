@@ -63,7 +63,7 @@ func newTestEnv(t testing.TB, nodeOpts func(*node.Options), cfg httpapi.Config, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return newTestEnvFor(t, n, backend.ForNode(n), cfg, opts)
+	return newTestEnvFor(t, n, n, cfg, opts)
 }
 
 func newTestEnvFor(t testing.TB, n *node.Node, b backend.Backend, cfg httpapi.Config, opts Options) *testEnv {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
@@ -25,10 +25,10 @@ type acceptingBackend struct {
 	names []string
 }
 
-func (a *acceptingBackend) Write(_ context.Context, batches []node.Batch) (node.WriteResult, error) {
+func (a *acceptingBackend) Write(_ context.Context, batches []model.Batch) (model.WriteResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var res node.WriteResult
+	var res model.WriteResult
 	for _, b := range batches {
 		a.names = append(a.names, nlabels.Labels(b.Labels).Get(nlabels.MetricName))
 		res.Accepted += int64(len(b.Ts))

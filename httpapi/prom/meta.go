@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/prometheus/common/model"
+	pmodel "github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -129,7 +129,7 @@ func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
 func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if strings.HasPrefix(name, "U__") {
-		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+		name = pmodel.UnescapeName(name, pmodel.ValueEncodingEscaping)
 	}
 	if name == "" || !utf8.ValidString(name) {
 		a.fail(w, badData(fmt.Sprintf("invalid label name: %q", name)))

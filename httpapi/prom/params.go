@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/common/model"
+	pmodel "github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -61,7 +61,7 @@ func parseDuration(s string) (time.Duration, error) {
 		}
 		return time.Duration(ns), nil
 	}
-	if d, err := model.ParseDuration(s); err == nil {
+	if d, err := pmodel.ParseDuration(s); err == nil {
 		return time.Duration(d), nil
 	}
 	return 0, fmt.Errorf("cannot parse %q to a valid duration (want seconds or a duration like 1m30s)", s)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
@@ -185,7 +185,7 @@ type blockingBackend struct {
 	release chan struct{}
 }
 
-func (b *blockingBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b *blockingBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	b.entered <- struct{}{}
 	<-b.release
 	return b.Backend.Query(ctx, q, emit)
@@ -220,8 +220,8 @@ func TestQuery_BackendErrors(t *testing.T) {
 		status  int
 		errType string
 	}{
-		{node.ErrOverloaded, 503, "unavailable"},
-		{node.ErrClosed, 503, "unavailable"},
+		{model.ErrOverloaded, 503, "unavailable"},
+		{model.ErrClosed, 503, "unavailable"},
 		{context.DeadlineExceeded, 503, "timeout"},
 	} {
 		e := newTestEnvFor(t, nil, errBackend{tc.err}, httpapi.Config{}, Options{})
@@ -239,11 +239,11 @@ func TestQuery_BackendErrors(t *testing.T) {
 // errBackend fails everything with err.
 type errBackend struct{ err error }
 
-func (b errBackend) Write(context.Context, []node.Batch) (node.WriteResult, error) {
-	return node.WriteResult{}, b.err
+func (b errBackend) Write(context.Context, []model.Batch) (model.WriteResult, error) {
+	return model.WriteResult{}, b.err
 }
-func (b errBackend) Query(context.Context, node.Query, func(node.Series) error) (node.QueryInfo, error) {
-	return node.QueryInfo{}, b.err
+func (b errBackend) Query(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error) {
+	return model.QueryInfo{}, b.err
 }
 func (b errBackend) Series(context.Context, []*nlabels.Matcher, int) ([]nlabels.Labels, error) {
 	return nil, b.err

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -88,7 +88,7 @@ type writeRequest struct {
 	// Batches holds one batch per time series that has float samples, in
 	// request order; Index[i] is the position of Batches[i] among the
 	// request's time series.
-	Batches []node.Batch
+	Batches []model.Batch
 	Index   []int
 	// Series counts all time series entries, Samples their float samples.
 	Series  int
@@ -255,7 +255,7 @@ func decodeWriteRequest(buf []byte, lim rwLimits) (*writeRequest, error) {
 	}
 	req := &writeRequest{
 		Series:  c.series,
-		Batches: make([]node.Batch, 0, c.batches),
+		Batches: make([]model.Batch, 0, c.batches),
 		Index:   make([]int, 0, c.batches),
 	}
 	ts := make([]int64, c.samples)
@@ -457,10 +457,10 @@ func scanSeries(buf []byte, base, idx int, lim labels.Limits) (seriesInfo, error
 // fillSeries is the second pass over one TimeSeries: it takes its labels
 // (those with a value) and samples from the front of the preallocated
 // arrays, or records why the series is refused.
-func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits, ts *[]int64, vs *[]float64, lbls *[]labels.Label, in interner) (node.Batch, error) {
+func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits, ts *[]int64, vs *[]float64, lbls *[]labels.Label, in interner) (model.Batch, error) {
 	s, err := scanSeries(buf, base, idx, lim)
 	if err != nil {
-		return node.Batch{}, err
+		return model.Batch{}, err
 	}
 	if s.hists > 0 {
 		req.Histograms += int64(s.hists)
@@ -471,7 +471,7 @@ func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits,
 		req.ExemplarSeries++
 	}
 	if s.samples == 0 {
-		return node.Batch{}, nil
+		return model.Batch{}, nil
 	}
 	req.Samples += int64(s.samples)
 	if s.refused != 0 {
@@ -480,12 +480,12 @@ func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits,
 		if len(req.RefusedWhy) < maxReportDetails {
 			req.RefusedWhy = append(req.RefusedWhy, fmt.Sprintf("timeseries %d: %s", idx, s.why(lim)))
 		}
-		return node.Batch{}, nil
+		return model.Batch{}, nil
 	}
 	if s.samples > len(*ts) || s.labels > len(*lbls) {
-		return node.Batch{}, errors.New("BUG: remote_write decoder passes disagree")
+		return model.Batch{}, errors.New("BUG: remote_write decoder passes disagree")
 	}
-	b := node.Batch{
+	b := model.Batch{
 		Labels: (*lbls)[:0:s.labels],
 		Ts:     (*ts)[:0:s.samples],
 		Vs:     (*vs)[:0:s.samples],
@@ -495,17 +495,17 @@ func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits,
 	for !r.done() {
 		num, typ, err := r.next()
 		if err != nil {
-			return node.Batch{}, err
+			return model.Batch{}, err
 		}
 		switch num {
 		case fieldSeriesLabels:
 			msg, mb, err := r.bytes(num, typ)
 			if err != nil {
-				return node.Batch{}, err
+				return model.Batch{}, err
 			}
 			name, value, err := decodeLabel(msg, mb, idx)
 			if err != nil {
-				return node.Batch{}, err
+				return model.Batch{}, err
 			}
 			if len(value) > 0 {
 				b.Labels = append(b.Labels, labels.Label{Name: in.get(name), Value: in.get(value)})
@@ -513,17 +513,17 @@ func fillSeries(req *writeRequest, buf []byte, base, idx int, lim labels.Limits,
 		case fieldSeriesSamples:
 			msg, mb, err := r.bytes(num, typ)
 			if err != nil {
-				return node.Batch{}, err
+				return model.Batch{}, err
 			}
 			t, v, err := decodeSample(msg, mb, idx)
 			if err != nil {
-				return node.Batch{}, err
+				return model.Batch{}, err
 			}
 			b.Ts = append(b.Ts, t)
 			b.Vs = append(b.Vs, v)
 		default:
 			if err := r.skip(num, typ); err != nil {
-				return node.Batch{}, err
+				return model.Batch{}, err
 			}
 		}
 	}

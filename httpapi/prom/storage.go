@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tributarydb/tributary/backend"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
@@ -109,10 +109,10 @@ func compareSeries(a, b series) int { return labels.Compare(a.lset, b.lset) }
 
 // query runs nq on the backend, converting each series and charging its
 // samples to the query.
-func (qr *querier) query(ctx context.Context, nq node.Query, each func(lset labels.Labels, s node.Series) error) error {
+func (qr *querier) query(ctx context.Context, nq model.Query, each func(lset labels.Labels, s model.Series) error) error {
 	nq.LimitSeries = qr.q.api.cfg.Limits.MaxSeriesPerQuery
 	sb := labels.NewScratchBuilder(8)
-	info, err := qr.q.api.b.Query(node.WithQueryAPI(ctx, node.QueryAPIPromQL), nq, func(s node.Series) error {
+	info, err := qr.q.api.b.Query(model.WithQueryAPI(ctx, model.QueryAPIPromQL), nq, func(s model.Series) error {
 		if err := qr.q.charge(len(s.Ts)); err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ func (qr *querier) query(ctx context.Context, nq node.Query, each func(lset labe
 func (qr *querier) selectRaw(ctx context.Context, ms []*nlabels.Matcher, start, end int64) ([]series, error) {
 	var out []series
 	n := int64(0)
-	err := qr.query(ctx, node.Query{Matchers: ms, Start: start, End: end, Mode: node.ModeRaw}, func(lset labels.Labels, s node.Series) error {
+	err := qr.query(ctx, model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw}, func(lset labels.Labels, s model.Series) error {
 		n += int64(len(s.Ts))
 		out = append(out, series{lset: lset, ts: s.Ts, vs: s.Vs})
 		return nil

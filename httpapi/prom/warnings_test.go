@@ -10,6 +10,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
@@ -20,7 +21,7 @@ type warningBackend struct {
 	warnings []string
 }
 
-func (b warningBackend) Query(ctx context.Context, q node.Query, emit func(node.Series) error) (node.QueryInfo, error) {
+func (b warningBackend) Query(ctx context.Context, q model.Query, emit func(model.Series) error) (model.QueryInfo, error) {
 	info, err := b.Backend.Query(ctx, q, emit)
 	info.Warnings = b.warnings
 	return info, err
@@ -33,11 +34,11 @@ func TestQuery_BackendWarningsReachTheResponse(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Close() })
 	ts := testNow.Add(-time.Minute).UnixMilli()
-	if _, err := n.Write([]node.Batch{{Labels: nlabels.FromStrings("__name__", "cpu"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: nlabels.FromStrings("__name__", "cpu"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil {
 		t.Fatal(err)
 	}
 	warn := "edge pi-7 unreachable: points after 2026-06-01T11:00:00Z missing"
-	e := newTestEnvFor(t, n, warningBackend{backend.ForNode(n), []string{warn}}, httpapi.Config{}, Options{})
+	e := newTestEnvFor(t, n, warningBackend{n, []string{warn}}, httpapi.Config{}, Options{})
 	st, r, body := e.call(http.MethodGet, "/api/v1/query", url.Values{"query": {"cpu"}, "time": {"1780315200"}})
 	if st != http.StatusOK || !slices.Contains(r.Warnings, warn) {
 		t.Fatalf("%d %s", st, body)

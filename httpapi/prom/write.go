@@ -12,7 +12,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 )
 
 // writeBufs are the two buffers of a remote_write request (compressed and
@@ -116,7 +116,7 @@ func (a *API) serveWrite(w http.ResponseWriter, r *http.Request) {
 				"dropped", dropped, "cache_limit", a.opts.MaxMetadata, "request_limit", a.cfg.Limits.MaxSeriesPerRequest)
 		}
 	}
-	var res node.WriteResult
+	var res model.WriteResult
 	if len(req.Batches) > 0 {
 		res, err = a.b.Write(r.Context(), req.Batches)
 		if err != nil {
@@ -132,7 +132,7 @@ func (a *API) serveWrite(w http.ResponseWriter, r *http.Request) {
 	// Series the decoder refused for their labels count as the node's
 	// invalid series would.
 	res.Rejected += req.RefusedSamples
-	res.RejectedBy[node.RejectInvalidSeries] += req.RefusedSamples
+	res.RejectedBy[model.RejectInvalidSeries] += req.RefusedSamples
 	a.stats.Add(StatSamplesAccepted, res.Accepted)
 	a.stats.Add(StatSamplesRejected, res.Rejected)
 	a.stats.Add(httpapi.ViolationRejectedPoints, res.Rejected)
@@ -183,7 +183,7 @@ func decodeBody(body, dst []byte, maxBytes int64, lim rwLimits) (*writeRequest, 
 const maxReportDetails = 10
 
 // writeReport says what of a request was not stored, and why.
-func writeReport(req *writeRequest, res *node.WriteResult) string {
+func writeReport(req *writeRequest, res *model.WriteResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "stored %d of %d samples", res.Accepted, req.Samples)
 	if res.Rejected > 0 {
@@ -197,7 +197,7 @@ func writeReport(req *writeRequest, res *node.WriteResult) string {
 				b.WriteString(", ")
 			}
 			first = false
-			fmt.Fprintf(&b, "%s: %d", node.RejectReason(reason), n)
+			fmt.Fprintf(&b, "%s: %d", model.RejectReason(reason), n)
 		}
 		b.WriteString(")")
 	}
@@ -233,7 +233,7 @@ func writeReport(req *writeRequest, res *node.WriteResult) string {
 // rejectionText names the request's time series instead of the node's
 // batch in a rejection message ("batch 3 point 1: ..." becomes
 // "timeseries 7 point 1: ...").
-func rejectionText(req *writeRequest, rj node.Rejection) string {
+func rejectionText(req *writeRequest, rj model.Rejection) string {
 	idx := rj.BatchIndex
 	if idx >= 0 && idx < len(req.Index) {
 		idx = req.Index[idx]

@@ -19,23 +19,22 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/model"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
 // stored returns the raw samples the node holds for a metric name.
-func (e *testEnv) stored(name string) node.Series {
+func (e *testEnv) stored(name string) model.Series {
 	e.t.Helper()
 	m, err := nlabels.NewMatcher(nlabels.MatchEqual, nlabels.MetricName, name)
 	must(e.t, err)
-	var out node.Series
-	_, err = e.b.Query(context.Background(), node.Query{Matchers: []*nlabels.Matcher{m}, Start: -1 << 62, End: 1 << 62, Mode: node.ModeRaw},
-		func(s node.Series) error {
-			out.Labels = s.Labels
-			out.Ts = append(out.Ts, s.Ts...)
-			out.Vs = append(out.Vs, s.Vs...)
-			return nil
-		})
+	var out model.Series
+	_, err = e.b.Query(context.Background(), model.Query{Matchers: []*nlabels.Matcher{m}, Start: -1 << 62, End: 1 << 62, Mode: model.ModeRaw}, func(s model.Series) error {
+		out.Labels = s.Labels
+		out.Ts = append(out.Ts, s.Ts...)
+		out.Vs = append(out.Vs, s.Vs...)
+		return nil
+	})
 	must(e.t, err)
 	return out
 }
@@ -341,16 +340,16 @@ type failingBackend struct {
 	block chan struct{} // Write waits on it when not nil
 }
 
-func (f *failingBackend) Write(ctx context.Context, b []node.Batch) (node.WriteResult, error) {
+func (f *failingBackend) Write(ctx context.Context, b []model.Batch) (model.WriteResult, error) {
 	if f.block != nil {
 		select {
 		case <-f.block:
 		case <-ctx.Done():
-			return node.WriteResult{}, ctx.Err()
+			return model.WriteResult{}, ctx.Err()
 		}
 	}
 	if f.err != nil {
-		return node.WriteResult{}, f.err
+		return model.WriteResult{}, f.err
 	}
 	return f.Backend.Write(ctx, b)
 }
@@ -362,7 +361,7 @@ func TestWrite_OverloadIsRetryable(t *testing.T) {
 	for _, tc := range []struct {
 		opt, want int
 		err       error
-	}{{0, 503, node.ErrOverloaded}, {429, 429, node.ErrOverloaded}, {429, 503, node.ErrClosed}} {
+	}{{0, 503, model.ErrOverloaded}, {429, 429, model.ErrOverloaded}, {429, 503, model.ErrClosed}} {
 		fb := &failingBackend{err: tc.err}
 		e := newTestEnvFor(t, nil, fb, httpapi.Config{}, Options{WriteOverloadStatus: tc.opt})
 		st, msg, hdr := e.post(body, nil)
@@ -399,7 +398,7 @@ func TestWrite_WaitsForASlot(t *testing.T) {
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "too many concurrent remote_write requests") {
 		t.Fatalf("second request: %d %s", rec.Code, rec.Body)
 	}
-	fb.err = node.ErrOverloaded
+	fb.err = model.ErrOverloaded
 	close(fb.block)
 	if code := <-first; code != 503 {
 		t.Fatalf("first request: %d", code)

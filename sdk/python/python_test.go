@@ -36,9 +36,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 // python is the interpreter that sees Debian's grpcio and protobuf.
@@ -84,7 +85,7 @@ func serve(t testing.TB, n *node.Node, opts ...grpc.ServerOption) string {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(opts...)
-	api.New(n, "test", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{Status: edgeStatus(n)}).Register(g)
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(lis) }()
 	t.Cleanup(func() {
@@ -249,5 +250,15 @@ func BenchmarkPythonSDK(b *testing.B) {
 		for k, v := range res {
 			b.ReportMetric(v, k)
 		}
+	}
+}
+
+// edgeStatus answers Status with n's counters, as tributary node does
+// (version "test", role "edge"; fewer fields).
+func edgeStatus(n *node.Node) grpcapi.StatusFunc {
+	return func(context.Context) (*pb.StatusResponse, error) {
+		st := n.Status()
+		return &pb.StatusResponse{NodeId: st.NodeID, Role: "edge", Version: "test", Series: int64(st.Series),
+			PointsAcceptedTotal: st.Accepted, PointsRejectedTotal: st.Rejected, UptimeMs: st.Uptime.Milliseconds()}, nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -63,13 +64,13 @@ func gridQueries(o Options, dir string) []GridQuery {
 	return qs
 }
 
-func (g GridQuery) query() node.Query {
+func (g GridQuery) query() model.Query {
 	endMs := end.UnixMilli() - 1
-	return node.Query{
+	return model.Query{
 		Matchers:   []*labels.Matcher{mustMatcher(labels.MatchEqual, labels.MetricName, "sensor")},
 		Start:      endMs + 1 - int64(g.RangeDays)*rollup.Day,
 		End:        endMs,
-		Mode:       node.ModeDownsample,
+		Mode:       model.ModeDownsample,
 		Step:       g.StepMs,
 		Downsample: rollup.FuncAvg,
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -172,10 +173,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	all := []*labels.Matcher{mustMatcher(labels.MatchEqual, labels.MetricName, "sensor")}
 	endMs := end.UnixMilli() - 1
-	q5y := node.Query{Matchers: all, Start: start, End: endMs, Mode: node.ModeDownsample, Step: rollup.Day, Downsample: rollup.FuncAvg}
-	q1y := node.Query{Matchers: all, Start: endMs + 1 - 365*rollup.Day, End: endMs, Mode: node.ModeDownsample, Step: 12 * rollup.Hour, Downsample: rollup.FuncAvg}
+	q5y := model.Query{Matchers: all, Start: start, End: endMs, Mode: model.ModeDownsample, Step: rollup.Day, Downsample: rollup.FuncAvg}
+	q1y := model.Query{Matchers: all, Start: endMs + 1 - 365*rollup.Day, End: endMs, Mode: model.ModeDownsample, Step: 12 * rollup.Hour, Downsample: rollup.FuncAvg}
 	for _, c := range []struct {
-		q          node.Query
+		q          model.Query
 		cold, warm *float64
 		wantSeries int
 	}{
@@ -194,9 +195,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var lat []float64
 	for i := 0; i < 50*o.Repeats; i++ {
 		h := rollup.BucketStart(start+rng.Int64N(endMs-start-rollup.Hour), rollup.Hour)
-		q := node.Query{
+		q := model.Query{
 			Matchers: []*labels.Matcher{all[0], mustMatcher(labels.MatchEqual, "id", seriesID(rng.IntN(o.Series)))},
-			Start:    h, End: h + rollup.Hour - 1, Mode: node.ModeDownsample, Step: 60_000, Downsample: rollup.FuncMax,
+			Start:    h, End: h + rollup.Hour - 1, Mode: model.ModeDownsample, Step: 60_000, Downsample: rollup.FuncMax,
 		}
 		t, err := repeat(ctx, n, q, 1, 1)
 		if err != nil {
@@ -241,7 +242,7 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 	}
 	var total int64
 	lastReport := time.Now()
-	batches := make([]node.Batch, o.Series)
+	batches := make([]model.Batch, o.Series)
 	for i := range batches {
 		batches[i].Labels = []labels.Label{{Name: labels.MetricName, Value: "sensor"}, {Name: "id", Value: seriesID(i)}}
 		batches[i].Ts = make([]int64, perDay)
@@ -260,16 +261,16 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 				b.Vs[k] = values[i]
 			}
 		}
-		res, err := n.Write(batches)
+		res, err := n.Write(context.Background(), batches)
 		// A loaded machine may flush more slowly than the load writes: wait
 		// for the flush, as a client told to retry later would.
-		for wait := 0; errors.Is(err, node.ErrOverloaded) && wait < 600; wait++ {
+		for wait := 0; errors.Is(err, model.ErrOverloaded) && wait < 600; wait++ {
 			select {
 			case <-ctx.Done():
 				return total, ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
-			res, err = n.Write(batches)
+			res, err = n.Write(context.Background(), batches)
 		}
 		if err != nil {
 			return total, err
@@ -287,12 +288,12 @@ func load(ctx context.Context, n *node.Node, o Options, start, end int64) (int64
 }
 
 // repeat runs q times times and returns each latency in ms.
-func repeat(ctx context.Context, n *node.Node, q node.Query, times, wantSeries int) ([]float64, error) {
+func repeat(ctx context.Context, n *node.Node, q model.Query, times, wantSeries int) ([]float64, error) {
 	var out []float64
 	for i := 0; i < times; i++ {
 		series := 0
 		t0 := time.Now()
-		_, err := n.Query(ctx, q, func(s node.Series) error {
+		_, err := n.Query(ctx, q, func(s model.Series) error {
 			series++
 			return nil
 		})

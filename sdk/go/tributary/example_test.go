@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -30,7 +30,7 @@ func exampleNode() (addr string, stop func()) {
 		log.Fatal(err)
 	}
 	g := grpc.NewServer()
-	api.New(n, "example", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{}).Register(g)
 	go g.Serve(lis)
 	return lis.Addr().String(), func() {
 		g.Stop()

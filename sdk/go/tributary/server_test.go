@@ -17,9 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/internal/testcert"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -89,7 +90,7 @@ func startServer(t testing.TB, opts ...serverOption) *testServer {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(cfg.tls)))
 	}
 	g := grpc.NewServer(gopts...)
-	api.New(n, "test", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{Status: edgeStatus(n)}).Register(g)
 	go g.Serve(lis)
 	t.Cleanup(func() {
 		g.Stop()
@@ -179,4 +180,14 @@ func dial(t testing.TB, s *testServer, opts ...tributary.Option) *tributary.Clie
 func selfSignedCert(t testing.TB) (*tls.Config, string) {
 	c := testcert.New(t)
 	return c.Server, c.CertFile
+}
+
+// edgeStatus answers Status with n's counters, as tributary node does
+// (version "test", role "edge"; fewer fields).
+func edgeStatus(n *node.Node) grpcapi.StatusFunc {
+	return func(context.Context) (*pb.StatusResponse, error) {
+		st := n.Status()
+		return &pb.StatusResponse{NodeId: st.NodeID, Role: "edge", Version: "test", Series: int64(st.Series),
+			PointsAcceptedTotal: st.Accepted, PointsRejectedTotal: st.Rejected, UptimeMs: st.Uptime.Milliseconds()}, nil
+	}
 }

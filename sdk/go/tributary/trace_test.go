@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -35,7 +35,7 @@ func traceparentServer(t *testing.T) (addr string, got func() []string) {
 		mu.Unlock()
 		return h(ctx, req)
 	}))
-	api.New(n, "test", "edge").Register(g)
+	grpcapi.New(n, grpcapi.Options{}).Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

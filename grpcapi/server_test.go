@@ -1,7 +1,9 @@
-package api_test
+package grpcapi_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,8 +16,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/api"
+	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -25,29 +29,40 @@ func serve(t *testing.T) (pb.WriteServiceClient, pb.QueryServiceClient) {
 	return w, q
 }
 
-func serveWith(t *testing.T, maxPoints int) (pb.WriteServiceClient, pb.QueryServiceClient, *api.Server) {
+func serveWith(t *testing.T, maxPoints int) (pb.WriteServiceClient, pb.QueryServiceClient, *grpcapi.Server) {
 	t.Helper()
 	n, err := node.Open(node.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	srv := api.New(n, "test", "edge")
-	srv.SetMaxPointsPerRequest(maxPoints)
-	srv.Register(g)
-	go g.Serve(lis)
-	conn, err := grpc.NewClient("passthrough:///buf", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
+	// A node's counters, as tributary node reports them (more fields).
+	status := func(context.Context) (*pb.StatusResponse, error) {
+		st := n.Status()
+		return &pb.StatusResponse{NodeId: st.NodeID, Series: int64(st.Series), PointsAcceptedTotal: st.Accepted}, nil
 	}
+	srv := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: maxPoints, Status: status})
+	g, conn := serveBackend(t, srv.Register)
 	t.Cleanup(func() {
 		conn.Close()
 		g.Stop()
 		n.Close()
 	})
 	return pb.NewWriteServiceClient(conn), pb.NewQueryServiceClient(conn), srv
+}
+
+// serveBackend serves what register adds over an in-memory listener.
+func serveBackend(t *testing.T, register func(*grpc.Server)) (*grpc.Server, *grpc.ClientConn) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	register(g)
+	go g.Serve(lis)
+	conn, err := grpc.NewClient("passthrough:///buf", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, conn
 }
 
 func TestAPI_RequestOverThePointsLimitIsRefusedWhole(t *testing.T) {
@@ -159,5 +174,68 @@ func TestAPI_BadQueriesAreInvalidArgument(t *testing.T) {
 	}
 	if _, err := q.LabelValues(context.Background(), &pb.LabelValuesRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("label values without a name: %v", err)
+	}
+}
+
+// failingBackend answers every call with err.
+type failingBackend struct{ err error }
+
+func (f failingBackend) Write(context.Context, []model.Batch) (model.WriteResult, error) {
+	return model.WriteResult{}, f.err
+}
+
+func (f failingBackend) Query(context.Context, model.Query, func(model.Series) error) (model.QueryInfo, error) {
+	return model.QueryInfo{}, f.err
+}
+
+func (f failingBackend) Series(context.Context, []*labels.Matcher, int) ([]labels.Labels, error) {
+	return nil, f.err
+}
+
+func (f failingBackend) LabelNames(context.Context, []*labels.Matcher) ([]string, error) {
+	return nil, f.err
+}
+
+func (f failingBackend) LabelValues(context.Context, string, []*labels.Matcher) ([]string, error) {
+	return nil, f.err
+}
+
+func TestAPI_BackendErrorsMapToStatusCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		err          error
+		write, query codes.Code
+	}{
+		{"bad query", fmt.Errorf("x: %w", model.ErrBadQuery), codes.Unavailable, codes.InvalidArgument},
+		{"bad request", fmt.Errorf("x: %w", model.ErrBadRequest), codes.Unavailable, codes.InvalidArgument},
+		{"overloaded", fmt.Errorf("x: %w", model.ErrOverloaded), codes.ResourceExhausted, codes.ResourceExhausted},
+		{"closed", model.ErrClosed, codes.Unavailable, codes.Unavailable},
+		{"deadline", context.DeadlineExceeded, codes.Unavailable, codes.DeadlineExceeded},
+		{"store unavailable", fmt.Errorf("x: %w", model.ErrStoreUnavailable), codes.Unavailable, codes.Internal},
+		{"unknown", errors.New("disk on fire"), codes.Unavailable, codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, conn := serveBackend(t, grpcapi.New(failingBackend{tc.err}, grpcapi.Options{}).Register)
+			t.Cleanup(func() { conn.Close(); g.Stop() })
+			ctx := context.Background()
+			_, err := pb.NewWriteServiceClient(conn).Write(ctx, &pb.WriteRequest{})
+			if status.Code(err) != tc.write {
+				t.Errorf("write: %v, want %v", err, tc.write)
+			}
+			qc := pb.NewQueryServiceClient(conn)
+			stream, err := qc.Query(ctx, &pb.QueryRequest{Matchers: []*pb.Matcher{{Name: "__name__", Value: "x"}}, EndMs: 1})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != tc.query {
+				t.Errorf("query: %v, want %v", err, tc.query)
+			}
+			if _, err := qc.Series(ctx, &pb.SeriesRequest{}); status.Code(err) != tc.query {
+				t.Errorf("series: %v, want %v", err, tc.query)
+			}
+			if _, err := qc.Status(ctx, &pb.StatusRequest{}); status.Code(err) != codes.Unimplemented {
+				t.Errorf("status without a StatusFunc: %v", err)
+			}
+		})
 	}
 }
