@@ -24,16 +24,19 @@ func (r storeRepairer) Copy(ctx context.Context, t catalog.RepairTask, source st
 		return 0, fmt.Errorf("reach %s: %w", source, err)
 	}
 	minT, maxT := t.Run.MinTimeMs, t.Run.MaxTimeMs
-	// Raw data older than the raw retention is gone everywhere; a lack run
-	// of unknown start (an older catalog's) starts there.
-	if horizon := time.Now().Add(-r.c.opts.RetentionRaw).UnixMilli(); r.c.opts.RetentionRaw > 0 && minT < horizon {
-		minT = min(horizon, maxT)
+	// Raw points older than the raw retention are gone everywhere: only
+	// their rollups remain, and those are copied as rollups. A lack run of
+	// unknown start (an older catalog's) starts at the longest retention.
+	now := time.Now()
+	rawFrom := minT
+	if r.c.opts.RetentionRaw > 0 {
+		rawFrom = max(minT, min(now.Add(-r.c.opts.RetentionRaw).UnixMilli(), maxT))
 	}
 	bps := r.c.opts.RepairBytesPerSec
 	if bps < 0 {
 		bps = 0
 	}
-	st, err := r.c.store.Copy(ctx, src, t.Edge, t.Run.FirstSeq, t.Run.LastSeq, minT, maxT, replica.CopyOptions{BytesPerSec: bps})
+	st, err := r.c.store.Copy(ctx, src, t.Edge, t.Run.FirstSeq, t.Run.LastSeq, rawFrom, maxT, replica.CopyOptions{BytesPerSec: bps})
 	if err != nil {
 		return st.Bytes, err
 	}
@@ -41,7 +44,39 @@ func (r storeRepairer) Copy(ctx context.Context, t catalog.RepairTask, source st
 		r.c.log.Warn("repair copy: the replica store refused points", "edge", t.Edge, "first_seq", t.Run.FirstSeq,
 			"last_seq", t.Run.LastSeq, "points", st.Points, "rejected", st.Rejected)
 	}
+	if rawFrom > minT {
+		if oldest := now.Add(-max(r.c.opts.Retention1h, r.c.opts.Retention1d)).UnixMilli(); r.c.opts.Retention1d > 0 || r.c.opts.Retention1h > 0 {
+			minT = max(minT, oldest)
+		}
+		n, err := r.copyRollups(ctx, src, t.Edge, minT, rawFrom)
+		if err != nil {
+			return st.Bytes + n, fmt.Errorf("copy the rollups of %q older than the raw retention: %w", t.Edge, err)
+		}
+		st.Bytes += n
+	}
 	return st.Bytes, nil
+}
+
+// copyRollups copies edge's rollup cells of [minT, maxT] from src into
+// this coordinator's store, durably, and returns the bytes of their packs.
+func (r storeRepairer) copyRollups(ctx context.Context, src replica.RollupSource, edge string, minT, maxT int64) (int64, error) {
+	if minT > maxT {
+		return 0, nil
+	}
+	var n int64
+	err := src.ExportRollups(ctx, edge, minT, maxT, func(e replica.RollupSeries) error {
+		for _, p := range e.Hourly {
+			n += int64(len(p.Data))
+		}
+		for _, p := range e.Daily {
+			n += int64(len(p.Data))
+		}
+		return r.c.store.ImportRollups(edge, e)
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, r.c.store.SyncImports()
 }
 
 // Holdings implements heal.Repairer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -274,3 +275,31 @@ func rollupSeriesFromProto(p *clusterv1.RollupSeries) (RollupSeries, error) {
 	}
 	return e, nil
 }
+
+// ImportRollups writes the rollup cells of one export entry of edge into
+// this store, each replacing the stored cell of the same hour or day (the
+// others are kept): a replica being given an edge's history copies the
+// rollups of the periods older than its raw retention this way (raw
+// points are copied with Copy). Importing the same entry again changes
+// nothing. A pack that does not decode wraps ErrInvalidSegment, and
+// nothing of the entry is written.
+func (s *Store) ImportRollups(edge string, e RollupSeries) error {
+	if err := validEdge(edge); err != nil {
+		return err
+	}
+	r, err := DecodeRollups(e)
+	if err != nil {
+		return err
+	}
+	if r.Labels.Get(EdgeLabel) != "" {
+		return fmt.Errorf("%w: rollups of %s carry the reserved label %s", ErrInvalidSegment, r.Labels, EdgeLabel)
+	}
+	r.Labels = append(slices.Clone(r.Labels), labels.Label{Name: EdgeLabel, Value: edge})
+	if err := s.eng.ImportRollups(r); err != nil {
+		return fmt.Errorf("import rollups of %s of %q: %w", e.Labels, edge, err)
+	}
+	return nil
+}
+
+// SyncImports makes every ImportRollups that returned so far durable.
+func (s *Store) SyncImports() error { return s.eng.SyncImports() }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
@@ -157,4 +158,47 @@ func FuzzDecodeRollups(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A replica given an edge's rollups from another (ImportRollups) answers
+// 1h and 1d queries over them as the source does, the edge label kept
+// apart; importing twice changes nothing.
+func TestImportRollups_AnotherReplicaAnswersAsTheSource(t *testing.T) {
+	src := openStore(t, t.TempDir())
+	defer src.Close()
+	dst := openStore(t, t.TempDir())
+	defer dst.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	writeEdge(t, src, oracle{}, "e1", rng, 4, 4, 100, 4*24*time.Hour)
+	day := int64(rollup.Day)
+	minT := rollup.BucketStart(testNow.Add(-5*24*time.Hour).UnixMilli(), day)
+	maxT := rollup.BucketStart(testNow.UnixMilli(), day) + day - 1
+	for range 2 {
+		if err := src.ExportRollups(context.Background(), "e1", minT, maxT, func(e RollupSeries) error { return dst.ImportRollups("e1", e) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.SyncImports(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []int64{rollup.Hour, day} {
+		query := func(s *Store) map[string][][2]float64 {
+			return downsampled(t, func(q model.Query, emit func(model.Series) error) error {
+				_, err := s.Query(context.Background(), []string{"e1"}, q, func(_ string, x model.Series) error { return emit(x) })
+				return err
+			}, minT, maxT, step, rollup.FuncSum)
+		}
+		want, got := query(src), query(dst)
+		if len(want) == 0 {
+			t.Fatal("the source answers nothing")
+		}
+		if err := sameAnswer(got, want); err != nil {
+			t.Errorf("per %dms: %v", step, err)
+		}
+	}
+	bad := RollupSeries{Labels: labels.FromStrings("__name__", "x", EdgeLabel, "e9"),
+		Hourly: []RollupPack{{StartMs: minT, Data: (&rollup.Hourly{}).AppendBinary(nil, minT)}}}
+	if err := dst.ImportRollups("e1", bad); !errors.Is(err, ErrInvalidSegment) {
+		t.Fatalf("rollups carrying the edge label: %v, want ErrInvalidSegment", err)
+	}
 }
