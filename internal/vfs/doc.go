@@ -1,11 +1,12 @@
 // Package vfs is the file-system seam of everything that must survive a
 // power cut: the write-ahead log and its state file (node/wal), the raft
 // log and its snapshots (coordinator/internal/raftlog), the replicator's
-// cursor and segment summaries, the coordinator's member file and the
-// node's store-damage record. They do their file I/O through the small FS
-// and File interfaces: OS is the real file system, and CrashFS an
-// in-memory one that remembers what was fsynced and can simulate a power
-// cut, so that one crash model reaches every durable file.
+// cursor, segment summaries and restore marker, the coordinator's member
+// file and the node's store-damage record. They do their file I/O through
+// the small FS and File interfaces: OS is the real file system, and
+// CrashFS an in-memory one that remembers what was fsynced and can
+// simulate a power cut, so that one crash model reaches every durable
+// file.
 //
 // The seam is narrow on purpose. Files are only ever appended to (or
 // truncated), read with ReadAt, and fsynced; directories are listed, and
