@@ -9,7 +9,7 @@ PROTO_FILES := $(shell find proto -name '*.proto')
 GOTEST_FLAGS ?=
 # Packages without cgo, also tested as 32-bit code (catches int-size bugs
 # that would only show on armv7 Raspberry Pis).
-PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./replicator/wire ./coordinator/catalog
+PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./internal/vfs ./replicator/wire ./replicator/internal/cursor ./replicator/internal/segsum ./coordinator/catalog ./coordinator/internal/raftlog
 # The vocabulary and the protocol layers, which must build without cgo
 # (docs/architecture.md, Layering, rule L2).
 NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./sdk/...

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // A coordinator's data directory:
@@ -17,7 +17,8 @@ import (
 //	<DataDir>/LOCK      flock(2)ed while a process uses the directory
 //	<DataDir>/member    "node_id=<id>\nraft_id=<n>\n": the raft member
 //	                    this directory belongs to, written once raft has
-//	                    opened it (temp file, fsync, rename, fsync dir)
+//	                    opened it (vfs.WriteFileAtomic: temp file,
+//	                    fsync, rename, fsync dir)
 //	<DataDir>/raft/     the raft log (coordinator/internal/raftlog)
 //	<DataDir>/replica/  the replica store, whose identity is recorded in
 //	                    it (replica.Store.ID)
@@ -29,6 +30,9 @@ import (
 const (
 	lockFile   = "LOCK"
 	memberFile = "member"
+	// maxMemberBytes bounds what ReadMember reads: a member file is two
+	// short lines.
+	maxMemberBytes = 64 << 10
 )
 
 // ErrDataDirInUse: another process holds the data directory's lock.
@@ -37,7 +41,7 @@ var ErrDataDirInUse = errors.New("data directory in use by another process")
 // lockDataDir creates dir if needed and takes an exclusive lock on its
 // LOCK file, held while the returned file stays open.
 func lockDataDir(dir string) (*os.File, error) {
-	if err := walfs.MkdirAllDurable(walfs.OS{}, dir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.OS{}, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, lockFile)
@@ -86,7 +90,7 @@ type Member struct {
 // is none).
 func ReadMember(dataDir string) (m Member, ok bool, err error) {
 	path := filepath.Join(dataDir, memberFile)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(vfs.OS{}, path, maxMemberBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return Member{}, false, nil
 	}
@@ -114,33 +118,15 @@ func ReadMember(dataDir string) (m Member, ok bool, err error) {
 	return m, true, nil
 }
 
-// writeMember records m in the data directory, durably: a temp file,
-// fsynced, renamed over the member file, then the directory fsynced
-// (without it a power cut can undo the rename).
+// writeMember records m in the data directory, durably
+// (vfs.WriteFileAtomic: a temp file, fsynced, renamed over the member
+// file, then the directory fsynced; without the last a power cut can undo
+// the rename).
 func writeMember(dataDir string, m Member) error {
-	fsys := walfs.OS{}
 	path := filepath.Join(dataDir, memberFile)
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if _, err := fmt.Fprintf(f, "node_id=%s\nraft_id=%d\n", m.NodeID, m.RaftID); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(dataDir); err != nil {
-		return fmt.Errorf("sync %s: %w", dataDir, err)
+	data := fmt.Sprintf("node_id=%s\nraft_id=%d\n", m.NodeID, m.RaftID)
+	if err := vfs.WriteFileAtomic(vfs.OS{}, path, 0o644, []byte(data)); err != nil {
+		return fmt.Errorf("write member file: %w", err)
 	}
 	return nil
 }

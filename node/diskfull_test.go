@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 )
 
 // TestNode_WALFullRefusesThenResumes fails every WAL write and fsync with
@@ -22,10 +22,10 @@ import (
 // and nothing the writer never sent.
 func TestNode_WALFullRefusesThenResumes(t *testing.T) {
 	dir := t.TempDir()
-	fs := walfs.NewCrashFS()
+	fs := vfs.NewCrashFS()
 	var full atomic.Bool
-	fs.SetFault(func(op walfs.Op, path string) error {
-		if full.Load() && (op == walfs.OpWrite || op == walfs.OpSync || op == walfs.OpSyncDir) &&
+	fs.SetFault(func(op vfs.Op, path string) error {
+		if full.Load() && (op == vfs.OpWrite || op == vfs.OpSync || op == vfs.OpSyncDir) &&
 			(strings.HasSuffix(path, ".seg") || strings.HasSuffix(path, "wal")) {
 			return syscall.ENOSPC
 		}

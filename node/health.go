@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 )
@@ -268,9 +269,10 @@ func reasonOf(f store.Fault) string {
 	return ReasonStoreError
 }
 
-// writeDamageRecord writes d to path durably: a temporary file, fsynced,
-// renamed over path, and the directory fsynced (without that, a power cut
-// could forget the record and let a damaged store look healthy).
+// writeDamageRecord writes d to path durably (vfs.WriteFileAtomic; without
+// the fsyncs, a power cut could forget the record and let a damaged store
+// look healthy). Like the store beside it, the record is on the real file
+// system, not on Options.WALFS.
 func writeDamageRecord(path string, d damageRecord) error {
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -280,43 +282,20 @@ func writeDamageRecord(path string, d damageRecord) error {
 }
 
 func writeFileDurable(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := vfs.WriteFileAtomic(vfs.OS{}, path, 0o644, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return syncDir(filepath.Dir(path))
+	return nil
 }
 
 // removeFileDurable removes path (absent is fine) and syncs its directory.
 func removeFileDurable(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	fsys := vfs.OS{}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	dir := filepath.Dir(path)
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil

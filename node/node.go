@@ -34,12 +34,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/wal"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 )
 
 // Node is one storage node.
@@ -125,7 +125,7 @@ func Open(opts Options) (*Node, error) {
 	}
 	// Durable: a power cut must not take the new directory's entry (and
 	// every acknowledged point under it) away.
-	if err := walfs.MkdirAllDurable(walfs.OS{}, opts.DataDir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.OS{}, opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	n := &Node{

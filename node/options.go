@@ -88,7 +88,7 @@ type Options struct {
 	MaxSeries int           // default 100,000
 
 	// WALFS is the file system the WAL lives on: nil is the real one; tests
-	// use a crash-simulating one (package walfs).
+	// use a crash-simulating one (vfs.CrashFS, internal/vfs).
 	WALFS wal.FS
 
 	// WALRetention, if set, is asked before WAL segments are removed:

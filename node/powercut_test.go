@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/wal"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 )
 
 // TestNode_PowerCutLosesNoAcknowledgedPoint runs writers against a node
@@ -25,7 +25,7 @@ func TestNode_PowerCutLosesNoAcknowledgedPoint(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
 	dir := t.TempDir()
-	fs := walfs.NewCrashFS()
+	fs := vfs.NewCrashFS()
 	opts := func() node.Options {
 		return node.Options{
 			DataDir:          dir,
@@ -104,7 +104,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // the node answers.
 func TestNode_StoreNeverHoldsPointsTheWALLost(t *testing.T) {
 	dir := t.TempDir()
-	fs := walfs.NewCrashFS()
+	fs := vfs.NewCrashFS()
 	opts := func() node.Options {
 		return node.Options{
 			DataDir:          dir,

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 )
 
 // writeSegments writes batches of fresh points until the node has sealed
@@ -119,7 +119,7 @@ func TestWALRetention_NilKeepsRemovingFlushedSegments(t *testing.T) {
 // still replays the segments that were not flushed.
 func TestReplay_SkipsFlushedSegmentsKeptForShipping(t *testing.T) {
 	dir := t.TempDir()
-	fs := walfs.NewCrashFS()
+	fs := vfs.NewCrashFS()
 	opts := func() node.Options {
 		o := testOptions(t, dir)
 		o.WALFS = fs
@@ -167,7 +167,7 @@ func TestReplay_SkipsFlushedSegmentsKeptForShipping(t *testing.T) {
 // must not hide the new segments from replay.
 func TestReplay_ReplacedWALIsReplayedInFull(t *testing.T) {
 	dir := t.TempDir()
-	fs := walfs.NewCrashFS()
+	fs := vfs.NewCrashFS()
 	opts := func() node.Options {
 		o := testOptions(t, dir)
 		o.WALFS = fs
@@ -181,7 +181,7 @@ func TestReplay_ReplacedWALIsReplayedInFull(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fs = walfs.NewCrashFS() // the WAL directory is gone; the store is not
+	fs = vfs.NewCrashFS() // the WAL directory is gone; the store is not
 	n = mustOpen(t, opts())
 	if segs := n.WALSegments(); segs[0].Seq != 1 {
 		t.Fatalf("new WAL starts at %d, want 1", segs[0].Seq)

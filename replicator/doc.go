@@ -83,7 +83,9 @@
 //
 // The cursor file's format is in package replicator/internal/cursor, the
 // segment summaries file's (<CursorPath>.segments) in
-// replicator/internal/segsum.
+// replicator/internal/segsum. Both are read and written through
+// Options.FS, the project's file-system seam (internal/vfs), where their
+// power-cut tests reach them.
 //
 // # Concurrency
 //

@@ -824,7 +824,7 @@ func (l *loop) maybeSave(now time.Time, idle bool) {
 	if !l.dirty || (!idle && now.Sub(l.lastSave) < saveCoalesce) || now.Before(l.saveRetryAt) {
 		return
 	}
-	if err := cursor.Save(l.o.CursorPath, &l.cur); err != nil {
+	if err := cursor.Save(l.o.FS, l.o.CursorPath, &l.cur); err != nil {
 		// RetainFrom stays where it was: the node keeps the segments.
 		l.lastErr = err.Error()
 		l.saveRetryAt = now.Add(time.Second)

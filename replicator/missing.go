@@ -40,7 +40,7 @@ const summariesSuffix = ".segments"
 // openSummaries opens the summaries file; without it, lost segments whose
 // file is gone have no known count (logged, not fatal).
 func (l *loop) openSummaries() {
-	f, note, err := segsum.Open(l.o.CursorPath+summariesSuffix, l.nodeID)
+	f, note, err := segsum.Open(l.o.FS, l.o.CursorPath+summariesSuffix, l.nodeID)
 	if err != nil {
 		l.log.Error("segment summaries unusable: segments lost from the node's disk will be recorded with unknown counts and not re-shipped",
 			"err", err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
 	"github.com/tributarydb/tributary/replicator/internal/segsum"
 )
@@ -66,7 +67,7 @@ func TestJudgeCursorGaps(t *testing.T) {
 // chain over it exactly; otherwise both are unknown and it is
 // unrecoverable.
 func TestMissingGap_CountsFromSummaries(t *testing.T) {
-	f, _, err := segsum.Open(filepath.Join(t.TempDir(), "sums"), "pi-7")
+	f, _, err := segsum.Open(vfs.OS{}, filepath.Join(t.TempDir(), "sums"), "pi-7")
 	if err != nil {
 		t.Fatal(err)
 	}

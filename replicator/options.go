@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // OverflowPolicy says what the Shipper does when the segments it keeps
@@ -87,6 +89,10 @@ type Options struct {
 
 	// CursorPath is the cursor file (see package doc). Required.
 	CursorPath string
+	// FS is the file system the cursor and the segment summaries beside
+	// it live on (internal/vfs): nil is the real one; crash tests pass a
+	// vfs.CrashFS.
+	FS vfs.FS
 
 	// WindowSegments and WindowBytes bound what is sent but not yet
 	// acknowledged: segments, and compressed bytes (one segment may exceed
@@ -189,6 +195,9 @@ func (o *Options) Validate() error {
 	defInt(&o.FreshSegments, 4)
 	defInt64(&o.BudgetBytes, 1<<30)
 	defDur(&o.PollInterval, 250*time.Millisecond)
+	if o.FS == nil {
+		o.FS = vfs.OS{}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 	"github.com/tributarydb/tributary/replicator/internal/segsum"
@@ -76,7 +77,7 @@ func TestWALChain(t *testing.T) {
 // not short of what the segment summaries say.
 func TestStoreLacks(t *testing.T) {
 	now := time.UnixMilli(10_000_000)
-	sums, _, err := segsum.Open(filepath.Join(t.TempDir(), "sums"), "pi-7")
+	sums, _, err := segsum.Open(vfs.OS{}, filepath.Join(t.TempDir(), "sums"), "pi-7")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -233,7 +234,7 @@ func Restore(ctx context.Context, o RestoreOptions) (RestoreResult, error) {
 	for _, m := range h.GetMissing() {
 		cur.AddGap(cursor.Gap{After: m.GetFirstSeq() - 1, Through: m.GetLastSeq(), Reason: cursor.ReasonMissing, Points: -1, Unrecoverable: true})
 	}
-	if err := cursor.Save(o.CursorPath, &cur); err != nil {
+	if err := cursor.Save(vfs.OS{}, o.CursorPath, &cur); err != nil {
 		return res, err
 	}
 	if err := removeMarker(o.Node.DataDir); err != nil {
@@ -257,7 +258,7 @@ func prepareRestoreDir(dataDir, cursorPath string) (started bool, err error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return false, fmt.Errorf("read data directory: %w", err)
 	}
-	cursorFiles := []string{cursorPath, cursorPath + ".tmp", cursorPath + summariesSuffix}
+	cursorFiles := []string{cursorPath, cursorPath + vfs.TempSuffix, cursorPath + summariesSuffix}
 	inDir := func(name string) bool {
 		return slices.Contains(restoreEntries, name) || slices.ContainsFunc(cursorFiles, func(p string) bool {
 			return filepath.Clean(p) == filepath.Join(dataDir, name)
@@ -293,15 +294,16 @@ func prepareRestoreDir(dataDir, cursorPath string) (started bool, err error) {
 			}
 		}
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	fsys := vfs.OS{}
+	if err := vfs.MkdirAllDurable(fsys, dataDir, 0o755); err != nil {
 		return false, fmt.Errorf("create data directory: %w", err)
 	}
 	if !marked {
-		f, err := os.OpenFile(filepath.Join(dataDir, RestoreMarker), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := fsys.OpenFile(filepath.Join(dataDir, RestoreMarker), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 		if err != nil {
 			return false, fmt.Errorf("write the restore marker: %w", err)
 		}
-		_, err = f.WriteString("a restore from the cloud into this directory has not finished: run tributary node restore again\n")
+		_, err = f.Write([]byte("a restore from the cloud into this directory has not finished: run tributary node restore again\n"))
 		if err == nil {
 			err = f.Sync()
 		}
@@ -315,26 +317,22 @@ func prepareRestoreDir(dataDir, cursorPath string) (started bool, err error) {
 	// The marker must be durable before anything else is written, and the
 	// removals above before the new WAL: a power cut must not leave a
 	// half-restored directory without its marker.
-	if err := syncDir(dataDir); err != nil {
+	if err := syncDir(fsys, dataDir); err != nil {
 		return false, err
 	}
-	return marked, syncDir(filepath.Dir(filepath.Clean(dataDir)))
+	return marked, syncDir(fsys, filepath.Dir(filepath.Clean(dataDir)))
 }
 
 func removeMarker(dataDir string) error {
-	if err := os.Remove(filepath.Join(dataDir, RestoreMarker)); err != nil {
+	fsys := vfs.OS{}
+	if err := fsys.Remove(filepath.Join(dataDir, RestoreMarker)); err != nil {
 		return fmt.Errorf("remove the restore marker: %w", err)
 	}
-	return syncDir(dataDir)
+	return syncDir(fsys, dataDir)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+func syncDir(fsys vfs.FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil

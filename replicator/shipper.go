@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,12 +98,12 @@ func New(opts Options) (*Shipper, error) {
 		return nil, err
 	}
 	s := &Shipper{opts: opts}
-	st, found, err := cursor.Load(opts.CursorPath)
+	st, found, err := cursor.Load(opts.FS, opts.CursorPath)
 	var ce *cursor.CorruptError
 	switch {
 	case errors.As(err, &ce):
 		aside := opts.CursorPath + ".corrupt"
-		if rerr := os.Rename(opts.CursorPath, aside); rerr != nil {
+		if rerr := opts.FS.Rename(opts.CursorPath, aside); rerr != nil {
 			return nil, fmt.Errorf("%w; and moving it aside failed: %v", err, rerr)
 		}
 		opts.Logger.Error("replication cursor is damaged; moved aside, starting from an empty cursor (segments already deleted will be reported as missing)",

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -106,7 +107,7 @@ func TestShipper_ShipsEverySegmentOnceInSequenceOrder(t *testing.T) {
 		st.LagSeconds != 0 || st.Connected || st.Sends != 6 {
 		t.Fatalf("stats after shipping everything: %+v", st)
 	}
-	cur, found, err := cursor.Load(o.CursorPath)
+	cur, found, err := cursor.Load(vfs.OS{}, o.CursorPath)
 	if err != nil || !found || cur.AckedThrough != last || cur.Released != last || cur.NodeID != "pi-7" {
 		t.Fatalf("cursor file: %+v, %v, %v", cur, found, err)
 	}
@@ -356,7 +357,7 @@ func TestShipper_OverflowKeepInStoreRecordsTheGapAndItsPoints(t *testing.T) {
 	if st.Gaps[0].MinT != segs[0].MinT || st.Gaps[0].MaxT != segs[4].MaxT {
 		t.Fatalf("gap time span [%d, %d], want [%d, %d]", st.Gaps[0].MinT, st.Gaps[0].MaxT, segs[0].MinT, segs[4].MaxT)
 	}
-	cur, _, err := cursor.Load(o.CursorPath)
+	cur, _, err := cursor.Load(vfs.OS{}, o.CursorPath)
 	if err != nil || len(cur.Gaps) != 1 || cur.Gaps[0].Through != segs[4].Seq || cur.GapPoints != uint64(points) {
 		t.Fatalf("cursor after overflow: %+v, %v", cur, err)
 	}
@@ -388,7 +389,7 @@ func TestShipper_OverflowKeepInStoreRecordsTheGapAndItsPoints(t *testing.T) {
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
-	cur, _, err = cursor.Load(o.CursorPath)
+	cur, _, err = cursor.Load(vfs.OS{}, o.CursorPath)
 	if err != nil || !cur.Gaps[0].Backfilled || cur.Gaps[0].NeedsBackfill() {
 		t.Fatalf("cursor after the backfill: %+v, %v", cur, err)
 	}

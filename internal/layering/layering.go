@@ -78,7 +78,7 @@ func projectOutside(patterns ...string) func(*Package) bool {
 func usesCgo(d *Package) bool { return d.Cgo && !d.Standard }
 
 // Leaves are the format and vocabulary packages (see L4).
-var Leaves = []string{"model", "node/labels", "node/rollup", "node/chunk", "node/record", "node/wal/...", "node/segment", "replicator/wire", "proto/..."}
+var Leaves = []string{"model", "node/labels", "node/rollup", "node/chunk", "node/record", "node/wal/...", "node/segment", "replicator/wire", "internal/vfs", "proto/..."}
 
 // Rules are the project's import rules.
 var Rules = []Rule{
@@ -106,7 +106,7 @@ var Rules = []Rule{
 	},
 	{
 		ID:   "L4",
-		Text: "Leaf packages (the vocabulary `model` and the formats `node/labels`, `node/rollup`, `node/chunk`, `node/record`, `node/wal/...`, `node/segment`, `replicator/wire`, and the generated `proto/...`) depend on nothing of the project but other leaves.",
+		Text: "Leaf packages (the vocabulary `model`, the formats `node/labels`, `node/rollup`, `node/chunk`, `node/record`, `node/wal/...`, `node/segment`, `replicator/wire`, the file-system seam `internal/vfs`, and the generated `proto/...`) depend on nothing of the project but other leaves.",
 		From: Leaves,
 		Deny: projectOutside(Leaves...),
 	},
@@ -141,6 +141,12 @@ var Rules = []Rule{
 		From:   []string{"..."},
 		Except: []string{"bench/...", "e2e/..."},
 		Deny:   projectIn("bench/...", "e2e/..."),
+	},
+	{
+		ID:   "L9",
+		Text: "The raft side knows no storage engine: `coordinator/catalog`, `coordinator/internal/raftlog` and `coordinator/internal/raftnode` depend on no package under `node/` but `node/labels` (durable files share the seam `internal/vfs`, not the WAL's packages).",
+		From: []string{"coordinator/catalog", "coordinator/internal/raftlog", "coordinator/internal/raftnode"},
+		Deny: func(d *Package) bool { return d.Project && Match(d.Path, "node/...") && d.Path != "node/labels" },
 	},
 }
 

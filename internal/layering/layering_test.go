@@ -159,8 +159,11 @@ func TestCheck_ReportsEachBrokenRuleWithItsChain(t *testing.T) {
 		"grpcapi -> backend", "backend -> model", "model -> node/labels", "model -> node/rollup",
 		"httpapi/prom -> backend", "httpapi/prom -> internal/telemetry",
 		"node -> model", "node -> node/internal/store", "node/internal/store* -> github.com/linxGnu/grocksdb*",
-		"node -> std:net*", "node/segment -> node/wal", "node/wal -> node/wal/walfs", "replicator/wire -> proto/tributary/v1",
+		"node -> std:net*", "node/segment -> node/wal", "node/wal -> internal/vfs", "replicator/wire -> proto/tributary/v1",
 		"coordinator/intake -> replicator/wire", "coordinator/replica -> node", "coordinator/query -> coordinator/catalog",
+		"coordinator/catalog -> node/labels", "coordinator/internal/raftnode -> coordinator/catalog",
+		"coordinator/internal/raftnode -> coordinator/internal/raftlog", "coordinator/internal/raftlog -> internal/vfs",
+		"replicator/internal/cursor -> internal/vfs",
 		"replicator -> node", "cmd/tributary -> grpcapi", "cmd/tributary -> coordinator/replica", "cmd/tributary -> replicator",
 		"bench/internal/x -> node",
 	}
@@ -176,10 +179,14 @@ func TestCheck_ReportsEachBrokenRuleWithItsChain(t *testing.T) {
 		{"coordinator/query -> node/chunk", []string{"L2: coordinator/query -> node/chunk"}},
 		{"httpapi/prom -> coordinator/query", []string{"L3: httpapi/prom -> coordinator/query"}},
 		{"node/wal -> node", []string{"L4: node/segment -> node/wal -> node", "L4: node/wal -> node"}},
+		{"internal/vfs -> internal/telemetry", []string{"L4: internal/vfs -> internal/telemetry",
+			"L4: node/segment -> node/wal -> internal/vfs -> internal/telemetry", "L4: node/wal -> internal/vfs -> internal/telemetry"}},
 		{"node -> grpcapi", []string{"L5: node -> grpcapi"}},
 		{"replicator -> coordinator/catalog", []string{"L6: replicator -> coordinator/catalog"}},
 		{"coordinator/intake -> replicator", []string{"L6: coordinator/intake -> replicator"}},
 		{"internal/telemetry -> node", []string{"L2: httpapi/prom -> internal/telemetry -> node", "L7: internal/telemetry -> node"}},
+		{"coordinator/internal/raftlog -> node/wal", []string{"L9: coordinator/internal/raftlog -> node/wal",
+			"L9: coordinator/internal/raftnode -> coordinator/internal/raftlog -> node/wal"}},
 		{"replicator -> bench/internal/x", []string{"L8: cmd/tributary -> replicator -> bench/internal/x", "L8: replicator -> bench/internal/x"}},
 	} {
 		var got []string

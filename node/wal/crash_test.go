@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // crashPayload is the payload of record id: the id, then id-dependent
@@ -42,7 +42,7 @@ func TestLog_CrashKeepsEverySyncedRecord(t *testing.T) {
 	t.Logf("seed %d (rerun with -wal.crashseed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x7761))
 
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	opts := Options{
 		Dir:             "/data/wal",
 		NodeID:          "crash-node",
@@ -181,7 +181,7 @@ func TestLog_CrashKeepsEverySyncedRecord(t *testing.T) {
 						err = l.Sync(pos)
 					}
 					if err != nil {
-						if !errors.Is(err, walfs.ErrCrashed) && !errors.Is(err, ErrClosed) {
+						if !errors.Is(err, vfs.ErrCrashed) && !errors.Is(err, ErrClosed) {
 							t.Errorf("cycle %d: writer failed with %v", cycle, err)
 						}
 						return
@@ -220,7 +220,7 @@ func TestLog_CrashKeepsEverySyncedRecord(t *testing.T) {
 		if !closing {
 			closeErr <- l.Close()
 		}
-		if err := <-closeErr; err != nil && !errors.Is(err, walfs.ErrCrashed) {
+		if err := <-closeErr; err != nil && !errors.Is(err, vfs.ErrCrashed) {
 			t.Fatalf("cycle %d: Close around the crash = %v, want nil or ErrCrashed", cycle, err)
 		}
 	}
@@ -231,9 +231,9 @@ func TestLog_CrashKeepsEverySyncedRecord(t *testing.T) {
 // TestLog_GroupCommitSharesFsyncs: concurrent writers on a slow disk are
 // acknowledged with far fewer fsyncs than records.
 func TestLog_GroupCommitSharesFsyncs(t *testing.T) {
-	cfs := walfs.NewCrashFS()
-	cfs.SetFault(func(op walfs.Op, _ string) error {
-		if op == walfs.OpSync || op == walfs.OpSyncDir {
+	cfs := vfs.NewCrashFS()
+	cfs.SetFault(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSync || op == vfs.OpSyncDir {
 			time.Sleep(200 * time.Microsecond)
 		}
 		return nil
@@ -272,19 +272,19 @@ func TestLog_GroupCommitSharesFsyncs(t *testing.T) {
 func TestLog_FsyncFailureFailsLog(t *testing.T) {
 	tests := []struct {
 		name string
-		op   walfs.Op
+		op   vfs.Op
 		file string // suffix of the path to fail
 	}{
-		{"fsync of the segment", walfs.OpSync, segmentSuffix},
-		{"write of the segment", walfs.OpWrite, segmentSuffix},
-		{"fsync of the directory", walfs.OpSyncDir, "wal"},
+		{"fsync of the segment", vfs.OpSync, segmentSuffix},
+		{"write of the segment", vfs.OpWrite, segmentSuffix},
+		{"fsync of the directory", vfs.OpSyncDir, "wal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfs := walfs.NewCrashFS()
+			cfs := vfs.NewCrashFS()
 			var failing atomic.Bool
 			var failures atomic.Int64
-			cfs.SetFault(func(op walfs.Op, path string) error {
+			cfs.SetFault(func(op vfs.Op, path string) error {
 				if failing.Load() && op == tt.op && strings.HasSuffix(path, tt.file) {
 					failures.Add(1)
 					return syscall.EIO
@@ -296,7 +296,7 @@ func TestLog_FsyncFailureFailsLog(t *testing.T) {
 			good := appendSynced(t, l, 0, 3)
 
 			failing.Store(true)
-			if tt.op == walfs.OpSyncDir {
+			if tt.op == vfs.OpSyncDir {
 				// A directory sync happens after a segment is created.
 				if _, _, err := l.MaybeCut(); err != nil {
 					t.Fatal(err)

@@ -69,15 +69,18 @@
 // Sequence numbers start at 1 and never go back: Open continues at the
 // state file's counter or after the highest sequence named by any segment
 // file in Dir or quarantine/ (or claimed by a segment header), whichever is
-// larger. The state file is rewritten (write a temporary file, fsync,
-// rename, fsync the directory) before anything removes segment files, so
-// removing every segment does not reset the counter. A damaged state file is
-// quarantined and the names decide alone. Numbers can be skipped (an empty
-// segment is removed at Close instead of sealed); the header's
-// previous-sequence field lets a reader tell a skipped number from a lost
-// segment.
+// larger. The state file is rewritten (vfs.WriteFileAtomic: write a
+// temporary file, fsync, rename, fsync the directory) before anything
+// removes segment files, so removing every segment does not reset the
+// counter. A damaged state file is quarantined and the names decide alone.
+// Numbers can be skipped (an empty segment is removed at Close instead of
+// sealed); the header's previous-sequence field lets a reader tell a
+// skipped number from a lost segment.
 //
-// One Log at a time may use a directory; nothing locks it.
+// One Log at a time may use a directory; nothing locks it. Every file
+// operation goes through Options.FS, the project's file-system seam
+// (internal/vfs): the crash tests run the log on a vfs.CrashFS, which keeps
+// only what was fsynced and can tear what was not.
 //
 // # Segment layout
 //

@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // buildSegment encodes a sealed segment holding recs, the way the Log does.
@@ -38,7 +38,7 @@ func FuzzReadSegment(f *testing.F) {
 	f.Add(flipped)
 
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cfs := walfs.NewCrashFS()
+		cfs := vfs.NewCrashFS()
 		if err := cfs.WriteFile("/s.seg", b); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // InitSequence prepares the empty log directory dir so that the first
@@ -22,7 +22,7 @@ import (
 // real file system. Durable when it returns nil.
 func InitSequence(fsys FS, dir string, next uint64) error {
 	if fsys == nil {
-		fsys = walfs.OS{}
+		fsys = vfs.OS{}
 	}
 	if next == 0 {
 		return fmt.Errorf("init wal %s: sequence numbers start at 1, not 0", dir)
@@ -30,7 +30,7 @@ func InitSequence(fsys FS, dir string, next uint64) error {
 	names, err := fsys.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := walfs.MkdirAllDurable(fsys, dir, 0o755); err != nil {
+		if err := vfs.MkdirAllDurable(fsys, dir, 0o755); err != nil {
 			return fmt.Errorf("init wal %s: create directory: %w", dir, err)
 		}
 	case err != nil:

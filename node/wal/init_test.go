@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // A log initialised at a sequence starts there, after a power cut too, its
 // first segment naming next-1 as the one before it; numbers keep growing
 // after a restart.
 func TestInitSequence_FirstSegmentStartsThere(t *testing.T) {
-	c := walfs.NewCrashFS()
+	c := vfs.NewCrashFS()
 	e := env{name: "crashfs", fs: c, dir: "/data/wal", cfs: c}
 	if err := InitSequence(c, e.dir, 42); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 var crashSeed = flag.Int64("wal.crashseed", 0, "seed for the crash test (0: from the clock)")
@@ -31,14 +31,14 @@ type env struct {
 	name string
 	fs   FS
 	dir  string
-	cfs  *walfs.CrashFS // nil for the real file system
+	cfs  *vfs.CrashFS // nil for the real file system
 }
 
 func envs(t *testing.T) []env {
 	return []env{
-		{name: "os", fs: walfs.OS{}, dir: filepath.Join(t.TempDir(), "wal")},
+		{name: "os", fs: vfs.OS{}, dir: filepath.Join(t.TempDir(), "wal")},
 		func() env {
-			c := walfs.NewCrashFS()
+			c := vfs.NewCrashFS()
 			return env{name: "crashfs", fs: c, dir: "/data/wal", cfs: c}
 		}(),
 	}

@@ -6,15 +6,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
-// FS is the file-system seam the Log does all its I/O through. walfs.OS is
-// the real one; walfs.NewCrashFS simulates power cuts for tests.
-type FS = walfs.FS
+// FS is the file-system seam (internal/vfs) the Log does all its I/O
+// through. vfs.OS is the real one; vfs.NewCrashFS simulates power cuts for
+// tests.
+type FS = vfs.FS
 
 // File is an open file of an FS.
-type File = walfs.File
+type File = vfs.File
 
 // Defaults and limits of Options and Record.
 const (
@@ -103,7 +104,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("wal options: %s", strings.Join(bad, "; "))
 	}
 	if o.FS == nil {
-		o.FS = walfs.OS{}
+		o.FS = vfs.OS{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // readBufferSize is the read buffer for size bytes: up to 64 KiB, and at
@@ -217,7 +217,7 @@ func (r *scanResult) info(path string) SegmentInfo {
 // fn only verifies; a nil fsys means the real file system.
 func ReadSegment(fsys FS, path string, fn func(r Record) error) (SegmentInfo, error) {
 	if fsys == nil {
-		fsys = walfs.OS{}
+		fsys = vfs.OS{}
 	}
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {

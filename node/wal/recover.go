@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 const quarantineDirName = "quarantine"
@@ -39,19 +41,10 @@ type plan struct {
 // removal or move can let a sequence number be handed out twice.
 func (l *Log) recover() error {
 	dir := l.opts.Dir
-	created := false
-	if _, err := l.fs.ReadDir(dir); errors.Is(err, fs.ErrNotExist) {
-		created = true
-	}
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+	// Durably: a power cut could otherwise take a new directory's entry,
+	// and every acknowledged record in it, away.
+	if err := vfs.MkdirAllDurable(countedFS{l}, dir, 0o755); err != nil {
 		return fmt.Errorf("create directory: %w", err)
-	}
-	if created {
-		// Make the new directory's own entry durable, or a power cut
-		// could take it and every acknowledged record in it away.
-		if err := l.syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-			return err
-		}
 	}
 	names, err := l.fs.ReadDir(dir)
 	if err != nil {

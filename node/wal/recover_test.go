@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // unsealedSegment writes n records to a log on a CrashFS, syncs them, and
@@ -20,7 +20,7 @@ import (
 // the records and where each ends.
 func unsealedSegment(t *testing.T, n int) ([]byte, []Record, []int64) {
 	t.Helper()
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	l := mustOpen(t, Options{Dir: "/wal", NodeID: "node-a", FS: cfs, Logger: testLogger(t)})
 	var recs []Record
 	var ends []int64
@@ -63,7 +63,7 @@ func TestLog_TornTailIsTruncated(t *testing.T) {
 		}
 		boundary := cut == hdrLen || keep > 0 && ends[keep-1] == cut
 
-		cfs := walfs.NewCrashFS()
+		cfs := vfs.NewCrashFS()
 		if err := cfs.MkdirAll("/wal", 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestOpen_Recovery(t *testing.T) {
 	seg1 := "/wal/" + segmentName(1)
 	tests := []struct {
 		name    string
-		damage  func(t *testing.T, cfs *walfs.CrashFS, seg []byte) []byte // returns new contents of segment 1, nil to leave it
+		damage  func(t *testing.T, cfs *vfs.CrashFS, seg []byte) []byte // returns new contents of segment 1, nil to leave it
 		wantErr string
 		// want after Open: records of segment 1 replayed, quarantined, torn
 		wantRecords     int
@@ -203,12 +203,12 @@ func TestOpen_Recovery(t *testing.T) {
 	}{
 		{
 			name:        "intact",
-			damage:      func(*testing.T, *walfs.CrashFS, []byte) []byte { return nil },
+			damage:      func(*testing.T, *vfs.CrashFS, []byte) []byte { return nil },
 			wantRecords: 10, wantSeg1Sealed: true, wantSeg1Present: true,
 		},
 		{
 			name: "bit flip in the header",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				b[8] ^= 1
 				return b
 			},
@@ -216,7 +216,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "bit flip in the footer counts",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				b[len(b)-footerBytes+2] ^= 1
 				return b
 			},
@@ -224,7 +224,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "bit flip in the footer crc",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				b[len(b)-8] ^= 1
 				return b
 			},
@@ -232,35 +232,35 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "footer torn in half",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				return b[:len(b)-footerBytes/2]
 			},
 			wantRecords: 10, wantTorn: 1, wantSeg1Sealed: true, wantSeg1Present: true,
 		},
 		{
 			name: "footer missing",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				return b[:len(b)-footerBytes]
 			},
 			wantRecords: 10, wantSeg1Sealed: true, wantSeg1Present: true,
 		},
 		{
 			name: "garbage appended after the footer",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				return append(b, 1, 2, 3)
 			},
 			wantRecords: 10, wantTorn: 1, wantSeg1Sealed: true, wantSeg1Present: true,
 		},
 		{
 			name: "zeroed unsealed segment",
-			damage: func(_ *testing.T, _ *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, _ *vfs.CrashFS, b []byte) []byte {
 				return make([]byte, len(b))
 			},
 			wantQuarantined: 1,
 		},
 		{
 			name: "header sequence does not match the name",
-			damage: func(_ *testing.T, cfs *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, cfs *vfs.CrashFS, b []byte) []byte {
 				h, n, _ := parseHeader(b)
 				h.seq = 9
 				return append(appendHeader(nil, h), b[n:]...)
@@ -269,7 +269,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "another node's segment",
-			damage: func(_ *testing.T, cfs *walfs.CrashFS, b []byte) []byte {
+			damage: func(_ *testing.T, cfs *vfs.CrashFS, b []byte) []byte {
 				h, n, _ := parseHeader(b)
 				h.nodeID = "node-b"
 				return append(appendHeader(nil, h), b[n:]...)
@@ -278,7 +278,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "damaged state file",
-			damage: func(t *testing.T, cfs *walfs.CrashFS, _ []byte) []byte {
+			damage: func(t *testing.T, cfs *vfs.CrashFS, _ []byte) []byte {
 				if err := cfs.WriteFile("/wal/"+stateName, []byte("junk")); err != nil {
 					t.Fatal(err)
 				}
@@ -290,7 +290,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "state file ahead of the segments",
-			damage: func(t *testing.T, cfs *walfs.CrashFS, _ []byte) []byte {
+			damage: func(t *testing.T, cfs *vfs.CrashFS, _ []byte) []byte {
 				if err := cfs.WriteFile("/wal/"+stateName, state{next: 100, lastSealed: 3}.encode()); err != nil {
 					t.Fatal(err)
 				}
@@ -300,7 +300,7 @@ func TestOpen_Recovery(t *testing.T) {
 		},
 		{
 			name: "leftover temporary state file",
-			damage: func(t *testing.T, cfs *walfs.CrashFS, _ []byte) []byte {
+			damage: func(t *testing.T, cfs *vfs.CrashFS, _ []byte) []byte {
 				if err := cfs.WriteFile("/wal/"+stateTmpName, []byte("half")); err != nil {
 					t.Fatal(err)
 				}
@@ -311,7 +311,7 @@ func TestOpen_Recovery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfs := walfs.NewCrashFS()
+			cfs := vfs.NewCrashFS()
 			opts := Options{Dir: "/wal", NodeID: "node-a", FS: cfs, Logger: testLogger(t)}
 			all := sealedLog(t, opts)
 			b, err := cfs.ReadFile(seg1)
@@ -368,7 +368,7 @@ func TestOpen_Recovery(t *testing.T) {
 
 func TestOpen_TornHeaderOfNewSegmentIsRemoved(t *testing.T) {
 	for cut := range headerFixedBytes + len("node-a") {
-		cfs := walfs.NewCrashFS()
+		cfs := vfs.NewCrashFS()
 		opts := Options{Dir: "/wal", NodeID: "node-a", FS: cfs, Logger: testLogger(t)}
 		sealedLog(t, opts)
 		h := appendHeader(nil, header{nodeID: "node-a", seq: 7, prevSeq: 4})
@@ -391,7 +391,7 @@ func TestOpen_TornHeaderOfNewSegmentIsRemoved(t *testing.T) {
 // unsealed segment's records and footer durable, by crashing right after.
 func TestOpen_SealingRecoveredSegmentIsDurable(t *testing.T) {
 	seg, recs, _ := unsealedSegment(t, 5)
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	cfs.MkdirAll("/wal", 0o755)
 	// The recovered bytes are on the "disk" but, as after a real crash,
 	// were perhaps never fsynced: write them without syncing.
@@ -420,7 +420,7 @@ func TestOpen_SealingRecoveredSegmentIsDurable(t *testing.T) {
 // TestReplay_DetectsDamageAfterOpen flips a byte of a sealed segment while
 // the log is open.
 func TestReplay_DetectsDamageAfterOpen(t *testing.T) {
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	opts := Options{Dir: "/wal", NodeID: "node-a", FS: cfs, Logger: testLogger(t)}
 	sealedLog(t, opts)
 	l := mustOpen(t, opts)
@@ -438,7 +438,7 @@ func TestReplay_DetectsDamageAfterOpen(t *testing.T) {
 // TestLog_ReplayWithConcurrentAppends replays while writers append: Replay
 // returns a prefix of the log.
 func TestLog_ReplayWithConcurrentAppends(t *testing.T) {
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	opts := Options{Dir: "/wal", NodeID: "node-a", FS: cfs, Logger: testLogger(t), MaxSegmentBytes: MinSegmentBytes}
 	l := mustOpen(t, opts)
 	defer mustClose(t, l)

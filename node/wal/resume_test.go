@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // waitResumed appends record i until Append and Sync succeed, and returns
@@ -41,23 +41,23 @@ func waitResumed(t *testing.T, l *Log, i int) Record {
 func TestLog_ResumesAfterFailure(t *testing.T) {
 	tests := []struct {
 		name string
-		op   walfs.Op
+		op   vfs.Op
 		file string
 	}{
-		{"fsync of the segment", walfs.OpSync, segmentSuffix},
-		{"write of the segment", walfs.OpWrite, segmentSuffix},
-		{"fsync of the directory", walfs.OpSyncDir, "wal"},
+		{"fsync of the segment", vfs.OpSync, segmentSuffix},
+		{"write of the segment", vfs.OpWrite, segmentSuffix},
+		{"fsync of the directory", vfs.OpSyncDir, "wal"},
 		{"every write and fsync", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfs := walfs.NewCrashFS()
+			cfs := vfs.NewCrashFS()
 			var failing atomic.Bool
-			cfs.SetFault(func(op walfs.Op, path string) error {
+			cfs.SetFault(func(op vfs.Op, path string) error {
 				if !failing.Load() {
 					return nil
 				}
-				if tt.op == "" && (op == walfs.OpWrite || op == walfs.OpSync || op == walfs.OpSyncDir) ||
+				if tt.op == "" && (op == vfs.OpWrite || op == vfs.OpSync || op == vfs.OpSyncDir) ||
 					op == tt.op && strings.HasSuffix(path, tt.file) {
 					return syscall.ENOSPC
 				}
@@ -70,7 +70,7 @@ func TestLog_ResumesAfterFailure(t *testing.T) {
 			seqBefore := l.OpenSeq()
 
 			failing.Store(true)
-			if tt.op == walfs.OpSyncDir {
+			if tt.op == vfs.OpSyncDir {
 				// A directory sync follows a segment's creation.
 				if _, err := l.Cut(); err != nil && !errors.Is(err, syscall.ENOSPC) {
 					t.Fatal(err)
@@ -150,10 +150,10 @@ func TestLog_ResumesAfterFailure(t *testing.T) {
 // while writers append and sync, then cuts the power: every acknowledged
 // record is replayed once, in order, and nothing never appended appears.
 func TestLog_ResumeUnderConcurrentWriters(t *testing.T) {
-	cfs := walfs.NewCrashFS()
+	cfs := vfs.NewCrashFS()
 	var failing atomic.Bool
-	cfs.SetFault(func(op walfs.Op, path string) error {
-		if failing.Load() && (op == walfs.OpWrite || op == walfs.OpSync) && strings.HasSuffix(path, segmentSuffix) {
+	cfs.SetFault(func(op vfs.Op, path string) error {
+		if failing.Load() && (op == vfs.OpWrite || op == vfs.OpSync) && strings.HasSuffix(path, segmentSuffix) {
 			return syscall.ENOSPC
 		}
 		return nil

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // The state file records the sequence counter, so that sequence numbers
@@ -17,11 +19,11 @@ import (
 //	| TWST  | 1 byte  | uint64 LE    | uint64 LE          | 4 bytes |
 //	+-------+---------+--------------+--------------------+---------+
 //
-// It is replaced atomically: written to wal.state.tmp, fsynced, renamed over
-// wal.state, and the directory fsynced.
+// It is replaced atomically (vfs.WriteFileAtomic): written to
+// wal.state.tmp, fsynced, renamed over wal.state, and the directory fsynced.
 const (
 	stateName    = "wal.state"
-	stateTmpName = stateName + ".tmp"
+	stateTmpName = stateName + vfs.TempSuffix
 	stateMagic   = "TWST"
 	stateBytes   = 4 + 1 + 8 + 8 + 4
 )
@@ -103,28 +105,10 @@ func (l *Log) writeState(next, lastSealed uint64) error {
 	if st == l.state {
 		return nil
 	}
-	tmp := l.path(stateTmpName)
-	f, err := l.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := f.Write(st.encode()); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := l.syncFile(f, tmp); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := l.fs.Rename(tmp, l.path(stateName)); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	// Without the directory fsync a power cut could undo the rename.
-	if err := l.syncDir(l.opts.Dir); err != nil {
-		return err
+	// Without the directory fsync a power cut could undo the rename, and
+	// sequence numbers handed out since could be handed out again.
+	if err := vfs.WriteFileAtomic(countedFS{l}, l.path(stateName), 0o644, st.encode()); err != nil {
+		return fmt.Errorf("write state file: %w", err)
 	}
 	l.state = st
 	return nil

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -222,16 +223,21 @@ func (l *Log) sealFile(f File, path string, syncData bool, footer []byte) error 
 }
 
 func (l *Log) syncFile(f File, path string) error {
+	if err := l.fsync(f); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return nil
+}
+
+// fsync fsyncs f, counted in Stats.Fsyncs and timed by Options.OnFsync.
+func (l *Log) fsync(f File) error {
 	l.fsyncs.Add(1)
 	start := time.Now()
 	err := f.Sync()
 	if l.opts.OnFsync != nil {
 		l.opts.OnFsync(time.Since(start))
 	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 func (l *Log) syncDir(dir string) error {
@@ -241,3 +247,37 @@ func (l *Log) syncDir(dir string) error {
 	}
 	return nil
 }
+
+// countedFS is the log's file system with every fsync counted and timed
+// like the log's own, for the files the log writes through the vfs
+// helpers (the state file).
+type countedFS struct{ l *Log }
+
+var _ FS = countedFS{}
+
+func (c countedFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := c.l.fs.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return countedFile{f, c.l}, nil
+}
+
+func (c countedFS) Rename(oldpath, newpath string) error { return c.l.fs.Rename(oldpath, newpath) }
+func (c countedFS) Remove(name string) error             { return c.l.fs.Remove(name) }
+func (c countedFS) ReadDir(dir string) ([]string, error) { return c.l.fs.ReadDir(dir) }
+func (c countedFS) MkdirAll(dir string, perm os.FileMode) error {
+	return c.l.fs.MkdirAll(dir, perm)
+}
+
+func (c countedFS) SyncDir(dir string) error {
+	c.l.fsyncs.Add(1)
+	return c.l.fs.SyncDir(dir)
+}
+
+type countedFile struct {
+	File
+	l *Log
+}
+
+func (f countedFile) Sync() error { return f.l.fsync(f.File) }

@@ -39,7 +39,10 @@
 //	<Dir>/snap/00000000000000001200-00000000000000000005.snap snapshot at index 1200, term 5
 //	<Dir>/snap/*.tmp                                          a snapshot being written; removed by Open
 //
-// One Log at a time may use a directory; nothing locks it.
+// One Log at a time may use a directory; nothing locks it. Every file
+// operation goes through Options.FS, the project's file-system seam
+// (internal/vfs), so the crash tests run the log, and the raft simulator
+// its members, on a vfs.CrashFS that keeps only what was fsynced.
 //
 // # Segment layout
 //
@@ -119,10 +122,10 @@
 //	+-------+---------+---------+-------+------+-------+------------+---------+------+--------+
 //
 // The CRC covers every byte before it. A snapshot file is written to a
-// temporary name, fsynced, renamed, and its directory fsynced before the
-// snapshot record that names it is written, so a record never names a
-// file that a power cut can take away. Files other than the latest are
-// deleted.
+// temporary name, fsynced, renamed, and its directory fsynced
+// (vfs.WriteFileAtomic) before the snapshot record that names it is
+// written, so a record never names a file that a power cut can take away.
+// Files other than the latest are deleted.
 //
 // # Torn tails and recovery
 //

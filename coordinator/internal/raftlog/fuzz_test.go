@@ -4,14 +4,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
 // FuzzOpen: whatever bytes follow a valid segment header, Open never
 // panics, and a log it opens is usable and reopens to the same state.
 func FuzzOpen(f *testing.F) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(f, fsys, 0)
 	_ = l.Save(raftpb.HardState{Term: 2, Vote: 1, Commit: 2}, ents(1, 3, 2), raftpb.Snapshot{}, true)
 	_ = l.CreateSnapshot(2, raftpb.ConfState{Voters: []uint64{1, 2}}, []byte("s"))
@@ -21,7 +21,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(seg[headerSize:])
 	f.Add(appendRecord(nil, recEntry, encodeEntry(nil, ent(1, 1, "x"))))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fsys := walfs.NewCrashFS()
+		fsys := vfs.NewCrashFS()
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func FuzzReplayRecords(f *testing.F) {
 			body = appendRecord(body, typ, in[:n])
 			in = in[n:]
 		}
-		fsys := walfs.NewCrashFS()
+		fsys := vfs.NewCrashFS()
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}

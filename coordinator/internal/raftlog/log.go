@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -24,9 +24,9 @@ type Options struct {
 	// Dir holds the log; it is created if missing. One Log at a time may
 	// use it.
 	Dir string
-	// FS is the file system (default walfs.OS{}); crash tests pass a
-	// walfs.CrashFS.
-	FS walfs.FS
+	// FS is the file system (default vfs.OS{}); crash tests pass a
+	// vfs.CrashFS.
+	FS vfs.FS
 	// SegmentBytes is the size past which the log starts a new segment
 	// file (default 64 MiB, at least 4 KiB).
 	SegmentBytes int64
@@ -42,7 +42,7 @@ func (o *Options) normalize() error {
 		return errors.New("raftlog: Options.Dir is empty")
 	}
 	if o.FS == nil {
-		o.FS = walfs.OS{}
+		o.FS = vfs.OS{}
 	}
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
@@ -60,7 +60,7 @@ func (o *Options) normalize() error {
 // application. See the package documentation.
 type Log struct {
 	opts    Options
-	fs      walfs.FS
+	fs      vfs.FS
 	snapDir string
 
 	mu sync.Mutex
@@ -76,7 +76,7 @@ type Log struct {
 	entSeg []uint64
 	boot   uint64
 	segs   []uint64 // segment sequence numbers on disk, ascending
-	cur    walfs.File
+	cur    vfs.File
 	curLen int64
 	buf    []byte
 	// failed is the first write or fsync error; the log accepts no more
@@ -116,7 +116,7 @@ func Open(opts Options) (*Log, error) {
 	for _, d := range []string{opts.Dir, l.snapDir} {
 		// Durable: a log whose directory entry a power cut takes away is
 		// a member that forgot its votes and entries.
-		if err := walfs.MkdirAllDurable(l.fs, d, 0o755); err != nil {
+		if err := vfs.MkdirAllDurable(l.fs, d, 0o755); err != nil {
 			return nil, fmt.Errorf("raftlog: create %s: %w", d, err)
 		}
 	}
@@ -245,7 +245,7 @@ func (r *replay) finish() error {
 // corruption. It reports whether the segment is kept.
 func (l *Log) replaySegment(r *replay, seq uint64, last bool) (bool, error) {
 	path := filepath.Join(l.opts.Dir, segName(seq))
-	data, err := readFile(l.fs, path)
+	data, err := vfs.ReadFile(l.fs, path, readBound)
 	if err != nil {
 		return false, fmt.Errorf("raftlog: read %s: %w", path, err)
 	}
@@ -371,25 +371,13 @@ func applyRecord(r *replay, typ byte, payload []byte, seq uint64) error {
 	return nil
 }
 
-func readFile(fsys walfs.FS, path string) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, size)
-	n, err := f.ReadAt(data, 0)
-	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
-		return nil, err
-	}
-	return data, nil
-}
+// readBound is the bound of vfs.ReadFile for the log's files: none beyond
+// the address space. A segment or a snapshot is read whole, as large as
+// the log wrote it (a segment is about SegmentBytes plus one record, but a
+// log written with a larger SegmentBytes must still open).
+const readBound = math.MaxInt
 
-func truncateFile(fsys walfs.FS, path string, size int64) error {
+func truncateFile(fsys vfs.FS, path string, size int64) error {
 	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return err
@@ -409,7 +397,7 @@ func truncateFile(fsys walfs.FS, path string, size int64) error {
 // REQUIRES: l.mu held or l not yet shared.
 func (l *Log) readSnapFile(m snapMeta) (snapMeta, []byte, error) {
 	path := filepath.Join(l.snapDir, snapName(m.Index, m.Term))
-	data, err := readFile(l.fs, path)
+	data, err := vfs.ReadFile(l.fs, path, readBound)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, nil, &CorruptionError{Path: path, Reason: "the latest snapshot file is missing"}
 	}
@@ -439,7 +427,7 @@ func (l *Log) removeStaleSnapshots() error {
 		keep = snapName(l.snap.Index, l.snap.Term)
 	}
 	for _, name := range names {
-		if name == keep || !(strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, ".tmp")) {
+		if name == keep || !(strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, vfs.TempSuffix)) {
 			continue
 		}
 		if err := l.fs.Remove(filepath.Join(l.snapDir, name)); err != nil {

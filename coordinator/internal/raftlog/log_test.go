@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -22,7 +22,7 @@ const dir = "/raft"
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func open(t testing.TB, fsys walfs.FS, segBytes int64) *Log {
+func open(t testing.TB, fsys vfs.FS, segBytes int64) *Log {
 	t.Helper()
 	l, err := Open(Options{Dir: dir, FS: fsys, SegmentBytes: segBytes, Logger: quiet})
 	if err != nil {
@@ -134,7 +134,7 @@ func diff(l *Log, m model) string {
 }
 
 func TestLog_ReopenKeepsEverythingSynced(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	if l.Boot() != 1 {
 		t.Fatalf("first boot = %d", l.Boot())
@@ -161,7 +161,7 @@ func TestLog_ReopenKeepsEverythingSynced(t *testing.T) {
 }
 
 func TestLog_ConflictingSuffixIsReplaced(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	var m model
 	steps := [][]raftpb.Entry{ents(1, 10, 1), ents(6, 8, 2), ents(9, 9, 2), ents(3, 3, 3)}
@@ -191,7 +191,7 @@ func TestLog_ConflictingSuffixIsReplaced(t *testing.T) {
 }
 
 func TestLog_CompactionDeletesSegmentsAndSurvivesCrash(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 4<<10)
 	var m model
 	big := strings.Repeat("x", 500)
@@ -254,7 +254,7 @@ func TestLog_CompactionDeletesSegmentsAndSurvivesCrash(t *testing.T) {
 }
 
 func TestLog_InstalledSnapshotReplacesTheLog(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	var m model
 	if err := l.Append(ents(1, 5, 1)); err != nil {
@@ -283,7 +283,7 @@ func TestLog_InstalledSnapshotReplacesTheLog(t *testing.T) {
 }
 
 func TestLog_TornTailIsCut(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	if err := l.Append(ents(1, 3, 1)); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestLog_TornTailIsCut(t *testing.T) {
 }
 
 func TestLog_DamagedRecordBeforeAValidOneInTheNewestSegmentIsCorruption(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	if err := l.Append(ents(1, 5, 1)); err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func TestLog_DamagedRecordBeforeAValidOneInTheNewestSegmentIsCorruption(t *testi
 }
 
 func TestLog_DamageBeforeTheTailIsCorruption(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	if err := l.Append(ents(1, 3, 1)); err != nil {
 		t.Fatal(err)
@@ -364,7 +364,7 @@ func TestLog_DamageBeforeTheTailIsCorruption(t *testing.T) {
 }
 
 func TestLog_MissingSnapshotFileIsCorruption(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	if err := l.Append(ents(1, 3, 1)); err != nil {
 		t.Fatal(err)
@@ -382,11 +382,11 @@ func TestLog_MissingSnapshotFileIsCorruption(t *testing.T) {
 }
 
 func TestLog_FailedSyncFailsTheLogForGood(t *testing.T) {
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	l := open(t, fsys, 0)
 	boom := errors.New("disk on fire")
-	fsys.SetFault(func(op walfs.Op, path string) error {
-		if op == walfs.OpSync {
+	fsys.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync {
 			return boom
 		}
 		return nil
@@ -405,7 +405,7 @@ func TestLog_FailedSyncFailsTheLogForGood(t *testing.T) {
 }
 
 func TestLog_EntriesRespectsMaxSize(t *testing.T) {
-	l := open(t, walfs.NewCrashFS(), 0)
+	l := open(t, vfs.NewCrashFS(), 0)
 	if err := l.Append(ents(1, 10, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestLog_RandomCrashes(t *testing.T) {
 
 func randomCrashRun(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 99))
-	fsys := walfs.NewCrashFS()
+	fsys := vfs.NewCrashFS()
 	segBytes := int64(4<<10) << r.IntN(3)
 	l := open(t, fsys, segBytes)
 	var m model

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -316,40 +317,17 @@ func (l *Log) removeObsoleteSegments() {
 	}
 }
 
-// writeSnapFile writes a snapshot file durably: a temporary file, fsync,
-// rename, fsync of the directory (without it a power cut can undo the
-// rename after the log already refers to the file). It does not fail the
-// log: nothing refers to the file until it is durable.
-// REQUIRES: l.mu held.
+// writeSnapFile writes a snapshot file durably (vfs.WriteFileAtomic: a
+// temporary file, fsync, rename, fsync of the directory; without the last
+// a power cut can undo the rename after the log already refers to the
+// file). It does not fail the log: nothing refers to the file until it is
+// durable. REQUIRES: l.mu held.
 func (l *Log) writeSnapFile(index, term uint64, cs raftpb.ConfState, data []byte) (uint32, error) {
-	name := snapName(index, term)
-	tmp := filepath.Join(l.snapDir, name+".tmp")
+	path := filepath.Join(l.snapDir, snapName(index, term))
 	head := snapFileHead(index, term, cs, len(data))
 	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, data)
-	err := func() error {
-		f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		for _, part := range [][]byte{head, data, binary.LittleEndian.AppendUint32(nil, crc)} {
-			if _, err := f.Write(part); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if err := l.fs.Rename(tmp, filepath.Join(l.snapDir, name)); err != nil {
-			return err
-		}
-		return l.fs.SyncDir(l.snapDir)
-	}()
-	if err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, path, 0o644, head, data, binary.LittleEndian.AppendUint32(nil, crc)); err != nil {
+		tmp := path + vfs.TempSuffix
 		if rerr := l.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			l.opts.Logger.Warn("raft log: remove temporary snapshot", "file", tmp, "err", rerr)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // BenchmarkCluster_RegisterSeries measures series registrations per
@@ -49,11 +49,11 @@ func BenchmarkCluster_ProposalMetrics(b *testing.B) {
 
 func benchRegister(b *testing.B, disk bool, perCmd int, mp metric.MeterProvider) {
 	const inflight = 64
-	fsFor := func(uint64) walfs.FS { return walfs.NewCrashFS() }
+	fsFor := func(uint64) vfs.FS { return vfs.NewCrashFS() }
 	var dir func(uint64) string
 	if disk {
 		root := b.TempDir()
-		fsFor = func(uint64) walfs.FS { return walfs.OS{} }
+		fsFor = func(uint64) vfs.FS { return vfs.OS{} }
 		dir = func(id uint64) string { return filepath.Join(root, fmt.Sprint(id)) }
 	}
 	c := newMemClusterIn(b, 3, fsFor, dir, func(o *raftnode.Options) { o.MeterProvider = mp })

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // collect reads every data point of the member's metrics: sums and
@@ -47,7 +47,7 @@ func TestNode_MetricsFollowTheMember(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	c := newMemCluster(t, 1, func(uint64) walfs.FS { return walfs.NewCrashFS() }, func(o *raftnode.Options) {
+	c := newMemCluster(t, 1, func(uint64) vfs.FS { return vfs.NewCrashFS() }, func(o *raftnode.Options) {
 		o.MeterProvider, o.SnapshotEntries, o.KeepEntries, o.MaxEntryBytes = mp, 5, 2, 8<<10
 	})
 	registerEdge(t, c, "pi-1")

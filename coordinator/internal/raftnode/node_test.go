@@ -15,8 +15,8 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/goleak"
 )
@@ -29,7 +29,7 @@ type memCluster struct {
 	t     testing.TB
 	nodes map[uint64]*raftnode.Node
 	fsms  map[uint64]*catalog.FSM
-	fs    map[uint64]walfs.FS
+	fs    map[uint64]vfs.FS
 	queue []raftpb.Message
 	ids   []uint64
 	opts  func(*raftnode.Options)
@@ -40,12 +40,12 @@ type queueTransport struct{ c *memCluster }
 
 func (q queueTransport) Send(msgs []raftpb.Message) { q.c.queue = append(q.c.queue, msgs...) }
 
-func newMemCluster(t testing.TB, n int, fsFor func(id uint64) walfs.FS, opts func(*raftnode.Options)) *memCluster {
+func newMemCluster(t testing.TB, n int, fsFor func(id uint64) vfs.FS, opts func(*raftnode.Options)) *memCluster {
 	return newMemClusterIn(t, n, fsFor, nil, opts)
 }
 
-func newMemClusterIn(t testing.TB, n int, fsFor func(id uint64) walfs.FS, dir func(uint64) string, opts func(*raftnode.Options)) *memCluster {
-	c := &memCluster{t: t, nodes: map[uint64]*raftnode.Node{}, fsms: map[uint64]*catalog.FSM{}, fs: map[uint64]walfs.FS{}, opts: opts, dir: dir}
+func newMemClusterIn(t testing.TB, n int, fsFor func(id uint64) vfs.FS, dir func(uint64) string, opts func(*raftnode.Options)) *memCluster {
+	c := &memCluster{t: t, nodes: map[uint64]*raftnode.Node{}, fsms: map[uint64]*catalog.FSM{}, fs: map[uint64]vfs.FS{}, opts: opts, dir: dir}
 	var peers []raftnode.Peer
 	for id := uint64(1); id <= uint64(n); id++ {
 		peers = append(peers, raftnode.Peer{ID: id, Addr: addrOf(id)})
@@ -134,7 +134,7 @@ func seriesCmd(edge string, from, n int) []byte {
 }
 
 func TestNode_ProposalsCoalesceAndSurviveRestart(t *testing.T) {
-	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, nil)
+	c := newMemCluster(t, 3, func(uint64) vfs.FS { return vfs.NewCrashFS() }, nil)
 	registerEdge(t, c, "pi-1")
 	before := c.nodes[1].Status().LastLog
 	// 40 proposals queued before one Process: one raft entry.
@@ -165,7 +165,7 @@ func TestNode_ProposalsCoalesceAndSurviveRestart(t *testing.T) {
 	// A restarted member rebuilds its catalog from its log alone.
 	snap := c.fsms[2].Snapshot()
 	c.nodes[2].Close()
-	c.fs[2] = c.fs[2].(*walfs.CrashFS).Crash()
+	c.fs[2] = c.fs[2].(*vfs.CrashFS).Crash()
 	c.start(2, nil)
 	c.pump()
 	if string(c.fsms[2].Snapshot()) != string(snap) {
@@ -175,7 +175,7 @@ func TestNode_ProposalsCoalesceAndSurviveRestart(t *testing.T) {
 }
 
 func TestNode_EntriesAreSplitAtMaxEntryBytes(t *testing.T) {
-	c := newMemCluster(t, 1, func(uint64) walfs.FS { return walfs.NewCrashFS() }, func(o *raftnode.Options) { o.MaxEntryBytes = 8 << 10 })
+	c := newMemCluster(t, 1, func(uint64) vfs.FS { return vfs.NewCrashFS() }, func(o *raftnode.Options) { o.MaxEntryBytes = 8 << 10 })
 	registerEdge(t, c, "pi-1")
 	before := c.nodes[1].Status().LastLog
 	var fs []*raftnode.Future
@@ -210,7 +210,7 @@ func errOf(f *raftnode.Future) error {
 }
 
 func TestNode_RejectedCommandIsAResult(t *testing.T) {
-	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, nil)
+	c := newMemCluster(t, 3, func(uint64) vfs.FS { return vfs.NewCrashFS() }, nil)
 	f := c.nodes[2].ProposeAsync(seriesCmd("nobody", 0, 1)) // through a follower
 	c.pump()
 	if err := errOf(f); !errors.Is(err, catalog.ErrNotFound) {
@@ -228,7 +228,7 @@ func TestNode_RejectedCommandIsAResult(t *testing.T) {
 }
 
 func TestNode_ReadIndexWaitsForApply(t *testing.T) {
-	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, nil)
+	c := newMemCluster(t, 3, func(uint64) vfs.FS { return vfs.NewCrashFS() }, nil)
 	registerEdge(t, c, "pi-1")
 	f := c.nodes[1].ProposeAsync(seriesCmd("pi-1", 0, 5))
 	c.pump()
@@ -250,7 +250,7 @@ func TestNode_ReadIndexWaitsForApply(t *testing.T) {
 }
 
 func TestNode_MembershipChanges(t *testing.T) {
-	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, func(o *raftnode.Options) {
+	c := newMemCluster(t, 3, func(uint64) vfs.FS { return vfs.NewCrashFS() }, func(o *raftnode.Options) {
 		o.SnapshotEntries, o.KeepEntries = 5, 1
 	})
 	registerEdge(t, c, "pi-1")
@@ -284,7 +284,7 @@ func TestNode_MembershipChanges(t *testing.T) {
 	// Add member 4 as a learner: the log was compacted, so it starts from
 	// a snapshot, which must include it.
 	c.ids = append(c.ids, 4)
-	c.fs[4] = walfs.NewCrashFS()
+	c.fs[4] = vfs.NewCrashFS()
 	c.start(4, nil)
 	if err := change(raftnode.AddLearner, 4); err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestNode_StopHandsOverLeadership(t *testing.T) {
 		defer cancel()
 		var wg sync.WaitGroup
 		for _, p := range peers {
-			n, err := raftnode.Open(raftnode.Options{ID: p.ID, Dir: "/raft", FS: walfs.NewCrashFS(), StateMachine: catalog.New(),
+			n, err := raftnode.Open(raftnode.Options{ID: p.ID, Dir: "/raft", FS: vfs.NewCrashFS(), StateMachine: catalog.New(),
 				Transport: tr(p.ID), Peers: peers, Logger: discard})
 			if err != nil {
 				t.Fatal(err)
@@ -428,7 +428,7 @@ type transportFunc func([]raftpb.Message)
 func (f transportFunc) Send(msgs []raftpb.Message) { f(msgs) }
 
 func TestNode_OptionsAreValidated(t *testing.T) {
-	base := raftnode.Options{ID: 1, Dir: "/raft", FS: walfs.NewCrashFS(), StateMachine: catalog.New(), Transport: transportFunc(nil), Logger: discard}
+	base := raftnode.Options{ID: 1, Dir: "/raft", FS: vfs.NewCrashFS(), StateMachine: catalog.New(), Transport: transportFunc(nil), Logger: discard}
 	cases := map[string]func(*raftnode.Options){
 		"id 0":            func(o *raftnode.Options) { o.ID = 0 },
 		"no dir":          func(o *raftnode.Options) { o.Dir = "" },
@@ -457,7 +457,7 @@ func TestNode_OptionsAreValidated(t *testing.T) {
 // the state machine says it may be applied twice; other commands wait for
 // their caller's timeout.
 func TestNode_ProposalLostWithTheLeaderIsProposedAgain(t *testing.T) {
-	c := newMemCluster(t, 3, func(uint64) walfs.FS { return walfs.NewCrashFS() }, nil)
+	c := newMemCluster(t, 3, func(uint64) vfs.FS { return vfs.NewCrashFS() }, nil)
 	registerEdge(t, c, "pi-1")
 	series := c.nodes[2].ProposeAsync(seriesCmd("pi-1", 0, 5))
 	cfg := catalog.DefaultConfig

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
-	"github.com/tributarydb/tributary/node/wal/walfs"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -67,7 +67,7 @@ type Options struct {
 	// Dir holds the raft log (see raftlog); FS is its file system
 	// (default the real one) and SegmentBytes its segment size.
 	Dir          string
-	FS           walfs.FS
+	FS           vfs.FS
 	SegmentBytes int64
 
 	StateMachine StateMachine

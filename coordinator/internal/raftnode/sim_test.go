@@ -39,8 +39,8 @@ import (
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/node/labels"
-	"github.com/tributarydb/tributary/node/wal/walfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -203,7 +203,7 @@ func (s simStats) String() string {
 // member is one simulated coordinator process and its disk.
 type member struct {
 	id        uint64
-	fs        *walfs.CrashFS
+	fs        *vfs.CrashFS
 	node      *raftnode.Node // nil while down
 	fsm       *recordingFSM
 	bootstrap bool // an initial member: started with Peers
@@ -265,7 +265,7 @@ func newCluster(t *testing.T, seed uint64) *cluster {
 	}
 	c.nextID = 4
 	for _, p := range c.peers {
-		m := &member{id: p.ID, fs: walfs.NewCrashFS(), bootstrap: true}
+		m := &member{id: p.ID, fs: vfs.NewCrashFS(), bootstrap: true}
 		c.members[p.ID] = m
 		c.ids = append(c.ids, p.ID)
 		c.start(m)
@@ -566,8 +566,8 @@ func (c *cluster) armCrash(m *member) {
 	left := 1 + c.rng.IntN(12)
 	m.armed = true
 	fmt.Fprintf(c.trace, "arm%d/%d;", m.id, left)
-	m.fs.SetFault(func(op walfs.Op, _ string) error {
-		if op != walfs.OpWrite && op != walfs.OpSync && op != walfs.OpSyncDir && op != walfs.OpRename {
+	m.fs.SetFault(func(op vfs.Op, _ string) error {
+		if op != vfs.OpWrite && op != vfs.OpSync && op != vfs.OpSyncDir && op != vfs.OpRename {
 			return nil
 		}
 		if left--; left > 0 {
@@ -664,7 +664,7 @@ func (c *cluster) addMember() {
 	}
 	id := c.nextID
 	c.nextID++
-	m := &member{id: id, fs: walfs.NewCrashFS()}
+	m := &member{id: id, fs: vfs.NewCrashFS()}
 	c.members[id] = m
 	c.ids = append(c.ids, id)
 	c.start(m) // joins: no Peers, waits to be added

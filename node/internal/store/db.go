@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/linxGnu/grocksdb"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 // ErrClosed is returned by calls on a closed DB.
@@ -119,7 +120,9 @@ func Open(o Options) (*DB, error) {
 // the open succeeds and lists it (Inspect).
 // REQUIRES: o validated.
 func openRocks(o *Options, paranoid bool) (*DB, error) {
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	// Durably: RocksDB syncs what it writes in o.Dir, not o.Dir's own
+	// entry in its parent.
+	if err := vfs.MkdirAllDurable(vfs.OS{}, o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	comp := chooseCompressions()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -174,7 +175,10 @@ func Repair(o Options, quarantineDir string) (RepairResult, error) {
 	if len(damaged) == 0 && in.OpenErr == nil {
 		return res, nil
 	}
-	if err := os.MkdirAll(quarantineDir, 0o755); err != nil {
+	// The moves below go through the file-system seam; RocksDB itself
+	// does not.
+	fsys := vfs.OS{}
+	if err := vfs.MkdirAllDurable(fsys, quarantineDir, 0o755); err != nil {
 		return res, fmt.Errorf("create quarantine directory: %w", err)
 	}
 	for _, f := range damaged {
@@ -183,7 +187,7 @@ func Repair(o Options, quarantineDir string) (RepairResult, error) {
 			res.Quarantined = append(res.Quarantined, f) // nothing to move
 			continue
 		}
-		if err := os.Rename(src, filepath.Join(quarantineDir, f.Name)); err != nil {
+		if err := fsys.Rename(src, filepath.Join(quarantineDir, f.Name)); err != nil {
 			return res, fmt.Errorf("quarantine %s: %w", f.Name, err)
 		}
 		res.Quarantined = append(res.Quarantined, f)
@@ -191,8 +195,8 @@ func Repair(o Options, quarantineDir string) (RepairResult, error) {
 	// Without these, a power cut could bring the files back under the
 	// rebuilt manifest, or lose them from both places.
 	for _, d := range []string{quarantineDir, filepath.Dir(quarantineDir), o.Dir} {
-		if err := syncDir(d); err != nil {
-			return res, err
+		if err := fsys.SyncDir(d); err != nil {
+			return res, fmt.Errorf("sync directory %s: %w", d, err)
 		}
 	}
 	ropts := dbOptions(&o)
@@ -265,18 +269,6 @@ func verifyDir(dir string) ([]SSTFile, error) {
 		}
 	}
 	return bad, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // RebuildPostings replaces the label postings with those of the series

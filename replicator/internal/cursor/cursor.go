@@ -37,11 +37,21 @@
 // version 1 or 2 file has bit 2 clear and is judged again by the
 // replicator when it starts (it was never backfilled by those versions).
 //
-// The file is replaced atomically: written to <path>.tmp, fsynced, renamed
-// over <path>, and the directory fsynced (without the directory fsync a
-// power cut could undo the rename). A leftover .tmp is a save that never
-// happened and is ignored. Anything that does not decode exactly
-// (magic, version, lengths, CRC) is a *CorruptError.
+// The file is replaced atomically (vfs.WriteFileAtomic): written to
+// <path>.tmp, fsynced, renamed over <path>, and the directory fsynced
+// (without the directory fsync a power cut could undo the rename and bring
+// back an older cursor; without the file's, leave a torn one). A leftover
+// .tmp is a save that never happened and is ignored. Anything that does
+// not decode exactly (magic, version, lengths, CRC), or is larger than the
+// largest cursor, is a *CorruptError.
+//
+// # Power cuts
+//
+// Load and Save do their I/O through the file-system seam (internal/vfs),
+// and the package's crash test runs them on a vfs.CrashFS, cutting the
+// power at every step of a run of saves, tearing what was not fsynced:
+// after a cut, Load returns the last cursor Save returned nil for, or the
+// one being saved, whole; never an older one, never a torn one.
 //
 // Functions here are not safe for concurrent use on one path.
 package cursor
@@ -52,10 +62,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 const (
@@ -73,6 +83,9 @@ const (
 
 // MaxGaps bounds the gap records kept; Add merges the oldest ones past it.
 const MaxGaps = 1024
+
+// maxFileBytes is the size of the largest cursor file; Load reads no more.
+const maxFileBytes = fixedBytes + maxNodeID + MaxGaps*gapBytes
 
 // Reason says why a gap exists; the values are those of the wire enum
 // GapReason.
@@ -317,14 +330,16 @@ func Decode(b []byte) (State, string) {
 	return s, ""
 }
 
-// Load reads the cursor at path. A missing file is the empty State with
-// found false; one that does not decode is a *CorruptError.
-func Load(path string) (s State, found bool, err error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// Load reads the cursor at path through fsys. A missing file is the empty
+// State with found false; one that does not decode is a *CorruptError.
+func Load(fsys vfs.FS, path string) (s State, found bool, err error) {
+	b, err := vfs.ReadFile(fsys, path, maxFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return State{}, false, nil
-	}
-	if err != nil {
+	case errors.Is(err, vfs.ErrTooLarge):
+		return State{}, false, &CorruptError{Path: path, Reason: fmt.Sprintf("larger than the largest cursor (%d bytes)", maxFileBytes)}
+	case err != nil:
 		return State{}, false, fmt.Errorf("read cursor: %w", err)
 	}
 	s, reason := Decode(b)
@@ -334,45 +349,19 @@ func Load(path string) (s State, found bool, err error) {
 	return s, true, nil
 }
 
-// Save replaces the cursor at path with s atomically and durably.
-func Save(path string, s *State) error {
+// Save replaces the cursor at path with s atomically and durably, through
+// fsys.
+func Save(fsys vfs.FS, path string, s *State) error {
 	// Never write what Load would refuse.
 	if len(s.NodeID) > maxNodeID || s.Released < s.AckedThrough || len(s.Gaps) > MaxGaps {
 		return fmt.Errorf("BUG: save cursor: node id of %d bytes, released %d below acked_through %d, or %d gaps",
 			len(s.NodeID), s.Released, s.AckedThrough, len(s.Gaps))
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	// NB: without the fsyncs of WriteFileAtomic a power cut could bring
+	// back a cursor older than what the node was told it may delete (the
+	// directory's), or leave a torn one (the file's).
+	if err := vfs.WriteFileAtomic(fsys, path, 0o644, s.Encode()); err != nil {
 		return fmt.Errorf("save cursor: %w", err)
-	}
-	if _, err := f.Write(s.Encode()); err != nil {
-		f.Close()
-		return fmt.Errorf("save cursor: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save cursor: fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save cursor: close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("save cursor: %w", err)
-	}
-	// Without the directory fsync a power cut could undo the rename and
-	// bring back a cursor older than what the node was told it may delete.
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("save cursor: open directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("save cursor: fsync directory %s: %w", dir, err)
 	}
 	return nil
 }

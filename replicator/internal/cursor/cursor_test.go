@@ -1,13 +1,17 @@
 package cursor
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 func sample() State {
@@ -19,14 +23,14 @@ func sample() State {
 
 func TestSaveLoad_RoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cursor")
-	if _, found, err := Load(path); found || err != nil {
+	if _, found, err := Load(vfs.OS{}, path); found || err != nil {
 		t.Fatalf("Load of a missing file: found=%v err=%v", found, err)
 	}
 	want := sample()
-	if err := Save(path, &want); err != nil {
+	if err := Save(vfs.OS{}, path, &want); err != nil {
 		t.Fatal(err)
 	}
-	got, found, err := Load(path)
+	got, found, err := Load(vfs.OS{}, path)
 	if err != nil || !found || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load = %+v, %v, %v; want %+v", got, found, err, want)
 	}
@@ -37,14 +41,14 @@ func TestSaveLoad_RoundTrip(t *testing.T) {
 	if err := os.WriteFile(path+".tmp", []byte("torn"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := Load(path); err != nil || !reflect.DeepEqual(got, want) {
+	if got, _, err := Load(vfs.OS{}, path); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load with a torn temporary file beside it = %+v, %v", got, err)
 	}
 	want.AckedThrough, want.Released = 57, 60
-	if err := Save(path, &want); err != nil {
+	if err := Save(vfs.OS{}, path, &want); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := Load(path); got.Released != 60 {
+	if got, _, _ := Load(vfs.OS{}, path); got.Released != 60 {
 		t.Fatalf("second save not read back: %+v", got)
 	}
 }
@@ -61,13 +65,14 @@ func TestLoad_DamageIsCorruptError(t *testing.T) {
 		{"flipped bit", func() []byte { b := append([]byte(nil), enc...); b[20] ^= 8; return b }()},
 		{"bad magic", append([]byte("XXXX"), enc[4:]...)},
 		{"grown", append(append([]byte(nil), enc...), 0)},
+		{"larger than any cursor", append(append([]byte(nil), enc...), make([]byte, maxFileBytes)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cursor")
 			if err := os.WriteFile(path, tc.b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := Load(path)
+			_, _, err := Load(vfs.OS{}, path)
 			var ce *CorruptError
 			if !errors.As(err, &ce) || ce.Path != path {
 				t.Fatalf("Load = %v, want a *CorruptError naming the file", err)
@@ -227,5 +232,30 @@ func TestAddGap_KeepsRecoverabilityApart(t *testing.T) {
 	}
 	if !reflect.DeepEqual(s.Gaps, want) {
 		t.Fatalf("gaps %+v\nwant %+v", s.Gaps, want)
+	}
+}
+
+// TestLoad_TheLargestCursorLoads: the bound on what Load reads is no
+// smaller than the largest cursor Save writes.
+func TestLoad_TheLargestCursorLoads(t *testing.T) {
+	s := State{NodeID: strings.Repeat("n", maxNodeID)}
+	for i := range uint64(MaxGaps) {
+		s.AddGap(Gap{After: 2 * i, Through: 2*i + 1, Reason: ReasonDropped, Segments: 1, Points: 1, Reported: true})
+	}
+	s.AckedThrough, s.Released = 2*MaxGaps, 2*MaxGaps
+	if len(s.Gaps) != MaxGaps {
+		t.Fatalf("%d gaps, want %d", len(s.Gaps), MaxGaps)
+	}
+	fsys := vfs.NewCrashFS()
+	fsys.MkdirAll("/d", 0o755)
+	if err := Save(fsys, "/d/cursor", &s); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := fsys.ReadFile("/d/cursor"); len(b) != maxFileBytes {
+		t.Fatalf("the largest cursor is %d bytes, maxFileBytes %d", len(b), maxFileBytes)
+	}
+	got, found, err := Load(fsys, "/d/cursor")
+	if err != nil || !found || !bytes.Equal(got.Encode(), s.Encode()) {
+		t.Fatalf("Load of the largest cursor: found %v, %v", found, err)
 	}
 }

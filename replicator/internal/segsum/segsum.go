@@ -22,8 +22,18 @@
 // that belongs to another node id, is ignored and rewritten.
 //
 // Compact rewrites the file with the entries still wanted, atomically
-// (write <path>.tmp, fsync, rename, fsync the directory; without the
-// directory fsync a power cut could undo the rename).
+// (vfs.WriteFileAtomic: write <path>.tmp, fsync, rename, fsync the
+// directory; without the directory fsync a power cut could undo the
+// rename), and appends go on in the file renamed into place.
+//
+// # Power cuts
+//
+// The file is read and written through the file-system seam
+// (internal/vfs), and the package's crash test runs it on a vfs.CrashFS,
+// cutting the power at every step of a run of appends and compactions,
+// tearing what was not fsynced: after a cut, Open holds every summary an
+// Add returned nil for (unless dropped since), and nothing that was never
+// added.
 //
 // A File is not safe for concurrent use.
 package segsum
@@ -34,9 +44,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 const (
@@ -44,6 +57,9 @@ const (
 	version    = 1
 	entryBytes = 8*5 + 4
 	maxNodeID  = 255
+	// readBound: the file is read whole, however many summaries it
+	// holds; compaction, not a fixed size, keeps it small.
+	readBound = math.MaxInt
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -57,24 +73,29 @@ type Summary struct {
 
 // File is an open summaries file and the summaries it holds.
 type File struct {
+	fs     vfs.FS
 	path   string
 	nodeID string
-	f      *os.File
-	sums   map[uint64]Summary
+	f      vfs.File // nil after Close, or after a failed compaction could not reopen the file
+	// dirDirty: a compaction failed, so the file's directory entry may
+	// not be durable (its rename may be undone by a power cut); the next
+	// Add fsyncs the directory before it returns.
+	dirDirty bool
+	sums     map[uint64]Summary
 	// entries counts the entries in the file (live or not), to decide
 	// when to compact.
 	entries int
 }
 
-// Open loads the summaries at path (creating the file if needed) for
-// nodeID. A damaged or foreign file is replaced by an empty one; the
-// returned note says why (empty when the file was fine or new).
-func Open(path, nodeID string) (*File, string, error) {
+// Open loads the summaries at path, through fsys, for nodeID, creating
+// the file if needed. A damaged or foreign file is replaced by an empty
+// one; the returned note says why (empty when the file was fine or new).
+func Open(fsys vfs.FS, path, nodeID string) (*File, string, error) {
 	if nodeID == "" || len(nodeID) > maxNodeID {
 		return nil, "", fmt.Errorf("segment summaries: node id of %d bytes", len(nodeID))
 	}
-	s := &File{path: path, nodeID: nodeID, sums: map[uint64]Summary{}}
-	b, err := os.ReadFile(path)
+	s := &File{fs: fsys, path: path, nodeID: nodeID, sums: map[uint64]Summary{}}
+	b, err := vfs.ReadFile(fsys, path, readBound)
 	var note string
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -85,7 +106,7 @@ func Open(path, nodeID string) (*File, string, error) {
 		n, note = s.decode(b)
 		s.entries = n
 		if note == "" {
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+			f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
 				return nil, "", fmt.Errorf("open segment summaries: %w", err)
 			}
@@ -102,6 +123,7 @@ func Open(path, nodeID string) (*File, string, error) {
 		s.sums = map[uint64]Summary{}
 	}
 	if err := s.rewrite(); err != nil {
+		s.Close()
 		return nil, "", err
 	}
 	return s, note, nil
@@ -210,11 +232,21 @@ func (s *File) Add(sums ...Summary) error {
 	if len(b) == 0 {
 		return nil
 	}
+	if s.f == nil {
+		return errors.New("append segment summaries: the file is closed")
+	}
 	if _, err := s.f.Write(b); err != nil {
 		return fmt.Errorf("append segment summaries: %w", err)
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("fsync segment summaries: %w", err)
+	}
+	if s.dirDirty {
+		dir := filepath.Dir(s.path)
+		if err := s.fs.SyncDir(dir); err != nil {
+			return fmt.Errorf("fsync segment summaries' directory %s: %w", dir, err)
+		}
+		s.dirDirty = false
 	}
 	return nil
 }
@@ -244,31 +276,31 @@ func (s *File) rewrite() error {
 	for _, k := range keys {
 		b = appendEntry(b, s.sums[k])
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("rewrite segment summaries: %w", err)
+	werr := vfs.WriteFileAtomic(s.fs, s.path, 0o644, b)
+	if werr == nil {
+		s.entries, s.dirDirty = len(keys), false
+	} else {
+		s.dirDirty = true
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("rewrite segment summaries: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("rewrite segment summaries: fsync %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		f.Close()
-		return fmt.Errorf("rewrite segment summaries: %w", err)
-	}
-	// f now names the file at path, positioned at its end: later appends
-	// go there (the old handle names a file no longer at path).
+	// Appends go to the file path names: the new one once the rename
+	// happened (the old handle names a file no longer at path), the old
+	// one, still whole, if it did not. A failed WriteFileAtomic does not
+	// say which, so reopen either way.
 	if s.f != nil {
 		s.f.Close()
+		s.f = nil
 	}
-	s.f = f
-	s.entries = len(keys)
-	return syncDir(filepath.Dir(s.path))
+	f, err := s.fs.OpenFile(s.path, os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		s.f = f
+	}
+	switch {
+	case werr != nil:
+		return fmt.Errorf("rewrite segment summaries: %w", werr)
+	case err != nil:
+		return fmt.Errorf("reopen segment summaries: %w", err)
+	}
+	return nil
 }
 
 // Close closes the file.
@@ -279,16 +311,4 @@ func (s *File) Close() error {
 	err := s.f.Close()
 	s.f = nil
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("segment summaries: open directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("segment summaries: fsync directory %s: %w", dir, err)
-	}
-	return nil
 }

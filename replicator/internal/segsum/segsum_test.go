@@ -1,15 +1,19 @@
 package segsum
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
+
+	"github.com/tributarydb/tributary/internal/vfs"
 )
 
 func open(t *testing.T, path, node string) (*File, string) {
 	t.Helper()
-	f, note, err := Open(path, node)
+	f, note, err := Open(vfs.OS{}, path, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +132,51 @@ func TestFile_DropThroughCompacts(t *testing.T) {
 	g, _ := open(t, path, "pi-7")
 	if _, ok := g.Chain(500, 601); !ok || g.Len() != 101 {
 		t.Fatalf("after compaction and reopen: %d summaries", g.Len())
+	}
+}
+
+// TestFile_FailedCompactionKeepsLaterAppends: when the directory fsync
+// of a compaction fails, the rename may be undone by a power cut; the next
+// Add must make it durable before it returns, or what it appended to the
+// new file would be lost with it.
+func TestFile_FailedCompactionKeepsLaterAppends(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	if err := fsys.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := Open(fsys, "/data/summaries", "pi-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for seq := uint64(1); seq <= 300; seq++ {
+		if err := f.Add(Summary{Seq: seq, PrevSeq: seq - 1, Points: 1, MinT: int64(seq), MaxT: int64(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys.SetFault(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSyncDir {
+			return syscall.EIO
+		}
+		return nil
+	})
+	if err := f.DropThrough(200); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("DropThrough with a failing directory fsync = %v, want EIO", err)
+	}
+	fsys.SetFault(nil)
+	added := Summary{Seq: 301, PrevSeq: 300, Points: 5, MinT: 301, MaxT: 302}
+	if err := f.Add(added); err != nil {
+		t.Fatal(err)
+	}
+	g, note, err := Open(fsys.Crash(), "/data/summaries", "pi-7")
+	if err != nil || note != "" {
+		t.Fatalf("reopen after the power cut: %q, %v", note, err)
+	}
+	if got, ok := g.Get(301); !ok || got != added {
+		t.Fatalf("summary 301 after the power cut: %+v, %v; want %+v", got, ok, added)
+	}
+	if _, ok := g.Chain(200, 301); !ok {
+		t.Fatal("summaries 201..301 do not chain after the power cut")
 	}
 }
 

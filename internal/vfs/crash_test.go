@@ -1,4 +1,4 @@
-package walfs
+package vfs
 
 import (
 	"errors"
@@ -243,5 +243,53 @@ func TestOS_SyncDir(t *testing.T) {
 	}
 	if names, err := fsys.ReadDir(dir); err != nil || !slices.Equal(names, []string{"a"}) {
 		t.Fatalf("ReadDir = %v, %v", names, err)
+	}
+}
+
+func TestCrashFS_SkippedSyncReportsSuccessAndKeepsNothing(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d", 0o755)
+	c.SetFault(func(op Op, path string) error {
+		if op == OpSync || op == OpSyncDir {
+			return ErrSkipSync
+		}
+		return nil
+	})
+	f, _ := c.OpenFile("/d/a", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	mustWrite(t, f, "abc")
+	if err := f.Sync(); err != nil {
+		t.Fatalf("skipped Sync = %v, want success", err)
+	}
+	if err := c.SyncDir("/d"); err != nil {
+		t.Fatalf("skipped SyncDir = %v, want success", err)
+	}
+	if got := contents(t, c.Crash(), "/d/a"); got != "<missing>" {
+		t.Fatalf("after skipped syncs the crash kept %q", got)
+	}
+	// Any other operation fails with it.
+	c2 := NewCrashFS()
+	c2.MkdirAll("/d", 0o755)
+	c2.SetFault(func(op Op, path string) error { return ErrSkipSync })
+	if _, err := c2.OpenFile("/d/a", os.O_WRONLY|os.O_CREATE, 0o644); !errors.Is(err, ErrSkipSync) {
+		t.Fatalf("open under ErrSkipSync = %v", err)
+	}
+}
+
+func TestCrashFS_FaultMayCrashMidOperation(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d", 0o755)
+	c.WriteFile("/d/a", []byte("old"))
+	var after *CrashFS
+	c.SetFault(func(op Op, path string) error {
+		if op == OpRename {
+			after = c.Crash()
+		}
+		return nil
+	})
+	if err := c.Rename("/d/a", "/d/b"); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("rename during the crash = %v, want ErrCrashed", err)
+	}
+	if got := contents(t, after, "/d/a"); got != "old" {
+		t.Fatalf("after a crash before the rename: %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package walfs
+package vfs
 
 import (
 	"errors"
@@ -17,7 +17,14 @@ import (
 // ErrCrashed is returned by every method of a CrashFS, and of the files
 // opened through it, after Crash: the process that used it died with the
 // machine.
-var ErrCrashed = errors.New("walfs: file system crashed")
+var ErrCrashed = errors.New("vfs: file system crashed")
+
+// ErrSkipSync, returned by a fault function for OpSync or OpSyncDir, makes
+// the Sync or SyncDir report success without making anything durable, as a
+// disk that acknowledges a flush it did not do. Crash tests use it to show
+// that they notice a missing fsync. For any other operation it is an
+// ordinary error.
+var ErrSkipSync = errors.New("vfs: sync skipped")
 
 // Op names a CrashFS operation for fault injection.
 type Op string
@@ -96,7 +103,9 @@ func newDirNode() *dirNode {
 // SetFault installs f, called before every operation with the operation and
 // the path it applies to; a non-nil error is returned instead of doing the
 // operation (a failed Sync makes nothing durable; a failed Write writes
-// nothing). f may sleep to simulate a slow disk. nil removes the fault.
+// nothing), except ErrSkipSync (see there). f may sleep to simulate a slow
+// disk, or call Crash to cut the power in the middle of an operation. nil
+// removes the fault.
 func (c *CrashFS) SetFault(f func(op Op, path string) error) {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
@@ -265,14 +274,17 @@ func (c *CrashFS) mkdirAll(dir string) error {
 func (c *CrashFS) SyncDir(dir string) error {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
-	if err := c.check(OpSyncDir, dir); err != nil {
+	err := c.check(OpSyncDir, dir)
+	if err != nil && !errors.Is(err, ErrSkipSync) {
 		return &fs.PathError{Op: "sync", Path: dir, Err: err}
 	}
 	dn := c.d.dirs[clean(dir)]
 	if dn == nil {
 		return &fs.PathError{Op: "sync", Path: dir, Err: fs.ErrNotExist}
 	}
-	dn.synced = maps.Clone(dn.entries)
+	if err == nil {
+		dn.synced = maps.Clone(dn.entries)
+	}
 	return nil
 }
 
@@ -460,7 +472,9 @@ func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
 func (f *crashFile) Sync() error {
 	f.fs.d.mu.Lock()
 	defer f.fs.d.mu.Unlock()
-	if err := f.begin(OpSync); err != nil {
+	if err := f.begin(OpSync); errors.Is(err, ErrSkipSync) {
+		return nil
+	} else if err != nil {
 		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
 	}
 	f.ino.syncedLen = len(f.ino.data)

@@ -1,20 +1,11 @@
-// Package walfs is the file-system seam of the write-ahead log: the small
-// FS and File interfaces the log does its I/O through, the real
-// implementation (OS), and CrashFS, an in-memory file system that remembers
-// what was fsynced and can simulate a power cut. Crash tests of the log and
-// of anything built on it pass a CrashFS where the real one would go.
-//
-// The seam is deliberately narrow. Files are only ever appended to (or
-// truncated), read with ReadAt, and fsynced; directories are listed, and
-// their entries made durable with SyncDir.
-package walfs
+package vfs
 
 import (
 	"io"
 	"os"
 )
 
-// FS is what the write-ahead log needs from a file system.
+// FS is what the project's durable files need from a file system.
 type FS interface {
 	// OpenFile opens name with os.OpenFile flags. Writers open with
 	// os.O_APPEND: every Write goes to the end of the file.
