@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
@@ -50,10 +50,9 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 		return info, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), limit)
 	}
 	info.Source = q.Source()
-	var groups map[string]*group
-	var cells int // (group, timestamp) cells held by groups
+	var groups *aggregate.Groups
 	if q.Aggregate != rollup.FuncNone {
-		groups = map[string]*group{}
+		groups = aggregate.NewGroups(aggregate.GroupOptions{By: q.GroupBy, Func: q.Aggregate})
 	}
 	// Series are read in parallel, a window at a time, and emitted in order.
 	window := 4 * runtime.GOMAXPROCS(0)
@@ -82,9 +81,8 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 				}
 				continue
 			}
-			cells += addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
-			if cells > model.MaxBuckets {
-				return info, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
+			if groups.Add(s.lset, r.ts, r.vs); groups.Cells() > model.MaxBuckets {
+				return info, errTooManyCells()
 			}
 		}
 	}
@@ -94,24 +92,19 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 	}
 	merge := n.childSpan(ctx, "query.merge")
 	defer merge.End()
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		g := groups[k]
-		out := model.Series{Labels: g.lset}
-		for _, t := range slices.Sorted(mapKeys(g.byT)) {
-			out.Ts = append(out.Ts, t)
-			out.Vs = append(out.Vs, g.byT[t].Value(q.Aggregate))
-		}
+	for _, g := range groups.Result() {
 		info.Series++
-		if err := emit(out); err != nil {
+		if err := emit(model.Series{Labels: g.Labels, Ts: g.Ts, Vs: g.Vs}); err != nil {
 			return info, err
 		}
 	}
 	return info, nil
+}
+
+// errTooManyCells is the error of a cross-series aggregation over
+// model.MaxBuckets cells.
+func errTooManyCells() error {
+	return fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
 }
 
 type seriesResult struct {
@@ -142,44 +135,6 @@ func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResul
 		}()
 	}
 	wg.Wait()
-}
-
-type group struct {
-	lset labels.Labels
-	byT  map[int64]*rollup.Agg
-}
-
-// addToGroup adds a series' samples to its group and returns how many new
-// (group, timestamp) cells that made.
-func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []int64, vs []float64) (added int) {
-	var pairs []labels.Label
-	var key strings.Builder
-	for _, name := range by {
-		v := ls.Get(name)
-		key.WriteString(name)
-		key.WriteByte(0)
-		key.WriteString(v)
-		key.WriteByte(0)
-		if v != "" {
-			pairs = append(pairs, labels.Label{Name: name, Value: v})
-		}
-	}
-	g := groups[key.String()]
-	if g == nil {
-		// by is sorted and unique (validate), so pairs are a label set.
-		g = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
-		groups[key.String()] = g
-	}
-	for i, t := range ts {
-		a := g.byT[t]
-		if a == nil {
-			a = &rollup.Agg{}
-			g.byT[t] = a
-			added++
-		}
-		a.Add(t, vs[i])
-	}
-	return added
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -217,22 +172,12 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 		}
 		return ts, vs, read, nil
 	}
-	// Samples are sorted, so buckets come in order.
-	var agg rollup.Agg
-	cur := int64(0)
-	off := q.BucketOffset()
-	for i, x := range samples {
-		b := rollup.BucketStart(x.t-off, q.Step) + off
-		if i > 0 && b != cur {
-			ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
-			agg = rollup.Agg{}
-		}
-		cur = b
-		agg.Add(x.t, x.v)
+	// Samples are sorted, as the downsampler requires.
+	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
+	for _, x := range samples {
+		d.Add(x.t, x.v)
 	}
-	if agg.Count > 0 {
-		ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
-	}
+	ts, vs = d.Result()
 	return ts, vs, read, nil
 }
 
@@ -289,11 +234,13 @@ func (n *Node) downsampleRollup(s *memSeries, q *model.Query) ([]int64, []float6
 		return true
 	}
 	// Buckets are indexed from the first one; validate bounds their number.
-	first := rollup.BucketStart(q.Start, q.Step)
+	// The offset is a multiple of the step here (querySeries), so a rollup
+	// cell lies in one bucket.
+	first := aggregate.BucketStart(q.Start, q.Step, q.Offset)
 	buckets := make([]rollup.Agg, (q.End-first)/q.Step+1)
 	add := func(cell int64, a rollup.Agg) {
 		if a.Count > 0 {
-			buckets[(rollup.BucketStart(cell, q.Step)-first)/q.Step].Merge(a)
+			buckets[(aggregate.BucketStart(cell, q.Step, q.Offset)-first)/q.Step].Merge(a)
 		}
 	}
 	var read int64
@@ -499,11 +446,11 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 		if !have {
 			ids, have = got, true
 		} else {
-			ids = intersect(ids, got)
+			ids = aggregate.Intersect(nil, ids, got) // ids may be a cached list: not in place
 		}
 	}
 	for _, ex := range exclude {
-		ids = subtract(ids, ex)
+		ids = aggregate.Subtract(nil, ids, ex)
 	}
 	n.idxMu.RLock()
 	list := make([]*memSeries, 0, len(ids))
@@ -531,36 +478,4 @@ func (n *Node) cachedPostings(name, value string) ([]uint64, error) {
 	}
 	n.postings.put(key, ids, gen)
 	return ids, nil
-}
-
-func intersect(a, b []uint64) []uint64 {
-	out := a[:0:0]
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
-func subtract(a, b []uint64) []uint64 {
-	out := a[:0:0]
-	j := 0
-	for _, x := range a {
-		for j < len(b) && b[j] < x {
-			j++
-		}
-		if j < len(b) && b[j] == x {
-			continue
-		}
-		out = append(out, x)
-	}
-	return out
 }
