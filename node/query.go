@@ -217,125 +217,158 @@ func (n *Node) storedSamples(id uint64, mint, maxt int64) ([]sample, error) {
 // a multiple of a day) come from the stored rollup; cells cut by the query
 // range or holding unflushed head samples are computed from raw samples.
 func (n *Node) downsampleRollup(s *memSeries, q *model.Query) ([]int64, []float64, int64, error) {
-	head := s.snapshot(q.Start, q.End)
-	dirty := map[int64]bool{} // hours with head samples
-	for _, x := range head {
-		dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
-	}
-	clean := func(cell, width int64) bool {
-		if cell < q.Start || cell+width-1 > q.End {
-			return false
-		}
-		for h := cell; len(dirty) > 0 && h < cell+width; h += rollup.Hour {
-			if dirty[h] {
-				return false
-			}
-		}
-		return true
+	r := rollupRead{n: n, s: s, q: q, dirty: map[int64]bool{}}
+	for _, x := range s.snapshot(q.Start, q.End) {
+		r.dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
 	}
 	// Buckets are indexed from the first one; validate bounds their number.
 	// The offset is a multiple of the step here (querySeries), so a rollup
 	// cell lies in one bucket.
-	first := aggregate.BucketStart(q.Start, q.Step, q.Offset)
-	buckets := make([]rollup.Agg, (q.End-first)/q.Step+1)
-	add := func(cell int64, a rollup.Agg) {
-		if a.Count > 0 {
-			buckets[(aggregate.BucketStart(cell, q.Step, q.Offset)-first)/q.Step].Merge(a)
-		}
-	}
-	var read int64
-	// hours adds the hours of one day that the range touches: clean ones
-	// from the packed hourly rollup, the others from raw samples.
-	hours := func(day *rollup.Hourly, dayStart int64) error {
-		for h := range 24 {
-			start := dayStart + int64(h)*rollup.Hour
-			if start+rollup.Hour-1 < q.Start || start > q.End {
-				continue
-			}
-			if clean(start, rollup.Hour) {
-				add(start, day.Hours[h])
-				continue
-			}
-			samples, err := n.rawSamples(s, max(start, q.Start), min(start+rollup.Hour-1, q.End))
-			if err != nil {
-				return err
-			}
-			read += int64(len(samples))
-			var agg rollup.Agg
-			for _, x := range samples {
-				agg.Add(x.t, x.v)
-			}
-			add(start, agg)
-		}
-		return nil
-	}
-	firstDay := rollup.BucketStart(q.Start, rollup.Day)
-	lastDay := rollup.BucketStart(q.End, rollup.Day)
+	r.first = aggregate.BucketStart(q.Start, q.Step, q.Offset)
+	r.buckets = make([]rollup.Agg, (q.End-r.first)/q.Step+1)
 	var err error
 	if q.Step%rollup.Day == 0 {
-		// Whole clean days from the daily tier; the others hour by hour.
-		err = n.db.Rollups(store.KindRollup1d, s.id, rollup.PackStart(firstDay), lastDay, func(p int64, val []byte) error {
-			pack, err := rollup.DecodeDaily(val, p)
-			if err != nil {
-				return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
-			}
-			read++
-			for i, a := range pack.Days {
-				if d := p + int64(i)*rollup.Day; d >= firstDay && d <= lastDay && clean(d, rollup.Day) {
-					add(d, a)
-				}
-			}
-			return nil
-		})
-		partial := []int64{firstDay, lastDay}
-		for h := range dirty {
-			partial = append(partial, rollup.BucketStart(h, rollup.Day))
-		}
-		slices.Sort(partial)
-		for _, d := range slices.Compact(partial) {
-			if err != nil {
-				break
-			}
-			if clean(d, rollup.Day) {
-				continue
-			}
-			var day rollup.Hourly
-			if day, err = n.readHourly(s.id, d); err == nil {
-				read++
-				err = hours(&day, d)
-			}
-		}
+		err = r.fromDaily()
 	} else {
-		seen := map[int64]bool{}
-		err = n.db.Rollups(store.KindRollup1h, s.id, firstDay, lastDay, func(d int64, val []byte) error {
-			day, err := rollup.DecodeHourly(val, d)
-			if err != nil {
-				return fmt.Errorf("hourly rollups of %s: %w", fmtMs(d), err)
-			}
-			read++
-			seen[d] = true
-			return hours(&day, d)
-		})
-		// Days with no stored rollup may still have head samples.
-		for h := range dirty {
-			if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
-				seen[d] = true
-				err = hours(&rollup.Hourly{}, d)
-			}
-		}
+		err = r.fromHourly()
 	}
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	var ts []int64
 	var vs []float64
-	for i, a := range buckets {
+	for i, a := range r.buckets {
 		if a.Count > 0 {
-			ts = append(ts, first+int64(i)*q.Step)
+			ts = append(ts, r.first+int64(i)*q.Step)
 			vs = append(vs, a.Value(q.Downsample))
 		}
 	}
-	return ts, vs, read, nil
+	return ts, vs, r.read, nil
+}
+
+// rollupRead is one series' downsampling from the rollups.
+type rollupRead struct {
+	n       *Node
+	s       *memSeries
+	q       *model.Query
+	dirty   map[int64]bool // hours with head samples
+	first   int64          // start of buckets[0]
+	buckets []rollup.Agg
+	read    int64 // rollup values and raw samples read
+}
+
+// clean says whether the stored rollup of the cell [cell, cell+width)
+// answers for it: the cell lies in the range and holds no head sample.
+func (r *rollupRead) clean(cell, width int64) bool {
+	if cell < r.q.Start || cell+width-1 > r.q.End {
+		return false
+	}
+	for h := cell; len(r.dirty) > 0 && h < cell+width; h += rollup.Hour {
+		if r.dirty[h] {
+			return false
+		}
+	}
+	return true
+}
+
+// add merges a cell's aggregate into its bucket.
+func (r *rollupRead) add(cell int64, a rollup.Agg) {
+	if a.Count > 0 {
+		r.buckets[(aggregate.BucketStart(cell, r.q.Step, r.q.Offset)-r.first)/r.q.Step].Merge(a)
+	}
+}
+
+// hours adds the hours of one day that the range touches: clean ones from
+// the packed hourly rollup, the others from raw samples.
+func (r *rollupRead) hours(day *rollup.Hourly, dayStart int64) error {
+	q := r.q
+	for h := range 24 {
+		start := dayStart + int64(h)*rollup.Hour
+		if start+rollup.Hour-1 < q.Start || start > q.End {
+			continue
+		}
+		if r.clean(start, rollup.Hour) {
+			r.add(start, day.Hours[h])
+			continue
+		}
+		samples, err := r.n.rawSamples(r.s, max(start, q.Start), min(start+rollup.Hour-1, q.End))
+		if err != nil {
+			return err
+		}
+		r.read += int64(len(samples))
+		var agg rollup.Agg
+		for _, x := range samples {
+			agg.Add(x.t, x.v)
+		}
+		r.add(start, agg)
+	}
+	return nil
+}
+
+// fromDaily adds whole clean days from the daily tier, the others hour by
+// hour.
+func (r *rollupRead) fromDaily() error {
+	firstDay := rollup.BucketStart(r.q.Start, rollup.Day)
+	lastDay := rollup.BucketStart(r.q.End, rollup.Day)
+	err := r.n.db.Rollups(store.KindRollup1d, r.s.id, rollup.PackStart(firstDay), lastDay, func(p int64, val []byte) error {
+		pack, err := rollup.DecodeDaily(val, p)
+		if err != nil {
+			return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
+		}
+		r.read++
+		for i, a := range pack.Days {
+			if d := p + int64(i)*rollup.Day; d >= firstDay && d <= lastDay && r.clean(d, rollup.Day) {
+				r.add(d, a)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	partial := []int64{firstDay, lastDay}
+	for h := range r.dirty {
+		partial = append(partial, rollup.BucketStart(h, rollup.Day))
+	}
+	slices.Sort(partial)
+	for _, d := range slices.Compact(partial) {
+		if r.clean(d, rollup.Day) {
+			continue
+		}
+		day, err := r.n.readHourly(r.s.id, d)
+		if err != nil {
+			return err
+		}
+		r.read++
+		if err := r.hours(&day, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fromHourly adds the hours of every day the range touches.
+func (r *rollupRead) fromHourly() error {
+	firstDay := rollup.BucketStart(r.q.Start, rollup.Day)
+	lastDay := rollup.BucketStart(r.q.End, rollup.Day)
+	seen := map[int64]bool{}
+	err := r.n.db.Rollups(store.KindRollup1h, r.s.id, firstDay, lastDay, func(d int64, val []byte) error {
+		day, err := rollup.DecodeHourly(val, d)
+		if err != nil {
+			return fmt.Errorf("hourly rollups of %s: %w", fmtMs(d), err)
+		}
+		r.read++
+		seen[d] = true
+		return r.hours(&day, d)
+	})
+	// Days with no stored rollup may still have head samples.
+	for h := range r.dirty {
+		if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
+			seen[d] = true
+			err = r.hours(&rollup.Hourly{}, d)
+		}
+	}
+	return err
 }
 
 // lastPoint finds the newest sample in [mint, maxt] (mint 0: as far back as
