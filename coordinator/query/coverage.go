@@ -222,14 +222,14 @@ type freshPlan struct {
 }
 
 // accountFresh is the coverage of an edge without catalog-matching series
-// (asked for part, with err its leg's error when it was asked), and
-// whether it counts as unreachable: it failed where series the catalog
-// does not know may lie.
-func accountFresh(p *freshPlan, asked bool, err error) (EdgeCoverage, bool) {
+// (asked for part, with err its leg's error when it was asked). When it
+// did not answer, what is missing is where series the catalog does not
+// know may lie: possibly nothing.
+func accountFresh(p *freshPlan, asked bool, err error) EdgeCoverage {
 	cov := EdgeCoverage{Edge: p.edge, WatermarkMs: p.wm, Replicas: p.replicas}
 	if asked && err == nil {
 		cov.EdgeAnswered = true
-		return cov, false
+		return cov
 	}
 	why := p.why
 	if asked {
@@ -243,7 +243,7 @@ func accountFresh(p *freshPlan, asked bool, err error) (EdgeCoverage, bool) {
 		}
 	}
 	cov.Missing = normalize(missing)
-	return cov, len(cov.Missing) > 0
+	return cov
 }
 
 // historyMissing is the part of part that replica from, which answered

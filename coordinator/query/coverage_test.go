@@ -172,30 +172,29 @@ func TestAccount_FallbackMatrix(t *testing.T) {
 func TestAccountFresh_MissingOnlyWhereUnknownSeriesMayLie(t *testing.T) {
 	refused := errors.New("connection refused")
 	for _, tc := range []struct {
-		name        string
-		p           freshPlan
-		asked       bool
-		err         error
-		missing     []TimeRange
-		unreachable bool
+		name    string
+		p       freshPlan
+		asked   bool
+		err     error
+		missing []TimeRange
 	}{
 		{name: "answered", p: freshPlan{part: span{601, 1000}, unknown: []span{{601, 1000}}}, asked: true},
 		{name: "fails after its watermark", p: freshPlan{wm: 600, part: span{601, 1000}, unknown: []span{{601, 1000}}}, asked: true, err: refused,
-			missing: []TimeRange{{601, 1000}}, unreachable: true},
+			missing: []TimeRange{{601, 1000}}},
 		{name: "no address, nothing recorded", p: freshPlan{wm: -1, part: span{0, 1000}, unknown: []span{{0, 1000}}, why: "no address"},
-			missing: []TimeRange{{0, 1000}}, unreachable: true},
+			missing: []TimeRange{{0, 1000}}},
 		// The false alarm of old: the bucket holding the watermark reaches
 		// back into the range, but the range ends before the watermark.
 		{name: "replicated past the end, asked for a bucket", p: freshPlan{wm: 1200, part: span{900, 1000}, unknown: []span{{1201, 1000}}}, asked: true, err: refused},
 		{name: "bucket aligned before the watermark", p: freshPlan{wm: 950, part: span{900, 1000}, unknown: []span{{951, 1000}}}, asked: true, err: refused,
-			missing: []TimeRange{{951, 1000}}, unreachable: true},
+			missing: []TimeRange{{951, 1000}}},
 		{name: "a gap below the watermark", p: freshPlan{wm: 600, part: span{0, 1000}, unknown: []span{{601, 1000}, {100, 200}}}, asked: true, err: refused,
-			missing: []TimeRange{{100, 200}, {601, 1000}}, unreachable: true},
+			missing: []TimeRange{{100, 200}, {601, 1000}}},
 	} {
 		tc.p.edge = "e9"
-		cov, unreachable := accountFresh(&tc.p, tc.asked, tc.err)
-		if cov.EdgeAnswered != (tc.asked && tc.err == nil) || !slices.Equal(cov.Missing, tc.missing) || unreachable != tc.unreachable {
-			t.Errorf("%s: coverage %+v, unreachable %v; want missing %v, unreachable %v", tc.name, cov, unreachable, tc.missing, tc.unreachable)
+		cov := accountFresh(&tc.p, tc.asked, tc.err)
+		if cov.EdgeAnswered != (tc.asked && tc.err == nil) || !slices.Equal(cov.Missing, tc.missing) {
+			t.Errorf("%s: coverage %+v; want missing %v", tc.name, cov, tc.missing)
 		}
 		if !cov.EdgeAnswered && !strings.HasPrefix(cov.Reason, "unreachable; no replicated series match: ") {
 			t.Errorf("%s: reason %q", tc.name, cov.Reason)

@@ -25,7 +25,8 @@ type edgeResult struct {
 	// skipped: the edge had nothing to be asked (not part of the answer).
 	skipped bool
 	// unreachable: an edge without catalog-matching series could not be
-	// asked; the caller summarizes these in one warning.
+	// asked; the caller summarizes in one warning those whose coverage
+	// then misses something.
 	unreachable bool
 }
 
@@ -261,7 +262,8 @@ func (f *Frontend) queryFresh(ctx context.Context, edge string, q model.Query) e
 			f.o.Logger.Warn("query: edge leg failed", "edge", edge, "err", err)
 		}
 	}
-	res.cov, res.unreachable = accountFresh(&p, p.src != nil, err)
+	res.cov = accountFresh(&p, p.src != nil, err)
+	res.unreachable = !res.cov.EdgeAnswered
 	return res
 }
 

@@ -144,8 +144,8 @@ func (f *Frontend) runEdges(ctx context.Context, qp *queryPlan) []edgeResult {
 // mergeResults merges the edges' answers (the same series from two
 // edges with combine) into a list sorted by labels, and their coverage
 // and warnings into the answer's: the unreachable edges without
-// catalog-matching series share one warning line (others: some edge had
-// matching series).
+// catalog-matching series whose coverage misses something share one
+// warning line (others: some edge had matching series).
 func mergeResults(results []edgeResult, q model.Query, others bool) ([]*seriesData, model.QueryInfo, Coverage) {
 	var info model.QueryInfo
 	var cov Coverage
@@ -156,7 +156,7 @@ func mergeResults(results []edgeResult, q model.Query, others bool) ([]*seriesDa
 		if r.skipped {
 			continue
 		}
-		if r.unreachable {
+		if r.unreachable && len(r.cov.Missing) > 0 {
 			unreachable = append(unreachable, r.cov.Edge)
 		}
 		info.Points += r.points
