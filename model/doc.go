@@ -12,8 +12,10 @@
 // backend.Backend interface or directly. They live here, apart from the
 // storage engine, so that a package that only speaks the vocabulary does
 // not link the engine: model imports nothing of the project but the pure
-// leaf packages node/labels (series identity and matchers) and node/rollup
-// (the aggregate functions a query names), and nothing that needs cgo.
+// leaf packages node/labels (series identity and matchers), node/rollup
+// (the aggregate functions a query names) and model/aggregate (how a query
+// is downsampled and aggregated, which every backend shares), and nothing
+// that needs cgo.
 // The name follows Prometheus' common/model, which plays the same part
 // there.
 //
@@ -31,7 +33,9 @@
 // itself. The rules of a valid query (Query.Validate) and the limits that
 // are part of the contract (MaxBuckets, DefaultQuerySeriesLimit,
 // MaxRejectionDetails) are here so that every backend refuses the same
-// queries with the same words. How a query is executed is not.
+// queries with the same words. How a query is executed is not; what its
+// answer means (the buckets, the folds, the groups) is in model/aggregate,
+// which every backend calls.
 //
 // # Concurrency
 //

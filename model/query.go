@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -118,14 +119,5 @@ func (q *Query) Source() string {
 }
 
 // BucketOffset is Offset reduced to [0, Step) (0 without a positive Step):
-// the bucket holding t starts at rollup.BucketStart(t-off, Step)+off.
-func (q *Query) BucketOffset() int64 {
-	if q.Step <= 0 {
-		return 0
-	}
-	off := q.Offset % q.Step
-	if off < 0 {
-		off += q.Step
-	}
-	return off
-}
+// the bucket holding t starts at aggregate.BucketStart(t, Step, off).
+func (q *Query) BucketOffset() int64 { return aggregate.Offset(q.Offset, q.Step) }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
@@ -50,10 +50,9 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 		return info, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), limit)
 	}
 	info.Source = q.Source()
-	var groups map[string]*group
-	var cells int // (group, timestamp) cells held by groups
+	var groups *aggregate.Groups
 	if q.Aggregate != rollup.FuncNone {
-		groups = map[string]*group{}
+		groups = aggregate.NewGroups(aggregate.GroupOptions{By: q.GroupBy, Func: q.Aggregate})
 	}
 	// Series are read in parallel, a window at a time, and emitted in order.
 	window := 4 * runtime.GOMAXPROCS(0)
@@ -82,9 +81,8 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 				}
 				continue
 			}
-			cells += addToGroup(groups, s.lset, q.GroupBy, r.ts, r.vs)
-			if cells > model.MaxBuckets {
-				return info, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
+			if groups.Add(s.lset, r.ts, r.vs); groups.Cells() > model.MaxBuckets {
+				return info, errTooManyCells()
 			}
 		}
 	}
@@ -94,24 +92,19 @@ func (n *Node) query(ctx context.Context, q model.Query, emit func(model.Series)
 	}
 	merge := n.childSpan(ctx, "query.merge")
 	defer merge.End()
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		g := groups[k]
-		out := model.Series{Labels: g.lset}
-		for _, t := range slices.Sorted(mapKeys(g.byT)) {
-			out.Ts = append(out.Ts, t)
-			out.Vs = append(out.Vs, g.byT[t].Value(q.Aggregate))
-		}
+	for _, g := range groups.Result() {
 		info.Series++
-		if err := emit(out); err != nil {
+		if err := emit(model.Series{Labels: g.Labels, Ts: g.Ts, Vs: g.Vs}); err != nil {
 			return info, err
 		}
 	}
 	return info, nil
+}
+
+// errTooManyCells is the error of a cross-series aggregation over
+// model.MaxBuckets cells.
+func errTooManyCells() error {
+	return fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
 }
 
 type seriesResult struct {
@@ -142,44 +135,6 @@ func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResul
 		}()
 	}
 	wg.Wait()
-}
-
-type group struct {
-	lset labels.Labels
-	byT  map[int64]*rollup.Agg
-}
-
-// addToGroup adds a series' samples to its group and returns how many new
-// (group, timestamp) cells that made.
-func addToGroup(groups map[string]*group, ls labels.Labels, by []string, ts []int64, vs []float64) (added int) {
-	var pairs []labels.Label
-	var key strings.Builder
-	for _, name := range by {
-		v := ls.Get(name)
-		key.WriteString(name)
-		key.WriteByte(0)
-		key.WriteString(v)
-		key.WriteByte(0)
-		if v != "" {
-			pairs = append(pairs, labels.Label{Name: name, Value: v})
-		}
-	}
-	g := groups[key.String()]
-	if g == nil {
-		// by is sorted and unique (validate), so pairs are a label set.
-		g = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
-		groups[key.String()] = g
-	}
-	for i, t := range ts {
-		a := g.byT[t]
-		if a == nil {
-			a = &rollup.Agg{}
-			g.byT[t] = a
-			added++
-		}
-		a.Add(t, vs[i])
-	}
-	return added
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -217,22 +172,12 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 		}
 		return ts, vs, read, nil
 	}
-	// Samples are sorted, so buckets come in order.
-	var agg rollup.Agg
-	cur := int64(0)
-	off := q.BucketOffset()
-	for i, x := range samples {
-		b := rollup.BucketStart(x.t-off, q.Step) + off
-		if i > 0 && b != cur {
-			ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
-			agg = rollup.Agg{}
-		}
-		cur = b
-		agg.Add(x.t, x.v)
+	// Samples are sorted, as the downsampler requires.
+	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
+	for _, x := range samples {
+		d.Add(x.t, x.v)
 	}
-	if agg.Count > 0 {
-		ts, vs = append(ts, cur), append(vs, agg.Value(q.Downsample))
-	}
+	ts, vs = d.Result()
 	return ts, vs, read, nil
 }
 
@@ -272,123 +217,158 @@ func (n *Node) storedSamples(id uint64, mint, maxt int64) ([]sample, error) {
 // a multiple of a day) come from the stored rollup; cells cut by the query
 // range or holding unflushed head samples are computed from raw samples.
 func (n *Node) downsampleRollup(s *memSeries, q *model.Query) ([]int64, []float64, int64, error) {
-	head := s.snapshot(q.Start, q.End)
-	dirty := map[int64]bool{} // hours with head samples
-	for _, x := range head {
-		dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
-	}
-	clean := func(cell, width int64) bool {
-		if cell < q.Start || cell+width-1 > q.End {
-			return false
-		}
-		for h := cell; len(dirty) > 0 && h < cell+width; h += rollup.Hour {
-			if dirty[h] {
-				return false
-			}
-		}
-		return true
+	r := rollupRead{n: n, s: s, q: q, dirty: map[int64]bool{}}
+	for _, x := range s.snapshot(q.Start, q.End) {
+		r.dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
 	}
 	// Buckets are indexed from the first one; validate bounds their number.
-	first := rollup.BucketStart(q.Start, q.Step)
-	buckets := make([]rollup.Agg, (q.End-first)/q.Step+1)
-	add := func(cell int64, a rollup.Agg) {
-		if a.Count > 0 {
-			buckets[(rollup.BucketStart(cell, q.Step)-first)/q.Step].Merge(a)
-		}
-	}
-	var read int64
-	// hours adds the hours of one day that the range touches: clean ones
-	// from the packed hourly rollup, the others from raw samples.
-	hours := func(day *rollup.Hourly, dayStart int64) error {
-		for h := range 24 {
-			start := dayStart + int64(h)*rollup.Hour
-			if start+rollup.Hour-1 < q.Start || start > q.End {
-				continue
-			}
-			if clean(start, rollup.Hour) {
-				add(start, day.Hours[h])
-				continue
-			}
-			samples, err := n.rawSamples(s, max(start, q.Start), min(start+rollup.Hour-1, q.End))
-			if err != nil {
-				return err
-			}
-			read += int64(len(samples))
-			var agg rollup.Agg
-			for _, x := range samples {
-				agg.Add(x.t, x.v)
-			}
-			add(start, agg)
-		}
-		return nil
-	}
-	firstDay := rollup.BucketStart(q.Start, rollup.Day)
-	lastDay := rollup.BucketStart(q.End, rollup.Day)
+	// The offset is a multiple of the step here (querySeries), so a rollup
+	// cell lies in one bucket.
+	r.first = aggregate.BucketStart(q.Start, q.Step, q.Offset)
+	r.buckets = make([]rollup.Agg, (q.End-r.first)/q.Step+1)
 	var err error
 	if q.Step%rollup.Day == 0 {
-		// Whole clean days from the daily tier; the others hour by hour.
-		err = n.db.Rollups(store.KindRollup1d, s.id, rollup.PackStart(firstDay), lastDay, func(p int64, val []byte) error {
-			pack, err := rollup.DecodeDaily(val, p)
-			if err != nil {
-				return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
-			}
-			read++
-			for i, a := range pack.Days {
-				if d := p + int64(i)*rollup.Day; d >= firstDay && d <= lastDay && clean(d, rollup.Day) {
-					add(d, a)
-				}
-			}
-			return nil
-		})
-		partial := []int64{firstDay, lastDay}
-		for h := range dirty {
-			partial = append(partial, rollup.BucketStart(h, rollup.Day))
-		}
-		slices.Sort(partial)
-		for _, d := range slices.Compact(partial) {
-			if err != nil {
-				break
-			}
-			if clean(d, rollup.Day) {
-				continue
-			}
-			var day rollup.Hourly
-			if day, err = n.readHourly(s.id, d); err == nil {
-				read++
-				err = hours(&day, d)
-			}
-		}
+		err = r.fromDaily()
 	} else {
-		seen := map[int64]bool{}
-		err = n.db.Rollups(store.KindRollup1h, s.id, firstDay, lastDay, func(d int64, val []byte) error {
-			day, err := rollup.DecodeHourly(val, d)
-			if err != nil {
-				return fmt.Errorf("hourly rollups of %s: %w", fmtMs(d), err)
-			}
-			read++
-			seen[d] = true
-			return hours(&day, d)
-		})
-		// Days with no stored rollup may still have head samples.
-		for h := range dirty {
-			if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
-				seen[d] = true
-				err = hours(&rollup.Hourly{}, d)
-			}
-		}
+		err = r.fromHourly()
 	}
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	var ts []int64
 	var vs []float64
-	for i, a := range buckets {
+	for i, a := range r.buckets {
 		if a.Count > 0 {
-			ts = append(ts, first+int64(i)*q.Step)
+			ts = append(ts, r.first+int64(i)*q.Step)
 			vs = append(vs, a.Value(q.Downsample))
 		}
 	}
-	return ts, vs, read, nil
+	return ts, vs, r.read, nil
+}
+
+// rollupRead is one series' downsampling from the rollups.
+type rollupRead struct {
+	n       *Node
+	s       *memSeries
+	q       *model.Query
+	dirty   map[int64]bool // hours with head samples
+	first   int64          // start of buckets[0]
+	buckets []rollup.Agg
+	read    int64 // rollup values and raw samples read
+}
+
+// clean says whether the stored rollup of the cell [cell, cell+width)
+// answers for it: the cell lies in the range and holds no head sample.
+func (r *rollupRead) clean(cell, width int64) bool {
+	if cell < r.q.Start || cell+width-1 > r.q.End {
+		return false
+	}
+	for h := cell; len(r.dirty) > 0 && h < cell+width; h += rollup.Hour {
+		if r.dirty[h] {
+			return false
+		}
+	}
+	return true
+}
+
+// add merges a cell's aggregate into its bucket.
+func (r *rollupRead) add(cell int64, a rollup.Agg) {
+	if a.Count > 0 {
+		r.buckets[(aggregate.BucketStart(cell, r.q.Step, r.q.Offset)-r.first)/r.q.Step].Merge(a)
+	}
+}
+
+// hours adds the hours of one day that the range touches: clean ones from
+// the packed hourly rollup, the others from raw samples.
+func (r *rollupRead) hours(day *rollup.Hourly, dayStart int64) error {
+	q := r.q
+	for h := range 24 {
+		start := dayStart + int64(h)*rollup.Hour
+		if start+rollup.Hour-1 < q.Start || start > q.End {
+			continue
+		}
+		if r.clean(start, rollup.Hour) {
+			r.add(start, day.Hours[h])
+			continue
+		}
+		samples, err := r.n.rawSamples(r.s, max(start, q.Start), min(start+rollup.Hour-1, q.End))
+		if err != nil {
+			return err
+		}
+		r.read += int64(len(samples))
+		var agg rollup.Agg
+		for _, x := range samples {
+			agg.Add(x.t, x.v)
+		}
+		r.add(start, agg)
+	}
+	return nil
+}
+
+// fromDaily adds whole clean days from the daily tier, the others hour by
+// hour.
+func (r *rollupRead) fromDaily() error {
+	firstDay := rollup.BucketStart(r.q.Start, rollup.Day)
+	lastDay := rollup.BucketStart(r.q.End, rollup.Day)
+	err := r.n.db.Rollups(store.KindRollup1d, r.s.id, rollup.PackStart(firstDay), lastDay, func(p int64, val []byte) error {
+		pack, err := rollup.DecodeDaily(val, p)
+		if err != nil {
+			return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
+		}
+		r.read++
+		for i, a := range pack.Days {
+			if d := p + int64(i)*rollup.Day; d >= firstDay && d <= lastDay && r.clean(d, rollup.Day) {
+				r.add(d, a)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	partial := []int64{firstDay, lastDay}
+	for h := range r.dirty {
+		partial = append(partial, rollup.BucketStart(h, rollup.Day))
+	}
+	slices.Sort(partial)
+	for _, d := range slices.Compact(partial) {
+		if r.clean(d, rollup.Day) {
+			continue
+		}
+		day, err := r.n.readHourly(r.s.id, d)
+		if err != nil {
+			return err
+		}
+		r.read++
+		if err := r.hours(&day, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fromHourly adds the hours of every day the range touches.
+func (r *rollupRead) fromHourly() error {
+	firstDay := rollup.BucketStart(r.q.Start, rollup.Day)
+	lastDay := rollup.BucketStart(r.q.End, rollup.Day)
+	seen := map[int64]bool{}
+	err := r.n.db.Rollups(store.KindRollup1h, r.s.id, firstDay, lastDay, func(d int64, val []byte) error {
+		day, err := rollup.DecodeHourly(val, d)
+		if err != nil {
+			return fmt.Errorf("hourly rollups of %s: %w", fmtMs(d), err)
+		}
+		r.read++
+		seen[d] = true
+		return r.hours(&day, d)
+	})
+	// Days with no stored rollup may still have head samples.
+	for h := range r.dirty {
+		if d := rollup.BucketStart(h, rollup.Day); err == nil && !seen[d] {
+			seen[d] = true
+			err = r.hours(&rollup.Hourly{}, d)
+		}
+	}
+	return err
 }
 
 // lastPoint finds the newest sample in [mint, maxt] (mint 0: as far back as
@@ -499,11 +479,11 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 		if !have {
 			ids, have = got, true
 		} else {
-			ids = intersect(ids, got)
+			ids = aggregate.Intersect(nil, ids, got) // ids may be a cached list: not in place
 		}
 	}
 	for _, ex := range exclude {
-		ids = subtract(ids, ex)
+		ids = aggregate.Subtract(nil, ids, ex)
 	}
 	n.idxMu.RLock()
 	list := make([]*memSeries, 0, len(ids))
@@ -531,36 +511,4 @@ func (n *Node) cachedPostings(name, value string) ([]uint64, error) {
 	}
 	n.postings.put(key, ids, gen)
 	return ids, nil
-}
-
-func intersect(a, b []uint64) []uint64 {
-	out := a[:0:0]
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
-func subtract(a, b []uint64) []uint64 {
-	out := a[:0:0]
-	j := 0
-	for _, x := range a {
-		for j < len(b) && b[j] < x {
-			j++
-		}
-		if j < len(b) && b[j] == x {
-			continue
-		}
-		out = append(out, x)
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -126,7 +127,7 @@ func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
 		if i == 0 {
 			cand = slices.Clone(ids)
 		} else {
-			cand = intersect(cand, ids)
+			cand = aggregate.Intersect(cand[:0], cand, ids)
 		}
 		if len(cand) == 0 {
 			return nil, nil
@@ -168,25 +169,6 @@ func (s *state) postingsFor(m *labels.Matcher) []uint64 {
 	}
 	// A series has one value per name, so the lists are disjoint.
 	slices.Sort(out)
-	return out
-}
-
-// intersect returns the ids in both sorted lists, reusing a.
-func intersect(a, b []uint64) []uint64 {
-	out := a[:0]
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
 	return out
 }
 
@@ -238,7 +220,7 @@ func (f *FSM) EdgesOf(ids []uint64) []EdgeSeries {
 	defer f.mu.RUnlock()
 	var out []EdgeSeries
 	for _, edge := range sortedKeys(f.st.edgeSeries) {
-		got := intersect(slices.Clone(want), f.st.edgeSeries[edge])
+		got := aggregate.Intersect(nil, want, f.st.edgeSeries[edge])
 		if len(got) > 0 {
 			out = append(out, EdgeSeries{Edge: edge, IDs: got})
 		}

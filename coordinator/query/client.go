@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -86,7 +87,7 @@ func (c *EdgeClient) Query(ctx context.Context, q model.Query, emit func(model.S
 	var points int64
 	info, err = grpcapi.ReadAnswer(recv, func(s model.Series) error {
 		if rebucket {
-			s.Ts, s.Vs = bucket(s.Ts, s.Vs, q)
+			s.Ts, s.Vs = aggregate.Downsample(s.Ts, s.Vs, q.Step, q.Offset, q.Downsample)
 		}
 		points += int64(len(s.Ts))
 		return emit(s)
@@ -145,29 +146,4 @@ func (c *EdgeClient) wrap(action string, err error) error {
 		return fmt.Errorf("%w: edge %s: %s", model.ErrBadQuery, c.addr, status.Convert(err).Message())
 	}
 	return fmt.Errorf("%s edge %s: %w", action, c.addr, err)
-}
-
-// bucket downsamples sorted raw samples as a node does.
-func bucket(ts []int64, vs []float64, q model.Query) ([]int64, []float64) {
-	off := q.Offset % q.Step
-	if off < 0 {
-		off += q.Step
-	}
-	var ots []int64
-	var ovs []float64
-	var agg rollup.Agg
-	cur := int64(0)
-	for i, t := range ts {
-		b := rollup.BucketStart(t-off, q.Step) + off
-		if i > 0 && b != cur {
-			ots, ovs = append(ots, cur), append(ovs, agg.Value(q.Downsample))
-			agg = rollup.Agg{}
-		}
-		cur = b
-		agg.Add(t, vs[i])
-	}
-	if agg.Count > 0 {
-		ots, ovs = append(ots, cur), append(ovs, agg.Value(q.Downsample))
-	}
-	return ots, ovs
 }

@@ -11,8 +11,11 @@
 // so that no bucket is split between two sources; last-point queries ask
 // both and keep the newest sample. Sub-queries carry no cross-series
 // aggregation: downsampling is pushed down, series come back one by one,
-// and the front end merges them and then aggregates across series exactly
-// as a node does.
+// and the front end merges them and then aggregates across series with
+// the node's own implementation (model/aggregate; the edge client's
+// re-bucketing of raw samples, for an offset the gRPC API cannot carry,
+// uses it too). An oracle test (oracle_test.go) holds the front end, a
+// node and the OpenTSDB API to one naive model of the semantics.
 //
 // The catalog learns an edge's series only when a segment holding them is
 // replicated, so every series with data at or before an edge's watermark
@@ -27,18 +30,29 @@
 // At most MaxParallelEdges edges are asked at once.
 //
 // When a source cannot answer, another is asked and the answer says what
-// is missing, never silently less:
+// is missing, never silently less, and never more than may be missing:
 //   - edge unreachable (no address, dial error, timeout): the replicas
-//     answer the whole range; the points after W are reported missing;
+//     answer the whole range; the points after W (if the range reaches
+//     past it) are reported missing;
 //   - no replica answers: the edge answers the whole range;
 //   - neither: the edge's range is reported missing;
-//   - an edge without catalog-matching series unreachable: its [S, end]
-//     is reported missing in its coverage, and all such edges share one
-//     warning line (series they created after their watermark would be
-//     missing);
+//   - an edge without catalog-matching series unreachable: the part of
+//     [S, end] after W (and of its recorded gaps) is reported missing in
+//     its coverage, where series the catalog does not know may lie, and
+//     all such edges share one warning line (series they created after
+//     their watermark would be missing); an edge replicated past the end
+//     is no alarm, although a bucket holding W makes it asked;
 //   - a recorded gap whose time span meets [start, S): the edge answers the
 //     whole range when it is reachable, otherwise the gap is reported
 //     missing.
+//
+// Execution is kept apart from accounting. Per edge, runLegs runs the
+// planned legs and the fallbacks that askReplicasForEdgePart and
+// askEdgeForRepPart call for, and queryEdge takes the answers of the legs
+// that answered; account, a pure function of the plan and the legs'
+// outcomes, says what the answer lacks (EdgeCoverage.Missing, Reason) and
+// which warnings that calls for (accountFresh for an edge without
+// catalog-matching series). The fallback matrix above is its table test.
 //
 // A replica placed after an edge's first placement (rebalancing,
 // SetPlacement, the replacement of a departed coordinator) holds only the

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/model"
-	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/model/aggregate"
 )
 
 // edgeResult is one edge's part of an answer.
@@ -26,7 +25,8 @@ type edgeResult struct {
 	// skipped: the edge had nothing to be asked (not part of the answer).
 	skipped bool
 	// unreachable: an edge without catalog-matching series could not be
-	// asked; the caller summarizes these in one warning.
+	// asked; the caller summarizes in one warning those whose coverage
+	// then misses something.
 	unreachable bool
 }
 
@@ -47,11 +47,7 @@ func splitAt(q model.Query, wm int64) int64 {
 	if q.Mode == model.ModeDownsample {
 		// The start of the bucket holding wm+1: a bucket is never split
 		// between two sources.
-		off := q.Offset % q.Step
-		if off < 0 {
-			off += q.Step
-		}
-		s = rollup.BucketStart(s-off, q.Step) + off
+		s = aggregate.BucketStart(s, q.Step, q.Offset)
 	}
 	return s
 }
@@ -182,294 +178,128 @@ func lackedIn(h catalog.Holding, part span) uint64 {
 	return n
 }
 
-// historyMissing is the part of part that replica from, which answered
-// it, may lack (segments not on it yet): the span from the earliest to
-// the newest time of its lack runs that meet part, clipped to part.
-func (p *legPlan) historyMissing(from string, part span) span {
-	h, ok := p.holdings[from]
-	if !ok || part.empty() {
-		return span{1, 0}
-	}
-	out := span{1, 0}
-	for _, l := range h.Lacks {
-		lo, hi := max(l.MinTimeMs, part.lo), min(l.MaxTimeMs, part.hi)
-		if lo > hi {
-			continue
-		}
-		if out.empty() {
-			out = span{lo, hi}
-		} else {
-			out = span{min(out.lo, lo), max(out.hi, hi)}
-		}
-	}
-	return out
-}
-
-func historyWarning(edge string, missing span) string {
-	return fmt.Sprintf("edge %s: data from %s to %s is not on the replica that answered (segments not copied to it yet) and the edge is unreachable",
-		edge, fmtMs(missing.lo), fmtMs(missing.hi))
-}
-
 // queryEdge answers q (no cross-series aggregation) for one edge with
-// catalog-matching series, as planned.
+// catalog-matching series, as planned: it runs the legs (runLegs), takes
+// the answers of those that answered, and accounts for the rest
+// (account).
 func (f *Frontend) queryEdge(ctx context.Context, p legPlan, q model.Query) edgeResult {
-	edge := p.edge
-	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.placed}}
-	cov := &res.cov
 	lastPoint := q.Mode == model.ModeLastPoint
-	wm, gaps, gapsHit, src, why := p.wm, p.gaps, p.gapsHit, p.src, p.why
-	repPart, edgePart := p.repPart, p.edgePart
-	var reasons []string
-
-	type legOut struct {
-		a    answer
-		info model.QueryInfo
-		from string
-		err  error
-	}
-	first := p.first // for the first replica leg only, which asks for repPart
-	runRep := func(part span) legOut {
-		a, info, from, err := f.replicaLeg(ctx, edge, p.replicas, withRange(q, part), first)
-		first = nil
-		return legOut{a, info, from, err}
-	}
-	runEdge := func(p span) legOut {
-		a, info, err := f.edgeLeg(ctx, src, withRange(q, p))
-		return legOut{a: a, info: info, err: err}
-	}
-	var rep, ed legOut
-	repCh := make(chan legOut, 1)
-	if !repPart.empty() {
-		go func() { repCh <- runRep(repPart) }()
-	} else {
-		repCh <- legOut{}
-	}
-	edgeOK := false
-	if src != nil && !edgePart.empty() {
-		ed = runEdge(edgePart)
-		edgeOK = ed.err == nil
-		if ed.err != nil {
-			reasons = append(reasons, fmt.Sprintf("edge %s unreachable: %v", edge, ed.err))
-			f.o.Logger.Warn("query: edge leg failed", "edge", edge, "err", ed.err)
+	o := f.runLegs(ctx, &p, q, lastPoint)
+	res := edgeResult{series: answer{}}
+	// Ranges are disjoint, except for last points, where of equal
+	// timestamps the later leg wins.
+	for _, l := range []*leg{&o.rep, &o.edge, &o.repForEdge, &o.edgeForRep} {
+		if l.ok() {
+			res.series.absorb(l.a, lastPoint)
+			res.points += l.info.Points
 		}
 	}
-	rep = <-repCh
-	repOK := !repPart.empty() && rep.err == nil
-	if !repPart.empty() && rep.err != nil {
-		reasons = append(reasons, fmt.Sprintf("no replica of edge %s answered: %v", edge, rep.err))
-		f.o.Logger.Warn("query: replica leg failed", "edge", edge, "err", rep.err)
-	}
-	take := func(l legOut) {
-		res.series.absorb(l.a, lastPoint)
-		res.points += l.info.Points
-	}
-	var missing []TimeRange
-	miss := func(p span) {
-		if !p.empty() {
-			missing = append(missing, TimeRange{p.lo, p.hi})
-		}
-	}
-	warned := map[int]bool{} // gaps reported
-	missGap := func(i int, p span) {
-		if r := gapRange(gaps[i], p); !r.empty() {
-			miss(r)
-			if !warned[i] {
-				warned[i] = true
-				res.warnings = append(res.warnings, gapWarning(edge, gaps[i]))
-			}
-		}
-	}
-	historyWarned := false
-	missHistory := func(from string, part span) {
-		// The replica that answered part lacks segments in it (not
-		// copied to it yet); the edge could not be asked for them (or
-		// the plan would have sent it there).
-		if r := p.historyMissing(from, part); !r.empty() && !(lastPoint && edgeOK) {
-			miss(r)
-			if !historyWarned {
-				historyWarned = true
-				res.warnings = append(res.warnings, historyWarning(edge, r))
-			}
-		}
-	}
-	if repOK {
-		take(rep)
-		cov.ReplicaAnswered = rep.from
-		missHistory(rep.from, repPart)
-	}
-	if edgeOK {
-		take(ed)
-		cov.EdgeAnswered = true
-	}
-	replicasCoverAll := false // the replicas answered what the edge should have
-	if !edgeOK && !edgePart.empty() {
-		if src == nil {
-			reasons = append(reasons, why)
-		}
-		switch {
-		case lastPoint && repOK:
-			replicasCoverAll = true
-		case repPart.empty() || repOK:
-			r := runRep(edgePart)
-			if r.err == nil {
-				take(r)
-				cov.ReplicaAnswered = r.from
-				missHistory(r.from, edgePart)
-				replicasCoverAll = true
-			} else {
-				reasons = append(reasons, fmt.Sprintf("no replica of edge %s answered: %v", edge, r.err))
-			}
-		}
-		if replicasCoverAll {
-			// The replicas hold up to the watermark (and recorded gaps are
-			// not on them).
-			if after := (span{max(wm+1, edgePart.lo), edgePart.hi}); !after.empty() {
-				miss(after)
-				res.warnings = append(res.warnings, fmt.Sprintf("edge %s unreachable: points after %s missing", edge, fmtMs(after.lo-1)))
-			}
-			for i := range gaps {
-				missGap(i, edgePart)
-			}
-		} else {
-			miss(edgePart)
-		}
-	}
-	if !repPart.empty() && !repOK {
-		switch {
-		case lastPoint && edgeOK:
-		case edgeOK:
-			r := runEdge(repPart)
-			if r.err == nil {
-				take(r)
-			} else {
-				reasons = append(reasons, fmt.Sprintf("edge %s unreachable: %v", edge, r.err))
-				miss(repPart)
-			}
-		default:
-			if src == nil && edgePart.empty() {
-				reasons = append(reasons, why)
-			}
-			miss(repPart)
-		}
-	}
-	if repOK && !(len(gapsHit) > 0 && src != nil) {
-		for _, i := range gapsHit {
-			missGap(i, repPart)
-		}
-	}
-	cov.Missing = normalize(missing)
-	cov.Reason = strings.Join(reasons, "; ")
-	if !cov.EdgeAnswered && cov.ReplicaAnswered == "" {
-		res.warnings = append(res.warnings, fmt.Sprintf("edge %s: neither the edge nor a replica (%s) answered: its series are missing from the answer", edge, strings.Join(cov.Replicas, ", ")))
-	} else if len(cov.Missing) > 0 && len(res.warnings) == 0 {
-		for _, m := range cov.Missing {
-			res.warnings = append(res.warnings, fmt.Sprintf("edge %s: points between %s and %s missing (%s)", edge, fmtMs(m.StartMs), fmtMs(m.EndMs), cov.Reason))
-		}
-	}
+	res.cov, res.warnings = account(&p, &o, lastPoint)
 	return res
+}
+
+// runLegs runs an edge's planned legs, the replicas' part concurrently
+// with the edge's, then the fallbacks their failures call for
+// (askReplicasForEdgePart, askEdgeForRepPart).
+func (f *Frontend) runLegs(ctx context.Context, p *legPlan, q model.Query, lastPoint bool) outcomes {
+	var o outcomes
+	repDone := make(chan leg, 1)
+	if !p.repPart.empty() {
+		go func() { repDone <- f.askReplicas(ctx, p.edge, p.replicas, withRange(q, p.repPart), p.first) }()
+	} else {
+		repDone <- leg{}
+	}
+	if p.src != nil && !p.edgePart.empty() {
+		o.edge = f.askEdge(ctx, p.src, withRange(q, p.edgePart))
+		if o.edge.err != nil {
+			f.o.Logger.Warn("query: edge leg failed", "edge", p.edge, "err", o.edge.err)
+		}
+	}
+	o.rep = <-repDone
+	if o.rep.err != nil {
+		f.o.Logger.Warn("query: replica leg failed", "edge", p.edge, "err", o.rep.err)
+	}
+	if askReplicasForEdgePart(p, &o, lastPoint) {
+		o.repForEdge = f.askReplicas(ctx, p.edge, p.replicas, withRange(q, p.edgePart), nil)
+	}
+	if askEdgeForRepPart(p, &o, lastPoint) {
+		o.edgeForRep = f.askEdge(ctx, p.src, withRange(q, p.repPart))
+	}
+	return o
+}
+
+// askReplicas is replicaLeg as a leg.
+func (f *Frontend) askReplicas(ctx context.Context, edge string, replicas []string, q model.Query, first *sharedLeg) leg {
+	l := leg{asked: true}
+	l.a, l.info, l.from, l.err = f.replicaLeg(ctx, edge, replicas, q, first)
+	return l
+}
+
+// askEdge is edgeLeg as a leg.
+func (f *Frontend) askEdge(ctx context.Context, src Source, q model.Query) leg {
+	l := leg{asked: true}
+	l.a, l.info, l.err = f.edgeLeg(ctx, src, q)
+	return l
 }
 
 // queryFresh asks an edge that registered none of q's series for the
-// matching series it created after its watermark. Every series with data
-// at or before the watermark is in the catalog (the intake registers
-// series before it records their range), so the edge is asked for [S,
-// end] only, or for the whole range when a recorded gap may hide series
-// the catalog never saw. The replicas are not asked: they cannot hold
-// unregistered series.
+// matching series it created after its watermark (planFresh), and
+// accounts for its answer (accountFresh). The replicas are not asked:
+// they cannot hold unregistered series.
 func (f *Frontend) queryFresh(ctx context.Context, edge string, q model.Query) edgeResult {
-	res := edgeResult{series: answer{}, cov: EdgeCoverage{Edge: edge}}
-	cov := &res.cov
-	wm := q.Start - 1 // nothing recorded: every series is new
+	p := f.planFresh(edge, q)
+	if p.part.empty() {
+		return edgeResult{skipped: true, cov: EdgeCoverage{Edge: edge, WatermarkMs: p.wm, Replicas: p.replicas}}
+	}
+	res := edgeResult{series: answer{}}
+	var err error
+	if p.src != nil {
+		var info model.QueryInfo
+		var a answer
+		if a, info, err = f.edgeLeg(ctx, p.src, withRange(q, p.part)); err == nil {
+			res.series, res.points = a, info.Points
+		} else {
+			f.o.Logger.Warn("query: edge leg failed", "edge", edge, "err", err)
+		}
+	}
+	res.cov = accountFresh(&p, p.src != nil, err)
+	res.unreachable = !res.cov.EdgeAnswered
+	return res
+}
+
+// planFresh plans the leg of an edge without catalog-matching series.
+// Every series with data at or before the watermark is in the catalog
+// (the intake registers series before it records their range), so the
+// edge is asked for [S, end] only, or for the whole range when a
+// recorded gap below S may hide series the catalog never saw.
+func (f *Frontend) planFresh(edge string, q model.Query) freshPlan {
+	p := freshPlan{edge: edge, wm: q.Start - 1} // nothing recorded: every series is new
 	prog, hasProg := f.o.Catalog.Progress(edge)
 	if hasProg {
-		wm = prog.WatermarkTimeMs
+		p.wm = prog.WatermarkTimeMs
 	}
-	cov.WatermarkMs = wm
 	if pl, ok := f.o.Catalog.Placement(edge); ok {
-		cov.Replicas = pl.Replicas
+		p.replicas = pl.Replicas
 	}
-	s := splitAt(q, wm)
+	s := splitAt(q, p.wm)
 	below := span{q.Start, min(s-1, q.End)}
-	part := span{max(s, q.Start), q.End}
-	if hasProg {
-		for _, g := range gapsOf(prog) {
-			if !g.known() && !below.empty() || g.meets(below) {
-				part = span{q.Start, q.End}
-				break
-			}
+	p.part = span{max(s, q.Start), q.End}
+	p.unknown = []span{afterWatermark(p.wm, span{q.Start, q.End})}
+	for _, g := range gapsOf(prog) {
+		if !g.known() && !below.empty() || g.meets(below) {
+			p.part = span{q.Start, q.End}
+			p.unknown = append(p.unknown, gapRange(g, below))
 		}
 	}
-	if part.empty() {
-		res.skipped = true
-		return res
+	if !p.part.empty() {
+		p.src, p.why = f.edgeSource(edge)
 	}
-	src, why := f.edgeSource(edge)
-	if src != nil {
-		a, info, err := f.edgeLeg(ctx, src, withRange(q, part))
-		if err == nil {
-			res.series, res.points = a, info.Points
-			cov.EdgeAnswered = true
-			return res
-		}
-		why = fmt.Sprintf("edge %s unreachable: %v", edge, err)
-		f.o.Logger.Warn("query: edge leg failed", "edge", edge, "err", err)
-	}
-	res.unreachable = true
-	// Missing says where series may be missing: nothing is known of them.
-	cov.Missing = []TimeRange{{part.lo, part.hi}}
-	cov.Reason = "unreachable; no replicated series match: " + why
-	return res
+	return p
 }
 
 func withRange(q model.Query, p span) model.Query {
 	q.Start, q.End = p.lo, p.hi
 	return q
-}
-
-func (g gapSpan) meets(p span) bool { return g.known() && p.meets(g.minMs, g.maxMs) }
-
-// gapRange is the part of p a gap covers (all of p if its span is unknown).
-func gapRange(g gapSpan, p span) span {
-	if !g.known() {
-		return p
-	}
-	return span{max(p.lo, g.minMs), min(p.hi, g.maxMs)}
-}
-
-func gapWarning(edge string, g gapSpan) string {
-	n := "an unknown number of points"
-	if g.points >= 0 {
-		n = fmt.Sprintf("%d points", g.points)
-	}
-	if !g.known() {
-		return fmt.Sprintf("edge %s: gap of %s (%s) at an unknown time not on replicas", edge, n, g.reason)
-	}
-	return fmt.Sprintf("edge %s: gap of %s (%s) between %s and %s not on replicas", edge, n, g.reason, fmtMs(g.minMs), fmtMs(g.maxMs))
-}
-
-// normalize sorts and merges overlapping or adjacent ranges.
-func normalize(rs []TimeRange) []TimeRange {
-	if len(rs) == 0 {
-		return nil
-	}
-	out := make([]TimeRange, 0, len(rs))
-	sortRanges(rs)
-	for _, r := range rs {
-		if n := len(out); n > 0 && r.StartMs <= out[n-1].EndMs+1 {
-			out[n-1].EndMs = max(out[n-1].EndMs, r.EndMs)
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func sortRanges(rs []TimeRange) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].StartMs < rs[j-1].StartMs; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
 }
 
 // edgeSource returns the source of an edge, or nil and why there is none.

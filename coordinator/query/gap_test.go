@@ -76,3 +76,34 @@ func TestFrontend_GapOnReplicasIsAnsweredByTheEdgeOrFlagged(t *testing.T) {
 		t.Fatalf("warnings %q, want %q among them", info.Warnings, wantWarn)
 	}
 }
+
+// TestFrontend_UnreachableEdgeReplicatedPastTheEndIsNoAlarm: e3's
+// replicas hold its data past the query's end, so with e3 unreachable
+// the answer is complete and must say so: no warning, nothing missing.
+// The 3h buckets make e3's split point (the start of the bucket holding
+// its watermark) fall before the end, so e3 is asked, and fails, both
+// when its series match and when none do (it may have created series
+// since its watermark, but not before it).
+func TestFrontend_UnreachableEdgeReplicatedPastTheEndIsNoAlarm(t *testing.T) {
+	f := theFleet
+	e3 := f.edges[2]
+	now := t0.UnixMilli()
+	if e3.id != "e3" || e3.wm <= now || rollup.BucketStart(e3.wm+1, 3*hour) > now {
+		t.Fatalf("the fleet changed: e3's watermark %d, now %d", e3.wm, now)
+	}
+	fe := f.frontend(t, faults{deadEdges: []string{"e3"}}, nil)
+	hosts := must(t, labels.MatchRegexp, "host", "e3-.*|e1-0")
+	disk := must(t, labels.MatchEqual, "__name__", "disk") // none on e3
+	for name, q := range map[string]model.Query{
+		"e3's series, 3h sum":  {Matchers: []*labels.Matcher{hosts}, Start: f.start, End: now, Mode: model.ModeDownsample, Step: 3 * hour, Downsample: rollup.FuncSum},
+		"e3's series, raw":     {Matchers: []*labels.Matcher{hosts}, Start: f.start, End: now, Mode: model.ModeRaw},
+		"e3's series, last":    {Matchers: []*labels.Matcher{hosts}, Start: 0, End: now, Mode: model.ModeLastPoint},
+		"none of e3's, 3h max": {Matchers: []*labels.Matcher{disk}, Start: f.start, End: now, Mode: model.ModeDownsample, Step: 3 * hour, Downsample: rollup.FuncMax},
+	} {
+		got, info, cov := runWithCoverage(t, fe, q)
+		sameAnswer(t, name, got, answerOf(t, f.oracle, q))
+		if len(info.Warnings) != 0 || !cov.Complete() {
+			t.Errorf("%s: warnings %q, coverage %+v", name, info.Warnings, cov)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -25,81 +26,129 @@ func (f *Frontend) Query(ctx context.Context, q model.Query, emit func(model.Ser
 	return info, err
 }
 
-// queryWithCoverage is QueryWithCoverage (metrics.go times the call).
+// queryWithCoverage is QueryWithCoverage (metrics.go times the call): it
+// plans the query (plan), runs every edge's legs (runEdges), merges their
+// answers and coverage (merge) and emits the merged series, aggregated
+// across series when q asks for it (emitAnswer).
 func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit func(model.Series) error) (_ model.QueryInfo, _ Coverage, err error) {
 	var info model.QueryInfo
 	var cov Coverage
 	ctx, span := startQuery(ctx, q)
 	defer func() { endQuery(span, &info, len(cov.Edges), &err) }()
-	_, plan := telemetry.StartChild(ctx, "query.plan")
-	defer plan.End() // ends at once if already ended
+	qp, err := f.plan(ctx, q)
+	if err != nil {
+		return info, cov, err
+	}
+	results := f.runEdges(ctx, qp)
+	if err := ctx.Err(); err != nil {
+		return info, cov, err
+	}
+	_, merge := telemetry.StartChild(ctx, "query.merge")
+	defer merge.End()
+	var list []*seriesData
+	list, info, cov = mergeResults(results, qp.q, qp.matched > 0)
+	if len(list) > qp.limit {
+		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), qp.limit)
+	}
+	return info, cov, emitAnswer(list, qp.q, &info, emit)
+}
+
+// queryPlan is a query resolved in the catalog.
+type queryPlan struct {
+	q     model.Query // validated
+	sub   model.Query // what edges and replicas are asked: no cross-series aggregation
+	limit int         // on the series of the answer
+	// edges are every edge asked, sorted; plans[i] is the plan of
+	// edges[i] when it registered matching series (nil: it is asked for
+	// the series it created since its watermark, queryFresh).
+	edges   []string
+	plans   []*legPlan
+	matched int // edges with catalog-matching series
+}
+
+// plan validates q and resolves it in the catalog: the matching series,
+// the edges to ask and, per edge with matching series, how its range is
+// split between it and its replicas.
+func (f *Frontend) plan(ctx context.Context, q model.Query) (*queryPlan, error) {
+	_, span := telemetry.StartChild(ctx, "query.plan")
+	defer span.End()
 	q.Matchers = slices.Clone(q.Matchers)
 	q.GroupBy = slices.Clone(q.GroupBy)
 	// A node's checks, in its words: a bad query fails before any source
 	// is asked.
 	if err := q.Validate(); err != nil {
-		return info, cov, err
+		return nil, err
 	}
 	if err := f.barrier(ctx); err != nil {
-		return info, cov, err
+		return nil, err
 	}
 	refs, err := f.o.Catalog.Select(q.Matchers, 0)
 	if err != nil {
-		return info, cov, fmt.Errorf("select series in the catalog: %w", err)
+		return nil, fmt.Errorf("select series in the catalog: %w", err)
 	}
-	limit := q.LimitSeries
-	if limit <= 0 {
-		limit = f.o.MaxSeries
+	qp := &queryPlan{q: q, limit: q.LimitSeries}
+	if qp.limit <= 0 {
+		qp.limit = f.o.MaxSeries
 	}
-	if len(refs) > limit {
-		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(refs), limit)
+	if len(refs) > qp.limit {
+		return nil, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(refs), qp.limit)
 	}
-	info.Source = q.Source()
 	ids := make([]uint64, len(refs))
 	for i, r := range refs {
 		ids[i] = r.ID
 	}
-	edges, matched := f.planEdges(ids)
-
-	sub := q
-	sub.Aggregate, sub.GroupBy = rollup.FuncNone, nil
-	sub.LimitSeries = limit
-	plans := make([]*legPlan, len(edges))
+	var matched map[string]bool
+	qp.edges, matched = f.planEdges(ids)
+	qp.matched = len(matched)
+	qp.sub = q
+	qp.sub.Aggregate, qp.sub.GroupBy = rollup.FuncNone, nil
+	qp.sub.LimitSeries = qp.limit
+	qp.plans = make([]*legPlan, len(qp.edges))
 	var planned []*legPlan
-	for i, edge := range edges {
+	for i, edge := range qp.edges {
 		if matched[edge] {
-			p := f.planEdge(edge, sub)
-			plans[i] = &p
+			p := f.planEdge(edge, qp.sub)
+			qp.plans[i] = &p
 			planned = append(planned, &p)
 		}
 	}
-	shareReplicaLegs(planned, sub)
-	plan.SetAttributes(attribute.Int("tributary.query.edges", len(edges)), attribute.Int("tributary.query.series", len(refs)))
-	plan.End()
-	results := make([]edgeResult, len(edges))
+	shareReplicaLegs(planned, qp.sub)
+	span.SetAttributes(attribute.Int("tributary.query.edges", len(qp.edges)), attribute.Int("tributary.query.series", len(refs)))
+	return qp, nil
+}
+
+// runEdges answers the plan's sub-query for every edge, at most
+// MaxParallelEdges at once.
+func (f *Frontend) runEdges(ctx context.Context, qp *queryPlan) []edgeResult {
+	results := make([]edgeResult, len(qp.edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
 	var wg sync.WaitGroup
-	for i, edge := range edges {
+	for i, edge := range qp.edges {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			ctx, leg := startLeg(ctx, edge)
-			if p := plans[i]; p != nil {
-				results[i] = f.queryEdge(ctx, *p, sub)
+			if p := qp.plans[i]; p != nil {
+				results[i] = f.queryEdge(ctx, *p, qp.sub)
 			} else {
-				results[i] = f.queryFresh(ctx, edge, sub)
+				results[i] = f.queryFresh(ctx, edge, qp.sub)
 			}
 			endLeg(leg, &results[i])
 		}()
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return info, cov, err
-	}
+	return results
+}
 
-	_, merge := telemetry.StartChild(ctx, "query.merge")
-	defer merge.End()
+// mergeResults merges the edges' answers (the same series from two
+// edges with combine) into a list sorted by labels, and their coverage
+// and warnings into the answer's: the unreachable edges without
+// catalog-matching series whose coverage misses something share one
+// warning line (others: some edge had matching series).
+func mergeResults(results []edgeResult, q model.Query, others bool) ([]*seriesData, model.QueryInfo, Coverage) {
+	var info model.QueryInfo
+	var cov Coverage
 	merged := map[string]*seriesData{}
 	var unreachable []string // edges without catalog-matching series
 	for i := range results {
@@ -107,7 +156,7 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit fu
 		if r.skipped {
 			continue
 		}
-		if r.unreachable {
+		if r.unreachable && len(r.cov.Missing) > 0 {
 			unreachable = append(unreachable, r.cov.Edge)
 		}
 		info.Points += r.points
@@ -122,8 +171,9 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit fu
 		}
 	}
 	if len(unreachable) > 0 {
-		info.Warnings = append(info.Warnings, unreachableWarning(unreachable, len(matched) > 0))
+		info.Warnings = append(info.Warnings, unreachableWarning(unreachable, others))
 	}
+	info.Source = q.Source()
 	list := make([]*seriesData, 0, len(merged))
 	for _, s := range merged {
 		if len(s.ts) > 0 {
@@ -131,29 +181,35 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit fu
 		}
 	}
 	slices.SortFunc(list, func(a, b *seriesData) int { return labels.Compare(a.ls, b.ls) })
-	if len(list) > limit {
-		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), limit)
-	}
+	return list, info, cov
+}
+
+// emitAnswer emits list (sorted by labels), aggregated across series by
+// q.GroupBy with q.Aggregate when q asks for it, exactly as a node does
+// (model/aggregate).
+func emitAnswer(list []*seriesData, q model.Query, info *model.QueryInfo, emit func(model.Series) error) error {
 	if q.Aggregate == rollup.FuncNone {
 		for _, s := range list {
 			info.Series++
 			if err := emit(model.Series{Labels: s.ls, Ts: s.ts, Vs: s.vs}); err != nil {
-				return info, cov, err
+				return err
 			}
 		}
-		return info, cov, nil
+		return nil
 	}
-	out, err := aggregate(list, q)
-	if err != nil {
-		return info, cov, err
-	}
-	for _, s := range out {
-		info.Series++
-		if err := emit(s); err != nil {
-			return info, cov, err
+	groups := aggregate.NewGroups(aggregate.GroupOptions{By: q.GroupBy, Func: q.Aggregate})
+	for _, s := range list {
+		if groups.Add(s.ls, s.ts, s.vs); groups.Cells() > model.MaxBuckets {
+			return fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
 		}
 	}
-	return info, cov, nil
+	for _, g := range groups.Result() {
+		info.Series++
+		if err := emit(model.Series{Labels: g.Labels, Ts: g.Ts, Vs: g.Vs}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // planEdges returns the edges a query asks, sorted: every edge of the
@@ -298,69 +354,6 @@ func combine(a, b *seriesData, q model.Query) {
 		}
 	}
 	a.ts, a.vs = ts, vs
-}
-
-// aggregate groups the series (in label order) by q.GroupBy and folds each
-// timestamp across a group's series with q.Aggregate, as a node does.
-func aggregate(list []*seriesData, q model.Query) ([]model.Series, error) {
-	type group struct {
-		lset labels.Labels
-		byT  map[int64]*rollup.Agg
-	}
-	groups := map[string]*group{}
-	cells := 0
-	for _, s := range list {
-		var pairs []labels.Label
-		var key strings.Builder
-		for _, name := range q.GroupBy {
-			v := s.ls.Get(name)
-			key.WriteString(name)
-			key.WriteByte(0)
-			key.WriteString(v)
-			key.WriteByte(0)
-			if v != "" {
-				pairs = append(pairs, labels.Label{Name: name, Value: v})
-			}
-		}
-		g := groups[key.String()]
-		if g == nil {
-			g = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
-			groups[key.String()] = g
-		}
-		for i, t := range s.ts {
-			a := g.byT[t]
-			if a == nil {
-				a = &rollup.Agg{}
-				g.byT[t] = a
-				cells++
-			}
-			a.Add(t, s.vs[i])
-		}
-		if cells > model.MaxBuckets {
-			return nil, fmt.Errorf("%w: aggregating across series would hold more than %d distinct (group, timestamp) cells; downsample with a step first", model.ErrBadQuery, model.MaxBuckets)
-		}
-	}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]model.Series, 0, len(keys))
-	for _, k := range keys {
-		g := groups[k]
-		s := model.Series{Labels: g.lset}
-		ts := make([]int64, 0, len(g.byT))
-		for t := range g.byT {
-			ts = append(ts, t)
-		}
-		slices.Sort(ts)
-		for _, t := range ts {
-			s.Ts = append(s.Ts, t)
-			s.Vs = append(s.Vs, g.byT[t].Value(q.Aggregate))
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }
 
 // gapSpan is a recorded gap of an edge as the front end needs it.

@@ -129,7 +129,11 @@
 // downsampler, series share bucket timestamps; without one, only equal
 // timestamps combine). The aggregation runs in the backend (model.Query
 // GroupBy/Aggregate) unless a rate, a fill policy or "none" needs per
-// series work first. Rate is per second between consecutive points; with
+// series work first; both ways it is model/aggregate's, the one every
+// backend uses, except that here NaN values (of a nan or null fill, or
+// written through another protocol) are left out of the fold, and a
+// timestamp with nothing but NaN stays NaN. Rate is per second between
+// consecutive points; with
 // counter a decrease is a reset: dropped with dropResets (dropcounter),
 // else counted across counterMax (default 2^63-1) and zeroed when above a
 // positive resetValue. In seconds resolution the points of one second are

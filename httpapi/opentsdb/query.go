@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -86,6 +87,10 @@ type outSeries struct {
 	query   *subQuery
 }
 
+// query serves /api/query: it reads the request (readQueryRequest), its
+// time range (queryRange) and compiles its sub-queries (compilePlans)
+// before anything is asked of the backend, then executes them in order
+// within one points budget.
 func (a *api) query(w http.ResponseWriter, r *http.Request) {
 	if !a.readOrGet(w, r) {
 		return
@@ -94,43 +99,10 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	a.cfg.Stats.Inc("opentsdb_query_requests")
 	q := r.URL.Query()
-	var req queryRequest
-	if r.Method == http.MethodPost {
-		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		if err := decodeJSON(body, &req); err != nil {
-			a.badRequest(w, "query body: %v", err)
-			return
-		}
-	} else {
-		if q.Has("tsuids") {
-			a.badRequest(w, "queries by tsuids are not supported: query by metric and tags (m=)")
-			return
-		}
-		if q.Has("exp") {
-			a.badRequest(w, "expressions are not supported")
-			return
-		}
-		req.Start = flexText{q.Has("start"), q.Get("start")}
-		req.End = flexText{q.Has("end") && q.Get("end") != "", q.Get("end")}
-		req.Timezone = q.Get("tz")
-		if req.Timezone == "" {
-			req.Timezone = q.Get("timezone")
-		}
-		req.UseCalendar = flag(q, "use_calendar")
-		req.Delete = flag(q, "delete")
-		for i, m := range q["m"] {
-			sq, err := parseM(m)
-			if err != nil {
-				a.badRequest(w, "%v", err)
-				return
-			}
-			sq.Index = i
-			req.Queries = append(req.Queries, sq)
-		}
+	req, err := a.readQueryRequest(r, q)
+	if err != nil {
+		a.fail(w, err)
+		return
 	}
 	ms := req.MsResolution || flag(q, "ms", "msResolution")
 	arrays := flag(q, "arrays")
@@ -139,60 +111,15 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) {
 		a.badRequest(w, "delete is not supported")
 		return
 	}
-	loc := time.UTC
-	if req.Timezone != "" {
-		var err error
-		if loc, err = time.LoadLocation(req.Timezone); err != nil {
-			a.badRequest(w, "timezone %.64q: %v", req.Timezone, err)
-			return
-		}
-	}
-	now := a.now()
-	if !req.Start.set || req.Start.text == "" {
-		a.badRequest(w, "missing start time")
-		return
-	}
-	start, err := parseTime(req.Start.text, now, loc)
+	loc, start, end, err := a.queryRange(&req)
 	if err != nil {
-		a.badRequest(w, "start: %v", err)
+		a.fail(w, err)
 		return
 	}
-	end := now.UnixMilli()
-	if req.End.set && req.End.text != "" {
-		if end, err = parseTime(req.End.text, now, loc); err != nil {
-			a.badRequest(w, "end: %v", err)
-			return
-		}
-	}
-	if end < start {
-		a.badRequest(w, "end time %s is before start time %s", fmtMs(end), fmtMs(start))
+	plans, err := compilePlans(&req, loc)
+	if err != nil {
+		a.fail(w, err)
 		return
-	}
-	switch {
-	case len(req.Queries) == 0:
-		a.badRequest(w, "no queries: give at least one m= parameter or an entry in \"queries\"")
-		return
-	case len(req.Queries) > maxSubQueries:
-		a.badRequest(w, "%d queries in one request, limit is %d", len(req.Queries), maxSubQueries)
-		return
-	}
-	plans := make([]*plan, len(req.Queries))
-	for i, sq := range req.Queries {
-		sq.Index = i
-		p, err := compile(sq)
-		if err == nil && p.ds != nil && (p.ds.calendar || req.UseCalendar) && !p.ds.all {
-			switch {
-			case p.ds.stepMs > unitMs["d"]:
-				err = fmt.Errorf("calendar downsampling by %s is not supported (up to a day only)", p.sq.Downsample)
-			case loc != time.UTC:
-				err = fmt.Errorf("calendar downsampling is supported in UTC only, not in %s", loc)
-			}
-		}
-		if err != nil {
-			a.badRequest(w, "query %d (%.64s): %v", i, sq.Metric, err)
-			return
-		}
-		plans[i] = p
 	}
 	budget := a.maxQueryPoints
 	var out []outSeries
@@ -211,6 +138,107 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) {
 		out = append(out, res...)
 	}
 	writeRaw(w, http.StatusOK, appendAnswer(nil, out, ms, arrays))
+}
+
+// badRequestf is the error of a request found wrong before it is run.
+func badRequestf(format string, args ...any) error {
+	return httpapi.Errorf(http.StatusBadRequest, format, args...)
+}
+
+// readQueryRequest reads a query from a POST body, or from the parameters
+// of a GET (q).
+func (a *api) readQueryRequest(r *http.Request, q url.Values) (queryRequest, error) {
+	var req queryRequest
+	if r.Method == http.MethodPost {
+		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
+		if err != nil {
+			return req, err
+		}
+		if err := decodeJSON(body, &req); err != nil {
+			return req, badRequestf("query body: %v", err)
+		}
+		return req, nil
+	}
+	if q.Has("tsuids") {
+		return req, badRequestf("queries by tsuids are not supported: query by metric and tags (m=)")
+	}
+	if q.Has("exp") {
+		return req, badRequestf("expressions are not supported")
+	}
+	req.Start = flexText{q.Has("start"), q.Get("start")}
+	req.End = flexText{q.Has("end") && q.Get("end") != "", q.Get("end")}
+	req.Timezone = q.Get("tz")
+	if req.Timezone == "" {
+		req.Timezone = q.Get("timezone")
+	}
+	req.UseCalendar = flag(q, "use_calendar")
+	req.Delete = flag(q, "delete")
+	for i, m := range q["m"] {
+		sq, err := parseM(m)
+		if err != nil {
+			return req, badRequestf("%v", err)
+		}
+		sq.Index = i
+		req.Queries = append(req.Queries, sq)
+	}
+	return req, nil
+}
+
+// queryRange resolves the request's time zone and its [start, end] in
+// ms (end defaults to now).
+func (a *api) queryRange(req *queryRequest) (loc *time.Location, start, end int64, err error) {
+	loc = time.UTC
+	if req.Timezone != "" {
+		if loc, err = time.LoadLocation(req.Timezone); err != nil {
+			return nil, 0, 0, badRequestf("timezone %.64q: %v", req.Timezone, err)
+		}
+	}
+	now := a.now()
+	if !req.Start.set || req.Start.text == "" {
+		return nil, 0, 0, badRequestf("missing start time")
+	}
+	if start, err = parseTime(req.Start.text, now, loc); err != nil {
+		return nil, 0, 0, badRequestf("start: %v", err)
+	}
+	end = now.UnixMilli()
+	if req.End.set && req.End.text != "" {
+		if end, err = parseTime(req.End.text, now, loc); err != nil {
+			return nil, 0, 0, badRequestf("end: %v", err)
+		}
+	}
+	if end < start {
+		return nil, 0, 0, badRequestf("end time %s is before start time %s", fmtMs(end), fmtMs(start))
+	}
+	return loc, start, end, nil
+}
+
+// compilePlans compiles the request's sub-queries (at least one, at most
+// maxSubQueries), in the time zone loc.
+func compilePlans(req *queryRequest, loc *time.Location) ([]*plan, error) {
+	switch {
+	case len(req.Queries) == 0:
+		return nil, badRequestf("no queries: give at least one m= parameter or an entry in \"queries\"")
+	case len(req.Queries) > maxSubQueries:
+		return nil, badRequestf("%d queries in one request, limit is %d", len(req.Queries), maxSubQueries)
+	}
+	plans := make([]*plan, len(req.Queries))
+	for i, sq := range req.Queries {
+		sq.Index = i
+		p, err := compile(sq)
+		if err == nil && p.ds != nil && (p.ds.calendar || req.UseCalendar) && !p.ds.all {
+			switch {
+			case p.ds.stepMs > unitMs["d"]:
+				err = fmt.Errorf("calendar downsampling by %s is not supported (up to a day only)", p.sq.Downsample)
+			case loc != time.UTC:
+				err = fmt.Errorf("calendar downsampling is supported in UTC only, not in %s", loc)
+			}
+		}
+		if err != nil {
+			return nil, badRequestf("query %d (%.64s): %v", i, sq.Metric, err)
+		}
+		plans[i] = p
+	}
+	return plans, nil
 }
 
 // decodeJSON decodes a request body into v with errors that say where.
@@ -274,7 +302,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			nq.Step = (end/rollup.Day + 1) * rollup.Day
 		} else {
 			nq.Step = ds.stepMs
-			nq.Start = rollup.BucketStart(start, ds.stepMs)
+			nq.Start = aggregate.BucketStart(start, ds.stepMs, 0)
 		}
 		collate = ds.agg.fn
 	}
@@ -294,7 +322,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	}
 	var grid []int64 // bucket starts, with a fill policy
 	if ds := p.ds; ds != nil && !ds.all && ds.fill != fillNone {
-		n := (rollup.BucketStart(end, ds.stepMs)-nq.Start)/ds.stepMs + 1
+		n := (aggregate.BucketStart(end, ds.stepMs, 0)-nq.Start)/ds.stepMs + 1
 		if n > int64(a.maxQueryPoints) {
 			return nil, a.tooManyPoints()
 		}
@@ -304,9 +332,10 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 		}
 	}
 	var out []outSeries
-	groups := map[string]*accum{}
-	var order []string
-	cells := 0
+	// NaN values (a nan or null fill) are skipped; a timestamp with nothing
+	// but NaN stays in the answer as NaN.
+	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, SkipNaN: true})
+	trackers := map[string]*tagTracker{}
 	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		ts, vs := s.Ts, s.Vs
 		fixAll(ts)
@@ -326,17 +355,12 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: ts, vs: vs, collate: collate})
 			return nil
 		}
-		key := groupKey(s.Labels, p.groupBy)
-		g := groups[key]
-		if g == nil {
-			g = &accum{byT: map[int64]*rollup.Agg{}}
-			groups[key] = g
-			order = append(order, key)
+		key := groups.Key(s.Labels)
+		if trackers[key] == nil {
+			trackers[key] = &tagTracker{}
 		}
-		g.tags.add(s.Labels)
-		before := len(g.byT)
-		g.add(ts, vs)
-		if cells += len(g.byT) - before; cells > *budget {
+		trackers[key].add(s.Labels)
+		if groups.Add(s.Labels, ts, vs); groups.Cells() > *budget {
 			return a.tooManyPoints()
 		}
 		return nil
@@ -344,14 +368,11 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(order)
-	for _, k := range order {
-		g := groups[k]
-		ts, vs := g.result(p.agg.fn)
-		tags, aggTags := g.tags.result()
-		out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: ts, vs: vs, collate: collate})
+	for _, g := range groups.Result() {
+		tags, aggTags := trackers[g.Key].result()
+		out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: g.Ts, vs: g.Vs, collate: collate})
 	}
-	*budget -= cells
+	*budget -= groups.Cells()
 	return out, nil
 }
 
@@ -368,7 +389,7 @@ func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, col
 		}
 		fixAll(s.Ts)
 		out = append(out, outSeries{metric: p.metric, ts: s.Ts, vs: s.Vs, collate: collate})
-		keys = append(keys, groupKey(s.Labels, p.groupBy))
+		keys = append(keys, aggregate.GroupKey(s.Labels, p.groupBy))
 		return nil
 	})
 	if err != nil || len(out) == 0 {
@@ -383,7 +404,7 @@ func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, col
 		trackers[k] = &tagTracker{}
 	}
 	for _, ls := range members {
-		if tr := trackers[groupKey(ls, p.groupBy)]; tr != nil {
+		if tr := trackers[aggregate.GroupKey(ls, p.groupBy)]; tr != nil {
 			tr.add(ls)
 		}
 	}
@@ -391,17 +412,6 @@ func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, col
 		out[i].tags, out[i].aggTags = trackers[k].result()
 	}
 	return out, nil
-}
-
-// groupKey identifies the group of a series: its values of the group-by
-// labels.
-func groupKey(ls labels.Labels, by []string) string {
-	var b strings.Builder
-	for _, n := range by {
-		b.WriteString(ls.Get(n))
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 // tagTracker computes a group's tags (the tags all its series share) and
@@ -455,49 +465,6 @@ func (t *tagTracker) result() (map[string]string, []string) {
 	}
 	agg := sortedKeys(t.agg)
 	return t.common, agg
-}
-
-// accum aggregates the series of one group per timestamp. NaN values (a
-// nan or null fill) are skipped; a timestamp with nothing but NaN stays in
-// the answer as NaN.
-type accum struct {
-	tags tagTracker
-	byT  map[int64]*rollup.Agg
-}
-
-func (g *accum) add(ts []int64, vs []float64) {
-	for i, t := range ts {
-		a := g.byT[t]
-		if a == nil {
-			a = &rollup.Agg{}
-			g.byT[t] = a
-		}
-		if !math.IsNaN(vs[i]) {
-			a.Add(t, vs[i])
-		}
-	}
-}
-
-func (g *accum) result(fn rollup.Func) ([]int64, []float64) {
-	ts := sortedKeysInt(g.byT)
-	vs := make([]float64, len(ts))
-	for i, t := range ts {
-		if a := g.byT[t]; a.Count > 0 {
-			vs[i] = a.Value(fn)
-		} else {
-			vs[i] = math.NaN()
-		}
-	}
-	return ts, vs
-}
-
-func sortedKeysInt[V any](m map[int64]V) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // fill expands a downsampled series onto grid (every bucket start of the
@@ -649,21 +616,10 @@ func toSeconds(ts []int64, vs []float64, fn rollup.Func) ([]int64, []float64) {
 		}
 		return ots, vs
 	}
-	ovs := make([]float64, 0, len(ts))
-	var agg rollup.Agg
-	for i, t := range ts {
-		sec := floorDiv(t, 1000)
-		if i > 0 && sec != ots[len(ots)-1] {
-			ovs = append(ovs, agg.Value(fn))
-			agg = rollup.Agg{}
-		}
-		if i == 0 || sec != ots[len(ots)-1] {
-			ots = append(ots, sec)
-		}
-		agg.Add(t, vs[i])
-	}
-	if agg.Count > 0 {
-		ovs = append(ovs, agg.Value(fn))
+	// Seconds are buckets of 1000 ms: their starts divide exactly.
+	bts, ovs := aggregate.Downsample(ts, vs, 1000, 0, fn)
+	for _, t := range bts {
+		ots = append(ots, t/1000)
 	}
 	return ots, ovs
 }

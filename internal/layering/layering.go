@@ -78,7 +78,7 @@ func projectOutside(patterns ...string) func(*Package) bool {
 func usesCgo(d *Package) bool { return d.Cgo && !d.Standard }
 
 // Leaves are the format and vocabulary packages (see L4).
-var Leaves = []string{"model", "node/labels", "node/rollup", "node/chunk", "node/record", "node/wal/...", "node/segment", "replicator/wire", "internal/vfs", "proto/..."}
+var Leaves = []string{"model/...", "node/labels", "node/rollup", "node/chunk", "node/record", "node/wal/...", "node/segment", "replicator/wire", "internal/vfs", "proto/..."}
 
 // Rules are the project's import rules.
 var Rules = []Rule{
@@ -92,29 +92,29 @@ var Rules = []Rule{
 	},
 	{
 		ID:   "L2",
-		Text: "The vocabulary, the backend interface, the protocol adapters, the SDK and the coordinator's query front end link no storage engine: `model`, `backend`, `grpcapi`, `httpapi/...`, `sdk/...` and `coordinator/query` depend on no package under `node/` but the pure leaves `node/labels` and `node/rollup`, and on nothing that uses cgo outside the standard library.",
-		From: []string{"model", "backend", "grpcapi", "httpapi/...", "sdk/...", "coordinator/query"},
+		Text: "The vocabulary, the backend interface, the protocol adapters, the SDK and the coordinator's query front end link no storage engine: `model/...`, `backend`, `grpcapi`, `httpapi/...`, `sdk/...` and `coordinator/query` depend on no package under `node/` but the pure leaves `node/labels` and `node/rollup`, and on nothing that uses cgo outside the standard library.",
+		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "sdk/...", "coordinator/query"},
 		Deny: func(d *Package) bool {
 			return usesCgo(d) || (d.Project && Match(d.Path, "node/...") && !Match(d.Path, "node/labels", "node/rollup"))
 		},
 	},
 	{
 		ID:   "L3",
-		Text: "Protocol adapters sit above the interface they serve, not above a component: `model`, `backend`, `grpcapi`, `httpapi/...` and `sdk/...` depend on nothing under `coordinator/`, `replicator/` or `cmd/`.",
-		From: []string{"model", "backend", "grpcapi", "httpapi/...", "sdk/..."},
+		Text: "Protocol adapters sit above the interface they serve, not above a component: `model/...`, `backend`, `grpcapi`, `httpapi/...` and `sdk/...` depend on nothing under `coordinator/`, `replicator/` or `cmd/`.",
+		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "sdk/..."},
 		Deny: projectIn("coordinator/...", "replicator/...", "cmd/..."),
 	},
 	{
 		ID:   "L4",
-		Text: "Leaf packages (the vocabulary `model`, the formats `node/labels`, `node/rollup`, `node/chunk`, `node/record`, `node/wal/...`, `node/segment`, `replicator/wire`, the file-system seam `internal/vfs`, and the generated `proto/...`) depend on nothing of the project but other leaves.",
+		Text: "Leaf packages (the vocabulary and its query semantics `model/...`, the formats `node/labels`, `node/rollup`, `node/chunk`, `node/record`, `node/wal/...`, `node/segment`, `replicator/wire`, the file-system seam `internal/vfs`, and the generated `proto/...`) depend on nothing of the project but other leaves.",
 		From: Leaves,
 		Deny: projectOutside(Leaves...),
 	},
 	{
 		ID:   "L5",
-		Text: "The storage engine sits below everything that uses it: of the project, `node/...` depends only on `node/...`, `model` and `internal/...`.",
+		Text: "The storage engine sits below everything that uses it: of the project, `node/...` depends only on `node/...`, `model/...` and `internal/...`.",
 		From: []string{"node/..."},
-		Deny: projectOutside("node/...", "model", "internal/..."),
+		Deny: projectOutside("node/...", "model/...", "internal/..."),
 	},
 	{
 		ID:   "L6",
