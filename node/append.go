@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"time"
@@ -46,7 +47,7 @@ func (n *Node) Write(ctx context.Context, batches []model.Batch) (model.WriteRes
 		return model.WriteResult{}, err
 	}
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return n.write(context.Background(), batches)
+		return n.write(ctx, batches)
 	}
 	return n.writeTraced(ctx, batches)
 }
@@ -153,9 +154,14 @@ func (n *Node) write(ctx context.Context, batches []model.Batch) (res model.Writ
 		return res, nil
 	}
 	span := n.childSpan(ctx, "wal.sync")
-	err = n.wal.Sync(pos)
+	err = n.wal.SyncContext(ctx, pos)
 	endSpan(span, err)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The record is appended and will be made durable with the
+			// others; the caller stops waiting for it.
+			return res, fmt.Errorf("wait for the wal to sync the write (it may be stored): %w", err)
+		}
 		return res, fmt.Errorf("sync wal: %w", err)
 	}
 	res.Accepted = accepted
@@ -168,7 +174,10 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339N
 // appendLocked takes the write lock, writes one WAL record for all prepared
 // batches and applies it to the head.
 func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *model.WriteResult) (wal.Position, int64, error) {
-	n.mu.Lock()
+	if err := n.mu.LockContext(ctx); err != nil {
+		// Nothing of the write was stored.
+		return wal.Position{}, 0, fmt.Errorf("wait for the write lock: %w", err)
+	}
 	defer n.mu.Unlock()
 	if n.closed.Load() {
 		return wal.Position{}, 0, model.ErrClosed

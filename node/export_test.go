@@ -29,3 +29,10 @@ func (n *Node) SetStoreFaultForTest(f func() error) {
 	}
 	n.storeFault.Store(&f)
 }
+
+// HoldWriteLockForTest takes the write lock, as a writer stuck inside it
+// would, until the returned function is called.
+func (n *Node) HoldWriteLockForTest() (release func()) {
+	n.mu.Lock()
+	return n.mu.Unlock
+}

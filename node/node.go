@@ -50,8 +50,9 @@ type Node struct {
 	db   *store.DB
 
 	// mu serialises writes: MaybeCut → series lookup/creation → record
-	// encoding → WAL append → head apply.
-	mu     sync.Mutex
+	// encoding → WAL append → head apply. A write waits for it only as
+	// long as its context lets it (LockContext).
+	mu     ctxMutex
 	enc    record.Encoder
 	recBuf []byte
 	keyBuf []byte
@@ -131,6 +132,7 @@ func Open(opts Options) (*Node, error) {
 	n := &Node{
 		opts:      opts,
 		log:       opts.Logger,
+		mu:        newCtxMutex(),
 		byID:      map[uint64]*memSeries{},
 		byHash:    map[uint64][]*memSeries{},
 		flushSkip: map[uint64]error{},

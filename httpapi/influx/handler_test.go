@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/vfs"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -595,4 +597,71 @@ func TestConcurrentWrites(t *testing.T) {
 	if n := strings.Count(got, ":"); n != writers*lines*requests {
 		t.Fatalf("%d points, want %d", n, writers*lines*requests)
 	}
+}
+
+// TestWrite_ClientDeadlineOnAStalledDiskReturnsAndLeavesNothingRunning: the
+// node's WAL fsync hangs (a stalled disk); an HTTP write whose client gives
+// up after 300 ms makes the handler return promptly (its goroutine does
+// not wait on), and once the disk comes back the node takes writes again.
+func TestWrite_ClientDeadlineOnAStalledDiskReturnsAndLeavesNothingRunning(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	release := make(chan struct{})
+	var stalled atomic.Bool
+	fsys.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && stalled.Load() {
+			<-release
+		}
+		return nil
+	})
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), WALFS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &inflightBackend{Backend: n}
+	s := serve(t, n, b, httpapi.Limits{})
+	var once sync.Once
+	unstall := func() { once.Do(func() { stalled.Store(false); close(release) }) }
+	t.Cleanup(unstall) // before the server closes (cleanups run last first)
+	line := func(v int) []byte { return fmt.Appendf(nil, "m v=%d %d", v, time.Now().UnixNano()) }
+	if code, _, _ := s.post(t, "/write?db=d", line(1)); code != http.StatusNoContent {
+		t.Fatalf("first write: %d", code)
+	}
+	stalled.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/write?db=d", bytes.NewReader(line(2)))
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a write on a stalled disk answered %s", resp.Status)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the client waited %s", d)
+	}
+	// The handler's call into the node returned (it does not wait on the
+	// stalled disk after its client left).
+	deadline := time.Now().Add(3 * time.Second)
+	for b.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := b.inflight.Load(); n > 0 {
+		t.Fatalf("%d writes still running in the node after the client gave up", n)
+	}
+	unstall()
+	if code, _, _ := s.post(t, "/write?db=d", line(3)); code != http.StatusNoContent {
+		t.Fatalf("write after the disk came back: %d", code)
+	}
+}
+
+// inflightBackend counts the writes running in the backend.
+type inflightBackend struct {
+	backend.Backend
+	inflight atomic.Int64
+}
+
+func (b *inflightBackend) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	return b.Backend.Write(ctx, batches)
 }

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -18,7 +19,21 @@ import (
 //
 // Once the Log has failed, Sync returns the failure whatever p is. Safe for
 // concurrent use; no Append ever waits for an fsync a Sync asked for.
-func (l *Log) Sync(p Position) error {
+func (l *Log) Sync(p Position) error { return l.SyncContext(context.Background(), p) }
+
+// SyncContext is Sync that stops waiting when ctx ends, returning ctx's
+// error: the record stays appended and is made durable with the others
+// (the caller only stops waiting for it).
+func (l *Log) SyncContext(ctx context.Context, p Position) error {
+	if ctx.Done() != nil {
+		// Wake the waiters when ctx ends, so that this one sees it.
+		stop := context.AfterFunc(ctx, func() {
+			l.mu.Lock()
+			l.cond.Broadcast()
+			l.mu.Unlock()
+		})
+		defer stop()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p.Seq == 0 {
@@ -27,7 +42,7 @@ func (l *Log) Sync(p Position) error {
 	if cur := l.cur.seg; p.Seq > cur.info.Seq || p.Seq == cur.info.Seq && p.Offset > cur.dataEnd {
 		return fmt.Errorf("wal: sync position %d:%d is past the end of the log (%d:%d)", p.Seq, p.Offset, cur.info.Seq, cur.dataEnd)
 	}
-	return l.waitDurableLocked(p, false)
+	return l.waitDurableLocked(ctx, p, false)
 }
 
 // SyncAll blocks until every record appended before the call is fsynced,
@@ -43,14 +58,14 @@ func (l *Log) SyncAll() error {
 		return err
 	}
 	p := Position{Seq: l.cur.seg.info.Seq, Offset: l.cur.seg.dataEnd}
-	return l.waitDurableLocked(p, true)
+	return l.waitDurableLocked(context.Background(), p, true)
 }
 
 // waitDurableLocked waits until the record ending at p is durable, for
 // Sync (force false: under an interval policy, written to the operating
 // system is enough) and SyncAll (force true: fsynced whatever the policy).
 // REQUIRES: mu held.
-func (l *Log) waitDurableLocked(p Position, force bool) error {
+func (l *Log) waitDurableLocked(ctx context.Context, p Position, force bool) error {
 	for {
 		if l.err != nil {
 			return l.err
@@ -81,6 +96,9 @@ func (l *Log) waitDurableLocked(p Position, force bool) error {
 			l.forceSync = true
 		}
 		l.kickLocked()
+		if err := ctx.Err(); err != nil {
+			return err // the syncer makes it durable with the others
+		}
 		l.cond.Wait()
 	}
 }
