@@ -50,8 +50,8 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
-	"github.com/tributarydb/tributary/coordinator/tunnel"
 	"github.com/tributarydb/tributary/internal/connlimit"
+	"github.com/tributarydb/tributary/internal/tunnel"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -195,7 +195,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	if !o.Insecure {
 		identity = edgeIdentity
 	}
-	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger, Revoked: c.revoked,
+	if c.tunnels, err = tunnel.NewRegistry(tunnel.RegistryOptions{Identity: identity, Logger: o.Logger, Revoked: c.revoked,
 		DialOptions: []grpc.DialOption{c.grpcDialOption()}}); err != nil {
 		return nil, err
 	}
