@@ -20,7 +20,7 @@ func TestWindow_CountsOnlyWhatFallsInIt(t *testing.T) {
 	if d := w.close(at(10)); d != 10*time.Second {
 		t.Fatalf("window of %v", d)
 	}
-	w.sealed(at(11), 50)                                         // after: not offered
+	w.sealed(at(11), 50)                                        // after: not offered
 	w.acked(at(12), pendingSeg{seq: 5, points: 50, at: at(11)}) // after: nothing
 	if !w.sealedIn(at(6)) || w.sealedIn(at(11)) || w.sealedIn(at(-1)) {
 		t.Fatal("sealedIn is wrong about the window's bounds")
