@@ -44,8 +44,10 @@ type Options struct {
 	// RootCAs that verify servers. Required unless Insecure.
 	TLS      *tls.Config
 	Insecure bool
-	// Reporter receives delivery outcomes; it may also be set later with
-	// SetReporter (raftnode.Open needs the Transport first).
+	// Reporter receives delivery outcomes; nil discards them. raftnode.Open
+	// needs the Transport first, so the raft member is usually reached
+	// through a Reporter that forwards to it once it is open
+	// (coordinator's raftReporter).
 	Reporter Reporter
 	// GRPCDialOptions are added to every peer connection (the
 	// coordinator's telemetry: otelgrpc).
