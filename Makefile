@@ -44,11 +44,11 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 test-race: deps ## Run the tests under the race detector.
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-lint: deps ## gofmt, go vet, staticcheck, the import rules of docs/architecture.md, a cgo-free build of the protocol layers.
+lint: deps ## gofmt, go vet, staticcheck, the import rules and the function length limit of docs/architecture.md, a cgo-free build of the protocol layers.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	GO=$(GO) $(GO) test -count=1 ./internal/layering
+	GO=$(GO) $(GO) test -count=1 ./internal/layering ./internal/funclen
 	CGO_ENABLED=0 $(GO) build $(NO_CGO_PKGS)
 	@GO=$(GO) scripts/protocheck.sh
 	cd charts/check && $(GO) vet ./... && $(GO) test -count=1 ./...
