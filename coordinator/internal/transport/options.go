@@ -74,7 +74,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o *Options) normalize() error {
+// Validate fills in defaults and rejects impossible values.
+func (o *Options) Validate() error {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -96,11 +97,11 @@ func (o *Options) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o.Validate()
+	return o.check()
 }
 
-// Validate checks the options (after defaults).
-func (o *Options) Validate() error {
+// check checks the options (after defaults).
+func (o *Options) check() error {
 	switch {
 	case o.ID == 0:
 		return errors.New("transport: Options.ID is 0")
@@ -173,7 +174,8 @@ type ServerOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ServerOptions) normalize() error {
+// Validate fills in defaults and rejects impossible values.
+func (o *ServerOptions) Validate() error {
 	if o.MaxEnvelopeBytes == 0 {
 		o.MaxEnvelopeBytes = 256 << 20
 	}
@@ -200,11 +202,11 @@ func (o *ServerOptions) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o.Validate()
+	return o.check()
 }
 
-// Validate checks the options (after defaults).
-func (o *ServerOptions) Validate() error {
+// check checks the options (after defaults).
+func (o *ServerOptions) check() error {
 	switch {
 	case o.ID == 0:
 		return errors.New("transport: ServerOptions.ID is 0")

@@ -43,7 +43,7 @@ var ErrClosed = errors.New("transport: closed")
 
 // New returns a Transport with an empty address book.
 func New(opts Options) (*Transport, error) {
-	if err := opts.normalize(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	return &Transport{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID), peers: map[uint64]*peer{}}, nil
