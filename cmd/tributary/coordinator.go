@@ -354,7 +354,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
 	mo, members, err := cf.membership(o, c.ClusterAddr(), &sf, log)
 	if err != nil {
-		gh.close()
+		gh.Close()
 		fe.stop(time.Second)
 		c.Stop(context.Background())
 		return err
@@ -417,7 +417,7 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 // serveCoordinator serves the client APIs of a coordinator: every query
 // protocol over the fleet-wide front end, plus GET /api/v1/fleet. b, when
 // not nil, replaces the front end as the backend (tributary local).
-func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, *grpcHealth, error) {
+func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, *grpcapi.Health, error) {
 	status := func(ctx context.Context) (*pb.StatusResponse, error) {
 		st := &pb.StatusResponse{NodeId: c.NodeID(), Role: "coordinator", Version: version,
 			Series: int64(c.Catalog().SeriesCount()), UptimeMs: c.Uptime().Milliseconds()}
@@ -436,12 +436,12 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		registerQuery(g)
 		c.RegisterAdmin(g) // ClusterService: membership changes
 	}
-	var services map[string]readiness
+	var services map[string][]func() error
 	if local != nil {
 		// tributary local: writes go to the in-process edge.
-		services = map[string]readiness{pb.WriteService_ServiceDesc.ServiceName: {nodeWriteReady(local.edge)}}
+		services = map[string][]func() error{pb.WriteService_ServiceDesc.ServiceName: {nodeWriteReady(local.edge)}}
 	}
-	gh := newGRPCHealth(coordinatorReadiness(c, local), services)
+	gh := grpcapi.NewHealth(grpcapi.HealthOptions{Overall: coordinatorReadiness(c, local), Services: services})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
 		if local != nil {
@@ -449,11 +449,11 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		} else {
 			mux.Handle("GET /metrics", metricsHandler(tp, nil, st))
 		}
-		registerHealth(mux, coordinatorReadiness(c, local)...)
+		httpapi.RegisterHealth(mux, coordinatorReadiness(c, local)...)
 	}
-	fe, err := sf.start(b, gh.register(register), extra, log)
+	fe, err := sf.start(b, gh.Register(register), extra, log)
 	if err != nil {
-		gh.close()
+		gh.Close()
 		return nil, nil, err
 	}
 	return fe, gh, nil
@@ -490,7 +490,7 @@ func fleetHandler(c *coordinator.Coordinator) http.Handler {
 
 // waitAndStop waits for SIGTERM/SIGINT or a failure, then stops the
 // listeners, the edge (local mode) and the coordinator.
-func waitAndStop(fe *frontend, gh *grpcHealth, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
+func waitAndStop(fe *frontend, gh *grpcapi.Health, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -505,7 +505,7 @@ func waitAndStop(fe *frontend, gh *grpcHealth, log *slog.Logger, grace time.Dura
 			err = nil
 		}
 	}
-	gh.close() // NOT_SERVING while the listeners drain
+	gh.Close() // NOT_SERVING while the listeners drain
 	fe.stop(grace)
 	if edge != nil {
 		if eerr := edge(); eerr != nil && err == nil {

@@ -195,13 +195,13 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: c.sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, version, repl)})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
-		registerHealth(mux, nodeReady(n))
+		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	c.sf.limits.Labels = c.o.Limits // the HTTP parsers refuse what the node would
 	gh := nodeGRPCHealth(n)
-	fe, err := c.sf.start(n, gh.register(grpcAPI.Register), extra, c.log)
+	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {
-		gh.close()
+		gh.Close()
 		n.Close()
 		return err
 	}
@@ -211,7 +211,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	var tunnels *background
 	if c.ro != nil && c.queryTunnel {
 		if tunnels, err = startQueryTunnels(c.ro, n.NodeID(), grpcAPI.QueryServer, c.log); err != nil {
-			gh.close()
+			gh.Close()
 			fe.stop(10 * time.Second)
 			ship.stop()
 			n.Close()
@@ -229,7 +229,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	case err = <-fe.errc:
 		c.log.Error("listener stopped", "err", err)
 	}
-	gh.close() // NOT_SERVING while the listeners drain
+	gh.Close() // NOT_SERVING while the listeners drain
 	fe.stop(10 * time.Second)
 	tunnels.stop()
 	selfMon.stop()
