@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -120,3 +121,5 @@ func TestHealth_OverallAndPerServiceStatusFollowTheChecks(t *testing.T) {
 		t.Fatalf("after close: %v", got)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
