@@ -44,11 +44,11 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 test-race: deps ## Run the tests under the race detector.
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-lint: deps ## gofmt, go vet, staticcheck, the import rules of docs/architecture.md, a cgo-free build of the protocol layers.
+lint: deps ## gofmt, go vet, staticcheck, the import rules and the function length limit of docs/architecture.md, a cgo-free build of the protocol layers.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	GO=$(GO) $(GO) test -count=1 ./internal/layering
+	GO=$(GO) $(GO) test -count=1 ./internal/layering ./internal/funclen
 	CGO_ENABLED=0 $(GO) build $(NO_CGO_PKGS)
 	@GO=$(GO) scripts/protocheck.sh
 	cd charts/check && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -114,35 +114,39 @@ fuzz: deps ## Run each fuzz target for FUZZTIME (default 30s; FUZZ_SAVE=1 adds t
 .PHONY: bench-full bench-iotdb bench-tsbs bench-canbus
 # BENCH_PROFILE is short (make bench, a few minutes) or full (make bench-full).
 BENCH_PROFILE ?= short
+# BENCH_RESULTS receives the result files (JSON and plots). The default is
+# ignored by git; BENCH_RESULTS=bench/results updates the published,
+# committed figures (docs/benchmarks.md).
+BENCH_RESULTS ?= bench/results/local
 
-bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbus, rollup), a 10 s ingest and a 10/100-edge fleet; tables, bench/results/*.json and PNG plots, one JSON line each.
+bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbus, rollup), a 10 s ingest and a 10/100-edge fleet; tables, JSON and PNG plots in BENCH_RESULTS (default bench/results/local, untracked; BENCH_RESULTS=bench/results updates the published ones), one JSON line each.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench iotdb --binary $(BIN) --profile short
-	bin/tribench tsbs-cpu --binary $(BIN) --profile short
-	bin/tribench canbus --binary $(BIN) --profile short
-	bin/tribench rollup --profile short
+	bin/tribench iotdb --binary $(BIN) --profile short --results $(BENCH_RESULTS)
+	bin/tribench tsbs-cpu --binary $(BIN) --profile short --results $(BENCH_RESULTS)
+	bin/tribench canbus --binary $(BIN) --profile short --results $(BENCH_RESULTS)
+	bin/tribench rollup --profile short --results $(BENCH_RESULTS)
 	bin/tribench ingest --binary $(BIN) --duration 10s
-	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir bench/results/fleet-short
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir $(BENCH_RESULTS)/fleet-short
 
 bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication and -pi (an hour or more).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench iotdb --binary $(BIN) --profile full
-	bin/tribench tsbs-cpu --binary $(BIN) --profile full
-	bin/tribench canbus --binary $(BIN) --profile full
-	bin/tribench rollup --profile full
+	bin/tribench iotdb --binary $(BIN) --profile full --results $(BENCH_RESULTS)
+	bin/tribench tsbs-cpu --binary $(BIN) --profile full --results $(BENCH_RESULTS)
+	bin/tribench canbus --binary $(BIN) --profile full --results $(BENCH_RESULTS)
+	bin/tribench rollup --profile full --results $(BENCH_RESULTS)
 	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-pi
 
 bench-iotdb: build ## IoTDB-benchmark style sweep over 1..9 clients, write-only and 50/50 read-write (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench iotdb --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
+	bin/tribench iotdb --binary $(BIN) --profile $(BENCH_PROFILE) --results $(BENCH_RESULTS) $(BENCH_ARGS)
 
 bench-tsbs: build ## TSBS cpu-only over line protocol, then the kdb+ blog's queries, lastpoint and max of all fields (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench tsbs-cpu --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
+	bin/tribench tsbs-cpu --binary $(BIN) --profile $(BENCH_PROFILE) --results $(BENCH_RESULTS) $(BENCH_ARGS)
 
 bench-canbus: build ## Warp 10 CAN-bus workload: 22 channels at 10 Hz, one series per line, then multi-field rows (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench canbus --binary $(BIN) --profile $(BENCH_PROFILE) $(BENCH_ARGS)
+	bin/tribench canbus --binary $(BIN) --profile $(BENCH_PROFILE) --results $(BENCH_RESULTS) $(BENCH_ARGS)
 
 bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench ingest --binary $(BIN) $(BENCH_ARGS)
@@ -152,7 +156,7 @@ bench-restart: build ## Restart benchmark: kill -9 a node with a 256 MiB WAL, ti
 
 bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years, then 1 month..5 years at 30m/12h/1d, cold and warm; table, JSON, plot.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench rollup $(BENCH_ARGS)
+	bin/tribench rollup --results $(BENCH_RESULTS) $(BENCH_ARGS)
 
 bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute; prints a table and a JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -178,22 +182,22 @@ bench-hostile: build ## Hostile clients against a TLS coordinator and node while
 
 bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shipping to 3 coordinators; lag, intake, catalog load, coordinator CPU and RSS; table, JSON, plots.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench fleet --binary $(BIN) $(BENCH_ARGS)
+	bin/tribench fleet --binary $(BIN) --results-dir $(BENCH_RESULTS) $(BENCH_ARGS)
 
 bench-fleet-short: build ## Fleet benchmark, short profile: 10 and 100 simulated edges, 30 s each.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir bench/results/fleet-short $(BENCH_ARGS)
+	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir $(BENCH_RESULTS)/fleet-short $(BENCH_ARGS)
 
 bench-pi: ## Pi profile: the FROM-scratch node image under --cpus 1 --memory 512m (ingest, query mix, peak memory, OOM), then bench-arm64-smoke; skipped without docker.
 	@GO=$(GO) RELEASE_TARGETS="amd64 arm64" scripts/release.sh build
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench pi --static-binary dist/tributary-linux-amd64 $(BENCH_ARGS)
-	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
+	bin/tribench pi --static-binary dist/tributary-linux-amd64 --results-dir $(BENCH_RESULTS) $(BENCH_ARGS)
+	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64 --results-dir $(BENCH_RESULTS)
 
 bench-arm64-smoke: ## The arm64 static binary under qemu-user-static: a node written to and read back, after kill -9 and after a clean restart (correctness only).
 	@test -x dist/tributary-linux-arm64 || GO=$(GO) RELEASE_TARGETS=arm64 scripts/release.sh build
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64
+	bin/tribench arm64-smoke --binary dist/tributary-linux-arm64 --results-dir $(BENCH_RESULTS)
 
 demo: build ## Start tributary local, write sensor workloads, show them replicated and queried; then query the coordinator alone.
 	@scripts/demo.sh

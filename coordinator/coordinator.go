@@ -50,8 +50,8 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
-	"github.com/tributarydb/tributary/coordinator/tunnel"
 	"github.com/tributarydb/tributary/internal/connlimit"
+	"github.com/tributarydb/tributary/internal/tunnel"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -104,6 +104,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 	}
 	c := &Coordinator{opts: o, log: o.Logger.With("component", "coordinator", "coordinator", o.NodeID),
 		fsm: catalog.New(), errc: make(chan error, 4), start: time.Now()}
+	// closers undo what is open so far, in reverse, when Open fails.
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -112,37 +113,59 @@ func Open(o Options) (_ *Coordinator, err error) {
 			}
 		}
 	}()
+	for _, open := range []func(*[]func()) error{c.openStore, c.openRaft, c.openServers, c.openFrontEnd, c.listen} {
+		if err := open(&closers); err != nil {
+			return nil, err
+		}
+	}
+	if c.metricsReg, err = c.registerMetrics(o.MeterProvider); err != nil {
+		return nil, err
+	}
+	c.run()
+	c.log.Info("coordinator started", "raft_id", o.RaftID, "cluster", c.clusterLis.Addr().String(),
+		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers), "join_peers", len(o.JoinPeers))
+	return c, nil
+}
 
+// openStore locks the data directory and opens the replica store.
+func (c *Coordinator) openStore(closers *[]func()) (err error) {
+	o := c.opts
 	// One process per data directory: a second one would write the same
 	// raft log and replica store.
 	if c.lock, err = lockDataDir(o.DataDir); err != nil {
-		return nil, err
+		return err
 	}
-	closers = append(closers, func() { c.lock.Close() })
+	*closers = append(*closers, func() { c.lock.Close() })
 	if m, ok, err := ReadMember(o.DataDir); err != nil {
-		return nil, err
+		return err
 	} else if ok && (m.RaftID != o.RaftID || m.NodeID != o.NodeID) {
-		return nil, fmt.Errorf("data directory %s belongs to coordinator %q with raft id %d, not %q with raft id %d",
+		return fmt.Errorf("data directory %s belongs to coordinator %q with raft id %d, not %q with raft id %d",
 			o.DataDir, m.NodeID, m.RaftID, o.NodeID, o.RaftID)
 	}
-
 	c.store, err = replica.Open(replica.Options{
 		Dir: o.replicaDir(), CoordinatorID: o.NodeID, Logger: o.Logger,
 		RetentionRaw: o.RetentionRaw, Retention1h: o.Retention1h, Retention1d: o.Retention1d,
 		HeadMaxBytes: o.HeadMaxBytes, BlockCacheBytes: o.BlockCacheBytes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open replica store: %w", err)
+		return fmt.Errorf("open replica store: %w", err)
 	}
-	closers = append(closers, func() { c.store.Close() })
+	*closers = append(*closers, func() { c.store.Close() })
+	return nil
+}
 
+// openRaft opens the raft transport and member, records the data
+// directory's member, and fills the transport's address book with the
+// initial peers.
+func (c *Coordinator) openRaft(closers *[]func()) (err error) {
+	o := c.opts
 	c.tr, err = transport.New(transport.Options{ID: o.RaftID, ClusterID: o.ClusterID,
-		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Logger: o.Logger,
+		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Reporter: raftReporter{c}, Logger: o.Logger,
 		GRPCDialOptions: []grpc.DialOption{c.grpcDialOption()}})
 	if err != nil {
-		return nil, fmt.Errorf("raft transport: %w", err)
+		return fmt.Errorf("raft transport: %w", err)
 	}
-	closers = append(closers, func() { c.tr.Close() })
+	*closers = append(*closers, func() { c.tr.Close() })
 
 	peers := make([]raftnode.Peer, 0, len(o.Peers))
 	for _, p := range o.Peers {
@@ -152,28 +175,52 @@ func Open(o Options) (_ *Coordinator, err error) {
 		Transport: c.tr, Peers: peers, Logger: o.Logger, MeterProvider: o.MeterProvider,
 		SnapshotEntries: o.SnapshotEntries, KeepEntries: o.KeepEntries})
 	if err != nil {
-		return nil, fmt.Errorf("open raft member: %w", err)
+		return fmt.Errorf("open raft member: %w", err)
 	}
-	closers = append(closers, func() { c.raft.Close() })
+	*closers = append(*closers, func() { c.raft.Close() })
 	if err := writeMember(o.DataDir, Member{NodeID: o.NodeID, RaftID: o.RaftID}); err != nil {
-		return nil, fmt.Errorf("record the data directory's member: %w", err)
+		return fmt.Errorf("record the data directory's member: %w", err)
 	}
-	c.tr.SetReporter(c.raft)
 	c.book = map[uint64]bool{}
 	for _, p := range append(slices.Clone(o.Peers), o.JoinPeers...) {
 		if p.RaftID != o.RaftID {
 			c.book[p.RaftID] = true
 			if err := c.tr.AddPeer(p.RaftID, transport.Peer{Addr: p.Addr, Name: p.NodeID}); err != nil {
-				return nil, fmt.Errorf("peer %d: %w", p.RaftID, err)
+				return fmt.Errorf("peer %d: %w", p.RaftID, err)
 			}
 		}
 	}
-	c.links = newLinks(c)
-	closers = append(closers, c.links.close)
+	return nil
+}
 
+// raftReporter gives the raft transport's delivery outcomes to the raft
+// member, which is opened after the transport (raftnode.Open needs it).
+// Outcomes before then are discarded: c.raft is set by Open before any
+// goroutine that reports starts, and only read after.
+type raftReporter struct{ c *Coordinator }
+
+func (r raftReporter) ReportUnreachable(id uint64) {
+	if n := r.c.raft; n != nil {
+		n.ReportUnreachable(id)
+	}
+}
+
+func (r raftReporter) ReportSnapshot(id uint64, ok bool) {
+	if n := r.c.raft; n != nil {
+		n.ReportSnapshot(id, ok)
+	}
+}
+
+// openServers makes the cluster server (raft, replica and member calls
+// from other coordinators), the query tunnels' registry and the intake
+// with its gRPC server.
+func (c *Coordinator) openServers(closers *[]func()) (err error) {
+	o := c.opts
+	c.links = newLinks(c)
+	*closers = append(*closers, c.links.close)
 	replicaSrv, err := replica.NewServer(replica.ServerOptions{Store: c.store, Authorize: c.authorizeMember, Serving: c.storeBound})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Every service on the cluster listener (raft, replica, and whatever
 	// is registered there later) admits a caller by its certificate's
@@ -188,25 +235,25 @@ func Open(o Options) (_ *Coordinator, err error) {
 		},
 		GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
 	if err != nil {
-		return nil, fmt.Errorf("cluster server: %w", err)
+		return fmt.Errorf("cluster server: %w", err)
 	}
 
 	var identity func(context.Context) (string, error)
 	if !o.Insecure {
 		identity = edgeIdentity
 	}
-	if c.tunnels, err = tunnel.New(tunnel.Options{Identity: identity, Logger: o.Logger, Revoked: c.revoked,
+	if c.tunnels, err = tunnel.NewRegistry(tunnel.RegistryOptions{Identity: identity, Logger: o.Logger, Revoked: c.revoked,
 		DialOptions: []grpc.DialOption{c.grpcDialOption()}}); err != nil {
-		return nil, err
+		return err
 	}
-	closers = append(closers, c.tunnels.Close)
+	*closers = append(*closers, c.tunnels.Close)
 	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
 		Replicas: replicaRouter{c}, Restore: restoreSource{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger,
 		TracerProvider: o.TracerProvider})
 	if err != nil {
-		return nil, fmt.Errorf("intake: %w", err)
+		return fmt.Errorf("intake: %w", err)
 	}
-	closers = append(closers, c.intake.Close)
+	*closers = append(*closers, c.intake.Close)
 	gopts := []grpc.ServerOption{
 		// The edges ping every 30 s (also without a stream) to keep NAT
 		// mappings open; a stricter policy would close them.
@@ -222,36 +269,48 @@ func Open(o Options) (_ *Coordinator, err error) {
 	}
 	c.intakeGRPC = grpc.NewServer(append(gopts, c.grpcServerOption())...)
 	c.intake.Register(c.intakeGRPC)
+	return nil
+}
 
+// openFrontEnd makes the query front end and the healer.
+func (c *Coordinator) openFrontEnd(*[]func()) (err error) {
+	o := c.opts
 	c.front, err = query.New(query.Options{Catalog: c.fsm, Barrier: c.raft.LinearizableRead,
 		Replica: c.links.replicaSource, Edge: c.links.edgeSource, Logger: o.Logger, MeterProvider: o.MeterProvider})
 	if err != nil {
-		return nil, fmt.Errorf("query front end: %w", err)
+		return fmt.Errorf("query front end: %w", err)
 	}
-
-	if c.clusterLis, err = net.Listen("tcp", o.ClusterListen); err != nil {
-		return nil, fmt.Errorf("cluster listener: %w", err)
-	}
-	closers = append(closers, func() { c.clusterLis.Close() })
-	intakeLis, err := net.Listen("tcp", o.IntakeListen)
-	if err != nil {
-		return nil, fmt.Errorf("intake listener: %w", err)
-	}
-	c.intakeLis = connlimit.Listen(intakeLis, connlimit.Limits{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP},
-		c.refusedIntakeConn)
-	closers = append(closers, func() { c.intakeLis.Close() })
 	if c.healer, err = heal.New(heal.Options{Self: o.NodeID, Catalog: c.fsm, Raft: raftLeader{c}, Repairer: storeRepairer{c},
 		Interval: o.HealInterval, DeadAfter: o.DeadAfter, MaxMovesInFlight: o.MaxMovesInFlight, ScrubInterval: o.ScrubInterval,
 		Logger: o.Logger}); err != nil {
-		return nil, fmt.Errorf("healer: %w", err)
+		return fmt.Errorf("healer: %w", err)
 	}
-	if c.metricsReg, err = c.registerMetrics(o.MeterProvider); err != nil {
-		return nil, err
-	}
+	return nil
+}
 
+// listen binds the cluster and intake listeners.
+func (c *Coordinator) listen(closers *[]func()) (err error) {
+	o := c.opts
+	if c.clusterLis, err = net.Listen("tcp", o.ClusterListen); err != nil {
+		return fmt.Errorf("cluster listener: %w", err)
+	}
+	*closers = append(*closers, func() { c.clusterLis.Close() })
+	intakeLis, err := net.Listen("tcp", o.IntakeListen)
+	if err != nil {
+		return fmt.Errorf("intake listener: %w", err)
+	}
+	c.intakeLis = connlimit.Listen(intakeLis, connlimit.Limits{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP},
+		c.refusedIntakeConn)
+	*closers = append(*closers, func() { c.intakeLis.Close() })
+	return nil
+}
+
+// run starts the raft member, the listeners' servers, the maintenance
+// loop and the healer; Stop ends them.
+func (c *Coordinator) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	ticker := time.NewTicker(o.TickInterval)
+	ticker := time.NewTicker(c.opts.TickInterval)
 	c.wg.Go(func() {
 		defer ticker.Stop()
 		if err := c.raft.Run(ctx, ticker.C); err != nil && ctx.Err() == nil {
@@ -272,9 +331,6 @@ func Open(o Options) (_ *Coordinator, err error) {
 	})
 	c.wg.Go(func() { c.maintain(ctx) })
 	c.wg.Go(func() { c.healer.Run(ctx) })
-	c.log.Info("coordinator started", "raft_id", o.RaftID, "cluster", c.clusterLis.Addr().String(),
-		"intake", c.intakeLis.Addr().String(), "bootstrap_peers", len(o.Peers), "join_peers", len(o.JoinPeers))
-	return c, nil
 }
 
 func (c *Coordinator) fail(err error) {

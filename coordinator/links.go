@@ -100,8 +100,8 @@ func (l *links) edgeSource(id, addr string) (query.Source, error) {
 	if n, ok := l.c.fsm.Node(id); ok && n.Revoked {
 		return nil, fmt.Errorf("edge %q is revoked", id)
 	}
-	if s, ok := l.c.tunnels.Source(id); ok {
-		return s, nil
+	if cc, ok := l.c.tunnels.Client(id); ok {
+		return query.NewEdgeClient("tunnel/"+id, cc), nil
 	}
 	if l.c.opts.LocalEdge != nil {
 		if s := l.c.opts.LocalEdge(id); s != nil {

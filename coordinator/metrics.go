@@ -71,84 +71,69 @@ var (
 // registerMetrics registers the coordinator's observable instruments; the
 // returned registration is unregistered when the coordinator stops.
 func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registration, error) {
-	meter := mp.Meter(meterName)
-	var err error
-	var all []metric.Observable
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		if err != nil {
-			return nil
-		}
-		var g metric.Int64ObservableGauge
-		g, err = meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		all = append(all, g)
-		return g
+	in := &instruments{meter: mp.Meter(meterName)}
+	observe := []func(metric.Observer){
+		c.catalogMetrics(in), c.intakeMetrics(in), c.healMetrics(in), c.replicaMetrics(in), c.listenerMetrics(in), c.tunnelMetrics(in),
 	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var o metric.Int64ObservableCounter
-		o, err = meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		all = append(all, o)
-		return o
+	if in.err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", in.err)
 	}
-
-	// Catalog.
-	series := gauge("tributary.catalog.series", "{series}", "Series registered in the fleet catalog.")
-	nodes := gauge("tributary.catalog.nodes", "{node}", "Nodes registered in the fleet catalog, by role.")
-	members := gauge("tributary.catalog.members", "{member}", "Raft members the catalog knows of.")
-	placements := gauge("tributary.catalog.placements", "{edge}", "Edges with a placement (replica coordinators chosen).")
-	heldRuns := gauge("tributary.catalog.held.runs", "{run}", "Runs of consecutive segments the cloud holds, over all edges (few runs: little fragmentation).")
-	heldSegs := gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
-	gaps := gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
-	gapSegs := gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
-	underRep := gauge("tributary.catalog.under_replicated.segments", "{segment}", "Held segments an active replica lacks (counted once per replica that lacks it), over all edges: copies not done yet.")
-	unsourced := gauge("tributary.catalog.unsourced.segments", "{segment}", "Held segments an active replica lacks that no live replica can give: the edge must ship them again, or they are on no live replica.")
-	leaving := gauge("tributary.catalog.leaving.replicas", "{replica}", "Replicas being replaced (kept until their history is copied), over all edges.")
-	coordStates := gauge("tributary.catalog.coordinators", "{coordinator}", "Registered coordinators by placement state: active, draining, down.")
-
-	// Intake.
-	inSegs := counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
-	inBytes := counter("tributary.intake.received", "By", "Segment data received from edges, compressed, as on the wire.")
-	inRefused := counter("tributary.intake.refusals", "{refusal}", "Ship errors sent to edges, by code.")
-	inGaps := counter("tributary.intake.gaps", "{gap}", "Gap declarations from edges recorded in the catalog (replays included).")
-	inStreams := counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
-	inOpen := gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
-	inBeats := counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
-	inQuorum := counter("tributary.intake.quorum.acks", "{segment}", "Segments acknowledged once a write quorum held them, before every active replica did.")
-	inLate := counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
-	inRefilled := counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
-	inReships := counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
-	inRevoked := counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
-
-	// Healer.
-	healMarked := counter("tributary.heal.coordinators.marked", "{change}", "Coordinators this member, as raft leader, marked down (no heartbeat within dead-after) or active again, by state.")
-	healRebalances := counter("tributary.heal.rebalances", "{command}", "Rebalance commands this member proposed as leader (a few moves at a time).")
-	healMoves := counter("tributary.heal.moves", "{placement}", "Placements those rebalances changed.")
-	healCopies := counter("tributary.heal.copies", "{copy}", "Repair copies of runs this coordinator's replicas lacked, by outcome: done (copied and recorded), failed (retried).")
-	healCopied := counter("tributary.heal.copied", "By", "Segment bytes (uncompressed) copied into this coordinator's replica store by repairs.")
-	healRunning := gauge("tributary.heal.copies.running", "{copy}", "Repair copies running now.")
-	healScrubs := counter("tributary.heal.scrubs", "{round}", "Scrub rounds comparing the replica store with the catalog.")
-	healFindings := counter("tributary.heal.scrub.findings", "{run}", "Runs a scrub found, by kind: missing (credited by the catalog, not in the store; repaired), found (in the store, listed as lacking; recorded).")
-	healForgotten := counter("tributary.heal.forgotten", "{edge}", "Edges the replica store forgot because they are placed elsewhere.")
-
-	// Replica store.
-	repSegs := counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
-	repPoints := counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
-	repRejected := counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
-	repSeries := gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
-
-	// Listeners.
-	lisRefused := counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
-	lisOpen := gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
-
-	// Query tunnels.
-	tunnels := gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
+	reg, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, f := range observe {
+			f(o)
+		}
+		return nil
+	}, in.all...)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
+	return reg, nil
+}
 
-	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+// instruments creates observable instruments on one meter, keeping the
+// first error (later calls then create nothing) and every instrument for
+// the callback's registration.
+type instruments struct {
+	meter metric.Meter
+	err   error
+	all   []metric.Observable
+}
+
+func (in *instruments) gauge(name, unit, desc string) metric.Int64ObservableGauge {
+	if in.err != nil {
+		return nil
+	}
+	var g metric.Int64ObservableGauge
+	g, in.err = in.meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.all = append(in.all, g)
+	return g
+}
+
+func (in *instruments) counter(name, unit, desc string) metric.Int64ObservableCounter {
+	if in.err != nil {
+		return nil
+	}
+	var o metric.Int64ObservableCounter
+	o, in.err = in.meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.all = append(in.all, o)
+	return o
+}
+
+// catalogMetrics creates the instruments of the fleet catalog (sizes, held and lacking segments, gaps, coordinators by state) and returns what observes them.
+func (c *Coordinator) catalogMetrics(in *instruments) func(metric.Observer) {
+	series := in.gauge("tributary.catalog.series", "{series}", "Series registered in the fleet catalog.")
+	nodes := in.gauge("tributary.catalog.nodes", "{node}", "Nodes registered in the fleet catalog, by role.")
+	members := in.gauge("tributary.catalog.members", "{member}", "Raft members the catalog knows of.")
+	placements := in.gauge("tributary.catalog.placements", "{edge}", "Edges with a placement (replica coordinators chosen).")
+	heldRuns := in.gauge("tributary.catalog.held.runs", "{run}", "Runs of consecutive segments the cloud holds, over all edges (few runs: little fragmentation).")
+	heldSegs := in.gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
+	gaps := in.gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
+	gapSegs := in.gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
+	underRep := in.gauge("tributary.catalog.under_replicated.segments", "{segment}", "Held segments an active replica lacks (counted once per replica that lacks it), over all edges: copies not done yet.")
+	unsourced := in.gauge("tributary.catalog.unsourced.segments", "{segment}", "Held segments an active replica lacks that no live replica can give: the edge must ship them again, or they are on no live replica.")
+	leaving := in.gauge("tributary.catalog.leaving.replicas", "{replica}", "Replicas being replaced (kept until their history is copied), over all edges.")
+	coordStates := in.gauge("tributary.catalog.coordinators", "{coordinator}", "Registered coordinators by placement state: active, draining, down.")
+	return func(o metric.Observer) {
 		sz := c.fsm.Sizes()
 		o.ObserveInt64(series, int64(sz.Series))
 		o.ObserveInt64(nodes, int64(sz.Edges), roleEdge)
@@ -167,7 +152,24 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		for _, st := range []catalog.NodeState{catalog.NodeActive, catalog.NodeDraining, catalog.NodeDown} {
 			o.ObserveInt64(coordStates, int64(sz.CoordinatorsByState[st]), metric.WithAttributes(attribute.String("state", st.String())))
 		}
+	}
+}
 
+// intakeMetrics creates the instruments of the segment intake and returns what observes them.
+func (c *Coordinator) intakeMetrics(in *instruments) func(metric.Observer) {
+	inSegs := in.counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
+	inBytes := in.counter("tributary.intake.received", "By", "Segment data received from edges, compressed, as on the wire.")
+	inRefused := in.counter("tributary.intake.refusals", "{refusal}", "Ship errors sent to edges, by code.")
+	inGaps := in.counter("tributary.intake.gaps", "{gap}", "Gap declarations from edges recorded in the catalog (replays included).")
+	inStreams := in.counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
+	inOpen := in.gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
+	inBeats := in.counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
+	inQuorum := in.counter("tributary.intake.quorum.acks", "{segment}", "Segments acknowledged once a write quorum held them, before every active replica did.")
+	inLate := in.counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
+	inRefilled := in.counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
+	inReships := in.counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
+	inRevoked := in.counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
+	return func(o metric.Observer) {
 		is := c.intake.Stats()
 		o.ObserveInt64(inSegs, is.SegmentsStored, intakeStored)
 		o.ObserveInt64(inSegs, is.Duplicates, intakeDuplicate)
@@ -187,7 +189,21 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(inReships, is.Reships, reshipRequested)
 		o.ObserveInt64(inReships, is.ReshipsUnavailable, reshipUnavailable)
 		o.ObserveInt64(inRevoked, is.RevokedRefusals)
+	}
+}
 
+// healMetrics creates the instruments of the healer and returns what observes them.
+func (c *Coordinator) healMetrics(in *instruments) func(metric.Observer) {
+	healMarked := in.counter("tributary.heal.coordinators.marked", "{change}", "Coordinators this member, as raft leader, marked down (no heartbeat within dead-after) or active again, by state.")
+	healRebalances := in.counter("tributary.heal.rebalances", "{command}", "Rebalance commands this member proposed as leader (a few moves at a time).")
+	healMoves := in.counter("tributary.heal.moves", "{placement}", "Placements those rebalances changed.")
+	healCopies := in.counter("tributary.heal.copies", "{copy}", "Repair copies of runs this coordinator's replicas lacked, by outcome: done (copied and recorded), failed (retried).")
+	healCopied := in.counter("tributary.heal.copied", "By", "Segment bytes (uncompressed) copied into this coordinator's replica store by repairs.")
+	healRunning := in.gauge("tributary.heal.copies.running", "{copy}", "Repair copies running now.")
+	healScrubs := in.counter("tributary.heal.scrubs", "{round}", "Scrub rounds comparing the replica store with the catalog.")
+	healFindings := in.counter("tributary.heal.scrub.findings", "{run}", "Runs a scrub found, by kind: missing (credited by the catalog, not in the store; repaired), found (in the store, listed as lacking; recorded).")
+	healForgotten := in.counter("tributary.heal.forgotten", "{edge}", "Edges the replica store forgot because they are placed elsewhere.")
+	return func(o metric.Observer) {
 		hs := c.healer.Stats()
 		o.ObserveInt64(healMarked, hs.MarkedDown, stateDown)
 		o.ObserveInt64(healMarked, hs.MarkedUp, stateActive)
@@ -201,7 +217,16 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(healFindings, hs.ScrubMissing, findingMissing)
 		o.ObserveInt64(healFindings, hs.ScrubFound, findingFound)
 		o.ObserveInt64(healForgotten, hs.Forgotten)
+	}
+}
 
+// replicaMetrics creates the instruments of the replica store and returns what observes them.
+func (c *Coordinator) replicaMetrics(in *instruments) func(metric.Observer) {
+	repSegs := in.counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
+	repPoints := in.counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
+	repRejected := in.counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
+	repSeries := in.gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
+	return func(o metric.Observer) {
 		rs := c.store.Stats()
 		o.ObserveInt64(repSegs, rs.SegmentsApplied, replicaApplied)
 		o.ObserveInt64(repSegs, rs.Duplicates, replicaDuplicate)
@@ -211,7 +236,14 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(repPoints, rs.Points)
 		o.ObserveInt64(repRejected, rs.Rejected)
 		o.ObserveInt64(repSeries, int64(rs.Series))
+	}
+}
 
+// listenerMetrics creates the instruments of the cluster and intake listeners and returns what observes them.
+func (c *Coordinator) listenerMetrics(in *instruments) func(metric.Observer) {
+	lisRefused := in.counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
+	lisOpen := in.gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
+	return func(o metric.Observer) {
 		cs := c.clusterSrv.Stats()
 		o.ObserveInt64(lisRefused, int64(cs.ConnsRefused), clusterConnRefused)
 		o.ObserveInt64(lisRefused, int64(cs.RefusedAtAdmission), clusterStreamRefused)
@@ -219,14 +251,15 @@ func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registrat
 		o.ObserveInt64(lisRefused, int64(c.admission.intakeStreams.Load()), intakeStreamRefused)
 		o.ObserveInt64(lisOpen, int64(cs.ConnsOpen), clusterListener)
 		o.ObserveInt64(lisOpen, int64(c.intakeLis.Stats().Open), intakeListener)
-
-		o.ObserveInt64(tunnels, int64(len(c.tunnels.Edges())))
-		return nil
-	}, all...)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
-	return reg, nil
+}
+
+// tunnelMetrics creates the instruments of the query tunnels and returns what observes them.
+func (c *Coordinator) tunnelMetrics(in *instruments) func(metric.Observer) {
+	tunnels := in.gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
+	return func(o metric.Observer) {
+		o.ObserveInt64(tunnels, int64(len(c.tunnels.Edges())))
+	}
 }
 
 // refusalCode turns SHIP_ERROR_CODE_UNAVAILABLE into "unavailable".

@@ -151,27 +151,25 @@ var (
 	DefaultIntakeLimits  = ListenerLimits{MaxConns: 8192, MaxConnsPerIP: 256, MaxStreams: 8}
 )
 
-// withDefaults fills l's zero fields from d.
-func (l ListenerLimits) withDefaults(d ListenerLimits) ListenerLimits {
-	if l.MaxConns == 0 {
-		l.MaxConns = d.MaxConns
-	}
-	if l.MaxConnsPerIP == 0 {
-		l.MaxConnsPerIP = d.MaxConnsPerIP
-	}
-	if l.MaxStreams == 0 {
-		l.MaxStreams = d.MaxStreams
-	}
-	return l
-}
-
 // Validate fills defaults and rejects impossible options.
 func (o *Options) Validate() error {
 	if o.ClusterID == "" {
 		o.ClusterID = "tributary"
 	}
-	o.ClusterLimits = o.ClusterLimits.withDefaults(DefaultClusterLimits)
-	o.IntakeLimits = o.IntakeLimits.withDefaults(DefaultIntakeLimits)
+	for _, l := range []struct {
+		lim *ListenerLimits
+		def ListenerLimits
+	}{{&o.ClusterLimits, DefaultClusterLimits}, {&o.IntakeLimits, DefaultIntakeLimits}} {
+		if l.lim.MaxConns == 0 {
+			l.lim.MaxConns = l.def.MaxConns
+		}
+		if l.lim.MaxConnsPerIP == 0 {
+			l.lim.MaxConnsPerIP = l.def.MaxConnsPerIP
+		}
+		if l.lim.MaxStreams == 0 {
+			l.lim.MaxStreams = l.def.MaxStreams
+		}
+	}
 	if o.ClusterAddr == "" {
 		o.ClusterAddr = o.ClusterListen
 	}
@@ -233,6 +231,16 @@ func (o *Options) Validate() error {
 	if o.TickInterval < time.Millisecond {
 		bad = append(bad, fmt.Errorf("TickInterval %s is below 1ms", o.TickInterval))
 	}
+	bad = append(bad, o.checkPeers()...)
+	if len(bad) > 0 {
+		return fmt.Errorf("coordinator options: %w", errors.Join(bad...))
+	}
+	return nil
+}
+
+// checkPeers checks Peers (and sorts them by raft id) and JoinPeers.
+func (o *Options) checkPeers() []error {
+	var bad []error
 	if len(o.Peers) > 0 {
 		self := false
 		ids := map[uint64]bool{}
@@ -280,10 +288,7 @@ func (o *Options) Validate() error {
 		}
 		joinIDs[p.RaftID] = true
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("coordinator options: %w", errors.Join(bad...))
-	}
-	return nil
+	return bad
 }
 
 func (o *Options) raftDir() string    { return filepath.Join(o.DataDir, "raft") }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/internal/tunnel"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
@@ -76,10 +77,13 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 		t.Fatalf("without a tunnel: warnings %q, want one saying the edge is unreachable", ws)
 	}
 
-	tun, err := replicator.NewTunnels(replicator.TunnelOptions{NodeID: edgeID, Targets: []string{m.c.IntakeAddr()}, Insecure: true,
-		Query:          grpcapi.New(e.n, grpcapi.Options{}).QueryServer,
+	ro := replicator.Options{Targets: []string{m.c.IntakeAddr()}, Insecure: true, CursorPath: "unused",
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))}
+	if err := ro.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tun, err := tunnel.NewEdge(ro.TunnelOptions(edgeID, grpcapi.New(e.n, grpcapi.Options{}).QueryServer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +96,7 @@ func TestCoordinator_QueriesAnEdgeThroughItsTunnel(t *testing.T) {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() }) // before the edge's node closes
 	eventually(t, "the coordinator holds the edge's tunnel", func() bool {
-		_, ok := m.c.tunnels.Source(edgeID)
+		_, ok := m.c.tunnels.Client(edgeID)
 		return ok
 	})
 

@@ -69,94 +69,135 @@ func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, mi
 // seriesRollups reads the rollups of s for cells starting in [minT, maxT].
 func (n *Node) seriesRollups(s *memSeries, minT, maxT int64) (SeriesRollups, error) {
 	r := SeriesRollups{Labels: s.lset}
-	firstDay, lastDay := rollup.BucketStart(minT, rollup.Day), rollup.BucketStart(maxT, rollup.Day)
-	// Hours with head samples are recomputed from raw points, as a query
-	// of them would be.
-	dirty := map[int64]rollup.Agg{}
-	for _, x := range s.snapshot(firstDay, lastDay+rollup.Day-1) {
-		h := rollup.BucketStart(x.t, rollup.Hour)
-		if _, ok := dirty[h]; ok {
+	x := &rollupExport{n: n, s: s, minT: minT, maxT: maxT,
+		firstDay: rollup.BucketStart(minT, rollup.Day), lastDay: rollup.BucketStart(maxT, rollup.Day)}
+	if err := x.findDirty(); err != nil {
+		return r, err
+	}
+	var err error
+	if r.Hourly, err = x.hourly(); err != nil {
+		return r, err
+	}
+	if r.Daily, err = x.daily(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// rollupExport reads one series' rollups for cells starting in
+// [minT, maxT]: the stored tiers, with the hours that hold head samples
+// (and the days of those hours) recomputed from raw points, as a query of
+// them would be.
+type rollupExport struct {
+	n                 *Node
+	s                 *memSeries
+	minT, maxT        int64
+	firstDay, lastDay int64
+	dirty             map[int64]rollup.Agg // hour → its aggregate from raw points
+	dirtyDays         map[int64]bool
+}
+
+// findDirty recomputes the hours with head samples from raw points.
+func (x *rollupExport) findDirty() error {
+	x.dirty = map[int64]rollup.Agg{}
+	for _, p := range x.s.snapshot(x.firstDay, x.lastDay+rollup.Day-1) {
+		h := rollup.BucketStart(p.t, rollup.Hour)
+		if _, ok := x.dirty[h]; ok {
 			continue
 		}
-		samples, err := n.rawSamples(s, h, h+rollup.Hour-1)
+		samples, err := x.n.rawSamples(x.s, h, h+rollup.Hour-1)
 		if err != nil {
-			return r, err
+			return err
 		}
 		var a rollup.Agg
 		for _, y := range samples {
 			a.Add(y.t, y.v)
 		}
-		dirty[h] = a
+		x.dirty[h] = a
 	}
-	dirtyDays := map[int64]bool{}
-	for h := range dirty {
-		dirtyDays[rollup.BucketStart(h, rollup.Day)] = true
+	x.dirtyDays = map[int64]bool{}
+	for h := range x.dirty {
+		x.dirtyDays[rollup.BucketStart(h, rollup.Day)] = true
 	}
-	// hours fills a day's cells in range, from the stored pack and the
-	// dirty hours; ok reports a non-empty cell.
-	hours := func(day int64, stored rollup.Hourly) (rollup.Hourly, bool) {
-		var out rollup.Hourly
-		ok := false
-		for i := range out.Hours {
-			h := day + int64(i)*rollup.Hour
-			if h < minT || h > maxT {
-				continue
-			}
-			a := stored.Hours[i]
-			if d, isDirty := dirty[h]; isDirty {
-				a = d
-			}
-			out.Hours[i] = a
-			ok = ok || a.Count > 0
+	return nil
+}
+
+// hours fills a day's cells in range, from the stored pack and the dirty
+// hours; ok reports a non-empty cell.
+func (x *rollupExport) hours(day int64, stored rollup.Hourly) (rollup.Hourly, bool) {
+	var out rollup.Hourly
+	ok := false
+	for i := range out.Hours {
+		h := day + int64(i)*rollup.Hour
+		if h < x.minT || h > x.maxT {
+			continue
 		}
-		return out, ok
+		a := stored.Hours[i]
+		if d, isDirty := x.dirty[h]; isDirty {
+			a = d
+		}
+		out.Hours[i] = a
+		ok = ok || a.Count > 0
 	}
+	return out, ok
+}
+
+// hourly reads the hourly tier: the stored days, then the dirty days it
+// does not hold.
+func (x *rollupExport) hourly() ([]HourlyRollups, error) {
+	var out []HourlyRollups
 	seen := map[int64]bool{}
-	err := n.db.Rollups(store.KindRollup1h, s.id, firstDay, lastDay, func(day int64, val []byte) error {
+	err := x.n.db.Rollups(store.KindRollup1h, x.s.id, x.firstDay, x.lastDay, func(day int64, val []byte) error {
 		stored, err := rollup.DecodeHourly(val, day)
 		if err != nil {
 			return fmt.Errorf("hourly rollups of %s: %w", fmtMs(day), err)
 		}
 		seen[day] = true
-		if h, ok := hours(day, stored); ok {
-			r.Hourly = append(r.Hourly, HourlyRollups{Day: day, Hours: h})
+		if h, ok := x.hours(day, stored); ok {
+			out = append(out, HourlyRollups{Day: day, Hours: h})
 		}
 		return nil
 	})
 	if err != nil {
-		return r, err
+		return out, err
 	}
-	for day := range dirtyDays {
+	for day := range x.dirtyDays {
 		if seen[day] {
 			continue
 		}
-		if h, ok := hours(day, rollup.Hourly{}); ok {
-			r.Hourly = insertHourly(r.Hourly, HourlyRollups{Day: day, Hours: h})
+		if h, ok := x.hours(day, rollup.Hourly{}); ok {
+			out = insertHourly(out, HourlyRollups{Day: day, Hours: h})
 		}
 	}
+	return out, nil
+}
 
-	// Days: clean ones from the daily tier, dirty ones merged from their
-	// hours.
-	dayCell := func(day int64, stored rollup.Agg) (rollup.Agg, error) {
-		if !dirtyDays[day] {
-			return stored, nil
-		}
-		day1h, err := n.readHourly(s.id, day)
-		if err != nil {
-			return rollup.Agg{}, err
-		}
-		var t rollup.Agg
-		for i, a := range day1h.Hours {
-			if d, isDirty := dirty[day+int64(i)*rollup.Hour]; isDirty {
-				a = d
-			}
-			t.Merge(a)
-		}
-		return t, nil
+// dayCell is a day's cell: clean ones from the daily tier, dirty ones
+// merged from their hours.
+func (x *rollupExport) dayCell(day int64, stored rollup.Agg) (rollup.Agg, error) {
+	if !x.dirtyDays[day] {
+		return stored, nil
 	}
+	day1h, err := x.n.readHourly(x.s.id, day)
+	if err != nil {
+		return rollup.Agg{}, err
+	}
+	var t rollup.Agg
+	for i, a := range day1h.Hours {
+		if d, isDirty := x.dirty[day+int64(i)*rollup.Hour]; isDirty {
+			a = d
+		}
+		t.Merge(a)
+	}
+	return t, nil
+}
+
+// daily reads the daily tier: the stored packs, then the dirty days of
+// packs it does not hold.
+func (x *rollupExport) daily() ([]DailyRollups, error) {
 	var packs []DailyRollups
 	seenPack := map[int64]bool{}
-	err = n.db.Rollups(store.KindRollup1d, s.id, rollup.PackStart(minT), lastDay, func(p int64, val []byte) error {
+	err := x.n.db.Rollups(store.KindRollup1d, x.s.id, rollup.PackStart(x.minT), x.lastDay, func(p int64, val []byte) error {
 		stored, err := rollup.DecodeDaily(val, p)
 		if err != nil {
 			return fmt.Errorf("daily rollups from %s: %w", fmtMs(p), err)
@@ -166,10 +207,10 @@ func (n *Node) seriesRollups(s *memSeries, minT, maxT int64) (SeriesRollups, err
 		ok := false
 		for i := range out.Days {
 			d := p + int64(i)*rollup.Day
-			if d < minT || d > maxT {
+			if d < x.minT || d > x.maxT {
 				continue
 			}
-			a, err := dayCell(d, stored.Days[i])
+			a, err := x.dayCell(d, stored.Days[i])
 			if err != nil {
 				return err
 			}
@@ -182,16 +223,16 @@ func (n *Node) seriesRollups(s *memSeries, minT, maxT int64) (SeriesRollups, err
 		return nil
 	})
 	if err != nil {
-		return r, err
+		return packs, err
 	}
-	for day := range dirtyDays {
+	for day := range x.dirtyDays {
 		p := rollup.PackStart(day)
-		if seenPack[p] || day < minT || day > maxT {
+		if seenPack[p] || day < x.minT || day > x.maxT {
 			continue
 		}
-		a, err := dayCell(day, rollup.Agg{})
+		a, err := x.dayCell(day, rollup.Agg{})
 		if err != nil {
-			return r, err
+			return packs, err
 		}
 		if a.Count == 0 {
 			continue
@@ -199,8 +240,7 @@ func (n *Node) seriesRollups(s *memSeries, minT, maxT int64) (SeriesRollups, err
 		i := insertDaily(&packs, p)
 		packs[i].Days.Days[(day-p)/rollup.Day] = a
 	}
-	r.Daily = packs
-	return r, nil
+	return packs, nil
 }
 
 // insertHourly inserts h into hs, sorted by day.

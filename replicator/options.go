@@ -241,8 +241,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// checkLink checks the coordinators' addresses and the link security, the
-// same for the Shipper and the query tunnels.
+// checkLink checks the coordinators' addresses and the link security.
 func checkLink(targets []string, tlsCfg *tls.Config, insecure bool) []string {
 	var bad []string
 	if len(targets) == 0 {

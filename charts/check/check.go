@@ -56,20 +56,23 @@ type RenderOptions struct {
 	Namespace   string // default "tributary"
 }
 
-func (o RenderOptions) withDefaults() RenderOptions {
+// Validate fills in defaults; no value is refused.
+func (o *RenderOptions) Validate() error {
 	if o.ReleaseName == "" {
 		o.ReleaseName = "tributary"
 	}
 	if o.Namespace == "" {
 		o.Namespace = "tributary"
 	}
-	return o
+	return nil
 }
 
 // Render renders the chart in dir with values (merged over its
 // values.yaml) as helm install would, and decodes every object strictly.
 func Render(dir string, values map[string]any, opts RenderOptions) ([]Object, error) {
-	opts = opts.withDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)

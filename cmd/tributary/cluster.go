@@ -85,244 +85,307 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 		}
 		return flag.ErrHelp
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("cluster "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs, "time limit of the request")
-	format := fs.String("format", "table", "output: table or json")
-	var voter, force, unpin bool
-	var on string
-	var maxMoves uint
-	switch sub {
-	case "add":
-		fs.BoolVar(&voter, "voter", false, "add the member as a voter at once instead of as a learner")
-	case "remove":
-		fs.BoolVar(&force, "force", false, "remove the member even if it is the last live holder of some edge's segments (they are then on no live coordinator)")
-	case "place":
-		fs.StringVar(&on, "on", "", "comma-separated coordinator node ids to pin the edge's replicas to")
-		fs.BoolVar(&unpin, "unpin", false, "return the edge to the automatic placement")
-	case "rebalance":
-		fs.UintVar(&maxMoves, "max-moves", 0, "move at most this many replicas (0: until balanced)")
-	}
-	var cfgFlags fleetConfigFlags
-	if sub == "config" {
-		cfgFlags.register(fs)
-	}
-	pos, err := parseArgs(fs, args[1:])
+	a, err := parseClusterArgs(args[0], args[1:], stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	if *format != "table" && *format != "json" {
-		return fmt.Errorf("%w: --format %q: want table or json", errUsage, *format)
+	call, err := a.call()
+	if err != nil {
+		return err
 	}
-	wantArgs := func(min, max int) error {
-		if len(pos) < min || len(pos) > max {
-			return fmt.Errorf("%w: cluster %s takes %d to %d arguments, got %d (tributary cluster -h)", errUsage, sub, min, max, len(pos))
-		}
-		return nil
-	}
-	raftArg := func(i int) (uint64, error) {
-		id, err := strconv.ParseUint(pos[i], 10, 64)
-		if err != nil || id == 0 {
-			return 0, fmt.Errorf("%w: cluster %s: raft id %q: want a non-zero integer", errUsage, sub, pos[i])
-		}
-		return id, nil
-	}
-	// nodeArg is the one positional argument: a node id.
-	nodeArg := func(what string) (string, error) {
-		if len(pos) != 1 {
-			return "", fmt.Errorf("%w: cluster %s takes one argument, the %s's node id, got %d (tributary cluster -h)", errUsage, sub, what, len(pos))
-		}
-		if pos[0] == "" || strings.HasPrefix(pos[0], "-") {
-			return "", fmt.Errorf("%w: cluster %s: %q is not a node id", errUsage, sub, pos[0])
-		}
-		return pos[0], nil
-	}
-
-	var call func(context.Context, pb.ClusterServiceClient) (any, error)
-	switch sub {
-	case "members":
-		if err := wantArgs(0, 0); err != nil {
-			return err
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			return cl.Members(ctx, &pb.MembersRequest{})
-		}
-	case "add":
-		if err := wantArgs(1, 1); err != nil {
-			return err
-		}
-		peers, err := parsePeers("cluster add", pos[0])
-		if err != nil {
-			return err
-		}
-		if len(peers) != 1 {
-			return fmt.Errorf("%w: cluster add: want one RAFTID=NODEID@HOST:PORT", errUsage)
-		}
-		p := peers[0]
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			return cl.AddMember(ctx, &pb.AddMemberRequest{RaftId: p.RaftID, NodeId: p.NodeID, Addr: p.Addr, Learner: !voter})
-		}
-	case "promote", "remove":
-		if err := wantArgs(1, 1); err != nil {
-			return err
-		}
-		id, err := raftArg(0)
-		if err != nil {
-			return err
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			if sub == "promote" {
-				return cl.PromoteMember(ctx, &pb.PromoteMemberRequest{RaftId: id})
-			}
-			if err := checkLastHolder(ctx, cl, id, force, stderr); err != nil {
-				return nil, err
-			}
-			return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id, Force: force})
-		}
-	case "transfer":
-		if err := wantArgs(0, 1); err != nil {
-			return err
-		}
-		var id uint64
-		if len(pos) == 1 {
-			if id, err = raftArg(0); err != nil {
-				return err
-			}
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			return cl.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ToRaftId: id})
-		}
-	case "config":
-		if err := wantArgs(0, 0); err != nil {
-			return err
-		}
-		set, err := cfgFlags.changes(fs)
-		if err != nil {
-			return err
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			cur, err := cl.GetFleetConfig(ctx, &pb.GetFleetConfigRequest{})
-			if err != nil || len(set) == 0 {
-				return cur, err
-			}
-			cfg := cur.GetConfig()
-			if cfg == nil {
-				return nil, errors.New("the coordinator answered without a config")
-			}
-			for _, f := range set {
-				f(cfg)
-			}
-			return cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg})
-		}
-	case "edges":
-		if err := wantArgs(0, 0); err != nil {
-			return err
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			return cl.Edges(ctx, &pb.EdgesRequest{}, grpc.MaxCallRecvMsgSize(maxEdgesAnswerBytes))
-		}
-	case "decommission-edge":
-		edge, err := nodeArg("edge")
-		if err != nil {
-			return err
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			if _, err := cl.DecommissionEdge(ctx, &pb.DecommissionEdgeRequest{NodeId: edge}); err != nil {
-				return nil, err
-			}
-			return edgeChange{Edge: edge, Change: "decommissioned"}, nil
-		}
-	case "revoke-edge", "unrevoke-edge":
-		edge, err := nodeArg("edge")
-		if err != nil {
-			return err
-		}
-		revoke := sub == "revoke-edge"
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			if _, err := cl.RevokeEdge(ctx, &pb.RevokeEdgeRequest{NodeId: edge, Revoked: revoke}); err != nil {
-				return nil, err
-			}
-			if revoke {
-				return edgeChange{Edge: edge, Change: "revoked"}, nil
-			}
-			return edgeChange{Edge: edge, Change: "unrevoked"}, nil
-		}
-	case "place":
-		edge, err := nodeArg("edge")
-		if err != nil {
-			return err
-		}
-		var coords []string
-		for _, c := range strings.Split(on, ",") {
-			if c = strings.TrimSpace(c); c != "" {
-				coords = append(coords, c)
-			}
-		}
-		switch {
-		case unpin && on != "":
-			return fmt.Errorf("%w: cluster place: --on and --unpin exclude each other", errUsage)
-		case !unpin && len(coords) == 0:
-			return fmt.Errorf("%w: cluster place %s: give --on C1,C2 (coordinator node ids) or --unpin", errUsage, edge)
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			r, err := cl.PlaceEdge(ctx, &pb.PlaceEdgeRequest{NodeId: edge, Coordinators: coords, Unpin: unpin})
-			if err != nil {
-				return nil, err
-			}
-			return placed{Edge: edge, Resp: r}, nil
-		}
-	case "rebalance":
-		if err := wantArgs(0, 0); err != nil {
-			return err
-		}
-		if maxMoves > 1<<31 {
-			return fmt.Errorf("%w: cluster rebalance: --max-moves %d is too large", errUsage, maxMoves)
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			return cl.Rebalance(ctx, &pb.RebalanceRequest{MaxMoves: uint32(maxMoves)})
-		}
-	case "drain", "undrain":
-		coord, err := nodeArg("coordinator")
-		if err != nil {
-			return err
-		}
-		st, name := pb.CoordinatorState_COORDINATOR_STATE_DRAINING, "draining"
-		if sub == "undrain" {
-			st, name = pb.CoordinatorState_COORDINATOR_STATE_ACTIVE, "active"
-		}
-		call = func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
-			r, err := cl.SetCoordinatorState(ctx, &pb.SetCoordinatorStateRequest{NodeId: coord, State: st})
-			if err != nil {
-				return nil, err
-			}
-			return stateChange{Coordinator: coord, State: name, Moved: r.GetMoved()}, nil
-		}
-	default:
-		fmt.Fprintln(stderr, clusterUsage)
-		return fmt.Errorf("%w: unknown subcommand %q", errUsage, sub)
-	}
-
-	conn, err := cf.dialConn()
+	conn, err := a.client.dialConn()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	ctx := context.Background()
-	if cf.timeout > 0 {
+	if a.client.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cf.timeout)
+		ctx, cancel = context.WithTimeout(ctx, a.client.timeout)
 		defer cancel()
 	}
 	resp, err := call(ctx, pb.NewClusterServiceClient(conn))
 	if err != nil {
-		return fmt.Errorf("%s at %s: %w", sub, cf.addr, err)
+		return fmt.Errorf("%s at %s: %w", a.sub, a.client.addr, err)
 	}
-	return printCluster(stdout, *format, resp, time.Now())
+	return printCluster(stdout, a.format, resp, time.Now())
+}
+
+// clusterCall makes a subcommand's calls and returns what to print.
+type clusterCall func(context.Context, pb.ClusterServiceClient) (any, error)
+
+// clusterArgs are a cluster subcommand's flags and arguments.
+type clusterArgs struct {
+	sub    string
+	pos    []string // positional arguments
+	client clientFlags
+	format string
+	fs     *flag.FlagSet
+	stderr io.Writer
+	// The subcommands' own flags.
+	voter, force, unpin bool
+	on                  string
+	maxMoves            uint
+	cfg                 fleetConfigFlags
+}
+
+// parseClusterArgs parses the flags of subcommand sub.
+func parseClusterArgs(sub string, args []string, stderr io.Writer) (*clusterArgs, error) {
+	a := &clusterArgs{sub: sub, fs: flag.NewFlagSet("cluster "+sub, flag.ContinueOnError), stderr: stderr}
+	fs := a.fs
+	fs.SetOutput(stderr)
+	a.client.register(fs, "time limit of the request")
+	fs.StringVar(&a.format, "format", "table", "output: table or json")
+	switch sub {
+	case "add":
+		fs.BoolVar(&a.voter, "voter", false, "add the member as a voter at once instead of as a learner")
+	case "remove":
+		fs.BoolVar(&a.force, "force", false, "remove the member even if it is the last live holder of some edge's segments (they are then on no live coordinator)")
+	case "place":
+		fs.StringVar(&a.on, "on", "", "comma-separated coordinator node ids to pin the edge's replicas to")
+		fs.BoolVar(&a.unpin, "unpin", false, "return the edge to the automatic placement")
+	case "rebalance":
+		fs.UintVar(&a.maxMoves, "max-moves", 0, "move at most this many replicas (0: until balanced)")
+	case "config":
+		a.cfg.register(fs)
+	}
+	var err error
+	if a.pos, err = parseArgs(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if a.format != "table" && a.format != "json" {
+		return nil, fmt.Errorf("%w: --format %q: want table or json", errUsage, a.format)
+	}
+	return a, nil
+}
+
+// wantArgs checks the number of positional arguments.
+func (a *clusterArgs) wantArgs(min, max int) error {
+	if len(a.pos) < min || len(a.pos) > max {
+		return fmt.Errorf("%w: cluster %s takes %d to %d arguments, got %d (tributary cluster -h)", errUsage, a.sub, min, max, len(a.pos))
+	}
+	return nil
+}
+
+// raftArg is positional argument i as a raft id.
+func (a *clusterArgs) raftArg(i int) (uint64, error) {
+	id, err := strconv.ParseUint(a.pos[i], 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: cluster %s: raft id %q: want a non-zero integer", errUsage, a.sub, a.pos[i])
+	}
+	return id, nil
+}
+
+// nodeArg is the one positional argument: a node id.
+func (a *clusterArgs) nodeArg(what string) (string, error) {
+	if len(a.pos) != 1 {
+		return "", fmt.Errorf("%w: cluster %s takes one argument, the %s's node id, got %d (tributary cluster -h)", errUsage, a.sub, what, len(a.pos))
+	}
+	if a.pos[0] == "" || strings.HasPrefix(a.pos[0], "-") {
+		return "", fmt.Errorf("%w: cluster %s: %q is not a node id", errUsage, a.sub, a.pos[0])
+	}
+	return a.pos[0], nil
+}
+
+// call checks the subcommand's arguments and returns its call.
+func (a *clusterArgs) call() (clusterCall, error) {
+	switch a.sub {
+	case "members", "add", "promote", "remove", "transfer":
+		return a.memberCall()
+	case "config":
+		return a.configCall()
+	case "edges", "decommission-edge", "revoke-edge", "unrevoke-edge":
+		return a.edgeCall()
+	case "place", "rebalance", "drain", "undrain":
+		return a.placementCall()
+	}
+	fmt.Fprintln(a.stderr, clusterUsage)
+	return nil, fmt.Errorf("%w: unknown subcommand %q", errUsage, a.sub)
+}
+
+// memberCall is the call of a raft membership subcommand.
+func (a *clusterArgs) memberCall() (clusterCall, error) {
+	switch a.sub {
+	case "members":
+		if err := a.wantArgs(0, 0); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Members(ctx, &pb.MembersRequest{})
+		}, nil
+	case "add":
+		if err := a.wantArgs(1, 1); err != nil {
+			return nil, err
+		}
+		peers, err := parsePeers("cluster add", a.pos[0])
+		if err != nil {
+			return nil, err
+		}
+		if len(peers) != 1 {
+			return nil, fmt.Errorf("%w: cluster add: want one RAFTID=NODEID@HOST:PORT", errUsage)
+		}
+		p, learner := peers[0], !a.voter
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.AddMember(ctx, &pb.AddMemberRequest{RaftId: p.RaftID, NodeId: p.NodeID, Addr: p.Addr, Learner: learner})
+		}, nil
+	case "transfer":
+		if err := a.wantArgs(0, 1); err != nil {
+			return nil, err
+		}
+		var id uint64
+		if len(a.pos) == 1 {
+			var err error
+			if id, err = a.raftArg(0); err != nil {
+				return nil, err
+			}
+		}
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.TransferLeadership(ctx, &pb.TransferLeadershipRequest{ToRaftId: id})
+		}, nil
+	}
+	// promote, remove
+	if err := a.wantArgs(1, 1); err != nil {
+		return nil, err
+	}
+	id, err := a.raftArg(0)
+	if err != nil {
+		return nil, err
+	}
+	if a.sub == "promote" {
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.PromoteMember(ctx, &pb.PromoteMemberRequest{RaftId: id})
+		}, nil
+	}
+	force, stderr := a.force, a.stderr
+	return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+		if err := checkLastHolder(ctx, cl, id, force, stderr); err != nil {
+			return nil, err
+		}
+		return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{RaftId: id, Force: force})
+	}, nil
+}
+
+// configCall prints the fleet configuration, or changes the fields its
+// flags set and prints the result.
+func (a *clusterArgs) configCall() (clusterCall, error) {
+	if err := a.wantArgs(0, 0); err != nil {
+		return nil, err
+	}
+	set, err := a.cfg.changes(a.fs)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+		cur, err := cl.GetFleetConfig(ctx, &pb.GetFleetConfigRequest{})
+		if err != nil || len(set) == 0 {
+			return cur, err
+		}
+		cfg := cur.GetConfig()
+		if cfg == nil {
+			return nil, errors.New("the coordinator answered without a config")
+		}
+		for _, f := range set {
+			f(cfg)
+		}
+		return cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg})
+	}, nil
+}
+
+// edgeCall is the call of a subcommand about the edges: list them,
+// decommission, revoke or unrevoke one.
+func (a *clusterArgs) edgeCall() (clusterCall, error) {
+	if a.sub == "edges" {
+		if err := a.wantArgs(0, 0); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Edges(ctx, &pb.EdgesRequest{}, grpc.MaxCallRecvMsgSize(maxEdgesAnswerBytes))
+		}, nil
+	}
+	edge, err := a.nodeArg("edge")
+	if err != nil {
+		return nil, err
+	}
+	if a.sub == "decommission-edge" {
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			if _, err := cl.DecommissionEdge(ctx, &pb.DecommissionEdgeRequest{NodeId: edge}); err != nil {
+				return nil, err
+			}
+			return edgeChange{Edge: edge, Change: "decommissioned"}, nil
+		}, nil
+	}
+	revoke := a.sub == "revoke-edge"
+	return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+		if _, err := cl.RevokeEdge(ctx, &pb.RevokeEdgeRequest{NodeId: edge, Revoked: revoke}); err != nil {
+			return nil, err
+		}
+		if revoke {
+			return edgeChange{Edge: edge, Change: "revoked"}, nil
+		}
+		return edgeChange{Edge: edge, Change: "unrevoked"}, nil
+	}, nil
+}
+
+// placementCall is the call of a placement subcommand: place an edge,
+// rebalance, drain or undrain a coordinator.
+func (a *clusterArgs) placementCall() (clusterCall, error) {
+	switch a.sub {
+	case "place":
+		edge, err := a.nodeArg("edge")
+		if err != nil {
+			return nil, err
+		}
+		var coords []string
+		for _, c := range strings.Split(a.on, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				coords = append(coords, c)
+			}
+		}
+		switch {
+		case a.unpin && a.on != "":
+			return nil, fmt.Errorf("%w: cluster place: --on and --unpin exclude each other", errUsage)
+		case !a.unpin && len(coords) == 0:
+			return nil, fmt.Errorf("%w: cluster place %s: give --on C1,C2 (coordinator node ids) or --unpin", errUsage, edge)
+		}
+		unpin := a.unpin
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			r, err := cl.PlaceEdge(ctx, &pb.PlaceEdgeRequest{NodeId: edge, Coordinators: coords, Unpin: unpin})
+			if err != nil {
+				return nil, err
+			}
+			return placed{Edge: edge, Resp: r}, nil
+		}, nil
+	case "rebalance":
+		if err := a.wantArgs(0, 0); err != nil {
+			return nil, err
+		}
+		if a.maxMoves > 1<<31 {
+			return nil, fmt.Errorf("%w: cluster rebalance: --max-moves %d is too large", errUsage, a.maxMoves)
+		}
+		maxMoves := uint32(a.maxMoves)
+		return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+			return cl.Rebalance(ctx, &pb.RebalanceRequest{MaxMoves: maxMoves})
+		}, nil
+	}
+	// drain, undrain
+	coord, err := a.nodeArg("coordinator")
+	if err != nil {
+		return nil, err
+	}
+	st, name := pb.CoordinatorState_COORDINATOR_STATE_DRAINING, "draining"
+	if a.sub == "undrain" {
+		st, name = pb.CoordinatorState_COORDINATOR_STATE_ACTIVE, "active"
+	}
+	return func(ctx context.Context, cl pb.ClusterServiceClient) (any, error) {
+		r, err := cl.SetCoordinatorState(ctx, &pb.SetCoordinatorStateRequest{NodeId: coord, State: st})
+		if err != nil {
+			return nil, err
+		}
+		return stateChange{Coordinator: coord, State: name, Moved: r.GetMoved()}, nil
+	}, nil
 }
 
 // edgeChange is the answer of decommission-edge, revoke-edge and

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/membership"
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
@@ -55,9 +56,10 @@ type coordinatorFlags struct {
 	// cluster knows joins as a new member (coordinator.CheckFreshDataDir).
 	rejoin bool
 	// replaces is the raft id a rejoining member replaces (0: none); the
-	// auto-joiner removes it before adding this one.
+	// membership loop removes it before adding this one.
 	replaces uint64
-	// expectedMembers (0: off) and autoLeaveAfter configure autoLeaver.
+	// expectedMembers (0: off) and autoLeaveAfter configure the removal of
+	// members beyond the expected ones (coordinator/membership).
 	expectedMembers uint64
 	autoLeaveAfter  time.Duration
 }
@@ -124,7 +126,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		if err != nil {
 			return fmt.Errorf("--identity-from-hostname: read the host name: %w", err)
 		}
-		if o.NodeID, o.RaftID, err = identityFromHostname(h); err != nil {
+		if o.NodeID, o.RaftID, err = membership.IdentityFromHostname(h); err != nil {
 			return fmt.Errorf("%w: --identity-from-hostname: %v", errUsage, err)
 		}
 	}
@@ -213,7 +215,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 // checkFresh decides what a coordinator whose data directory holds no raft
 // log does (coordinator.CheckFreshDataDir): bootstrap or join as its flags
 // say, refuse to start (its disk was lost and --rejoin not given), or
-// rejoin under a new raft id (o is changed to join, and the auto-joiner
+// rejoin under a new raft id (o is changed to join, and the membership loop
 // replaces the old member). It waits for the peers until SIGINT or
 // SIGTERM.
 func (f *coordinatorFlags) checkFresh(o *coordinator.Options, log *slog.Logger) error {
@@ -223,7 +225,10 @@ func (f *coordinatorFlags) checkFresh(o *coordinator.Options, log *slog.Logger) 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := coordinator.CheckFreshDataDir(ctx, *o, f.rejoin, f.newRaftID)
+	newRaftID := func(maxRaftID, old uint64) uint64 {
+		return membership.NewRaftID(maxRaftID, old, f.identityFromHostname)
+	}
+	d, err := coordinator.CheckFreshDataDir(ctx, *o, f.rejoin, newRaftID)
 	if err != nil {
 		return err
 	}
@@ -279,48 +284,6 @@ func (t edgeToken) GetRequestMetadata(context.Context, ...string) (map[string]st
 }
 
 func (t edgeToken) RequireTransportSecurity() bool { return t.secure }
-
-// identityFromHostname derives a coordinator's node id and raft id from a
-// StatefulSet pod's host name NAME-N: the node id is the host name, the raft
-// id N+1 (raft ids start at 1).
-func identityFromHostname(hostname string) (nodeID string, raftID uint64, err error) {
-	i := strings.LastIndexByte(hostname, '-')
-	if i <= 0 || i == len(hostname)-1 {
-		return "", 0, fmt.Errorf("host name %q does not end in -N (a StatefulSet ordinal)", hostname)
-	}
-	digits := hostname[i+1:]
-	ord, err := strconv.ParseUint(digits, 10, 63)
-	if err != nil || (len(digits) > 1 && digits[0] == '0') {
-		return "", 0, fmt.Errorf("host name %q does not end in -N (a StatefulSet ordinal): %q is not a number", hostname, digits)
-	}
-	if ord+1 >= raftIDGeneration {
-		return "", 0, fmt.Errorf("host name %q: ordinal %d is %d or more", hostname, ord, raftIDGeneration-1)
-	}
-	return hostname, ord + 1, nil
-}
-
-// raftIDGeneration separates the raft ids one StatefulSet ordinal takes
-// over its lives: ordinal k is raft id k+1, then k+1+1000 after it rejoined
-// with a new disk, and so on, so that the ordinal stays readable in it.
-const raftIDGeneration = 1000
-
-// ordinalOf is the StatefulSet ordinal + 1 of a raft id given by
-// --identity-from-hostname, whatever its generation.
-func ordinalOf(raftID uint64) uint64 { return (raftID-1)%raftIDGeneration + 1 }
-
-// newRaftID picks the raft id of a member that rejoins in place of old,
-// above every raft id the cluster knows (maxRaftID): the next one, or with
-// --identity-from-hostname the next generation of the same ordinal.
-func (f *coordinatorFlags) newRaftID(maxRaftID, old uint64) uint64 {
-	if !f.identityFromHostname {
-		return maxRaftID + 1
-	}
-	id := old
-	for id <= maxRaftID {
-		id += raftIDGeneration
-	}
-	return id
-}
 
 // parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
 func parsePeers(flagName, s string) ([]coordinator.Peer, error) {
@@ -389,35 +352,17 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
-	var bg []func(context.Context) error // membership loops, run until shutdown
-	if (cf.autoJoin || cf.replaces != 0) && len(o.JoinPeers) > 0 {
-		if cf.expectedMembers > 0 && ordinalOf(o.RaftID) > cf.expectedMembers {
-			log.Warn("auto-join: not joining: this pod is beyond --expected-members (its StatefulSet is being scaled down)",
-				"raft_id", o.RaftID, "expected_members", cf.expectedMembers)
-		} else if j, err := newAutoJoiner(o, c.ClusterAddr(), &sf, log); err == nil {
-			j.replaces = cf.replaces
-			bg = append(bg, j.run)
-		} else {
-			gh.close()
-			fe.stop(time.Second)
-			c.Stop(context.Background())
-			return err
-		}
-	}
-	if cf.expectedMembers > 0 {
-		l, err := newAutoLeaver(o, c.ClusterAddr(), &sf, cf.expectedMembers, cf.autoLeaveAfter, log)
-		if err != nil {
-			gh.close()
-			fe.stop(time.Second)
-			c.Stop(context.Background())
-			return err
-		}
-		bg = append(bg, l.run)
+	mo, members, err := cf.membership(o, c.ClusterAddr(), &sf, log)
+	if err != nil {
+		gh.Close()
+		fe.stop(time.Second)
+		c.Stop(context.Background())
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, run := range bg {
-		wg.Go(func() { run(ctx) })
+	if members {
+		wg.Go(func() { membership.Run(ctx, mo) })
 	}
 	err = waitAndStop(fe, gh, log, cf.shutdownGrace, c, nil)
 	cancel()
@@ -425,16 +370,23 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// newAutoJoiner prepares --auto-join: the members' client listeners are
-// dialled with the coordinator's cluster TLS identity (its certificate,
-// verified against --peer-ca) and the first accepted client token.
+// membership maps --auto-join, --rejoin and --expected-members to the
+// options of the membership loops (coordinator/membership); members is
+// false when none applies. The members' client listeners are dialled with
+// the coordinator's cluster TLS identity (its certificate, verified
+// against --peer-ca) and the first accepted client token, on the host of
+// their cluster address at this coordinator's --listen port.
 //
 // The leader is told the advertised cluster address (a pod's DNS name),
 // not the bound listener ([::]:7444); boundAddr is the fallback.
-func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log *slog.Logger) (*autoJoiner, error) {
+func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, sf *serveFlags, log *slog.Logger) (_ membership.Options, members bool, _ error) {
+	join := (f.autoJoin || f.replaces != 0) && len(o.JoinPeers) > 0
+	if !join && f.expectedMembers == 0 {
+		return membership.Options{}, false, nil
+	}
 	_, port, err := net.SplitHostPort(sf.grpcListen)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --auto-join: --listen %q: %v", errUsage, sf.grpcListen, err)
+		return membership.Options{}, false, fmt.Errorf("%w: --auto-join: --listen %q: %v", errUsage, sf.grpcListen, err)
 	}
 	creds := insecure.NewCredentials()
 	if !o.Insecure {
@@ -443,22 +395,29 @@ func newAutoJoiner(o coordinator.Options, boundAddr string, sf *serveFlags, log 
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	toks, err := sf.tokens()
 	if err != nil {
-		return nil, err
+		return membership.Options{}, false, err
 	}
 	if toks.Enabled() {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks, !o.Insecure}))
 	}
-	return &autoJoiner{
-		self:  coordinator.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
-		peers: o.JoinPeers, clientPort: port, dialOpts: dialOpts,
-		interval: 2 * time.Second, maxLag: 1000, callTime: 10 * time.Second, log: log,
-	}, nil
+	mo := membership.Options{
+		Self:     membership.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
+		Replaces: f.replaces, ExpectedMembers: f.expectedMembers, LeaveAfter: f.autoLeaveAfter,
+		Cluster: &membership.GRPCCluster{ClientAddr: membership.ClientAddrAtPort(port), DialOptions: dialOpts},
+		Logger:  log,
+	}
+	if join {
+		for _, p := range o.JoinPeers {
+			mo.Join = append(mo.Join, membership.Peer{RaftID: p.RaftID, NodeID: p.NodeID, Addr: p.Addr})
+		}
+	}
+	return mo, true, mo.Validate()
 }
 
 // serveCoordinator serves the client APIs of a coordinator: every query
 // protocol over the fleet-wide front end, plus GET /api/v1/fleet. b, when
 // not nil, replaces the front end as the backend (tributary local).
-func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, *grpcHealth, error) {
+func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBackend, tp *telemetry.Provider, log *slog.Logger) (*frontend, *grpcapi.Health, error) {
 	status := func(ctx context.Context) (*pb.StatusResponse, error) {
 		st := &pb.StatusResponse{NodeId: c.NodeID(), Role: "coordinator", Version: version,
 			Series: int64(c.Catalog().SeriesCount()), UptimeMs: c.Uptime().Milliseconds()}
@@ -477,12 +436,12 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		registerQuery(g)
 		c.RegisterAdmin(g) // ClusterService: membership changes
 	}
-	var services map[string]readiness
+	var services map[string][]func() error
 	if local != nil {
 		// tributary local: writes go to the in-process edge.
-		services = map[string]readiness{pb.WriteService_ServiceDesc.ServiceName: {nodeWriteReady(local.edge)}}
+		services = map[string][]func() error{pb.WriteService_ServiceDesc.ServiceName: {nodeWriteReady(local.edge)}}
 	}
-	gh := newGRPCHealth(coordinatorReadiness(c, local), services)
+	gh := grpcapi.NewHealth(grpcapi.HealthOptions{Overall: coordinatorReadiness(c, local), Services: services})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /api/v1/fleet", fleetHandler(c))
 		if local != nil {
@@ -490,11 +449,11 @@ func serveCoordinator(c *coordinator.Coordinator, sf *serveFlags, local *localBa
 		} else {
 			mux.Handle("GET /metrics", metricsHandler(tp, nil, st))
 		}
-		registerHealth(mux, coordinatorReadiness(c, local)...)
+		httpapi.RegisterHealth(mux, coordinatorReadiness(c, local)...)
 	}
-	fe, err := sf.start(b, gh.register(register), extra, log)
+	fe, err := sf.start(b, gh.Register(register), extra, log)
 	if err != nil {
-		gh.close()
+		gh.Close()
 		return nil, nil, err
 	}
 	return fe, gh, nil
@@ -531,7 +490,7 @@ func fleetHandler(c *coordinator.Coordinator) http.Handler {
 
 // waitAndStop waits for SIGTERM/SIGINT or a failure, then stops the
 // listeners, the edge (local mode) and the coordinator.
-func waitAndStop(fe *frontend, gh *grpcHealth, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
+func waitAndStop(fe *frontend, gh *grpcapi.Health, log *slog.Logger, grace time.Duration, c *coordinator.Coordinator, edge func() error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -546,7 +505,7 @@ func waitAndStop(fe *frontend, gh *grpcHealth, log *slog.Logger, grace time.Dura
 			err = nil
 		}
 	}
-	gh.close() // NOT_SERVING while the listeners drain
+	gh.Close() // NOT_SERVING while the listeners drain
 	fe.stop(grace)
 	if edge != nil {
 		if eerr := edge(); eerr != nil && err == nil {

@@ -85,7 +85,7 @@ func startLocalStack(t *testing.T) *localStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { gh.close(); fe.stop(time.Second) })
+	t.Cleanup(func() { gh.Close(); fe.stop(time.Second) })
 	s := &localStack{c: c, n: n, edge: edge}
 	for i := 0; i+1 < len(fe.addrs); i += 2 {
 		if fe.addrs[i] == "http" {

@@ -106,7 +106,7 @@ func startTestFleet(t *testing.T) *testFleet {
 		for _, e := range f.edges {
 			e.stop()
 		}
-		gh.close()
+		gh.Close()
 		fe.stop(time.Second)
 		c.Stop(context.Background())
 		tp.Shutdown(context.Background())

@@ -2,34 +2,13 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/membership"
 )
-
-func TestIdentityFromHostname(t *testing.T) {
-	good := map[string]struct {
-		node string
-		raft uint64
-	}{
-		"tributary-coordinator-0":   {"tributary-coordinator-0", 1},
-		"tributary-coordinator-2":   {"tributary-coordinator-2", 3},
-		"c-41":                      {"c-41", 42},
-		"release-tributary-coord-9": {"release-tributary-coord-9", 10},
-	}
-	for h, want := range good {
-		node, raft, err := identityFromHostname(h)
-		if err != nil || node != want.node || raft != want.raft {
-			t.Errorf("identityFromHostname(%q) = %q, %d, %v; want %q, %d", h, node, raft, err, want.node, want.raft)
-		}
-	}
-	for _, h := range []string{"", "coordinator", "coordinator-", "-3", "coordinator-x", "coordinator-01", "coordinator-+1", "coordinator-1 ", "coordinator-99999999999999999999"} {
-		if _, _, err := identityFromHostname(h); err == nil {
-			t.Errorf("identityFromHostname(%q) accepted", h)
-		}
-	}
-}
 
 // identityOptions applies f with the given host name to empty options.
 func identityOptions(f coordinatorFlags, hostname string) (coordinator.Options, error) {
@@ -84,5 +63,62 @@ func TestCoordinatorFlags_IdentityFromHostnameRefused(t *testing.T) {
 	o = coordinator.Options{DataDir: "d", ClusterListen: "127.0.0.1:7444", IntakeListen: "127.0.0.1:7443"}
 	if err := f.apply(&o, false); err == nil {
 		t.Fatal("unreadable host name accepted")
+	}
+}
+
+func TestCoordinatorFlags_ExpectedMembers(t *testing.T) {
+	const peers = "1=co-0@co-0.h:7444,2=co-1@co-1.h:7444,3=co-2@co-2.h:7444"
+	if _, err := identityOptions(coordinatorFlags{peers: peers, expectedMembers: 3, autoLeaveAfter: time.Minute}, "co-1"); err != nil {
+		t.Fatalf("--expected-members with --identity-from-hostname: %v", err)
+	}
+	if _, err := identityOptions(coordinatorFlags{peers: peers, expectedMembers: 3}, "co-1"); !errors.Is(err, errUsage) {
+		t.Fatalf("--auto-leave-after 0: err = %v, want a usage error", err)
+	}
+	o := coordinator.Options{NodeID: "c1", RaftID: 1, DataDir: "d", ClusterListen: "127.0.0.1:7444", IntakeListen: "127.0.0.1:7443"}
+	f := coordinatorFlags{insecureCluster: true, expectedMembers: 3, autoLeaveAfter: time.Minute,
+		retainRaw: time.Hour, retain1h: time.Hour, retain1d: time.Hour}
+	if err := f.apply(&o, false); !errors.Is(err, errUsage) {
+		t.Fatalf("--expected-members without --identity-from-hostname: err = %v, want a usage error", err)
+	}
+}
+
+func TestCoordinatorFlags_MembershipOptions(t *testing.T) {
+	o := coordinator.Options{RaftID: 4, NodeID: "co-3", ClusterAddr: "co-3.h.ns.svc:7444", Insecure: true,
+		JoinPeers: []coordinator.Peer{{RaftID: 1, NodeID: "co-0", Addr: "co-0.h.ns.svc:7444"}}}
+	sf := serveFlags{grpcListen: "0.0.0.0:7070"}
+	log := slog.New(slog.DiscardHandler)
+	if _, members, err := (&coordinatorFlags{}).membership(o, "[::]:7444", &sf, log); members || err != nil {
+		t.Fatalf("without --auto-join, --rejoin or --expected-members: members %v, %v; want none", members, err)
+	}
+	f := coordinatorFlags{autoJoin: true}
+	mo, members, err := f.membership(o, "[::]:7444", &sf, log)
+	if err != nil || !members {
+		t.Fatalf("--auto-join: members %v, %v", members, err)
+	}
+	if mo.Self != (membership.Peer{RaftID: 4, NodeID: "co-3", Addr: "co-3.h.ns.svc:7444"}) {
+		t.Errorf("self %+v: want the advertised cluster address", mo.Self)
+	}
+	if len(mo.Join) != 1 || mo.Join[0].NodeID != "co-0" || mo.ExpectedMembers != 0 {
+		t.Errorf("join %+v, expected %d: want co-0 and no leaving", mo.Join, mo.ExpectedMembers)
+	}
+	gc, ok := mo.Cluster.(*membership.GRPCCluster)
+	if !ok {
+		t.Fatalf("cluster %T, want a GRPCCluster", mo.Cluster)
+	}
+	if a, err := gc.ClientAddr(o.JoinPeers[0].Addr); err != nil || a != "co-0.h.ns.svc:7070" {
+		t.Errorf("client address of co-0 = %q, %v; want its host at this --listen port", a, err)
+	}
+	o.ClusterAddr = ""
+	if mo, _, _ = f.membership(o, "10.0.0.4:7444", &sf, log); mo.Self.Addr != "10.0.0.4:7444" {
+		t.Errorf("without an advertised address: %q, want the bound one", mo.Self.Addr)
+	}
+	// --expected-members alone leaves, and does not join.
+	f = coordinatorFlags{expectedMembers: 3, autoLeaveAfter: time.Minute}
+	if mo, members, err = f.membership(o, "10.0.0.4:7444", &sf, log); err != nil || !members || len(mo.Join) != 0 || mo.ExpectedMembers != 3 {
+		t.Errorf("--expected-members: members %v join %v expected %d, %v", members, mo.Join, mo.ExpectedMembers, err)
+	}
+	sf.grpcListen = "nonsense"
+	if _, _, err := f.membership(o, "x:1", &sf, log); !errors.Is(err, errUsage) {
+		t.Errorf("--listen without a port: err = %v, want a usage error", err)
 	}
 }

@@ -49,7 +49,7 @@ func listenNode(t *testing.T, sf *serveFlags) (map[string]string, *frontend) {
 	grpcAPI := testNodeAPI(n, "test")
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
-		registerHealth(mux, nodeReady(n))
+		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	fe, err := sf.start(n, grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -339,7 +339,7 @@ func TestServe_EveryHTTPEndpointRefusesBeforeReadingTheBody(t *testing.T) {
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", http.NotFoundHandler())
 		mux.Handle("GET /api/v1/fleet", http.NotFoundHandler())
-		registerHealth(mux, nodeReady(n))
+		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	h, err := sf.httpHandler(n, cfg, auth.NewTokens("body-token-0123456789"), extra)
 	if err != nil {

@@ -85,7 +85,7 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, "test", nil)})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
-		registerHealth(mux, nodeReady(n))
+		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	fe, err := sf.start(n, grpcAPI.Register, extra, slog.New(slog.DiscardHandler))
 	if err != nil {

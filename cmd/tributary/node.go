@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -70,130 +71,165 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "restore" {
 		return runNodeRestore(args[1:], stdout, stderr)
 	}
+	c, err := parseNodeArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	tp, err := c.sf.telemetry("node", c.o.NodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tp, c.log)
+	c.o.Logger = c.log
+	c.o.MeterProvider, c.o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
+	if c.ro != nil {
+		c.ro.MeterProvider, c.ro.TracerProvider = c.o.MeterProvider, c.o.TracerProvider
+	}
+	n, ship, err := c.open()
+	if err != nil {
+		return err
+	}
+	return c.serve(n, ship, tp)
+}
+
+// nodeCmd is `tributary node` with its flags parsed and checked.
+type nodeCmd struct {
+	o           node.Options
+	sf          serveFlags
+	rf          replicateFlags
+	smf         selfMonitorFlags
+	ignoreFleet bool
+	queryTunnel bool
+	log         *slog.Logger
+	ro          *replicator.Options // nil: no replication
+	certID      string              // the node id --replicate-cert names
+}
+
+// parseNodeArgs parses and checks the flags of `tributary node`.
+func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o node.Options
-	walSync, logLevel, logFormat := nodeFlags(fs, &o)
-	var sf serveFlags
-	sf.register(fs)
-	var rf replicateFlags
-	rf.register(fs)
-	ignoreFleet := fs.Bool("ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
-	queryTunnel := fs.Bool("query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
-	var smf selfMonitorFlags
-	smf.register(fs)
+	c := &nodeCmd{}
+	walSync, logLevel, logFormat := nodeFlags(fs, &c.o)
+	c.sf.register(fs)
+	c.rf.register(fs)
+	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
+	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
+	c.smf.register(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
-	if err != nil {
-		return err
+	var err error
+	if c.log, err = newLogger(stderr, *logLevel, *logFormat); err != nil {
+		return nil, err
 	}
-	if o.WALSync, err = parseWALSync(*walSync); err != nil {
-		return err
+	if c.o.WALSync, err = parseWALSync(*walSync); err != nil {
+		return nil, err
 	}
-	if _, err := sf.validate(); err != nil {
-		return err
+	if _, err := c.sf.validate(); err != nil {
+		return nil, err
 	}
-	if _, err := sf.tokens(); err != nil {
-		return err
+	if _, err := c.sf.tokens(); err != nil {
+		return nil, err
 	}
-	if err := smf.validate(); err != nil {
-		return err
+	if err := c.smf.validate(); err != nil {
+		return nil, err
 	}
-	ro, err := rf.options(o.DataDir, log)
-	if err != nil {
-		return err
+	if c.ro, err = c.rf.options(c.o.DataDir, c.log); err != nil {
+		return nil, err
 	}
-	certID, err := rf.replicationIdentity()
-	if err != nil {
-		return err
+	if c.certID, err = c.rf.replicationIdentity(); err != nil {
+		return nil, err
 	}
-	if o.NodeID != "" {
-		if err := checkCertNamesNode(rf.cert, certID, o.NodeID, "--node-id"); err != nil {
-			return err
+	if c.o.NodeID != "" {
+		if err := checkCertNamesNode(c.rf.cert, c.certID, c.o.NodeID, "--node-id"); err != nil {
+			return nil, err
 		}
 	}
-	tp, err := sf.telemetry("node", o.NodeID)
-	if err != nil {
-		return err
-	}
-	defer stopTelemetry(tp, log)
-	o.Logger = log
-	o.MeterProvider, o.TracerProvider = tp.MeterProvider(), tp.TracerProvider()
-	if ro != nil {
-		ro.MeterProvider, ro.TracerProvider = o.MeterProvider, o.TracerProvider
-	}
+	return c, nil
+}
+
+// open opens the node, with its Shipper when it replicates (created first:
+// its cursor decides which WAL segments the node keeps).
+func (c *nodeCmd) open() (*node.Node, *shipping, error) {
 	// A restore that did not finish left a half-filled store and no
 	// cursor: serving or shipping from it would be wrong.
-	if err := replicator.CheckRestored(o.DataDir); err != nil {
-		return err
+	if err := replicator.CheckRestored(c.o.DataDir); err != nil {
+		return nil, nil, err
 	}
 	var ship *shipping
 	var fleetTarget atomic.Pointer[node.Node]
-	if ro != nil && !*ignoreFleet {
-		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
+	if c.ro != nil && !c.ignoreFleet {
+		c.ro.OnConfig = fleetConfigHook(&fleetTarget, c.log)
 	}
-	if ro != nil {
-		if ship, err = newShipping(ro, &o); err != nil {
-			return err
+	if c.ro != nil {
+		var err error
+		if ship, err = newShipping(c.ro, &c.o); err != nil {
+			return nil, nil, err
 		}
 	}
-	n, err := node.Open(o)
+	n, err := node.Open(c.o)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	// Without --node-id, the id is the one the data dir was created with.
-	if err := checkCertNamesNode(rf.cert, certID, n.NodeID(), "the node id its data dir was created with"); err != nil {
+	if err := checkCertNamesNode(c.rf.cert, c.certID, n.NodeID(), "the node id its data dir was created with"); err != nil {
 		n.Close()
-		return err
+		return nil, nil, err
 	}
 	fleetTarget.Store(n)
+	return n, ship, nil
+}
+
+// serve serves the node's APIs, ships and keeps the query tunnels open
+// until SIGINT or SIGTERM or a listener fails, then stops it all and
+// closes the node.
+func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) error {
 	var repl func() *pb.ReplicationStatus
 	if ship != nil {
 		repl = ship.status
 	}
-	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, version, repl)})
+	grpcAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: c.sf.limits.MaxPointsPerRequest, Status: nodeStatus(n, version, repl)})
 	extra := func(mux *http.ServeMux, st *httpapi.Stats) {
 		mux.Handle("GET /metrics", metricsHandler(tp, grpcAPI, st))
-		registerHealth(mux, nodeReady(n))
+		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
-	sf.limits.Labels = o.Limits // the HTTP parsers refuse what the node would
+	c.sf.limits.Labels = c.o.Limits // the HTTP parsers refuse what the node would
 	gh := nodeGRPCHealth(n)
-	fe, err := sf.start(n, gh.register(grpcAPI.Register), extra, log)
+	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {
-		gh.close()
+		gh.Close()
 		n.Close()
 		return err
 	}
 	if ship != nil {
-		ship.start(n, log)
+		ship.start(n, c.log)
 	}
 	var tunnels *background
-	if ro != nil && *queryTunnel {
-		if tunnels, err = startQueryTunnels(ro, n.NodeID(), grpcAPI.QueryServer, log); err != nil {
-			gh.close()
+	if c.ro != nil && c.queryTunnel {
+		if tunnels, err = startQueryTunnels(c.ro, n.NodeID(), grpcAPI.QueryServer, c.log); err != nil {
+			gh.Close()
 			fe.stop(10 * time.Second)
 			ship.stop()
 			n.Close()
 			return err
 		}
 	}
-	selfMon := smf.start(n, tp, log)
-	log.Info("node ready", append(fe.addrs, "data_dir", o.DataDir, "version", version, "replicate_to", rf.targets)...)
+	selfMon := c.smf.start(n, tp, c.log)
+	c.log.Info("node ready", append(fe.addrs, "data_dir", c.o.DataDir, "version", version, "replicate_to", c.rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining requests, flushing the head")
+		c.log.Info("shutting down: draining requests, flushing the head")
 	case err = <-fe.errc:
-		log.Error("listener stopped", "err", err)
+		c.log.Error("listener stopped", "err", err)
 	}
-	gh.close() // NOT_SERVING while the listeners drain
+	gh.Close() // NOT_SERVING while the listeners drain
 	fe.stop(10 * time.Second)
 	tunnels.stop()
 	selfMon.stop()
@@ -201,7 +237,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if cerr := n.Close(); cerr != nil {
 		return fmt.Errorf("close node: %w", cerr)
 	}
-	log.Info("node stopped cleanly")
+	c.log.Info("node stopped cleanly")
 	return err
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // openPaths are the paths that need no token: liveness and readiness
-// probes (health.go) and client pings, and the metrics unless
+// probes (httpapi.RegisterHealth) and client pings, and the metrics unless
 // metricsAuth.
 func openPaths(metricsAuth bool) []string {
 	open := []string{"/ping", "/health", "/healthz", "/readyz"}

@@ -23,18 +23,8 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs, "give up after this long")
-	since, step := time.Hour, time.Duration(0)
-	fs.Var(durationFlag{&since}, "since", "query the last DURATION, e.g. 15m, 6h, 7d (ignored with --start)")
-	start := fs.String("start", "", "start time: RFC 3339, YYYY-MM-DD, Unix seconds or milliseconds, now, or relative such as -1h or now-30m (default: --end minus --since)")
-	end := fs.String("end", "", "end time, same forms as --start (default now)")
-	fs.Var(durationFlag{&step}, "step", "downsample to buckets of DURATION, e.g. 1m, 1h, 1d (0: raw samples)")
-	fn := fs.String("fn", "avg", "downsample function (with --step): avg, sum, min, max, count, first, last")
-	agg := fs.String("agg", "", "aggregate across series with this function (avg, sum, min, max, count, first, last)")
-	var by string
-	fs.StringVar(&by, "by", "", "comma-separated labels to group by (with --agg)")
-	fs.StringVar(&by, "group-by", "", "same as --by")
-	last := fs.Bool("last", false, "only the newest point of each series (looking back to --start or --since)")
-	limit := fs.Int("limit", 0, "most series the query may touch; more is an error (0: the server's limit)")
+	var qf queryFlags
+	qf.register(fs)
 	format := fs.String("format", "table", "output: table (aligned columns, with a sparkline for a single series), csv or json")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: tributary query [flags] 'metric{label=\"value\",...}'")
@@ -49,67 +39,14 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("%w: want exactly one selector, got %d arguments", errUsage, len(args))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	q := tributary.Query{Selector: arg(args, 0), Last: *last, LimitSeries: *limit}
-	if _, err := tributary.ParseSelector(q.Selector); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	now := time.Now()
-	endMs, err := parseTime(*end, now, now.UnixMilli())
+	fs.Visit(func(f *flag.Flag) { qf.fnSet = qf.fnSet || f.Name == "fn" })
+	q, err := qf.query(arg(args, 0), time.Now())
 	if err != nil {
-		return fmt.Errorf("%w: --end: %v", errUsage, err)
+		return err
 	}
-	if since < 0 {
-		return fmt.Errorf("%w: --since %s is negative", errUsage, since)
-	}
-	startMs, err := parseTime(*start, now, endMs-since.Milliseconds())
+	out, err := newQueryOutput(*format)
 	if err != nil {
-		return fmt.Errorf("%w: --start: %v", errUsage, err)
-	}
-	if endMs < startMs {
-		return fmt.Errorf("%w: --end %s is before --start %s", errUsage, fmtTime(endMs), fmtTime(startMs))
-	}
-	q.Start, q.End = time.UnixMilli(startMs), time.UnixMilli(endMs)
-	switch {
-	case step < 0 || step%time.Millisecond != 0:
-		return fmt.Errorf("%w: --step %s: want a positive whole number of milliseconds", errUsage, step)
-	case step > 0 && *last:
-		return fmt.Errorf("%w: --step and --last exclude each other", errUsage)
-	case step > 0:
-		f, err := tributary.ParseFunc(*fn)
-		if err != nil || f == tributary.FuncNone {
-			return fmt.Errorf("%w: --fn %q: want avg, sum, min, max, count, first or last", errUsage, *fn)
-		}
-		q.Step, q.Fn = step, f
-	case set["fn"]:
-		return fmt.Errorf("%w: --fn needs --step", errUsage)
-	}
-	if *agg != "" {
-		f, err := tributary.ParseFunc(*agg)
-		if err != nil || f == tributary.FuncNone {
-			return fmt.Errorf("%w: --agg %q: want avg, sum, min, max, count, first or last", errUsage, *agg)
-		}
-		q.Aggregate = f
-		for _, l := range strings.Split(by, ",") {
-			if l = strings.TrimSpace(l); l != "" {
-				q.GroupBy = append(q.GroupBy, l)
-			}
-		}
-	} else if by != "" {
-		return fmt.Errorf("%w: --by needs --agg", errUsage)
-	}
-	var out queryOutput
-	switch *format {
-	case "table":
-		out = &tableOutput{}
-	case "csv":
-		out = &csvOutput{}
-	case "json":
-		out = &jsonOutput{}
-	default:
-		return fmt.Errorf("%w: --format %q: want table, csv or json", errUsage, *format)
+		return err
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
@@ -119,7 +56,104 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	return printQuery(ctx, c, q, out, stdout, stderr)
+}
 
+// queryFlags are the flags of `tributary query` that make the query.
+type queryFlags struct {
+	since, step time.Duration
+	start, end  string
+	fn, agg, by string
+	last        bool
+	limit       int
+	fnSet       bool // --fn was given
+}
+
+func (f *queryFlags) register(fs *flag.FlagSet) {
+	f.since = time.Hour
+	fs.Var(durationFlag{&f.since}, "since", "query the last DURATION, e.g. 15m, 6h, 7d (ignored with --start)")
+	fs.StringVar(&f.start, "start", "", "start time: RFC 3339, YYYY-MM-DD, Unix seconds or milliseconds, now, or relative such as -1h or now-30m (default: --end minus --since)")
+	fs.StringVar(&f.end, "end", "", "end time, same forms as --start (default now)")
+	fs.Var(durationFlag{&f.step}, "step", "downsample to buckets of DURATION, e.g. 1m, 1h, 1d (0: raw samples)")
+	fs.StringVar(&f.fn, "fn", "avg", "downsample function (with --step): avg, sum, min, max, count, first, last")
+	fs.StringVar(&f.agg, "agg", "", "aggregate across series with this function (avg, sum, min, max, count, first, last)")
+	fs.StringVar(&f.by, "by", "", "comma-separated labels to group by (with --agg)")
+	fs.StringVar(&f.by, "group-by", "", "same as --by")
+	fs.BoolVar(&f.last, "last", false, "only the newest point of each series (looking back to --start or --since)")
+	fs.IntVar(&f.limit, "limit", 0, "most series the query may touch; more is an error (0: the server's limit)")
+}
+
+// query checks the flags and makes the query of selector, with times
+// relative to now.
+func (f *queryFlags) query(selector string, now time.Time) (tributary.Query, error) {
+	q := tributary.Query{Selector: selector, Last: f.last, LimitSeries: f.limit}
+	if _, err := tributary.ParseSelector(q.Selector); err != nil {
+		return q, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	endMs, err := parseTime(f.end, now, now.UnixMilli())
+	if err != nil {
+		return q, fmt.Errorf("%w: --end: %v", errUsage, err)
+	}
+	if f.since < 0 {
+		return q, fmt.Errorf("%w: --since %s is negative", errUsage, f.since)
+	}
+	startMs, err := parseTime(f.start, now, endMs-f.since.Milliseconds())
+	if err != nil {
+		return q, fmt.Errorf("%w: --start: %v", errUsage, err)
+	}
+	if endMs < startMs {
+		return q, fmt.Errorf("%w: --end %s is before --start %s", errUsage, fmtTime(endMs), fmtTime(startMs))
+	}
+	q.Start, q.End = time.UnixMilli(startMs), time.UnixMilli(endMs)
+	switch {
+	case f.step < 0 || f.step%time.Millisecond != 0:
+		return q, fmt.Errorf("%w: --step %s: want a positive whole number of milliseconds", errUsage, f.step)
+	case f.step > 0 && f.last:
+		return q, fmt.Errorf("%w: --step and --last exclude each other", errUsage)
+	case f.step > 0:
+		fn, err := tributary.ParseFunc(f.fn)
+		if err != nil || fn == tributary.FuncNone {
+			return q, fmt.Errorf("%w: --fn %q: want avg, sum, min, max, count, first or last", errUsage, f.fn)
+		}
+		q.Step, q.Fn = f.step, fn
+	case f.fnSet:
+		return q, fmt.Errorf("%w: --fn needs --step", errUsage)
+	}
+	if f.agg == "" {
+		if f.by != "" {
+			return q, fmt.Errorf("%w: --by needs --agg", errUsage)
+		}
+		return q, nil
+	}
+	agg, err := tributary.ParseFunc(f.agg)
+	if err != nil || agg == tributary.FuncNone {
+		return q, fmt.Errorf("%w: --agg %q: want avg, sum, min, max, count, first or last", errUsage, f.agg)
+	}
+	q.Aggregate = agg
+	for _, l := range strings.Split(f.by, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			q.GroupBy = append(q.GroupBy, l)
+		}
+	}
+	return q, nil
+}
+
+// newQueryOutput is the renderer of --format.
+func newQueryOutput(format string) (queryOutput, error) {
+	switch format {
+	case "table":
+		return &tableOutput{}, nil
+	case "csv":
+		return &csvOutput{}, nil
+	case "json":
+		return &jsonOutput{}, nil
+	}
+	return nil, fmt.Errorf("%w: --format %q: want table, csv or json", errUsage, format)
+}
+
+// printQuery runs q and renders its answer on stdout as it streams in;
+// warnings, and a note when nothing matched, go to stderr.
+func printQuery(ctx context.Context, c *tributary.Client, q tributary.Query, out queryOutput, stdout, stderr io.Writer) error {
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	if err := out.begin(ctx, c, q, bw); err != nil {
 		return err
@@ -147,7 +181,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if n == 0 {
-		fmt.Fprintf(stderr, "no series matched %s between %s and %s\n", q.Selector, fmtTime(startMs), fmtTime(endMs))
+		fmt.Fprintf(stderr, "no series matched %s between %s and %s\n", q.Selector, fmtTime(q.Start.UnixMilli()), fmtTime(q.End.UnixMilli()))
 	}
 	return nil
 }

@@ -78,26 +78,6 @@ const (
 	defaultReloadInterval      = 5 * time.Second
 )
 
-func (l connLimits) withDefaults() connLimits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.grpcMaxConns, defaultMaxConns)
-	def(&l.httpMaxConns, defaultMaxConns)
-	def(&l.tsdbMaxConns, opentsdb.DefaultTelnetMaxConns)
-	def(&l.maxConnsPerIP, defaultMaxConnsPerIP)
-	def(&l.grpcMaxStreams, defaultGRPCMaxStreams)
-	def(&l.grpcMaxWriteBytes, defaultGRPCMaxWriteBytes)
-	def(&l.grpcMaxRequestBytes, defaultGRPCMaxRequestBytes)
-	def(&l.grpcMaxHeaderBytes, defaultGRPCMaxHeaderBytes)
-	if l.handshakeTimeout <= 0 {
-		l.handshakeTimeout = defaultHandshakeTimeout
-	}
-	return l
-}
-
 // optionalBool is a boolean flag that remembers whether it was given.
 type optionalBool struct{ set, v bool }
 
@@ -226,8 +206,9 @@ func (f *serveFlags) validate() (*tls.Config, error) {
 	return tlsCfg, nil
 }
 
-// validate checks the connection limits as given (zero: default).
-func (l connLimits) validate() error {
+// validate checks the connection limits as given and fills in the
+// defaults of the zero ones.
+func (l *connLimits) validate() error {
 	for _, v := range []struct {
 		flag string
 		n    int
@@ -240,6 +221,22 @@ func (l connLimits) validate() error {
 	}
 	if l.handshakeTimeout < 0 {
 		return fmt.Errorf("%w: --handshake-timeout must not be negative", errUsage)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.grpcMaxConns, defaultMaxConns)
+	def(&l.httpMaxConns, defaultMaxConns)
+	def(&l.tsdbMaxConns, opentsdb.DefaultTelnetMaxConns)
+	def(&l.maxConnsPerIP, defaultMaxConnsPerIP)
+	def(&l.grpcMaxStreams, defaultGRPCMaxStreams)
+	def(&l.grpcMaxWriteBytes, defaultGRPCMaxWriteBytes)
+	def(&l.grpcMaxRequestBytes, defaultGRPCMaxRequestBytes)
+	def(&l.grpcMaxHeaderBytes, defaultGRPCMaxHeaderBytes)
+	if l.handshakeTimeout <= 0 {
+		l.handshakeTimeout = defaultHandshakeTimeout
 	}
 	return nil
 }
@@ -259,7 +256,7 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 	if err != nil {
 		return nil, err
 	}
-	lim := f.conn.withDefaults()
+	lim := f.conn // defaults filled in by f.validate
 	fe := &frontend{stats: httpapi.NewStats(), errc: make(chan error, 3)}
 	defer func() {
 		if err != nil {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tributarydb/tributary/httpapi/csv"
 	"github.com/tributarydb/tributary/httpapi/influx"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
@@ -113,11 +112,10 @@ func runWrite(args []string, stdout, stderr io.Writer) error {
 	if *progressMode == "always" || (*progressMode == "auto" && isTerminal(stderr)) {
 		prog = startProgress(stderr, isTerminal(stderr), in.size, &read, func() int64 { return w.Stats().Added }, start)
 	}
-	lr := &lineReader{br: bufio.NewReaderSize(r, maxLineBytes)}
 	if *format == "csv" {
-		err = readCSV(ctx, lr, w, sum, &csvFormat{prec: prec, db: *db})
+		err = readCSV(ctx, r, w, sum, prec, *db)
 	} else {
-		err = readLineProtocol(ctx, lr, w, sum, prec, *db)
+		err = readLineProtocol(ctx, r, w, sum, prec, *db)
 	}
 	readInterrupted := ctx.Err() != nil
 	closeCtx := ctx
@@ -205,80 +203,34 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// lineReader splits input into lines of at most maxLineBytes.
-type lineReader struct {
-	br   *bufio.Reader
-	line int // number of the line last returned, 1-based
-}
-
-// next returns the next line without its line break (LF or CRLF); the
-// slice is valid until the next call. A line longer than the reader's
-// buffer is skipped and returned as tooLong. At the end it returns io.EOF.
-func (lr *lineReader) next() (line []byte, tooLong bool, err error) {
-	b, err := lr.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		for err == bufio.ErrBufferFull {
-			_, err = lr.br.ReadSlice('\n')
-		}
-		lr.line++
-		if err != nil && err != io.EOF {
-			return nil, false, fmt.Errorf("read input: %w", err)
-		}
-		return nil, true, nil
+// readLineProtocol reads line protocol a chunk of lines at a time
+// (influx.ChunkReader) and adds the points to w.
+func readLineProtocol(ctx context.Context, r io.Reader, w *tributary.Writer, sum *writeSummary, prec influx.Precision, db string) error {
+	cr, err := influx.NewChunkReader(r, influx.ChunkOptions{Precision: prec, DB: db, MaxLineBytes: maxLineBytes, ChunkBytes: lpChunkBytes})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if err != nil && err != io.EOF {
-		return nil, false, fmt.Errorf("read input: %w", err)
-	}
-	if err == io.EOF && len(b) == 0 {
-		return nil, false, io.EOF
-	}
-	lr.line++
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b, false, nil
-}
-
-// skippable reports whether a line holds no point: blank, or a comment
-// (first non-blank byte '#').
-func skippable(line []byte) bool {
-	for _, c := range line {
-		switch c {
-		case ' ', '\t':
-			continue
-		case '#':
-			return true
-		}
-		return false
-	}
-	return true
-}
-
-// readLineProtocol parses the input a chunk of lines at a time with the
-// InfluxDB line protocol parser and adds the points to w.
-func readLineProtocol(ctx context.Context, lr *lineReader, w *tributary.Writer, sum *writeSummary, prec influx.Precision, db string) error {
-	p := influx.NewParser(influx.Options{MaxLineBytes: maxLineBytes})
-	chunk := make([]byte, 0, lpChunkBytes+4096)
-	firstLine := 0 // input line number of the chunk's first line
 	var ls tributary.Labels
-	flush := func() error {
-		if len(chunk) == 0 {
+	for {
+		ch, err := cr.Next(ctx)
+		if err == io.EOF {
 			return nil
 		}
-		res, err := p.Parse(chunk, db, prec, time.Now().UnixMilli())
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return err
 		}
-		sum.lines += int64(res.Lines)
-		sum.invalid += int64(res.RejectedLines)
-		for _, e := range res.Errors {
-			sum.problem("line %d, column %d: %s", firstLine+e.Line-1, e.Column, e.Msg)
+		for _, line := range ch.TooLong {
+			sum.lines++
+			sum.invalid++
+			sum.problem("line %d: longer than %d bytes; skipped", line, maxLineBytes)
 		}
-		sum.unlisted += int64(res.RejectedLines - len(res.Errors))
-		for _, b := range res.Batches {
+		sum.lines += int64(ch.Lines)
+		sum.invalid += int64(ch.RejectedLines)
+		for _, e := range ch.Errors {
+			sum.problem("%v", e)
+		}
+		sum.unlisted += int64(ch.RejectedLines - len(ch.Errors))
+		for _, b := range ch.Batches {
 			ls = ls[:0]
 			for _, l := range b.Labels {
 				ls = append(ls, tributary.Label{Name: l.Name, Value: l.Value})
@@ -291,285 +243,49 @@ func readLineProtocol(ctx context.Context, lr *lineReader, w *tributary.Writer, 
 				return err
 			}
 		}
-		chunk = chunk[:0]
-		return nil
-	}
-	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		line, tooLong, err := lr.next()
-		if err == io.EOF {
-			return flush()
-		}
-		if err != nil {
-			return err
-		}
-		if len(chunk) == 0 {
-			firstLine = lr.line
-		}
-		if tooLong {
-			// Keep the line count of the chunk right for the parser's
-			// line numbers.
-			sum.lines++
-			sum.invalid++
-			sum.problem("line %d: longer than %d bytes; skipped", lr.line, maxLineBytes)
-			chunk = append(chunk, '\n')
-		} else {
-			chunk = append(chunk, line...)
-			chunk = append(chunk, '\n')
-		}
-		if len(chunk) >= lpChunkBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
 	}
 }
 
-// readCSV parses CSV input (format in csvFormat) and adds the points to w.
-func readCSV(ctx context.Context, lr *lineReader, w *tributary.Writer, sum *writeSummary, f *csvFormat) error {
+// readCSV reads CSV (httpapi/csv) and adds the points to w.
+func readCSV(ctx context.Context, r io.Reader, w *tributary.Writer, sum *writeSummary, prec influx.Precision, db string) error {
+	cr, err := csv.NewReader(r, csv.Options{Precision: prec, DB: db, MaxLineBytes: maxLineBytes})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var ls tributary.Labels
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		line, tooLong, err := lr.next()
-		if err == io.EOF {
-			if f.cols == nil {
-				return fmt.Errorf("%w: the input has no CSV header line", errUsage)
-			}
+		p, err := cr.Next()
+		var lineErr *csv.LineError
+		var headerErr *csv.HeaderError
+		switch {
+		case err == io.EOF:
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if tooLong {
-			if f.cols == nil {
-				return fmt.Errorf("%w: line %d: the header is longer than %d bytes", errUsage, lr.line, maxLineBytes)
-			}
+		case errors.As(err, &headerErr):
+			return fmt.Errorf("%w: %v", errUsage, err)
+		case errors.As(err, &lineErr):
 			sum.lines++
 			sum.invalid++
-			sum.problem("line %d: longer than %d bytes; skipped", lr.line, maxLineBytes)
+			sum.problem("%v", err)
 			continue
-		}
-		if skippable(line) {
-			continue
-		}
-		if f.cols == nil {
-			if err := f.header(line); err != nil {
-				return fmt.Errorf("%w: line %d: header: %v", errUsage, lr.line, err)
-			}
-			continue
+		case err != nil:
+			return err
 		}
 		sum.lines++
-		ls, ts, v, err := f.record(line, time.Now)
-		if err != nil {
-			sum.invalid++
-			sum.problem("line %d: %v", lr.line, err)
-			continue
+		ls = ls[:0]
+		for _, l := range p.Labels {
+			ls = append(ls, tributary.Label{Name: l.Name, Value: l.Value})
 		}
-		if err := w.Add(ctx, ls, ts, v); err != nil {
+		if err := w.Add(ctx, ls, p.TimestampMs, p.Value); err != nil {
 			if errors.Is(err, tributary.ErrInvalidSeries) {
 				sum.invalid++
-				sum.problem("line %d: %v", lr.line, err)
+				sum.problem("line %d: %v", p.Line, err)
 				continue
 			}
 			return err
 		}
-	}
-}
-
-// csvFormat reads the CSV input format:
-//
-//   - The first line that is not blank or a comment ('#' first) is the
-//     header. It names the columns: "metric" (or "__name__"), "value",
-//     optionally "timestamp" (or "time"); every other column is a label,
-//     and its name must be a valid label name. Column order is free.
-//   - Each following line is one point. Fields are separated by commas and
-//     may be quoted with double quotes ("" inside quotes is one quote); a
-//     record is one line (quoted fields may not span lines). Blanks before
-//     a field are ignored; blanks after it are kept, except around value
-//     and timestamp.
-//   - value is a decimal number; NaN, +Inf and -Inf are accepted.
-//   - timestamp is RFC 3339 ("2024-05-01T12:00:00.250Z"), a date-time
-//     without a zone (UTC: "2024-05-01 12:00:00"), or an epoch number in
-//     the --precision unit (integer, or decimal such as 1714564800.25).
-//     Empty, or no timestamp column: the time the line is read.
-//   - An empty label cell means the series has no such label. A "db"
-//     column wins over --db.
-type csvFormat struct {
-	prec influx.Precision
-	db   string
-
-	cols              []string // label name per column, "" for the reserved ones
-	metric, ts, value int      // column index, -1 when absent
-	dbCol             bool
-	fields            []string
-	labels            tributary.Labels
-}
-
-func (f *csvFormat) header(line []byte) error {
-	names, err := splitCSV(line, nil)
-	if err != nil {
-		return err
-	}
-	f.metric, f.ts, f.value = -1, -1, -1
-	cols := make([]string, len(names))
-	seen := map[string]int{}
-	for i, n := range names {
-		n = strings.TrimRight(n, " \t")
-		key := strings.ToLower(n)
-		if key == "__name__" {
-			key = "metric"
-		}
-		if key == "time" {
-			key = "timestamp"
-		}
-		if j, dup := seen[key]; dup {
-			return fmt.Errorf("columns %d and %d are both %q", j+1, i+1, key)
-		}
-		seen[key] = i
-		switch key {
-		case "metric":
-			f.metric = i
-		case "timestamp":
-			f.ts = i
-		case "value":
-			f.value = i
-		default:
-			if _, err := labels.New([]labels.Label{{Name: labels.MetricName, Value: "x"}, {Name: n, Value: "x"}}, labels.Limits{}); err != nil {
-				return fmt.Errorf("column %d: %q is not a valid label name ([a-zA-Z_][a-zA-Z0-9_.:-]*)", i+1, n)
-			}
-			cols[i] = n
-			if n == "db" {
-				f.dbCol = true
-			}
-		}
-	}
-	if f.metric < 0 || f.value < 0 {
-		return fmt.Errorf("want columns metric and value (and optionally timestamp and labels), got %q", names)
-	}
-	f.cols = cols
-	return nil
-}
-
-// record parses one data line.
-func (f *csvFormat) record(line []byte, now func() time.Time) (tributary.Labels, int64, float64, error) {
-	var err error
-	f.fields, err = splitCSV(line, f.fields[:0])
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	if len(f.fields) != len(f.cols) {
-		return nil, 0, 0, fmt.Errorf("%d fields, the header has %d", len(f.fields), len(f.cols))
-	}
-	metric := f.fields[f.metric]
-	if metric == "" {
-		return nil, 0, 0, errors.New("empty metric")
-	}
-	v, err := strconv.ParseFloat(strings.TrimRight(f.fields[f.value], " \t"), 64)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("value %.40q is not a number", f.fields[f.value])
-	}
-	var ts int64
-	if tsField := strings.TrimRight(f.fields[max(f.ts, 0)], " \t"); f.ts < 0 || tsField == "" {
-		ts = now().UnixMilli()
-	} else if ts, err = f.timestamp(tsField); err != nil {
-		return nil, 0, 0, err
-	}
-	f.labels = append(f.labels[:0], tributary.Label{Name: labels.MetricName, Value: metric})
-	for i, n := range f.cols {
-		if n != "" && f.fields[i] != "" {
-			f.labels = append(f.labels, tributary.Label{Name: n, Value: f.fields[i]})
-		}
-	}
-	if f.db != "" && !(f.dbCol && f.labels.Get("db") != "") {
-		f.labels = append(f.labels, tributary.Label{Name: "db", Value: f.db})
-	}
-	return f.labels, ts, v, nil
-}
-
-// msPerUnit is the length of one precision unit in milliseconds.
-var msPerUnit = map[influx.Precision]float64{
-	influx.Nanosecond: 1e-6, influx.Microsecond: 1e-3, influx.Millisecond: 1,
-	influx.Second: 1e3, influx.Minute: 6e4, influx.Hour: 3.6e6,
-}
-
-func (f *csvFormat) timestamp(s string) (int64, error) {
-	if isDigits(strings.TrimPrefix(s, "-")) {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("timestamp %q is out of range", s)
-		}
-		ms, ok := f.prec.ToMillis(n)
-		if !ok {
-			return 0, fmt.Errorf("timestamp %q in %s is out of range", s, f.prec)
-		}
-		return ms, nil
-	}
-	if x, err := strconv.ParseFloat(s, 64); err == nil && strings.ContainsAny(s, "0123456789") && !strings.ContainsAny(s, "xXpPnN") {
-		ms := math.Floor(x * msPerUnit[f.prec])
-		if math.IsNaN(ms) || math.Abs(ms) > 1<<62 {
-			return 0, fmt.Errorf("timestamp %q in %s is out of range", s, f.prec)
-		}
-		return int64(ms), nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UnixMilli(), nil
-		}
-	}
-	return 0, fmt.Errorf("timestamp %.40q: want RFC 3339, YYYY-MM-DD HH:MM:SS or an epoch number in %s", s, f.prec)
-}
-
-// splitCSV splits one CSV line into fields (RFC 4180 quoting within the
-// line, blanks before a field ignored, as encoding/csv does with
-// TrimLeadingSpace), appending to dst.
-func splitCSV(line []byte, dst []string) ([]string, error) {
-	i := 0
-	for {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-		if i < len(line) && line[i] == '"' {
-			var b strings.Builder
-			i++
-			for {
-				j := i
-				for j < len(line) && line[j] != '"' {
-					j++
-				}
-				b.Write(line[i:j])
-				if j >= len(line) {
-					return nil, fmt.Errorf("field %d: unterminated quoted field", len(dst)+1)
-				}
-				if j+1 < len(line) && line[j+1] == '"' {
-					b.WriteByte('"')
-					i = j + 2
-					continue
-				}
-				i = j + 1
-				break
-			}
-			dst = append(dst, b.String())
-			for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-				i++
-			}
-			if i < len(line) && line[i] != ',' {
-				return nil, fmt.Errorf("field %d: unexpected %q after a quoted field", len(dst), line[i])
-			}
-		} else {
-			j := i
-			for j < len(line) && line[j] != ',' {
-				j++
-			}
-			dst = append(dst, string(line[i:j]))
-			i = j
-		}
-		if i >= len(line) {
-			return dst, nil
-		}
-		i++ // the comma
 	}
 }
 

@@ -472,105 +472,27 @@ func DecodeCommand(b []byte) (Command, error) {
 	var c Command
 	switch k {
 	case KindRegisterNode:
-		var r RegisterNode
-		r.ID = d.string("node id", maxDecodedString)
-		r.Role = Role(d.byte())
-		r.RaftID = d.uvarint()
-		r.Addr = d.string("address", maxDecodedString)
-		r.Identity = d.string("identity", maxDecodedString)
-		r.Labels = d.labels()
-		r.TimeMs = d.varint()
-		if d.err == nil && d.remaining() > 0 {
-			if r.StoreID = d.string("store id", maxDecodedString); d.err == nil && r.StoreID == "" {
-				d.failf("an empty store id is written; it is left out")
-			}
-		}
-		c = r
+		c = d.registerNode()
 	case KindRemoveNode:
 		c = RemoveNode{ID: d.string("node id", maxDecodedString)}
 	case KindHeartbeat:
-		n := d.count("beat", 2)
-		h := Heartbeat{Beats: make([]Beat, 0, n)}
-		for i := 0; i < n && d.err == nil; i++ {
-			h.Beats = append(h.Beats, Beat{ID: d.string("node id", maxDecodedString), TimeMs: d.varint()})
-		}
-		c = h
+		c = d.heartbeat()
 	case KindRegisterSeries:
-		var r RegisterSeries
-		r.Edge = d.string("edge id", maxDecodedString)
-		n := d.count("series", 1)
-		r.Series = make([]labels.Labels, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Series = append(r.Series, d.labels())
-		}
-		c = r
+		c = d.registerSeries()
 	case KindRecordHeld, KindRecordStored:
-		var r RecordHeld
-		r.Edge = d.string("edge id", maxDecodedString)
-		r.WatermarkSeq = d.uvarint()
-		r.WatermarkTimeMs = d.varint()
-		n := d.count("range", 5)
-		r.Ranges = make([]HeldRange, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Ranges = append(r.Ranges, d.heldRange())
-		}
-		if k == KindRecordStored {
-			r.Epoch = d.uvarint()
-			h := d.count("holder", 1)
-			if d.err == nil && h > MaxReplicationFactor*2 {
-				d.failf("%d holders, limit is %d", h, MaxReplicationFactor*2)
-			}
-			r.Holders = make([]string, 0, h)
-			for i := 0; i < h && d.err == nil; i++ {
-				r.Holders = append(r.Holders, d.string("holder id", maxDecodedString))
-			}
-		} else if d.err == nil && d.remaining() > 0 {
-			if r.Epoch = d.uvarint(); d.err == nil && r.Epoch == 0 {
-				d.failf("placement epoch 0 is written; it is left out")
-			}
-		}
-		c = r
-	case KindRecordReplicated, KindRecordMissing:
-		var r RecordReplicated
-		r.Edge = d.string("edge id", maxDecodedString)
-		r.Replica = d.string("replica id", maxDecodedString)
-		r.PlacedIndex = d.uvarint()
-		n := d.count("range", 2)
-		r.Ranges = make([]SeqRange, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Ranges = append(r.Ranges, SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()})
-		}
-		if k == KindRecordMissing {
-			c = RecordMissing(r)
-		} else {
-			c = r
-		}
+		c = d.recordHeld(k == KindRecordStored)
+	case KindRecordReplicated:
+		c = d.recordReplicated()
+	case KindRecordMissing:
+		c = RecordMissing(d.recordReplicated())
 	case KindSetNodeState:
 		c = SetNodeState{ID: d.string("node id", maxDecodedString), State: NodeState(d.byte()), HeartbeatBeforeMs: d.varint()}
 	case KindSetRevoked:
 		c = SetRevoked{ID: d.string("node id", maxDecodedString), Revoked: d.bool()}
 	case KindSetPlacement:
-		var r SetPlacement
-		r.Edge = d.string("edge id", maxDecodedString)
-		n := d.count("replica", 1)
-		r.Replicas = make([]string, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Replicas = append(r.Replicas, d.string("replica id", maxDecodedString))
-		}
-		c = r
+		c = d.setPlacement()
 	case KindRebalance:
-		var r Rebalance
-		if d.remaining() > 0 {
-			m := d.uvarint()
-			switch {
-			case d.err == nil && m == 0:
-				d.failf("max moves 0 is written; it is left out")
-			case m > math.MaxUint32:
-				d.failf("max moves %d is more than %d", m, uint64(math.MaxUint32))
-			}
-			r.MaxMoves = uint32(m)
-		}
-		c = r
+		c = d.rebalance()
 	case KindSetConfig:
 		cfg := d.config()
 		if d.err == nil && d.remaining() > 0 {
@@ -578,14 +500,7 @@ func DecodeCommand(b []byte) (Command, error) {
 		}
 		c = SetConfig{Config: cfg}
 	case KindRecordGap:
-		var r RecordGap
-		r.Edge = d.string("edge id", maxDecodedString)
-		n := d.count("gap", 7)
-		r.Gaps = make([]GapRange, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			r.Gaps = append(r.Gaps, d.gapRange())
-		}
-		c = r
+		c = d.recordGap()
 	default:
 		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
 	}
@@ -593,6 +508,128 @@ func DecodeCommand(b []byte) (Command, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// The decoders of the commands' bodies: each reads what its command's
+// encoder wrote, leaving the first problem in d.err.
+
+func (d *decoder) registerNode() RegisterNode {
+	var r RegisterNode
+	r.ID = d.string("node id", maxDecodedString)
+	r.Role = Role(d.byte())
+	r.RaftID = d.uvarint()
+	r.Addr = d.string("address", maxDecodedString)
+	r.Identity = d.string("identity", maxDecodedString)
+	r.Labels = d.labels()
+	r.TimeMs = d.varint()
+	if d.err == nil && d.remaining() > 0 {
+		if r.StoreID = d.string("store id", maxDecodedString); d.err == nil && r.StoreID == "" {
+			d.failf("an empty store id is written; it is left out")
+		}
+	}
+	return r
+}
+
+func (d *decoder) heartbeat() Heartbeat {
+	n := d.count("beat", 2)
+	h := Heartbeat{Beats: make([]Beat, 0, n)}
+	for i := 0; i < n && d.err == nil; i++ {
+		h.Beats = append(h.Beats, Beat{ID: d.string("node id", maxDecodedString), TimeMs: d.varint()})
+	}
+	return h
+}
+
+func (d *decoder) registerSeries() RegisterSeries {
+	var r RegisterSeries
+	r.Edge = d.string("edge id", maxDecodedString)
+	n := d.count("series", 1)
+	r.Series = make([]labels.Labels, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Series = append(r.Series, d.labels())
+	}
+	return r
+}
+
+// recordHeld reads a RecordHeld, or with stored a RecordStored (which
+// carries its epoch and holders where RecordHeld may carry an epoch).
+func (d *decoder) recordHeld(stored bool) RecordHeld {
+	var r RecordHeld
+	r.Edge = d.string("edge id", maxDecodedString)
+	r.WatermarkSeq = d.uvarint()
+	r.WatermarkTimeMs = d.varint()
+	n := d.count("range", 5)
+	r.Ranges = make([]HeldRange, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Ranges = append(r.Ranges, d.heldRange())
+	}
+	if stored {
+		r.Epoch = d.uvarint()
+		h := d.count("holder", 1)
+		if d.err == nil && h > MaxReplicationFactor*2 {
+			d.failf("%d holders, limit is %d", h, MaxReplicationFactor*2)
+		}
+		r.Holders = make([]string, 0, h)
+		for i := 0; i < h && d.err == nil; i++ {
+			r.Holders = append(r.Holders, d.string("holder id", maxDecodedString))
+		}
+	} else if d.err == nil && d.remaining() > 0 {
+		if r.Epoch = d.uvarint(); d.err == nil && r.Epoch == 0 {
+			d.failf("placement epoch 0 is written; it is left out")
+		}
+	}
+	return r
+}
+
+// recordReplicated reads a RecordReplicated or a RecordMissing (the same
+// body).
+func (d *decoder) recordReplicated() RecordReplicated {
+	var r RecordReplicated
+	r.Edge = d.string("edge id", maxDecodedString)
+	r.Replica = d.string("replica id", maxDecodedString)
+	r.PlacedIndex = d.uvarint()
+	n := d.count("range", 2)
+	r.Ranges = make([]SeqRange, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Ranges = append(r.Ranges, SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()})
+	}
+	return r
+}
+
+func (d *decoder) setPlacement() SetPlacement {
+	var r SetPlacement
+	r.Edge = d.string("edge id", maxDecodedString)
+	n := d.count("replica", 1)
+	r.Replicas = make([]string, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Replicas = append(r.Replicas, d.string("replica id", maxDecodedString))
+	}
+	return r
+}
+
+func (d *decoder) rebalance() Rebalance {
+	var r Rebalance
+	if d.remaining() > 0 {
+		m := d.uvarint()
+		switch {
+		case d.err == nil && m == 0:
+			d.failf("max moves 0 is written; it is left out")
+		case m > math.MaxUint32:
+			d.failf("max moves %d is more than %d", m, uint64(math.MaxUint32))
+		}
+		r.MaxMoves = uint32(m)
+	}
+	return r
+}
+
+func (d *decoder) recordGap() RecordGap {
+	var r RecordGap
+	r.Edge = d.string("edge id", maxDecodedString)
+	n := d.count("gap", 7)
+	r.Gaps = make([]GapRange, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Gaps = append(r.Gaps, d.gapRange())
+	}
+	return r
 }
 
 // labels reads a label list as encoded (not validated, not sorted).

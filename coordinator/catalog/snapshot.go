@@ -543,6 +543,20 @@ func (f *FSM) Check() error {
 }
 
 func (s *state) check() error {
+	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if s.config.Version > s.applied {
+		return fmt.Errorf("config version %d after applied index %d", s.config.Version, s.applied)
+	}
+	return nil
+}
+
+// checkSeries checks the series, their keys, the postings and the edges'
+// series lists.
+func (s *state) checkSeries() error {
 	if len(s.byKey) != s.series.len() {
 		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byKey))
 	}
@@ -584,6 +598,12 @@ func (s *state) check() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkNodes checks that coordinators have distinct raft ids and every
+// edge a placement.
+func (s *state) checkNodes() error {
 	raftIDs := map[uint64]string{}
 	for id, nd := range s.nodes {
 		if nd.Role == RoleCoordinator {
@@ -593,6 +613,18 @@ func (s *state) check() error {
 			raftIDs[nd.RaftID] = id
 		}
 	}
+	for id, nd := range s.nodes {
+		if nd.Role == RoleEdge && s.placement[id] == nil {
+			return fmt.Errorf("edge %q has no placement", id)
+		}
+	}
+	return nil
+}
+
+// checkPlacements checks every placement: of a registered edge, on
+// eligible coordinators, sorted, with sound holdings and leaving replicas,
+// and the coordinators' loads matching them.
+func (s *state) checkPlacements() error {
 	var eligible []string
 	for id, nd := range s.nodes {
 		if nd.Role == RoleCoordinator && s.members[nd.RaftID] != nil && nd.State == NodeActive {
@@ -601,11 +633,6 @@ func (s *state) check() error {
 	}
 	slices.Sort(eligible)
 	load := map[string]int{}
-	for id, nd := range s.nodes {
-		if nd.Role == RoleEdge && s.placement[id] == nil {
-			return fmt.Errorf("edge %q has no placement", id)
-		}
-	}
 	for e, p := range s.placement {
 		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
 			return fmt.Errorf("placement of %q, which is not a registered edge", e)
@@ -617,24 +644,12 @@ func (s *state) check() error {
 			return fmt.Errorf("placement of %q: %d replicas but %d holdings", e, len(p.Replicas), len(p.Holdings))
 		}
 		next := s.nextSeq(e)
-		checkHolding := func(r string, h Holding) error {
-			if err := checkLacks(h.Lacks); err != nil {
-				return fmt.Errorf("placement of %q: replica %q: %v", e, r, err)
-			}
-			if h.Index > p.Epoch {
-				return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, h.Index, p.Epoch)
-			}
-			if n := len(h.Lacks); n > 0 && h.Lacks[n-1].FirstSeq >= next {
-				return fmt.Errorf("placement of %q: replica %q lacks sequence %d, past everything recorded (%d)", e, r, h.Lacks[n-1].FirstSeq, next-1)
-			}
-			return nil
-		}
 		for i, r := range p.Replicas {
 			if _, ok := slices.BinarySearch(eligible, r); !ok {
 				return fmt.Errorf("placement of %q: %q is not an eligible coordinator", e, r)
 			}
 			load[r]++
-			if err := checkHolding(r, p.Holdings[i]); err != nil {
+			if err := checkHolding(p, r, p.Holdings[i], next); err != nil {
 				return err
 			}
 		}
@@ -648,7 +663,7 @@ func (s *state) check() error {
 			if !s.present(l.ID) {
 				return fmt.Errorf("placement of %q: leaving replica %q is not a coordinator that is a raft member", e, l.ID)
 			}
-			if err := checkHolding(l.ID, l.Holding); err != nil {
+			if err := checkHolding(p, l.ID, l.Holding, next); err != nil {
 				return err
 			}
 		}
@@ -656,6 +671,28 @@ func (s *state) check() error {
 	if !maps.Equal(load, s.load) {
 		return fmt.Errorf("coordinator loads %v, placements say %v", s.load, load)
 	}
+	return nil
+}
+
+// checkHolding checks replica r's holding h of placement p, whose edge has
+// recorded everything below next.
+func checkHolding(p *Placement, r string, h Holding, next uint64) error {
+	e := p.Edge
+	if err := checkLacks(h.Lacks); err != nil {
+		return fmt.Errorf("placement of %q: replica %q: %v", e, r, err)
+	}
+	if h.Index > p.Epoch {
+		return fmt.Errorf("placement of %q: replica %q placed at index %d, after the placement's epoch %d", e, r, h.Index, p.Epoch)
+	}
+	if n := len(h.Lacks); n > 0 && h.Lacks[n-1].FirstSeq >= next {
+		return fmt.Errorf("placement of %q: replica %q lacks sequence %d, past everything recorded (%d)", e, r, h.Lacks[n-1].FirstSeq, next-1)
+	}
+	return nil
+}
+
+// checkProgress checks every edge's progress: held runs sorted and
+// disjoint, gaps sound, the watermark held or in a gap.
+func (s *state) checkProgress() error {
 	for e, p := range s.progress {
 		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
 			return fmt.Errorf("progress of %q, which is not a registered edge", e)
@@ -678,9 +715,6 @@ func (s *state) check() error {
 		if p.WatermarkSeq != 0 && !heldContains(p.Held, p.WatermarkSeq) && !gapContains(p.Gaps, p.WatermarkSeq) {
 			return fmt.Errorf("progress of %q: watermark %d is neither held nor in a gap", e, p.WatermarkSeq)
 		}
-	}
-	if s.config.Version > s.applied {
-		return fmt.Errorf("config version %d after applied index %d", s.config.Version, s.applied)
 	}
 	return nil
 }

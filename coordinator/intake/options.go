@@ -70,7 +70,8 @@ type Options struct {
 	// node_id: insecure or local mode only.
 	Identity func(ctx context.Context) (string, error)
 	// Tunnel serves the ReplicationService's Tunnel streams (the edges'
-	// query tunnels, coordinator/tunnel). Nil answers UNIMPLEMENTED.
+	// query tunnels, internal/tunnel.Registry.Serve). Nil answers
+	// UNIMPLEMENTED.
 	Tunnel func(grpc.BidiStreamingServer[pb.TunnelRequest, pb.TunnelResponse]) error
 	// Restore serves the ReplicationService's Restore calls (an edge whose
 	// disk was replaced pulls its history back; restore.go): where the

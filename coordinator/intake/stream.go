@@ -43,15 +43,52 @@ type received struct {
 	err error
 }
 
-// ship serves one stream (see the package documentation).
+// ship serves one stream (see the package documentation): the handshake,
+// then the stream loop (shipStream.run).
 func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
+	st := &shipStream{s: s, stream: stream, ctx: ctx, recv: receive(ctx, stream), recvOpen: true,
+		done: make(chan *pb.ShipResponse, maxInflight)}
 
-	// The receiver is the only reader of the stream. It hands over one
-	// message at a time, so it never holds more than one part; it ends
-	// when the stream's context does (gRPC cancels it once ship returns).
+	first, err := st.next()
+	if err != nil {
+		return err
+	}
+	if st.edge, err = s.hello(ctx, first.GetHello()); err != nil {
+		return err
+	}
+	welcome, err := s.welcome(ctx, st.edge)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	s.streamOpened(st.edge)
+	defer s.streamClosed(st.edge)
+	st.log = s.o.Logger.With("edge", st.edge)
+	st.log.Info("replication stream open", "acked_through", welcome.AckedThrough, "held_runs", len(welcome.Held),
+		"software_version", first.GetHello().GetSoftwareVersion())
+
+	if st.asm, err = wire.NewAssembler(st.edge, s.o.Limits); err != nil {
+		return status.Errorf(codes.Internal, "segment assembler: %v", err)
+	}
+	defer st.asm.Close()
+	defer st.wg.Wait() // after cancel (deferred later, runs first)
+	defer cancel()
+	// The fleet configuration: the welcome carried the version in force
+	// then; a newer one is sent when the catalog's changes.
+	st.configSent = welcome.GetConfig().GetVersion()
+	st.reship = newReshipper(s, st.edge, slices.Contains(first.GetHello().GetFeatures(), wire.FeatureReship))
+	return st.run()
+}
+
+// receive starts the stream's receiver, the only reader of the stream. It
+// hands over one message at a time, so it never holds more than one part;
+// it ends when ctx does (gRPC cancels it once ship returns).
+func receive(ctx context.Context, stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]) chan received {
 	recv := make(chan received)
 	go func() {
 		for {
@@ -66,153 +103,157 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 			}
 		}
 	}()
-	next := func() (*pb.ShipRequest, error) {
-		select {
-		case r := <-recv:
-			return r.m, r.err
-		case <-ctx.Done():
-			return nil, s.ended(ctx)
-		}
-	}
+	return recv
+}
 
-	first, err := next()
-	if err != nil {
-		return err
-	}
-	edge, err := s.hello(ctx, first.GetHello())
-	if err != nil {
-		return err
-	}
-	welcome, err := s.welcome(ctx, edge)
-	if err != nil {
-		return err
-	}
-	if err := stream.Send(&pb.ShipResponse{Body: &pb.ShipResponse_Welcome{Welcome: welcome}}); err != nil {
-		return err
-	}
-	s.streamOpened(edge)
-	defer s.streamClosed(edge)
-	log := s.o.Logger.With("edge", edge)
-	log.Info("replication stream open", "acked_through", welcome.AckedThrough, "held_runs", len(welcome.Held),
-		"software_version", first.GetHello().GetSoftwareVersion())
+// shipStream is one open stream past its handshake. Only ship's goroutine
+// uses it, and it is the stream's only sender; the workers that store
+// segments and gaps answer on done.
+type shipStream struct {
+	s      *Server
+	stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipResponse]
+	ctx    context.Context
+	edge   string
+	log    *slog.Logger
+	asm    *wire.Assembler
+	reship *reshipper
 
-	asm, err := wire.NewAssembler(edge, s.o.Limits)
-	if err != nil {
-		return status.Errorf(codes.Internal, "segment assembler: %v", err)
-	}
-	defer asm.Close()
+	recv     chan received
+	recvOpen bool // the edge has not closed its side
+	// done carries the workers' answers; never blocking: at most
+	// maxInflight run.
+	done       chan *pb.ShipResponse
+	wg         sync.WaitGroup
+	inflight   int
+	configSent uint64 // version of the fleet configuration the edge has
+}
 
-	// Workers answer on done (never blocking: at most maxInflight run);
-	// this goroutine is the only sender.
-	done := make(chan *pb.ShipResponse, maxInflight)
-	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel (deferred later, runs first)
-	defer cancel()
-	inflight := 0
-	recvOpen := true
-	// The fleet configuration: the welcome carried the version in force
-	// then; a newer one is sent when the catalog's changes.
-	configSent := welcome.GetConfig().GetVersion()
-	configTick := time.NewTicker(s.o.ConfigPollInterval)
+// next waits for the stream's next message.
+func (st *shipStream) next() (*pb.ShipRequest, error) {
+	select {
+	case r := <-st.recv:
+		return r.m, r.err
+	case <-st.ctx.Done():
+		return nil, st.s.ended(st.ctx)
+	}
+}
+
+// run is the stream loop: messages from the edge while fewer than
+// maxInflight are being stored, the workers' answers, and the periodic
+// checks, until the edge closes its side and nothing is in flight, or the
+// stream fails.
+func (st *shipStream) run() error {
+	configTick := time.NewTicker(st.s.o.ConfigPollInterval)
 	defer configTick.Stop()
-	reship := newReshipper(s, edge, slices.Contains(first.GetHello().GetFeatures(), wire.FeatureReship))
-	send := func(r *pb.ShipResponse) error {
-		if e := r.GetError(); e != nil {
-			s.countRefusal(e.Code)
-			// A refusal the edge will not retry needs an operator.
-			level := slog.LevelWarn
-			if !e.Retryable {
-				level = slog.LevelError
-			}
-			log.Log(ctx, level, "replication refusal", "seq", e.Seq, "gap_through", e.GapThrough, "code", e.Code,
-				"retryable", e.Retryable, "msg", e.Message)
-		}
-		return stream.Send(r)
-	}
 	for {
 		var in chan received
-		if recvOpen && inflight < maxInflight {
-			in = recv
+		if st.recvOpen && st.inflight < maxInflight {
+			in = st.recv
 		}
-		if !recvOpen && inflight == 0 {
-			log.Info("replication stream closed by the edge")
+		if !st.recvOpen && st.inflight == 0 {
+			st.log.Info("replication stream closed by the edge")
 			return nil
 		}
+		var err error
 		select {
-		case <-ctx.Done():
-			return s.ended(ctx)
+		case <-st.ctx.Done():
+			return st.s.ended(st.ctx)
 		case <-configTick.C:
-			if s.o.Revoked(edge) {
-				s.revokedRefusals.Add(1)
-				log.Warn("replication stream ended: the edge is revoked")
-				return status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
-			}
-			for _, r := range reship.due(s.o.Now()) {
-				if err := send(&pb.ShipResponse{Body: &pb.ShipResponse_Reship{Reship: r}}); err != nil {
-					return err
-				}
-				log.Info("asked the edge to ship segments again (no live replica can give them)",
-					"first_seq", r.FirstSeq, "last_seq", r.LastSeq)
-			}
-			if cfg := s.o.Catalog.Config(); cfg.Version > configSent {
-				if err := send(&pb.ShipResponse{Body: &pb.ShipResponse_Config{Config: edgeConfig(cfg)}}); err != nil {
-					return err
-				}
-				configSent = cfg.Version
-				log.Info("fleet config sent", "version", cfg.Version)
-			}
-		case r := <-done:
-			inflight--
-			if err := send(r); err != nil {
-				return err
-			}
+			err = st.tick()
+		case r := <-st.done:
+			st.inflight--
+			err = st.send(r)
 		case r := <-in:
-			if r.err != nil {
-				if errors.Is(r.err, io.EOF) {
-					// The edge closed its side: finish what is in flight.
-					recvOpen = false
-					continue
-				}
-				return r.err
-			}
-			switch b := r.m.Body.(type) {
-			case *pb.ShipRequest_Segment:
-				s.bytes.Add(int64(len(b.Segment.GetData())))
-				seg, werr := asm.Add(b.Segment)
-				if werr != nil {
-					if err := send(refusal(werr)); err != nil {
-						return err
-					}
-					continue
-				}
-				if seg == nil {
-					continue
-				}
-				inflight++
-				wg.Go(func() { done <- s.segment(ctx, edge, seg) })
-			case *pb.ShipRequest_Gap:
-				if werr := wire.CheckGap(edge, b.Gap); werr != nil {
-					if err := send(refusal(werr)); err != nil {
-						return err
-					}
-					continue
-				}
-				inflight++
-				g := b.Gap
-				wg.Go(func() { done <- s.gap(ctx, edge, g) })
-			case *pb.ShipRequest_ReshipUnavailable:
-				u := b.ReshipUnavailable
-				s.reshipsUnavailable.Add(1)
-				reship.unavailable(u.GetFirstSeq(), u.GetLastSeq(), s.o.Now())
-				log.Warn("the edge cannot ship segments again; they stay on no live replica until one returns",
-					"first_seq", u.GetFirstSeq(), "last_seq", u.GetLastSeq(), "reason", u.GetReason())
-			case *pb.ShipRequest_Hello:
-				return status.Error(codes.FailedPrecondition, "second hello on the stream")
+			switch {
+			case errors.Is(r.err, io.EOF):
+				// The edge closed its side: finish what is in flight.
+				st.recvOpen = false
+			case r.err != nil:
+				err = r.err
 			default:
-				return status.Error(codes.InvalidArgument, "empty request")
+				err = st.handle(r.m)
 			}
 		}
+		if err != nil {
+			return err
+		}
 	}
+}
+
+// tick ends the stream of a revoked edge, asks the edge for the runs no
+// live replica can give, and sends a newer fleet configuration.
+func (st *shipStream) tick() error {
+	if st.s.o.Revoked(st.edge) {
+		st.s.revokedRefusals.Add(1)
+		st.log.Warn("replication stream ended: the edge is revoked")
+		return status.Errorf(codes.PermissionDenied, "edge %q is revoked", st.edge)
+	}
+	for _, r := range st.reship.due(st.s.o.Now()) {
+		if err := st.send(&pb.ShipResponse{Body: &pb.ShipResponse_Reship{Reship: r}}); err != nil {
+			return err
+		}
+		st.log.Info("asked the edge to ship segments again (no live replica can give them)",
+			"first_seq", r.FirstSeq, "last_seq", r.LastSeq)
+	}
+	if cfg := st.s.o.Catalog.Config(); cfg.Version > st.configSent {
+		if err := st.send(&pb.ShipResponse{Body: &pb.ShipResponse_Config{Config: edgeConfig(cfg)}}); err != nil {
+			return err
+		}
+		st.configSent = cfg.Version
+		st.log.Info("fleet config sent", "version", cfg.Version)
+	}
+	return nil
+}
+
+// handle takes one message from the edge: a segment part (a complete
+// segment goes to a worker), a gap (to a worker), or a run the edge cannot
+// ship again.
+func (st *shipStream) handle(m *pb.ShipRequest) error {
+	switch b := m.Body.(type) {
+	case *pb.ShipRequest_Segment:
+		st.s.bytes.Add(int64(len(b.Segment.GetData())))
+		seg, werr := st.asm.Add(b.Segment)
+		if werr != nil {
+			return st.send(refusal(werr))
+		}
+		if seg != nil {
+			st.inflight++
+			st.wg.Go(func() { st.done <- st.s.segment(st.ctx, st.edge, seg) })
+		}
+	case *pb.ShipRequest_Gap:
+		if werr := wire.CheckGap(st.edge, b.Gap); werr != nil {
+			return st.send(refusal(werr))
+		}
+		st.inflight++
+		g := b.Gap
+		st.wg.Go(func() { st.done <- st.s.gap(st.ctx, st.edge, g) })
+	case *pb.ShipRequest_ReshipUnavailable:
+		u := b.ReshipUnavailable
+		st.s.reshipsUnavailable.Add(1)
+		st.reship.unavailable(u.GetFirstSeq(), u.GetLastSeq(), st.s.o.Now())
+		st.log.Warn("the edge cannot ship segments again; they stay on no live replica until one returns",
+			"first_seq", u.GetFirstSeq(), "last_seq", u.GetLastSeq(), "reason", u.GetReason())
+	case *pb.ShipRequest_Hello:
+		return status.Error(codes.FailedPrecondition, "second hello on the stream")
+	default:
+		return status.Error(codes.InvalidArgument, "empty request")
+	}
+	return nil
+}
+
+// send sends r to the edge, counting and logging a refusal: one the edge
+// will not retry needs an operator.
+func (st *shipStream) send(r *pb.ShipResponse) error {
+	if e := r.GetError(); e != nil {
+		st.s.countRefusal(e.Code)
+		level := slog.LevelWarn
+		if !e.Retryable {
+			level = slog.LevelError
+		}
+		st.log.Log(st.ctx, level, "replication refusal", "seq", e.Seq, "gap_through", e.GapThrough, "code", e.Code,
+			"retryable", e.Retryable, "msg", e.Message)
+	}
+	return st.stream.Send(r)
 }
 
 // ended is the status of a stream whose context is done.

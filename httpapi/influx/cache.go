@@ -125,67 +125,17 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 			return nil
 		}
 
-		p.scratch = unescape(p.scratch[:0], rawK, escKey)
-		if !utf8.Valid(p.scratch) {
-			p.fail(col(ks), func() string { return fmt.Sprintf("tag key %s is not valid UTF-8", quote(rawK)) })
+		name, ok := p.tagName(key, rawK, base+ks+1, tags, pos)
+		if !ok {
 			return nil
 		}
-		name := p.sanitize(p.scratch, true)
-		if string(name) == labels.MetricName {
-			p.fail(col(ks), func() string { return fmt.Sprintf("tag key %s is reserved for the metric name", quote(rawK)) })
-			return nil
-		}
-		if lim.MaxNameBytes > 0 && len(name) > lim.MaxNameBytes {
-			p.fail(col(ks), func() string {
-				return fmt.Sprintf("tag key %s is %d bytes, limit is %d", quote(rawK), len(name), lim.MaxNameBytes)
-			})
-			return nil
-		}
-		for j := range tags {
-			if tags[j].Name == string(name) {
-				prev := key[pos[j]:]
-				prev = prev[:scanTo(prev, 0, true)]
-				if bytes.Equal(prev, rawK) {
-					p.fail(col(ks), func() string { return fmt.Sprintf("duplicate tag key %s", quote(rawK)) })
-				} else {
-					p.fail(col(ks), func() string {
-						return fmt.Sprintf("tag keys %s and %s both become label %q", quote(prev), quote(rawK), name)
-					})
-				}
-				return nil
-			}
-		}
-
-		if lim.MaxValueBytes > 0 && len(rawV) > 2*lim.MaxValueBytes {
-			// An escape takes two bytes, so this value is too long
-			// whatever it holds; do not copy it.
-			p.fail(col(vs), func() string {
-				return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(rawV), lim.MaxValueBytes)
-			})
-			return nil
-		}
-		p.scratch = unescape(p.scratch[:0], rawV, escKey)
-		if lim.MaxValueBytes > 0 && len(p.scratch) > lim.MaxValueBytes {
-			p.fail(col(vs), func() string {
-				return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(p.scratch), lim.MaxValueBytes)
-			})
-			return nil
-		}
-		if !utf8.Valid(p.scratch) {
-			p.fail(col(vs), func() string {
-				return fmt.Sprintf("the value of tag %s is not valid UTF-8: %s", quote(rawK), quote(rawV))
-			})
-			return nil
-		}
-		if r, bad := badValueChar(p.scratch); bad {
-			p.fail(col(vs), func() string {
-				return fmt.Sprintf("the value of tag %s contains the control character %U", quote(rawK), r)
-			})
+		value, ok := p.tagValue(rawK, rawV, base+vs+1)
+		if !ok {
 			return nil
 		}
 		n := string(name)
 		hasDB = hasDB || n == "db"
-		tags = append(tags, labels.Label{Name: n, Value: string(p.scratch)})
+		tags = append(tags, labels.Label{Name: n, Value: string(value)})
 		pos = append(pos, ks)
 	}
 	if p.db != "" && !hasDB {
@@ -208,6 +158,80 @@ func (p *Parser) newEntry(key []byte, base int) *keyEntry {
 	clear(tags) // do not pin strings from the scratch slices
 	p.tags, p.tagPos = tags[:0], pos[:0]
 	return e
+}
+
+// tagName checks the key rawK of a tag at column col and returns it as a
+// label name (valid until the next sanitize): valid UTF-8, not the metric
+// name, within the limit, and not the name of a tag already in tags (whose
+// keys start at pos in key).
+func (p *Parser) tagName(key, rawK []byte, col int, tags []labels.Label, pos []int) ([]byte, bool) {
+	lim := p.opts.Limits
+	p.scratch = unescape(p.scratch[:0], rawK, escKey)
+	if !utf8.Valid(p.scratch) {
+		p.fail(col, func() string { return fmt.Sprintf("tag key %s is not valid UTF-8", quote(rawK)) })
+		return nil, false
+	}
+	name := p.sanitize(p.scratch, true)
+	if string(name) == labels.MetricName {
+		p.fail(col, func() string { return fmt.Sprintf("tag key %s is reserved for the metric name", quote(rawK)) })
+		return nil, false
+	}
+	if lim.MaxNameBytes > 0 && len(name) > lim.MaxNameBytes {
+		p.fail(col, func() string {
+			return fmt.Sprintf("tag key %s is %d bytes, limit is %d", quote(rawK), len(name), lim.MaxNameBytes)
+		})
+		return nil, false
+	}
+	for j := range tags {
+		if tags[j].Name == string(name) {
+			prev := key[pos[j]:]
+			prev = prev[:scanTo(prev, 0, true)]
+			if bytes.Equal(prev, rawK) {
+				p.fail(col, func() string { return fmt.Sprintf("duplicate tag key %s", quote(rawK)) })
+			} else {
+				p.fail(col, func() string {
+					return fmt.Sprintf("tag keys %s and %s both become label %q", quote(prev), quote(rawK), name)
+				})
+			}
+			return nil, false
+		}
+	}
+	return name, true
+}
+
+// tagValue checks the value rawV of tag rawK, at column col, and returns
+// it unescaped (in p.scratch, valid until its next use): within the limit,
+// valid UTF-8 without control characters.
+func (p *Parser) tagValue(rawK, rawV []byte, col int) ([]byte, bool) {
+	lim := p.opts.Limits
+	if lim.MaxValueBytes > 0 && len(rawV) > 2*lim.MaxValueBytes {
+		// An escape takes two bytes, so this value is too long
+		// whatever it holds; do not copy it.
+		p.fail(col, func() string {
+			return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(rawV), lim.MaxValueBytes)
+		})
+		return nil, false
+	}
+	p.scratch = unescape(p.scratch[:0], rawV, escKey)
+	if lim.MaxValueBytes > 0 && len(p.scratch) > lim.MaxValueBytes {
+		p.fail(col, func() string {
+			return fmt.Sprintf("the value of tag %s is %d bytes, limit is %d", quote(rawK), len(p.scratch), lim.MaxValueBytes)
+		})
+		return nil, false
+	}
+	if !utf8.Valid(p.scratch) {
+		p.fail(col, func() string {
+			return fmt.Sprintf("the value of tag %s is not valid UTF-8: %s", quote(rawK), quote(rawV))
+		})
+		return nil, false
+	}
+	if r, bad := badValueChar(p.scratch); bad {
+		p.fail(col, func() string {
+			return fmt.Sprintf("the value of tag %s contains the control character %U", quote(rawK), r)
+		})
+		return nil, false
+	}
+	return p.scratch, true
 }
 
 // sanitize returns s made a valid label name (see appendSanitized) in a

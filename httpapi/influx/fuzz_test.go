@@ -199,7 +199,8 @@ const (
 
 // allocBound is what one call with opts on a body of n bytes may allocate.
 func allocBound(opts Options, n int) uint64 {
-	o := opts.withDefaults()
+	o := opts
+	_ = o.Validate()
 	return uint64(allocPerByte*n + allocPerSeries*2*o.MaxSeries + allocPerError*o.MaxErrors + 2*(min(o.MaxLineBytes, n)+2+readChunkBytes) + allocFixed)
 }
 

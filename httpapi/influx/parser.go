@@ -55,7 +55,9 @@ const (
 	DefaultRetainPoints  = 1 << 16
 )
 
-func (o Options) withDefaults() Options {
+// Validate fills in the defaults of the zero fields (see each field); no
+// value is refused.
+func (o *Options) Validate() error {
 	if o.Limits == (labels.Limits{}) {
 		o.Limits = labels.DefaultLimits
 	}
@@ -74,7 +76,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxFieldsPerLine <= 0 {
 		o.MaxFieldsPerLine = httpapi.DefaultMaxFieldsPerLine
 	}
-	return o
+	return nil
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
@@ -281,7 +283,8 @@ type lineErr struct {
 
 // NewParser returns a Parser with opts (zero fields take their defaults).
 func NewParser(opts Options) *Parser {
-	p := &Parser{opts: opts.withDefaults()}
+	_ = opts.Validate() // it refuses nothing
+	p := &Parser{opts: opts}
 	p.resetCache()
 	return p
 }

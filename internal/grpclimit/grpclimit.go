@@ -68,7 +68,9 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-func (o *Options) normalize() {
+// Validate fills in defaults; no value is refused (a limit of 0 or less
+// is its default).
+func (o *Options) Validate() error {
 	if o.MaxHeaderListBytes <= 0 {
 		o.MaxHeaderListBytes = 64 << 10
 	}
@@ -81,13 +83,14 @@ func (o *Options) normalize() {
 	if o.Limit == nil {
 		o.Limit = func(string) int { return 0 }
 	}
+	return nil
 }
 
 // Credentials wraps a server's transport credentials (TLS, or insecure)
 // so that every connection it accepts is guarded. Client handshakes pass
 // through unchanged.
 func Credentials(inner credentials.TransportCredentials, o Options) credentials.TransportCredentials {
-	o.normalize()
+	_ = o.Validate() // it refuses nothing
 	return creds{TransportCredentials: inner, o: o}
 }
 

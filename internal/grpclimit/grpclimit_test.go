@@ -156,7 +156,7 @@ func mixedConnection() ([]byte, []int64, []string) {
 func guardedRead(t testing.TB, data []byte, chunks []int, readSize int, refused *[]string) ([]byte, error) {
 	c := newConn(&chunkConn{data: data, chunks: chunks}, func() Options {
 		o := Options{Limit: limits, OnRefuse: func(m string) { *refused = append(*refused, m) }}
-		o.normalize()
+		o.Validate()
 		return o
 	}())
 	var out []byte
@@ -345,7 +345,7 @@ func BenchmarkConn_WriteTraffic(b *testing.B) {
 			b.ReportAllocs()
 			buf := make([]byte, 32<<10)
 			o := Options{Limit: limits}
-			o.normalize()
+			o.Validate()
 			for b.Loop() {
 				var r io.Reader = &chunkConn{data: data, chunks: []int{32 << 10}}
 				if guarded {

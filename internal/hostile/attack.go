@@ -425,131 +425,161 @@ func HalfOpenHandshakes(ctx context.Context, o HalfOpen) HalfOpenResult {
 	if o.AtOnce <= 0 {
 		o.AtOnce = time.Second
 	}
-	res := HalfOpenResult{Addr: o.Addr, Dialled: o.Conns}
-	var (
-		mu   sync.Mutex
-		open []net.Conn
-		held int // open for longer than AtOnce, not yet closed
-		// stopped is set when Hold ended: what is open then is closed
-		// by us and counted in StillOpen.
-		stopped bool
-		closed  = make(chan struct{}, o.Conns)
-		wg      sync.WaitGroup
-	)
-	dialers := make([]*net.Dialer, max(len(o.LocalIPs), 1))
+	h := &halfOpen{o: o, res: HalfOpenResult{Addr: o.Addr, Dialled: o.Conns}, closed: make(chan struct{}, o.Conns)}
+	h.dialAll(ctx)
+	h.wait(ctx)
+	h.closeRest()
+	return h.res
+}
+
+// halfOpen is one run of HalfOpenHandshakes: the dialers and the watchers
+// of the connections open, and what they saw.
+type halfOpen struct {
+	o HalfOpen
+
+	mu   sync.Mutex
+	res  HalfOpenResult // REQUIRES: mu held
+	open []net.Conn     // REQUIRES: mu held
+	held int            // open for longer than AtOnce, not yet closed; REQUIRES: mu held
+	// stopped is set when Hold ended: what is open then is closed by us
+	// and counted in StillOpen. REQUIRES: mu held.
+	stopped bool
+	// closed gets one value per connection that ended before Hold: closed
+	// by the server, refused, or not dialled.
+	closed chan struct{}
+	wg     sync.WaitGroup // the watchers
+}
+
+// dialAll dials o.Conns connections, o.Parallel at a time, and starts a
+// watcher on each one opened.
+func (h *halfOpen) dialAll(ctx context.Context) {
+	dialers := make([]*net.Dialer, max(len(h.o.LocalIPs), 1))
 	for i := range dialers {
 		ip := ""
-		if i < len(o.LocalIPs) {
-			ip = o.LocalIPs[i]
+		if i < len(h.o.LocalIPs) {
+			ip = h.o.LocalIPs[i]
 		}
 		dialers[i] = (&Target{LocalIP: ip}).dialer()
 	}
-	watch := func(c net.Conn, opened time.Time) {
-		defer wg.Done()
-		// Counted as held once it outlives AtOnce.
-		heldTimer := time.AfterFunc(o.AtOnce, func() {
-			mu.Lock()
-			held++
-			res.PeakHeld = max(res.PeakHeld, held)
-			mu.Unlock()
-		})
-		var b [64]byte
-		for {
-			if _, err := c.Read(b[:]); err != nil {
-				break // EOF, reset, or closed by us at the end
-			}
-		}
-		took := time.Since(opened)
-		wasHeld := !heldTimer.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		if wasHeld {
-			held--
-		}
-		if stopped {
-			return // closed by us: still open when Hold ended
-		}
-		if took <= o.AtOnce {
-			res.ClosedAtOnce++
-		} else {
-			res.ClosedLater++
-			res.LongestHeld = max(res.LongestHeld, took)
-		}
-		closed <- struct{}{}
-	}
-	sem := make(chan struct{}, o.Parallel)
+	sem := make(chan struct{}, h.o.Parallel)
 	var dials sync.WaitGroup
-	for i := range o.Conns {
+	for i := range h.o.Conns {
 		if ctx.Err() != nil {
 			break
 		}
 		sem <- struct{}{}
 		dials.Go(func() {
 			defer func() { <-sem }()
-			start := time.Now()
-			c, err := dialers[i%len(dialers)].DialContext(ctx, "tcp", o.Addr)
-			if err == nil {
-				_, err = c.Write(clientHelloStart)
-				if err != nil {
-					// Closed at accept before our first bytes arrived.
-					c.Close()
-					mu.Lock()
-					res.ClosedAtOnce++
-					mu.Unlock()
-					closed <- struct{}{}
-					return
-				}
-			}
-			if err != nil {
-				mu.Lock()
-				res.DialFailed++
-				if res.FirstDialErr == "" {
-					res.FirstDialErr = err.Error()
-				}
-				mu.Unlock()
-				closed <- struct{}{}
-				return
-			}
-			mu.Lock()
-			if stopped {
-				mu.Unlock()
-				c.Close()
-				return
-			}
-			open = append(open, c)
-			mu.Unlock()
-			wg.Add(1)
-			go watch(c, start)
+			h.dial(ctx, dialers[i%len(dialers)])
 		})
 	}
 	dials.Wait()
-	deadline := time.NewTimer(o.Hold)
-	defer deadline.Stop()
-	done := 0
-wait:
-	for done < o.Conns {
-		select {
-		case <-closed:
-			done++
-		case <-deadline.C:
-			break wait
-		case <-ctx.Done():
-			break wait
+}
+
+// dial opens one connection and sends the start of a ClientHello on it.
+func (h *halfOpen) dial(ctx context.Context, d *net.Dialer) {
+	start := time.Now()
+	c, err := d.DialContext(ctx, "tcp", h.o.Addr)
+	if err == nil {
+		if _, err = c.Write(clientHelloStart); err != nil {
+			// Closed at accept before our first bytes arrived.
+			c.Close()
+			h.mu.Lock()
+			h.res.ClosedAtOnce++
+			h.mu.Unlock()
+			h.closed <- struct{}{}
+			return
 		}
 	}
-	mu.Lock()
-	stopped = true
-	res.StillOpen = o.Conns - res.DialFailed - res.ClosedAtOnce - res.ClosedLater
-	conns := open
-	open = nil
-	mu.Unlock()
+	if err != nil {
+		h.mu.Lock()
+		h.res.DialFailed++
+		if h.res.FirstDialErr == "" {
+			h.res.FirstDialErr = err.Error()
+		}
+		h.mu.Unlock()
+		h.closed <- struct{}{}
+		return
+	}
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		c.Close()
+		return
+	}
+	h.open = append(h.open, c)
+	h.mu.Unlock()
+	h.wg.Add(1)
+	go h.watch(c, start)
+}
+
+// watch reads c until the server closes it (or we do, after Hold), and
+// counts how long the server kept it.
+func (h *halfOpen) watch(c net.Conn, opened time.Time) {
+	defer h.wg.Done()
+	// Counted as held once it outlives AtOnce.
+	heldTimer := time.AfterFunc(h.o.AtOnce, func() {
+		h.mu.Lock()
+		h.held++
+		h.res.PeakHeld = max(h.res.PeakHeld, h.held)
+		h.mu.Unlock()
+	})
+	var b [64]byte
+	for {
+		if _, err := c.Read(b[:]); err != nil {
+			break // EOF, reset, or closed by us at the end
+		}
+	}
+	took := time.Since(opened)
+	wasHeld := !heldTimer.Stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if wasHeld {
+		h.held--
+	}
+	if h.stopped {
+		return // closed by us: still open when Hold ended
+	}
+	if took <= h.o.AtOnce {
+		h.res.ClosedAtOnce++
+	} else {
+		h.res.ClosedLater++
+		h.res.LongestHeld = max(h.res.LongestHeld, took)
+	}
+	h.closed <- struct{}{}
+}
+
+// wait returns once every connection has ended, Hold has passed, or ctx
+// has ended.
+func (h *halfOpen) wait(ctx context.Context) {
+	deadline := time.NewTimer(h.o.Hold)
+	defer deadline.Stop()
+	for done := 0; done < h.o.Conns; done++ {
+		select {
+		case <-h.closed:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// closeRest counts what is still open, closes it and waits for the
+// watchers.
+func (h *halfOpen) closeRest() {
+	h.mu.Lock()
+	h.stopped = true
+	h.res.StillOpen = h.o.Conns - h.res.DialFailed - h.res.ClosedAtOnce - h.res.ClosedLater
+	conns := h.open
+	h.open = nil
+	h.mu.Unlock()
 	// Whatever is left is closed by us: mark the watchers' reads as ours.
 	for _, c := range conns {
 		c.SetReadDeadline(time.Now())
 	}
-	wg.Wait()
+	h.wg.Wait()
 	for _, c := range conns {
 		c.Close()
 	}
-	return res
 }

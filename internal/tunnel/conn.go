@@ -1,9 +1,6 @@
-// Package tunnel carries one byte-stream connection over a gRPC stream of
-// byte messages, so that a gRPC server and client can talk over a stream
-// the other side opened (tributary.v1.ReplicationService/Tunnel: an edge
-// behind NAT dials out, and the coordinator queries it back through it).
-//
-// Conn adapts the stream to a net.Conn: Read returns the payloads of the
+package tunnel
+
+// Conn adapts a stream to a net.Conn: Read returns the payloads of the
 // received messages in order, Write sends its bytes in messages of at most
 // MaxChunkBytes, Close ends the stream. Listener yields one Conn once, for
 // grpc.Server.Serve.
@@ -15,7 +12,6 @@
 // owner of the stream provides. Deadlines are not supported: the Set*
 // methods accept and ignore them, and the owner bounds the stream's life
 // with its context instead.
-package tunnel
 
 import (
 	"errors"

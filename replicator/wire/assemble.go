@@ -16,13 +16,18 @@ type Limits struct {
 	MaxPartBytes    int    // largest data of one part; 0: DefaultMaxPartBytes
 }
 
-func (l *Limits) normalize() {
+// Validate fills in defaults and rejects impossible values.
+func (l *Limits) Validate() error {
 	if l.MaxSegmentBytes == 0 {
 		l.MaxSegmentBytes = DefaultMaxSegmentBytes
 	}
 	if l.MaxPartBytes == 0 {
 		l.MaxPartBytes = DefaultMaxPartBytes
 	}
+	if l.MaxPartBytes < 0 {
+		return fmt.Errorf("segment limits: MaxPartBytes %d is negative", l.MaxPartBytes)
+	}
+	return nil
 }
 
 // Segment is a reassembled, verified segment.
@@ -58,7 +63,9 @@ type Assembler struct {
 
 // NewAssembler returns an Assembler for the stream of node nodeID.
 func NewAssembler(nodeID string, lim Limits) (*Assembler, error) {
-	lim.normalize()
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxMemory(lim.MaxSegmentBytes),

@@ -18,7 +18,7 @@ import (
 func commonFlags(ctx context.Context, fs *flag.FlagSet, c *edgebench.Common) func(stdout io.Writer, logger *slog.Logger) {
 	fs.StringVar(&c.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
 	fs.StringVar(&c.Profile, "profile", "short", "run size: short (a minute or two) or full")
-	fs.StringVar(&c.ResultsDir, "results", "bench/results", "`dir`ectory for the JSON record and the PNG plots (empty: none)")
+	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plots (empty: none; "+publishedResultsDir+": the published figures)")
 	fs.StringVar(&c.WorkDir, "work-dir", "", "`dir`ectory for temporary data directories (default: the system temp dir)")
 	fs.StringVar(&c.WALSync, "wal-sync", "always", "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.Var((*stringList)(&c.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")

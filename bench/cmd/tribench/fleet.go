@@ -26,7 +26,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.DurationVar(&o.WarmupTimeout, "warmup-timeout", o.WarmupTimeout, "how long every edge may take to get its first segment acknowledged")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long the window's segments may take to be acknowledged after it")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edges' replication cursors are read")
-	fs.StringVar(&o.ResultsDir, "results-dir", "bench/results", "`dir`ectory for fleet.json and the plots (empty: none)")
+	fs.StringVar(&o.ResultsDir, "results-dir", defaultResultsDir, "`dir`ectory for fleet.json and the plots (empty: none; "+publishedResultsDir+": the published figures)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary work directory (default: the system temp dir)")
 	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the coordinators' data directories and logs after the run")
 	fs.Var((*stringList)(&o.CoordinatorArgs), "coordinator-arg", "extra `argument` for every 'tributary coordinator' start (repeatable)")

@@ -59,7 +59,7 @@ workloads:
   rollup   load 100 series x 1 point/min x 5 years into an in-process node and
            time rollup-backed downsampling queries, then 1 month..5 years at
            30m, 12h and 1d average, cold (a fresh process) and warm (a table,
-           one JSON line, bench/results/rollup-*.json and a plot)
+           one JSON line, rollup-*.json and a plot)
   lp       start 'tributary node', write a day of the TSBS cpu-only workload as
            InfluxDB line protocol over HTTP, compact, restart, and time the
            1-hour max-by-minute PromQL query through /api/v1/query_range,
@@ -79,12 +79,11 @@ workloads:
   fleet    start 3 coordinators and ship from 10, 100 and 1,000 simulated
            edges (the real replicator over in-memory WAL segments) and report
            replication lag, intake, catalog load and coordinator CPU and RSS
-           per fleet size (a table, one JSON line, bench/results/fleet.json
-           and plots)
+           per fleet size (a table, one JSON line, fleet.json and plots)
   pi       run the node's FROM-scratch image in a container limited to
            --cpus 1 --memory 512m, write the sensor workload, time a query
            mix, and report points/s, query latency, peak memory and OOM kills
-           (a table, one JSON line, bench/results/pi.json); skipped with a
+           (a table, one JSON line, pi.json); skipped with a
            message when docker is unavailable
   arm64-smoke
            start the arm64 static binary as a node under qemu-user, write a
@@ -94,8 +93,7 @@ workloads:
            bound to a device, half the writes out of order; write-only and a
            50/50 read-write mix with five read types, over a sweep of client
            counts; throughput and avg/p50/p90/p95/p99/p999/max latency per
-           operation (a table, one JSON line, bench/results/iotdb-*.json and
-           plots)
+           operation (a table, one JSON line, iotdb-*.json and plots)
   tsbs-cpu TSBS cpu-only (hosts x 10 tags x 10 fields every 10 s) as line
            protocol over HTTP, then the kdb+ blog's max-by-minute queries,
            lastpoint and max of all fields; rows/s, queries/s and latency
@@ -111,6 +109,10 @@ workloads:
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
+
+Result files (JSON and plots) go to bench/results/local/, which git
+ignores; --results (--results-dir for fleet, pi and arm64-smoke)
+bench/results updates the published ones, and '' writes none.
 
 'tribench <workload> -h' lists a workload's flags.
 `
@@ -187,6 +189,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // errUsage marks a command-line mistake, already reported by the flag set.
 var errUsage = errors.New("usage")
+
+// Where the result files go. The published figures (docs/benchmarks.md)
+// are committed under publishedResultsDir; a run writes to the untracked
+// defaultResultsDir unless told to update them (make bench
+// BENCH_RESULTS=bench/results, or the flag).
+const (
+	defaultResultsDir   = "bench/results/local"
+	publishedResultsDir = "bench/results"
+)
 
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
@@ -380,7 +391,7 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o rollupbench.Options
 	var c edgebench.Common
 	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")
-	fs.StringVar(&c.ResultsDir, "results", "bench/results", "`dir`ectory for the JSON record and the PNG plot (empty: none)")
+	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plot (empty: none; "+publishedResultsDir+": the published figures)")
 	fs.IntVar(&o.Series, "series", 0, "number of series (default: 100; short profile: 20)")
 	fs.Float64Var(&o.Years, "years", 5, "years of data per series")
 	fs.Int64Var(&o.IntervalMs, "interval-ms", 60_000, "sample interval in milliseconds")

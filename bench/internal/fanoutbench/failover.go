@@ -101,67 +101,10 @@ func (r *runner) failover(ctx context.Context) error {
 	bgCtx, stopBg := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer func() { stopBg(); bg.Wait() }()
-
-	var (
-		writeMu   sync.Mutex
-		writeErrs []error
-		probes    int64
-	)
-	bg.Add(1)
-	go func() { // the writer: one point every probeEvery, never pausing
-		defer bg.Done()
-		wc := tributaryv1.NewWriteServiceClient(conn)
-		series := &tributaryv1.Series{Labels: []*tributaryv1.Label{
-			{Name: "__name__", Value: "fanout_probe"}, {Name: "edge", Value: edge.name}}}
-		tick := time.NewTicker(probeEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-bgCtx.Done():
-				return
-			case now := <-tick.C:
-				req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
-					TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
-				cctx, cancel := context.WithTimeout(bgCtx, r.o.CallTimeout)
-				resp, err := wc.Write(cctx, req)
-				cancel()
-				if err == nil {
-					err = nodeclient.CheckWrite(resp, 1)
-				}
-				writeMu.Lock()
-				if err != nil && bgCtx.Err() == nil {
-					writeErrs = append(writeErrs, err)
-				} else if err == nil {
-					probes++
-				}
-				writeMu.Unlock()
-			}
-		}
-	}()
+	pw := &probeWriter{wc: tributaryv1.NewWriteServiceClient(conn), edge: edge.name, callTimeout: r.o.CallTimeout}
+	bg.Go(func() { pw.run(bgCtx) })
 	var adv advanceLog
-	bg.Add(1)
-	go func() { // the poller
-		defer bg.Done()
-		tick := time.NewTicker(pollEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-bgCtx.Done():
-				return
-			case <-tick.C:
-				cctx, cancel := context.WithTimeout(bgCtx, time.Second)
-				seq, err := r.c.ackedThrough(cctx, edge)
-				cancel()
-				if err != nil {
-					if bgCtx.Err() == nil {
-						adv.failed(err)
-					}
-					continue
-				}
-				adv.observe(time.Now(), seq)
-			}
-		}
-	}()
+	bg.Go(func() { r.poll(bgCtx, edge, &adv) })
 
 	// Replication must be moving before the first kill.
 	start := time.Now()
@@ -169,58 +112,134 @@ func (r *runner) failover(ctx context.Context) error {
 		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.name, err, adv.lastErr())
 	}
 	for k := range r.o.Kills {
-		f, _, err := r.c.waitFleet(ctx, 100*time.Millisecond, r.o.ReplicationTimeout, "a raft leader",
-			func(f fleet) bool { return f.Raft.Leader != 0 })
-		if err != nil {
+		if err := r.killLeader(ctx, k, edge, &adv); err != nil {
 			return err
 		}
-		var leader *proc
-		for _, p := range r.c.coords {
-			if p.raftID == f.Raft.Leader {
-				leader = p
-			}
-		}
-		if leader == nil {
-			return fmt.Errorf("the raft leader %d is not one of the coordinators started", f.Raft.Leader)
-		}
-		r.logger.Info("killing the raft leader", "kill", k+1, "coordinator", leader.name)
-		kill := time.Now()
-		if err := leader.kill(); err != nil {
-			return err
-		}
-		// Restart at once, as a supervisor would: while a coordinator of
-		// an edge's placement is down, the others refuse its segments.
-		if err := leader.start(ctx); err != nil {
-			return fmt.Errorf("restart: %w", err)
-		}
-		r.m.restarts = append(r.m.restarts, time.Since(kill))
-		if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
-			r.m.gaps = append(r.m.gaps, time.Since(kill))
-			return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.name, edge.name, err)
-		}
-		if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			f, err := r.c.fleetOf(cctx, leader)
-			return err == nil && f.Raft.Leader != 0
-		}); err != nil {
-			return fmt.Errorf("restarted %s sees no leader: %w", leader.name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(settle):
-		}
-		gap := worstPause(adv.snapshot(), kill, time.Now())
-		r.logger.Info("failover", "kill", k+1, "coordinator", leader.name, "gap_s", gap.Seconds())
-		r.m.gaps = append(r.m.gaps, gap)
 	}
 	stopBg()
 	bg.Wait()
-	r.m.probes = probes
-	if len(writeErrs) > 0 {
-		return fmt.Errorf("the edge refused %d probe writes during failover, e.g.: %w", len(writeErrs), writeErrs[0])
+	r.m.probes = pw.probes
+	if len(pw.errs) > 0 {
+		return fmt.Errorf("the edge refused %d probe writes during failover, e.g.: %w", len(pw.errs), pw.errs[0])
 	}
+	return nil
+}
+
+// probeWriter writes one point every probeEvery to an edge, never pausing,
+// and counts the writes it acknowledged and the errors.
+type probeWriter struct {
+	wc          tributaryv1.WriteServiceClient
+	edge        string
+	callTimeout time.Duration
+
+	mu     sync.Mutex
+	errs   []error
+	probes int64
+}
+
+// run writes until ctx ends.
+func (pw *probeWriter) run(ctx context.Context) {
+	series := &tributaryv1.Series{Labels: []*tributaryv1.Label{
+		{Name: "__name__", Value: "fanout_probe"}, {Name: "edge", Value: pw.edge}}}
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
+				TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
+			cctx, cancel := context.WithTimeout(ctx, pw.callTimeout)
+			resp, err := pw.wc.Write(cctx, req)
+			cancel()
+			if err == nil {
+				err = nodeclient.CheckWrite(resp, 1)
+			}
+			pw.mu.Lock()
+			if err != nil && ctx.Err() == nil {
+				pw.errs = append(pw.errs, err)
+			} else if err == nil {
+				pw.probes++
+			}
+			pw.mu.Unlock()
+		}
+	}
+}
+
+// poll records edge's acknowledged-through sequence in adv every
+// pollEvery until ctx ends.
+func (r *runner) poll(ctx context.Context, edge *proc, adv *advanceLog) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			seq, err := r.c.ackedThrough(cctx, edge)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					adv.failed(err)
+				}
+				continue
+			}
+			adv.observe(time.Now(), seq)
+		}
+	}
+}
+
+// killLeader kills the raft leader (kill number k), restarts it at once,
+// waits for the edge's replication to advance and the restarted member to
+// see a leader, and records the worst pause of the edge's progress.
+func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advanceLog) error {
+	f, _, err := r.c.waitFleet(ctx, 100*time.Millisecond, r.o.ReplicationTimeout, "a raft leader",
+		func(f fleet) bool { return f.Raft.Leader != 0 })
+	if err != nil {
+		return err
+	}
+	var leader *proc
+	for _, p := range r.c.coords {
+		if p.raftID == f.Raft.Leader {
+			leader = p
+		}
+	}
+	if leader == nil {
+		return fmt.Errorf("the raft leader %d is not one of the coordinators started", f.Raft.Leader)
+	}
+	r.logger.Info("killing the raft leader", "kill", k+1, "coordinator", leader.name)
+	kill := time.Now()
+	if err := leader.kill(); err != nil {
+		return err
+	}
+	// Restart at once, as a supervisor would: while a coordinator of
+	// an edge's placement is down, the others refuse its segments.
+	if err := leader.start(ctx); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	r.m.restarts = append(r.m.restarts, time.Since(kill))
+	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
+		r.m.gaps = append(r.m.gaps, time.Since(kill))
+		return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.name, edge.name, err)
+	}
+	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		f, err := r.c.fleetOf(cctx, leader)
+		return err == nil && f.Raft.Leader != 0
+	}); err != nil {
+		return fmt.Errorf("restarted %s sees no leader: %w", leader.name, err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settle):
+	}
+	gap := worstPause(adv.snapshot(), kill, time.Now())
+	r.logger.Info("failover", "kill", k+1, "coordinator", leader.name, "gap_s", gap.Seconds())
+	r.m.gaps = append(r.m.gaps, gap)
 	return nil
 }
 

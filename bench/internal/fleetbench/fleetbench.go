@@ -32,20 +32,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
-	"github.com/tributarydb/tributary/replicator"
 )
-
-// errGone is what reading a segment the edge already dropped returns.
-var errGone = os.ErrNotExist
 
 // Options configures a run.
 type Options struct {
@@ -194,58 +187,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, runErr
 }
 
-// edge is one simulated edge of a run.
-type edge struct {
-	src     *edgeSource
-	shipper *replicator.Shipper
-
-	mu      sync.Mutex
-	pending []pendingSeg // sealed, not yet released, ascending seq
-	lastTo  int64        // end of the last segment's samples (ms)
-	acked   bool         // at least one segment released
-}
-
-type pendingSeg struct {
-	seq    uint64
-	points int64
-	at     time.Time
-}
-
-// release moves the segments below retainFrom out of pending, calling fn
-// with each.
-func (e *edge) release(retainFrom uint64, fn func(pendingSeg)) {
-	e.mu.Lock()
-	i := 0
-	for i < len(e.pending) && e.pending[i].seq < retainFrom {
-		fn(e.pending[i])
-		i++
-	}
-	if i > 0 {
-		e.pending = e.pending[i:]
-		e.acked = true
-	}
-	e.mu.Unlock()
-	if i > 0 {
-		e.src.Release(retainFrom)
-	}
-}
-
-// window accumulates what the measured window saw.
-type window struct {
-	mu             sync.Mutex
-	start, end     time.Time // zero until set
-	lags           []float64 // seconds, segments sealed in the window
-	ackedPoints    int64     // acknowledged in the window
-	ackedSegments  int64
-	sealedPoints   int64 // sealed in the window
-	sealedSegments int64
-	unresolved     int
-}
-
-func (w *window) inWindow(t time.Time) bool {
-	return !w.start.IsZero() && !t.Before(w.start) && (w.end.IsZero() || t.Before(w.end))
-}
-
 func runOne(ctx context.Context, o Options, n int, dir string, logger *slog.Logger) (RunResult, error) {
 	r := RunResult{Edges: n, Series: n * o.SeriesPerEdge}
 	if err := os.MkdirAll(filepath.Join(dir, "cursors"), 0o755); err != nil {
@@ -260,243 +201,29 @@ func runOne(ctx context.Context, o Options, n int, dir string, logger *slog.Logg
 	for i, c := range cs {
 		intakes[i] = c.intake
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	edges := make([]*edge, n)
-	intervalMs := o.Interval.Milliseconds()
-	startMs := time.Now().UnixMilli()
-	for i := range edges {
-		id := fmt.Sprintf("fleet-%04d", i)
-		// Each edge lists the coordinators from a different first one, so
-		// that the streams spread over them as a real fleet's do.
-		targets := append(slices.Clone(intakes[i%len(intakes):]), intakes[:i%len(intakes)]...)
-		sh, err := replicator.New(replicator.Options{Targets: targets, Insecure: true,
-			CursorPath: filepath.Join(dir, "cursors", id+".cursor"), Logger: quiet, SoftwareVersion: "tribench-fleet"})
-		if err != nil {
-			return r, fmt.Errorf("edge %s: %w", id, err)
-		}
-		edges[i] = &edge{src: newEdgeSource(id, o.SeriesPerEdge), shipper: sh, lastTo: startMs}
-	}
-
-	var w window
-	var wg sync.WaitGroup
-	runErrs := make(chan error, n)
-	for _, e := range edges {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := e.shipper.Run(ctx, e.src); err != nil && ctx.Err() == nil {
-				runErrs <- fmt.Errorf("edge %s: shipper: %w", e.src.id, err)
-			}
-		}()
-	}
-	// Generators: each edge seals every SealEvery, the edges' phases spread
-	// evenly over the period.
-	for i, e := range edges {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			phase := o.SealEvery * time.Duration(i) / time.Duration(n)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(phase):
-			}
-			t := time.NewTicker(o.SealEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-t.C:
-					to := now.UnixMilli()
-					if (to/intervalMs)*intervalMs <= e.lastTo {
-						continue
-					}
-					info, err := e.src.Seal(e.lastTo, to, intervalMs, now)
-					if err != nil {
-						runErrs <- err
-						return
-					}
-					e.mu.Lock()
-					e.lastTo = (to / intervalMs) * intervalMs
-					e.pending = append(e.pending, pendingSeg{seq: info.Seq, points: info.Points, at: now})
-					e.mu.Unlock()
-					w.mu.Lock()
-					if w.inWindow(now) {
-						w.sealedPoints += info.Points
-						w.sealedSegments++
-					}
-					w.mu.Unlock()
-				}
-			}
-		}()
-	}
-	// Poller: reads every Shipper's RetainFrom; a segment is acknowledged
-	// at the first poll that finds it released.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(o.PollInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				for _, e := range edges {
-					e.release(e.shipper.RetainFrom(), func(p pendingSeg) {
-						w.mu.Lock()
-						if w.inWindow(p.at) {
-							w.lags = append(w.lags, now.Sub(p.at).Seconds())
-						}
-						if w.inWindow(now) {
-							w.ackedPoints += p.points
-							w.ackedSegments++
-						}
-						w.mu.Unlock()
-					})
-				}
-			}
-		}
-	}()
-	stopAll := func() {
-		cancel()
-		wg.Wait()
-	}
-	fail := func(err error) (RunResult, error) {
-		stopAll()
+	f, err := startFleet(ctx, o, n, dir, intakes)
+	if err != nil {
 		return r, err
 	}
+	defer f.stop() // before the coordinators stop
 
-	// Warm-up: every edge has connected and had a segment acknowledged.
 	warmStart := time.Now()
-	for {
-		all := 0
-		for _, e := range edges {
-			e.mu.Lock()
-			if e.acked {
-				all++
-			}
-			e.mu.Unlock()
-		}
-		if all == n {
-			break
-		}
-		if time.Since(warmStart) > o.WarmupTimeout {
-			return fail(fmt.Errorf("warm-up: %d of %d edges had a segment acknowledged after %v", all, n, o.WarmupTimeout))
-		}
-		select {
-		case err := <-runErrs:
-			return fail(err)
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := f.warmUp(o.WarmupTimeout); err != nil {
+		return r, err
 	}
 	r.WarmupS = report.Round(time.Since(warmStart).Seconds(), 1)
 	logger.Info("fleet warm", "edges", n, "after", time.Since(warmStart).Round(100*time.Millisecond))
 
-	hc := &http.Client{Timeout: 10 * time.Second}
-	before, err := sampleAll(ctx, cs, hc)
+	m, err := f.measure(cs, o.Duration)
 	if err != nil {
-		return fail(err)
+		return r, err
 	}
-	cpu0 := selfCPU()
-	load0 := loadAvg()
-	w.mu.Lock()
-	w.start = time.Now()
-	w.mu.Unlock()
-	select {
-	case err := <-runErrs:
-		return fail(err)
-	case <-ctx.Done():
-		return fail(ctx.Err())
-	case <-time.After(o.Duration):
-	}
-	w.mu.Lock()
-	w.end = time.Now()
-	w.mu.Unlock()
-	after, err := sampleAll(ctx, cs, hc)
-	if err != nil {
-		return fail(err)
-	}
-	cpu1 := selfCPU()
-	r.LoadAvg1 = [2]float64{load0, loadAvg()}
-	elapsed := w.end.Sub(w.start).Seconds()
+	f.settle(o.SettleTimeout)
+	totals := f.shipperTotals()
+	f.stop()
 
-	// Settle: wait until every segment sealed in the window is released.
-	settleEnd := time.Now().Add(o.SettleTimeout)
-	for {
-		oldest := time.Time{}
-		left := 0
-		for _, e := range edges {
-			e.mu.Lock()
-			for _, p := range e.pending {
-				if !p.at.Before(w.start) && p.at.Before(w.end) {
-					left++
-					if oldest.IsZero() || p.at.Before(oldest) {
-						oldest = p.at
-					}
-				}
-			}
-			e.mu.Unlock()
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(settleEnd) {
-			now := time.Now()
-			w.mu.Lock()
-			for _, e := range edges {
-				e.mu.Lock()
-				for _, p := range e.pending {
-					if !p.at.Before(w.start) && p.at.Before(w.end) {
-						w.lags = append(w.lags, now.Sub(p.at).Seconds())
-						w.unresolved++
-					}
-				}
-				e.mu.Unlock()
-			}
-			w.mu.Unlock()
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	var gapPoints uint64
-	var refusals, shippedBytes, shippedPoints int64
-	for _, e := range edges {
-		st := e.shipper.Stats()
-		gapPoints += st.GapPoints
-		refusals += st.Refusals
-		shippedBytes += st.ShippedBytes
-		shippedPoints += st.ShippedPoints
-	}
-	stopAll()
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	sort.Float64s(w.lags)
-	r.LagP50S = report.Number(report.Round(percentile(w.lags, 0.50), 3))
-	r.LagP99S = report.Number(report.Round(percentile(w.lags, 0.99), 3))
-	r.LagMaxS = report.Number(report.Round(percentile(w.lags, 1), 3))
-	r.LagSegments = len(w.lags)
-	r.LagUnresolved = w.unresolved
-	r.PointsPerS = report.Round(float64(w.ackedPoints)/elapsed, 1)
-	r.SegmentsPerS = report.Round(float64(w.ackedSegments)/elapsed, 2)
-	r.OfferedPointsPerS = report.Round(float64(w.sealedPoints)/elapsed, 1)
-	r.OfferedSegmentsPerS = report.Round(float64(w.sealedSegments)/elapsed, 2)
-	r.GapPoints = int64(gapPoints)
-	r.Refusals = refusals
-	r.BytesPerPointShipped = report.Number(math.NaN())
-	if shippedPoints > 0 {
-		r.BytesPerPointShipped = report.Number(report.Round(float64(shippedBytes)/float64(shippedPoints), 3))
-	}
-	r.EdgesCores = report.Round((cpu1-cpu0).Seconds()/elapsed, 3)
-	r.WindowS = report.Round(elapsed, 2)
-	catalog(&r, cs, before, after, elapsed)
+	f.w.fill(&r, totals, m)
+	catalog(&r, cs, m.before, m.after, m.elapsed)
 	return r, nil
 }
 

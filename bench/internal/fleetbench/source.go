@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/wal"
 )
+
+// errGone is what reading a segment the edge already dropped returns.
+var errGone = os.ErrNotExist
 
 // edgeSource is a simulated edge: it stands in for a node's WAL behind the
 // real replicator. Every Seal builds one WAL segment file in memory, byte

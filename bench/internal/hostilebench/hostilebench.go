@@ -86,7 +86,8 @@ type Options struct {
 	Commit       string
 }
 
-func (o *Options) setDefaults() {
+// Validate fills in defaults and reports every bad field of o.
+func (o *Options) Validate() error {
 	if o.Sizes == (hostile.Sizes{}) {
 		o.Sizes = hostile.DefaultSizes()
 	}
@@ -102,10 +103,6 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-}
-
-// Validate reports every bad field of o (after defaults).
-func (o Options) Validate() error {
 	var bad []error
 	if o.Binary == "" {
 		bad = append(bad, errors.New("binary is required"))
@@ -180,7 +177,6 @@ type proc struct {
 // Run starts the fleet, runs the quiet window and the attacks, stops the
 // fleet and writes the report to o.Out.
 func Run(ctx context.Context, o Options) (Result, error) {
-	o.setDefaults()
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}

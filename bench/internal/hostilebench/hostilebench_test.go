@@ -31,13 +31,11 @@ func TestQuantileMs_NearestRankWithinTheWindow(t *testing.T) {
 
 func TestOptions_ValidateNamesBadFields(t *testing.T) {
 	o := Options{Sizes: hostile.Sizes{Writes: -1, Hold: time.Second}}
-	o.setDefaults()
 	err := o.Validate()
 	if err == nil || !strings.Contains(err.Error(), "binary is required") || !strings.Contains(err.Error(), "must not be negative") {
 		t.Errorf("Validate() = %v, want the missing binary and the negative size named", err)
 	}
 	o = Options{Binary: "tributary"}
-	o.setDefaults()
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}

@@ -186,7 +186,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	seriesPerRequest := o.BatchPoints / o.PointsPerSeriesPerBatch
 	reqs := gen.Requests(seriesPerRequest, o.PointsPerSeriesPerBatch)
 	perClient := load.Split(reqs, o.Clients)
-	clients := len(perClient)
+	m := &measurement{opts: o, gen: gen, reqs: reqs, clients: len(perClient), machine: report.DetectMachine()}
 
 	wd, err := workdir.Make(o.WorkDir, "tribench-ingest-", o.KeepDataDir, logger)
 	if err != nil {
@@ -194,12 +194,45 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	}
 	// A failed run keeps its data directory and node log for a post-mortem.
 	defer func() { wd.Finish(err) }()
-	dataDir := wd.DataDir
-	addr, err := nodeproc.FreeLoopbackAddr()
+	nodeLog := filepath.Join(wd.Path, "node.log")
+	node, addr, err := startNode(ctx, o, binary, wd.DataDir, nodeLog, logger)
 	if err != nil {
 		return Result{}, err
 	}
-	nodeLog := filepath.Join(wd.Path, "node.log")
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _ = node.Stop(o.StopTimeout)
+		}
+	}()
+	if err := m.load(ctx, node, addr, perClient, nodeLog, logger); err != nil {
+		return Result{}, err
+	}
+	stopped = true
+	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
+		return Result{}, err
+	}
+	if m.compact, err = compact(ctx, binary, wd.DataDir, o.Env, nodeLog, logger); err != nil {
+		return Result{}, err
+	}
+	m.dataBytes = dirBytes(wd.DataDir)
+	res := m.result()
+	if err := WriteReport(o.Out, res); err != nil {
+		return res, fmt.Errorf("write report: %w", err)
+	}
+	if m.compact.Points < m.stats.Points {
+		return res, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", m.stats.Points, m.compact.Points)
+	}
+	return res, nil
+}
+
+// startNode starts the node measured, on a free loopback port, and returns
+// it and its gRPC address.
+func startNode(ctx context.Context, o Options, binary, dataDir, nodeLog string, logger *slog.Logger) (*nodeproc.Node, string, error) {
+	addr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		return nil, "", err
+	}
 	// NB: no --node-id: `tributary compact` opens the data directory with
 	// the default id and refuses a WAL written under another one.
 	node, err := nodeproc.Start(ctx, nodeproc.Options{
@@ -214,29 +247,24 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		ReadyTimeout: o.ReadyTimeout,
 		Logger:       logger,
 	})
-	if err != nil {
-		return Result{}, err
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_, _ = node.Stop(o.StopTimeout)
-		}
-	}()
+	return node, addr, err
+}
 
-	conns, err := load.Dial(addr, clients)
+// load writes the requests for o.Duration over one connection per client,
+// sampling the node's usage and this process's CPU around it.
+func (m *measurement) load(ctx context.Context, node *nodeproc.Node, addr string, perClient [][]*workload.Request, nodeLog string, logger *slog.Logger) error {
+	o := m.opts
+	conns, err := load.Dial(addr, m.clients)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	defer conns.Close()
-
-	before, err := node.Usage()
-	if err != nil {
-		return Result{}, err
+	if m.before, err = node.Usage(); err != nil {
+		return err
 	}
 	selfBefore, selfErr := nodeproc.SelfCPU()
-	logger.Info("writing", "workload", gen.Name(), "series", gen.NumSeries(), "requests", len(reqs),
-		"points_per_request", reqs[0].NumSeries()*o.PointsPerSeriesPerBatch, "clients", clients, "duration", o.Duration)
+	logger.Info("writing", "workload", m.gen.Name(), "series", m.gen.NumSeries(), "requests", len(m.reqs),
+		"points_per_request", m.reqs[0].NumSeries()*o.PointsPerSeriesPerBatch, "clients", m.clients, "duration", o.Duration)
 	stats, loadErr := load.Run(ctx, load.Config{
 		Clients:         conns.WriteClients(),
 		Requests:        perClient,
@@ -249,52 +277,31 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	selfAfter, selfErr2 := nodeproc.SelfCPU()
 	conns.Close()
 	if loadErr != nil {
-		return Result{}, fmt.Errorf("%w\nnode log %s ends with:\n%s", loadErr, nodeLog, node.LogTail())
+		return fmt.Errorf("%w\nnode log %s ends with:\n%s", loadErr, nodeLog, node.LogTail())
 	}
 	if usageErr != nil {
-		return Result{}, usageErr
+		return usageErr
 	}
+	m.stats, m.after = stats, after
+	m.selfCPU, m.selfCPUErr = selfAfter-selfBefore, errors.Join(selfErr, selfErr2)
 	logger.Info("load done", "points", stats.Points, "seconds", stats.Elapsed.Seconds())
+	return nil
+}
 
-	stopped = true
-	exit, err := node.Stop(o.StopTimeout)
-	if err != nil {
-		return Result{}, err
-	}
+// compact compacts the stopped node's store, its output appended to the
+// node's log.
+func compact(ctx context.Context, binary, dataDir string, env []string, nodeLog string, logger *slog.Logger) (nodeproc.CompactResult, error) {
 	logf, err := os.OpenFile(nodeLog, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return Result{}, fmt.Errorf("open node log: %w", err)
+		return nodeproc.CompactResult{}, fmt.Errorf("open node log: %w", err)
 	}
+	defer logf.Close()
 	logger.Info("compacting", "data_dir", dataDir)
-	compact, err := nodeproc.Compact(ctx, binary, dataDir, o.Env, logf)
-	logf.Close()
+	c, err := nodeproc.Compact(ctx, binary, dataDir, env, logf)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w (log: %s)", err, nodeLog)
+		return c, fmt.Errorf("%w (log: %s)", err, nodeLog)
 	}
-
-	m := measurement{
-		opts:       o,
-		gen:        gen,
-		reqs:       reqs,
-		clients:    clients,
-		stats:      stats,
-		before:     before,
-		after:      after,
-		exit:       exit,
-		compact:    compact,
-		dataBytes:  dirBytes(dataDir),
-		selfCPU:    selfAfter - selfBefore,
-		selfCPUErr: errors.Join(selfErr, selfErr2),
-		machine:    report.DetectMachine(),
-	}
-	res := m.result()
-	if err := WriteReport(o.Out, res); err != nil {
-		return res, fmt.Errorf("write report: %w", err)
-	}
-	if compact.Points < stats.Points {
-		return res, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", stats.Points, compact.Points)
-	}
-	return res, nil
+	return c, nil
 }
 
 // dirBytes is the total size of the files under dir, or -1 if it cannot be

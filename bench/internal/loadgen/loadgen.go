@@ -73,7 +73,8 @@ type Options struct {
 
 const maxPointsPerWrite = 10_000
 
-func (o *Options) setDefaults() {
+// Validate fills in defaults and reports what is wrong with the options.
+func (o *Options) Validate() error {
 	if o.Series == 0 {
 		o.Series = 64
 	}
@@ -102,16 +103,11 @@ func (o *Options) setDefaults() {
 		for _, t := range o.Targets {
 			host, _, err := net.SplitHostPort(t)
 			if err != nil {
-				host = t // Validate reports it
+				host = t // reported below
 			}
 			o.Names = append(o.Names, host)
 		}
 	}
-}
-
-// Validate reports what is wrong with the options, after defaults.
-func (o Options) Validate() error {
-	o.setDefaults()
 	var errs []error
 	if len(o.Targets) == 0 {
 		errs = append(errs, errors.New("no targets"))
@@ -175,7 +171,6 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	if err := o.Validate(); err != nil {
 		return Stats{}, err
 	}
-	o.setDefaults()
 	type target struct {
 		name  string
 		addr  string

@@ -165,9 +165,10 @@ func TestRunCountsFailuresAndGoesOn(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Options{Targets: []string{"e1:7070"}, Logger: discard()}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
+	base := func() Options { return Options{Targets: []string{"e1:7070"}, Logger: discard()} }
+	ok := base()
+	if err := ok.Validate(); err != nil || ok.Series != 64 || len(ok.Names) != 1 || ok.Names[0] != "e1" {
+		t.Fatalf("defaults: %+v, %v", ok, err)
 	}
 	cases := []struct {
 		mod  func(*Options)
@@ -183,7 +184,7 @@ func TestValidate(t *testing.T) {
 		{func(o *Options) { o.Logger = nil }, "no logger"},
 	}
 	for i, c := range cases {
-		o := ok
+		o := base()
 		c.mod(&o)
 		err := o.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		return Result{}, err
 	}
 
-	m := measurement{opts: o, machine: report.DetectMachine()}
+	m := &measurement{opts: o, machine: report.DetectMachine()}
 	t0 := time.Now()
 	gen, err := newWorkload(o, now())
 	if err != nil {
@@ -228,12 +228,39 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	}
 	// A failed run keeps its data directory and node logs for a post-mortem.
 	defer func() { wd.Finish(err) }()
-
-	// Write phase.
-	writeLog := filepath.Join(wd.Path, "node-write.log")
-	node, httpAddr, err := startNode(ctx, o, binary, wd.DataDir, writeLog, logger)
-	if err != nil {
+	ph := phases{ctx: ctx, m: m, binary: binary, wd: wd, logger: logger}
+	if err := ph.write(batches); err != nil {
 		return Result{}, err
+	}
+	if err := ph.query(plan); err != nil {
+		return Result{}, err
+	}
+
+	res := m.result()
+	if err := WriteReport(o.Out, res); err != nil {
+		return res, fmt.Errorf("write report: %w", err)
+	}
+	return res, m.check()
+}
+
+// phases runs the node processes of a measurement and records what they
+// cost in m.
+type phases struct {
+	ctx    context.Context
+	m      *measurement
+	binary string
+	wd     *workdir.Dir
+	logger *slog.Logger
+}
+
+// write starts a node, writes every batch to it over HTTP while sampling
+// its usage and the machine's CPU, stops it, and compacts its store.
+func (ph phases) write(batches [][]batch) (err error) {
+	o, m := ph.m.opts, ph.m
+	writeLog := filepath.Join(ph.wd.Path, "node-write.log")
+	node, httpAddr, err := startNode(ph.ctx, o, ph.binary, ph.wd.DataDir, writeLog, ph.logger)
+	if err != nil {
+		return err
 	}
 	stopped := false
 	defer func() {
@@ -243,13 +270,13 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	}()
 	hwm := watchHWM(node, hwmEvery)
 	if m.before, err = node.Usage(); err != nil {
-		return Result{}, err
+		return err
 	}
 	selfBefore, selfErr := nodeproc.SelfCPU()
 	machBusy0, machTotal0, machErr := nodeproc.MachineCPU()
 	q := url.Values{"db": {o.DB}, "precision": {"ns"}}
-	logger.Info("writing", "clients", o.Clients, "requests", m.plannedRequests, "lines_per_request", o.BatchLines)
-	m.write, err = runWrites(ctx, writeConfig{
+	ph.logger.Info("writing", "clients", o.Clients, "requests", m.plannedRequests, "lines_per_request", o.BatchLines)
+	m.write, err = runWrites(ph.ctx, writeConfig{
 		URL:         "http://" + httpAddr + "/write?" + q.Encode(),
 		Batches:     batches,
 		CallTimeout: o.CallTimeout,
@@ -259,38 +286,43 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	selfAfter, selfErr2 := nodeproc.SelfCPU()
 	machBusy1, machTotal1, machErr2 := nodeproc.MachineCPU()
 	if err != nil {
-		return Result{}, fmt.Errorf("write: %w\nnode log %s ends with:\n%s", err, writeLog, node.LogTail())
+		return fmt.Errorf("write: %w\nnode log %s ends with:\n%s", err, writeLog, node.LogTail())
 	}
 	if usageErr != nil {
-		return Result{}, usageErr
+		return usageErr
 	}
 	m.after = after
 	m.selfCPU, m.selfCPUErr = selfAfter-selfBefore, errors.Join(selfErr, selfErr2)
 	m.machineBusy, m.machineTotal, m.machineErr = machBusy1-machBusy0, machTotal1-machTotal0, errors.Join(machErr, machErr2)
-	logger.Info("write done", "points", m.write.Lines*workload.TSBSCPUFields, "seconds", m.write.Elapsed.Seconds())
+	ph.logger.Info("write done", "points", m.write.Lines*workload.TSBSCPUFields, "seconds", m.write.Elapsed.Seconds())
 	clear(batches) // let the bodies go before the node restarts
 
 	stopped = true
 	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
-		return Result{}, err
+		return err
 	}
 	m.hwm = hwm.Final()
 	logf, err := os.OpenFile(writeLog, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return Result{}, fmt.Errorf("open node log: %w", err)
+		return fmt.Errorf("open node log: %w", err)
 	}
-	logger.Info("compacting", "data_dir", wd.DataDir)
-	m.compact, err = nodeproc.Compact(ctx, binary, wd.DataDir, o.Env, logf)
+	ph.logger.Info("compacting", "data_dir", ph.wd.DataDir)
+	m.compact, err = nodeproc.Compact(ph.ctx, ph.binary, ph.wd.DataDir, o.Env, logf)
 	logf.Close()
 	if err != nil {
-		return Result{}, fmt.Errorf("%w (log: %s)", err, writeLog)
+		return fmt.Errorf("%w (log: %s)", err, writeLog)
 	}
+	return nil
+}
 
-	// Query phase, on a fresh start of the node over the compacted store.
-	queryLog := filepath.Join(wd.Path, "node-query.log")
-	qnode, httpAddr, err := startNode(ctx, o, binary, wd.DataDir, queryLog, logger)
+// query starts the node again over the compacted store, measures the
+// HTTP round trip, runs the query plan and stops the node.
+func (ph phases) query(plan *queryPlan) (err error) {
+	o, m := ph.m.opts, ph.m
+	queryLog := filepath.Join(ph.wd.Path, "node-query.log")
+	qnode, httpAddr, err := startNode(ph.ctx, o, ph.binary, ph.wd.DataDir, queryLog, ph.logger)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	qstopped := false
 	defer func() {
@@ -300,12 +332,12 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	}()
 	qhwm := watchHWM(qnode, hwmEvery)
 	plan.setBaseURL("http://" + httpAddr)
-	m.pings = runPings(ctx, "http://"+httpAddr+"/ping", o.QueryClients, pings, o.CallTimeout)
+	m.pings = runPings(ph.ctx, "http://"+httpAddr+"/ping", o.QueryClients, pings, o.CallTimeout)
 	if m.qBefore, err = qnode.Usage(); err != nil {
-		return Result{}, err
+		return err
 	}
-	logger.Info("querying", "clients", o.QueryClients, "warmup", o.WarmupQueries, "queries", o.Queries)
-	m.query, err = runQueries(ctx, queryConfig{
+	ph.logger.Info("querying", "clients", o.QueryClients, "warmup", o.WarmupQueries, "queries", o.Queries)
+	m.query, err = runQueries(ph.ctx, queryConfig{
 		Plan:        plan,
 		Warmup:      o.WarmupQueries,
 		Clients:     o.QueryClients,
@@ -314,22 +346,23 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	})
 	qAfter, usageErr := qnode.Usage()
 	if err != nil {
-		return Result{}, fmt.Errorf("query: %w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
+		return fmt.Errorf("query: %w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
 	}
 	if usageErr != nil {
-		return Result{}, usageErr
+		return usageErr
 	}
 	m.qAfter = qAfter
 	qstopped = true
 	if m.qExit, err = qnode.Stop(o.StopTimeout); err != nil {
-		return Result{}, err
+		return err
 	}
 	m.qHWM = qhwm.Final()
+	return nil
+}
 
-	res := m.result()
-	if err := WriteReport(o.Out, res); err != nil {
-		return res, fmt.Errorf("write report: %w", err)
-	}
+// check is the run's verdict: no acknowledged point lost, every checked
+// query answer right.
+func (m *measurement) check() error {
 	var errs []error
 	if acked := m.write.Lines * workload.TSBSCPUFields; m.compact.Points < acked {
 		errs = append(errs, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", acked, m.compact.Points))
@@ -338,7 +371,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		errs = append(errs, fmt.Errorf("%d of %d query answers did not match the written data, e.g.:\n  %s",
 			m.query.Wrong, m.query.Checked, joinLines(m.query.Examples)))
 	}
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // pings is how many GET /ping requests measure the HTTP round-trip floor

@@ -170,22 +170,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := checkDocker(ctx); err != nil {
 		return res, err
 	}
-	image := o.Image
-	if image == "" {
-		if _, err := os.Stat(o.StaticBinary); err != nil {
-			return res, fmt.Errorf("static binary for the image: %w (build it with: RELEASE_TARGETS=amd64 scripts/release.sh build)", err)
-		}
-		dir, err := workdir.Make(o.WorkDir, "tribench-pi-", false, logger)
-		if err != nil {
-			return res, err
-		}
-		logger.Info("building image", "tag", o.BuildTag, "from", o.StaticBinary)
-		err = buildImage(ctx, o.Dockerfile, o.StaticBinary, o.BuildTag, dir.Path)
-		dir.Finish(nil)
-		if err != nil {
-			return res, err
-		}
-		image = o.BuildTag
+	image, err := prepareImage(ctx, o, logger)
+	if err != nil {
+		return res, err
 	}
 	res.Image = image
 	c, err := runContainer(ctx, image, o.CPUs, o.Memory, o.NodeArgs)
@@ -204,83 +191,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := waitReady(ctx, tributaryv1.NewQueryServiceClient(conns[0]), o.ReadyTimeout); err != nil {
 		return res, err
 	}
-
-	// docker stats, every ~second, until the end of the run.
-	stopStats := make(chan struct{})
-	var statsWG sync.WaitGroup
-	var statsMu sync.Mutex
-	statsWG.Add(1)
-	go func() {
-		defer statsWG.Done()
-		for {
-			select {
-			case <-stopStats:
-				return
-			default:
-			}
-			s, err := c.stats(ctx)
-			if err != nil {
-				logger.Warn("docker stats", "err", err)
-				time.Sleep(time.Second)
-				continue
-			}
-			statsMu.Lock()
-			res.StatsSamples++
-			res.MemPeakMiB = max(res.MemPeakMiB, report.Round(float64(s.MemBytes)/(1<<20), 1))
-			res.CPUPeakPct = max(res.CPUPeakPct, s.CPUPct)
-			statsMu.Unlock()
-		}
-	}()
-	endStats := func() {
-		close(stopStats)
-		statsWG.Wait()
-	}
-
-	// Ingest.
-	now := time.Now()
-	intervalMs := o.Interval.Milliseconds()
-	// Room for 10 M points/s, far above what one core takes, so that the
-	// load runs its whole duration before its samples reach the wall clock.
-	perSeries := int64(o.Duration.Seconds()*1e7)/int64(o.Series) + int64(o.PointsPerSeries)
-	startMs := now.UnixMilli() - perSeries*intervalMs
-	startMs -= startMs % intervalMs
-	gen, err := workload.NewSensor(workload.SensorOptions{Series: o.Series, StartMs: startMs, IntervalMs: intervalMs, Seed: o.Seed})
+	endStats := watchStats(ctx, c, &res, logger)
+	err = measure(ctx, o, conns, &res, logger)
+	endStats()
 	if err != nil {
-		endStats()
 		return res, err
 	}
-	reqs := gen.Requests(o.SeriesPerRequest, o.PointsPerSeries)
-	logger.Info("ingest", "series", o.Series, "clients", o.Clients, "duration", o.Duration)
-	st, err := load.Run(ctx, load.Config{Clients: conns.WriteClients(), Requests: load.Split(reqs, o.Clients),
-		PointsPerSeries: o.PointsPerSeries, Duration: o.Duration, CallTimeout: o.CallTimeout})
-	if err != nil {
-		endStats()
-		return res, fmt.Errorf("ingest: %w", err)
-	}
-	res.Points = st.Points
-	res.CaughtUp = st.CaughtUp
-	res.IngestS = report.Round(st.Elapsed.Seconds(), 2)
-	res.PointsPerS = report.Round(float64(st.Points)/st.Elapsed.Seconds(), 0)
-	sort.Slice(st.Latencies, func(i, j int) bool { return st.Latencies[i] < st.Latencies[j] })
-	res.WriteP50Ms = ms(load.Percentile(st.Latencies, 0.5))
-	res.WriteP99Ms = ms(load.Percentile(st.Latencies, 0.99))
-
-	// Queries, on the range every series holds.
-	endMs := int64(math.MaxInt64)
-	for _, r := range reqs {
-		endMs = min(endMs, r.LastMs())
-	}
-	qc := tributaryv1.NewQueryServiceClient(conns[0])
-	for _, q := range queryMix(gen, endMs, intervalMs) {
-		logger.Info("queries", "type", q.name)
-		qr, err := timeQuery(ctx, qc, q, o.Warmup, o.Queries, o.CallTimeout)
-		if err != nil {
-			endStats()
-			return res, err
-		}
-		res.Queries = append(res.Queries, qr)
-	}
-	endStats()
 
 	s, err := c.state(ctx)
 	if err != nil {
@@ -303,6 +219,105 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("the node did not survive the %s limit (OOM killed: %v, running: %v)", o.Memory, res.OOMKilled, res.RunningAtEnd)
 	}
 	return res, nil
+}
+
+// prepareImage returns o.Image, or builds the node's image around
+// o.StaticBinary and returns its tag.
+func prepareImage(ctx context.Context, o Options, logger *slog.Logger) (string, error) {
+	if o.Image != "" {
+		return o.Image, nil
+	}
+	if _, err := os.Stat(o.StaticBinary); err != nil {
+		return "", fmt.Errorf("static binary for the image: %w (build it with: RELEASE_TARGETS=amd64 scripts/release.sh build)", err)
+	}
+	dir, err := workdir.Make(o.WorkDir, "tribench-pi-", false, logger)
+	if err != nil {
+		return "", err
+	}
+	logger.Info("building image", "tag", o.BuildTag, "from", o.StaticBinary)
+	err = buildImage(ctx, o.Dockerfile, o.StaticBinary, o.BuildTag, dir.Path)
+	dir.Finish(nil)
+	if err != nil {
+		return "", err
+	}
+	return o.BuildTag, nil
+}
+
+// watchStats samples docker stats about every second into res's peaks
+// until the returned function is called.
+func watchStats(ctx context.Context, c *container, res *Result, logger *slog.Logger) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			s, err := c.stats(ctx)
+			if err != nil {
+				logger.Warn("docker stats", "err", err)
+				time.Sleep(time.Second)
+				continue
+			}
+			res.StatsSamples++
+			res.MemPeakMiB = max(res.MemPeakMiB, report.Round(float64(s.MemBytes)/(1<<20), 1))
+			res.CPUPeakPct = max(res.CPUPeakPct, s.CPUPct)
+		}
+	})
+	return func() {
+		close(quit)
+		wg.Wait()
+	}
+}
+
+// measure writes the sensor workload as fast as the node takes it for
+// o.Duration, then times the query mix on the range every series holds.
+// It sets the ingest and query figures of res (not those watchStats
+// sets).
+func measure(ctx context.Context, o Options, conns load.Conns, res *Result, logger *slog.Logger) error {
+	now := time.Now()
+	intervalMs := o.Interval.Milliseconds()
+	// Room for 10 M points/s, far above what one core takes, so that the
+	// load runs its whole duration before its samples reach the wall clock.
+	perSeries := int64(o.Duration.Seconds()*1e7)/int64(o.Series) + int64(o.PointsPerSeries)
+	startMs := now.UnixMilli() - perSeries*intervalMs
+	startMs -= startMs % intervalMs
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: o.Series, StartMs: startMs, IntervalMs: intervalMs, Seed: o.Seed})
+	if err != nil {
+		return err
+	}
+	reqs := gen.Requests(o.SeriesPerRequest, o.PointsPerSeries)
+	logger.Info("ingest", "series", o.Series, "clients", o.Clients, "duration", o.Duration)
+	st, err := load.Run(ctx, load.Config{Clients: conns.WriteClients(), Requests: load.Split(reqs, o.Clients),
+		PointsPerSeries: o.PointsPerSeries, Duration: o.Duration, CallTimeout: o.CallTimeout})
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	res.Points = st.Points
+	res.CaughtUp = st.CaughtUp
+	res.IngestS = report.Round(st.Elapsed.Seconds(), 2)
+	res.PointsPerS = report.Round(float64(st.Points)/st.Elapsed.Seconds(), 0)
+	sort.Slice(st.Latencies, func(i, j int) bool { return st.Latencies[i] < st.Latencies[j] })
+	res.WriteP50Ms = ms(load.Percentile(st.Latencies, 0.5))
+	res.WriteP99Ms = ms(load.Percentile(st.Latencies, 0.99))
+
+	// Queries, on the range every series holds.
+	endMs := int64(math.MaxInt64)
+	for _, r := range reqs {
+		endMs = min(endMs, r.LastMs())
+	}
+	qc := tributaryv1.NewQueryServiceClient(conns[0])
+	for _, q := range queryMix(gen, endMs, intervalMs) {
+		logger.Info("queries", "type", q.name)
+		qr, err := timeQuery(ctx, qc, q, o.Warmup, o.Queries, o.CallTimeout)
+		if err != nil {
+			return err
+		}
+		res.Queries = append(res.Queries, qr)
+	}
+	return nil
 }
 
 // waitReady polls the node's Status until it answers.

@@ -91,14 +91,8 @@ func Smoke(ctx context.Context, o SmokeOptions) (SmokeResult, error) {
 	if err != nil {
 		return res, err
 	}
-	f, err := elf.Open(bin)
-	if err != nil {
-		return res, fmt.Errorf("arm64 binary: %w (build it with: RELEASE_TARGETS=arm64 scripts/release.sh build)", err)
-	}
-	res.Machine = f.Machine.String()
-	f.Close()
-	if f.Machine != elf.EM_AARCH64 {
-		return res, fmt.Errorf("%s is a %s binary, not arm64", o.Binary, res.Machine)
+	if res.Machine, err = checkArm64(bin); err != nil {
+		return res, err
 	}
 	qemu, err := exec.LookPath(o.Qemu)
 	if err != nil {
@@ -110,121 +104,8 @@ func Smoke(ctx context.Context, o SmokeOptions) (SmokeResult, error) {
 	}
 	var runErr error
 	defer func() { dir.Finish(runErr) }()
-	wrapper := filepath.Join(dir.Path, "tributary-arm64")
-	script := fmt.Sprintf("#!/bin/sh\nQEMU_CPU=%s exec %s %s \"$@\"\n", o.QemuCPU, qemu, bin)
-	if runErr = os.WriteFile(wrapper, []byte(script), 0o755); runErr != nil {
-		return res, runErr
-	}
-	addr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		runErr = err
-		return res, err
-	}
-	nopts := nodeproc.Options{Binary: wrapper, DataDir: dir.DataDir, ListenAddr: addr, NodeID: "arm64-smoke",
-		WALSync: "always", LogPath: filepath.Join(dir.Path, "node.log"), ReadyTimeout: o.ReadyTimeout, Logger: logger}
-
-	// The data: Points samples per series ending before now.
-	startMs := time.Now().Add(-time.Duration(o.Points+1) * o.Interval).UnixMilli()
-	startMs -= startMs % o.Interval.Milliseconds()
-	gen, err := workload.NewSensor(workload.SensorOptions{Series: o.Series, StartMs: startMs, IntervalMs: o.Interval.Milliseconds(), Seed: o.Seed})
-	if err != nil {
-		runErr = err
-		return res, err
-	}
-	reqs := gen.Requests(o.Series, o.Points)
-	want := map[string]nodeclient.Series{}
-	for _, r := range reqs {
-		r.Next(o.Points)
-		for _, b := range r.Msg.Batches {
-			want[labelKey(b.GetSeries().GetLabels())] = nodeclient.Series{Labels: b.GetSeries().GetLabels(),
-				TimestampsMs: append([]int64(nil), b.TimestampsMs...), Values: append([]float64(nil), b.Values...)}
-		}
-	}
-	endMs := startMs + int64(o.Points-1)*o.Interval.Milliseconds()
-
-	node, err := nodeproc.Start(ctx, nopts)
-	if err != nil {
-		runErr = err
-		return res, err
-	}
-	defer func() {
-		if node != nil {
-			node.Kill()
-		}
-	}()
-	conn, err := nodeclient.Dial(addr)
-	if err != nil {
-		runErr = err
-		return res, err
-	}
-	defer conn.Close()
-	wc, qc := tributaryv1.NewWriteServiceClient(conn), tributaryv1.NewQueryServiceClient(conn)
-	for _, r := range reqs {
-		cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
-		resp, err := wc.Write(cctx, r.Msg)
-		cancel()
-		if err == nil {
-			err = nodeclient.CheckWrite(resp, r.Points())
-		}
-		if err != nil {
-			runErr = fmt.Errorf("write: %w", err)
-			return res, runErr
-		}
-		res.PointsWritten += int64(r.Points())
-	}
-	check := func(when string) error {
-		cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
-		defer cancel()
-		ans, err := nodeclient.Query(cctx, qc, &tributaryv1.QueryRequest{
-			Matchers: []*tributaryv1.Matcher{{Type: tributaryv1.Matcher_REGEX, Name: "__name__", Value: ".+"}},
-			StartMs:  startMs - 3_600_000, EndMs: endMs + 3_600_000, Mode: tributaryv1.QueryMode_QUERY_MODE_RAW})
-		if err != nil {
-			return fmt.Errorf("%s: %w", when, err)
-		}
-		bad := compareSeries(want, ans.Series)
-		res.Mismatches += bad
-		res.Checks = append(res.Checks, fmt.Sprintf("%s: %d series, %d mismatches", when, len(ans.Series), bad))
-		if bad > 0 {
-			return fmt.Errorf("%s: %d series differ from what was written", when, bad)
-		}
-		return nil
-	}
-	restart := func() error {
-		n, err := nodeproc.Start(ctx, nopts)
-		node = n
-		return err
-	}
-	steps := []func() error{
-		func() error { return check("just written") },
-		func() error { node.Kill(); node = nil; return restart() },
-		func() error { return check("after kill -9 and WAL replay") },
-		func() error {
-			ex, err := node.Stop(2 * time.Minute)
-			node = nil
-			if err == nil && ex.Code != 0 {
-				err = fmt.Errorf("node exited with status %d after SIGTERM", ex.Code)
-			}
-			if err != nil {
-				return err
-			}
-			return restart()
-		},
-		func() error { return check("after SIGTERM and a restart (RocksDB)") },
-		func() error {
-			ex, err := node.Stop(2 * time.Minute)
-			node = nil
-			res.CleanExit = err == nil && ex.Code == 0
-			if !res.CleanExit {
-				return fmt.Errorf("final stop: exit %d, %v", ex.Code, err)
-			}
-			return nil
-		},
-	}
-	for _, step := range steps {
-		if runErr = step(); runErr != nil {
-			break
-		}
-	}
+	r := &smokeRun{ctx: ctx, o: o, res: &res}
+	runErr = r.run(dir.Path, dir.DataDir, qemu, bin, logger)
 	res.Passed = runErr == nil
 	fmt.Fprintf(o.Out, "arm64 functional run: %s (%s) under %s\n", res.Binary, res.Machine, res.Emulator)
 	fmt.Fprintf(o.Out, "wrote %s points in %d series\n", report.Int(res.PointsWritten), res.Series)
@@ -239,6 +120,175 @@ func Smoke(ctx context.Context, o SmokeOptions) (SmokeResult, error) {
 		runErr = writeJSONFile(filepath.Join(o.ResultsDir, "arm64-smoke.json"), res)
 	}
 	return res, runErr
+}
+
+// checkArm64 returns the ELF machine of bin, an error unless arm64.
+func checkArm64(bin string) (string, error) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return "", fmt.Errorf("arm64 binary: %w (build it with: RELEASE_TARGETS=arm64 scripts/release.sh build)", err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		return f.Machine.String(), fmt.Errorf("%s is a %s binary, not arm64", bin, f.Machine)
+	}
+	return f.Machine.String(), nil
+}
+
+// smokeRun is one functional run: the emulated node, what was written to
+// it, and the checks made so far (in res).
+type smokeRun struct {
+	ctx            context.Context
+	o              SmokeOptions
+	res            *SmokeResult
+	nopts          nodeproc.Options
+	node           *nodeproc.Node // nil while stopped
+	qc             tributaryv1.QueryServiceClient
+	want           map[string]nodeclient.Series
+	startMs, endMs int64
+}
+
+// run writes the workload and goes through the checks, restarts and
+// stops, the first failure ending it; the node is killed if still
+// running when it returns.
+func (r *smokeRun) run(workPath, dataDir, qemu, bin string, logger *slog.Logger) error {
+	o := r.o
+	wrapper := filepath.Join(workPath, "tributary-arm64")
+	script := fmt.Sprintf("#!/bin/sh\nQEMU_CPU=%s exec %s %s \"$@\"\n", o.QemuCPU, qemu, bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return err
+	}
+	addr, err := nodeproc.FreeLoopbackAddr()
+	if err != nil {
+		return err
+	}
+	r.nopts = nodeproc.Options{Binary: wrapper, DataDir: dataDir, ListenAddr: addr, NodeID: "arm64-smoke",
+		WALSync: "always", LogPath: filepath.Join(workPath, "node.log"), ReadyTimeout: o.ReadyTimeout, Logger: logger}
+	reqs, err := r.workload()
+	if err != nil {
+		return err
+	}
+	if err := r.restart(); err != nil {
+		return err
+	}
+	defer func() {
+		if r.node != nil {
+			r.node.Kill()
+		}
+	}()
+	conn, err := nodeclient.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r.qc = tributaryv1.NewQueryServiceClient(conn)
+	if err := r.write(tributaryv1.NewWriteServiceClient(conn), reqs); err != nil {
+		return err
+	}
+	steps := []func() error{
+		func() error { return r.check("just written") },
+		func() error { r.node.Kill(); r.node = nil; return r.restart() },
+		func() error { return r.check("after kill -9 and WAL replay") },
+		func() error {
+			if err := r.stop(); err != nil {
+				return err
+			}
+			return r.restart()
+		},
+		func() error { return r.check("after SIGTERM and a restart (RocksDB)") },
+		func() error {
+			ex, err := r.node.Stop(2 * time.Minute)
+			r.node = nil
+			r.res.CleanExit = err == nil && ex.Code == 0
+			if !r.res.CleanExit {
+				return fmt.Errorf("final stop: exit %d, %v", ex.Code, err)
+			}
+			return nil
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// workload makes the requests to write, Points samples per series ending
+// before now, and what a read-back must return.
+func (r *smokeRun) workload() ([]*workload.Request, error) {
+	o := r.o
+	r.startMs = time.Now().Add(-time.Duration(o.Points+1) * o.Interval).UnixMilli()
+	r.startMs -= r.startMs % o.Interval.Milliseconds()
+	gen, err := workload.NewSensor(workload.SensorOptions{Series: o.Series, StartMs: r.startMs, IntervalMs: o.Interval.Milliseconds(), Seed: o.Seed})
+	if err != nil {
+		return nil, err
+	}
+	reqs := gen.Requests(o.Series, o.Points)
+	r.want = map[string]nodeclient.Series{}
+	for _, req := range reqs {
+		req.Next(o.Points)
+		for _, b := range req.Msg.Batches {
+			r.want[labelKey(b.GetSeries().GetLabels())] = nodeclient.Series{Labels: b.GetSeries().GetLabels(),
+				TimestampsMs: append([]int64(nil), b.TimestampsMs...), Values: append([]float64(nil), b.Values...)}
+		}
+	}
+	r.endMs = r.startMs + int64(o.Points-1)*o.Interval.Milliseconds()
+	return reqs, nil
+}
+
+// write sends the requests, each checked for every point accepted.
+func (r *smokeRun) write(wc tributaryv1.WriteServiceClient, reqs []*workload.Request) error {
+	for _, req := range reqs {
+		cctx, cancel := context.WithTimeout(r.ctx, r.o.CallTimeout)
+		resp, err := wc.Write(cctx, req.Msg)
+		cancel()
+		if err == nil {
+			err = nodeclient.CheckWrite(resp, req.Points())
+		}
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		r.res.PointsWritten += int64(req.Points())
+	}
+	return nil
+}
+
+// check reads every series back and compares each point with what was
+// written, recording the check as when.
+func (r *smokeRun) check(when string) error {
+	cctx, cancel := context.WithTimeout(r.ctx, r.o.CallTimeout)
+	defer cancel()
+	ans, err := nodeclient.Query(cctx, r.qc, &tributaryv1.QueryRequest{
+		Matchers: []*tributaryv1.Matcher{{Type: tributaryv1.Matcher_REGEX, Name: "__name__", Value: ".+"}},
+		StartMs:  r.startMs - 3_600_000, EndMs: r.endMs + 3_600_000, Mode: tributaryv1.QueryMode_QUERY_MODE_RAW})
+	if err != nil {
+		return fmt.Errorf("%s: %w", when, err)
+	}
+	bad := compareSeries(r.want, ans.Series)
+	r.res.Mismatches += bad
+	r.res.Checks = append(r.res.Checks, fmt.Sprintf("%s: %d series, %d mismatches", when, len(ans.Series), bad))
+	if bad > 0 {
+		return fmt.Errorf("%s: %d series differ from what was written", when, bad)
+	}
+	return nil
+}
+
+// restart starts the node (again).
+func (r *smokeRun) restart() error {
+	n, err := nodeproc.Start(r.ctx, r.nopts)
+	r.node = n
+	return err
+}
+
+// stop stops the node with SIGTERM; it must exit with status 0.
+func (r *smokeRun) stop() error {
+	ex, err := r.node.Stop(2 * time.Minute)
+	r.node = nil
+	if err == nil && ex.Code != 0 {
+		err = fmt.Errorf("node exited with status %d after SIGTERM", ex.Code)
+	}
+	return err
 }
 
 // labelKey is a series' identity, whatever order its labels come in.

@@ -125,7 +125,7 @@ type Status struct {
 // machine from the latest snapshot, and prepares raft. Nothing happens
 // until the node is driven (Run, or Tick/Step/Process).
 func Open(opts Options) (*Node, error) {
-	if err := opts.normalize(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	l, err := raftlog.Open(raftlog.Options{Dir: opts.Dir, FS: opts.FS, SegmentBytes: opts.SegmentBytes, Logger: opts.Logger})

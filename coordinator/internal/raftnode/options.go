@@ -112,7 +112,8 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 }
 
-func (o *Options) normalize() error {
+// Validate fills in defaults and rejects impossible values.
+func (o *Options) Validate() error {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -142,11 +143,11 @@ func (o *Options) normalize() error {
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
-	return o.Validate()
+	return o.check()
 }
 
-// Validate checks the options (after defaults).
-func (o *Options) Validate() error {
+// check checks the options (after defaults).
+func (o *Options) check() error {
 	switch {
 	case o.ID == 0:
 		return errors.New("raftnode: Options.ID is 0")

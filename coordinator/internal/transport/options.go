@@ -44,8 +44,10 @@ type Options struct {
 	// RootCAs that verify servers. Required unless Insecure.
 	TLS      *tls.Config
 	Insecure bool
-	// Reporter receives delivery outcomes; it may also be set later with
-	// SetReporter (raftnode.Open needs the Transport first).
+	// Reporter receives delivery outcomes; nil discards them. raftnode.Open
+	// needs the Transport first, so the raft member is usually reached
+	// through a Reporter that forwards to it once it is open
+	// (coordinator's raftReporter).
 	Reporter Reporter
 	// GRPCDialOptions are added to every peer connection (the
 	// coordinator's telemetry: otelgrpc).
@@ -72,7 +74,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o *Options) normalize() error {
+// Validate fills in defaults and rejects impossible values.
+func (o *Options) Validate() error {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -94,11 +97,11 @@ func (o *Options) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o.Validate()
+	return o.check()
 }
 
-// Validate checks the options (after defaults).
-func (o *Options) Validate() error {
+// check checks the options (after defaults).
+func (o *Options) check() error {
 	switch {
 	case o.ID == 0:
 		return errors.New("transport: Options.ID is 0")
@@ -171,7 +174,8 @@ type ServerOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ServerOptions) normalize() error {
+// Validate fills in defaults and rejects impossible values.
+func (o *ServerOptions) Validate() error {
 	if o.MaxEnvelopeBytes == 0 {
 		o.MaxEnvelopeBytes = 256 << 20
 	}
@@ -198,11 +202,11 @@ func (o *ServerOptions) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o.Validate()
+	return o.check()
 }
 
-// Validate checks the options (after defaults).
-func (o *ServerOptions) Validate() error {
+// check checks the options (after defaults).
+func (o *ServerOptions) check() error {
 	switch {
 	case o.ID == 0:
 		return errors.New("transport: ServerOptions.ID is 0")

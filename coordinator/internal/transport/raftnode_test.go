@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ func TestRaftCluster_ElectsAndCommitsOverTLS(t *testing.T) {
 
 	for _, id := range ids {
 		cert := p.issue(memberName(id))
-		tr, err := New(Options{ID: id, ClusterID: cluster, TLS: p.client(cert), Logger: discard, MinBackoff: 5e6, MaxBackoff: 50e6})
+		rep := &lateReporter{}
+		tr, err := New(Options{ID: id, ClusterID: cluster, TLS: p.client(cert), Reporter: rep, Logger: discard, MinBackoff: 5e6, MaxBackoff: 50e6})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +39,7 @@ func TestRaftCluster_ElectsAndCommitsOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Close() })
-		tr.SetReporter(n)
+		rep.n.Store(n)
 		m := &member{id: id, name: memberName(id), tr: tr, rec: newRecorder()}
 		srv, err := NewServer(ServerOptions{ID: id, ClusterID: cluster, TLS: p.server(cert), Peers: tr, Logger: discard,
 			Step: func(_ context.Context, msg raftpb.Message) error { return n.Step(msg) }})
@@ -123,5 +125,21 @@ func TestRaftCluster_ElectsAndCommitsOverTLS(t *testing.T) {
 		if st := ms[id].srv.Stats(); st.Refused != 0 || st.Received == 0 {
 			t.Errorf("member %d server stats %+v", id, st)
 		}
+	}
+}
+
+// lateReporter forwards delivery outcomes to the raft member once it is
+// open (it needs the Transport first); until then they are discarded.
+type lateReporter struct{ n atomic.Pointer[raftnode.Node] }
+
+func (r *lateReporter) ReportUnreachable(id uint64) {
+	if n := r.n.Load(); n != nil {
+		n.ReportUnreachable(id)
+	}
+}
+
+func (r *lateReporter) ReportSnapshot(id uint64, ok bool) {
+	if n := r.n.Load(); n != nil {
+		n.ReportSnapshot(id, ok)
 	}
 }

@@ -57,7 +57,7 @@ type ServerStats struct {
 // NewServer returns a Server with its own gRPC server (mutual TLS unless
 // Insecure). Serve it with Serve.
 func NewServer(opts ServerOptions) (*Server, error) {
-	if err := opts.normalize(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID)}

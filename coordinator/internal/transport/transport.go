@@ -15,16 +15,12 @@ type Transport struct {
 	opts Options
 	log  *slog.Logger
 
-	reporter atomic.Pointer[reporterBox]
-
 	mu     sync.RWMutex
 	peers  map[uint64]*peer // REQUIRES: mu held
 	closed bool             // REQUIRES: mu held
 
 	stats counters
 }
-
-type reporterBox struct{ r Reporter }
 
 type counters struct {
 	sent, dropped, unknownPeer, streamFailures, connects atomic.Uint64
@@ -47,23 +43,15 @@ var ErrClosed = errors.New("transport: closed")
 
 // New returns a Transport with an empty address book.
 func New(opts Options) (*Transport, error) {
-	if err := opts.normalize(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID), peers: map[uint64]*peer{}}
-	if opts.Reporter != nil {
-		t.SetReporter(opts.Reporter)
-	}
-	return t, nil
+	return &Transport{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID), peers: map[uint64]*peer{}}, nil
 }
 
-// SetReporter sets where delivery outcomes go (typically the raftnode.Node
-// opened with this Transport). Outcomes before it is set are discarded.
-func (t *Transport) SetReporter(r Reporter) { t.reporter.Store(&reporterBox{r}) }
-
 func (t *Transport) reportUnreachable(id uint64) {
-	if b := t.reporter.Load(); b != nil {
-		b.r.ReportUnreachable(id)
+	if t.opts.Reporter != nil {
+		t.opts.Reporter.ReportUnreachable(id)
 	}
 }
 
@@ -73,8 +61,8 @@ func (t *Transport) reportSnapshot(id uint64, ok bool) {
 	} else {
 		t.stats.snapshotsFailed.Add(1)
 	}
-	if b := t.reporter.Load(); b != nil {
-		b.r.ReportSnapshot(id, ok)
+	if t.opts.Reporter != nil {
+		t.opts.Reporter.ReportSnapshot(id, ok)
 	}
 }
 

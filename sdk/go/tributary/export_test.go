@@ -12,8 +12,7 @@ type SendFunc = func(ctx context.Context, req *pb.WriteRequest, onRetry func(err
 
 // NewWriterWithSend starts a Writer over send instead of a Client.
 func NewWriterWithSend(send SendFunc, opts WriterOptions) (*Writer, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	return newWriter(send, opts), nil

@@ -200,8 +200,7 @@ func WithTimeout(d time.Duration) Option {
 // take their default; RetryPolicy{MaxAttempts: 1} disables retries.
 func WithRetry(p RetryPolicy) Option {
 	return func(o *options) error {
-		p, err := p.withDefaults()
-		if err != nil {
+		if err := p.Validate(); err != nil {
 			return fmt.Errorf("WithRetry: %w", err)
 		}
 		o.retry = p

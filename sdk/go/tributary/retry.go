@@ -29,7 +29,8 @@ type RetryPolicy struct {
 // spread over about ten seconds.
 var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 250 * time.Millisecond, MaxBackoff: 5 * time.Second}
 
-func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
+// Validate fills in defaults and rejects impossible values.
+func (p *RetryPolicy) Validate() error {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultRetryPolicy.MaxAttempts
 	}
@@ -41,11 +42,11 @@ func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
 	}
 	switch {
 	case p.InitialBackoff < 0 || p.MaxBackoff < 0:
-		return p, fmt.Errorf("negative backoff (initial %s, max %s)", p.InitialBackoff, p.MaxBackoff)
+		return fmt.Errorf("negative backoff (initial %s, max %s)", p.InitialBackoff, p.MaxBackoff)
 	case p.MaxBackoff < p.InitialBackoff:
-		return p, fmt.Errorf("max backoff %s is below initial backoff %s", p.MaxBackoff, p.InitialBackoff)
+		return fmt.Errorf("max backoff %s is below initial backoff %s", p.MaxBackoff, p.InitialBackoff)
 	}
-	return p, nil
+	return nil
 }
 
 // backoff returns the wait after the attempt-th failed attempt (1-based).

@@ -55,12 +55,14 @@ const (
 	DefaultMaxBufferedBytes  = 16 << 20
 )
 
-func (o WriterOptions) withDefaults() (WriterOptions, error) {
+// Validate fills in defaults and rejects impossible values. A Retry
+// policy is copied before its defaults are filled in.
+func (o *WriterOptions) Validate() error {
 	switch {
 	case o.MaxBatchPoints < 0, o.MaxBatchBytes < 0, o.MaxBufferedPoints < 0, o.MaxBufferedBytes < 0:
-		return o, errors.New("writer options: negative size")
+		return errors.New("writer options: negative size")
 	case o.FlushInterval < 0:
-		return o, fmt.Errorf("writer options: negative flush interval %s", o.FlushInterval)
+		return fmt.Errorf("writer options: negative flush interval %s", o.FlushInterval)
 	}
 	if o.MaxBatchPoints == 0 {
 		o.MaxBatchPoints = DefaultMaxBatchPoints
@@ -80,13 +82,13 @@ func (o WriterOptions) withDefaults() (WriterOptions, error) {
 	o.MaxBatchPoints = min(o.MaxBatchPoints, o.MaxBufferedPoints)
 	o.MaxBatchBytes = min(o.MaxBatchBytes, o.MaxBufferedBytes)
 	if o.Retry != nil {
-		p, err := o.Retry.withDefaults()
-		if err != nil {
-			return o, fmt.Errorf("writer options: retry: %w", err)
+		p := *o.Retry
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("writer options: retry: %w", err)
 		}
 		o.Retry = &p
 	}
-	return o, nil
+	return nil
 }
 
 // ErrWriterClosed is returned by a Writer's methods after Close.
@@ -187,8 +189,7 @@ func seriesBytes(ls Labels) int64 {
 // NewWriter starts a Writer that sends through c. Close it to send what is
 // buffered and stop its goroutine.
 func (c *Client) NewWriter(opts WriterOptions) (*Writer, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	p := c.opts.retry

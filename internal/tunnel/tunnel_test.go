@@ -11,23 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/query"
-	"github.com/tributarydb/tributary/coordinator/tunnel"
 	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/internal/tunnel"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitFor bounds every wait: generous for a loaded machine; nothing
 // asserts on how long something took.
@@ -61,7 +58,7 @@ type coordinator struct {
 
 func startCoordinator(t *testing.T, addr string, identity func(context.Context) (string, error)) (*coordinator, string) {
 	t.Helper()
-	r, err := tunnel.New(tunnel.Options{Identity: identity,
+	r, err := tunnel.NewRegistry(tunnel.RegistryOptions{Identity: identity,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +105,17 @@ func openNode(t *testing.T, id string) *node.Node {
 	return n
 }
 
-func runTunnels(t *testing.T, id string, n *node.Node, targets ...string) *replicator.Tunnels {
+// runTunnels runs an Edge for node n with the options a replicating node
+// gives it (replicator.Options.TunnelOptions).
+func runTunnels(t *testing.T, id string, n *node.Node, targets ...string) *tunnel.Edge {
 	t.Helper()
-	tun, err := replicator.NewTunnels(replicator.TunnelOptions{NodeID: id, Targets: targets, Insecure: true,
-		Query:          grpcapi.New(n, grpcapi.Options{}).QueryServer,
+	ro := replicator.Options{Targets: targets, Insecure: true, CursorPath: "unused",
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if err := ro.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tun, err := tunnel.NewEdge(ro.TunnelOptions(id, grpcapi.New(n, grpcapi.Options{}).QueryServer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +134,10 @@ func source(t *testing.T, r *tunnel.Registry, edge string) query.Source {
 	t.Helper()
 	var s query.Source
 	eventually(t, "a tunnel of "+edge, func() bool {
-		var ok bool
-		s, ok = r.Source(edge)
+		cc, ok := r.Client(edge)
+		if ok {
+			s = query.NewEdgeClient("tunnel/"+edge, cc)
+		}
 		return ok
 	})
 	return s
@@ -192,7 +196,7 @@ func requireSameAnswers(t *testing.T, s query.Source, n *node.Node) {
 }
 
 // TestTunnel_QueriesReachTheEdgeAndSurviveARestart runs a real node behind
-// Tunnels, queries it through the coordinator's registry, restarts the
+// an Edge, queries it through the coordinator's registry, restarts the
 // coordinator's server, and queries it again through the new tunnel.
 func TestTunnel_QueriesReachTheEdgeAndSurviveARestart(t *testing.T) {
 	c, addr := startCoordinator(t, "127.0.0.1:0", nil)
@@ -206,7 +210,7 @@ func TestTunnel_QueriesReachTheEdgeAndSurviveARestart(t *testing.T) {
 
 	c.stop()
 	eventually(t, "the edge notices the tunnel ended", func() bool { return tun.Open() == 0 })
-	if _, ok := c.r.Source("pi-7"); ok {
+	if _, ok := c.r.Client("pi-7"); ok {
 		t.Fatal("a stopped coordinator still lists the tunnel")
 	}
 	c2, _ := startCoordinator(t, addr, nil)

@@ -1,8 +1,7 @@
-package main
+package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,7 +31,7 @@ type leaveCluster struct {
 	members   []*pb.Member
 	removes   []uint64
 	transfers []uint64
-	addrs     map[string]string // cluster address -> client address of the members that answer
+	cluster   serverCluster // the members that answer, by cluster address
 }
 
 type leaveFakeMember struct {
@@ -67,37 +66,18 @@ func (m *leaveFakeMember) TransferLeadership(_ context.Context, req *pb.Transfer
 }
 
 // newLeaveCluster makes voters 1..n (learners listed in learners) led by
-// leader; the members in alive get a listener, the others do not answer.
-func newLeaveCluster(t *testing.T, n, leader uint64, learners, alive []uint64) *leaveCluster {
-	t.Helper()
-	f := &leaveCluster{leader: leader, addrs: map[string]string{}}
+// leader; the members in alive answer (in f.cluster), the others do not.
+func newLeaveCluster(n, leader uint64, learners, alive []uint64) *leaveCluster {
+	f := &leaveCluster{leader: leader, cluster: serverCluster{}}
 	for id := uint64(1); id <= n; id++ {
 		addr := fmt.Sprintf("coord-%d:7444", id-1)
 		f.members = append(f.members, &pb.Member{RaftId: id, NodeId: fmt.Sprintf("coord-%d", id-1), Addr: addr,
 			Learner: slices.Contains(learners, id), Leader: id == leader, MatchIndex: 100 + id})
-		if !slices.Contains(alive, id) {
-			continue
+		if slices.Contains(alive, id) {
+			f.cluster[addr] = &leaveFakeMember{f: f, id: id}
 		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := grpc.NewServer()
-		pb.RegisterClusterServiceServer(g, &leaveFakeMember{f: f, id: id})
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
-		f.addrs[addr] = lis.Addr().String()
 	}
 	return f
-}
-
-// clientAddr maps a cluster address to its fake listener; a member that
-// does not answer gets a closed port.
-func (f *leaveCluster) clientAddr(clusterAddr string) (string, error) {
-	if a, ok := f.addrs[clusterAddr]; ok {
-		return a, nil
-	}
-	return "127.0.0.1:1", nil
 }
 
 func (f *leaveCluster) ids() []uint64 {
@@ -111,20 +91,18 @@ func (f *leaveCluster) ids() []uint64 {
 }
 
 // testLeaver is the leaver of raft id self, with a clock the test moves.
-func testLeaver(f *leaveCluster, self, expected uint64, clock *time.Time) *autoLeaver {
-	return &autoLeaver{
-		self:       coordinator.Peer{RaftID: self, NodeID: fmt.Sprintf("coord-%d", self-1), Addr: fmt.Sprintf("coord-%d:7444", self-1)},
-		expected:   expected,
-		clientAddr: f.clientAddr,
-		dialOpts:   []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-		interval:   time.Millisecond, goneAfter: time.Minute, callTime: 2 * time.Second,
-		now: func() time.Time { return *clock }, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+func testLeaver(f *leaveCluster, self, expected uint64, clock *time.Time) *leaver {
+	return &leaver{
+		self:     Peer{RaftID: self, NodeID: fmt.Sprintf("coord-%d", self-1), Addr: fmt.Sprintf("coord-%d:7444", self-1)},
+		expected: expected, cluster: f.cluster,
+		interval: time.Millisecond, goneAfter: time.Minute, callTime: 2 * time.Second,
+		now: func() time.Time { return *clock }, log: discard(),
 		goneSince: map[uint64]time.Time{},
 	}
 }
 
 // rounds runs n rounds, moving the clock by step before each.
-func rounds(t *testing.T, l *autoLeaver, clock *time.Time, n int, step time.Duration) []error {
+func rounds(t *testing.T, l *leaver, clock *time.Time, n int, step time.Duration) []error {
 	t.Helper()
 	var errs []error
 	for range n {
@@ -138,7 +116,7 @@ func rounds(t *testing.T, l *autoLeaver, clock *time.Time, n int, step time.Dura
 
 func TestAutoLeave_RemovesSilentMembersBeyondExpectedAfterGrace(t *testing.T) {
 	// Scaled from 5 to 3: pods 3 and 4 (raft ids 4, 5) are gone.
-	f := newLeaveCluster(t, 5, 1, nil, []uint64{1, 2, 3})
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 2, 3})
 	clock := time.Unix(1000, 0)
 	l := testLeaver(f, 1, 3, &clock)
 	if errs := rounds(t, l, &clock, 3, 10*time.Second); len(errs) > 0 || len(f.removes) > 0 {
@@ -164,7 +142,7 @@ func TestAutoLeave_LeavesMembersWithinExpectedAndAnsweringOnes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			f := newLeaveCluster(t, tc.n, 1, nil, tc.alive)
+			f := newLeaveCluster(tc.n, 1, nil, tc.alive)
 			clock := time.Unix(1000, 0)
 			l := testLeaver(f, 1, tc.expected, &clock)
 			if errs := rounds(t, l, &clock, 5, time.Hour); len(errs) > 0 || len(f.removes) > 0 {
@@ -175,7 +153,7 @@ func TestAutoLeave_LeavesMembersWithinExpectedAndAnsweringOnes(t *testing.T) {
 }
 
 func TestAutoLeave_OnlyTheLeaderActs(t *testing.T) {
-	f := newLeaveCluster(t, 5, 1, nil, []uint64{1, 2, 3})
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 2, 3})
 	clock := time.Unix(1000, 0)
 	l := testLeaver(f, 2, 3, &clock) // a follower
 	if errs := rounds(t, l, &clock, 5, time.Hour); len(errs) > 0 || len(f.removes) > 0 {
@@ -184,7 +162,7 @@ func TestAutoLeave_OnlyTheLeaderActs(t *testing.T) {
 }
 
 func TestAutoLeave_LearnersFirst(t *testing.T) {
-	f := newLeaveCluster(t, 5, 1, []uint64{4}, []uint64{1, 2, 3})
+	f := newLeaveCluster(5, 1, []uint64{4}, []uint64{1, 2, 3})
 	clock := time.Unix(1000, 0)
 	l := testLeaver(f, 1, 3, &clock)
 	rounds(t, l, &clock, 2, time.Hour)
@@ -197,7 +175,7 @@ func TestAutoLeave_NeverBelowQuorum(t *testing.T) {
 	// Voters 1..5, expected 3; 5 is gone and so is 2 (within expected:
 	// a crash). Removing 5 would leave 1..4 with 2 answering, not a
 	// quorum of 4: refused, with a message saying so.
-	f := newLeaveCluster(t, 5, 1, nil, []uint64{1, 3})
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 3})
 	clock := time.Unix(1000, 0)
 	l := testLeaver(f, 1, 3, &clock)
 	errs := rounds(t, l, &clock, 4, time.Hour)
@@ -213,7 +191,7 @@ func TestAutoLeave_NeverBelowQuorum(t *testing.T) {
 }
 
 func TestAutoLeave_LeaderBeyondExpectedHandsOver(t *testing.T) {
-	f := newLeaveCluster(t, 5, 5, nil, []uint64{1, 2, 3, 5})
+	f := newLeaveCluster(5, 5, nil, []uint64{1, 2, 3, 5})
 	clock := time.Unix(1000, 0)
 	l := testLeaver(f, 5, 3, &clock)
 	if errs := rounds(t, l, &clock, 1, time.Hour); len(errs) > 0 {
@@ -222,22 +200,6 @@ func TestAutoLeave_LeaderBeyondExpectedHandsOver(t *testing.T) {
 	// The most up-to-date voter within 1..3 (match 103) that answers.
 	if !slices.Equal(f.transfers, []uint64{3}) || len(f.removes) > 0 {
 		t.Fatalf("transfers %v removes %v: want leadership handed to 3 and nothing removed", f.transfers, f.removes)
-	}
-}
-
-func TestAutoLeave_Flags(t *testing.T) {
-	const peers = "1=co-0@co-0.h:7444,2=co-1@co-1.h:7444,3=co-2@co-2.h:7444"
-	if _, err := identityOptions(coordinatorFlags{peers: peers, expectedMembers: 3, autoLeaveAfter: time.Minute}, "co-1"); err != nil {
-		t.Fatalf("--expected-members with --identity-from-hostname: %v", err)
-	}
-	if _, err := identityOptions(coordinatorFlags{peers: peers, expectedMembers: 3}, "co-1"); !errors.Is(err, errUsage) {
-		t.Fatalf("--auto-leave-after 0: err = %v, want a usage error", err)
-	}
-	o := coordinator.Options{NodeID: "c1", RaftID: 1, DataDir: "d", ClusterListen: "127.0.0.1:7444", IntakeListen: "127.0.0.1:7443"}
-	f := coordinatorFlags{insecureCluster: true, expectedMembers: 3, autoLeaveAfter: time.Minute,
-		retainRaw: time.Hour, retain1h: time.Hour, retain1d: time.Hour}
-	if err := f.apply(&o, false); !errors.Is(err, errUsage) {
-		t.Fatalf("--expected-members without --identity-from-hostname: err = %v, want a usage error", err)
 	}
 }
 
@@ -375,13 +337,12 @@ func TestAutoLeave_RealClusterScaledFrom5To3(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, m := range ms {
-		l := &autoLeaver{
-			self: peers[m.raftID-1], expected: expected, clientAddr: clientAddr,
-			dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-			interval: 50 * time.Millisecond, goneAfter: 500 * time.Millisecond, callTime: 2 * time.Second,
-			now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), goneSince: map[uint64]time.Time{},
-		}
-		wg.Go(func() { l.run(ctx) })
+		p := peers[m.raftID-1]
+		o := Options{Self: Peer{RaftID: p.RaftID, NodeID: p.NodeID, Addr: p.Addr}, ExpectedMembers: expected,
+			LeaveAfter: 500 * time.Millisecond, LeaveInterval: 50 * time.Millisecond, Logger: discard(),
+			Cluster: &GRPCCluster{ClientAddr: clientAddr,
+				DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}}}
+		wg.Go(func() { Run(ctx, o) })
 	}
 	waitFor("leadership handed to a member within the expected 3", func() bool { l := leaderOf(); return l >= 1 && l <= expected })
 	// Running members beyond the expected ones are not removed.

@@ -1,18 +1,11 @@
-// Package tunnel is the coordinator's end of the edges' query tunnels
-// (tributary.v1.ReplicationService/Tunnel): an edge behind NAT opens a
-// stream to the coordinator, and the coordinator queries the edge's
-// QueryService back through it.
-//
-// Registry.Serve handles one Tunnel stream: it checks the hello against
-// the caller's identity the way the intake checks a Ship hello, wraps the
-// stream as a net.Conn (internal/tunnel), opens a gRPC client connection
-// over it and registers a query.EdgeClient for the edge, replacing the
-// edge's older tunnel if any. The registration goes away when the stream
-// ends. Registry.Source hands the client to the query front end.
-//
-// Concurrency: a Registry is safe for concurrent use; Serve runs once per
-// stream, on the gRPC server's goroutine.
 package tunnel
+
+// The coordinator's end: Registry.Serve handles one Tunnel stream. It
+// checks the hello against the caller's identity the way the intake checks
+// a Ship hello, wraps the stream as a Conn, opens a gRPC client connection
+// over it and registers it for the edge, replacing the edge's older tunnel
+// if any. The registration goes away when the stream ends. Registry.Client
+// hands the connection to the query front end.
 
 import (
 	"context"
@@ -28,16 +21,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/tributarydb/tributary/coordinator/query"
-	itunnel "github.com/tributarydb/tributary/internal/tunnel"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 // maxNodeIDBytes bounds a hello's node id (as the Ship hello's).
 const maxNodeIDBytes = 255
 
-// Options configure a Registry.
-type Options struct {
+// RegistryOptions configure a Registry.
+type RegistryOptions struct {
 	// Identity returns the verified identity of a stream's caller (the
 	// node id its client certificate proves); the hello must name it. Nil
 	// trusts the hello's node_id: insecure or local mode only.
@@ -55,7 +46,7 @@ type Options struct {
 }
 
 // Validate fills in defaults.
-func (o *Options) Validate() error {
+func (o *RegistryOptions) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -64,7 +55,7 @@ func (o *Options) Validate() error {
 
 // Registry holds the open tunnels by edge node id.
 type Registry struct {
-	o Options
+	o RegistryOptions
 
 	mu     sync.Mutex
 	edges  map[string]*entry // REQUIRES: mu held
@@ -73,25 +64,26 @@ type Registry struct {
 }
 
 type entry struct {
-	client *query.EdgeClient
-	conn   *itunnel.Conn
-	cc     *grpc.ClientConn
+	conn *Conn
+	cc   *grpc.ClientConn
 }
 
-// New returns an empty Registry.
-func New(o Options) (*Registry, error) {
+// NewRegistry returns an empty Registry.
+func NewRegistry(o RegistryOptions) (*Registry, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("tunnel registry options: %w", err)
 	}
 	return &Registry{o: o, edges: map[string]*entry{}, stop: make(chan struct{})}, nil
 }
 
-// Source returns the query client of edge's open tunnel, if it has one.
-func (r *Registry) Source(edge string) (query.Source, bool) {
+// Client returns the client connection over edge's open tunnel, if it has
+// one: the edge's QueryService answers on it. The Registry owns it; it
+// fails once the tunnel ends.
+func (r *Registry) Client(edge string) (grpc.ClientConnInterface, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.edges[edge]; e != nil {
-		return e.client, true
+		return e.cc, true
 	}
 	return nil, false
 }
@@ -171,8 +163,8 @@ func (r *Registry) Serve(stream grpc.BidiStreamingServer[pb.TunnelRequest, pb.Tu
 	// it return, which unblocks a pending Recv or Send.
 	quit := make(chan struct{})
 	var quitOnce sync.Once
-	conn := itunnel.NewConn(serverStream{stream}, func() { quitOnce.Do(func() { close(quit) }) },
-		itunnel.Addr("coordinator"), itunnel.Addr("edge/"+edge))
+	conn := NewConn(serverStream{stream}, func() { quitOnce.Do(func() { close(quit) }) },
+		Addr("coordinator"), Addr("edge/"+edge))
 	dialed := false
 	var dmu sync.Mutex
 	dial := func(context.Context, string) (net.Conn, error) {
@@ -199,7 +191,7 @@ func (r *Registry) Serve(stream grpc.BidiStreamingServer[pb.TunnelRequest, pb.Tu
 	}
 	defer cc.Close()
 	cc.Connect() // the HTTP/2 handshake now, not on the first query
-	e := &entry{client: query.NewEdgeClient("tunnel/"+edge, cc), conn: conn, cc: cc}
+	e := &entry{conn: conn, cc: cc}
 
 	r.mu.Lock()
 	if r.closed {

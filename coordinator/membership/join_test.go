@@ -1,10 +1,10 @@
-package main
+package membership
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tributarydb/tributary/coordinator"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -28,6 +27,7 @@ type fakeRaft struct {
 	members  map[uint64]*pb.Member
 	adds     []*pb.AddMemberRequest
 	promotes []uint64
+	removes  []uint64
 	failAdds int // answer ABORTED this many times first
 }
 
@@ -41,12 +41,18 @@ func newFakeRaft() *fakeRaft {
 
 func (f *fakeRaft) list() []*pb.Member {
 	var out []*pb.Member
-	for id := uint64(1); id <= uint64(len(f.members))+1; id++ {
-		if m, ok := f.members[id]; ok {
-			out = append(out, proto.Clone(m).(*pb.Member))
-		}
+	for _, id := range slices.Sorted(maps.Keys(f.members)) {
+		out = append(out, proto.Clone(f.members[id]).(*pb.Member))
 	}
 	return out
+}
+
+func (f *fakeRaft) RemoveMember(_ context.Context, req *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removes = append(f.removes, req.RaftId)
+	delete(f.members, req.RaftId)
+	return &pb.RemoveMemberResponse{Members: f.list()}, nil
 }
 
 func (f *fakeRaft) Members(context.Context, *pb.MembersRequest) (*pb.MembersResponse, error) {
@@ -85,7 +91,7 @@ func (f *fakeRaft) PromoteMember(_ context.Context, req *pb.PromoteMemberRequest
 	return &pb.PromoteMemberResponse{Members: f.list()}, nil
 }
 
-// startFakeRaft serves f on loopback and returns its port.
+// startFakeRaft serves f over gRPC on loopback and returns its port.
 func startFakeRaft(t *testing.T, f *fakeRaft) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -100,18 +106,22 @@ func startFakeRaft(t *testing.T, f *fakeRaft) string {
 	return port
 }
 
-func testJoiner(port string) *autoJoiner {
-	peers := []coordinator.Peer{{RaftID: 1, NodeID: "coord-1", Addr: "127.0.0.1:7444"}, {RaftID: 2, NodeID: "coord-2", Addr: "127.0.0.1:7444"}}
-	return &autoJoiner{
-		self:  coordinator.Peer{RaftID: 4, NodeID: "coord-3", Addr: "127.0.0.1:7444"},
-		peers: peers, clientPort: port,
-		dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+// testJoiner is the joiner of raft id 4 (coord-3) asking coord-1 and
+// coord-2, which both answer at 127.0.0.1:7444 in c.
+func testJoiner(c Cluster) *joiner {
+	peers := []Peer{{RaftID: 1, NodeID: "coord-1", Addr: "127.0.0.1:7444"}, {RaftID: 2, NodeID: "coord-2", Addr: "127.0.0.1:7444"}}
+	return &joiner{
+		self:  Peer{RaftID: 4, NodeID: "coord-3", Addr: "127.0.0.1:7444"},
+		peers: peers, cluster: c,
 		interval: time.Millisecond, maxLag: 10, callTime: 5 * time.Second,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		log: discard(),
 	}
 }
 
-func runJoiner(t *testing.T, j *autoJoiner) {
+// inMemory is a cluster whose members all answer as f.
+func inMemory(f *fakeRaft) Cluster { return serverCluster{"127.0.0.1:7444": f} }
+
+func runJoiner(t *testing.T, j *joiner) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -123,7 +133,23 @@ func runJoiner(t *testing.T, j *autoJoiner) {
 func TestAutoJoin_AddsAsLearnerThenPromotes(t *testing.T) {
 	f := newFakeRaft()
 	f.failAdds = 2 // a change in progress: retried
-	runJoiner(t, testJoiner(startFakeRaft(t, f)))
+	runJoiner(t, testJoiner(inMemory(f)))
+	requireAddedThenPromoted(t, f)
+}
+
+// TestAutoJoin_OverGRPC runs the same join against the fake served over
+// gRPC, reached through GRPCCluster at the members' client port.
+func TestAutoJoin_OverGRPC(t *testing.T) {
+	f := newFakeRaft()
+	f.failAdds = 2
+	port := startFakeRaft(t, f)
+	runJoiner(t, testJoiner(&GRPCCluster{ClientAddr: ClientAddrAtPort(port),
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}}))
+	requireAddedThenPromoted(t, f)
+}
+
+func requireAddedThenPromoted(t *testing.T, f *fakeRaft) {
+	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.adds) != 3 {
@@ -147,7 +173,7 @@ func TestAutoJoin_VoterIsLeftAlone(t *testing.T) {
 	// again: adding a voter as a learner would demote it.
 	f := newFakeRaft()
 	f.members[4] = &pb.Member{RaftId: 4, NodeId: "coord-3", Addr: "127.0.0.1:7444", MatchIndex: 500}
-	runJoiner(t, testJoiner(startFakeRaft(t, f)))
+	runJoiner(t, testJoiner(inMemory(f)))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.adds) != 0 || len(f.promotes) != 0 {
@@ -158,7 +184,7 @@ func TestAutoJoin_VoterIsLeftAlone(t *testing.T) {
 func TestAutoJoin_LearnerIsPromotedNotReAdded(t *testing.T) {
 	f := newFakeRaft()
 	f.members[4] = &pb.Member{RaftId: 4, NodeId: "coord-3", Addr: "127.0.0.1:7444", Learner: true}
-	runJoiner(t, testJoiner(startFakeRaft(t, f)))
+	runJoiner(t, testJoiner(inMemory(f)))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.adds) != 0 || len(f.promotes) != 1 {
@@ -168,7 +194,7 @@ func TestAutoJoin_LearnerIsPromotedNotReAdded(t *testing.T) {
 
 func TestAutoJoin_StopsWithContext(t *testing.T) {
 	// Nobody answers: run keeps trying until its context ends.
-	j := testJoiner("1")
+	j := testJoiner(serverCluster{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- j.run(ctx) }()
@@ -178,48 +204,33 @@ func TestAutoJoin_StopsWithContext(t *testing.T) {
 	}
 }
 
-func TestNewAutoJoiner_AdvertisedAddressAndClientPort(t *testing.T) {
-	o := coordinator.Options{RaftID: 4, NodeID: "co-3", ClusterAddr: "co-3.h.ns.svc:7444", Insecure: true,
-		JoinPeers: []coordinator.Peer{{RaftID: 1, NodeID: "co-0", Addr: "co-0.h.ns.svc:7444"}}}
-	sf := serveFlags{grpcListen: "0.0.0.0:7070"}
-	j, err := newAutoJoiner(o, "[::]:7444", &sf, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
+func TestAutoJoin_RemovesTheReplacedMemberFirst(t *testing.T) {
+	// Raft id 4 lost its disk and rejoins as 1004: 4 is removed before
+	// 1004 is added.
+	f := newFakeRaft()
+	f.members[4] = &pb.Member{RaftId: 4, NodeId: "coord-3", Addr: "127.0.0.1:7444", MatchIndex: 500}
+	j := testJoiner(inMemory(f))
+	j.self.RaftID, j.replaces = 1004, 4
+	runJoiner(t, j)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.removes) != 1 || f.removes[0] != 4 || f.members[4] != nil {
+		t.Fatalf("removes %v, member 4 %v: want 4 removed", f.removes, f.members[4])
 	}
-	if j.self.Addr != "co-3.h.ns.svc:7444" || j.self.RaftID != 4 || j.self.NodeID != "co-3" {
-		t.Errorf("self %+v: want the advertised cluster address", j.self)
-	}
-	if a, err := j.clientAddr(o.JoinPeers[0].Addr); err != nil || a != "co-0.h.ns.svc:7070" {
-		t.Errorf("client address of co-0 = %q, %v; want its host at this --listen port", a, err)
-	}
-	o.ClusterAddr = ""
-	if j, _ = newAutoJoiner(o, "10.0.0.4:7444", &sf, slog.New(slog.NewTextHandler(io.Discard, nil))); j.self.Addr != "10.0.0.4:7444" {
-		t.Errorf("without an advertised address: %q, want the bound one", j.self.Addr)
-	}
-	sf.grpcListen = "nonsense"
-	if _, err := newAutoJoiner(o, "x:1", &sf, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
-		t.Error("--listen without a port accepted")
+	if len(f.adds) != 1 || f.adds[0].RaftId != 1004 || f.members[1004] == nil || f.members[1004].Learner {
+		t.Fatalf("adds %v, member 1004 %v: want 1004 added and promoted", f.adds, f.members[1004])
 	}
 }
 
-func TestNewRaftID_KeepsTheOrdinalWithIdentityFromHostname(t *testing.T) {
-	byHost := coordinatorFlags{identityFromHostname: true}
-	plain := coordinatorFlags{}
-	cases := []struct {
-		f          *coordinatorFlags
-		max, old   uint64
-		want, ordn uint64
-	}{
-		{&byHost, 3, 2, 1002, 2},
-		{&byHost, 1002, 2, 2002, 2},
-		{&byHost, 1500, 3, 2003, 3},
-		{&plain, 3, 2, 4, 4},
-		{&plain, 9, 2, 10, 10},
+func TestClientAddrAtPort(t *testing.T) {
+	at := ClientAddrAtPort("7070")
+	if a, err := at("co-0.h.ns.svc:7444"); err != nil || a != "co-0.h.ns.svc:7070" {
+		t.Errorf("client address of co-0 = %q, %v; want its host at port 7070", a, err)
 	}
-	for _, c := range cases {
-		got := c.f.newRaftID(c.max, c.old)
-		if got != c.want || got <= c.max || ordinalOf(got) != c.ordn {
-			t.Errorf("newRaftID(%d, %d) = %d (ordinal %d), want %d (ordinal %d)", c.max, c.old, got, ordinalOf(got), c.want, c.ordn)
-		}
+	if a, err := at("[fd00::1]:7444"); err != nil || a != "[fd00::1]:7070" {
+		t.Errorf("client address of an IPv6 member = %q, %v", a, err)
+	}
+	if _, err := at("nonsense"); err == nil {
+		t.Error("a cluster address without a port accepted")
 	}
 }
