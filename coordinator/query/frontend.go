@@ -66,7 +66,8 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 }
 
-func (o *Options) setDefaults() {
+// Validate fills defaults and reports the first invalid option.
+func (o *Options) Validate() error {
 	if o.EdgeTimeout == 0 {
 		o.EdgeTimeout = 5 * time.Second
 	}
@@ -88,10 +89,6 @@ func (o *Options) setDefaults() {
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
-}
-
-// Validate reports the first invalid option.
-func (o *Options) Validate() error {
 	switch {
 	case o.Catalog == nil:
 		return errors.New("query front end: a catalog is required")
@@ -117,7 +114,6 @@ var _ backend.Backend = (*Frontend)(nil)
 
 // New returns a Frontend.
 func New(o Options) (*Frontend, error) {
-	o.setDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,8 @@ type Options struct {
 // DefaultSegmentBytes is the default Options.SegmentBytes.
 const DefaultSegmentBytes = 64 << 20
 
-func (o *Options) normalize() error {
+// Validate fills defaults and rejects impossible options.
+func (o *Options) Validate() error {
 	if o.Dir == "" {
 		return errors.New("raftlog: Options.Dir is empty")
 	}
@@ -109,7 +110,7 @@ func snapName(index, term uint64) string { return fmt.Sprintf("%020d-%020d.snap"
 // whole, verifies the latest snapshot file, removes stale snapshot files,
 // and starts a new segment recording one more boot.
 func Open(opts Options) (*Log, error) {
-	if err := opts.normalize(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	l := &Log{opts: opts, fs: opts.FS, snapDir: filepath.Join(opts.Dir, "snap")}

@@ -1,6 +1,7 @@
 // Package tributary is the Go client for Tributary's gRPC API
 // (proto/tributary/v1): writing samples, querying them back and listing
-// series and labels, against a storage node today and a coordinator later.
+// series and labels, against a storage node or a coordinator (whose answers
+// cover the whole fleet).
 //
 // # Connecting
 //
