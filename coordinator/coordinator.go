@@ -50,7 +50,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
-	"github.com/tributarydb/tributary/internal/connlimit"
+	"github.com/tributarydb/tributary/internal/netlimit"
 	"github.com/tributarydb/tributary/internal/tunnel"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
@@ -76,7 +76,7 @@ type Coordinator struct {
 	book map[uint64]bool
 
 	clusterLis net.Listener
-	intakeLis  *connlimit.Listener
+	intakeLis  *netlimit.Listener
 	admission  admission
 	// lock holds the data directory's LOCK file until Stop.
 	lock *os.File
@@ -299,8 +299,11 @@ func (c *Coordinator) listen(closers *[]func()) (err error) {
 	if err != nil {
 		return fmt.Errorf("intake listener: %w", err)
 	}
-	c.intakeLis = connlimit.Listen(intakeLis, connlimit.Limits{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP},
-		c.refusedIntakeConn)
+	if c.intakeLis, err = netlimit.Wrap(intakeLis, netlimit.Options{MaxConns: o.IntakeLimits.MaxConns, MaxConnsPerIP: o.IntakeLimits.MaxConnsPerIP,
+		OnRefuse: c.refusedIntakeConn}); err != nil {
+		intakeLis.Close()
+		return fmt.Errorf("intake listener: %w", err)
+	}
 	*closers = append(*closers, func() { c.intakeLis.Close() })
 	return nil
 }

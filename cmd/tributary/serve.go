@@ -335,7 +335,7 @@ func (f *serveFlags) listen(flagName, name, addr string, maxConns, perIP int, st
 		return nil, fmt.Errorf("listen on %s (%s): %w", addr, flagName, err)
 	}
 	l, err := netlimit.Wrap(raw, netlimit.Options{MaxConns: maxConns, MaxConnsPerIP: perIP,
-		OnRefuse: func(reason string) { st.Inc(name + "_conn_refused_" + reason) }})
+		OnRefuse: func(_ net.Addr, reason string) { st.Inc(name + "_conn_refused_" + reason) }})
 	if err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("%w: %s: %v", errUsage, flagName, err)

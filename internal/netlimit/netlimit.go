@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // Reasons a connection is refused, as passed to Options.OnRefuse.
@@ -33,8 +34,8 @@ type Options struct {
 	// address (IPv6: one /64); 0: no bound.
 	MaxConnsPerIP int
 	// OnRefuse, when not nil, is called for each refused connection with
-	// its Reason*; it must not block.
-	OnRefuse func(reason string)
+	// its remote address and Reason*; it must not block.
+	OnRefuse func(remote net.Addr, reason string)
 }
 
 // Validate checks the options.
@@ -52,7 +53,28 @@ type Listener struct {
 
 	mu    sync.Mutex
 	open  int                // REQUIRES: mu held
+	peak  int                // REQUIRES: mu held
 	perIP map[netip.Addr]int // REQUIRES: mu held; only non-zero counts
+
+	accepted, refusedFull, refusedPerIP atomic.Uint64
+}
+
+// Stats are a Listener's counters.
+type Stats struct {
+	Open          int    // connections open now
+	PeakOpen      int    // the most connections open at once
+	AddressesOpen int    // client addresses (IPv6: /64s) with a connection open now
+	Accepted      uint64 // connections handed on since Wrap
+	RefusedFull   uint64 // closed at once: MaxConns reached
+	RefusedPerIP  uint64 // closed at once: MaxConnsPerIP reached for their address
+}
+
+// Stats returns the counters.
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{Open: l.open, PeakOpen: l.peak, AddressesOpen: len(l.perIP), Accepted: l.accepted.Load(),
+		RefusedFull: l.refusedFull.Load(), RefusedPerIP: l.refusedPerIP.Load()}
 }
 
 // Wrap returns l bounded by o.
@@ -73,12 +95,18 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		key, keyed := clientKey(c.RemoteAddr())
 		if reason := l.admit(key, keyed); reason != "" {
+			if reason == ReasonPerIP {
+				l.refusedPerIP.Add(1)
+			} else {
+				l.refusedFull.Add(1)
+			}
 			c.Close()
 			if l.o.OnRefuse != nil {
-				l.o.OnRefuse(reason)
+				l.o.OnRefuse(c.RemoteAddr(), reason)
 			}
 			continue
 		}
+		l.accepted.Add(1)
 		return &conn{Conn: c, release: func() { l.release(key, keyed) }}, nil
 	}
 }
@@ -100,6 +128,7 @@ func (l *Listener) admit(key netip.Addr, keyed bool) string {
 		return ReasonPerIP
 	}
 	l.open++
+	l.peak = max(l.peak, l.open)
 	if keyed {
 		l.perIP[key]++
 	}
@@ -160,6 +189,10 @@ func (c *conn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// NetConn returns the wrapped connection (for code that looks through
+// wrappers, as crypto/tls and grpc do for diagnostics).
+func (c *conn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection when the wrapped one can (TCP):
 // net/http uses it to let a client read a refusal before the connection

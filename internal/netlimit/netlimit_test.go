@@ -62,7 +62,7 @@ func TestListener_RefusesPastThePerIPBoundAndAdmitsAfterAClose(t *testing.T) {
 	}
 	var mu sync.Mutex
 	refused := map[string]int{}
-	l, err := Wrap(raw, Options{MaxConns: 10, MaxConnsPerIP: 2, OnRefuse: func(r string) { mu.Lock(); refused[r]++; mu.Unlock() }})
+	l, err := Wrap(raw, Options{MaxConns: 10, MaxConnsPerIP: 2, OnRefuse: func(_ net.Addr, r string) { mu.Lock(); refused[r]++; mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestListener_RefusesPastTheListenerBound(t *testing.T) {
 	}
 	var reasons []string
 	var mu sync.Mutex
-	l, err := Wrap(raw, Options{MaxConns: 1, OnRefuse: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
+	l, err := Wrap(raw, Options{MaxConns: 1, OnRefuse: func(_ net.Addr, r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +140,75 @@ func TestClientKey_GroupsIPv6By64(t *testing.T) {
 func TestOptions_RefusesNegativeBounds(t *testing.T) {
 	if _, err := Wrap(nil, Options{MaxConnsPerIP: -1}); err == nil {
 		t.Fatal("negative bound accepted")
+	}
+}
+
+func TestListener_NoBoundsAcceptsEverythingAndCounts(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Wrap(raw, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := served(t, l)
+	var conns []net.Conn
+	for range 20 {
+		dial(t, raw.Addr().String())
+		conns = append(conns, <-accepted)
+	}
+	if st := l.Stats(); st.Open != 20 || st.PeakOpen != 20 || st.Accepted != 20 || st.AddressesOpen != 1 || st.RefusedFull+st.RefusedPerIP != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if st := l.Stats(); st.Open != 0 || st.PeakOpen != 20 || st.AddressesOpen != 0 {
+		t.Fatalf("stats after closing %+v", st)
+	}
+}
+
+func TestListener_StatsCountRefusalsByReason(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remotes []net.Addr
+	var mu sync.Mutex
+	l, err := Wrap(raw, Options{MaxConns: 3, MaxConnsPerIP: 2, OnRefuse: func(a net.Addr, _ string) { mu.Lock(); remotes = append(remotes, a); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := served(t, l)
+	for range 2 {
+		dial(t, raw.Addr().String())
+		<-accepted
+	}
+	if c := dial(t, raw.Addr().String()); !refusedByServer(c) {
+		t.Fatal("a third connection from one address was kept")
+	}
+	if st := l.Stats(); st.RefusedPerIP != 1 || st.RefusedFull != 0 || st.Accepted != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(remotes) != 1 || remotes[0] == nil {
+		t.Fatalf("OnRefuse got %v", remotes)
+	}
+}
+
+func TestListener_AcceptReturnsTheUnderlyingError(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Wrap(raw, Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }

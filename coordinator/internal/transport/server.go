@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tributarydb/tributary/internal/connlimit"
+	"github.com/tributarydb/tributary/internal/netlimit"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
@@ -31,7 +31,7 @@ type Server struct {
 	refusedAtAdmission, legacyStreams, connsRefused atomic.Uint64
 	connLog                                         logLimiter
 	logLimit                                        logLimiter
-	lis                                             atomic.Pointer[connlimit.Listener]
+	lis                                             atomic.Pointer[netlimit.Listener]
 }
 
 // ServerStats are a Server's counters since NewServer.
@@ -83,13 +83,16 @@ func NewServer(opts ServerOptions) (*Server, error) {
 // Serve accepts connections on lis until Stop, within the connection caps
 // (MaxConns, MaxConnsPerIP); see grpc.Server.Serve.
 func (s *Server) Serve(lis net.Listener) error {
-	lim := connlimit.Limits{MaxConns: max(s.opts.MaxConns, 0), MaxConnsPerIP: max(s.opts.MaxConnsPerIP, 0)}
-	l := connlimit.Listen(lis, lim, func(remote net.Addr, reason string) {
-		s.connsRefused.Add(1)
-		if s.connLog.allow(time.Now()) {
-			s.log.Warn("refuse cluster connection", "peer", remote.String(), "reason", reason, "refused_since_start", s.connsRefused.Load())
-		}
-	})
+	l, err := netlimit.Wrap(lis, netlimit.Options{MaxConns: max(s.opts.MaxConns, 0), MaxConnsPerIP: max(s.opts.MaxConnsPerIP, 0),
+		OnRefuse: func(remote net.Addr, reason string) {
+			s.connsRefused.Add(1)
+			if s.connLog.allow(time.Now()) {
+				s.log.Warn("refuse cluster connection", "peer", remote.String(), "reason", reason, "refused_since_start", s.connsRefused.Load())
+			}
+		}})
+	if err != nil {
+		return err
+	}
 	s.lis.Store(l)
 	return s.grpc.Serve(l)
 }
