@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"time"
@@ -63,8 +64,8 @@ func (m clusterMembers) IsMember(name string) bool {
 
 // admission counts what the taps of this coordinator's listeners refused.
 type admission struct {
-	intakeConns, intakeStreams atomic.Uint64
-	logNext                    atomic.Int64
+	intakeConns, intakeStreams, intakeHandshakes atomic.Uint64
+	logNext                                      atomic.Int64
 }
 
 // logAllowed rate-limits refusal logs to one a second: a refused client
@@ -87,6 +88,24 @@ func (c *Coordinator) refusedIntakeConn(remote net.Addr, reason string) {
 	if c.admission.logAllowed() {
 		c.log.Warn("refuse intake connection", "peer", remote.String(), "reason", reason, "refused_since_start", c.admission.intakeConns.Load())
 	}
+}
+
+// failedIntakeHandshake counts (and now and then logs) an intake
+// connection whose TLS handshake failed: an edge with a certificate the
+// edge CA does not verify (expired, from another CA) shows here, not in
+// the stream refusals. A client that merely closed is logged at debug
+// level: port probes and TCP health checks do that.
+func (c *Coordinator) failedIntakeHandshake(remote net.Addr, reason string, err error) {
+	n := c.admission.intakeHandshakes.Add(1)
+	level := slog.LevelWarn
+	if reason == transport.HandshakeClosed {
+		level = slog.LevelDebug
+	}
+	if !c.log.Enabled(context.Background(), level) || !c.admission.logAllowed() {
+		return
+	}
+	c.log.Log(context.Background(), level, "intake TLS handshake failed", "peer", remote.String(), "reason", reason, "err", err,
+		"failed_since_start", n)
 }
 
 // admitEdge is the intake listener's tap: before anything of a stream is

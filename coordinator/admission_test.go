@@ -215,6 +215,13 @@ func TestAdmission_IntakeRefusesAClientWithoutACertificateBeforeReading(t *testi
 	tc := startTLSCoordinator(t, nil)
 	attack(t, conns(t, tc, tc.c.IntakeAddr(), nil, 5), 3<<20, map[string]call{"Ship stream": shipStream},
 		codes.Unavailable, codes.Unauthenticated)
+	// The refusals show as failed handshakes, not as refused streams.
+	if n := tc.c.admission.intakeHandshakes.Load(); n == 0 {
+		t.Error("no failed intake handshake counted")
+	}
+	if n := tc.c.admission.intakeStreams.Load(); n != 0 {
+		t.Errorf("%d intake streams refused at admission, want none (the handshake refuses)", n)
+	}
 }
 
 func TestAdmission_IntakeRefusesACoordinatorsCertificateBeforeReading(t *testing.T) {

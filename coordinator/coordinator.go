@@ -265,7 +265,7 @@ func (c *Coordinator) openServers(closers *[]func()) (err error) {
 		grpc.InTapHandle(c.admitEdge),
 	}
 	if !o.Insecure {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(transport.RequireClientCert(o.IntakeTLS))))
+		gopts = append(gopts, grpc.Creds(transport.WatchHandshakes(credentials.NewTLS(transport.RequireClientCert(o.IntakeTLS)), c.failedIntakeHandshake)))
 	}
 	c.intakeGRPC = grpc.NewServer(append(gopts, c.grpcServerOption())...)
 	c.intake.Register(c.intakeGRPC)

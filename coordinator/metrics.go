@@ -53,6 +53,8 @@ var (
 	}
 	clusterConnRefused, clusterStreamRefused = refusedAttr("cluster", "connection"), refusedAttr("cluster", "admission")
 	intakeConnRefused, intakeStreamRefused   = refusedAttr("intake", "connection"), refusedAttr("intake", "admission")
+	clusterHandshakeFailed                   = refusedAttr("cluster", "handshake")
+	intakeHandshakeFailed                    = refusedAttr("intake", "handshake")
 	clusterListener                          = metric.WithAttributeSet(attribute.NewSet(attribute.String("listener", "cluster")))
 	intakeListener                           = metric.WithAttributeSet(attribute.NewSet(attribute.String("listener", "intake")))
 	// refusalAttrs has every ship error code, so that each is reported
@@ -241,7 +243,7 @@ func (c *Coordinator) replicaMetrics(in *instruments) func(metric.Observer) {
 
 // listenerMetrics creates the instruments of the cluster and intake listeners and returns what observes them.
 func (c *Coordinator) listenerMetrics(in *instruments) func(metric.Observer) {
-	lisRefused := in.counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
+	lisRefused := in.counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), handshake (the TLS handshake failed: closed early, timed out, or a certificate the listener's CA does not verify), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
 	lisOpen := in.gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
 	return func(o metric.Observer) {
 		cs := c.clusterSrv.Stats()
@@ -249,6 +251,8 @@ func (c *Coordinator) listenerMetrics(in *instruments) func(metric.Observer) {
 		o.ObserveInt64(lisRefused, int64(cs.RefusedAtAdmission), clusterStreamRefused)
 		o.ObserveInt64(lisRefused, int64(c.admission.intakeConns.Load()), intakeConnRefused)
 		o.ObserveInt64(lisRefused, int64(c.admission.intakeStreams.Load()), intakeStreamRefused)
+		o.ObserveInt64(lisRefused, int64(cs.HandshakesFailed), clusterHandshakeFailed)
+		o.ObserveInt64(lisRefused, int64(c.admission.intakeHandshakes.Load()), intakeHandshakeFailed)
 		o.ObserveInt64(lisOpen, int64(cs.ConnsOpen), clusterListener)
 		o.ObserveInt64(lisOpen, int64(c.intakeLis.Stats().Open), intakeListener)
 	}

@@ -246,6 +246,7 @@ func TestCoordinatorMetrics_ExistAndMoveWithWork(t *testing.T) {
 		{"tributary_tunnel_open", nil, false},
 		{"tributary_listener_refusals_total", []string{"listener=cluster", "stage=admission"}, false},
 		{"tributary_listener_refusals_total", []string{"listener=intake", "stage=connection"}, false},
+		{"tributary_listener_refusals_total", []string{"listener=intake", "stage=handshake"}, false},
 		{"tributary_listener_connections_open", []string{"listener=intake"}, false},
 		{"tributary_query_fanout_duration_seconds", []string{"api=query", "kind=raw"}, true},
 		{"tributary_query_fanout_duration_seconds", []string{"api=series"}, true},

@@ -29,7 +29,8 @@ type Server struct {
 
 	received, stepFailed, refused                   atomic.Uint64
 	refusedAtAdmission, legacyStreams, connsRefused atomic.Uint64
-	connLog                                         logLimiter
+	handshakesFailed                                atomic.Uint64
+	connLog, handshakeLog                           logLimiter
 	logLimit                                        logLimiter
 	lis                                             atomic.Pointer[netlimit.Listener]
 }
@@ -49,6 +50,9 @@ type ServerStats struct {
 	LegacyStreams uint64
 	// ConnsRefused counts connections closed at accept: a cap was reached.
 	ConnsRefused uint64
+	// HandshakesFailed counts connections whose TLS handshake failed
+	// (closed, timed out or rejected; see WatchHandshakes).
+	HandshakesFailed uint64
 	// ConnsOpen is the connections open now on the listener Serve was
 	// last given.
 	ConnsOpen int
@@ -70,7 +74,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		grpc.InTapHandle(s.tap),
 	}
 	if !opts.Insecure {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(RequireClientCert(opts.TLS))))
+		gopts = append(gopts, grpc.Creds(WatchHandshakes(credentials.NewTLS(RequireClientCert(opts.TLS)), s.handshakeFailed)))
 	}
 	s.grpc = grpc.NewServer(append(gopts, opts.GRPCServerOptions...)...)
 	clusterv1.RegisterRaftServiceServer(s.grpc, s)
@@ -97,6 +101,22 @@ func (s *Server) Serve(lis net.Listener) error {
 	return s.grpc.Serve(l)
 }
 
+// handshakeFailed counts a failed TLS handshake and logs it, at most
+// once a second; a client that merely closed is logged at debug level
+// (port probes and TCP health checks do that).
+func (s *Server) handshakeFailed(remote net.Addr, reason string, err error) {
+	n := s.handshakesFailed.Add(1)
+	level := slog.LevelWarn
+	if reason == HandshakeClosed {
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(context.Background(), level) || !s.handshakeLog.allow(time.Now()) {
+		return
+	}
+	s.log.Log(context.Background(), level, "cluster TLS handshake failed", "peer", remote.String(), "reason", reason, "err", err,
+		"failed_since_start", n)
+}
+
 // Stop closes the listeners and every stream at once.
 func (s *Server) Stop() { s.grpc.Stop() }
 
@@ -107,7 +127,8 @@ func (s *Server) GracefulStop() { s.grpc.GracefulStop() }
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Received: s.received.Load(), StepFailed: s.stepFailed.Load(), Refused: s.refused.Load(),
-		RefusedAtAdmission: s.refusedAtAdmission.Load(), LegacyStreams: s.legacyStreams.Load(), ConnsRefused: s.connsRefused.Load()}
+		RefusedAtAdmission: s.refusedAtAdmission.Load(), LegacyStreams: s.legacyStreams.Load(), ConnsRefused: s.connsRefused.Load(),
+		HandshakesFailed: s.handshakesFailed.Load()}
 	if l := s.lis.Load(); l != nil {
 		st.ConnsOpen = l.Stats().Open
 	}
