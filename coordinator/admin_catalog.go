@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -296,7 +297,7 @@ func (s *adminServer) Rebalance(ctx context.Context, req *pb.RebalanceRequest) (
 	}
 	r, _ := res.(catalog.RebalanceResult)
 	s.c.log.Info("placements rebalanced", "max_moves", req.GetMaxMoves(), "changed", r.Changed)
-	return &pb.RebalanceResponse{Changed: uint32(min(r.Changed, int(^uint32(0))))}, nil
+	return &pb.RebalanceResponse{Changed: uint32(min(int64(r.Changed), math.MaxUint32))}, nil
 }
 
 func (s *adminServer) SetCoordinatorState(ctx context.Context, req *pb.SetCoordinatorStateRequest) (*pb.SetCoordinatorStateResponse, error) {
@@ -337,7 +338,7 @@ func (s *adminServer) SetCoordinatorState(ctx context.Context, req *pb.SetCoordi
 	}
 	r, _ := res.(catalog.SetNodeStateResult)
 	s.c.log.Info("coordinator state set", "coordinator", n.ID, "state", st.String(), "changed", r.Changed, "placements_moved", r.Moved)
-	return &pb.SetCoordinatorStateResponse{Moved: uint32(min(r.Moved, int(^uint32(0))))}, nil
+	return &pb.SetCoordinatorStateResponse{Moved: uint32(min(int64(r.Moved), math.MaxUint32))}, nil
 }
 
 func (s *adminServer) RevokeEdge(ctx context.Context, req *pb.RevokeEdgeRequest) (*pb.RevokeEdgeResponse, error) {

@@ -346,7 +346,7 @@ func makeSegments(t *testing.T, node string, n int, salt float64) []segment {
 		ts := make([]int64, 200)
 		vs := make([]float64, 200)
 		for k := range ts {
-			ts[k] = int64(1_700_000_000_000 + i*1_000_000 + k*1000)
+			ts[k] = 1_700_000_000_000 + int64(i)*1_000_000 + int64(k)*1000
 			vs[k] = salt + float64(k%17)*0.5
 		}
 		re.AddRun(1, ts, vs)
