@@ -203,7 +203,7 @@ bench-arm64-smoke: ## The arm64 static binary under qemu-user-static: a node wri
 demo: build ## Start tributary local, write sensor workloads, show them replicated and queried; then query the coordinator alone.
 	@scripts/demo.sh
 
-release: ## Static linux/amd64, arm64, armv7 binaries in dist/ (RocksDB linked in), tested (ARM under qemu), and the images.
+release: ## Static linux/amd64, arm64, armv7, armv6 binaries in dist/ (RocksDB linked in), tested (ARM under qemu), and the images.
 	@GO=$(GO) VERSION=$(VERSION) scripts/release.sh build test image
 
 release-test: ## Build the static release binaries into dist/ and test them (ARM ones under qemu-user-static).

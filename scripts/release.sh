@@ -5,7 +5,10 @@
 #
 #   build  static binaries with RocksDB linked in, version stamped:
 #            dist/tributary-linux-amd64, -arm64, -armv7 (32-bit ARMv7 hard float:
-#            Raspberry Pi 2 and newer on 32-bit Raspberry Pi OS),
+#            Raspberry Pi 2 and newer on 32-bit Raspberry Pi OS), -armv6
+#            (Pi Zero, Zero W and Pi 1: Go code for ARMv6 with VFP, RocksDB
+#            and the C libraries from Debian's armel, whose ARMv5TE baseline
+#            runs there),
 #          dist/VERSION, dist/SHA256SUMS and the systemd unit
 #          dist/tributary.service. The amd64 binary links the
 #          system's librocksdb-dev; the ARM ones are cross-compiled against a
@@ -18,7 +21,7 @@
 #          through the CLI, kill -9 and restart (WAL replay), read back,
 #          SIGTERM and restart (RocksDB), read back, clean exit.
 #   image  a FROM-scratch image per target from deploy/Dockerfile, tagged
-#          IMAGE:VERSION-amd64, -arm64, -armv7, saved to
+#          IMAGE:VERSION-amd64, -arm64, -armv7, -armv6, saved to
 #          dist/tributary-image-linux-<target>.tar.gz (`docker load` on the
 #          device), and a run check of the image of this machine's architecture.
 #
@@ -30,7 +33,7 @@
 # Environment:
 #   GO                 the go command (default: go on PATH, else /usr/local/go/bin/go)
 #   VERSION            version stamp (default: git describe --tags --always --dirty)
-#   RELEASE_TARGETS    targets to build (default "amd64 arm64 armv7")
+#   RELEASE_TARGETS    targets to build (default "amd64 arm64 armv7 armv6")
 #   RELEASE_TEST_PKGS  packages tested under qemu (default below)
 #   IMAGE_NAME         image repository name (default tributary)
 #   DIST_DIR           output directory (default dist)
@@ -40,7 +43,7 @@ cd "$(dirname "$0")/.."
 go_cmd="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 dist="${DIST_DIR:-dist}"
 image_name="${IMAGE_NAME:-tributary}"
-read -r -a targets <<<"${RELEASE_TARGETS:-amd64 arm64 armv7}"
+read -r -a targets <<<"${RELEASE_TARGETS:-amd64 arm64 armv7 armv6}"
 # The storage engine with RocksDB round trips, WAL and codecs, the node's
 # write/query paths, the HTTP protocols, the CLI against an in-process server
 # and the Go SDK: 1 to 2 minutes per target under qemu on 2 cores.
@@ -68,16 +71,22 @@ apt_install() {
 # Facts per target. debarch: Debian architecture of the sysroot; platform:
 # the image platform; qemu: the emulator, empty for the build machine's own;
 # qemu_cpu: the oldest CPU the binary must run on (Pi 3's Cortex-A53, Pi 2's
-# Cortex-A7), so that the tests catch instructions newer CPUs only have.
+# Cortex-A7, Pi 1's and Pi Zero's ARM1176), so that the tests catch
+# instructions newer CPUs only have.
 target_facts() {
-  goarm="" qemu="" qemu_cpu="" variant=""
+  goarm="" qemu="" qemu_cpu="" variant="" atomic_lib=""
   case "$1" in
     amd64) debarch=amd64 goarch=amd64 tri=x86_64-linux-gnu platform=linux/amd64 machine="X86-64" ;;
     arm64) debarch=arm64 goarch=arm64 tri=aarch64-linux-gnu platform=linux/arm64 machine="AArch64"
            qemu=qemu-aarch64-static qemu_cpu=cortex-a53 ;;
     armv7) debarch=armhf goarch=arm goarm=7 tri=arm-linux-gnueabihf platform=linux/arm/v7 machine="ARM"
            qemu=qemu-arm-static qemu_cpu=cortex-a7 variant=v7 ;;
-    *) die "unknown target '$1' (want amd64, arm64 or armv7)" ;;
+    armv6) debarch=armel goarch=arm goarm=6 tri=arm-linux-gnueabi platform=linux/arm/v6 machine="ARM"
+           qemu=qemu-arm-static qemu_cpu=arm1176 variant=v6
+           # ARMv5TE has no 64-bit atomic instructions: RocksDB's 64-bit
+           # atomics are calls into libatomic (the cross gcc's).
+           atomic_lib=-latomic ;;
+    *) die "unknown target '$1' (want amd64, arm64, armv7 or armv6)" ;;
   esac
   # How to run the target's programs here; env execs the emulator, so the
   # pid of a background "${runner[@]}" prog is the program's.
@@ -101,7 +110,7 @@ go_env() {
   goenv+=("CC=$tri-gcc" "CXX=$tri-g++"
     "CGO_CFLAGS=-O2 -g -I$sr/usr/include -I$sr/usr/include/$tri"
     "CGO_CXXFLAGS=-O2 -g -I$sr/usr/include -I$sr/usr/include/$tri"
-    "CGO_LDFLAGS=-L$sr/usr/lib/$tri $static_libs")
+    "CGO_LDFLAGS=-L$sr/usr/lib/$tri $static_libs${atomic_lib:+ $atomic_lib}")
 }
 
 version_stamp() {
@@ -187,12 +196,12 @@ tmpfs_dir() {
       return
     fi
   done
-  die "no writable tmpfs (/dev/shm) for the armv7 tests under qemu"
+  die "no writable tmpfs (/dev/shm) for the 32-bit ARM tests under qemu"
 }
 
 # scratch_dir TARGET prints a new temporary directory fit for TARGET under qemu.
 scratch_dir() {
-  if [ "$1" = armv7 ]; then tmpfs_dir; else mktemp -d "${TMPDIR:-/tmp}/tributary-release.XXXXXX"; fi
+  if [ "$1" = armv7 ] || [ "$1" = armv6 ]; then tmpfs_dir; else mktemp -d "${TMPDIR:-/tmp}/tributary-release.XXXXXX"; fi
 }
 
 # binfmt_ok QEMU tells whether the kernel runs this emulator's binaries by

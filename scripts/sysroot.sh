@@ -3,7 +3,7 @@
 # C/C++ compiler for each target and a sysroot with the target's RocksDB and
 # compression libraries (static archives and headers).
 #
-#   scripts/sysroot.sh arm64 armhf     # Debian architecture names
+#   scripts/sysroot.sh arm64 armhf armel    # Debian architecture names
 #
 # The target's libraries come from Debian's archive for that architecture:
 # the -dev packages are fetched with `apt-get download` and unpacked with
@@ -46,8 +46,9 @@ triplet() {
   case "$1" in
     arm64) echo aarch64-linux-gnu ;;
     armhf) echo arm-linux-gnueabihf ;;
+    armel) echo arm-linux-gnueabi ;;
     amd64) echo x86_64-linux-gnu ;;
-    *) die "unsupported architecture '$1' (want arm64 or armhf)" ;;
+    *) die "unsupported architecture '$1' (want arm64, armhf or armel)" ;;
   esac
 }
 
@@ -164,7 +165,7 @@ build_sysroot() {
   say "$dest ready (RocksDB $major.$minor)"
 }
 
-[ $# -gt 0 ] || { echo "usage: scripts/sysroot.sh ARCH... (arm64, armhf)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: scripts/sysroot.sh ARCH... (arm64, armhf, armel)" >&2; exit 2; }
 for arch in "$@"; do
   triplet "$arch" >/dev/null
 done
