@@ -50,6 +50,28 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
+// appendList appends the number of items and then every item, with
+// appendItem: the layout of every list in the catalog formats.
+func appendList[T any](b []byte, items []T, appendItem func([]byte, T) []byte) []byte {
+	b = appendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = appendItem(b, it)
+	}
+	return b
+}
+
+// decodeList reads a list appendList wrote, whose items take at least
+// minItemBytes each (what names them in errors; see count), reading each
+// item with read until the first problem. The slice is never nil.
+func decodeList[T any](d *decoder, what string, minItemBytes int, read func(*decoder) T) []T {
+	n := d.count(what, minItemBytes)
+	items := make([]T, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		items = append(items, read(d))
+	}
+	return items
+}
+
 // decoder reads the primitives of the catalog formats. The first problem
 // sticks: every later read returns a zero value, and err says what was
 // wrong and at which byte offset.
@@ -99,15 +121,9 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.failf("bad uvarint")
+	if !d.skipVarint("uvarint", n) {
 		return 0
 	}
-	if n > 1 && d.b[d.off+n-1] == 0 {
-		d.failf("uvarint is not minimally encoded")
-		return 0
-	}
-	d.off += n
 	return v
 }
 
@@ -116,42 +132,48 @@ func (d *decoder) varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.failf("bad varint")
+	if !d.skipVarint("varint", n) {
 		return 0
+	}
+	return v
+}
+
+// skipVarint steps past the n bytes that binary.Uvarint or binary.Varint
+// read at the offset (kind names which, for errors), or fails if n says
+// the bytes were no such number or they were not minimally encoded.
+func (d *decoder) skipVarint(kind string, n int) bool {
+	if n <= 0 {
+		d.failf("bad %s", kind)
+		return false
 	}
 	if n > 1 && d.b[d.off+n-1] == 0 {
-		d.failf("varint is not minimally encoded")
-		return 0
+		d.failf("%s is not minimally encoded", kind)
+		return false
 	}
 	d.off += n
-	return v
+	return true
 }
 
 // string reads a length-prefixed string of at most max bytes (what names
 // the field in errors).
 func (d *decoder) string(what string, max int) string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(max) {
-		d.failf("%s is %d bytes, limit is %d", what, n, max)
-		return ""
-	}
-	if n > uint64(d.remaining()) {
-		d.failf("%s length %d runs past the end (%d bytes left)", what, n, d.remaining())
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
+	return string(d.lengthPrefixed(what, uint64(max)))
 }
 
 // bytes reads a length-prefixed byte string without copying.
 func (d *decoder) bytes(what string) []byte {
+	return d.lengthPrefixed(what, math.MaxUint64)
+}
+
+// lengthPrefixed reads a length-prefixed byte string of at most max bytes
+// without copying (what names the field in errors).
+func (d *decoder) lengthPrefixed(what string, max uint64) []byte {
 	n := d.uvarint()
 	if d.err != nil {
+		return nil
+	}
+	if n > max {
+		d.failf("%s is %d bytes, limit is %d", what, n, max)
 		return nil
 	}
 	if n > uint64(d.remaining()) {
