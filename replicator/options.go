@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/internal/vfs"
 )
 
@@ -41,17 +42,13 @@ const (
 	OverflowDropOldest
 )
 
-func (p OverflowPolicy) String() string {
-	switch p {
-	case OverflowKeepInStore:
-		return "keep-in-store"
-	case OverflowBlockWriters:
-		return "block-writers"
-	case OverflowDropOldest:
-		return "drop-oldest"
-	}
-	return fmt.Sprintf("OverflowPolicy(%d)", int(p))
+var overflowPolicyNames = []string{
+	OverflowKeepInStore:  "keep-in-store",
+	OverflowBlockWriters: "block-writers",
+	OverflowDropOldest:   "drop-oldest",
 }
+
+func (p OverflowPolicy) String() string { return enum.Name(overflowPolicyNames, p, "OverflowPolicy") }
 
 // ParseOverflowPolicy parses the names String returns.
 func ParseOverflowPolicy(s string) (OverflowPolicy, error) {

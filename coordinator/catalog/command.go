@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -38,39 +39,24 @@ const (
 	KindRecordMissing    Kind = 14
 )
 
-func (k Kind) String() string {
-	switch k {
-	case KindRegisterNode:
-		return "register-node"
-	case KindRemoveNode:
-		return "remove-node"
-	case KindHeartbeat:
-		return "heartbeat"
-	case KindRegisterSeries:
-		return "register-series"
-	case KindRecordHeld:
-		return "record-held"
-	case KindSetPlacement:
-		return "set-placement"
-	case KindRebalance:
-		return "rebalance"
-	case KindSetConfig:
-		return "set-config"
-	case KindRecordGap:
-		return "record-gap"
-	case KindRecordStored:
-		return "record-stored"
-	case KindRecordReplicated:
-		return "record-replicated"
-	case KindSetNodeState:
-		return "set-node-state"
-	case KindSetRevoked:
-		return "set-revoked"
-	case KindRecordMissing:
-		return "record-missing"
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+var kindNames = []string{
+	KindRegisterNode:     "register-node",
+	KindRemoveNode:       "remove-node",
+	KindHeartbeat:        "heartbeat",
+	KindRegisterSeries:   "register-series",
+	KindRecordHeld:       "record-held",
+	KindSetPlacement:     "set-placement",
+	KindRebalance:        "rebalance",
+	KindSetConfig:        "set-config",
+	KindRecordGap:        "record-gap",
+	KindRecordStored:     "record-stored",
+	KindRecordReplicated: "record-replicated",
+	KindSetNodeState:     "set-node-state",
+	KindSetRevoked:       "set-revoked",
+	KindRecordMissing:    "record-missing",
 }
+
+func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
 
 // Command is one catalog command. Encode it with EncodeCommand and propose
 // the bytes; every member applies them with FSM.Apply.

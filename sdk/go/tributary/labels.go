@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -182,19 +183,14 @@ const (
 	MatchNotRegexp                  // !~
 )
 
-func (t MatchType) String() string {
-	switch t {
-	case MatchEqual:
-		return "="
-	case MatchNotEqual:
-		return "!="
-	case MatchRegexp:
-		return "=~"
-	case MatchNotRegexp:
-		return "!~"
-	}
-	return fmt.Sprintf("MatchType(%d)", int(t))
+var matchTypeNames = []string{
+	MatchEqual:     "=",
+	MatchNotEqual:  "!=",
+	MatchRegexp:    "=~",
+	MatchNotRegexp: "!~",
 }
+
+func (t MatchType) String() string { return enum.Name(matchTypeNames, t, "MatchType") }
 
 // Matcher selects series by one label; a series without the label matches
 // as if its value were "".
