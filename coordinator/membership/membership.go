@@ -182,3 +182,23 @@ func IdentityFromHostname(hostname string) (nodeID string, raftID uint64, err er
 	}
 	return hostname, ord + 1, nil
 }
+
+// repeatRounds calls round, waiting interval after each call, until round
+// reports that it is done (nil) or ctx ends (ctx.Err()).
+func repeatRounds(ctx context.Context, interval time.Duration, round func(context.Context) (done bool)) error {
+	for !round(ctx) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return nil
+}
+
+// callWithin runs f with ctx limited to limit.
+func callWithin(ctx context.Context, limit time.Duration, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	return f(cctx)
+}
