@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // Peer is an initial member of a new cluster.
@@ -179,15 +178,7 @@ func (o *Options) Validate() error {
 	if o.TickInterval == 0 {
 		o.TickInterval = 100 * time.Millisecond
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = tracenoop.NewTracerProvider()
-	}
+	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	var bad []error
 	if o.NodeID == "" {
 		bad = append(bad, errors.New("NodeID is required"))

@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/internal/enum"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/internal/vfs"
 )
 
@@ -195,15 +194,7 @@ func (o *Options) Validate() error {
 	if o.FS == nil {
 		o.FS = vfs.OS{}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = tracenoop.NewTracerProvider()
-	}
+	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
