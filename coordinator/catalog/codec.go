@@ -116,42 +116,26 @@ func (d *decoder) bool() bool {
 	}
 }
 
-func (d *decoder) uvarint() uint64 {
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "uvarint") }
+func (d *decoder) varint() int64   { return readVarint(d, binary.Varint, "varint") }
+
+// readVarint reads a number with read (binary.Uvarint or binary.Varint;
+// kind names which, for errors), which must be minimally encoded.
+func readVarint[T uint64 | int64](d *decoder, read func([]byte) (T, int), kind string) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if !d.skipVarint("uvarint", n) {
-		return 0
-	}
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if !d.skipVarint("varint", n) {
-		return 0
-	}
-	return v
-}
-
-// skipVarint steps past the n bytes that binary.Uvarint or binary.Varint
-// read at the offset (kind names which, for errors), or fails if n says
-// the bytes were no such number or they were not minimally encoded.
-func (d *decoder) skipVarint(kind string, n int) bool {
+	v, n := read(d.b[d.off:])
 	if n <= 0 {
 		d.failf("bad %s", kind)
-		return false
+		return 0
 	}
 	if n > 1 && d.b[d.off+n-1] == 0 {
 		d.failf("%s is not minimally encoded", kind)
-		return false
+		return 0
 	}
 	d.off += n
-	return true
+	return v
 }
 
 // string reads a length-prefixed string of at most max bytes (what names
