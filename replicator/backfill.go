@@ -219,11 +219,7 @@ func (l *loop) pumpBackfill(s *session, now time.Time) bool {
 	}
 	var enc wire.Encoded
 	if err == nil {
-		part := l.o.MaxPartBytes
-		if s.maxPartBytes > 0 {
-			part = min(part, s.maxPartBytes)
-		}
-		enc, err = l.enc.Encode(l.nodeID, info, file, part)
+		enc, err = l.encode(s, info, file)
 	}
 	if err != nil {
 		p.attempts++

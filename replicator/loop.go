@@ -456,11 +456,7 @@ func (l *loop) pump(now time.Time) {
 		l.unreadable(seg, err, now)
 		return
 	}
-	part := l.o.MaxPartBytes
-	if s.maxPartBytes > 0 {
-		part = min(part, s.maxPartBytes)
-	}
-	enc, err := l.enc.Encode(l.nodeID, info, file, part)
+	enc, err := l.encode(s, info, file)
 	if err != nil {
 		l.unreadable(seg, err, now)
 		return
@@ -478,6 +474,17 @@ func (l *loop) pump(now time.Time) {
 	s.inflightB += enc.CompressedBytes
 	l.sends++
 	l.send(s, &outgoing{seq: seg.Seq, msgs: msgs})
+}
+
+// encode splits a segment into the parts of a message to session s: at
+// most Options.MaxPartBytes each, or the smaller size the coordinator's
+// welcome asked for.
+func (l *loop) encode(s *session, info wal.SegmentInfo, file []byte) (wire.Encoded, error) {
+	part := l.o.MaxPartBytes
+	if s.maxPartBytes > 0 {
+		part = min(part, s.maxPartBytes)
+	}
+	return l.enc.Encode(l.nodeID, info, file, part)
 }
 
 func (l *loop) send(s *session, out *outgoing) {

@@ -343,11 +343,7 @@ func (l *loop) sendReship(s *session, j *reshipJob, it *reshipItem, now time.Tim
 	}
 	var enc wire.Encoded
 	if err == nil {
-		part := l.o.MaxPartBytes
-		if s.maxPartBytes > 0 {
-			part = min(part, s.maxPartBytes)
-		}
-		enc, err = l.enc.Encode(l.nodeID, info, file, part)
+		enc, err = l.encode(s, info, file)
 	}
 	if err != nil {
 		j.attempts++
