@@ -178,8 +178,11 @@ func (f *Frontend) barrier(ctx context.Context) error {
 }
 
 // selectSeries returns the catalog's series matching ms (all series when
-// ms is empty), sorted by labels.
-func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, error) {
+// ms is empty), sorted by labels, once the catalog read barrier is passed.
+func (f *Frontend) selectSeries(ctx context.Context, ms []*labels.Matcher) ([]catalog.SeriesRef, error) {
+	if err := f.barrier(ctx); err != nil {
+		return nil, err
+	}
 	var refs []catalog.SeriesRef
 	if len(ms) == 0 {
 		n := f.o.Catalog.SeriesCount()
@@ -205,10 +208,7 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 
 // listSeries is Series (metrics.go times the call).
 func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
@@ -240,10 +240,7 @@ func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit i
 
 // listLabelNames is LabelNames (metrics.go times the call).
 func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
@@ -269,10 +266,7 @@ func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]
 
 // listLabelValues is LabelValues (metrics.go times the call).
 func (f *Frontend) listLabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
