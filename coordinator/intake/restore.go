@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,15 +295,7 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339N
 // nor in a recorded gap, at most limit (the last widened to cover the
 // rest).
 func missingRuns(p catalog.EdgeProgress, limit int) []*pb.SeqRange {
-	type run struct{ first, last uint64 }
-	var covered []run
-	for _, h := range p.Held {
-		covered = append(covered, run{h.FirstSeq, h.LastSeq})
-	}
-	for _, g := range p.Gaps {
-		covered = append(covered, run{g.AfterSeq + 1, g.ThroughSeq})
-	}
-	slices.SortFunc(covered, func(a, b run) int { return cmp.Compare(a.first, b.first) })
+	covered := coveredRuns(p)
 	var out []*pb.SeqRange
 	next := uint64(1) // the lowest number not known covered
 	add := func(first, last uint64) {

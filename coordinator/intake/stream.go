@@ -350,21 +350,30 @@ func edgeConfig(c catalog.FleetConfig) *pb.EdgeConfig {
 	}
 }
 
+// seqRun is an inclusive run of sequence numbers.
+type seqRun struct{ first, last uint64 }
+
+// coveredRuns returns the runs of sequence numbers that p holds or has
+// recorded gaps for, sorted by their first number (not merged: a gap may
+// touch a held run).
+func coveredRuns(p catalog.EdgeProgress) []seqRun {
+	runs := make([]seqRun, 0, len(p.Held)+len(p.Gaps))
+	for _, h := range p.Held {
+		runs = append(runs, seqRun{h.FirstSeq, h.LastSeq})
+	}
+	for _, g := range p.Gaps {
+		runs = append(runs, seqRun{g.AfterSeq + 1, g.ThroughSeq})
+	}
+	slices.SortFunc(runs, func(a, b seqRun) int { return cmp.Compare(a.first, b.first) })
+	return runs
+}
+
 // coveredAbove returns the runs of sequence numbers above through that are
 // held or inside a recorded gap (the protocol's "covered"), merged,
 // ascending, at most limit (the lowest).
 func coveredAbove(p catalog.EdgeProgress, through uint64, limit int) []*pb.SeqRange {
-	type run struct{ first, last uint64 }
-	runs := make([]run, 0, len(p.Held)+len(p.Gaps))
-	for _, h := range p.Held {
-		runs = append(runs, run{h.FirstSeq, h.LastSeq})
-	}
-	for _, g := range p.Gaps {
-		runs = append(runs, run{g.AfterSeq + 1, g.ThroughSeq})
-	}
-	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.first, b.first) })
 	var out []*pb.SeqRange
-	for _, r := range runs {
+	for _, r := range coveredRuns(p) {
 		if r.last <= through {
 			continue
 		}
