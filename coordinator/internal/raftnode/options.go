@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -177,19 +178,9 @@ func (o *Options) check() error {
 		if !ids[o.ID] {
 			return fmt.Errorf("raftnode: Peers do not include this member (%d)", o.ID)
 		}
-		if !slices.IsSortedFunc(o.Peers, func(a, b Peer) int { return compareUint(a.ID, b.ID) }) {
+		if !slices.IsSortedFunc(o.Peers, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) }) {
 			return errors.New("raftnode: Peers must be sorted by id (every member must bootstrap the same log)")
 		}
 	}
 	return nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
