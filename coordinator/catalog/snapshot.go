@@ -185,13 +185,10 @@ func (d *decoder) holding() Holding {
 	return h
 }
 
+// uvarintLen is the length of v's uvarint encoding.
 func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], v)
 }
 
 // Restore replaces the catalog with a snapshot. The snapshot is checked in
