@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -152,9 +153,7 @@ var (
 
 // Validate fills defaults and rejects impossible options.
 func (o *Options) Validate() error {
-	if o.ClusterID == "" {
-		o.ClusterID = "tributary"
-	}
+	o.ClusterID = cmp.Or(o.ClusterID, "tributary")
 	for _, l := range []struct {
 		lim *ListenerLimits
 		def ListenerLimits
@@ -169,15 +168,9 @@ func (o *Options) Validate() error {
 			l.lim.MaxStreams = l.def.MaxStreams
 		}
 	}
-	if o.ClusterAddr == "" {
-		o.ClusterAddr = o.ClusterListen
-	}
-	if o.RepairBytesPerSec == 0 {
-		o.RepairBytesPerSec = 64 << 20
-	}
-	if o.TickInterval == 0 {
-		o.TickInterval = 100 * time.Millisecond
-	}
+	o.ClusterAddr = cmp.Or(o.ClusterAddr, o.ClusterListen)
+	o.RepairBytesPerSec = cmp.Or(o.RepairBytesPerSec, 64<<20)
+	o.TickInterval = cmp.Or(o.TickInterval, 100*time.Millisecond)
 	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	var bad []error
 	if o.NodeID == "" {

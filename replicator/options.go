@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -177,14 +178,10 @@ func (o *Options) Validate() error {
 	defInt(&o.WindowSegments, 8)
 	defInt64(&o.WindowBytes, 16<<20)
 	defInt(&o.MaxPartBytes, 1<<20)
-	if o.Compression == 0 {
-		o.Compression = zstd.SpeedDefault
-	}
+	o.Compression = cmp.Or(o.Compression, zstd.SpeedDefault)
 	defDur(&o.BackoffInitial, 500*time.Millisecond)
 	defDur(&o.BackoffMax, time.Minute)
-	if o.BackoffJitter == 0 {
-		o.BackoffJitter = 0.5
-	}
+	o.BackoffJitter = cmp.Or(o.BackoffJitter, 0.5)
 	defDur(&o.KeepaliveTime, 30*time.Second)
 	defDur(&o.KeepaliveTimeout, 10*time.Second)
 	defDur(&o.AckTimeout, 30*time.Second)

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,24 +69,12 @@ type Options struct {
 
 // Validate fills defaults and reports the first invalid option.
 func (o *Options) Validate() error {
-	if o.EdgeTimeout == 0 {
-		o.EdgeTimeout = 5 * time.Second
-	}
-	if o.ReplicaTimeout == 0 {
-		o.ReplicaTimeout = 30 * time.Second
-	}
-	if o.HedgeAfter == 0 {
-		o.HedgeAfter = time.Second
-	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = model.DefaultQuerySeriesLimit
-	}
-	if o.MaxParallelEdges == 0 {
-		o.MaxParallelEdges = 16
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.EdgeTimeout = cmp.Or(o.EdgeTimeout, 5*time.Second)
+	o.ReplicaTimeout = cmp.Or(o.ReplicaTimeout, 30*time.Second)
+	o.HedgeAfter = cmp.Or(o.HedgeAfter, time.Second)
+	o.MaxSeries = cmp.Or(o.MaxSeries, model.DefaultQuerySeriesLimit)
+	o.MaxParallelEdges = cmp.Or(o.MaxParallelEdges, 16)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
