@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -251,15 +252,7 @@ func (s *adminServer) members() []*pb.Member {
 			add(id, true)
 		}
 	}
-	slices.SortFunc(out, func(a, b *pb.Member) int {
-		switch {
-		case a.RaftId < b.RaftId:
-			return -1
-		case a.RaftId > b.RaftId:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *pb.Member) int { return cmp.Compare(a.RaftId, b.RaftId) })
 	return out
 }
 

@@ -247,15 +247,7 @@ func (o *Options) checkPeers() []error {
 		if !self {
 			bad = append(bad, fmt.Errorf("peers do not include this coordinator (raft id %d)", o.RaftID))
 		}
-		slices.SortFunc(o.Peers, func(a, b Peer) int {
-			switch {
-			case a.RaftID < b.RaftID:
-				return -1
-			case a.RaftID > b.RaftID:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(o.Peers, func(a, b Peer) int { return cmp.Compare(a.RaftID, b.RaftID) })
 	}
 	if len(o.JoinPeers) > 0 && len(o.Peers) > 0 {
 		bad = append(bad, errors.New("bootstrap peers (Peers) and join peers (JoinPeers) exclude each other"))
