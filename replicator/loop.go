@@ -461,6 +461,14 @@ func (l *loop) pump(now time.Time) {
 		l.unreadable(seg, err, now)
 		return
 	}
+	f := &flight{seq: seg.Seq, prev: info.PrevSeq, points: info.Points, span: l.startShip(seg.Seq, enc, info.Points, backlog)}
+	l.sendSegment(s, f, enc, backlog, now)
+}
+
+// sendSegment sends an encoded segment on s and tracks it in flight as f
+// (with enc's size), after taking it from the rate budget of all shipping
+// and, for a backlog, from the backlog's too.
+func (l *loop) sendSegment(s *session, f *flight, enc wire.Encoded, backlog bool, now time.Time) {
 	l.rateAll.Take(enc.CompressedBytes, now)
 	if backlog {
 		l.rateBack.Take(enc.CompressedBytes, now)
@@ -469,11 +477,11 @@ func (l *loop) pump(now time.Time) {
 	for i, p := range enc.Parts {
 		msgs[i] = &pb.ShipRequest{Body: &pb.ShipRequest_Segment{Segment: p}}
 	}
-	s.inflight[seg.Seq] = &flight{seq: seg.Seq, prev: info.PrevSeq, bytes: enc.CompressedBytes, points: info.Points,
-		span: l.startShip(seg.Seq, enc, info.Points, backlog)}
+	f.bytes = enc.CompressedBytes
+	s.inflight[f.seq] = f
 	s.inflightB += enc.CompressedBytes
 	l.sends++
-	l.send(s, &outgoing{seq: seg.Seq, msgs: msgs})
+	l.send(s, &outgoing{seq: f.seq, msgs: msgs})
 }
 
 // encode splits a segment into the parts of a message to session s: at
