@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,10 +93,7 @@ func (s *adminServer) AddMember(ctx context.Context, req *pb.AddMemberRequest) (
 }
 
 func (s *adminServer) PromoteMember(ctx context.Context, req *pb.PromoteMemberRequest) (*pb.PromoteMemberResponse, error) {
-	if req.RaftId == 0 {
-		return nil, status.Error(codes.InvalidArgument, "promote member: raft_id is required")
-	}
-	if err := s.requireLeader(); err != nil {
+	if err := s.checkMemberChange("promote member", req.RaftId); err != nil {
 		return nil, err
 	}
 	if err := s.c.raft.PromoteLearner(ctx, req.RaftId); err != nil {
@@ -106,10 +104,7 @@ func (s *adminServer) PromoteMember(ctx context.Context, req *pb.PromoteMemberRe
 }
 
 func (s *adminServer) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
-	if req.RaftId == 0 {
-		return nil, status.Error(codes.InvalidArgument, "remove member: raft_id is required")
-	}
-	if err := s.requireLeader(); err != nil {
+	if err := s.checkMemberChange("remove member", req.RaftId); err != nil {
 		return nil, err
 	}
 	if req.RaftId == s.c.opts.RaftID {
@@ -251,16 +246,17 @@ func (s *adminServer) members() []*pb.Member {
 			add(id, true)
 		}
 	}
-	slices.SortFunc(out, func(a, b *pb.Member) int {
-		switch {
-		case a.RaftId < b.RaftId:
-			return -1
-		case a.RaftId > b.RaftId:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *pb.Member) int { return cmp.Compare(a.RaftId, b.RaftId) })
 	return out
+}
+
+// checkMemberChange refuses a change (what names it) of raft id 0 or
+// asked of a coordinator that does not lead.
+func (s *adminServer) checkMemberChange(what string, raftID uint64) error {
+	if raftID == 0 {
+		return status.Errorf(codes.InvalidArgument, "%s: raft_id is required", what)
+	}
+	return s.requireLeader()
 }
 
 // requireLeader answers FAILED_PRECONDITION naming the leader unless this

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -73,68 +74,39 @@ var (
 // registerMetrics registers the coordinator's observable instruments; the
 // returned registration is unregistered when the coordinator stops.
 func (c *Coordinator) registerMetrics(mp metric.MeterProvider) (metric.Registration, error) {
-	in := &instruments{meter: mp.Meter(meterName)}
+	in := telemetry.NewInstruments(mp.Meter(meterName))
 	observe := []func(metric.Observer){
 		c.catalogMetrics(in), c.intakeMetrics(in), c.healMetrics(in), c.replicaMetrics(in), c.listenerMetrics(in), c.tunnelMetrics(in),
 	}
-	if in.err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", in.err)
+	if err := in.Err(); err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
-	reg, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	reg, err := in.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, f := range observe {
 			f(o)
 		}
 		return nil
-	}, in.all...)
+	}, in.Observables()...)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
 	return reg, nil
 }
 
-// instruments creates observable instruments on one meter, keeping the
-// first error (later calls then create nothing) and every instrument for
-// the callback's registration.
-type instruments struct {
-	meter metric.Meter
-	err   error
-	all   []metric.Observable
-}
-
-func (in *instruments) gauge(name, unit, desc string) metric.Int64ObservableGauge {
-	if in.err != nil {
-		return nil
-	}
-	var g metric.Int64ObservableGauge
-	g, in.err = in.meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	in.all = append(in.all, g)
-	return g
-}
-
-func (in *instruments) counter(name, unit, desc string) metric.Int64ObservableCounter {
-	if in.err != nil {
-		return nil
-	}
-	var o metric.Int64ObservableCounter
-	o, in.err = in.meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	in.all = append(in.all, o)
-	return o
-}
-
 // catalogMetrics creates the instruments of the fleet catalog (sizes, held and lacking segments, gaps, coordinators by state) and returns what observes them.
-func (c *Coordinator) catalogMetrics(in *instruments) func(metric.Observer) {
-	series := in.gauge("tributary.catalog.series", "{series}", "Series registered in the fleet catalog.")
-	nodes := in.gauge("tributary.catalog.nodes", "{node}", "Nodes registered in the fleet catalog, by role.")
-	members := in.gauge("tributary.catalog.members", "{member}", "Raft members the catalog knows of.")
-	placements := in.gauge("tributary.catalog.placements", "{edge}", "Edges with a placement (replica coordinators chosen).")
-	heldRuns := in.gauge("tributary.catalog.held.runs", "{run}", "Runs of consecutive segments the cloud holds, over all edges (few runs: little fragmentation).")
-	heldSegs := in.gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
-	gaps := in.gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
-	gapSegs := in.gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
-	underRep := in.gauge("tributary.catalog.under_replicated.segments", "{segment}", "Held segments an active replica lacks (counted once per replica that lacks it), over all edges: copies not done yet.")
-	unsourced := in.gauge("tributary.catalog.unsourced.segments", "{segment}", "Held segments an active replica lacks that no live replica can give: the edge must ship them again, or they are on no live replica.")
-	leaving := in.gauge("tributary.catalog.leaving.replicas", "{replica}", "Replicas being replaced (kept until their history is copied), over all edges.")
-	coordStates := in.gauge("tributary.catalog.coordinators", "{coordinator}", "Registered coordinators by placement state: active, draining, down.")
+func (c *Coordinator) catalogMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	series := in.Int64Gauge("tributary.catalog.series", "{series}", "Series registered in the fleet catalog.")
+	nodes := in.Int64Gauge("tributary.catalog.nodes", "{node}", "Nodes registered in the fleet catalog, by role.")
+	members := in.Int64Gauge("tributary.catalog.members", "{member}", "Raft members the catalog knows of.")
+	placements := in.Int64Gauge("tributary.catalog.placements", "{edge}", "Edges with a placement (replica coordinators chosen).")
+	heldRuns := in.Int64Gauge("tributary.catalog.held.runs", "{run}", "Runs of consecutive segments the cloud holds, over all edges (few runs: little fragmentation).")
+	heldSegs := in.Int64Gauge("tributary.catalog.held.segments", "{segment}", "Segments the cloud holds, over all edges.")
+	gaps := in.Int64Gauge("tributary.catalog.gaps", "{gap}", "Open recorded gaps (segments edges declared they will not ship and no backfill has covered yet), by reason.")
+	gapSegs := in.Int64Gauge("tributary.catalog.gap.segments", "{segment}", "Segments inside open recorded gaps, over all edges.")
+	underRep := in.Int64Gauge("tributary.catalog.under_replicated.segments", "{segment}", "Held segments an active replica lacks (counted once per replica that lacks it), over all edges: copies not done yet.")
+	unsourced := in.Int64Gauge("tributary.catalog.unsourced.segments", "{segment}", "Held segments an active replica lacks that no live replica can give: the edge must ship them again, or they are on no live replica.")
+	leaving := in.Int64Gauge("tributary.catalog.leaving.replicas", "{replica}", "Replicas being replaced (kept until their history is copied), over all edges.")
+	coordStates := in.Int64Gauge("tributary.catalog.coordinators", "{coordinator}", "Registered coordinators by placement state: active, draining, down.")
 	return func(o metric.Observer) {
 		sz := c.fsm.Sizes()
 		o.ObserveInt64(series, int64(sz.Series))
@@ -158,19 +130,19 @@ func (c *Coordinator) catalogMetrics(in *instruments) func(metric.Observer) {
 }
 
 // intakeMetrics creates the instruments of the segment intake and returns what observes them.
-func (c *Coordinator) intakeMetrics(in *instruments) func(metric.Observer) {
-	inSegs := in.counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
-	inBytes := in.counter("tributary.intake.received", "By", "Segment data received from edges, compressed, as on the wire.")
-	inRefused := in.counter("tributary.intake.refusals", "{refusal}", "Ship errors sent to edges, by code.")
-	inGaps := in.counter("tributary.intake.gaps", "{gap}", "Gap declarations from edges recorded in the catalog (replays included).")
-	inStreams := in.counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
-	inOpen := in.gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
-	inBeats := in.counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
-	inQuorum := in.counter("tributary.intake.quorum.acks", "{segment}", "Segments acknowledged once a write quorum held them, before every active replica did.")
-	inLate := in.counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
-	inRefilled := in.counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
-	inReships := in.counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
-	inRevoked := in.counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
+func (c *Coordinator) intakeMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	inSegs := in.Int64Counter("tributary.intake.segments", "{segment}", "Segments received from edges, by outcome: stored (on their replicas and recorded), duplicate (already held; acknowledged again), conflict (held with another checksum; refused).")
+	inBytes := in.Int64Counter("tributary.intake.received", "By", "Segment data received from edges, compressed, as on the wire.")
+	inRefused := in.Int64Counter("tributary.intake.refusals", "{refusal}", "Ship errors sent to edges, by code.")
+	inGaps := in.Int64Counter("tributary.intake.gaps", "{gap}", "Gap declarations from edges recorded in the catalog (replays included).")
+	inStreams := in.Int64Counter("tributary.intake.streams", "{stream}", "Shipping streams welcomed since start.")
+	inOpen := in.Int64Gauge("tributary.intake.streams.open", "{stream}", "Shipping streams open now.")
+	inBeats := in.Int64Counter("tributary.intake.heartbeats", "{command}", "Heartbeat commands proposed for the edges with an open stream.")
+	inQuorum := in.Int64Counter("tributary.intake.quorum.acks", "{segment}", "Segments acknowledged once a write quorum held them, before every active replica did.")
+	inLate := in.Int64Counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
+	inRefilled := in.Int64Counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
+	inReships := in.Int64Counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
+	inRevoked := in.Int64Counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
 	return func(o metric.Observer) {
 		is := c.intake.Stats()
 		o.ObserveInt64(inSegs, is.SegmentsStored, intakeStored)
@@ -195,16 +167,16 @@ func (c *Coordinator) intakeMetrics(in *instruments) func(metric.Observer) {
 }
 
 // healMetrics creates the instruments of the healer and returns what observes them.
-func (c *Coordinator) healMetrics(in *instruments) func(metric.Observer) {
-	healMarked := in.counter("tributary.heal.coordinators.marked", "{change}", "Coordinators this member, as raft leader, marked down (no heartbeat within dead-after) or active again, by state.")
-	healRebalances := in.counter("tributary.heal.rebalances", "{command}", "Rebalance commands this member proposed as leader (a few moves at a time).")
-	healMoves := in.counter("tributary.heal.moves", "{placement}", "Placements those rebalances changed.")
-	healCopies := in.counter("tributary.heal.copies", "{copy}", "Repair copies of runs this coordinator's replicas lacked, by outcome: done (copied and recorded), failed (retried).")
-	healCopied := in.counter("tributary.heal.copied", "By", "Segment bytes (uncompressed) copied into this coordinator's replica store by repairs.")
-	healRunning := in.gauge("tributary.heal.copies.running", "{copy}", "Repair copies running now.")
-	healScrubs := in.counter("tributary.heal.scrubs", "{round}", "Scrub rounds comparing the replica store with the catalog.")
-	healFindings := in.counter("tributary.heal.scrub.findings", "{run}", "Runs a scrub found, by kind: missing (credited by the catalog, not in the store; repaired), found (in the store, listed as lacking; recorded).")
-	healForgotten := in.counter("tributary.heal.forgotten", "{edge}", "Edges the replica store forgot because they are placed elsewhere.")
+func (c *Coordinator) healMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	healMarked := in.Int64Counter("tributary.heal.coordinators.marked", "{change}", "Coordinators this member, as raft leader, marked down (no heartbeat within dead-after) or active again, by state.")
+	healRebalances := in.Int64Counter("tributary.heal.rebalances", "{command}", "Rebalance commands this member proposed as leader (a few moves at a time).")
+	healMoves := in.Int64Counter("tributary.heal.moves", "{placement}", "Placements those rebalances changed.")
+	healCopies := in.Int64Counter("tributary.heal.copies", "{copy}", "Repair copies of runs this coordinator's replicas lacked, by outcome: done (copied and recorded), failed (retried).")
+	healCopied := in.Int64Counter("tributary.heal.copied", "By", "Segment bytes (uncompressed) copied into this coordinator's replica store by repairs.")
+	healRunning := in.Int64Gauge("tributary.heal.copies.running", "{copy}", "Repair copies running now.")
+	healScrubs := in.Int64Counter("tributary.heal.scrubs", "{round}", "Scrub rounds comparing the replica store with the catalog.")
+	healFindings := in.Int64Counter("tributary.heal.scrub.findings", "{run}", "Runs a scrub found, by kind: missing (credited by the catalog, not in the store; repaired), found (in the store, listed as lacking; recorded).")
+	healForgotten := in.Int64Counter("tributary.heal.forgotten", "{edge}", "Edges the replica store forgot because they are placed elsewhere.")
 	return func(o metric.Observer) {
 		hs := c.healer.Stats()
 		o.ObserveInt64(healMarked, hs.MarkedDown, stateDown)
@@ -223,11 +195,11 @@ func (c *Coordinator) healMetrics(in *instruments) func(metric.Observer) {
 }
 
 // replicaMetrics creates the instruments of the replica store and returns what observes them.
-func (c *Coordinator) replicaMetrics(in *instruments) func(metric.Observer) {
-	repSegs := in.counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
-	repPoints := in.counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
-	repRejected := in.counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
-	repSeries := in.gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
+func (c *Coordinator) replicaMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	repSegs := in.Int64Counter("tributary.replica.segments", "{segment}", "Segments this coordinator's replica store was asked to store (its own intake's and peers' Store calls), by outcome: applied, duplicate, conflict, invalid, error.")
+	repPoints := in.Int64Counter("tributary.replica.points", "{point}", "Points written to this coordinator's replica store.")
+	repRejected := in.Int64Counter("tributary.replica.points.rejected", "{point}", "Points of stored segments that the replica engine refused.")
+	repSeries := in.Int64Gauge("tributary.replica.series", "{series}", "Series in this coordinator's replica store.")
 	return func(o metric.Observer) {
 		rs := c.store.Stats()
 		o.ObserveInt64(repSegs, rs.SegmentsApplied, replicaApplied)
@@ -242,9 +214,9 @@ func (c *Coordinator) replicaMetrics(in *instruments) func(metric.Observer) {
 }
 
 // listenerMetrics creates the instruments of the cluster and intake listeners and returns what observes them.
-func (c *Coordinator) listenerMetrics(in *instruments) func(metric.Observer) {
-	lisRefused := in.counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), handshake (the TLS handshake failed: closed early, timed out, or a certificate the listener's CA does not verify), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
-	lisOpen := in.gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
+func (c *Coordinator) listenerMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	lisRefused := in.Int64Counter("tributary.listener.refusals", "{refusal}", "Connections and streams the cluster and intake listeners refused before reading anything of them, by listener and stage: connection (a connection cap was reached), handshake (the TLS handshake failed: closed early, timed out, or a certificate the listener's CA does not verify), admission (no verified certificate, a certificate naming no member on the cluster listener or a member on the intake, AdmitEdge's refusal, raft headers of another cluster or sender).")
+	lisOpen := in.Int64Gauge("tributary.listener.connections.open", "{connection}", "Connections the cluster and intake listeners hold open now, by listener.")
 	return func(o metric.Observer) {
 		cs := c.clusterSrv.Stats()
 		o.ObserveInt64(lisRefused, int64(cs.ConnsRefused), clusterConnRefused)
@@ -259,8 +231,8 @@ func (c *Coordinator) listenerMetrics(in *instruments) func(metric.Observer) {
 }
 
 // tunnelMetrics creates the instruments of the query tunnels and returns what observes them.
-func (c *Coordinator) tunnelMetrics(in *instruments) func(metric.Observer) {
-	tunnels := in.gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
+func (c *Coordinator) tunnelMetrics(in *telemetry.Instruments) func(metric.Observer) {
+	tunnels := in.Int64Gauge("tributary.tunnel.open", "{tunnel}", "Edges with a query tunnel open to this coordinator.")
 	return func(o metric.Observer) {
 		o.ObserveInt64(tunnels, int64(len(c.tunnels.Edges())))
 	}

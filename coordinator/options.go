@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,13 +12,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/query"
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // Peer is an initial member of a new cluster.
@@ -153,9 +153,7 @@ var (
 
 // Validate fills defaults and rejects impossible options.
 func (o *Options) Validate() error {
-	if o.ClusterID == "" {
-		o.ClusterID = "tributary"
-	}
+	o.ClusterID = cmp.Or(o.ClusterID, "tributary")
 	for _, l := range []struct {
 		lim *ListenerLimits
 		def ListenerLimits
@@ -170,24 +168,10 @@ func (o *Options) Validate() error {
 			l.lim.MaxStreams = l.def.MaxStreams
 		}
 	}
-	if o.ClusterAddr == "" {
-		o.ClusterAddr = o.ClusterListen
-	}
-	if o.RepairBytesPerSec == 0 {
-		o.RepairBytesPerSec = 64 << 20
-	}
-	if o.TickInterval == 0 {
-		o.TickInterval = 100 * time.Millisecond
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = tracenoop.NewTracerProvider()
-	}
+	o.ClusterAddr = cmp.Or(o.ClusterAddr, o.ClusterListen)
+	o.RepairBytesPerSec = cmp.Or(o.RepairBytesPerSec, 64<<20)
+	o.TickInterval = cmp.Or(o.TickInterval, 100*time.Millisecond)
+	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	var bad []error
 	if o.NodeID == "" {
 		bad = append(bad, errors.New("NodeID is required"))
@@ -263,15 +247,7 @@ func (o *Options) checkPeers() []error {
 		if !self {
 			bad = append(bad, fmt.Errorf("peers do not include this coordinator (raft id %d)", o.RaftID))
 		}
-		slices.SortFunc(o.Peers, func(a, b Peer) int {
-			switch {
-			case a.RaftID < b.RaftID:
-				return -1
-			case a.RaftID > b.RaftID:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(o.Peers, func(a, b Peer) int { return cmp.Compare(a.RaftID, b.RaftID) })
 	}
 	if len(o.JoinPeers) > 0 && len(o.Peers) > 0 {
 		bad = append(bad, errors.New("bootstrap peers (Peers) and join peers (JoinPeers) exclude each other"))

@@ -219,11 +219,7 @@ func (l *loop) pumpBackfill(s *session, now time.Time) bool {
 	}
 	var enc wire.Encoded
 	if err == nil {
-		part := l.o.MaxPartBytes
-		if s.maxPartBytes > 0 {
-			part = min(part, s.maxPartBytes)
-		}
-		enc, err = l.enc.Encode(l.nodeID, info, file, part)
+		enc, err = l.encode(s, info, file)
 	}
 	if err != nil {
 		p.attempts++
@@ -235,17 +231,8 @@ func (l *loop) pumpBackfill(s *session, now time.Time) bool {
 	}
 	pc.points = p.credit(pc, info.Points)
 	enc.MarkBackfill(pc.points)
-	l.rateAll.Take(enc.CompressedBytes, now)
-	l.rateBack.Take(enc.CompressedBytes, now)
-	msgs := make([]*pb.ShipRequest, len(enc.Parts))
-	for i, part := range enc.Parts {
-		msgs[i] = &pb.ShipRequest{Body: &pb.ShipRequest_Segment{Segment: part}}
-	}
 	pc.inflight = true
-	s.inflight[pc.seq] = &flight{seq: pc.seq, prev: pc.prev, bytes: enc.CompressedBytes, points: pc.points, backfill: true}
-	s.inflightB += enc.CompressedBytes
-	l.sends++
-	l.send(s, &outgoing{seq: pc.seq, msgs: msgs})
+	l.sendSegment(s, &flight{seq: pc.seq, prev: pc.prev, points: pc.points, backfill: true}, enc, true, now)
 	return true
 }
 

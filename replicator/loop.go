@@ -456,15 +456,19 @@ func (l *loop) pump(now time.Time) {
 		l.unreadable(seg, err, now)
 		return
 	}
-	part := l.o.MaxPartBytes
-	if s.maxPartBytes > 0 {
-		part = min(part, s.maxPartBytes)
-	}
-	enc, err := l.enc.Encode(l.nodeID, info, file, part)
+	enc, err := l.encode(s, info, file)
 	if err != nil {
 		l.unreadable(seg, err, now)
 		return
 	}
+	f := &flight{seq: seg.Seq, prev: info.PrevSeq, points: info.Points, span: l.startShip(seg.Seq, enc, info.Points, backlog)}
+	l.sendSegment(s, f, enc, backlog, now)
+}
+
+// sendSegment sends an encoded segment on s and tracks it in flight as f
+// (with enc's size), after taking it from the rate budget of all shipping
+// and, for a backlog, from the backlog's too.
+func (l *loop) sendSegment(s *session, f *flight, enc wire.Encoded, backlog bool, now time.Time) {
 	l.rateAll.Take(enc.CompressedBytes, now)
 	if backlog {
 		l.rateBack.Take(enc.CompressedBytes, now)
@@ -473,11 +477,22 @@ func (l *loop) pump(now time.Time) {
 	for i, p := range enc.Parts {
 		msgs[i] = &pb.ShipRequest{Body: &pb.ShipRequest_Segment{Segment: p}}
 	}
-	s.inflight[seg.Seq] = &flight{seq: seg.Seq, prev: info.PrevSeq, bytes: enc.CompressedBytes, points: info.Points,
-		span: l.startShip(seg.Seq, enc, info.Points, backlog)}
+	f.bytes = enc.CompressedBytes
+	s.inflight[f.seq] = f
 	s.inflightB += enc.CompressedBytes
 	l.sends++
-	l.send(s, &outgoing{seq: seg.Seq, msgs: msgs})
+	l.send(s, &outgoing{seq: f.seq, msgs: msgs})
+}
+
+// encode splits a segment into the parts of a message to session s: at
+// most Options.MaxPartBytes each, or the smaller size the coordinator's
+// welcome asked for.
+func (l *loop) encode(s *session, info wal.SegmentInfo, file []byte) (wire.Encoded, error) {
+	part := l.o.MaxPartBytes
+	if s.maxPartBytes > 0 {
+		part = min(part, s.maxPartBytes)
+	}
+	return l.enc.Encode(l.nodeID, info, file, part)
 }
 
 func (l *loop) send(s *session, out *outgoing) {

@@ -2,11 +2,12 @@ package replicator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // meterName is the instrumentation scope of the Shipper's instruments.
@@ -18,18 +19,8 @@ const meterName = "github.com/tributarydb/tributary/replicator"
 // family (tributary.replication.lag with unit s is
 // tributary_replication_lag_seconds).
 func (s *Shipper) registerMetrics() error {
-	meter := s.opts.MeterProvider.Meter(meterName)
-	var errs []error
-	gauge := func(name, unit, desc string) metric.Float64ObservableGauge {
-		g, err := meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
+	in := telemetry.NewInstruments(s.opts.MeterProvider.Meter(meterName))
+	gauge, counter := in.Float64Gauge, in.Int64Counter
 	connected := gauge("tributary.replication.connected", "", "1 while a stream to a coordinator is open and welcomed.")
 	acked := gauge("tributary.replication.acked_through_seq", "", "Every WAL segment up to this sequence is held by the cloud or a recorded gap.")
 	sealed := gauge("tributary.replication.newest_sealed_seq", "", "Newest sealed WAL segment of this node.")
@@ -59,7 +50,7 @@ func (s *Shipper) registerMetrics() error {
 	reshipped := counter("tributary.replication.reship.segments", "{segment}", "Segment files shipped again on request and acknowledged, by source: wal (the original files) or store (rebuilt from the local store).")
 	reshipBytes := counter("tributary.replication.reship.bytes", "By", "Compressed bytes of those files.")
 	reshipQueued := gauge("tributary.replication.reship.queued", "{run}", "Runs being shipped again now.")
-	if err := errors.Join(errs...); err != nil {
+	if err := in.Err(); err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)
 	}
 	fromWAL, fromStore := metric.WithAttributes(attribute.String("source", "wal")), metric.WithAttributes(attribute.String("source", "store"))
@@ -69,7 +60,7 @@ func (s *Shipper) registerMetrics() error {
 		}
 		return 0
 	}
-	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := in.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := s.Stats()
 		o.ObserveFloat64(connected, b(st.Connected))
 		o.ObserveFloat64(acked, float64(st.AckedThrough))
@@ -102,9 +93,7 @@ func (s *Shipper) registerMetrics() error {
 		o.ObserveInt64(reshipBytes, st.ReshippedBytes)
 		o.ObserveFloat64(reshipQueued, float64(st.ReshipsQueued))
 		return nil
-	}, connected, acked, sealed, lag, lagBytes, backlogSegs, backlogBytes, retained, gaps, gapPoints, dropped, unrecoverable, perPoint, blocked,
-		backfilled, shortfall, segs, bytes, points, refusals, sessions, failures, sends,
-		reshipRequests, reshipIgnored, reshipUnavailable, reshipped, reshipBytes, reshipQueued)
+	}, in.Observables()...)
 	if err != nil {
 		return fmt.Errorf("replicator: metrics: %w", err)
 	}

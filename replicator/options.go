@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,13 +10,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/enum"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/internal/vfs"
 )
 
@@ -41,17 +42,13 @@ const (
 	OverflowDropOldest
 )
 
-func (p OverflowPolicy) String() string {
-	switch p {
-	case OverflowKeepInStore:
-		return "keep-in-store"
-	case OverflowBlockWriters:
-		return "block-writers"
-	case OverflowDropOldest:
-		return "drop-oldest"
-	}
-	return fmt.Sprintf("OverflowPolicy(%d)", int(p))
+var overflowPolicyNames = []string{
+	OverflowKeepInStore:  "keep-in-store",
+	OverflowBlockWriters: "block-writers",
+	OverflowDropOldest:   "drop-oldest",
 }
+
+func (p OverflowPolicy) String() string { return enum.Name(overflowPolicyNames, p, "OverflowPolicy") }
 
 // ParseOverflowPolicy parses the names String returns.
 func ParseOverflowPolicy(s string) (OverflowPolicy, error) {
@@ -181,14 +178,10 @@ func (o *Options) Validate() error {
 	defInt(&o.WindowSegments, 8)
 	defInt64(&o.WindowBytes, 16<<20)
 	defInt(&o.MaxPartBytes, 1<<20)
-	if o.Compression == 0 {
-		o.Compression = zstd.SpeedDefault
-	}
+	o.Compression = cmp.Or(o.Compression, zstd.SpeedDefault)
 	defDur(&o.BackoffInitial, 500*time.Millisecond)
 	defDur(&o.BackoffMax, time.Minute)
-	if o.BackoffJitter == 0 {
-		o.BackoffJitter = 0.5
-	}
+	o.BackoffJitter = cmp.Or(o.BackoffJitter, 0.5)
 	defDur(&o.KeepaliveTime, 30*time.Second)
 	defDur(&o.KeepaliveTimeout, 10*time.Second)
 	defDur(&o.AckTimeout, 30*time.Second)
@@ -198,15 +191,7 @@ func (o *Options) Validate() error {
 	if o.FS == nil {
 		o.FS = vfs.OS{}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = tracenoop.NewTracerProvider()
-	}
+	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -343,11 +343,7 @@ func (l *loop) sendReship(s *session, j *reshipJob, it *reshipItem, now time.Tim
 	}
 	var enc wire.Encoded
 	if err == nil {
-		part := l.o.MaxPartBytes
-		if s.maxPartBytes > 0 {
-			part = min(part, s.maxPartBytes)
-		}
-		enc, err = l.enc.Encode(l.nodeID, info, file, part)
+		enc, err = l.encode(s, info, file)
 	}
 	if err != nil {
 		j.attempts++
@@ -360,17 +356,8 @@ func (l *loop) sendReship(s *session, j *reshipJob, it *reshipItem, now time.Tim
 	if !it.wal {
 		enc.MarkBackfill(0)
 	}
-	l.rateAll.Take(enc.CompressedBytes, now)
-	l.rateBack.Take(enc.CompressedBytes, now)
-	msgs := make([]*pb.ShipRequest, len(enc.Parts))
-	for i, part := range enc.Parts {
-		msgs[i] = &pb.ShipRequest{Body: &pb.ShipRequest_Segment{Segment: part}}
-	}
 	it.inflight = true
-	s.inflight[pc.seq] = &flight{seq: pc.seq, prev: pc.prev, bytes: enc.CompressedBytes, reship: true}
-	s.inflightB += enc.CompressedBytes
-	l.sends++
-	l.send(s, &outgoing{seq: pc.seq, msgs: msgs})
+	l.sendSegment(s, &flight{seq: pc.seq, prev: pc.prev, reship: true}, enc, true, now)
 }
 
 // reshipFromStore turns WAL item it into a piece rebuilt from the store

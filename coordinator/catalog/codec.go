@@ -50,6 +50,28 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
+// appendList appends the number of items and then every item, with
+// appendItem: the layout of every list in the catalog formats.
+func appendList[T any](b []byte, items []T, appendItem func([]byte, T) []byte) []byte {
+	b = appendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = appendItem(b, it)
+	}
+	return b
+}
+
+// decodeList reads a list appendList wrote, whose items take at least
+// minItemBytes each (what names them in errors; see count), reading each
+// item with read until the first problem. The slice is never nil.
+func decodeList[T any](d *decoder, what string, minItemBytes int, read func(*decoder) T) []T {
+	n := d.count(what, minItemBytes)
+	items := make([]T, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		items = append(items, read(d))
+	}
+	return items
+}
+
 // decoder reads the primitives of the catalog formats. The first problem
 // sticks: every later read returns a zero value, and err says what was
 // wrong and at which byte offset.
@@ -94,34 +116,22 @@ func (d *decoder) bool() bool {
 	}
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.failf("bad uvarint")
-		return 0
-	}
-	if n > 1 && d.b[d.off+n-1] == 0 {
-		d.failf("uvarint is not minimally encoded")
-		return 0
-	}
-	d.off += n
-	return v
-}
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint, "uvarint") }
+func (d *decoder) varint() int64   { return readVarint(d, binary.Varint, "varint") }
 
-func (d *decoder) varint() int64 {
+// readVarint reads a number with read (binary.Uvarint or binary.Varint;
+// kind names which, for errors), which must be minimally encoded.
+func readVarint[T uint64 | int64](d *decoder, read func([]byte) (T, int), kind string) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b[d.off:])
+	v, n := read(d.b[d.off:])
 	if n <= 0 {
-		d.failf("bad varint")
+		d.failf("bad %s", kind)
 		return 0
 	}
 	if n > 1 && d.b[d.off+n-1] == 0 {
-		d.failf("varint is not minimally encoded")
+		d.failf("%s is not minimally encoded", kind)
 		return 0
 	}
 	d.off += n
@@ -131,27 +141,23 @@ func (d *decoder) varint() int64 {
 // string reads a length-prefixed string of at most max bytes (what names
 // the field in errors).
 func (d *decoder) string(what string, max int) string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(max) {
-		d.failf("%s is %d bytes, limit is %d", what, n, max)
-		return ""
-	}
-	if n > uint64(d.remaining()) {
-		d.failf("%s length %d runs past the end (%d bytes left)", what, n, d.remaining())
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
+	return string(d.lengthPrefixed(what, uint64(max)))
 }
 
 // bytes reads a length-prefixed byte string without copying.
 func (d *decoder) bytes(what string) []byte {
+	return d.lengthPrefixed(what, math.MaxUint64)
+}
+
+// lengthPrefixed reads a length-prefixed byte string of at most max bytes
+// without copying (what names the field in errors).
+func (d *decoder) lengthPrefixed(what string, max uint64) []byte {
 	n := d.uvarint()
 	if d.err != nil {
+		return nil
+	}
+	if n > max {
+		d.failf("%s is %d bytes, limit is %d", what, n, max)
 		return nil
 	}
 	if n > uint64(d.remaining()) {

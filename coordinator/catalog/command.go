@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -38,39 +39,24 @@ const (
 	KindRecordMissing    Kind = 14
 )
 
-func (k Kind) String() string {
-	switch k {
-	case KindRegisterNode:
-		return "register-node"
-	case KindRemoveNode:
-		return "remove-node"
-	case KindHeartbeat:
-		return "heartbeat"
-	case KindRegisterSeries:
-		return "register-series"
-	case KindRecordHeld:
-		return "record-held"
-	case KindSetPlacement:
-		return "set-placement"
-	case KindRebalance:
-		return "rebalance"
-	case KindSetConfig:
-		return "set-config"
-	case KindRecordGap:
-		return "record-gap"
-	case KindRecordStored:
-		return "record-stored"
-	case KindRecordReplicated:
-		return "record-replicated"
-	case KindSetNodeState:
-		return "set-node-state"
-	case KindSetRevoked:
-		return "set-revoked"
-	case KindRecordMissing:
-		return "record-missing"
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+var kindNames = []string{
+	KindRegisterNode:     "register-node",
+	KindRemoveNode:       "remove-node",
+	KindHeartbeat:        "heartbeat",
+	KindRegisterSeries:   "register-series",
+	KindRecordHeld:       "record-held",
+	KindSetPlacement:     "set-placement",
+	KindRebalance:        "rebalance",
+	KindSetConfig:        "set-config",
+	KindRecordGap:        "record-gap",
+	KindRecordStored:     "record-stored",
+	KindRecordReplicated: "record-replicated",
+	KindSetNodeState:     "set-node-state",
+	KindSetRevoked:       "set-revoked",
+	KindRecordMissing:    "record-missing",
 }
+
+func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
 
 // Command is one catalog command. Encode it with EncodeCommand and propose
 // the bytes; every member applies them with FSM.Apply.
@@ -298,12 +284,9 @@ func AppendCommand(dst []byte, c Command) []byte {
 }
 
 func appendLabels(b []byte, ls labels.Labels) []byte {
-	b = appendUvarint(b, uint64(len(ls)))
-	for _, l := range ls {
-		b = appendString(b, l.Name)
-		b = appendString(b, l.Value)
-	}
-	return b
+	return appendList(b, ls, func(b []byte, l labels.Label) []byte {
+		return appendString(appendString(b, l.Name), l.Value)
+	})
 }
 
 func (c RegisterNode) appendBody(b []byte) []byte {
@@ -323,21 +306,14 @@ func (c RegisterNode) appendBody(b []byte) []byte {
 func (c RemoveNode) appendBody(b []byte) []byte { return appendString(b, c.ID) }
 
 func (c Heartbeat) appendBody(b []byte) []byte {
-	b = appendUvarint(b, uint64(len(c.Beats)))
-	for _, h := range c.Beats {
-		b = appendString(b, h.ID)
-		b = appendVarint(b, h.TimeMs)
-	}
-	return b
+	return appendList(b, c.Beats, func(b []byte, h Beat) []byte {
+		return appendVarint(appendString(b, h.ID), h.TimeMs)
+	})
 }
 
 func (c RegisterSeries) appendBody(b []byte) []byte {
 	b = appendString(b, c.Edge)
-	b = appendUvarint(b, uint64(len(c.Series)))
-	for _, ls := range c.Series {
-		b = appendLabels(b, ls)
-	}
-	return b
+	return appendList(b, c.Series, appendLabels)
 }
 
 func appendHeldRange(b []byte, r HeldRange) []byte {
@@ -352,17 +328,10 @@ func (c RecordHeld) appendBody(b []byte) []byte {
 	b = appendString(b, c.Edge)
 	b = appendUvarint(b, c.WatermarkSeq)
 	b = appendVarint(b, c.WatermarkTimeMs)
-	b = appendUvarint(b, uint64(len(c.Ranges)))
-	for _, r := range c.Ranges {
-		b = appendHeldRange(b, r)
-	}
+	b = appendList(b, c.Ranges, appendHeldRange)
 	if c.Holders != nil {
 		b = appendUvarint(b, c.Epoch)
-		b = appendUvarint(b, uint64(len(c.Holders)))
-		for _, h := range c.Holders {
-			b = appendString(b, h)
-		}
-		return b
+		return appendList(b, c.Holders, appendString)
 	}
 	if c.Epoch != 0 {
 		b = appendUvarint(b, c.Epoch)
@@ -374,12 +343,9 @@ func (c RecordReplicated) appendBody(b []byte) []byte {
 	b = appendString(b, c.Edge)
 	b = appendString(b, c.Replica)
 	b = appendUvarint(b, c.PlacedIndex)
-	b = appendUvarint(b, uint64(len(c.Ranges)))
-	for _, r := range c.Ranges {
-		b = appendUvarint(b, r.FirstSeq)
-		b = appendUvarint(b, r.LastSeq)
-	}
-	return b
+	return appendList(b, c.Ranges, func(b []byte, r SeqRange) []byte {
+		return appendUvarint(appendUvarint(b, r.FirstSeq), r.LastSeq)
+	})
 }
 
 func (c RecordMissing) appendBody(b []byte) []byte {
@@ -409,20 +375,12 @@ func appendGapRange(b []byte, g GapRange) []byte {
 
 func (c RecordGap) appendBody(b []byte) []byte {
 	b = appendString(b, c.Edge)
-	b = appendUvarint(b, uint64(len(c.Gaps)))
-	for _, g := range c.Gaps {
-		b = appendGapRange(b, g)
-	}
-	return b
+	return appendList(b, c.Gaps, appendGapRange)
 }
 
 func (c SetPlacement) appendBody(b []byte) []byte {
 	b = appendString(b, c.Edge)
-	b = appendUvarint(b, uint64(len(c.Replicas)))
-	for _, r := range c.Replicas {
-		b = appendString(b, r)
-	}
-	return b
+	return appendList(b, c.Replicas, appendString)
 }
 
 func (c Rebalance) appendBody(b []byte) []byte {
@@ -531,22 +489,15 @@ func (d *decoder) registerNode() RegisterNode {
 }
 
 func (d *decoder) heartbeat() Heartbeat {
-	n := d.count("beat", 2)
-	h := Heartbeat{Beats: make([]Beat, 0, n)}
-	for i := 0; i < n && d.err == nil; i++ {
-		h.Beats = append(h.Beats, Beat{ID: d.string("node id", maxDecodedString), TimeMs: d.varint()})
-	}
-	return h
+	return Heartbeat{Beats: decodeList(d, "beat", 2, func(d *decoder) Beat {
+		return Beat{ID: d.string("node id", maxDecodedString), TimeMs: d.varint()}
+	})}
 }
 
 func (d *decoder) registerSeries() RegisterSeries {
 	var r RegisterSeries
 	r.Edge = d.string("edge id", maxDecodedString)
-	n := d.count("series", 1)
-	r.Series = make([]labels.Labels, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		r.Series = append(r.Series, d.labels())
-	}
+	r.Series = decodeList(d, "series", 1, (*decoder).labels)
 	return r
 }
 
@@ -557,11 +508,7 @@ func (d *decoder) recordHeld(stored bool) RecordHeld {
 	r.Edge = d.string("edge id", maxDecodedString)
 	r.WatermarkSeq = d.uvarint()
 	r.WatermarkTimeMs = d.varint()
-	n := d.count("range", 5)
-	r.Ranges = make([]HeldRange, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		r.Ranges = append(r.Ranges, d.heldRange())
-	}
+	r.Ranges = decodeList(d, "range", 5, (*decoder).heldRange)
 	if stored {
 		r.Epoch = d.uvarint()
 		h := d.count("holder", 1)
@@ -587,22 +534,16 @@ func (d *decoder) recordReplicated() RecordReplicated {
 	r.Edge = d.string("edge id", maxDecodedString)
 	r.Replica = d.string("replica id", maxDecodedString)
 	r.PlacedIndex = d.uvarint()
-	n := d.count("range", 2)
-	r.Ranges = make([]SeqRange, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		r.Ranges = append(r.Ranges, SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()})
-	}
+	r.Ranges = decodeList(d, "range", 2, func(d *decoder) SeqRange {
+		return SeqRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint()}
+	})
 	return r
 }
 
 func (d *decoder) setPlacement() SetPlacement {
 	var r SetPlacement
 	r.Edge = d.string("edge id", maxDecodedString)
-	n := d.count("replica", 1)
-	r.Replicas = make([]string, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		r.Replicas = append(r.Replicas, d.string("replica id", maxDecodedString))
-	}
+	r.Replicas = decodeList(d, "replica", 1, func(d *decoder) string { return d.string("replica id", maxDecodedString) })
 	return r
 }
 
@@ -624,11 +565,7 @@ func (d *decoder) rebalance() Rebalance {
 func (d *decoder) recordGap() RecordGap {
 	var r RecordGap
 	r.Edge = d.string("edge id", maxDecodedString)
-	n := d.count("gap", 7)
-	r.Gaps = make([]GapRange, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		r.Gaps = append(r.Gaps, d.gapRange())
-	}
+	r.Gaps = decodeList(d, "gap", 7, (*decoder).gapRange)
 	return r
 }
 

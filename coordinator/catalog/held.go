@@ -8,14 +8,38 @@ import (
 	"strings"
 )
 
-func (s *state) recordHeld(c RecordHeld) (any, error) {
-	k := c.Kind()
-	n := s.nodes[c.Edge]
+// checkEdge returns the error for command k naming edge unless edge is a
+// registered node with the edge role.
+func (s *state) checkEdge(k Kind, edge string) error {
+	n := s.nodes[edge]
 	switch {
 	case n == nil:
-		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
+		return cmdErr(k, ErrNotFound, "node %q is not registered", edge)
 	case n.Role != RoleEdge:
-		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+		return cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", edge, n.Role)
+	}
+	return nil
+}
+
+// checkEdgeRanges returns the error for command k unless edge passes
+// checkEdge and every one of its ranges starts at sequence 1 or later and
+// does not end before it starts.
+func (s *state) checkEdgeRanges(k Kind, edge string, ranges []SeqRange) error {
+	if err := s.checkEdge(k, edge); err != nil {
+		return err
+	}
+	for i, r := range ranges {
+		if r.FirstSeq == 0 || r.FirstSeq > r.LastSeq {
+			return cmdErr(k, ErrBadCommand, "edge %q: range %d is [%d,%d]", edge, i, r.FirstSeq, r.LastSeq)
+		}
+	}
+	return nil
+}
+
+func (s *state) recordHeld(c RecordHeld) (any, error) {
+	k := c.Kind()
+	if err := s.checkEdge(k, c.Edge); err != nil {
+		return nil, err
 	}
 	ranges := slices.Clone(c.Ranges)
 	for i, r := range ranges {
@@ -159,18 +183,8 @@ func (s *state) replicaHolding(edge, replica string, placedIndex uint64) *Holdin
 }
 
 func (s *state) recordMissing(c RecordMissing) (any, error) {
-	k := c.Kind()
-	n := s.nodes[c.Edge]
-	switch {
-	case n == nil:
-		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
-	case n.Role != RoleEdge:
-		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
-	}
-	for i, r := range c.Ranges {
-		if r.FirstSeq == 0 || r.FirstSeq > r.LastSeq {
-			return nil, cmdErr(k, ErrBadCommand, "edge %q: range %d is [%d,%d]", c.Edge, i, r.FirstSeq, r.LastSeq)
-		}
+	if err := s.checkEdgeRanges(c.Kind(), c.Edge, c.Ranges); err != nil {
+		return nil, err
 	}
 	var res RecordReplicatedResult
 	h := s.replicaHolding(c.Edge, c.Replica, c.PlacedIndex)
@@ -194,18 +208,8 @@ func (s *state) recordMissing(c RecordMissing) (any, error) {
 }
 
 func (s *state) recordReplicated(index uint64, c RecordReplicated) (any, error) {
-	k := c.Kind()
-	n := s.nodes[c.Edge]
-	switch {
-	case n == nil:
-		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
-	case n.Role != RoleEdge:
-		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
-	}
-	for i, r := range c.Ranges {
-		if r.FirstSeq == 0 || r.FirstSeq > r.LastSeq {
-			return nil, cmdErr(k, ErrBadCommand, "edge %q: range %d is [%d,%d]", c.Edge, i, r.FirstSeq, r.LastSeq)
-		}
+	if err := s.checkEdgeRanges(c.Kind(), c.Edge, c.Ranges); err != nil {
+		return nil, err
 	}
 	var res RecordReplicatedResult
 	p := s.placement[c.Edge]
@@ -262,12 +266,8 @@ func (s *state) setProgress(edge string, held []HeldRange, gaps []GapRange, wmSe
 
 func (s *state) recordGap(c RecordGap) (any, error) {
 	k := c.Kind()
-	n := s.nodes[c.Edge]
-	switch {
-	case n == nil:
-		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
-	case n.Role != RoleEdge:
-		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
+	if err := s.checkEdge(k, c.Edge); err != nil {
+		return nil, err
 	}
 	for i, g := range c.Gaps {
 		if err := g.validate(); err != nil {

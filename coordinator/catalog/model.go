@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -18,15 +19,12 @@ const (
 	RoleCoordinator Role = 2 // a cloud coordinator (raft member, replica store)
 )
 
-func (r Role) String() string {
-	switch r {
-	case RoleEdge:
-		return "edge"
-	case RoleCoordinator:
-		return "coordinator"
-	}
-	return fmt.Sprintf("role(%d)", uint8(r))
+var roleNames = []string{
+	RoleEdge:        "edge",
+	RoleCoordinator: "coordinator",
 }
+
+func (r Role) String() string { return enum.Name(roleNames, r, "role") }
 
 func (r Role) valid() bool { return r == RoleEdge || r == RoleCoordinator }
 
@@ -82,17 +80,13 @@ const (
 	NodeDown NodeState = 2
 )
 
-func (s NodeState) String() string {
-	switch s {
-	case NodeActive:
-		return "active"
-	case NodeDraining:
-		return "draining"
-	case NodeDown:
-		return "down"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
+var nodeStateNames = []string{
+	NodeActive:   "active",
+	NodeDraining: "draining",
+	NodeDown:     "down",
 }
+
+func (s NodeState) String() string { return enum.Name(nodeStateNames, s, "state") }
 
 func (s NodeState) valid() bool { return s <= NodeDown }
 
@@ -258,17 +252,13 @@ const (
 	GapMissing GapReason = 3
 )
 
-func (r GapReason) String() string {
-	switch r {
-	case GapBacklogOverflow:
-		return "backlog-overflow"
-	case GapDropped:
-		return "dropped"
-	case GapMissing:
-		return "missing"
-	}
-	return fmt.Sprintf("gap-reason(%d)", uint8(r))
+var gapReasonNames = []string{
+	GapBacklogOverflow: "backlog-overflow",
+	GapDropped:         "dropped",
+	GapMissing:         "missing",
 }
+
+func (r GapReason) String() string { return enum.Name(gapReasonNames, r, "gap-reason") }
 
 func (r GapReason) valid() bool { return r >= GapBacklogOverflow && r <= GapMissing }
 

@@ -406,13 +406,10 @@ func (s *state) imbalance() int {
 
 func (s *state) setPlacement(index uint64, c SetPlacement) (any, error) {
 	k := c.Kind()
-	n := s.nodes[c.Edge]
-	switch {
-	case n == nil:
-		return nil, cmdErr(k, ErrNotFound, "node %q is not registered", c.Edge)
-	case n.Role != RoleEdge:
-		return nil, cmdErr(k, ErrBadCommand, "node %q is a %s, not an edge", c.Edge, n.Role)
-	case len(c.Replicas) > MaxReplicationFactor:
+	if err := s.checkEdge(k, c.Edge); err != nil {
+		return nil, err
+	}
+	if len(c.Replicas) > MaxReplicationFactor {
 		return nil, cmdErr(k, ErrBadCommand, "edge %q: %d replicas, limit is %d", c.Edge, len(c.Replicas), MaxReplicationFactor)
 	}
 	coords := s.eligible()

@@ -143,11 +143,9 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			sec = appendString(sec, r)
 			sec = appendHolding(sec, p.Holdings[i])
 		}
-		sec = appendUvarint(sec, uint64(len(p.Leaving)))
-		for _, l := range p.Leaving {
-			sec = appendString(sec, l.ID)
-			sec = appendHolding(sec, l.Holding)
-		}
+		sec = appendList(sec, p.Leaving, func(b []byte, l LeavingReplica) []byte {
+			return appendHolding(appendString(b, l.ID), l.Holding)
+		})
 	}
 	b = appendSection(b, secPlacements, sec)
 
@@ -157,14 +155,8 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendString(sec, p.Edge)
 		sec = appendUvarint(sec, p.WatermarkSeq)
 		sec = appendVarint(sec, p.WatermarkTimeMs)
-		sec = appendUvarint(sec, uint64(len(p.Held)))
-		for _, h := range p.Held {
-			sec = appendHeldRange(sec, h)
-		}
-		sec = appendUvarint(sec, uint64(len(p.Gaps)))
-		for _, g := range p.Gaps {
-			sec = appendGapRange(sec, g)
-		}
+		sec = appendList(sec, p.Held, appendHeldRange)
+		sec = appendList(sec, p.Gaps, appendGapRange)
 	}
 	b = appendSection(b, secProgress, sec)
 
@@ -173,14 +165,12 @@ func (s *state) appendSnapshot(b []byte) []byte {
 
 func appendHolding(b []byte, h Holding) []byte {
 	b = appendUvarint(b, h.Index)
-	b = appendUvarint(b, uint64(len(h.Lacks)))
-	for _, l := range h.Lacks {
+	return appendList(b, h.Lacks, func(b []byte, l LackRange) []byte {
 		b = appendUvarint(b, l.FirstSeq)
 		b = appendUvarint(b, l.LastSeq)
 		b = appendVarint(b, l.MinTimeMs)
-		b = appendVarint(b, l.MaxTimeMs)
-	}
-	return b
+		return appendVarint(b, l.MaxTimeMs)
+	})
 }
 
 func (d *decoder) holding() Holding {
@@ -195,13 +185,10 @@ func (d *decoder) holding() Holding {
 	return h
 }
 
+// uvarintLen is the length of v's uvarint encoding.
 func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], v)
 }
 
 // Restore replaces the catalog with a snapshot. The snapshot is checked in

@@ -1,6 +1,7 @@
 package heal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,28 +74,16 @@ func (o *Options) Validate() error {
 	if o.Repairer == nil {
 		bad = append(bad, "Repairer is required")
 	}
-	if o.Interval == 0 {
-		o.Interval = 2 * time.Second
-	}
-	if o.MaxMovesInFlight == 0 {
-		o.MaxMovesInFlight = 4
-	}
-	if o.CopyParallelism == 0 {
-		o.CopyParallelism = 2
-	}
-	if o.ScrubInterval == 0 {
-		o.ScrubInterval = 10 * time.Minute
-	}
-	if o.ProposalTimeout == 0 {
-		o.ProposalTimeout = 10 * time.Second
-	}
+	o.Interval = cmp.Or(o.Interval, 2*time.Second)
+	o.MaxMovesInFlight = cmp.Or(o.MaxMovesInFlight, 4)
+	o.CopyParallelism = cmp.Or(o.CopyParallelism, 2)
+	o.ScrubInterval = cmp.Or(o.ScrubInterval, 10*time.Minute)
+	o.ProposalTimeout = cmp.Or(o.ProposalTimeout, 10*time.Second)
 	if o.Interval < 0 || o.DeadAfter < 0 || o.MaxMovesInFlight < 0 || o.CopyParallelism < 0 || o.ProposalTimeout < 0 {
 		bad = append(bad, fmt.Sprintf("negative Interval %s, DeadAfter %s, MaxMovesInFlight %d, CopyParallelism %d or ProposalTimeout %s",
 			o.Interval, o.DeadAfter, o.MaxMovesInFlight, o.CopyParallelism, o.ProposalTimeout))
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Now == nil {
 		o.Now = time.Now
 	}

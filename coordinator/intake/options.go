@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,31 +126,17 @@ func (o *Options) Validate() error {
 	if o.Replicas == nil {
 		bad = append(bad, "Replicas is required")
 	}
-	if o.Limits.MaxSegmentBytes == 0 {
-		o.Limits.MaxSegmentBytes = wire.DefaultMaxSegmentBytes
-	}
-	if o.Limits.MaxPartBytes == 0 {
-		o.Limits.MaxPartBytes = wire.DefaultMaxPartBytes
-	}
+	o.Limits.MaxSegmentBytes = cmp.Or(o.Limits.MaxSegmentBytes, wire.DefaultMaxSegmentBytes)
+	o.Limits.MaxPartBytes = cmp.Or(o.Limits.MaxPartBytes, wire.DefaultMaxPartBytes)
 	// NB: int64: on 32-bit ARM an int cannot hold math.MaxUint32.
 	if o.Limits.MaxPartBytes < 1024 || int64(o.Limits.MaxPartBytes) > math.MaxUint32 {
 		bad = append(bad, fmt.Sprintf("Limits.MaxPartBytes %d is outside 1 KiB..4 GiB", o.Limits.MaxPartBytes))
 	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = 10 * time.Second
-	}
-	if o.ProposalTimeout == 0 {
-		o.ProposalTimeout = 10 * time.Second
-	}
-	if o.ConfigPollInterval == 0 {
-		o.ConfigPollInterval = 2 * time.Second
-	}
-	if o.QuorumGrace == 0 {
-		o.QuorumGrace = 100 * time.Millisecond
-	}
-	if o.ReshipInterval == 0 {
-		o.ReshipInterval = 30 * time.Second
-	}
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 10*time.Second)
+	o.ProposalTimeout = cmp.Or(o.ProposalTimeout, 10*time.Second)
+	o.ConfigPollInterval = cmp.Or(o.ConfigPollInterval, 2*time.Second)
+	o.QuorumGrace = cmp.Or(o.QuorumGrace, 100*time.Millisecond)
+	o.ReshipInterval = cmp.Or(o.ReshipInterval, 30*time.Second)
 	if o.QuorumGrace < 0 || o.ReshipInterval < 0 {
 		bad = append(bad, fmt.Sprintf("negative QuorumGrace %s or ReshipInterval %s", o.QuorumGrace, o.ReshipInterval))
 	}
@@ -163,9 +150,7 @@ func (o *Options) Validate() error {
 	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 || o.ConfigPollInterval < 0 {
 		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s, ProposalTimeout %s or ConfigPollInterval %s", o.HeartbeatInterval, o.ProposalTimeout, o.ConfigPollInterval))
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Now == nil {
 		o.Now = time.Now
 	}

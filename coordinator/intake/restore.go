@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,15 +295,7 @@ func fmtMs(t int64) string { return time.UnixMilli(t).UTC().Format(time.RFC3339N
 // nor in a recorded gap, at most limit (the last widened to cover the
 // rest).
 func missingRuns(p catalog.EdgeProgress, limit int) []*pb.SeqRange {
-	type run struct{ first, last uint64 }
-	var covered []run
-	for _, h := range p.Held {
-		covered = append(covered, run{h.FirstSeq, h.LastSeq})
-	}
-	for _, g := range p.Gaps {
-		covered = append(covered, run{g.AfterSeq + 1, g.ThroughSeq})
-	}
-	slices.SortFunc(covered, func(a, b run) int { return cmp.Compare(a.first, b.first) })
+	covered := coveredRuns(p)
 	var out []*pb.SeqRange
 	next := uint64(1) // the lowest number not known covered
 	add := func(first, last uint64) {
@@ -442,31 +433,12 @@ func (s *Server) restoreIdentity(ctx context.Context, req *pb.RestoreRequest) (s
 	if edge == "" || len(edge) > 255 {
 		return "", status.Errorf(codes.InvalidArgument, "restore: node id of %d bytes (want 1 to 255)", len(edge))
 	}
-	identity := ""
-	if s.o.Identity != nil {
-		id, err := s.o.Identity(ctx)
-		if err != nil {
-			return "", status.Errorf(codes.Unauthenticated, "caller identity: %v", err)
-		}
-		if id == "" {
-			return "", status.Error(codes.Unauthenticated, "caller has no identity")
-		}
-		if id != edge {
-			return "", status.Errorf(codes.PermissionDenied, "restore of node %q asked by %q: an edge restores only itself", edge, id)
-		}
-		identity = id
+	identity, err := s.callerIdentity(ctx, edge, "restore of node %q asked by %q: an edge restores only itself")
+	if err != nil {
+		return "", err
 	}
-	if s.o.Revoked(edge) {
-		s.revokedRefusals.Add(1)
-		return "", status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
-	}
-	if n, known := s.o.Catalog.Node(edge); known {
-		if n.Role != catalog.RoleEdge {
-			return "", status.Errorf(codes.PermissionDenied, "node %q is registered as a %s, not an edge", edge, n.Role)
-		}
-		if n.Identity != "" && identity != "" && n.Identity != identity {
-			return "", status.Errorf(codes.PermissionDenied, "node %q is registered with identity %q, the caller is %q", edge, n.Identity, identity)
-		}
+	if _, _, err := s.admitEdge(edge, identity); err != nil {
+		return "", err
 	}
 	return edge, nil
 }

@@ -270,34 +270,17 @@ func (s *Server) hello(ctx context.Context, h *pb.ShipHello) (string, error) {
 	if h == nil {
 		return "", status.Error(codes.FailedPrecondition, "the first message of a stream must be a hello")
 	}
-	identity := ""
-	if s.o.Identity != nil {
-		id, err := s.o.Identity(ctx)
-		if err != nil {
-			return "", status.Errorf(codes.Unauthenticated, "caller identity: %v", err)
-		}
-		if id == "" {
-			return "", status.Error(codes.Unauthenticated, "caller has no identity")
-		}
-		if h.GetNodeId() != id {
-			return "", status.Errorf(codes.PermissionDenied, "hello names node %q, the caller is %q", h.GetNodeId(), id)
-		}
-		identity = id
+	identity, err := s.callerIdentity(ctx, h.GetNodeId(), "hello names node %q, the caller is %q")
+	if err != nil {
+		return "", err
 	}
 	if err := wire.CheckHello(h, identity); err != nil {
 		return "", status.Error(codes.FailedPrecondition, err.Error())
 	}
 	edge := h.GetNodeId()
-	if s.o.Revoked(edge) {
-		s.revokedRefusals.Add(1)
-		return "", status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
-	}
-	n, known := s.o.Catalog.Node(edge)
-	if known && n.Role != catalog.RoleEdge {
-		return "", status.Errorf(codes.PermissionDenied, "node %q is registered as a %s, not an edge", edge, n.Role)
-	}
-	if known && n.Identity != "" && identity != "" && n.Identity != identity {
-		return "", status.Errorf(codes.PermissionDenied, "node %q is registered with identity %q, the caller is %q", edge, n.Identity, identity)
+	n, known, err := s.admitEdge(edge, identity)
+	if err != nil {
+		return "", err
 	}
 	if known && n.Addr == h.GetQueryAddr() && (identity == "" || n.Identity == identity) {
 		return edge, nil
@@ -319,6 +302,44 @@ func (s *Server) hello(ctx context.Context, h *pb.ShipHello) (string, error) {
 		return "", status.Errorf(codes.Unavailable, "register edge %q: %v", edge, err)
 	}
 	return edge, nil
+}
+
+// callerIdentity returns the identity of the caller's certificate, which
+// must be edge (mismatchf formats the refusal from edge and the identity),
+// or "" when the server checks no identities (insecure mode).
+func (s *Server) callerIdentity(ctx context.Context, edge, mismatchf string) (string, error) {
+	if s.o.Identity == nil {
+		return "", nil
+	}
+	id, err := s.o.Identity(ctx)
+	if err != nil {
+		return "", status.Errorf(codes.Unauthenticated, "caller identity: %v", err)
+	}
+	if id == "" {
+		return "", status.Error(codes.Unauthenticated, "caller has no identity")
+	}
+	if id != edge {
+		return "", status.Errorf(codes.PermissionDenied, mismatchf, edge, id)
+	}
+	return id, nil
+}
+
+// admitEdge refuses a revoked edge, and a node the catalog has registered
+// as a coordinator or with another identity than the caller's (identity;
+// "" in insecure mode). It returns the catalog's node, if known.
+func (s *Server) admitEdge(edge, identity string) (catalog.Node, bool, error) {
+	if s.o.Revoked(edge) {
+		s.revokedRefusals.Add(1)
+		return catalog.Node{}, false, status.Errorf(codes.PermissionDenied, "edge %q is revoked", edge)
+	}
+	n, known := s.o.Catalog.Node(edge)
+	if known && n.Role != catalog.RoleEdge {
+		return n, known, status.Errorf(codes.PermissionDenied, "node %q is registered as a %s, not an edge", edge, n.Role)
+	}
+	if known && n.Identity != "" && identity != "" && n.Identity != identity {
+		return n, known, status.Errorf(codes.PermissionDenied, "node %q is registered with identity %q, the caller is %q", edge, n.Identity, identity)
+	}
+	return n, known, nil
 }
 
 // welcome reads the edge's progress linearizably.
@@ -350,21 +371,30 @@ func edgeConfig(c catalog.FleetConfig) *pb.EdgeConfig {
 	}
 }
 
+// seqRun is an inclusive run of sequence numbers.
+type seqRun struct{ first, last uint64 }
+
+// coveredRuns returns the runs of sequence numbers that p holds or has
+// recorded gaps for, sorted by their first number (not merged: a gap may
+// touch a held run).
+func coveredRuns(p catalog.EdgeProgress) []seqRun {
+	runs := make([]seqRun, 0, len(p.Held)+len(p.Gaps))
+	for _, h := range p.Held {
+		runs = append(runs, seqRun{h.FirstSeq, h.LastSeq})
+	}
+	for _, g := range p.Gaps {
+		runs = append(runs, seqRun{g.AfterSeq + 1, g.ThroughSeq})
+	}
+	slices.SortFunc(runs, func(a, b seqRun) int { return cmp.Compare(a.first, b.first) })
+	return runs
+}
+
 // coveredAbove returns the runs of sequence numbers above through that are
 // held or inside a recorded gap (the protocol's "covered"), merged,
 // ascending, at most limit (the lowest).
 func coveredAbove(p catalog.EdgeProgress, through uint64, limit int) []*pb.SeqRange {
-	type run struct{ first, last uint64 }
-	runs := make([]run, 0, len(p.Held)+len(p.Gaps))
-	for _, h := range p.Held {
-		runs = append(runs, run{h.FirstSeq, h.LastSeq})
-	}
-	for _, g := range p.Gaps {
-		runs = append(runs, run{g.AfterSeq + 1, g.ThroughSeq})
-	}
-	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.first, b.first) })
 	var out []*pb.SeqRange
-	for _, r := range runs {
+	for _, r := range coveredRuns(p) {
 		if r.last <= through {
 			continue
 		}

@@ -39,28 +39,22 @@ var errNotYet = errors.New("not yet")
 
 // run repeats rounds until this coordinator is a voter or ctx ends.
 func (j *joiner) run(ctx context.Context) error {
-	for {
+	return repeatRounds(ctx, j.interval, func(ctx context.Context) bool {
 		err := j.round(ctx)
 		if err == nil {
 			j.log.Info("auto-join: this coordinator is a voter", "raft_id", j.self.RaftID)
-			return nil
+			return true
 		}
 		if !errors.Is(err, errNotYet) {
 			j.log.Warn("auto-join: retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(j.interval):
-		}
-	}
+		return false
+	})
 }
 
 // call runs f with the limit of one call.
 func (j *joiner) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, j.callTime)
-	defer cancel()
-	return f(cctx)
+	return callWithin(ctx, j.callTime, f)
 }
 
 // round takes one step: find the leader, remove the member this one

@@ -55,23 +55,17 @@ func newLeaver(o Options) *leaver {
 
 // run repeats rounds until ctx ends.
 func (l *leaver) run(ctx context.Context) error {
-	for {
+	return repeatRounds(ctx, l.interval, func(ctx context.Context) bool {
 		if err := l.round(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("auto-leave: retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(l.interval):
-		}
-	}
+		return false
+	})
 }
 
 // call runs f with the limit of one call.
 func (l *leaver) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, l.callTime)
-	defer cancel()
-	return f(cctx)
+	return callWithin(ctx, l.callTime, f)
 }
 
 // answers reports whether member m answers a Members call.

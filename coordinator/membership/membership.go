@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,21 +82,11 @@ func (o *Options) Validate() error {
 	if o.Cluster == nil {
 		bad = append(bad, "Cluster is required")
 	}
-	if o.LeaveAfter == 0 {
-		o.LeaveAfter = time.Minute
-	}
-	if o.JoinInterval == 0 {
-		o.JoinInterval = 2 * time.Second
-	}
-	if o.LeaveInterval == 0 {
-		o.LeaveInterval = 5 * time.Second
-	}
-	if o.MaxLag == 0 {
-		o.MaxLag = 1000
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.LeaveAfter = cmp.Or(o.LeaveAfter, time.Minute)
+	o.JoinInterval = cmp.Or(o.JoinInterval, 2*time.Second)
+	o.LeaveInterval = cmp.Or(o.LeaveInterval, 5*time.Second)
+	o.MaxLag = cmp.Or(o.MaxLag, 1000)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -181,4 +172,24 @@ func IdentityFromHostname(hostname string) (nodeID string, raftID uint64, err er
 		return "", 0, fmt.Errorf("host name %q: ordinal %d is %d or more", hostname, ord, RaftIDGeneration-1)
 	}
 	return hostname, ord + 1, nil
+}
+
+// repeatRounds calls round, waiting interval after each call, until round
+// reports that it is done (nil) or ctx ends (ctx.Err()).
+func repeatRounds(ctx context.Context, interval time.Duration, round func(context.Context) (done bool)) error {
+	for !round(ctx) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+	return nil
+}
+
+// callWithin runs f with ctx limited to limit.
+func callWithin(ctx context.Context, limit time.Duration, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	return f(cctx)
 }

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,24 +69,12 @@ type Options struct {
 
 // Validate fills defaults and reports the first invalid option.
 func (o *Options) Validate() error {
-	if o.EdgeTimeout == 0 {
-		o.EdgeTimeout = 5 * time.Second
-	}
-	if o.ReplicaTimeout == 0 {
-		o.ReplicaTimeout = 30 * time.Second
-	}
-	if o.HedgeAfter == 0 {
-		o.HedgeAfter = time.Second
-	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = model.DefaultQuerySeriesLimit
-	}
-	if o.MaxParallelEdges == 0 {
-		o.MaxParallelEdges = 16
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.EdgeTimeout = cmp.Or(o.EdgeTimeout, 5*time.Second)
+	o.ReplicaTimeout = cmp.Or(o.ReplicaTimeout, 30*time.Second)
+	o.HedgeAfter = cmp.Or(o.HedgeAfter, time.Second)
+	o.MaxSeries = cmp.Or(o.MaxSeries, model.DefaultQuerySeriesLimit)
+	o.MaxParallelEdges = cmp.Or(o.MaxParallelEdges, 16)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
@@ -178,8 +167,11 @@ func (f *Frontend) barrier(ctx context.Context) error {
 }
 
 // selectSeries returns the catalog's series matching ms (all series when
-// ms is empty), sorted by labels.
-func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, error) {
+// ms is empty), sorted by labels, once the catalog read barrier is passed.
+func (f *Frontend) selectSeries(ctx context.Context, ms []*labels.Matcher) ([]catalog.SeriesRef, error) {
+	if err := f.barrier(ctx); err != nil {
+		return nil, err
+	}
 	var refs []catalog.SeriesRef
 	if len(ms) == 0 {
 		n := f.o.Catalog.SeriesCount()
@@ -205,10 +197,7 @@ func (f *Frontend) selectSeries(ms []*labels.Matcher) ([]catalog.SeriesRef, erro
 
 // listSeries is Series (metrics.go times the call).
 func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit int) ([]labels.Labels, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
@@ -240,10 +229,7 @@ func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit i
 
 // listLabelNames is LabelNames (metrics.go times the call).
 func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]string, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}
@@ -269,10 +255,7 @@ func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]
 
 // listLabelValues is LabelValues (metrics.go times the call).
 func (f *Frontend) listLabelValues(ctx context.Context, name string, ms []*labels.Matcher) ([]string, error) {
-	if err := f.barrier(ctx); err != nil {
-		return nil, err
-	}
-	refs, err := f.selectSeries(ms)
+	refs, err := f.selectSeries(ctx, ms)
 	if err != nil {
 		return nil, err
 	}

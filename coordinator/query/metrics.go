@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -64,33 +65,18 @@ type metrics struct {
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
-	meter := mp.Meter("github.com/tributarydb/tributary/coordinator/query")
+	in := telemetry.NewInstruments(mp.Meter("github.com/tributarydb/tributary/coordinator/query"))
 	m := &metrics{}
-	var err error
-	hist := func(name, unit, desc string) metric.Float64Histogram {
-		if err != nil {
-			return nil
-		}
-		var h metric.Float64Histogram
-		h, err = meter.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return h
-	}
-	counter := func(name, unit, desc string) metric.Int64Counter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64Counter
-		c, err = meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return c
-	}
+	hist, counter := in.Histogram, in.Counter
 	m.duration = hist("tributary.query.fanout.duration", "s",
 		"Time the fleet query front end took to answer (plan, fan-out to replicas and edges, merge), by api, kind and outcome.")
 	m.legs = counter("tributary.query.legs", "{leg}", "Requests the front end sent to replica coordinators and edges, by kind and outcome (hedged requests included).")
 	m.partial = counter("tributary.query.partial", "{query}", "Query answers with missing coverage (an edge's data partly or wholly absent; the answer says which).")
 	m.unreachable = counter("tributary.query.edge.unreachable", "{edge}", "Edges a query could not reach: no usable address, or the edge's request failed.")
 	m.hedges = counter("tributary.query.hedges", "{leg}", "Replica requests sent to the next replica because the previous one was slow to answer.")
+	err := in.Err()
 	if err == nil {
-		m.legsPerCall, err = meter.Int64Histogram("tributary.query.fanout.legs", metric.WithUnit("{leg}"),
+		m.legsPerCall, err = in.Meter().Int64Histogram("tributary.query.fanout.legs", metric.WithUnit("{leg}"),
 			metric.WithDescription("Requests to replicas and edges that one front-end call sent, by api."),
 			metric.WithExplicitBucketBoundaries(0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -47,18 +48,10 @@ type CopyOptions struct {
 
 // Validate fills defaults and rejects impossible values.
 func (o *CopyOptions) Validate() error {
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = DefaultExportFileBytes
-	}
-	if o.InitialWindow == 0 {
-		o.InitialWindow = DefaultCopyInitialWindow
-	}
-	if o.MaxWindow == 0 {
-		o.MaxWindow = max(DefaultCopyMaxWindow, o.InitialWindow)
-	}
-	if o.WindowBytes == 0 {
-		o.WindowBytes = 4 * o.MaxFileBytes
-	}
+	o.MaxFileBytes = cmp.Or(o.MaxFileBytes, DefaultExportFileBytes)
+	o.InitialWindow = cmp.Or(o.InitialWindow, DefaultCopyInitialWindow)
+	o.MaxWindow = cmp.Or(o.MaxWindow, max(DefaultCopyMaxWindow, o.InitialWindow))
+	o.WindowBytes = cmp.Or(o.WindowBytes, 4*o.MaxFileBytes)
 	switch {
 	case o.BytesPerSec < 0:
 		return fmt.Errorf("copy options: BytesPerSec %d is negative", o.BytesPerSec)

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,21 +56,11 @@ func (o *Options) Validate() error {
 	if o.CoordinatorID == "" {
 		return errors.New("replica options: CoordinatorID is required")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.HeadMaxBytes == 0 {
-		o.HeadMaxBytes = DefaultHeadMaxBytes
-	}
-	if o.BlockCacheBytes == 0 {
-		o.BlockCacheBytes = DefaultBlockCacheBytes
-	}
-	if o.WriteBufferBytes == 0 {
-		o.WriteBufferBytes = DefaultWriteBufferBytes
-	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = DefaultMaxSeries
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, DefaultHeadMaxBytes)
+	o.BlockCacheBytes = cmp.Or(o.BlockCacheBytes, DefaultBlockCacheBytes)
+	o.WriteBufferBytes = cmp.Or(o.WriteBufferBytes, DefaultWriteBufferBytes)
+	o.MaxSeries = cmp.Or(o.MaxSeries, DefaultMaxSeries)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

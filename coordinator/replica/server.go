@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,9 +37,7 @@ func (o *ServerOptions) Validate() error {
 	if o.Store == nil {
 		return errors.New("replica server options: Store is required")
 	}
-	if o.MaxSegmentBytes == 0 {
-		o.MaxSegmentBytes = DefaultMaxSegmentBytes
-	}
+	o.MaxSegmentBytes = cmp.Or(o.MaxSegmentBytes, DefaultMaxSegmentBytes)
 	if o.MaxSegmentBytes < 4096 || o.MaxSegmentBytes > 1<<30 {
 		return fmt.Errorf("replica server options: MaxSegmentBytes %d out of range [4 KiB, 1 GiB]", o.MaxSegmentBytes)
 	}

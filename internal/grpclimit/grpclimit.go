@@ -37,6 +37,7 @@
 package grpclimit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,9 +78,7 @@ func (o *Options) Validate() error {
 	if o.MaxTrackedStreams <= 0 {
 		o.MaxTrackedStreams = 1024
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Limit == nil {
 		o.Limit = func(string) int { return 0 }
 	}

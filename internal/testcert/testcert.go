@@ -35,30 +35,14 @@ type Cert struct {
 // New makes a certificate valid for an hour around now.
 func New(t testing.TB) *Cert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "tributary test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
+	tmpl := hourAroundNow(newSerial(t), "tributary test")
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
+	tmpl.DNSNames = []string{"localhost"}
+	tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	der := sign(t, tmpl, key, tmpl, key)
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -94,20 +78,11 @@ type CA struct {
 // NewCA makes a CA valid for an hour around now.
 func NewCA(t testing.TB) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tributary test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
+	key := newKey(t)
+	tmpl := hourAroundNow(big.NewInt(1), "tributary test CA")
+	tmpl.KeyUsage = x509.KeyUsageCertSign
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
+	cert, err := x509.ParseCertificate(sign(t, tmpl, key, tmpl, key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,27 +113,55 @@ func (ca *CA) IssueDNS(t testing.TB, name string) tls.Certificate {
 
 func (ca *CA) issue(t testing.TB, name string, identity func(*x509.Certificate)) tls.Certificate {
 	t.Helper()
+	key := newKey(t)
+	tmpl := hourAroundNow(newSerial(t), name)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	identity(tmpl)
+	der := sign(t, tmpl, key, ca.cert, ca.key)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// newKey makes a P-256 key.
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key
+}
+
+// newSerial makes a random certificate serial number.
+func newSerial(t testing.TB) *big.Int {
+	t.Helper()
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	return serial
+}
+
+// hourAroundNow starts a certificate template valid for an hour around now.
+func hourAroundNow(serial *big.Int, commonName string) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
 	}
-	identity(tmpl)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+}
+
+// sign returns the DER of tmpl's certificate for key, signed by parent's
+// parentKey (tmpl and key themselves for a self-signed one).
+func sign(t testing.TB, tmpl *x509.Certificate, key *ecdsa.PrivateKey, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) []byte {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return der
 }
 
 // CertPEM returns the CA's certificate in PEM: the content of a CA bundle

@@ -5,6 +5,7 @@ package tunnel
 // it.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,18 +77,10 @@ func (o *EdgeOptions) Validate() error {
 	if o.Query == nil {
 		bad = append(bad, "Query is required")
 	}
-	if o.BackoffInitial == 0 {
-		o.BackoffInitial = 500 * time.Millisecond
-	}
-	if o.BackoffMax == 0 {
-		o.BackoffMax = 30 * time.Second
-	}
-	if o.BackoffJitter == 0 {
-		o.BackoffJitter = 0.5
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.BackoffInitial = cmp.Or(o.BackoffInitial, 500*time.Millisecond)
+	o.BackoffMax = cmp.Or(o.BackoffMax, 30*time.Second)
+	o.BackoffJitter = cmp.Or(o.BackoffJitter, 0.5)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.BackoffInitial < 0 || o.BackoffMax < o.BackoffInitial || o.BackoffJitter < 0 || o.BackoffJitter > 1 {
 		bad = append(bad, fmt.Sprintf("backoff initial %s, max %s, jitter %g (want 0 < initial <= max, 0 <= jitter <= 1)",
 			o.BackoffInitial, o.BackoffMax, o.BackoffJitter))

@@ -8,6 +8,7 @@ package tunnel
 // hands the connection to the query front end.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,9 +48,7 @@ type RegistryOptions struct {
 
 // Validate fills in defaults.
 func (o *RegistryOptions) Validate() error {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	return nil
 }
 

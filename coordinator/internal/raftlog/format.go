@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -114,70 +116,17 @@ func nextRecord(b []byte) (typ byte, payload []byte, n int, err error) {
 
 // payload decoding
 
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errors.New("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) == 0 {
-		r.err = errors.New("unexpected end of record")
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *reader) u32() uint32 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 4 {
-		r.err = errors.New("unexpected end of record")
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
-func (r *reader) ids() []uint64 {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("id count %d exceeds the %d bytes left", n, len(r.b))
-	}
-	if r.err != nil || n == 0 {
+// ids reads a list appendIDs wrote (nil when empty).
+func ids(r *binread.Reader) []uint64 {
+	n := r.Count("id")
+	if n == 0 {
 		return nil
 	}
 	ids := make([]uint64, 0, n)
 	for range n {
-		ids = append(ids, r.uvarint())
+		ids = append(ids, r.Uvarint())
 	}
 	return ids
-}
-
-func (r *reader) done() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
-	}
-	return r.err
 }
 
 func encodeEntry(b []byte, e raftpb.Entry) []byte {
@@ -189,10 +138,10 @@ func encodeEntry(b []byte, e raftpb.Entry) []byte {
 
 // decodeEntry decodes an entry record. The entry's Data aliases payload.
 func decodeEntry(payload []byte) (raftpb.Entry, error) {
-	r := reader{b: payload}
-	e := raftpb.Entry{Index: r.uvarint(), Term: r.uvarint(), Type: raftpb.EntryType(r.byte())}
-	if r.err != nil {
-		return e, r.err
+	r := binread.New(payload)
+	e := raftpb.Entry{Index: r.Uvarint(), Term: r.Uvarint(), Type: raftpb.EntryType(r.Byte())}
+	if err := r.Err(); err != nil {
+		return e, err
 	}
 	if e.Type > raftpb.EntryConfChangeV2 {
 		return e, fmt.Errorf("unknown entry type %d", e.Type)
@@ -200,8 +149,8 @@ func decodeEntry(payload []byte) (raftpb.Entry, error) {
 	if e.Index == 0 {
 		return e, errors.New("entry index 0")
 	}
-	if len(r.b) > 0 {
-		e.Data = r.b
+	if rest := r.Rest(); len(rest) > 0 {
+		e.Data = rest
 	}
 	return e, nil
 }
@@ -213,9 +162,9 @@ func encodeHardState(b []byte, hs raftpb.HardState) []byte {
 }
 
 func decodeHardState(payload []byte) (raftpb.HardState, error) {
-	r := reader{b: payload}
-	hs := raftpb.HardState{Term: r.uvarint(), Vote: r.uvarint(), Commit: r.uvarint()}
-	return hs, r.done()
+	r := binread.New(payload)
+	hs := raftpb.HardState{Term: r.Uvarint(), Vote: r.Uvarint(), Commit: r.Uvarint()}
+	return hs, r.Done()
 }
 
 func appendIDs(b []byte, ids []uint64) []byte {
@@ -237,16 +186,15 @@ func encodeConfState(b []byte, cs raftpb.ConfState) []byte {
 	return append(b, 0)
 }
 
-func (r *reader) confState() raftpb.ConfState {
-	cs := raftpb.ConfState{Voters: r.ids(), Learners: r.ids(), VotersOutgoing: r.ids(), LearnersNext: r.ids()}
-	switch r.byte() {
+// confState reads what encodeConfState wrote.
+func confState(r *binread.Reader) raftpb.ConfState {
+	cs := raftpb.ConfState{Voters: ids(r), Learners: ids(r), VotersOutgoing: ids(r), LearnersNext: ids(r)}
+	switch r.Byte() {
 	case 0:
 	case 1:
 		cs.AutoLeave = true
 	default:
-		if r.err == nil {
-			r.err = errors.New("bad auto-leave byte")
-		}
+		r.Fail(errors.New("bad auto-leave byte"))
 	}
 	return cs
 }
@@ -285,11 +233,11 @@ func encodeSnapshotRecord(b []byte, m snapMeta, reset bool) []byte {
 }
 
 func decodeSnapshotRecord(payload []byte) (snapMeta, bool, error) {
-	r := reader{b: payload}
-	flags := r.byte()
-	m := snapMeta{Index: r.uvarint(), Term: r.uvarint(), FileCRC: r.u32()}
-	m.ConfState = r.confState()
-	if err := r.done(); err != nil {
+	r := binread.New(payload)
+	flags := r.Byte()
+	m := snapMeta{Index: r.Uvarint(), Term: r.Uvarint(), FileCRC: r.Uint32()}
+	m.ConfState = confState(r)
+	if err := r.Done(); err != nil {
 		return m, false, err
 	}
 	if flags&^snapFlagReset != 0 {
@@ -307,15 +255,15 @@ func encodeCompact(b []byte, index, term uint64) []byte {
 }
 
 func decodeCompact(payload []byte) (index, term uint64, err error) {
-	r := reader{b: payload}
-	index, term = r.uvarint(), r.uvarint()
-	return index, term, r.done()
+	r := binread.New(payload)
+	index, term = r.Uvarint(), r.Uvarint()
+	return index, term, r.Done()
 }
 
 func decodeBoot(payload []byte) (uint64, error) {
-	r := reader{b: payload}
-	n := r.uvarint()
-	return n, r.done()
+	r := binread.New(payload)
+	n := r.Uvarint()
+	return n, r.Done()
 }
 
 // Snapshot files.
@@ -362,9 +310,9 @@ func decodeSnapFile(b []byte) (snapMeta, []byte, error) {
 	if csLen > uint64(len(rest)) {
 		return m, nil, errors.New("conf state runs past the end")
 	}
-	r := reader{b: rest[:csLen]}
-	m.ConfState = r.confState()
-	if err := r.done(); err != nil {
+	r := binread.New(rest[:csLen])
+	m.ConfState = confState(r)
+	if err := r.Done(); err != nil {
 		return m, nil, fmt.Errorf("conf state: %w", err)
 	}
 	rest = rest[csLen:]

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,15 +46,11 @@ func (o *Options) Validate() error {
 	if o.FS == nil {
 		o.FS = vfs.OS{}
 	}
-	if o.SegmentBytes == 0 {
-		o.SegmentBytes = DefaultSegmentBytes
-	}
+	o.SegmentBytes = cmp.Or(o.SegmentBytes, DefaultSegmentBytes)
 	if o.SegmentBytes < 4<<10 {
 		return fmt.Errorf("raftlog: SegmentBytes %d is below 4 KiB", o.SegmentBytes)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return nil
 }
 

@@ -2,8 +2,9 @@ package raftnode
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 // Entry and context encodings (version 1); see the package documentation.
@@ -26,43 +27,22 @@ func appendEnvelopeHeader(b []byte, n int) []byte {
 	return binary.AppendUvarint(b, uint64(n))
 }
 
-func appendEnvelopeCommand(b []byte, id proposalID, cmd []byte) []byte {
+// appendProposalID appends id as three uvarints: node, boot, counter.
+func appendProposalID(b []byte, id proposalID) []byte {
 	b = binary.AppendUvarint(b, id.node)
 	b = binary.AppendUvarint(b, id.boot)
-	b = binary.AppendUvarint(b, id.seq)
+	return binary.AppendUvarint(b, id.seq)
+}
+
+// readProposalID reads what appendProposalID wrote.
+func readProposalID(r *binread.Reader) proposalID {
+	return proposalID{node: r.Uvarint(), boot: r.Uvarint(), seq: r.Uvarint()}
+}
+
+func appendEnvelopeCommand(b []byte, id proposalID, cmd []byte) []byte {
+	b = appendProposalID(b, id)
 	b = binary.AppendUvarint(b, uint64(len(cmd)))
 	return append(b, cmd...)
-}
-
-type envReader struct {
-	b   []byte
-	err error
-}
-
-func (r *envReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errors.New("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *envReader) bytes() []byte {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("length %d runs past the end (%d bytes left)", n, len(r.b))
-	}
-	if r.err != nil {
-		return nil
-	}
-	b := r.b[:n:n]
-	r.b = r.b[n:]
-	return b
 }
 
 // decodeEnvelope calls fn for each command of an entry, in order. It
@@ -72,14 +52,11 @@ func decodeEnvelope(data []byte, fn func(id proposalID, cmd []byte)) error {
 	if len(data) == 0 || data[0] != envelopeVersion {
 		return fmt.Errorf("entry: unknown envelope version")
 	}
-	r := &envReader{b: data[1:]}
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("command count %d exceeds the %d bytes left", n, len(r.b))
-	}
-	if r.err != nil {
+	r := binread.New(data[1:])
+	n := r.Count("command")
+	if err := r.Err(); err != nil {
 		// Before allocating: a damaged count must not size the slice.
-		return fmt.Errorf("entry: %w", r.err)
+		return fmt.Errorf("entry: %w", err)
 	}
 	type item struct {
 		id  proposalID
@@ -87,18 +64,15 @@ func decodeEnvelope(data []byte, fn func(id proposalID, cmd []byte)) error {
 	}
 	items := make([]item, 0, n)
 	for range n {
-		if r.err != nil {
+		if r.Err() != nil {
 			break
 		}
-		it := item{id: proposalID{node: r.uvarint(), boot: r.uvarint(), seq: r.uvarint()}}
-		it.cmd = r.bytes()
+		it := item{id: readProposalID(r)}
+		it.cmd = r.Bytes("command")
 		items = append(items, it)
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
-	}
-	if r.err != nil {
-		return fmt.Errorf("entry: %w", r.err)
+	if err := r.Done(); err != nil {
+		return fmt.Errorf("entry: %w", err)
 	}
 	for _, it := range items {
 		fn(it.id, it.cmd)
@@ -115,10 +89,7 @@ type confContext struct {
 }
 
 func encodeConfContext(c confContext) []byte {
-	b := []byte{envelopeVersion}
-	b = binary.AppendUvarint(b, c.id.node)
-	b = binary.AppendUvarint(b, c.id.boot)
-	b = binary.AppendUvarint(b, c.id.seq)
+	b := appendProposalID([]byte{envelopeVersion}, c.id)
 	b = binary.AppendUvarint(b, uint64(len(c.addr)))
 	return append(b, c.addr...)
 }
@@ -131,27 +102,22 @@ func decodeConfContext(b []byte) (confContext, error) {
 	if b[0] != envelopeVersion {
 		return c, fmt.Errorf("conf change context: unknown version %d", b[0])
 	}
-	r := &envReader{b: b[1:]}
-	c.id = proposalID{node: r.uvarint(), boot: r.uvarint(), seq: r.uvarint()}
-	c.addr = string(r.bytes())
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
-	}
-	if r.err != nil {
-		return confContext{}, fmt.Errorf("conf change context: %w", r.err)
+	r := binread.New(b[1:])
+	c.id = readProposalID(r)
+	c.addr = string(r.Bytes("address"))
+	if err := r.Done(); err != nil {
+		return confContext{}, fmt.Errorf("conf change context: %w", err)
 	}
 	return c, nil
 }
 
 // readContext is the request context of a ReadIndex call.
 func encodeReadContext(id proposalID) []byte {
-	b := binary.AppendUvarint(nil, id.node)
-	b = binary.AppendUvarint(b, id.boot)
-	return binary.AppendUvarint(b, id.seq)
+	return appendProposalID(nil, id)
 }
 
 func decodeReadContext(b []byte) (proposalID, bool) {
-	r := &envReader{b: b}
-	id := proposalID{node: r.uvarint(), boot: r.uvarint(), seq: r.uvarint()}
-	return id, r.err == nil && len(r.b) == 0
+	r := binread.New(b)
+	id := readProposalID(r)
+	return id, r.Done() == nil
 }

@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/tributarydb/tributary/internal/enum"
 )
 
 // ChangeType is a kind of membership change.
@@ -29,19 +31,14 @@ const (
 	RemoveMember
 )
 
-func (t ChangeType) String() string {
-	switch t {
-	case AddVoter:
-		return "add-voter"
-	case AddLearner:
-		return "add-learner"
-	case PromoteLearner:
-		return "promote-learner"
-	case RemoveMember:
-		return "remove-member"
-	}
-	return fmt.Sprintf("change(%d)", uint8(t))
+var changeTypeNames = []string{
+	AddVoter:       "add-voter",
+	AddLearner:     "add-learner",
+	PromoteLearner: "promote-learner",
+	RemoveMember:   "remove-member",
 }
+
+func (t ChangeType) String() string { return enum.Name(changeTypeNames, t, "change") }
 
 type confRequest struct {
 	typ  ChangeType

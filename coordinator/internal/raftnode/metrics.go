@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // Proposal outcomes, the "outcome" attribute of tributary.raft.proposal.duration.
@@ -61,29 +63,10 @@ func newMetrics(mp metric.MeterProvider, n *Node) (*metrics, error) {
 	for i, name := range outcomeNames {
 		m.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", name)))
 	}
-	meter := mp.Meter("github.com/tributarydb/tributary/coordinator/raftnode")
-	var err error
-	m.proposal, err = meter.Float64Histogram("tributary.raft.proposal.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from proposing a catalog command to its application on this member (or its failure), by outcome."))
-	if err != nil {
-		return nil, fmt.Errorf("raft metrics: %w", err)
-	}
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		if err != nil {
-			return nil
-		}
-		var g metric.Int64ObservableGauge
-		g, err = meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64ObservableCounter
-		c, err = meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return c
-	}
+	in := telemetry.NewInstruments(mp.Meter("github.com/tributarydb/tributary/coordinator/raftnode"))
+	m.proposal = in.Histogram("tributary.raft.proposal.duration", "s",
+		"Time from proposing a catalog command to its application on this member (or its failure), by outcome.")
+	gauge, counter := in.Int64Gauge, in.Int64Counter
 	term := gauge("tributary.raft.term", "{term}", "Raft term this member is in.")
 	leader := gauge("tributary.raft.leader", "{id}", "Raft id of the leader this member knows of (0: none).")
 	isLeader := gauge("tributary.raft.is_leader", "", "1 when this member is the raft leader, else 0.")
@@ -97,10 +80,11 @@ func newMetrics(mp metric.MeterProvider, n *Node) (*metrics, error) {
 	restored := counter("tributary.raft.snapshots.restored", "{snapshot}", "Catalog snapshots this member restored (from its disk at start or sent by the leader).")
 	dropped := counter("tributary.raft.messages.dropped", "{message}", "Raft messages received and dropped because the inbox was full.")
 	reproposed := counter("tributary.raft.proposals.reproposed", "{proposal}", "Proposals proposed again after a leader change.")
-	if err != nil {
+	if err := in.Err(); err != nil {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
-	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	var err error
+	m.reg, err = in.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := n.Status()
 		o.ObserveInt64(term, int64(st.Term))
 		o.ObserveInt64(leader, int64(st.Lead))
@@ -120,7 +104,7 @@ func newMetrics(mp metric.MeterProvider, n *Node) (*metrics, error) {
 		o.ObserveInt64(dropped, int64(st.Dropped))
 		o.ObserveInt64(reproposed, int64(st.Reproposed))
 		return nil
-	}, term, leader, isLeader, commit, applied, snapIndex, logEntries, voters, learners, taken, restored, dropped, reproposed)
+	}, in.Observables()...)
 	if err != nil {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}

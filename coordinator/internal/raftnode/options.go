@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,21 +126,11 @@ func (o *Options) Validate() error {
 	def(&o.MaxPendingBytes, 64<<20)
 	def(&o.MaxInboxMessages, 4096)
 	def(&o.MaxInflightMsgs, 256)
-	if o.SnapshotEntries == 0 {
-		o.SnapshotEntries = 10_000
-	}
-	if o.KeepEntries == 0 {
-		o.KeepEntries = 5_000
-	}
-	if o.MaxSizePerMsg == 0 {
-		o.MaxSizePerMsg = 1 << 20
-	}
-	if o.MaxUncommittedBytes == 0 {
-		o.MaxUncommittedBytes = 64 << 20
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.SnapshotEntries = cmp.Or(o.SnapshotEntries, 10_000)
+	o.KeepEntries = cmp.Or(o.KeepEntries, 5_000)
+	o.MaxSizePerMsg = cmp.Or(o.MaxSizePerMsg, 1<<20)
+	o.MaxUncommittedBytes = cmp.Or(o.MaxUncommittedBytes, 64<<20)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
 	}
@@ -177,19 +168,9 @@ func (o *Options) check() error {
 		if !ids[o.ID] {
 			return fmt.Errorf("raftnode: Peers do not include this member (%d)", o.ID)
 		}
-		if !slices.IsSortedFunc(o.Peers, func(a, b Peer) int { return compareUint(a.ID, b.ID) }) {
+		if !slices.IsSortedFunc(o.Peers, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) }) {
 			return errors.New("raftnode: Peers must be sorted by id (every member must bootstrap the same log)")
 		}
 	}
 	return nil
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -205,7 +206,7 @@ func (n *Node) reproposeLost() {
 		return
 	}
 	// In the order they were first proposed.
-	slices.SortFunc(again, func(a, b *Future) int { return compareUint(a.seq, b.seq) })
+	slices.SortFunc(again, func(a, b *Future) int { return cmp.Compare(a.seq, b.seq) })
 	n.reproposed += uint64(len(again))
 	n.propose(again, true)
 }

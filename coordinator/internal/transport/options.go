@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -76,47 +77,46 @@ type Options struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *Options) Validate() error {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&o.QueueMessages, 4096)
-	def(&o.QueueSnapshots, 2)
-	def(&o.MaxBatchBytes, 1<<20)
-	def(&o.MaxSnapshotBytes, 256<<20)
-	if o.MinBackoff == 0 {
-		o.MinBackoff = 50 * time.Millisecond
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 2 * time.Second
-	}
-	if o.SnapshotTimeout == 0 {
-		o.SnapshotTimeout = 5 * time.Minute
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.QueueMessages = cmp.Or(o.QueueMessages, 4096)
+	o.QueueSnapshots = cmp.Or(o.QueueSnapshots, 2)
+	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, 1<<20)
+	o.MaxSnapshotBytes = cmp.Or(o.MaxSnapshotBytes, 256<<20)
+	o.MinBackoff = cmp.Or(o.MinBackoff, 50*time.Millisecond)
+	o.MaxBackoff = cmp.Or(o.MaxBackoff, 2*time.Second)
+	o.SnapshotTimeout = cmp.Or(o.SnapshotTimeout, 5*time.Minute)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o.check()
 }
 
 // check checks the options (after defaults).
 func (o *Options) check() error {
+	if err := checkMember("Options", o.ID, o.ClusterID, o.TLS, o.Insecure); err != nil {
+		return err
+	}
 	switch {
-	case o.ID == 0:
-		return errors.New("transport: Options.ID is 0")
-	case o.ClusterID == "":
-		return errors.New("transport: Options.ClusterID is empty")
-	case o.TLS == nil && !o.Insecure:
-		return errors.New("transport: Options.TLS is nil (set Insecure only for tests and loopback)")
-	case o.TLS != nil && o.Insecure:
-		return errors.New("transport: both Options.TLS and Insecure are set")
 	case o.QueueMessages < 1 || o.QueueSnapshots < 1 || o.MaxBatchBytes < 1 || o.MaxSnapshotBytes < 1:
 		return errors.New("transport: queue and size limits must be positive")
 	case o.MinBackoff < 0 || o.MaxBackoff < o.MinBackoff:
 		return fmt.Errorf("transport: MaxBackoff %v is below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
 	case o.SnapshotTimeout < 0:
 		return errors.New("transport: SnapshotTimeout is negative")
+	}
+	return nil
+}
+
+// checkMember checks what Options and ServerOptions (kind names which)
+// share: this member's raft id, the cluster's id, and TLS unless Insecure
+// (not both).
+func checkMember(kind string, id uint64, clusterID string, tlsConf *tls.Config, insecure bool) error {
+	switch {
+	case id == 0:
+		return fmt.Errorf("transport: %s.ID is 0", kind)
+	case clusterID == "":
+		return fmt.Errorf("transport: %s.ClusterID is empty", kind)
+	case tlsConf == nil && !insecure:
+		return fmt.Errorf("transport: %s.TLS is nil (set Insecure only for tests and loopback)", kind)
+	case tlsConf != nil && insecure:
+		return fmt.Errorf("transport: both %s.TLS and Insecure are set", kind)
 	}
 	return nil
 }
@@ -176,46 +176,27 @@ type ServerOptions struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *ServerOptions) Validate() error {
-	if o.MaxEnvelopeBytes == 0 {
-		o.MaxEnvelopeBytes = 256 << 20
-	}
-	if o.MaxEnvelopeMessages == 0 {
-		o.MaxEnvelopeMessages = 4096
-	}
-	if o.MaxStreams == 0 {
-		o.MaxStreams = 8
-	}
-	if o.MaxConns == 0 {
-		o.MaxConns = 256
-	}
-	if o.MaxConnsPerIP == 0 {
-		o.MaxConnsPerIP = 32
-	}
-	if o.HandshakeTimeout == 0 {
-		o.HandshakeTimeout = 10 * time.Second
-	}
+	o.MaxEnvelopeBytes = cmp.Or(o.MaxEnvelopeBytes, 256<<20)
+	o.MaxEnvelopeMessages = cmp.Or(o.MaxEnvelopeMessages, 4096)
+	o.MaxStreams = cmp.Or(o.MaxStreams, 8)
+	o.MaxConns = cmp.Or(o.MaxConns, 256)
+	o.MaxConnsPerIP = cmp.Or(o.MaxConnsPerIP, 32)
+	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, 10*time.Second)
 	if o.Members == nil {
 		if m, ok := o.Peers.(Members); ok {
 			o.Members = m
 		}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o.check()
 }
 
 // check checks the options (after defaults).
 func (o *ServerOptions) check() error {
+	if err := checkMember("ServerOptions", o.ID, o.ClusterID, o.TLS, o.Insecure); err != nil {
+		return err
+	}
 	switch {
-	case o.ID == 0:
-		return errors.New("transport: ServerOptions.ID is 0")
-	case o.ClusterID == "":
-		return errors.New("transport: ServerOptions.ClusterID is empty")
-	case o.TLS == nil && !o.Insecure:
-		return errors.New("transport: ServerOptions.TLS is nil (set Insecure only for tests and loopback)")
-	case o.TLS != nil && o.Insecure:
-		return errors.New("transport: both ServerOptions.TLS and Insecure are set")
 	case o.TLS != nil && o.TLS.ClientCAs == nil && o.TLS.GetConfigForClient == nil:
 		return errors.New("transport: ServerOptions.TLS has no ClientCAs to verify members")
 	case o.Peers == nil:

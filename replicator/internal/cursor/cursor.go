@@ -65,6 +65,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/internal/vfs"
 )
 
@@ -98,17 +99,13 @@ const (
 	ReasonMissing         Reason = 3 // not on the edge's disk (removed, quarantined, unreadable)
 )
 
-func (r Reason) String() string {
-	switch r {
-	case ReasonBacklogOverflow:
-		return "backlog_overflow"
-	case ReasonDropped:
-		return "dropped"
-	case ReasonMissing:
-		return "missing"
-	}
-	return fmt.Sprintf("reason(%d)", uint8(r))
+var reasonNames = []string{
+	ReasonBacklogOverflow: "backlog_overflow",
+	ReasonDropped:         "dropped",
+	ReasonMissing:         "missing",
 }
+
+func (r Reason) String() string { return enum.Name(reasonNames, r, "reason") }
 
 // Gap is a run of segments the edge will not ship: it covers the sequence
 // numbers After+1..Through.

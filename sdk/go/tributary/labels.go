@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/node/labels"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -82,24 +83,7 @@ func (ls Labels) Map() map[string]string {
 
 // String renders the labels as a selector would: metric{a="b",c="d"}, or
 // {a="b"} without a metric name.
-func (ls Labels) String() string {
-	var b strings.Builder
-	b.WriteString(ls.Metric())
-	b.WriteByte('{')
-	first := true
-	for _, l := range ls {
-		if l.Name == MetricName {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		fmt.Fprintf(&b, "%s=%q", l.Name, l.Value)
-	}
-	b.WriteByte('}')
-	return b.String()
-}
+func (ls Labels) String() string { return ls.node().String() }
 
 // normalized returns ls sorted by name without empty values (a label with
 // an empty value is the same as no label), copying only when ls is not
@@ -129,12 +113,18 @@ func (ls Labels) normalized() Labels {
 // metric name, label names of the allowed characters, no duplicate name,
 // valid UTF-8. REQUIRES: ls normalized.
 func (ls Labels) validate() error {
-	pairs := make([]labels.Label, len(ls))
-	for i, l := range ls {
-		pairs[i] = labels.Label{Name: l.Name, Value: l.Value}
-	}
-	_, err := labels.New(pairs, labels.Limits{})
+	_, err := labels.New(ls.node(), labels.Limits{})
 	return err
+}
+
+// node returns a copy of ls as the server's label type, whose rules
+// (validation, rendering) the client shares.
+func (ls Labels) node() labels.Labels {
+	out := make(labels.Labels, len(ls))
+	for i, l := range ls {
+		out[i] = labels.Label(l)
+	}
+	return out
 }
 
 // appendKey appends an unambiguous encoding of normalized labels to dst.
@@ -182,19 +172,14 @@ const (
 	MatchNotRegexp                  // !~
 )
 
-func (t MatchType) String() string {
-	switch t {
-	case MatchEqual:
-		return "="
-	case MatchNotEqual:
-		return "!="
-	case MatchRegexp:
-		return "=~"
-	case MatchNotRegexp:
-		return "!~"
-	}
-	return fmt.Sprintf("MatchType(%d)", int(t))
+var matchTypeNames = []string{
+	MatchEqual:     "=",
+	MatchNotEqual:  "!=",
+	MatchRegexp:    "=~",
+	MatchNotRegexp: "!~",
 }
+
+func (t MatchType) String() string { return enum.Name(matchTypeNames, t, "MatchType") }
 
 // Matcher selects series by one label; a series without the label matches
 // as if its value were "".

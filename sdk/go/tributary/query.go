@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -35,12 +36,7 @@ const (
 
 var funcNames = [...]string{"none", "avg", "sum", "min", "max", "count", "first", "last"}
 
-func (f Func) String() string {
-	if f >= 0 && int(f) < len(funcNames) {
-		return funcNames[f]
-	}
-	return fmt.Sprintf("Func(%d)", int(f))
-}
+func (f Func) String() string { return enum.Name(funcNames[:], f, "Func") }
 
 // ParseFunc maps a name (avg, sum, min, max, count, first, last, none) to
 // its Func.

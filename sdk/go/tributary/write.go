@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/enum"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -30,25 +31,17 @@ const (
 	RejectLimitExceeded  RejectReason = 6 // labels per series, label length or series per node
 )
 
-func (r RejectReason) String() string {
-	switch r {
-	case RejectInvalidSeries:
-		return "INVALID_SERIES"
-	case RejectLengthMismatch:
-		return "LENGTH_MISMATCH"
-	case RejectTooOld:
-		return "TOO_OLD"
-	case RejectTooFarInFuture:
-		return "TOO_FAR_IN_FUTURE"
-	case RejectInvalidValue:
-		return "INVALID_VALUE"
-	case RejectLimitExceeded:
-		return "LIMIT_EXCEEDED"
-	case RejectUnspecified:
-		return "UNSPECIFIED"
-	}
-	return fmt.Sprintf("RejectReason(%d)", int32(r))
+var rejectReasonNames = []string{
+	RejectInvalidSeries:  "INVALID_SERIES",
+	RejectLengthMismatch: "LENGTH_MISMATCH",
+	RejectTooOld:         "TOO_OLD",
+	RejectTooFarInFuture: "TOO_FAR_IN_FUTURE",
+	RejectInvalidValue:   "INVALID_VALUE",
+	RejectLimitExceeded:  "LIMIT_EXCEEDED",
+	RejectUnspecified:    "UNSPECIFIED",
 }
+
+func (r RejectReason) String() string { return enum.Name(rejectReasonNames, r, "RejectReason") }
 
 // Rejection describes points the server refused.
 type Rejection struct {

@@ -1,6 +1,7 @@
 package tributary
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,21 +65,11 @@ func (o *WriterOptions) Validate() error {
 	case o.FlushInterval < 0:
 		return fmt.Errorf("writer options: negative flush interval %s", o.FlushInterval)
 	}
-	if o.MaxBatchPoints == 0 {
-		o.MaxBatchPoints = DefaultMaxBatchPoints
-	}
-	if o.MaxBatchBytes == 0 {
-		o.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if o.FlushInterval == 0 {
-		o.FlushInterval = DefaultFlushInterval
-	}
-	if o.MaxBufferedPoints == 0 {
-		o.MaxBufferedPoints = max(DefaultMaxBufferedPoints, o.MaxBatchPoints)
-	}
-	if o.MaxBufferedBytes == 0 {
-		o.MaxBufferedBytes = max(DefaultMaxBufferedBytes, o.MaxBatchBytes)
-	}
+	o.MaxBatchPoints = cmp.Or(o.MaxBatchPoints, DefaultMaxBatchPoints)
+	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, DefaultMaxBatchBytes)
+	o.FlushInterval = cmp.Or(o.FlushInterval, DefaultFlushInterval)
+	o.MaxBufferedPoints = cmp.Or(o.MaxBufferedPoints, max(DefaultMaxBufferedPoints, o.MaxBatchPoints))
+	o.MaxBufferedBytes = cmp.Or(o.MaxBufferedBytes, max(DefaultMaxBufferedBytes, o.MaxBatchBytes))
 	o.MaxBatchPoints = min(o.MaxBatchPoints, o.MaxBufferedPoints)
 	o.MaxBatchBytes = min(o.MaxBatchBytes, o.MaxBufferedBytes)
 	if o.Retry != nil {
