@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -210,7 +211,7 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		return def, nil
 	case s == "now":
 		return now.UnixMilli(), nil
-	case strings.HasPrefix(s, "now-"), strings.HasPrefix(s, "now+"), strings.HasPrefix(s, "-") && !isDigits(s[1:]), strings.HasPrefix(s, "+"):
+	case strings.HasPrefix(s, "now-"), strings.HasPrefix(s, "now+"), strings.HasPrefix(s, "-") && !httpapi.IsDigits(s[1:]), strings.HasPrefix(s, "+"):
 		rel := strings.TrimPrefix(s, "now")
 		d, err := parseDuration(rel)
 		if err != nil {
@@ -218,7 +219,7 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		}
 		return now.Add(d).UnixMilli(), nil
 	}
-	if isDigits(strings.TrimPrefix(s, "-")) {
+	if httpapi.IsDigits(strings.TrimPrefix(s, "-")) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("%q: epoch number out of range", s)
@@ -234,18 +235,6 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%q is not a time: want now, -1h, now-30m, RFC 3339, YYYY-MM-DD or Unix seconds or milliseconds", s)
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // parseArgs parses flags given before, between or after the positional
