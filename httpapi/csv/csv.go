@@ -25,6 +25,7 @@
 package csv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -55,9 +56,7 @@ type Options struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *Options) Validate() error {
-	if o.MaxLineBytes == 0 {
-		o.MaxLineBytes = 1 << 20
-	}
+	o.MaxLineBytes = cmp.Or(o.MaxLineBytes, 1<<20)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
