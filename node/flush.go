@@ -15,37 +15,52 @@ import (
 // maxStoredChunkSamples bounds a chunk rewritten by the merge path.
 const maxStoredChunkSamples = 1024
 
+// flushLoop flushes the head every FlushInterval, and when woken, until
+// the node stops.
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.opts.FlushInterval)
+	n.every(n.opts.FlushInterval, n.flushWake, n.periodicFlush)
+}
+
+// periodicFlush is one turn of flushLoop: it seals an aged WAL segment,
+// flushes the head's closed chunks, and records how the store took it.
+func (n *Node) periodicFlush() {
+	n.sealAgedSegment()
+	err := n.flush(false)
+	if err != nil {
+		n.stats.flushErrors.Add(1)
+		n.log.Error("flush head to store failed; will retry", "err", err)
+	}
+	wasHealthy := !n.health.unhealthy.Load()
+	n.health.observe(err)
+	switch healthy := !n.health.unhealthy.Load(); {
+	case wasHealthy && !healthy:
+		st := n.health.state()
+		n.log.Error("store cannot flush: the node is not ready; writes go to the WAL while unflushed data stays within its bounds",
+			"reason", st.Reason, "failing_since", st.FailingSince, "failures", st.Failures, "err", err)
+	case !wasHealthy && healthy:
+		n.log.Info("store takes flushes again: the node is ready")
+	}
+	n.updateUnflushedWAL()
+	if err := n.persistWALQuarantines(); err != nil {
+		n.log.Error("record WAL quarantines failed; will retry", "err", err)
+	}
+}
+
+// every calls fn every interval, and on each receive from wake (nil:
+// none), until the node stops. It runs on one of the node's background
+// goroutines.
+func (n *Node) every(interval time.Duration, wake <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-		case <-n.flushWake:
+		case <-wake:
 		}
-		n.sealAgedSegment()
-		err := n.flush(false)
-		if err != nil {
-			n.stats.flushErrors.Add(1)
-			n.log.Error("flush head to store failed; will retry", "err", err)
-		}
-		wasHealthy := !n.health.unhealthy.Load()
-		n.health.observe(err)
-		switch healthy := !n.health.unhealthy.Load(); {
-		case wasHealthy && !healthy:
-			st := n.health.state()
-			n.log.Error("store cannot flush: the node is not ready; writes go to the WAL while unflushed data stays within its bounds",
-				"reason", st.Reason, "failing_since", st.FailingSince, "failures", st.Failures, "err", err)
-		case !wasHealthy && healthy:
-			n.log.Info("store takes flushes again: the node is ready")
-		}
-		n.updateUnflushedWAL()
-		if err := n.persistWALQuarantines(); err != nil {
-			n.log.Error("record WAL quarantines failed; will retry", "err", err)
-		}
+		fn()
 	}
 }
 
