@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -294,7 +295,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		hw.ooo = append(hw.ooo, o)
 		tk.nSample++
 	}
-	slices.SortFunc(hours, func(a, b hourWork) int { return cmpInt(a.hour, b.hour) })
+	slices.SortFunc(hours, func(a, b hourWork) int { return cmp.Compare(a.hour, b.hour) })
 
 	var (
 		day     rollup.Hourly // hourly rollups of curDay
