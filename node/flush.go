@@ -376,30 +376,28 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 
 // readDaily loads the packed daily rollups of one series for one pack.
 func (n *Node) readDaily(id uint64, packStart int64) (rollup.Daily, error) {
-	var d rollup.Daily
-	err := n.db.Rollups(store.KindRollup1d, id, packStart, packStart, func(_ int64, val []byte) error {
-		var err error
-		d, err = rollup.DecodeDaily(val, packStart)
-		return err
-	})
-	if err != nil {
-		return d, fmt.Errorf("daily rollups from %s: %w", fmtMs(packStart), err)
-	}
-	return d, nil
+	return readPack(n, store.KindRollup1d, id, packStart, rollup.DecodeDaily, "daily rollups from")
 }
 
 // readHourly loads the packed hourly rollups of one series for one day.
 func (n *Node) readHourly(id uint64, day int64) (rollup.Hourly, error) {
-	var d rollup.Hourly
-	err := n.db.Rollups(store.KindRollup1h, id, day, day, func(_ int64, val []byte) error {
+	return readPack(n, store.KindRollup1h, id, day, rollup.DecodeHourly, "hourly rollups of")
+}
+
+// readPack loads the pack of rollup tier k of one series that starts at
+// start, decoded by decode (an empty pack when none is stored); what
+// names it in the error.
+func readPack[P any](n *Node, k store.Kind, id uint64, start int64, decode func([]byte, int64) (P, error), what string) (P, error) {
+	var p P
+	err := n.db.Rollups(k, id, start, start, func(_ int64, val []byte) error {
 		var err error
-		d, err = rollup.DecodeHourly(val, day)
+		p, err = decode(val, start)
 		return err
 	})
 	if err != nil {
-		return d, fmt.Errorf("hourly rollups of %s: %w", fmtMs(day), err)
+		return p, fmt.Errorf("%s %s: %w", what, fmtMs(start), err)
 	}
-	return d, nil
+	return p, nil
 }
 
 // mergeHour rewrites one hour of a series: stored samples, then the taken
