@@ -72,12 +72,7 @@ type lastPoint struct {
 // selected by each query (metric plus tag filters). back_scan, in hours,
 // bounds how far back to look; 0 (the default) looks back as far as the
 // node keeps data.
-func (a *api) queryLast(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) queryLast(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	req, specs, err := a.readLastRequest(r)
 	if err != nil {
 		a.fail(w, err)
@@ -177,12 +172,7 @@ type suggestRequest struct {
 
 // suggest serves /api/suggest: metric names, tag keys or tag values
 // starting with q, sorted, at most max (default 25).
-func (a *api) suggest(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) suggest(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req suggestRequest
 	if err := a.readRequest(r, "suggest", &req, func(q url.Values) error {
 		req.Type, req.Q = q.Get("type"), q.Get("q")
@@ -326,12 +316,7 @@ func parseLookupM(s string) (lookupRequest, error) {
 // metric, "*") with the given tag pairs, where a key or a value may be
 // "*". Grafana uses it for the tag_names() and tag_values() template
 // variable queries.
-func (a *api) lookup(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) lookup(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	var req lookupRequest
 	if err := a.readRequest(r, "lookup", &req, func(q url.Values) error {

@@ -91,12 +91,7 @@ type outSeries struct {
 // time range (queryRange) and compiles its sub-queries (compilePlans)
 // before anything is asked of the backend, then executes them in order
 // within one points budget.
-func (a *api) query(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	a.cfg.Stats.Inc("opentsdb_query_requests")
 	q := r.URL.Query()
 	req, err := a.readQueryRequest(r, q)
