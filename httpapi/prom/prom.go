@@ -180,8 +180,8 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts O
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/write", a.serveWrite)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		mux.HandleFunc(m+" /api/v1/query", a.serveQuery)
-		mux.HandleFunc(m+" /api/v1/query_range", a.serveQueryRange)
+		mux.HandleFunc(m+" /api/v1/query", a.withQueryEnv(a.serveQuery))
+		mux.HandleFunc(m+" /api/v1/query_range", a.withQueryEnv(a.serveQueryRange))
 		mux.HandleFunc(m+" /api/v1/series", a.serveSeries)
 		mux.HandleFunc(m+" /api/v1/labels", a.serveLabels)
 		mux.HandleFunc(m+" /api/v1/label/{name}/values", a.serveLabelValues)
