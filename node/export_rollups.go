@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -29,14 +28,8 @@ import (
 // concurrent use, also with writes: points written meanwhile may or may
 // not be included.
 func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(SeriesRollups) error) error {
-	if n.closed.Load() {
-		return model.ErrClosed
-	}
-	if maxT < minT {
-		return fmt.Errorf("export rollups [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
-	}
-	if err := checkExportMatchers(matchers); err != nil {
-		return fmt.Errorf("export rollups [%d, %d]: %w", minT, maxT, err)
+	if err := n.checkExport("export rollups", matchers, minT, maxT); err != nil {
+		return err
 	}
 	// Stored times lie in the store's range; clamping keeps the day
 	// arithmetic below far from overflowing.

@@ -126,14 +126,8 @@ func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls lab
 // done. Bad arguments wrap model.ErrBadQuery. Safe for concurrent use, also with
 // writes: points written meanwhile may or may not be included.
 func (n *Node) ExportRangeMatching(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
-	if n.closed.Load() {
-		return model.ErrClosed
-	}
-	if maxT < minT {
-		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
-	}
-	if err := checkExportMatchers(matchers); err != nil {
-		return fmt.Errorf("export range [%d, %d]: %w", minT, maxT, err)
+	if err := n.checkExport("export range", matchers, minT, maxT); err != nil {
+		return err
 	}
 	list, err := n.selectSeries(matchers)
 	if err != nil {
@@ -159,6 +153,22 @@ func (n *Node) ExportRangeMatching(ctx context.Context, matchers []*labels.Match
 		if err := fn(s.lset, ts, vs); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkExport checks the arguments of an export (what names it in the
+// error): the node is open, [minT, maxT] is not reversed, and the matchers
+// can select (checkExportMatchers).
+func (n *Node) checkExport(what string, matchers []*labels.Matcher, minT, maxT int64) error {
+	if n.closed.Load() {
+		return model.ErrClosed
+	}
+	if maxT < minT {
+		return fmt.Errorf("%s [%d, %d]: %w: end before start", what, minT, maxT, model.ErrBadQuery)
+	}
+	if err := checkExportMatchers(matchers); err != nil {
+		return fmt.Errorf("%s [%d, %d]: %w", what, minT, maxT, err)
 	}
 	return nil
 }
