@@ -37,26 +37,16 @@ func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, mi
 	if maxT < minT {
 		return nil
 	}
-	list, err := n.selectSeries(matchers)
-	if err != nil {
-		return fmt.Errorf("export rollups [%d, %d]: select series: %w", minT, maxT, err)
-	}
-	for _, s := range list {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return n.exportSeries(ctx, "export rollups", matchers, minT, maxT, func(s *memSeries) error {
 		r, err := n.seriesRollups(s, minT, maxT)
 		if err != nil {
 			return fmt.Errorf("export rollups [%d, %d]: %s: %w", minT, maxT, s.lset, err)
 		}
 		if len(r.Hourly) == 0 && len(r.Daily) == 0 {
-			continue
+			return nil
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(r)
+	})
 }
 
 // seriesRollups reads the rollups of s for cells starting in [minT, maxT].
