@@ -76,29 +76,25 @@ const (
 	DefaultMaxSeriesPerRequest = 10_000
 )
 
+// PositiveOr returns v when it is positive and def otherwise: the rule by
+// which a limit left at zero (or set below it) takes its default, here and
+// in the protocol packages.
+func PositiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // WithDefaults returns l with zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if l.MaxPointsPerRequest <= 0 {
-		l.MaxPointsPerRequest = DefaultMaxPointsPerRequest
-	}
-	if l.MaxSeriesPerQuery <= 0 {
-		l.MaxSeriesPerQuery = DefaultMaxSeriesPerQuery
-	}
-	if l.RequestTimeout <= 0 {
-		l.RequestTimeout = DefaultRequestTimeout
-	}
-	if l.MaxLineBytes <= 0 {
-		l.MaxLineBytes = DefaultMaxLineBytes
-	}
-	if l.MaxFieldsPerLine <= 0 {
-		l.MaxFieldsPerLine = DefaultMaxFieldsPerLine
-	}
-	if l.MaxSeriesPerRequest <= 0 {
-		l.MaxSeriesPerRequest = DefaultMaxSeriesPerRequest
-	}
+	l.MaxBodyBytes = PositiveOr(l.MaxBodyBytes, DefaultMaxBodyBytes)
+	l.MaxPointsPerRequest = PositiveOr(l.MaxPointsPerRequest, DefaultMaxPointsPerRequest)
+	l.MaxSeriesPerQuery = PositiveOr(l.MaxSeriesPerQuery, DefaultMaxSeriesPerQuery)
+	l.RequestTimeout = PositiveOr(l.RequestTimeout, DefaultRequestTimeout)
+	l.MaxLineBytes = PositiveOr(l.MaxLineBytes, DefaultMaxLineBytes)
+	l.MaxFieldsPerLine = PositiveOr(l.MaxFieldsPerLine, DefaultMaxFieldsPerLine)
+	l.MaxSeriesPerRequest = PositiveOr(l.MaxSeriesPerRequest, DefaultMaxSeriesPerRequest)
 	if l.Labels == (labels.Limits{}) {
 		l.Labels = labels.DefaultLimits
 	}

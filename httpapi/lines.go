@@ -56,3 +56,18 @@ func (lr *LineReader) Next() (line []byte, tooLong bool, err error) {
 	}
 	return b, false, nil
 }
+
+// IsDigits reports whether s is one or more ASCII decimal digits: how the
+// text inputs (CSV, OpenTSDB, the command line's times) tell an integer
+// from the other forms a field may take.
+func IsDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

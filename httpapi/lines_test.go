@@ -43,3 +43,14 @@ func TestLineReader_SplitsAndSkipsOverlongLines(t *testing.T) {
 		t.Fatalf("read error = %v", err)
 	}
 }
+
+func TestIsDigits_OnlyNonEmptyASCIIDigits(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "0123456789": true, "": false, "-1": false, "+1": false,
+		"1.5": false, "1e3": false, " 1": false, "12a": false, "١": false,
+	} {
+		if got := IsDigits(s); got != want {
+			t.Errorf("IsDigits(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -35,15 +35,9 @@ type ServerOptions struct {
 // logged rather than silently dropping the connection.
 func NewServer(o ServerOptions) *http.Server {
 	lim := o.Limits.WithDefaults()
-	if o.ReadHeaderTimeout <= 0 {
-		o.ReadHeaderTimeout = 10 * time.Second
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 2 * time.Minute
-	}
-	if o.MaxHeaderBytes <= 0 {
-		o.MaxHeaderBytes = 64 << 10
-	}
+	o.ReadHeaderTimeout = PositiveOr(o.ReadHeaderTimeout, 10*time.Second)
+	o.IdleTimeout = PositiveOr(o.IdleTimeout, 2*time.Minute)
+	o.MaxHeaderBytes = PositiveOr(o.MaxHeaderBytes, 64<<10)
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

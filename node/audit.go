@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -322,7 +323,7 @@ func (n *Node) rebuildRollups(s *memSeries, from, to int64) (rebuilt int64, err 
 	}
 	for day := from; day < to; day += rollup.Day {
 		var raw rollup.Hourly
-		i, _ := slices.BinarySearchFunc(samples, day, func(x sample, t int64) int { return cmpInt(x.t, t) })
+		i, _ := slices.BinarySearchFunc(samples, day, func(x sample, t int64) int { return cmp.Compare(x.t, t) })
 		for ; i < len(samples) && samples[i].t < day+rollup.Day; i++ {
 			raw.Hours[(samples[i].t-day)/rollup.Hour].Add(samples[i].t, samples[i].v)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -29,14 +28,8 @@ import (
 // concurrent use, also with writes: points written meanwhile may or may
 // not be included.
 func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(SeriesRollups) error) error {
-	if n.closed.Load() {
-		return model.ErrClosed
-	}
-	if maxT < minT {
-		return fmt.Errorf("export rollups [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
-	}
-	if err := checkExportMatchers(matchers); err != nil {
-		return fmt.Errorf("export rollups [%d, %d]: %w", minT, maxT, err)
+	if err := n.checkExport("export rollups", matchers, minT, maxT); err != nil {
+		return err
 	}
 	// Stored times lie in the store's range; clamping keeps the day
 	// arithmetic below far from overflowing.
@@ -44,26 +37,16 @@ func (n *Node) ExportRollups(ctx context.Context, matchers []*labels.Matcher, mi
 	if maxT < minT {
 		return nil
 	}
-	list, err := n.selectSeries(matchers)
-	if err != nil {
-		return fmt.Errorf("export rollups [%d, %d]: select series: %w", minT, maxT, err)
-	}
-	for _, s := range list {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return n.exportSeries(ctx, "export rollups", matchers, minT, maxT, func(s *memSeries) error {
 		r, err := n.seriesRollups(s, minT, maxT)
 		if err != nil {
 			return fmt.Errorf("export rollups [%d, %d]: %s: %w", minT, maxT, s.lset, err)
 		}
 		if len(r.Hourly) == 0 && len(r.Daily) == 0 {
-			continue
+			return nil
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(r)
+	})
 }
 
 // seriesRollups reads the rollups of s for cells starting in [minT, maxT].
@@ -122,23 +105,36 @@ func (x *rollupExport) findDirty() error {
 	return nil
 }
 
+// cells fills the cells of a pack (out[i] starts at start + i*width)
+// that lie in the export's range with cell(cellStart, i); ok reports a
+// non-empty one.
+func (x *rollupExport) cells(out []rollup.Agg, start, width int64, cell func(int64, int) (rollup.Agg, error)) (bool, error) {
+	ok := false
+	for i := range out {
+		t := start + int64(i)*width
+		if t < x.minT || t > x.maxT {
+			continue
+		}
+		a, err := cell(t, i)
+		if err != nil {
+			return false, err
+		}
+		out[i] = a
+		ok = ok || a.Count > 0
+	}
+	return ok, nil
+}
+
 // hours fills a day's cells in range, from the stored pack and the dirty
 // hours; ok reports a non-empty cell.
 func (x *rollupExport) hours(day int64, stored rollup.Hourly) (rollup.Hourly, bool) {
 	var out rollup.Hourly
-	ok := false
-	for i := range out.Hours {
-		h := day + int64(i)*rollup.Hour
-		if h < x.minT || h > x.maxT {
-			continue
-		}
-		a := stored.Hours[i]
+	ok, _ := x.cells(out.Hours[:], day, rollup.Hour, func(h int64, i int) (rollup.Agg, error) {
 		if d, isDirty := x.dirty[h]; isDirty {
-			a = d
+			return d, nil
 		}
-		out.Hours[i] = a
-		ok = ok || a.Count > 0
-	}
+		return stored.Hours[i], nil
+	})
 	return out, ok
 }
 
@@ -204,18 +200,9 @@ func (x *rollupExport) daily() ([]DailyRollups, error) {
 		}
 		seenPack[p] = true
 		var out rollup.Daily
-		ok := false
-		for i := range out.Days {
-			d := p + int64(i)*rollup.Day
-			if d < x.minT || d > x.maxT {
-				continue
-			}
-			a, err := x.dayCell(d, stored.Days[i])
-			if err != nil {
-				return err
-			}
-			out.Days[i] = a
-			ok = ok || a.Count > 0
+		ok, err := x.cells(out.Days[:], p, rollup.Day, func(d int64, i int) (rollup.Agg, error) { return x.dayCell(d, stored.Days[i]) })
+		if err != nil {
+			return err
 		}
 		if ok {
 			packs = append(packs, DailyRollups{Pack: p, Days: out})

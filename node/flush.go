@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -15,37 +16,52 @@ import (
 // maxStoredChunkSamples bounds a chunk rewritten by the merge path.
 const maxStoredChunkSamples = 1024
 
+// flushLoop flushes the head every FlushInterval, and when woken, until
+// the node stops.
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.opts.FlushInterval)
+	n.every(n.opts.FlushInterval, n.flushWake, n.periodicFlush)
+}
+
+// periodicFlush is one turn of flushLoop: it seals an aged WAL segment,
+// flushes the head's closed chunks, and records how the store took it.
+func (n *Node) periodicFlush() {
+	n.sealAgedSegment()
+	err := n.flush(false)
+	if err != nil {
+		n.stats.flushErrors.Add(1)
+		n.log.Error("flush head to store failed; will retry", "err", err)
+	}
+	wasHealthy := !n.health.unhealthy.Load()
+	n.health.observe(err)
+	switch healthy := !n.health.unhealthy.Load(); {
+	case wasHealthy && !healthy:
+		st := n.health.state()
+		n.log.Error("store cannot flush: the node is not ready; writes go to the WAL while unflushed data stays within its bounds",
+			"reason", st.Reason, "failing_since", st.FailingSince, "failures", st.Failures, "err", err)
+	case !wasHealthy && healthy:
+		n.log.Info("store takes flushes again: the node is ready")
+	}
+	n.updateUnflushedWAL()
+	if err := n.persistWALQuarantines(); err != nil {
+		n.log.Error("record WAL quarantines failed; will retry", "err", err)
+	}
+}
+
+// every calls fn every interval, and on each receive from wake (nil:
+// none), until the node stops. It runs on one of the node's background
+// goroutines.
+func (n *Node) every(interval time.Duration, wake <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-		case <-n.flushWake:
+		case <-wake:
 		}
-		n.sealAgedSegment()
-		err := n.flush(false)
-		if err != nil {
-			n.stats.flushErrors.Add(1)
-			n.log.Error("flush head to store failed; will retry", "err", err)
-		}
-		wasHealthy := !n.health.unhealthy.Load()
-		n.health.observe(err)
-		switch healthy := !n.health.unhealthy.Load(); {
-		case wasHealthy && !healthy:
-			st := n.health.state()
-			n.log.Error("store cannot flush: the node is not ready; writes go to the WAL while unflushed data stays within its bounds",
-				"reason", st.Reason, "failing_since", st.FailingSince, "failures", st.Failures, "err", err)
-		case !wasHealthy && healthy:
-			n.log.Info("store takes flushes again: the node is ready")
-		}
-		n.updateUnflushedWAL()
-		if err := n.persistWALQuarantines(); err != nil {
-			n.log.Error("record WAL quarantines failed; will retry", "err", err)
-		}
+		fn()
 	}
 }
 
@@ -279,7 +295,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		hw.ooo = append(hw.ooo, o)
 		tk.nSample++
 	}
-	slices.SortFunc(hours, func(a, b hourWork) int { return cmpInt(a.hour, b.hour) })
+	slices.SortFunc(hours, func(a, b hourWork) int { return cmp.Compare(a.hour, b.hour) })
 
 	var (
 		day     rollup.Hourly // hourly rollups of curDay
@@ -360,30 +376,28 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 
 // readDaily loads the packed daily rollups of one series for one pack.
 func (n *Node) readDaily(id uint64, packStart int64) (rollup.Daily, error) {
-	var d rollup.Daily
-	err := n.db.Rollups(store.KindRollup1d, id, packStart, packStart, func(_ int64, val []byte) error {
-		var err error
-		d, err = rollup.DecodeDaily(val, packStart)
-		return err
-	})
-	if err != nil {
-		return d, fmt.Errorf("daily rollups from %s: %w", fmtMs(packStart), err)
-	}
-	return d, nil
+	return readPack(n, store.KindRollup1d, id, packStart, rollup.DecodeDaily, "daily rollups from")
 }
 
 // readHourly loads the packed hourly rollups of one series for one day.
 func (n *Node) readHourly(id uint64, day int64) (rollup.Hourly, error) {
-	var d rollup.Hourly
-	err := n.db.Rollups(store.KindRollup1h, id, day, day, func(_ int64, val []byte) error {
+	return readPack(n, store.KindRollup1h, id, day, rollup.DecodeHourly, "hourly rollups of")
+}
+
+// readPack loads the pack of rollup tier k of one series that starts at
+// start, decoded by decode (an empty pack when none is stored); what
+// names it in the error.
+func readPack[P any](n *Node, k store.Kind, id uint64, start int64, decode func([]byte, int64) (P, error), what string) (P, error) {
+	var p P
+	err := n.db.Rollups(k, id, start, start, func(_ int64, val []byte) error {
 		var err error
-		d, err = rollup.DecodeHourly(val, day)
+		p, err = decode(val, start)
 		return err
 	})
 	if err != nil {
-		return d, fmt.Errorf("hourly rollups of %s: %w", fmtMs(day), err)
+		return p, fmt.Errorf("%s %s: %w", what, fmtMs(start), err)
 	}
-	return d, nil
+	return p, nil
 }
 
 // mergeHour rewrites one hour of a series: stored samples, then the taken

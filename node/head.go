@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -176,9 +177,9 @@ func appendRange(dst []sample, ts []int64, vs []float64, mint, maxt int64) []sam
 // sortLWW sorts samples by time, stably, and keeps the last of each run of
 // equal timestamps: the input is in precedence order.
 func sortLWW(ss []sample) []sample {
-	sorted := slices.IsSortedFunc(ss, func(a, b sample) int { return cmpInt(a.t, b.t) })
+	sorted := slices.IsSortedFunc(ss, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
 	if !sorted {
-		slices.SortStableFunc(ss, func(a, b sample) int { return cmpInt(a.t, b.t) })
+		slices.SortStableFunc(ss, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
 	}
 	out := ss[:0]
 	for i, x := range ss {
@@ -188,16 +189,6 @@ func sortLWW(ss []sample) []sample {
 		out = append(out, x)
 	}
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mergeLWW merges two sorted, unique sample lists; on equal timestamps the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -188,12 +189,12 @@ func (n *Node) importSeries(ls labels.Labels, samples []sample) error {
 		return err
 	}
 	// Stable: equal timestamps keep their order, which decides who wins.
-	slices.SortStableFunc(samples, func(a, b sample) int { return cmpInt(a.t, b.t) })
+	slices.SortStableFunc(samples, func(a, b sample) int { return cmp.Compare(a.t, b.t) })
 	n.flushMu.Lock()
 	defer n.flushMu.Unlock()
 	for len(samples) > 0 {
 		end := rollup.BucketStart(samples[0].t, rollup.Day) + rollup.Day
-		k, _ := slices.BinarySearchFunc(samples, end, func(x sample, t int64) int { return cmpInt(x.t, t) })
+		k, _ := slices.BinarySearchFunc(samples, end, func(x sample, t int64) int { return cmp.Compare(x.t, t) })
 		if err := n.importDay(s, samples[:k]); err != nil {
 			return fmt.Errorf("import %s: %w", ls, err)
 		}

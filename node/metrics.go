@@ -96,6 +96,11 @@ func (n *Node) registerMetrics() error {
 		errs = append(errs, err)
 		*dst = g
 	}
+	floatGauge := func(dst *metric.Float64ObservableGauge, name, unit, desc string) {
+		g, err := meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		*dst = g
+	}
 	counter(&o.accepted, "tributary.points.accepted", "{point}", "Points stored and acknowledged.")
 	counter(&o.rejected, "tributary.points.rejected", "{point}", "Points refused by the node, by reason.")
 	counter(&o.flushes, "tributary.flushes", "{flush}", "Flushes of the head's closed chunks to the store.")
@@ -118,17 +123,11 @@ func (n *Node) registerMetrics() error {
 	gauge(&o.storeFailure, "tributary.node.store.failure", "", "1 for the reason the store is unhealthy (corruption, no_space, io_error, store_error), 0 for the others.")
 	gauge(&o.storeWritesRefused, "tributary.node.store.writes_refused", "", "1 while writes are refused: the store is unhealthy and unflushed data reached its bound.")
 	gauge(&o.storeUnrestored, "tributary.node.store.lost_ranges", "{range}", "Key ranges of quarantined store files holding raw data or rollups not restored (from the cloud) yet.")
-	since, err := meter.Float64ObservableGauge("tributary.node.store.failing_since", metric.WithUnit("s"),
-		metric.WithDescription("Unix time the store started failing (0 while healthy)."))
-	errs = append(errs, err)
-	o.storeFailingSince = since
+	floatGauge(&o.storeFailingSince, "tributary.node.store.failing_since", "s", "Unix time the store started failing (0 while healthy).")
 	counter(&o.storeQuarantined, "tributary.node.store.quarantined_files", "{file}", "Damaged store table files moved to quarantine by repairs, ever.")
 	counter(&o.storeLostPoints, "tributary.node.store.lost_points", "{point}", "Raw points the audit after a repair counted lost (neither in the store nor in the WAL), ever.")
 	counter(&o.walQuarantined, "tributary.wal.quarantined_segments", "{file}", "WAL files quarantined as corrupt, ever (kept across restarts).")
-	lag, err := meter.Float64ObservableGauge("tributary.rollup.lag", metric.WithUnit("s"),
-		metric.WithDescription("How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head."))
-	errs = append(errs, err)
-	o.rollupLag = lag
+	floatGauge(&o.rollupLag, "tributary.rollup.lag", "s", "How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,11 +115,6 @@ func (o *Options) Validate() error {
 	if o.DataDir == "" {
 		return errors.New("node options: DataDir is required")
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -128,38 +124,26 @@ func (o *Options) Validate() error {
 	if o.TracerProvider == nil {
 		o.TracerProvider = tracenoop.NewTracerProvider()
 	}
-	if o.WALSegmentBytes == 0 {
-		o.WALSegmentBytes = 4 << 20
-	}
-	def(&o.WALSegmentAge, 5*time.Second)
-	if o.HeadChunkSamples == 0 {
-		o.HeadChunkSamples = 480
-	}
-	if o.HeadMaxBytes == 0 {
-		o.HeadMaxBytes = 32 << 20
-	}
-	def(&o.ChunkMaxAge, 10*time.Minute)
-	def(&o.FlushInterval, time.Second)
-	if o.FailuresBeforeUnhealthy == 0 {
-		o.FailuresBeforeUnhealthy = 3
-	}
-	def(&o.FailingBeforeUnhealthy, 10*time.Second)
-	if o.UnflushedWALMaxBytes == 0 {
-		o.UnflushedWALMaxBytes = 1 << 30
-	}
-	def(&o.OutOfOrderWindow, time.Hour)
-	def(&o.FutureWindow, 10*time.Minute)
-	def(&o.RetentionRaw, 15*24*time.Hour)
-	def(&o.Retention1h, 730*24*time.Hour)
-	def(&o.Retention1d, 3650*24*time.Hour)
-	def(&o.RetentionInterval, time.Hour)
-	def(&o.PartitionDuration, 24*time.Hour)
+	o.WALSegmentBytes = cmp.Or(o.WALSegmentBytes, 4<<20)
+	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, 5*time.Second)
+	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)
+	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
+	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
+	o.FlushInterval = cmp.Or(o.FlushInterval, time.Second)
+	o.FailuresBeforeUnhealthy = cmp.Or(o.FailuresBeforeUnhealthy, 3)
+	o.FailingBeforeUnhealthy = cmp.Or(o.FailingBeforeUnhealthy, 10*time.Second)
+	o.UnflushedWALMaxBytes = cmp.Or(o.UnflushedWALMaxBytes, 1<<30)
+	o.OutOfOrderWindow = cmp.Or(o.OutOfOrderWindow, time.Hour)
+	o.FutureWindow = cmp.Or(o.FutureWindow, 10*time.Minute)
+	o.RetentionRaw = cmp.Or(o.RetentionRaw, 15*24*time.Hour)
+	o.Retention1h = cmp.Or(o.Retention1h, 730*24*time.Hour)
+	o.Retention1d = cmp.Or(o.Retention1d, 3650*24*time.Hour)
+	o.RetentionInterval = cmp.Or(o.RetentionInterval, time.Hour)
+	o.PartitionDuration = cmp.Or(o.PartitionDuration, 24*time.Hour)
 	if o.Limits == (labels.Limits{}) {
 		o.Limits = labels.DefaultLimits
 	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = 100_000
-	}
+	o.MaxSeries = cmp.Or(o.MaxSeries, 100_000)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

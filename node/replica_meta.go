@@ -39,32 +39,10 @@ func (n *Node) PutReplicaMeta(key string, val []byte) error {
 	if key == "" {
 		return errors.New("put replica meta: empty key")
 	}
-	if err := n.putReplicaMeta(key, val); err != nil {
-		return err
-	}
-	// Without the sync a power cut could lose the record while the caller
-	// acted on it (e.g. acknowledged a segment as held).
-	if err := n.db.SyncWAL(); err != nil {
-		return fmt.Errorf("put replica meta %q: %w", key, err)
-	}
-	return nil
-}
-
-// putReplicaMeta writes the record under the write lock, which Close takes
-// before it closes the store: a batch must not be built on a closed store.
-func (n *Node) putReplicaMeta(key string, val []byte) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed.Load() {
-		return model.ErrClosed
-	}
-	b := n.db.NewBatch()
-	defer b.Close()
-	b.PutMeta(replicaMetaPrefix+key, val)
-	if err := n.db.Write(b); err != nil {
-		return fmt.Errorf("put replica meta %q: %w", key, err)
-	}
-	return nil
+	// Durable before it returns: without the sync a power cut could lose
+	// the record while the caller acted on it (e.g. acknowledged a
+	// segment as held).
+	return n.writeReplicaMeta(fmt.Sprintf("put replica meta %q", key), func(b *store.Batch) { b.PutMeta(replicaMetaPrefix+key, val) })
 }
 
 // ScanReplicaMeta calls fn for every replica record whose key starts with
@@ -115,8 +93,9 @@ func (n *Node) DeleteReplicaMetaPrefix(prefixes ...string) error {
 	})
 }
 
-// writeReplicaMeta writes one batch built by fill under the write lock
-// (see putReplicaMeta) and syncs RocksDB's WAL.
+// writeReplicaMeta writes one batch built by fill under the write lock,
+// which Close takes before it closes the store (a batch must not be built
+// on a closed store), and syncs RocksDB's WAL.
 func (n *Node) writeReplicaMeta(what string, fill func(*store.Batch)) error {
 	err := func() error {
 		n.mu.Lock()

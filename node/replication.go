@@ -126,39 +126,58 @@ func (n *Node) ExportRange(ctx context.Context, minT, maxT int64, fn func(ls lab
 // done. Bad arguments wrap model.ErrBadQuery. Safe for concurrent use, also with
 // writes: points written meanwhile may or may not be included.
 func (n *Node) ExportRangeMatching(ctx context.Context, matchers []*labels.Matcher, minT, maxT int64, fn func(ls labels.Labels, ts []int64, vs []float64) error) error {
-	if n.closed.Load() {
-		return model.ErrClosed
-	}
-	if maxT < minT {
-		return fmt.Errorf("export range [%d, %d]: %w: end before start", minT, maxT, model.ErrBadQuery)
-	}
-	if err := checkExportMatchers(matchers); err != nil {
-		return fmt.Errorf("export range [%d, %d]: %w", minT, maxT, err)
-	}
-	list, err := n.selectSeries(matchers)
-	if err != nil {
-		return fmt.Errorf("export range [%d, %d]: select series: %w", minT, maxT, err)
+	if err := n.checkExport("export range", matchers, minT, maxT); err != nil {
+		return err
 	}
 	var ts []int64
 	var vs []float64
-	for _, s := range list {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return n.exportSeries(ctx, "export range", matchers, minT, maxT, func(s *memSeries) error {
 		samples, err := n.rawSamples(s, minT, maxT)
 		if err != nil {
 			return fmt.Errorf("export range [%d, %d]: read %s: %w", minT, maxT, s.lset, err)
 		}
 		if len(samples) == 0 {
-			continue
+			return nil
 		}
 		ts, vs = ts[:0], vs[:0]
 		for _, x := range samples {
 			ts, vs = append(ts, x.t), append(vs, x.v)
 		}
-		if err := fn(s.lset, ts, vs); err != nil {
+		return fn(s.lset, ts, vs)
+	})
+}
+
+// exportSeries calls each for every series the matchers select, in label
+// order, until each fails or ctx is done (that error is returned as is);
+// what and [minT, maxT] name the export in the error of the selection.
+func (n *Node) exportSeries(ctx context.Context, what string, matchers []*labels.Matcher, minT, maxT int64, each func(*memSeries) error) error {
+	list, err := n.selectSeries(matchers)
+	if err != nil {
+		return fmt.Errorf("%s [%d, %d]: select series: %w", what, minT, maxT, err)
+	}
+	for _, s := range list {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if err := each(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkExport checks the arguments of an export (what names it in the
+// error): the node is open, [minT, maxT] is not reversed, and the matchers
+// can select (checkExportMatchers).
+func (n *Node) checkExport(what string, matchers []*labels.Matcher, minT, maxT int64) error {
+	if n.closed.Load() {
+		return model.ErrClosed
+	}
+	if maxT < minT {
+		return fmt.Errorf("%s [%d, %d]: %w: end before start", what, minT, maxT, model.ErrBadQuery)
+	}
+	if err := checkExportMatchers(matchers); err != nil {
+		return fmt.Errorf("%s [%d, %d]: %w", what, minT, maxT, err)
 	}
 	return nil
 }

@@ -6,19 +6,12 @@ import (
 	"github.com/tributarydb/tributary/node/internal/store"
 )
 
+// retentionLoop applies retention at once and then every
+// RetentionInterval, until the node stops.
 func (n *Node) retentionLoop() {
 	defer n.wg.Done()
 	n.applyRetention()
-	t := time.NewTicker(n.opts.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			n.applyRetention()
-		}
-	}
+	n.every(n.opts.RetentionInterval, nil, n.applyRetention)
 }
 
 // applyRetention drops whole partitions past each tier's retention. Its

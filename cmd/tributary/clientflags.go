@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -43,6 +46,42 @@ func (f *clientFlags) register(fs *flag.FlagSet, timeoutHelp string) {
 	if f.getenv == nil {
 		f.getenv = os.Getenv
 	}
+}
+
+// newFlagSet makes the flag set of a subcommand: parse errors go to
+// stderr, and -h prints usage (unless it is empty) followed by the flags.
+func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if usage != "" {
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, usage)
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// newClientFlagSet is newFlagSet for a client command, with the
+// connection flags registered (timeoutHelp describes --timeout).
+func newClientFlagSet(name string, stderr io.Writer, timeoutHelp, usage string) (*flag.FlagSet, *clientFlags) {
+	fs := newFlagSet(name, stderr, usage)
+	cf := &clientFlags{}
+	cf.register(fs, timeoutHelp)
+	return fs, cf
+}
+
+// call connects with the flags and runs fn with the client, all within
+// --timeout.
+func (f *clientFlags) call(fn func(context.Context, *tributary.Client) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
 }
 
 // dial connects with the flags. The connection is made by the first call.
@@ -172,7 +211,7 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		return def, nil
 	case s == "now":
 		return now.UnixMilli(), nil
-	case strings.HasPrefix(s, "now-"), strings.HasPrefix(s, "now+"), strings.HasPrefix(s, "-") && !isDigits(s[1:]), strings.HasPrefix(s, "+"):
+	case strings.HasPrefix(s, "now-"), strings.HasPrefix(s, "now+"), strings.HasPrefix(s, "-") && !httpapi.IsDigits(s[1:]), strings.HasPrefix(s, "+"):
 		rel := strings.TrimPrefix(s, "now")
 		d, err := parseDuration(rel)
 		if err != nil {
@@ -180,7 +219,7 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		}
 		return now.Add(d).UnixMilli(), nil
 	}
-	if isDigits(strings.TrimPrefix(s, "-")) {
+	if httpapi.IsDigits(strings.TrimPrefix(s, "-")) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("%q: epoch number out of range", s)
@@ -196,18 +235,6 @@ func parseTime(s string, now time.Time, def int64) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%q is not a time: want now, -1h, now-30m, RFC 3339, YYYY-MM-DD or Unix seconds or milliseconds", s)
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // parseArgs parses flags given before, between or after the positional
@@ -229,6 +256,59 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseOperand parses the flags as parseArgs does and returns the one
+// positional argument, what (a selector, an input file) in the usage
+// error: "" when there is none and it is optional. More than one, or none
+// when it is required, prints the usage and is a usage error.
+func parseOperand(fs *flag.FlagSet, args []string, required bool, what string) (string, error) {
+	args, err := parseArgs(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(args) > 1 || (required && len(args) == 0) {
+		fs.Usage()
+		want := "at most"
+		if required {
+			want = "exactly"
+		}
+		return "", fmt.Errorf("%w: want %s one %s, got %d arguments", errUsage, want, what, len(args))
+	}
+	return arg(args, 0), nil
+}
+
+// parseNoArgs parses the flags of a command that takes no positional
+// arguments; one is a usage error.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+// printList prints items to w: with format "json" as an indented JSON
+// array of their asJSON values ([] when there are none), otherwise one
+// item a line.
+func printList[T, J any](w io.Writer, format string, items []T, asJSON func(T) J) error {
+	bw := bufio.NewWriter(w)
+	if format == "json" {
+		out := make([]J, len(items))
+		for i, it := range items {
+			out[i] = asJSON(it)
+		}
+		if err := writeJSON(bw, out); err != nil {
+			return err
+		}
+	} else {
+		for _, it := range items {
+			fmt.Fprintln(bw, it)
+		}
+	}
+	return bw.Flush()
 }
 
 // arg returns the i-th positional argument, or "".

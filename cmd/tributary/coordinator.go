@@ -305,18 +305,14 @@ func parsePeers(flagName, s string) ([]coordinator.Peer, error) {
 }
 
 func runCoordinator(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("coordinator", stderr, "")
 	var o coordinator.Options
 	var cf coordinatorFlags
 	cf.register(fs, &o, false)
 	var sf serveFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	log, err := newLogger(stderr, cf.logLevel, cf.logFormat)
 	if err != nil {
@@ -326,10 +322,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err := cf.apply(&o, sf.insecureListen); err != nil {
 		return err
 	}
-	if _, err := sf.validate(); err != nil {
-		return err
-	}
-	if _, err := sf.tokens(); err != nil {
+	if err := sf.check(); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("coordinator", o.NodeID)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,10 +96,9 @@ func (e *edgeSource) source(id string) query.Source {
 }
 
 func runLocal(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("local", stderr, "")
 	var no node.Options
-	walSync, logLevel, logFormat := nodeFlags(fs, &no)
+	nf := nodeFlags(fs, &no)
 	dd := fs.Lookup("data-dir")
 	dd.Usage = "directory for the edge node (DIR/edge) and the coordinator (DIR/coordinator)"
 	dd.DefValue = "./tributary-data"
@@ -115,17 +113,8 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	smf.register(fs)
 	var sf serveFlags
 	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	log, err := nf.parse(fs, args, stderr)
 	if err != nil {
-		return err
-	}
-	if no.WALSync, err = parseWALSync(*walSync); err != nil {
 		return err
 	}
 	root := no.DataDir
@@ -137,10 +126,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if err := cf.apply(&co, false); err != nil {
 		return err
 	}
-	if _, err := sf.validate(); err != nil {
-		return err
-	}
-	if _, err := sf.tokens(); err != nil {
+	if err := sf.check(); err != nil {
 		return err
 	}
 	if err := smf.validate(); err != nil {

@@ -25,11 +25,20 @@ import (
 	"github.com/tributarydb/tributary/replicator"
 )
 
-// nodeFlags binds the node's command-line flags to node.Options.
-func nodeFlags(fs *flag.FlagSet, o *node.Options) (walSync, logLevel, logFormat *string) {
+// nodeFlagValues holds what the node's flags set beyond the fields of
+// node.Options.
+type nodeFlagValues struct {
+	o                            *node.Options
+	walSync, logLevel, logFormat string
+}
+
+// nodeFlags binds the node's command-line flags to o, and the others to
+// the returned values.
+func nodeFlags(fs *flag.FlagSet, o *node.Options) *nodeFlagValues {
+	v := &nodeFlagValues{o: o}
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "directory for the WAL and the store")
 	fs.StringVar(&o.NodeID, "node-id", "", "this node's id in WAL segments and in the fleet (default: the id the data dir was created with, or \"local\")")
-	walSync = fs.String("wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
+	fs.StringVar(&v.walSync, "wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
 	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
 	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
@@ -46,9 +55,26 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) (walSync, logLevel, logFormat 
 	fs.IntVar(&o.Limits.MaxLabels, "max-labels", labels.DefaultLimits.MaxLabels, "most labels per series, including the metric name")
 	fs.IntVar(&o.Limits.MaxNameBytes, "max-label-name-bytes", labels.DefaultLimits.MaxNameBytes, "longest label name, in bytes")
 	fs.IntVar(&o.Limits.MaxValueBytes, "max-label-value-bytes", labels.DefaultLimits.MaxValueBytes, "longest label value, in bytes")
-	logLevel = fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat = fs.String("log-format", "text", "text or json")
-	return
+	fs.StringVar(&v.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&v.logFormat, "log-format", "text", "text or json")
+	return v
+}
+
+// parse parses a command line of flags only, sets the options' WALSync
+// from --wal-sync, and returns the logger --log-level and --log-format
+// describe.
+func (v *nodeFlagValues) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (*slog.Logger, error) {
+	if err := parseNoArgs(fs, args); err != nil {
+		return nil, err
+	}
+	log, err := newLogger(stderr, v.logLevel, v.logFormat)
+	if err != nil {
+		return nil, err
+	}
+	if v.o.WALSync, err = parseWALSync(v.walSync); err != nil {
+		return nil, err
+	}
+	return log, nil
 }
 
 func parseWALSync(s string) (wal.SyncPolicy, error) {
@@ -107,32 +133,19 @@ type nodeCmd struct {
 
 // parseNodeArgs parses and checks the flags of `tributary node`.
 func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("node", stderr, "")
 	c := &nodeCmd{}
-	walSync, logLevel, logFormat := nodeFlags(fs, &c.o)
+	nf := nodeFlags(fs, &c.o)
 	c.sf.register(fs)
 	c.rf.register(fs)
 	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	c.smf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
 	var err error
-	if c.log, err = newLogger(stderr, *logLevel, *logFormat); err != nil {
+	if c.log, err = nf.parse(fs, args, stderr); err != nil {
 		return nil, err
 	}
-	if c.o.WALSync, err = parseWALSync(*walSync); err != nil {
-		return nil, err
-	}
-	if _, err := c.sf.validate(); err != nil {
-		return nil, err
-	}
-	if _, err := c.sf.tokens(); err != nil {
+	if err := c.sf.check(); err != nil {
 		return nil, err
 	}
 	if err := c.smf.validate(); err != nil {
@@ -265,8 +278,7 @@ func fleetConfigHook(target *atomic.Pointer[node.Node], log *slog.Logger) func(r
 }
 
 func runCompact(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("compact", stderr, "")
 	dir := fs.String("data-dir", "./data", "data directory of a stopped node")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -19,28 +19,17 @@ import (
 )
 
 func runQuery(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs, "give up after this long")
+	fs, cf := newClientFlagSet("query", stderr, "give up after this long",
+		"Usage: tributary query [flags] 'metric{label=\"value\",...}'\n\nSelects series with a PromQL-style selector (=, !=, =~, !~) and prints their samples.")
 	var qf queryFlags
 	qf.register(fs)
 	format := fs.String("format", "table", "output: table (aligned columns, with a sparkline for a single series), csv or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tributary query [flags] 'metric{label=\"value\",...}'")
-		fmt.Fprintln(stderr, "\nSelects series with a PromQL-style selector (=, !=, =~, !~) and prints their samples.")
-		fs.PrintDefaults()
-	}
-	args, err := parseArgs(fs, args)
+	selector, err := parseOperand(fs, args, true, "selector")
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want exactly one selector, got %d arguments", errUsage, len(args))
-	}
 	fs.Visit(func(f *flag.Flag) { qf.fnSet = qf.fnSet || f.Name == "fn" })
-	q, err := qf.query(arg(args, 0), time.Now())
+	q, err := qf.query(selector, time.Now())
 	if err != nil {
 		return err
 	}
@@ -48,15 +37,9 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	c, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return printQuery(ctx, c, q, out, stdout, stderr)
+	return cf.call(func(ctx context.Context, c *tributary.Client) error {
+		return printQuery(ctx, c, q, out, stdout, stderr)
+	})
 }
 
 // queryFlags are the flags of `tributary query` that make the query.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -39,23 +38,15 @@ Flags:`
 
 // runNodeRepair is tributary node repair.
 func runNodeRepair(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node repair", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("node repair", stderr, repairUsage)
 	var o node.RepairOptions
 	fs.StringVar(&o.DataDir, "data-dir", "./data", "data directory of the stopped node")
 	fs.StringVar(&o.NodeID, "node-id", "", "the node's id, recorded if the damage took the store's record of it and no WAL segment names it")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "only check: verify every table file and print the result; change nothing")
 	format := fs.String("format", "text", "output: text or json")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, repairUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	if err := checkTextOrJSON(*format); err != nil {
 		return err

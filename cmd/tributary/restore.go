@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,13 @@ import (
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/replicator"
 )
+
+const restoreUsage = `Usage: tributary node restore --node-id ID --data-dir DIR --replicate-to ADDRS [TLS flags] [flags]
+
+Brings the history of node ID back from the coordinators into the empty directory DIR (a replaced disk), then exits.
+Start the node afterwards with ` + "`tributary node`" + ` and the same flags. Prints a JSON summary.
+
+Flags:`
 
 // runNodeRestore is `tributary node restore`: a node whose disk was
 // replaced takes its history back from the coordinators into an empty
@@ -30,10 +36,9 @@ import (
 // monitoring flags are ignored), so the node's own command line works
 // with `restore` inserted after `node`, plus the restore flags below.
 func runNodeRestore(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node restore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("node restore", stderr, restoreUsage)
 	var o node.Options
-	walSync, logLevel, logFormat := nodeFlags(fs, &o)
+	nf := nodeFlags(fs, &o)
 	var rf replicateFlags
 	rf.register(fs)
 	// Accepted so that the node's command line can be reused; not used.
@@ -46,24 +51,8 @@ func runNodeRestore(args []string, stdout, stderr io.Writer) error {
 	since := fs.Duration("since", 0, "restore only data newer than this, e.g. 720h (0: everything the cloud holds); rollups are restored in whole UTC days")
 	rawSince := fs.Duration("raw-since", 0, "raw points only this far back, from the start of that UTC day (older periods come back as hourly and daily rollups); 0: raw points as far back as the cloud keeps them")
 	fileBytes := fs.Int64("restore-file-bytes", replicator.DefaultRestoreFileBytes, "largest file of raw points received at a time, uncompressed (64 KiB to 64 MiB; a restore needs about three times this in memory)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tributary node restore --node-id ID --data-dir DIR --replicate-to ADDRS [TLS flags] [flags]")
-		fmt.Fprintln(stderr, "\nBrings the history of node ID back from the coordinators into the empty directory DIR (a replaced disk), then exits.")
-		fmt.Fprintln(stderr, "Start the node afterwards with `tributary node` and the same flags. Prints a JSON summary.")
-		fmt.Fprintln(stderr, "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	log, err := nf.parse(fs, args, stderr)
 	if err != nil {
-		return err
-	}
-	if o.WALSync, err = parseWALSync(*walSync); err != nil {
 		return err
 	}
 	switch {

@@ -170,6 +170,16 @@ func (f *serveFlags) tokens() (auth.Tokens, error) {
 	return t, nil
 }
 
+// check validates the listener flags and loads the tokens, so that a
+// command reports a bad flag or token file before it opens anything.
+func (f *serveFlags) check() error {
+	if _, err := f.validate(); err != nil {
+		return err
+	}
+	_, err := f.tokens()
+	return err
+}
+
 // validate checks the listener flags before anything is opened.
 func (f *serveFlags) validate() (*tls.Config, error) {
 	tlsCfg, err := f.tls.ServerConfig()

@@ -117,16 +117,9 @@ func (w *watchFlag) Set(s string) error {
 // runStatus prints a server's state, or for a coordinator the fleet table;
 // it doubles as a connection check.
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs, "give up after this long (per refresh with --watch)")
+	fs, cf := newClientFlagSet("status", stderr, "give up after this long (per refresh with --watch)", statusUsage)
 	var sf statusFlags
 	sf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, statusUsage)
-		fs.PrintDefaults()
-	}
 	args, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return err
@@ -156,7 +149,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	sv := &statusView{cf: &cf, sf: &sf, c: c, out: stdout, tty: isTerminal(stdout)}
+	sv := &statusView{cf: cf, sf: &sf, c: c, out: stdout, tty: isTerminal(stdout)}
 	defer sv.close()
 	if !sf.watch.on {
 		return sv.refresh(ctx, false)

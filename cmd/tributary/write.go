@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,28 +36,16 @@ const lpChunkBytes = 1 << 20
 const maxProblems = 10
 
 func runWrite(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("write", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs, "give up on one write request after this long (the whole input has no time limit)")
+	fs, cf := newClientFlagSet("write", stderr, "give up on one write request after this long (the whole input has no time limit)",
+		"Usage: tributary write [flags] [FILE|-]\n\nReads points from FILE (or standard input) and writes them to a server, then prints a summary.\nExits with status 1 when any point was not stored.")
 	format := fs.String("format", "lp", "input format: lp (InfluxDB line protocol) or csv (header metric,timestamp,value,<label>...; see docs/sdk-go.md)")
 	precision := fs.String("precision", "", "unit of numeric timestamps: ns, us, ms or s (default: ns for lp, ms for csv)")
 	db := fs.String("db", "", "add the label db=NAME to every point, as the InfluxDB write API's db parameter does (a db tag or column of the input wins)")
 	batchPoints := fs.Int("batch-points", tributary.DefaultMaxBatchPoints, "points per write request")
 	progressMode := fs.String("progress", "auto", "progress on stderr: auto (when stderr is a terminal), always or never")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: tributary write [flags] [FILE|-]")
-		fmt.Fprintln(stderr, "\nReads points from FILE (or standard input) and writes them to a server, then prints a summary.")
-		fmt.Fprintln(stderr, "Exits with status 1 when any point was not stored.")
-		fs.PrintDefaults()
-	}
-	args, err := parseArgs(fs, args)
+	file, err := parseOperand(fs, args, false, "input file")
 	if err != nil {
 		return err
-	}
-	if len(args) > 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want at most one input file, got %d arguments", errUsage, len(args))
 	}
 	if *batchPoints <= 0 {
 		return fmt.Errorf("%w: --batch-points %d is not positive", errUsage, *batchPoints)
@@ -81,7 +68,7 @@ func runWrite(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --db %q: %v", errUsage, *db, err)
 	}
 
-	in, err := openInput(arg(args, 0))
+	in, err := openInput(file)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@
 package csv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -55,9 +56,7 @@ type Options struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *Options) Validate() error {
-	if o.MaxLineBytes == 0 {
-		o.MaxLineBytes = 1 << 20
-	}
+	o.MaxLineBytes = cmp.Or(o.MaxLineBytes, 1<<20)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -272,7 +271,7 @@ var msPerUnit = map[influx.Precision]float64{
 }
 
 func (f *format) timestamp(s string) (int64, error) {
-	if isDigits(strings.TrimPrefix(s, "-")) {
+	if httpapi.IsDigits(strings.TrimPrefix(s, "-")) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("timestamp %q is out of range", s)
@@ -296,18 +295,6 @@ func (f *format) timestamp(s string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("timestamp %.40q: want RFC 3339, YYYY-MM-DD HH:MM:SS or an epoch number in %s", s, f.prec)
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // splitCSV splits one CSV line into fields (RFC 4180 quoting within the

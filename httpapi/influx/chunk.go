@@ -1,6 +1,7 @@
 package influx
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,12 +33,8 @@ type ChunkOptions struct {
 
 // Validate fills in defaults and rejects impossible values.
 func (o *ChunkOptions) Validate() error {
-	if o.MaxLineBytes == 0 {
-		o.MaxLineBytes = 1 << 20
-	}
-	if o.ChunkBytes == 0 {
-		o.ChunkBytes = 1 << 20
-	}
+	o.MaxLineBytes = cmp.Or(o.MaxLineBytes, 1<<20)
+	o.ChunkBytes = cmp.Or(o.ChunkBytes, 1<<20)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -66,8 +66,8 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
 		},
 		now: time.Now,
 	}
-	mux.HandleFunc("POST /write", h.writeV1)
-	mux.HandleFunc("POST /api/v2/write", h.writeV2)
+	mux.HandleFunc("POST /write", h.writeAPI("db", "database", false))
+	mux.HandleFunc("POST /api/v2/write", h.writeAPI("bucket", "bucket", true))
 	mux.HandleFunc("GET /ping", h.ping)
 	mux.HandleFunc("GET /health", h.health)
 }
@@ -100,34 +100,24 @@ func (h *handler) putParser(p *Parser) {
 	}
 }
 
-func (h *handler) writeV1(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	db := q.Get("db")
-	if db == "" {
-		h.badRequest(w, "database is required: set the db query parameter")
-		return
+// writeAPI serves a write endpoint: the v1 API names the database with
+// the query parameter db, the v2 API with bucket (what the error calls
+// it), and the two accept different precision names.
+func (h *handler) writeAPI(param, what string, v2 bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		db := q.Get(param)
+		if db == "" {
+			h.badRequest(w, what+" is required: set the "+param+" query parameter")
+			return
+		}
+		prec, err := ParsePrecision(q.Get("precision"), v2)
+		if err != nil {
+			h.badRequest(w, err.Error())
+			return
+		}
+		h.write(w, r, db, prec)
 	}
-	prec, err := ParsePrecision(q.Get("precision"), false)
-	if err != nil {
-		h.badRequest(w, err.Error())
-		return
-	}
-	h.write(w, r, db, prec)
-}
-
-func (h *handler) writeV2(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	bucket := q.Get("bucket")
-	if bucket == "" {
-		h.badRequest(w, "bucket is required: set the bucket query parameter")
-		return
-	}
-	prec, err := ParsePrecision(q.Get("precision"), true)
-	if err != nil {
-		h.badRequest(w, err.Error())
-		return
-	}
-	h.write(w, r, bucket, prec)
 }
 
 func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec Precision) {

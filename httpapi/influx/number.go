@@ -29,22 +29,10 @@ func parseValue(tok []byte) (v float64, reason string) {
 		switch tok[len(tok)-1] {
 		case 'i':
 			n, st := parseInt(tok[:len(tok)-1])
-			switch st {
-			case numOK:
-				return float64(n), ""
-			case numRange:
-				return 0, reasonIntRange
-			}
-			return 0, reasonBadInt
+			return intValue(n, st, reasonIntRange, reasonBadInt)
 		case 'u':
 			n, st := parseUint(tok[:len(tok)-1])
-			switch st {
-			case numOK:
-				return float64(n), ""
-			case numRange:
-				return 0, reasonUintRange
-			}
-			return 0, reasonBadUint
+			return intValue(n, st, reasonUintRange, reasonBadUint)
 		}
 		v, reason := parseFloat(tok)
 		if reason == reasonBadValue && isNaNInf(tok) {
@@ -90,6 +78,18 @@ const (
 	numSyntax
 	numRange
 )
+
+// intValue is the field value of an integer parsed with status st, or the
+// reason it is refused: out of range, or not an integer (bad).
+func intValue[T int64 | uint64](n T, st numStatus, outOfRange, bad string) (float64, string) {
+	switch st {
+	case numOK:
+		return float64(n), ""
+	case numRange:
+		return 0, outOfRange
+	}
+	return 0, bad
+}
 
 // parseInt parses [-]digits into an int64.
 func parseInt(b []byte) (int64, numStatus) {

@@ -61,21 +61,11 @@ func (o *Options) Validate() error {
 	if o.Limits == (labels.Limits{}) {
 		o.Limits = labels.DefaultLimits
 	}
-	if o.MaxErrors <= 0 {
-		o.MaxErrors = DefaultMaxErrors
-	}
-	if o.MaxCacheBytes <= 0 {
-		o.MaxCacheBytes = DefaultMaxCacheBytes
-	}
-	if o.RetainPoints <= 0 {
-		o.RetainPoints = DefaultRetainPoints
-	}
-	if o.MaxLineBytes <= 0 {
-		o.MaxLineBytes = httpapi.DefaultMaxLineBytes
-	}
-	if o.MaxFieldsPerLine <= 0 {
-		o.MaxFieldsPerLine = httpapi.DefaultMaxFieldsPerLine
-	}
+	o.MaxErrors = httpapi.PositiveOr(o.MaxErrors, DefaultMaxErrors)
+	o.MaxCacheBytes = httpapi.PositiveOr(o.MaxCacheBytes, DefaultMaxCacheBytes)
+	o.RetainPoints = httpapi.PositiveOr(o.RetainPoints, DefaultRetainPoints)
+	o.MaxLineBytes = httpapi.PositiveOr(o.MaxLineBytes, httpapi.DefaultMaxLineBytes)
+	o.MaxFieldsPerLine = httpapi.PositiveOr(o.MaxFieldsPerLine, httpapi.DefaultMaxFieldsPerLine)
 	return nil
 }
 

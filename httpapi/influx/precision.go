@@ -32,34 +32,26 @@ func (p Precision) String() string {
 // us, ms and s. Both read an empty string as nanoseconds.
 func ParsePrecision(s string, v2 bool) (Precision, error) {
 	if v2 {
-		switch s {
-		case "", "ns":
-			return Nanosecond, nil
-		case "us":
-			return Microsecond, nil
-		case "ms":
-			return Millisecond, nil
-		case "s":
-			return Second, nil
+		if p, ok := v2Precisions[s]; ok {
+			return p, nil
 		}
 		return 0, fmt.Errorf("invalid precision %q: the v2 API accepts ns, us, ms or s", s)
 	}
-	switch s {
-	case "", "n", "ns":
-		return Nanosecond, nil
-	case "u", "us", "µ", "μ": // micro sign U+00B5 and Greek mu U+03BC
-		return Microsecond, nil
-	case "ms":
-		return Millisecond, nil
-	case "s":
-		return Second, nil
-	case "m":
-		return Minute, nil
-	case "h":
-		return Hour, nil
+	if p, ok := v1Precisions[s]; ok {
+		return p, nil
 	}
 	return 0, fmt.Errorf("invalid precision %q: the v1 API accepts n, ns, u, us, µ, ms, s, m or h", s)
 }
+
+// The precision names of each API.
+var (
+	v1Precisions = map[string]Precision{
+		"": Nanosecond, "n": Nanosecond, "ns": Nanosecond,
+		"u": Microsecond, "us": Microsecond, "µ": Microsecond, "μ": Microsecond, // micro sign U+00B5 and Greek mu U+03BC
+		"ms": Millisecond, "s": Second, "m": Minute, "h": Hour,
+	}
+	v2Precisions = map[string]Precision{"": Nanosecond, "ns": Nanosecond, "us": Microsecond, "ms": Millisecond, "s": Second}
+)
 
 // ToMillis converts a timestamp in precision p to milliseconds since the
 // epoch. Finer precisions are truncated towards the earlier millisecond

@@ -45,10 +45,10 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
 
 func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/put", a.put)
-	mux.HandleFunc("/api/query", a.query)
-	mux.HandleFunc("/api/query/last", a.queryLast)
-	mux.HandleFunc("/api/suggest", a.suggest)
-	mux.HandleFunc("/api/search/lookup", a.lookup)
+	mux.HandleFunc("/api/query", a.read(a.query))
+	mux.HandleFunc("/api/query/last", a.read(a.queryLast))
+	mux.HandleFunc("/api/suggest", a.read(a.suggest))
+	mux.HandleFunc("/api/search/lookup", a.read(a.lookup))
 	mux.HandleFunc("/api/aggregators", a.aggregators)
 	mux.HandleFunc("/api/config/filters", a.filterTypes)
 	mux.HandleFunc("/api/version", a.version)
@@ -125,6 +125,19 @@ func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow ...
 func (a *api) notImplemented(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotImplemented, r.URL.Path+" is not implemented by this OpenTSDB-compatible API",
 		"supported: /api/put, /api/query, /api/query/last, /api/suggest, /api/search/lookup, /api/aggregators, /api/config/filters, /api/version, /api/stats")
+}
+
+// read serves a read endpoint with handle, given a context bounded by the
+// request timeout; it answers 405 to a method readOrGet refuses.
+func (a *api) read(handle func(context.Context, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.readOrGet(w, r) {
+			return
+		}
+		ctx, cancel := a.withTimeout(r)
+		defer cancel()
+		handle(ctx, w, r)
+	}
 }
 
 // readOrGet accepts GET and POST; it answers 405 otherwise.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -311,7 +312,7 @@ func parseDownsample(s string) (*downsample, error) {
 		return nil, fmt.Errorf("downsample %.64q: want <interval>-<aggregator>[-<fill policy>], e.g. 1m-avg or 1m-avg-nan", s)
 	}
 	ds := &downsample{}
-	if iv := parts[0]; iv == "all" || strings.HasSuffix(iv, "all") && allDigits(strings.TrimSuffix(iv, "all")) {
+	if iv := parts[0]; iv == "all" || strings.HasSuffix(iv, "all") && httpapi.IsDigits(strings.TrimSuffix(iv, "all")) {
 		ds.all = true
 	} else {
 		step, cal, err := parseDuration(iv)
@@ -645,7 +646,7 @@ func parseTime(s string, now time.Time, loc *time.Location) (int64, error) {
 		return 0, fmt.Errorf("time %.32q: want yyyy/MM/dd-HH:mm:ss, yyyy/MM/dd, a Unix timestamp or <n><unit>-ago", s)
 	}
 	whole, frac, dot := strings.Cut(s, ".")
-	if !allDigits(whole) || dot && (!allDigits(frac) || len(frac) > 3) {
+	if !httpapi.IsDigits(whole) || dot && (!httpapi.IsDigits(frac) || len(frac) > 3) {
 		if strings.HasPrefix(s, "-") {
 			return 0, fmt.Errorf("time %.32q: negative timestamps are not supported", s)
 		}

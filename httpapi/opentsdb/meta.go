@@ -7,11 +7,11 @@ import (
 	"hash/fnv"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -72,53 +72,11 @@ type lastPoint struct {
 // selected by each query (metric plus tag filters). back_scan, in hours,
 // bounds how far back to look; 0 (the default) looks back as far as the
 // node keeps data.
-func (a *api) queryLast(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
+func (a *api) queryLast(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	req, specs, err := a.readLastRequest(r)
+	if err != nil {
+		a.fail(w, err)
 		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
-	var req lastRequest
-	var specs []subQuery
-	if r.Method == http.MethodPost {
-		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		if err := decodeJSON(body, &req); err != nil {
-			a.badRequest(w, "query/last body: %v", err)
-			return
-		}
-		for _, q := range req.Queries {
-			if len(q.Tsuids) > 0 {
-				a.badRequest(w, "queries by tsuids are not supported: query by metric and tags")
-				return
-			}
-			specs = append(specs, subQuery{Metric: q.Metric, Tags: q.Tags})
-		}
-	} else {
-		q := r.URL.Query()
-		if q.Has("tsuids") {
-			a.badRequest(w, "queries by tsuids are not supported: query by metric and tags (timeseries=)")
-			return
-		}
-		for _, ts := range q["timeseries"] {
-			metric, filters, err := parseMetricSpec(ts)
-			if err != nil {
-				a.badRequest(w, "timeseries=%.128q: %v", ts, err)
-				return
-			}
-			specs = append(specs, subQuery{Metric: metric, Filters: filters})
-		}
-		if s := q.Get("back_scan"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				a.badRequest(w, "back_scan %.32q is not a number of hours", s)
-				return
-			}
-			req.BackScan = n
-		}
 	}
 	if len(specs) == 0 {
 		a.badRequest(w, "no queries: give timeseries=<metric>{<tags>} or \"queries\"")
@@ -161,6 +119,37 @@ func (a *api) queryLast(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// readLastRequest reads the request of /api/query/last, from a POST body
+// or from the parameters of a GET (timeseries, back_scan), and the
+// sub-queries it asks for.
+func (a *api) readLastRequest(r *http.Request) (lastRequest, []subQuery, error) {
+	var req lastRequest
+	var specs []subQuery
+	err := a.readRequest(r, "query/last", &req, func(q url.Values) error {
+		if q.Has("tsuids") {
+			return badRequestf("queries by tsuids are not supported: query by metric and tags (timeseries=)")
+		}
+		for _, ts := range q["timeseries"] {
+			metric, filters, err := parseMetricSpec(ts)
+			if err != nil {
+				return badRequestf("timeseries=%.128q: %v", ts, err)
+			}
+			specs = append(specs, subQuery{Metric: metric, Filters: filters})
+		}
+		return intParam(q, "back_scan", "a number of hours", &req.BackScan)
+	})
+	if err != nil || r.Method != http.MethodPost {
+		return req, specs, err
+	}
+	for _, q := range req.Queries {
+		if len(q.Tsuids) > 0 {
+			return req, nil, badRequestf("queries by tsuids are not supported: query by metric and tags")
+		}
+		specs = append(specs, subQuery{Metric: q.Metric, Tags: q.Tags})
+	}
+	return req, specs, nil
+}
+
 // formatValue renders a value as OpenTSDB's last-point answer does: a
 // string.
 func formatValue(v float64) string {
@@ -183,34 +172,14 @@ type suggestRequest struct {
 
 // suggest serves /api/suggest: metric names, tag keys or tag values
 // starting with q, sorted, at most max (default 25).
-func (a *api) suggest(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) suggest(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req suggestRequest
-	if r.Method == http.MethodPost {
-		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		if err := decodeJSON(body, &req); err != nil {
-			a.badRequest(w, "suggest body: %v", err)
-			return
-		}
-	} else {
-		q := r.URL.Query()
+	if err := a.readRequest(r, "suggest", &req, func(q url.Values) error {
 		req.Type, req.Q = q.Get("type"), q.Get("q")
-		if s := q.Get("max"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				a.badRequest(w, "max %.32q is not a number", s)
-				return
-			}
-			req.Max = n
-		}
+		return intParam(q, "max", "a number", &req.Max)
+	}); err != nil {
+		a.fail(w, err)
+		return
 	}
 	switch {
 	case req.Max == 0:
@@ -347,42 +316,22 @@ func parseLookupM(s string) (lookupRequest, error) {
 // metric, "*") with the given tag pairs, where a key or a value may be
 // "*". Grafana uses it for the tag_names() and tag_values() template
 // variable queries.
-func (a *api) lookup(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) lookup(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	var req lookupRequest
-	if r.Method == http.MethodPost {
-		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		if err := decodeJSON(body, &req); err != nil {
-			a.badRequest(w, "lookup body: %v", err)
-			return
-		}
-	} else {
-		q := r.URL.Query()
+	if err := a.readRequest(r, "lookup", &req, func(q url.Values) error {
 		m := q.Get("m")
 		if m == "" {
-			a.badRequest(w, "missing m= (metric{tagk=tagv,...}, '*' for any)")
-			return
+			return badRequestf("missing m= (metric{tagk=tagv,...}, '*' for any)")
 		}
 		var err error
 		if req, err = parseLookupM(m); err != nil {
-			a.badRequest(w, "%v", err)
-			return
+			return badRequestf("%v", err)
 		}
-		if s := q.Get("limit"); s != "" {
-			if req.Limit, err = strconv.Atoi(s); err != nil {
-				a.badRequest(w, "limit %.32q is not a number", s)
-				return
-			}
-		}
+		return intParam(q, "limit", "a number", &req.Limit)
+	}); err != nil {
+		a.fail(w, err)
+		return
 	}
 	if req.Limit <= 0 {
 		req.Limit = defaultLookupMax

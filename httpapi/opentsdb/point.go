@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -41,7 +42,7 @@ func parseTimestamp(s string) (int64, error) {
 		return 0, errors.New("timestamp is empty")
 	}
 	whole, frac, dot := strings.Cut(s, ".")
-	if !allDigits(whole) || dot && (len(frac) == 0 || !allDigits(frac)) {
+	if !httpapi.IsDigits(whole) || dot && (len(frac) == 0 || !httpapi.IsDigits(frac)) {
 		if len(s) > 0 && s[0] == '-' {
 			return 0, fmt.Errorf("timestamp %.32q must be positive (seconds or milliseconds since the epoch)", s)
 		}
@@ -68,18 +69,6 @@ func parseTimestamp(s string) (int64, error) {
 		return 0, fmt.Errorf("timestamp %.32q must be positive (seconds or milliseconds since the epoch)", s)
 	}
 	return v*1000 + ms, nil
-}
-
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // parseValue parses a put value: a decimal integer or floating-point

@@ -96,7 +96,7 @@ func (dp *putDatapoint) validate(tags []labels.Label) (validPoint, error) {
 // fraction or an exponent is seconds (milliseconds when larger than
 // 2^32-1), truncated to the millisecond.
 func jsonTimestamp(lit string) (int64, error) {
-	if allDigits(lit) {
+	if httpapi.IsDigits(lit) {
 		if len(lit) > 13 {
 			return 0, fmt.Errorf("timestamp %.32s is too large: use seconds (up to 10 digits) or milliseconds (13 digits) since the epoch", lit)
 		}

@@ -249,34 +249,11 @@ func eachMember(obj []byte, fn func(key, val []byte)) {
 	}
 }
 
-// countMembers counts the members of a valid JSON object: the colons
-// outside strings at its top level. It allocates nothing.
+// countMembers counts the members of a valid JSON object. It allocates
+// nothing.
 func countMembers(obj []byte) int {
-	n, depth, inString := 0, 0, false
-	for i := 0; i < len(obj); i++ {
-		c := obj[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case ':':
-			if depth == 1 {
-				n++
-			}
-		}
-	}
+	n := 0
+	eachMember(obj, func(_, _ []byte) { n++ })
 	return n
 }
 
@@ -289,6 +266,20 @@ func skipJSONSpace(b []byte, i int) int {
 	return i
 }
 
+// jsonStringEnd returns the index just past the JSON string whose opening
+// quote is b[i], or -1 when the string does not end.
+func jsonStringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
 // jsonValueEnd returns the index just past the JSON value that starts at
 // b[i], found by matching brackets outside strings, or -1 when the value
 // does not end. It does not validate the value (json.Valid does): a
@@ -296,21 +287,15 @@ func skipJSONSpace(b []byte, i int) int {
 func jsonValueEnd(b []byte, i int) int {
 	switch b[i] {
 	case '{', '[':
-		depth, inString := 0, false
+		depth := 0
 		for ; i < len(b); i++ {
-			c := b[i]
-			if inString {
-				switch c {
-				case '\\':
-					i++
-				case '"':
-					inString = false
-				}
-				continue
-			}
-			switch c {
+			switch b[i] {
 			case '"':
-				inString = true
+				end := jsonStringEnd(b, i)
+				if end < 0 {
+					return -1
+				}
+				i = end - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -321,15 +306,7 @@ func jsonValueEnd(b []byte, i int) int {
 		}
 		return -1
 	case '"':
-		for i++; i < len(b); i++ {
-			switch b[i] {
-			case '\\':
-				i++
-			case '"':
-				return i + 1
-			}
-		}
-		return -1
+		return jsonStringEnd(b, i)
 	}
 	for ; i < len(b); i++ {
 		switch b[i] {

@@ -91,12 +91,7 @@ type outSeries struct {
 // time range (queryRange) and compiles its sub-queries (compilePlans)
 // before anything is asked of the backend, then executes them in order
 // within one points budget.
-func (a *api) query(w http.ResponseWriter, r *http.Request) {
-	if !a.readOrGet(w, r) {
-		return
-	}
-	ctx, cancel := a.withTimeout(r)
-	defer cancel()
+func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	a.cfg.Stats.Inc("opentsdb_query_requests")
 	q := r.URL.Query()
 	req, err := a.readQueryRequest(r, q)
@@ -150,14 +145,7 @@ func badRequestf(format string, args ...any) error {
 func (a *api) readQueryRequest(r *http.Request, q url.Values) (queryRequest, error) {
 	var req queryRequest
 	if r.Method == http.MethodPost {
-		body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
-		if err != nil {
-			return req, err
-		}
-		if err := decodeJSON(body, &req); err != nil {
-			return req, badRequestf("query body: %v", err)
-		}
-		return req, nil
+		return req, a.readRequest(r, "query", &req, nil)
 	}
 	if q.Has("tsuids") {
 		return req, badRequestf("queries by tsuids are not supported: query by metric and tags (m=)")
@@ -239,6 +227,39 @@ func compilePlans(req *queryRequest, loc *time.Location) ([]*plan, error) {
 		plans[i] = p
 	}
 	return plans, nil
+}
+
+// readRequest reads the request of a read endpoint: a POST's JSON body
+// into req (what names the endpoint in the error), or for another method
+// the URL parameters through fromQuery.
+func (a *api) readRequest(r *http.Request, what string, req any, fromQuery func(url.Values) error) error {
+	if r.Method != http.MethodPost {
+		return fromQuery(r.URL.Query())
+	}
+	body, err := httpapi.ReadBody(r, a.cfg.Limits.MaxBodyBytes, a.cfg.Stats)
+	if err != nil {
+		return err
+	}
+	if err := decodeJSON(body, req); err != nil {
+		return badRequestf("%s body: %v", what, err)
+	}
+	return nil
+}
+
+// intParam sets *dst to the integer URL parameter name when it is given;
+// one that is not an integer is a bad request saying it wants what ("a
+// number").
+func intParam(q url.Values, name, what string, dst *int) error {
+	s := q.Get(name)
+	if s == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return badRequestf("%s %.32q is not %s", name, s, what)
+	}
+	*dst = n
+	return nil
 }
 
 // decodeJSON decodes a request body into v with errors that say where.

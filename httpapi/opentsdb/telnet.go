@@ -3,6 +3,7 @@ package opentsdb
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,24 +80,12 @@ func (o *TelnetOptions) Validate() error {
 	case o.MaxLineBytes > 0 && o.MaxLineBytes < 256:
 		return fmt.Errorf("opentsdb telnet options: MaxLineBytes %d is below 256", o.MaxLineBytes)
 	}
-	if o.MaxLineBytes == 0 {
-		o.MaxLineBytes = DefaultTelnetMaxLineBytes
-	}
-	if o.MaxConns == 0 {
-		o.MaxConns = DefaultTelnetMaxConns
-	}
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = DefaultTelnetIdleTimeout
-	}
-	if o.FlushPoints == 0 {
-		o.FlushPoints = DefaultTelnetFlushPoints
-	}
-	if o.FlushInterval == 0 {
-		o.FlushInterval = DefaultTelnetFlushInterval
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultTelnetWriteTimeout
-	}
+	o.MaxLineBytes = cmp.Or(o.MaxLineBytes, DefaultTelnetMaxLineBytes)
+	o.MaxConns = cmp.Or(o.MaxConns, DefaultTelnetMaxConns)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, DefaultTelnetIdleTimeout)
+	o.FlushPoints = cmp.Or(o.FlushPoints, DefaultTelnetFlushPoints)
+	o.FlushInterval = cmp.Or(o.FlushInterval, DefaultTelnetFlushInterval)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultTelnetWriteTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

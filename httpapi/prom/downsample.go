@@ -2,6 +2,7 @@ package prom
 
 import (
 	"context"
+	"maps"
 	"math"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -64,17 +65,14 @@ var exactFuncs = map[string]rollup.Func{
 	"absent_over_time":  rollup.FuncLast,
 }
 
-// approxFuncs are those answered from rollup buckets in approximate mode.
-var approxFuncs = map[string]rollup.Func{
-	"max_over_time":     rollup.FuncMax,
-	"min_over_time":     rollup.FuncMin,
-	"first_over_time":   rollup.FuncFirst,
-	"last_over_time":    rollup.FuncLast,
-	"present_over_time": rollup.FuncLast,
-	"absent_over_time":  rollup.FuncLast,
-	"sum_over_time":     rollup.FuncSum,
-	"avg_over_time":     rollup.FuncAvg,
-}
+// approxFuncs are those answered from rollup buckets in approximate mode:
+// the exact ones, and sums and averages.
+var approxFuncs = func() map[string]rollup.Func {
+	m := maps.Clone(exactFuncs)
+	m["sum_over_time"] = rollup.FuncSum
+	m["avg_over_time"] = rollup.FuncAvg
+	return m
+}()
 
 // plan is how a Select is answered from downsampled data.
 type plan struct {

@@ -99,16 +99,7 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out, labels.Compare)
 	out, warn := truncate(out, limit)
-	respond(w, r, func(b []byte) []byte {
-		b = append(b, '[')
-		for i, ls := range out {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendLabels(b, ls)
-		}
-		return append(b, ']')
-	}, warn, nil)
+	respond(w, r, func(b []byte) []byte { return appendArray(b, out, appendLabels) }, warn, nil)
 }
 
 func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
@@ -168,17 +159,6 @@ func (a *API) union(sets [][]*nlabels.Matcher, list func([]*nlabels.Matcher) ([]
 		out = slices.Compact(out)
 	}
 	return out, nil
-}
-
-func appendStrings(b []byte, list []string) []byte {
-	b = append(b, '[')
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
 }
 
 // serveBuildInfo answers like a Prometheus server of Options.Version

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,33 +87,15 @@ func (o *Options) Validate() error {
 	case o.WriteOverloadStatus != 0 && o.WriteOverloadStatus != http.StatusTooManyRequests && o.WriteOverloadStatus != http.StatusServiceUnavailable:
 		return fmt.Errorf("prom options: WriteOverloadStatus %d must be 429 or 503", o.WriteOverloadStatus)
 	}
-	if o.MaxSamples == 0 {
-		o.MaxSamples = DefaultMaxSamples
-	}
-	if o.MaxLoadedSamples == 0 {
-		o.MaxLoadedSamples = 4 * int64(o.MaxSamples)
-	}
-	if o.LookbackDelta == 0 {
-		o.LookbackDelta = DefaultLookbackDelta
-	}
-	if o.QueryTimeout == 0 {
-		o.QueryTimeout = DefaultQueryTimeout
-	}
-	if o.MaxConcurrentQueries == 0 {
-		o.MaxConcurrentQueries = DefaultMaxConcurrentQueries
-	}
-	if o.MaxConcurrentWrites == 0 {
-		o.MaxConcurrentWrites = DefaultMaxConcurrentWrites
-	}
-	if o.WriteOverloadStatus == 0 {
-		o.WriteOverloadStatus = http.StatusServiceUnavailable
-	}
-	if o.MaxMetadata == 0 {
-		o.MaxMetadata = DefaultMaxMetadata
-	}
-	if o.Version == "" {
-		o.Version = DefaultVersion
-	}
+	o.MaxSamples = cmp.Or(o.MaxSamples, DefaultMaxSamples)
+	o.MaxLoadedSamples = cmp.Or(o.MaxLoadedSamples, 4*int64(o.MaxSamples))
+	o.LookbackDelta = cmp.Or(o.LookbackDelta, DefaultLookbackDelta)
+	o.QueryTimeout = cmp.Or(o.QueryTimeout, DefaultQueryTimeout)
+	o.MaxConcurrentQueries = cmp.Or(o.MaxConcurrentQueries, DefaultMaxConcurrentQueries)
+	o.MaxConcurrentWrites = cmp.Or(o.MaxConcurrentWrites, DefaultMaxConcurrentWrites)
+	o.WriteOverloadStatus = cmp.Or(o.WriteOverloadStatus, http.StatusServiceUnavailable)
+	o.MaxMetadata = cmp.Or(o.MaxMetadata, DefaultMaxMetadata)
+	o.Version = cmp.Or(o.Version, DefaultVersion)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -197,8 +180,8 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts O
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/write", a.serveWrite)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
-		mux.HandleFunc(m+" /api/v1/query", a.serveQuery)
-		mux.HandleFunc(m+" /api/v1/query_range", a.serveQueryRange)
+		mux.HandleFunc(m+" /api/v1/query", a.withQueryEnv(a.serveQuery))
+		mux.HandleFunc(m+" /api/v1/query_range", a.withQueryEnv(a.serveQueryRange))
 		mux.HandleFunc(m+" /api/v1/series", a.serveSeries)
 		mux.HandleFunc(m+" /api/v1/labels", a.serveLabels)
 		mux.HandleFunc(m+" /api/v1/label/{name}/values", a.serveLabelValues)

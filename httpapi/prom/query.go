@@ -64,6 +64,21 @@ type queryEnv struct {
 	opts   promql.QueryOpts
 }
 
+// withQueryEnv serves a query endpoint with serve, given the request's
+// query environment; a bad limit, timeout or lookback_delta is answered
+// before serve runs.
+func (a *API) withQueryEnv(serve func(http.ResponseWriter, *http.Request, *queryEnv)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		env, e := a.queryEnv(w, r)
+		if e != nil {
+			a.fail(w, e)
+			return
+		}
+		defer env.cancel()
+		serve(w, r, env)
+	}
+}
+
 func (a *API) queryEnv(w http.ResponseWriter, r *http.Request) (*queryEnv, *apiError) {
 	a.stats.Inc(StatQueries)
 	if e := a.parseForm(w, r); e != nil {
@@ -95,13 +110,7 @@ func (a *API) queryEnv(w http.ResponseWriter, r *http.Request) (*queryEnv, *apiE
 	return env, nil
 }
 
-func (a *API) serveQuery(w http.ResponseWriter, r *http.Request) {
-	env, e := a.queryEnv(w, r)
-	if e != nil {
-		a.fail(w, e)
-		return
-	}
-	defer env.cancel()
+func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, env *queryEnv) {
 	ts := a.opts.Now()
 	if s := r.FormValue("time"); s != "" {
 		t, err := parseTime(s)
@@ -117,13 +126,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request) {
-	env, e := a.queryEnv(w, r)
-	if e != nil {
-		a.fail(w, e)
-		return
-	}
-	defer env.cancel()
+func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request, env *queryEnv) {
 	start, err := parseTime(r.FormValue("start"))
 	if err != nil {
 		a.fail(w, invalidParam("start", err))

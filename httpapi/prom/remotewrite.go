@@ -181,42 +181,33 @@ func (r *msgReader) next() (protowire.Number, protowire.Type, error) {
 	return num, typ, nil
 }
 
-// bytes reads a length-delimited field value of the field num.
+// bytes reads a length-delimited field value of the field num, and its
+// offset in the whole decoded request.
 func (r *msgReader) bytes(num protowire.Number, typ protowire.Type) ([]byte, int, error) {
-	if typ != protowire.BytesType {
-		return nil, 0, r.errorf("field %d has wire type %d, want length-delimited", num, typ)
+	if err := r.wantType(num, typ, protowire.BytesType); err != nil {
+		return nil, 0, err
 	}
 	v, n := protowire.ConsumeBytes(r.buf[r.pos:])
-	if n < 0 {
-		return nil, 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
+	if err := r.advance(num, n); err != nil {
+		return nil, 0, err
 	}
-	start := r.base + r.pos + n - len(v)
-	r.pos += n
-	return v, start, nil
+	return v, r.base + r.pos - len(v), nil
 }
 
 func (r *msgReader) varint(num protowire.Number, typ protowire.Type) (uint64, error) {
-	if typ != protowire.VarintType {
-		return 0, r.errorf("field %d has wire type %d, want varint", num, typ)
+	if err := r.wantType(num, typ, protowire.VarintType); err != nil {
+		return 0, err
 	}
 	v, n := protowire.ConsumeVarint(r.buf[r.pos:])
-	if n < 0 {
-		return 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
-	}
-	r.pos += n
-	return v, nil
+	return v, r.advance(num, n)
 }
 
 func (r *msgReader) fixed64(num protowire.Number, typ protowire.Type) (uint64, error) {
-	if typ != protowire.Fixed64Type {
-		return 0, r.errorf("field %d has wire type %d, want fixed64", num, typ)
+	if err := r.wantType(num, typ, protowire.Fixed64Type); err != nil {
+		return 0, err
 	}
 	v, n := protowire.ConsumeFixed64(r.buf[r.pos:])
-	if n < 0 {
-		return 0, r.errorf("field %d: %v", num, protowire.ParseError(n))
-	}
-	r.pos += n
-	return v, nil
+	return v, r.advance(num, n)
 }
 
 // skip consumes the value of an unknown field.
@@ -224,12 +215,39 @@ func (r *msgReader) skip(num protowire.Number, typ protowire.Type) error {
 	if typ == protowire.EndGroupType {
 		return r.errorf("end-group tag for field %d without a start", num)
 	}
-	n := protowire.ConsumeFieldValue(num, typ, r.buf[r.pos:])
+	return r.advance(num, protowire.ConsumeFieldValue(num, typ, r.buf[r.pos:]))
+}
+
+// wireTypeNames name the wire types the decoder reads, for errors.
+var wireTypeNames = map[protowire.Type]string{
+	protowire.VarintType:  "varint",
+	protowire.Fixed64Type: "fixed64",
+	protowire.BytesType:   "length-delimited",
+}
+
+// wantType checks that field num has the wire type want.
+func (r *msgReader) wantType(num protowire.Number, typ, want protowire.Type) error {
+	if typ == want {
+		return nil
+	}
+	return r.errorf("field %d has wire type %d, want %s", num, typ, wireTypeNames[want])
+}
+
+// advance moves past the value of field num that a protowire Consume
+// function measured as n bytes (negative: malformed). It inlines; the
+// error is made by malformed.
+func (r *msgReader) advance(num protowire.Number, n int) error {
 	if n < 0 {
-		return r.errorf("field %d: %v", num, protowire.ParseError(n))
+		return r.malformed(num, n)
 	}
 	r.pos += n
 	return nil
+}
+
+// malformed is the error of a value of field num that a protowire Consume
+// function refused with n.
+func (r *msgReader) malformed(num protowire.Number, n int) error {
+	return r.errorf("field %d: %v", num, protowire.ParseError(n))
 }
 
 // sub returns a reader for an embedded message starting at offset base.

@@ -137,14 +137,26 @@ func appendStringList(b []byte, key string, list []string) []byte {
 	}
 	b = append(b, `,"`...)
 	b = append(b, key...)
-	b = append(b, `":[`...)
-	for i, s := range list {
+	b = append(b, `":`...)
+	return appendStrings(b, list)
+}
+
+// appendArray appends the JSON array of items, each appended by
+// appendItem.
+func appendArray[T any](b []byte, items []T, appendItem func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, it := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = appendItem(b, it)
 	}
 	return append(b, ']')
+}
+
+// appendStrings appends the JSON array of list.
+func appendStrings(b []byte, list []string) []byte {
+	return appendArray(b, list, appendString)
 }
 
 // respondError sends an error envelope.
@@ -333,54 +345,9 @@ func appendResult(b []byte, v parser.Value) []byte {
 	b = append(b, `","result":`...)
 	switch v := v.(type) {
 	case promql.Matrix:
-		b = append(b, '[')
-		for i, s := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"metric":`...)
-			b = appendLabels(b, s.Metric)
-			if len(s.Floats) > 0 {
-				b = append(b, `,"values":[`...)
-				for j, p := range s.Floats {
-					if j > 0 {
-						b = append(b, ',')
-					}
-					b = appendPoint(b, p.T, p.F)
-				}
-				b = append(b, ']')
-			}
-			if len(s.Histograms) > 0 {
-				b = append(b, `,"histograms":[`...)
-				for j, p := range s.Histograms {
-					if j > 0 {
-						b = append(b, ',')
-					}
-					b = appendHistogramPoint(b, p.T, p.H)
-				}
-				b = append(b, ']')
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = appendArray(b, v, appendSeries)
 	case promql.Vector:
-		b = append(b, '[')
-		for i, s := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"metric":`...)
-			b = appendLabels(b, s.Metric)
-			if s.H != nil {
-				b = append(b, `,"histogram":`...)
-				b = appendHistogramPoint(b, s.T, s.H)
-			} else {
-				b = append(b, `,"value":`...)
-				b = appendPoint(b, s.T, s.F)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = appendArray(b, v, appendSample)
 	case promql.Scalar:
 		b = appendPoint(b, v.T, v.V)
 	case promql.String:
@@ -391,6 +358,37 @@ func appendResult(b []byte, v parser.Value) []byte {
 		b = append(b, ']')
 	default:
 		b = append(b, "null"...)
+	}
+	return append(b, '}')
+}
+
+// appendSeries appends a series of a range query's answer:
+// {"metric":{...},"values":[...],"histograms":[...]}.
+func appendSeries(b []byte, s promql.Series) []byte {
+	b = append(b, `{"metric":`...)
+	b = appendLabels(b, s.Metric)
+	if len(s.Floats) > 0 {
+		b = append(b, `,"values":`...)
+		b = appendArray(b, s.Floats, func(b []byte, p promql.FPoint) []byte { return appendPoint(b, p.T, p.F) })
+	}
+	if len(s.Histograms) > 0 {
+		b = append(b, `,"histograms":`...)
+		b = appendArray(b, s.Histograms, func(b []byte, p promql.HPoint) []byte { return appendHistogramPoint(b, p.T, p.H) })
+	}
+	return append(b, '}')
+}
+
+// appendSample appends a sample of an instant query's answer:
+// {"metric":{...},"value":[t,"v"]} or with "histogram".
+func appendSample(b []byte, s promql.Sample) []byte {
+	b = append(b, `{"metric":`...)
+	b = appendLabels(b, s.Metric)
+	if s.H != nil {
+		b = append(b, `,"histogram":`...)
+		b = appendHistogramPoint(b, s.T, s.H)
+	} else {
+		b = append(b, `,"value":`...)
+		b = appendPoint(b, s.T, s.F)
 	}
 	return append(b, '}')
 }

@@ -26,6 +26,21 @@ func (w *bitWriter) write(v uint64, nb uint) {
 	w.acc = v << (64 - over) // NB: a shift by 64 is 0 in Go, which is right for over == 0
 }
 
+// appendBits is write for a hot loop that keeps the writer's state in
+// locals (acc, n, b): it appends the low nb bits of v and returns the new
+// state. It is small enough to be inlined, so the loop's state stays in
+// registers. REQUIRES: 1 <= nb <= 64 (the shifts are masked so that the
+// compiler knows they stay under 64).
+func appendBits(acc uint64, n uint, b []byte, v uint64, nb uint) (uint64, uint, []byte) {
+	free := 64 - n
+	if nb < free {
+		return acc | v<<((free-nb)&63), n + nb, b
+	}
+	over := nb - free // bits of v that do not fit in acc
+	b = binary.BigEndian.AppendUint64(b, acc|v>>(over&63))
+	return v << ((63 - over) & 63) << 1, over, b
+}
+
 // flush pads the stream with zero bits to a byte boundary and returns the
 // bytes. The writer must not be used afterwards.
 func (w *bitWriter) flush() []byte {

@@ -161,18 +161,7 @@ func residuals(p *intParams, xs []int64, us []uint64) []uint64 {
 func putFixed(w *bitWriter, us []uint64, width uint) {
 	acc, nacc, b := w.acc, w.n, w.b
 	for _, v := range us {
-		// Inlined bitWriter.write; 1 <= width <= 64 keeps shifts under 64
-		// (masked so the compiler knows).
-		if free := 64 - nacc; width < free {
-			acc |= v << ((free - width) & 63)
-			nacc += width
-		} else {
-			over := width - free
-			acc |= v >> (over & 63)
-			b = binary.BigEndian.AppendUint64(b, acc)
-			nacc = over
-			acc = v << ((63 - over) & 63) << 1
-		}
+		acc, nacc, b = appendBits(acc, nacc, b, v, width)
 	}
 	w.acc, w.n, w.b = acc, nacc, b
 }
@@ -223,18 +212,8 @@ func putBuckets(w *bitWriter, c *code, us []uint64) {
 			acc, nacc, b = w.acc, w.n, w.b
 			continue
 		}
-		// Inlined bitWriter.write; with two or more buckets every code
-		// has 1..64 bits, so the shifts stay under 64.
-		if free := 64 - nacc; nb < free {
-			acc |= v << ((free - nb) & 63)
-			nacc += nb
-		} else {
-			over := nb - free
-			acc |= v >> (over & 63)
-			b = binary.BigEndian.AppendUint64(b, acc)
-			nacc = over
-			acc = v << ((63 - over) & 63) << 1
-		}
+		// With two or more buckets every code has 1..64 bits.
+		acc, nacc, b = appendBits(acc, nacc, b, v, nb)
 	}
 	w.acc, w.n, w.b = acc, nacc, b
 }

@@ -227,26 +227,19 @@ type reader struct {
 	err error
 }
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: bad uvarint", ErrCorrupt)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint, "uvarint") }
 
-func (r *reader) varint() int64 {
+func (r *reader) varint() int64 { return readVarint(r, binary.Varint, "varint") }
+
+// readVarint reads one varint with decode (binary.Uvarint or
+// binary.Varint); what names it in the error.
+func readVarint[T uint64 | int64](r *reader, decode func([]byte) (T, int), what string) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
-		r.err = fmt.Errorf("%w: bad varint", ErrCorrupt)
+		r.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
 		return 0
 	}
 	r.b = r.b[n:]

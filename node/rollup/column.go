@@ -248,21 +248,13 @@ func readInts(b []byte, i int, out []int64) int {
 	kind := b[i]
 	i++
 	switch kind {
-	case intDelta:
-		var x int64
-		for j := range out {
-			var u uint64
-			if i < len(b) && b[i] < 0x80 {
-				u, i = uint64(b[i]), i+1
-			} else if i+1 < len(b) && b[i+1] < 0x80 {
-				u, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
-			} else {
-				u, i = readUvarintSlow(b, i)
-			}
-			x += unzigzag(u)
-			out[j] = x
+	case intDelta, intPlain:
+		// carry keeps the last value under each delta (all ones) or
+		// drops it for plain values (zero).
+		var x, carry int64
+		if kind == intDelta {
+			carry = -1
 		}
-	case intPlain:
 		for j := range out {
 			var u uint64
 			if i < len(b) && b[i] < 0x80 {
@@ -272,7 +264,8 @@ func readInts(b []byte, i int, out []int64) int {
 			} else {
 				u, i = readUvarintSlow(b, i)
 			}
-			out[j] = unzigzag(u)
+			x = x&carry + unzigzag(u)
+			out[j] = x
 		}
 	case intConst:
 		var u uint64

@@ -17,6 +17,7 @@
 package selfmon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,9 +67,7 @@ func (o *Options) Validate() error {
 	if o.Interval <= 0 {
 		bad = append(bad, fmt.Sprintf("Interval %s is not positive", o.Interval))
 	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = DefaultMaxSeries
-	}
+	o.MaxSeries = cmp.Or(o.MaxSeries, DefaultMaxSeries)
 	if o.MaxSeries < 0 {
 		bad = append(bad, fmt.Sprintf("MaxSeries %d is negative", o.MaxSeries))
 	}

@@ -56,15 +56,7 @@ func (l *Log) append(seq uint64, r Record) (Position, error) {
 	if s.info.Records == 0 {
 		w.firstAt = time.Now()
 	}
-	s.info.Records++
-	if r.Points > 0 {
-		if s.info.Points == 0 {
-			s.info.MinT, s.info.MaxT = r.MinT, r.MaxT
-		} else {
-			s.info.MinT, s.info.MaxT = min(s.info.MinT, r.MinT), max(s.info.MaxT, r.MaxT)
-		}
-		s.info.Points += r.Points
-	}
+	s.info.count(r)
 	pos := Position{Seq: s.info.Seq, Offset: s.dataEnd}
 	if len(w.buf) >= flushBytes {
 		if err := w.flush(); err != nil {
@@ -190,13 +182,7 @@ func (l *Log) prepareSealLocked(w *segWriter) *sealJob {
 	if len(w.buf) != 0 {
 		panic("BUG: sealing a segment with buffered records")
 	}
-	f := footer{
-		records:    s.info.Records,
-		points:     s.info.Points,
-		minT:       s.info.MinT,
-		maxT:       s.info.MaxT,
-		totalBytes: s.dataEnd + footerBytes,
-	}
+	f := footer{recordStats: s.info.stats(), totalBytes: s.dataEnd + footerBytes}
 	b := appendFooter(make([]byte, 0, footerBytes), &f, w.crc)
 	return &sealJob{w: w, footer: b, crc: f.crc, began: time.Now()}
 }

@@ -40,17 +40,9 @@ func EncodeSegment(nodeID string, seq, prevSeq uint64, recs []Record) ([]byte, S
 	b = appendHeader(b, h)
 	for _, r := range recs {
 		b = appendFrame(b, r)
-		info.Records++
-		if r.Points > 0 {
-			if info.Points == 0 {
-				info.MinT, info.MaxT = r.MinT, r.MaxT
-			} else {
-				info.MinT, info.MaxT = min(info.MinT, r.MinT), max(info.MaxT, r.MaxT)
-			}
-			info.Points += r.Points
-		}
+		info.count(r)
 	}
-	f := footer{records: info.Records, points: info.Points, minT: info.MinT, maxT: info.MaxT, totalBytes: size}
+	f := footer{recordStats: info.stats(), totalBytes: size}
 	b = appendFooter(b, &f, crc32.Checksum(b, castagnoli))
 	if int64(len(b)) != size {
 		return nil, SegmentInfo{}, fmt.Errorf("BUG: encode segment %d of %q: %d bytes, %d computed", seq, nodeID, len(b), size)

@@ -122,10 +122,30 @@ func parseHeader(b []byte) (header, int64, string) {
 
 // footer closes a sealed segment.
 type footer struct {
+	recordStats
+	totalBytes int64  // size of the whole file, footer included
+	crc        uint32 // CRC32C of every byte of the file before this field
+}
+
+// recordStats counts a segment's records and their points, with the time
+// range of the records that carry points (both 0 when none does): what
+// its footer states and SegmentInfo reports.
+type recordStats struct {
 	records, points int64
 	minT, maxT      int64
-	totalBytes      int64  // size of the whole file, footer included
-	crc             uint32 // CRC32C of every byte of the file before this field
+}
+
+// add counts r.
+func (s *recordStats) add(r Record) {
+	s.records++
+	if r.Points > 0 {
+		if s.points == 0 {
+			s.minT, s.maxT = r.MinT, r.MaxT
+		} else {
+			s.minT, s.maxT = min(s.minT, r.MinT), max(s.maxT, r.MaxT)
+		}
+		s.points += r.Points
+	}
 }
 
 // appendFooter appends the footer of a segment whose bytes before the
@@ -154,10 +174,12 @@ func parseFooter(b []byte) (footer, string) {
 	}
 	le := binary.LittleEndian
 	return footer{
-		records:    int64(le.Uint64(b[1:])),
-		points:     int64(le.Uint64(b[9:])),
-		minT:       int64(le.Uint64(b[17:])),
-		maxT:       int64(le.Uint64(b[25:])),
+		recordStats: recordStats{
+			records: int64(le.Uint64(b[1:])),
+			points:  int64(le.Uint64(b[9:])),
+			minT:    int64(le.Uint64(b[17:])),
+			maxT:    int64(le.Uint64(b[25:])),
+		},
 		totalBytes: int64(le.Uint64(b[33:])),
 		crc:        le.Uint32(b[footerCRCOffset:]),
 	}, ""
@@ -274,4 +296,16 @@ type SegmentInfo struct {
 	// 0 until sealed.
 	CRC     uint32
 	Created time.Time // wall clock when the segment was created; for people only
+}
+
+// stats returns the counts and time range of info.
+func (info *SegmentInfo) stats() recordStats {
+	return recordStats{records: info.Records, points: info.Points, minT: info.MinT, maxT: info.MaxT}
+}
+
+// count adds r to the counts and time range of info.
+func (info *SegmentInfo) count(r Record) {
+	st := info.stats()
+	st.add(r)
+	info.Records, info.Points, info.MinT, info.MaxT = st.records, st.points, st.minT, st.maxT
 }

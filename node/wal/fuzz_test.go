@@ -18,7 +18,7 @@ func buildSegment(seq uint64, recs []Record) []byte {
 		b = appendFrame(b, r)
 		res.add(r)
 	}
-	f := footer{records: res.records, points: res.points, minT: res.minT, maxT: res.maxT, totalBytes: int64(len(b)) + footerBytes}
+	f := footer{recordStats: res.recordStats, totalBytes: int64(len(b)) + footerBytes}
 	crc := crc32.Checksum(b, castagnoli)
 	return appendFooter(b, &f, crc)
 }

@@ -86,12 +86,5 @@ func VerifySegment(name string, b []byte, fn func(r Record) error) (SegmentInfo,
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("read segment %s: %w", name, err)
 	}
-	switch res.stop {
-	case stopFooter:
-		return res.info(name), nil
-	case stopEOF:
-		return SegmentInfo{}, &CorruptionError{Path: name, Offset: res.end, Reason: "segment is not sealed (no footer)"}
-	default:
-		return SegmentInfo{}, &CorruptionError{Path: name, Offset: res.end, Reason: res.reason}
-	}
+	return res.sealed(name)
 }

@@ -40,20 +40,7 @@ type scanResult struct {
 	crc    uint32 // CRC32C of bytes [0, end); only if the scan computed it
 	footer footer // if stop == stopFooter
 
-	records, points int64
-	minT, maxT      int64
-}
-
-func (r *scanResult) add(rec Record) {
-	r.records++
-	if rec.Points > 0 {
-		if r.points == 0 {
-			r.minT, r.maxT = rec.MinT, rec.MaxT
-		} else {
-			r.minT, r.maxT = min(r.minT, rec.MinT), max(r.maxT, rec.MaxT)
-		}
-		r.points += rec.Points
-	}
+	recordStats // of the valid records
 }
 
 func (r *scanResult) badFrame(format string, args ...any) {
@@ -177,7 +164,7 @@ func scanFooter(br *bufio.Reader, size int64, res *scanResult, fileCRC bool) err
 		return bad("%d bytes after the footer", size-res.end-footerBytes)
 	case f.totalBytes != size:
 		return bad("footer says %d bytes, file has %d", f.totalBytes, size)
-	case f.records != res.records || f.points != res.points || f.minT != res.minT || f.maxT != res.maxT:
+	case f.recordStats != res.recordStats:
 		return bad("footer says %d records, %d points, time [%d, %d]; records hold %d, %d, [%d, %d]",
 			f.records, f.points, f.minT, f.maxT, res.records, res.points, res.minT, res.maxT)
 	}
@@ -208,6 +195,19 @@ func (r *scanResult) info(path string) SegmentInfo {
 	}
 }
 
+// sealed describes the segment at path that the scan read whole: its
+// info if the scan ended at a valid footer, else a *CorruptionError.
+func (r *scanResult) sealed(path string) (SegmentInfo, error) {
+	switch r.stop {
+	case stopFooter:
+		return r.info(path), nil
+	case stopEOF:
+		return SegmentInfo{}, &CorruptionError{Path: path, Offset: r.end, Reason: "segment is not sealed (no footer)"}
+	default:
+		return SegmentInfo{}, &CorruptionError{Path: path, Offset: r.end, Reason: r.reason}
+	}
+}
+
 // ReadSegment reads the sealed segment file at path by itself, verifying
 // its header, every record and its footer, and calls fn for each record in
 // order (r.Data is valid only during the call). A file that is damaged or
@@ -232,12 +232,5 @@ func ReadSegment(fsys FS, path string, fn func(r Record) error) (SegmentInfo, er
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("read segment %s: %w", path, err)
 	}
-	switch res.stop {
-	case stopFooter:
-		return res.info(path), nil
-	case stopEOF:
-		return SegmentInfo{}, &CorruptionError{Path: path, Offset: res.end, Reason: "segment is not sealed (no footer)"}
-	default:
-		return SegmentInfo{}, &CorruptionError{Path: path, Offset: res.end, Reason: res.reason}
-	}
+	return res.sealed(path)
 }

@@ -231,7 +231,7 @@ func (l *Log) apply(p *plan) error {
 			l.torn.Add(1)
 			l.logger.Warn("wal: truncated torn tail", "segment", path, "offset", res.end, "bytes_cut", cut, "records_kept", res.records, "reason", p.reason)
 		}
-		ft := footer{records: res.records, points: res.points, minT: res.minT, maxT: res.maxT, totalBytes: res.end + footerBytes}
+		ft := footer{recordStats: res.recordStats, totalBytes: res.end + footerBytes}
 		b := appendFooter(make([]byte, 0, footerBytes), &ft, res.crc)
 		// Fsync before the footer even if nothing was cut: the records
 		// may never have been fsynced before the crash.

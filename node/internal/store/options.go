@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,39 +74,23 @@ func (o *Options) Validate() error {
 	if o.Dir == "" {
 		return errors.New("store options: Dir is empty")
 	}
+	o.PartitionDuration = cmp.Or(o.PartitionDuration, DefaultPartitionDuration)
+	o.BlockCacheBytes = cmp.Or(o.BlockCacheBytes, DefaultBlockCacheBytes)
+	o.WriteBufferBytes = cmp.Or(o.WriteBufferBytes, DefaultWriteBufferBytes)
+	o.MaxWriteBuffers = cmp.Or(o.MaxWriteBuffers, DefaultMaxWriteBuffers)
+	o.MaxOpenFiles = cmp.Or(o.MaxOpenFiles, DefaultMaxOpenFiles)
+	o.MaxBackgroundJobs = cmp.Or(o.MaxBackgroundJobs, DefaultMaxBackgroundJobs)
 	switch {
-	case o.PartitionDuration == 0:
-		o.PartitionDuration = DefaultPartitionDuration
 	case o.PartitionDuration < 0 || o.PartitionDuration%time.Hour != 0:
 		return fmt.Errorf("store options: PartitionDuration %v is not a positive multiple of 1h", o.PartitionDuration)
-	}
-	switch {
-	case o.BlockCacheBytes == 0:
-		o.BlockCacheBytes = DefaultBlockCacheBytes
 	case o.BlockCacheBytes < 0:
 		return fmt.Errorf("store options: BlockCacheBytes %d is negative", o.BlockCacheBytes)
-	}
-	switch {
-	case o.WriteBufferBytes == 0:
-		o.WriteBufferBytes = DefaultWriteBufferBytes
 	case o.WriteBufferBytes < minWriteBufferBytes:
 		return fmt.Errorf("store options: WriteBufferBytes %d is below the minimum %d", o.WriteBufferBytes, minWriteBufferBytes)
-	}
-	switch {
-	case o.MaxWriteBuffers == 0:
-		o.MaxWriteBuffers = DefaultMaxWriteBuffers
 	case o.MaxWriteBuffers < 2:
 		return fmt.Errorf("store options: MaxWriteBuffers %d is below 2 (with one, every flush stalls writes)", o.MaxWriteBuffers)
-	}
-	switch {
-	case o.MaxOpenFiles == 0:
-		o.MaxOpenFiles = DefaultMaxOpenFiles
 	case o.MaxOpenFiles < minMaxOpenFiles:
 		return fmt.Errorf("store options: MaxOpenFiles %d is below the minimum %d", o.MaxOpenFiles, minMaxOpenFiles)
-	}
-	switch {
-	case o.MaxBackgroundJobs == 0:
-		o.MaxBackgroundJobs = DefaultMaxBackgroundJobs
 	case o.MaxBackgroundJobs < 0:
 		return fmt.Errorf("store options: MaxBackgroundJobs %d is negative", o.MaxBackgroundJobs)
 	}
