@@ -60,13 +60,14 @@ func (p *plan) groupSeries(list []*inSeries) []*group {
 
 // evaluate computes the answer of the plan for the series of one
 // measurement.
-func (ex *executor) evaluate(p *plan, name string, list []*inSeries) ([]*outSeries, error) {
+// partials says the series hold partial aggregates (fetchPartials).
+func (ex *executor) evaluate(p *plan, name string, list []*inSeries, partials bool) ([]*outSeries, error) {
 	var out []*outSeries
 	for _, g := range p.groupSeries(list) {
 		var rows [][]any
 		var err error
 		if p.aggregate {
-			rows, err = ex.aggregateRows(p, g)
+			rows, err = ex.aggregateRows(p, g, partials)
 		} else {
 			rows, err = ex.rawRows(p, g)
 		}
@@ -267,12 +268,12 @@ type callResult struct {
 }
 
 // aggregateRows answers a query with functions for one group.
-func (ex *executor) aggregateRows(p *plan, g *group) ([][]any, error) {
+func (ex *executor) aggregateRows(p *plan, g *group, partials bool) ([][]any, error) {
 	results := make([]map[int64]callResult, len(p.calls))
 	buckets := map[int64]bool{}
 	for i, c := range p.calls {
 		var err error
-		if p.pushdown() {
+		if partials {
 			results[i] = p.mergePartials(c, g)
 		} else if results[i], err = ex.reduceRaw(p, c, g); err != nil {
 			return nil, err

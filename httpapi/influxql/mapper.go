@@ -50,11 +50,19 @@ func (fm *fieldMapper) info(m string) *measurementInfo {
 		fm.fail(err)
 		return mi
 	}
+	var fields []string
 	for _, n := range names {
 		if f, ok := fieldOf(n, m); ok {
 			mi.fields[f] = true
+			fields = append(fields, f)
 		}
 	}
+	if len(fields) == 0 {
+		return mi
+	}
+	// The tags of m's own series only: the prefix may select series of
+	// a longer measurement too (fieldOf).
+	ms = []*labels.Matcher{dbMatcher(fm.db), namesMatcher(m, fields)}
 	keys, err := fm.ex.api.b.LabelNames(fm.ex.ctx, ms)
 	if err != nil {
 		fm.fail(err)

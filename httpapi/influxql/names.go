@@ -9,14 +9,23 @@ import (
 	"github.com/tributarydb/tributary/node/labels"
 )
 
+// valueField is the field name most single-field writers use (collectd,
+// the InfluxDB client examples, Node-RED): a metric name ending in
+// "_value" is split before it.
+const valueField = "value"
+
 // splitMetric splits a metric name written by the line protocol API
-// (influx.MetricName: measurement "_" field) at its first '_' after the
-// first character: the split every listing uses (SHOW MEASUREMENTS,
+// (influx.MetricName: measurement "_" field) before a final "_value",
+// else at its first '_' after the first character: the split every
+// listing uses (SHOW MEASUREMENTS,
 // SHOW FIELD KEYS without FROM, FROM /regex/). It reports false for a
 // name without such a '_' (a series that did not come from line
 // protocol). A query that names its measurement (FROM "cpu_load") finds
 // its fields by prefix instead, so either spelling reaches the series.
 func splitMetric(name string) (measurement, field string, ok bool) {
+	if m, ok := strings.CutSuffix(name, "_"+valueField); ok && m != "" {
+		return m, valueField, true
+	}
 	i := strings.IndexByte(name[min(1, len(name)):], '_')
 	if i < 0 {
 		return "", "", false
@@ -32,10 +41,22 @@ func splitMetric(name string) (measurement, field string, ok bool) {
 func metricPrefix(m string) string { return influx.MeasurementName(m) + "_" }
 
 // fieldOf returns the field a metric name stands for under measurement m,
-// or false when the name is not one of m's.
+// or false when the name is not one of m's: it must start with m's
+// prefix, and not be split (splitMetric) into a longer measurement that
+// starts with the same prefix. So FROM cpu finds cpu_usage_user but not
+// cpu_load_short_value (listed as measurement cpu_load_short), while FROM
+// docker_container_cpu finds docker_container_cpu_usage (listed under
+// docker).
 func fieldOf(name, m string) (string, bool) {
-	f, ok := strings.CutPrefix(name, metricPrefix(m))
-	return f, ok && f != ""
+	prefix := metricPrefix(m)
+	f, ok := strings.CutPrefix(name, prefix)
+	if !ok || f == "" {
+		return "", false
+	}
+	if sm, _, ok := splitMetric(name); ok && sm+"_" != prefix && strings.HasPrefix(sm, prefix) {
+		return "", false
+	}
+	return f, true
 }
 
 // prefixMatcher selects every series of measurement m.

@@ -90,7 +90,7 @@ func (ex *executor) sourceSeries(p *plan, fm *fieldMapper, src influxql.Source) 
 			if err != nil {
 				return nil, err
 			}
-			series, err := ex.evaluate(p, m, list)
+			series, err := ex.evaluate(p, m, list, p.pushdown())
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +143,7 @@ func (ex *executor) subquery(p *plan, sq *influxql.SubQuery) ([]*outSeries, erro
 	}
 	var out []*outSeries
 	for _, name := range names {
-		series, err := ex.evaluate(p, name, byName[name])
+		series, err := ex.evaluate(p, name, byName[name], false)
 		if err != nil {
 			return nil, err
 		}
