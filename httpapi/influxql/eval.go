@@ -94,7 +94,6 @@ type rowValues struct {
 	p      *plan
 	in     *inSeries
 	fields map[string]any
-	m      map[string]any
 }
 
 // Value implements influxql.Valuer for conditions and field expressions.

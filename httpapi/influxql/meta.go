@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/influxdata/influxql"
@@ -383,21 +384,12 @@ func (ex *executor) showTagValues(s *influxql.ShowTagValuesStatement) ([]*row, e
 		}
 		r := &row{Name: m, Columns: []string{"key", "value"}}
 		for _, p := range pairs {
-			k, v, _ := cut(p, sep)
+			k, v, _ := strings.Cut(p, sep)
 			r.Values = append(r.Values, []any{k, v})
 		}
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-func cut(s, sep string) (string, string, bool) {
-	for i := 0; i+len(sep) <= len(s); i++ {
-		if s[i:i+len(sep)] == sep {
-			return s[:i], s[i+len(sep):], true
-		}
-	}
-	return s, "", false
 }
 
 // tagKeyFilter compiles the WITH KEY clause of SHOW TAG VALUES.

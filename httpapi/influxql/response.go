@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -141,6 +140,3 @@ func chunks(res *result, size int) []*result {
 	out[len(out)-1].Messages = res.Messages
 	return out
 }
-
-// formatFloat renders v for keys and messages.
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
