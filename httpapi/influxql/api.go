@@ -245,6 +245,9 @@ func (a *API) run(ctx context.Context, w http.ResponseWriter, req *request) {
 				failed = true
 			}
 			res.Series = series
+			for _, w := range ex.warnings {
+				res.Messages = append(res.Messages, msg{Level: "warning", Text: w})
+			}
 			for _, s := range series {
 				s.render(req.epochDiv)
 			}

@@ -126,7 +126,7 @@ func (ex *executor) fetch(p *plan, m string) ([]*inSeries, error) {
 
 // fetchRaw reads raw (or last) points.
 func (ex *executor) fetchRaw(src *source, q model.Query) error {
-	_, err := ex.api.b.Query(ex.ctx, q, func(s model.Series) error {
+	info, err := ex.api.b.Query(ex.ctx, q, func(s model.Series) error {
 		if err := ex.account(len(s.Ts)); err != nil {
 			return err
 		}
@@ -141,6 +141,7 @@ func (ex *executor) fetchRaw(src *source, q model.Query) error {
 		src.series(tagsOf(s.Labels)).cols[field] = c
 		return nil
 	})
+	ex.warn(info)
 	return backendError(err)
 }
 
@@ -170,9 +171,10 @@ func (ex *executor) fetchPartials(p *plan, src *source, q model.Query) error {
 			continue
 		}
 		q.Downsample = rollupFuncs[fn]
-		_, err := ex.api.b.Query(ex.ctx, q, func(s model.Series) error {
+		info, err := ex.api.b.Query(ex.ctx, q, func(s model.Series) error {
 			return ex.addPartials(src, s, fn)
 		})
+		ex.warn(info)
 		if err != nil {
 			return backendError(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi/influx"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -24,7 +25,23 @@ type executor struct {
 	db     string
 	now    time.Time
 	points int64 // points held by the current statement, against MaxPoints
+	// warnings are what the backend said the current statement's
+	// answer is missing (a coordinator that could not reach an edge or
+	// a replica); they become the result's warning messages.
+	warnings []string
 }
+
+// warn records the warnings of a backend answer, once each.
+func (ex *executor) warn(info model.QueryInfo) {
+	for _, w := range info.Warnings {
+		if !slices.Contains(ex.warnings, w) && len(ex.warnings) < maxWarnings {
+			ex.warnings = append(ex.warnings, w)
+		}
+	}
+}
+
+// maxWarnings bounds the warnings of one statement.
+const maxWarnings = 100
 
 // errDatabaseRequired is InfluxDB's error for a statement without a
 // database.
@@ -32,7 +49,7 @@ var errDatabaseRequired = errors.New("database name required")
 
 // statement runs one statement and returns its series (nil for none).
 func (ex *executor) statement(stmt influxql.Statement) ([]*row, error) {
-	ex.points = 0
+	ex.points, ex.warnings = 0, nil
 	switch s := stmt.(type) {
 	case *influxql.SelectStatement:
 		return ex.selectStatement(s)
