@@ -16,7 +16,7 @@ import (
 // request (epoch=ms, GROUP BY time and tag), TSBS's last point.
 func TestLocal_InfluxQLQueriesGoThroughTheCoordinator(t *testing.T) {
 	s := startLocalStack(t)
-	now := time.Now().Truncate(time.Minute)
+	now := time.Now().Truncate(10 * time.Minute) // buckets of 2m start at t0
 	t0 := now.Add(-10 * time.Minute)
 	var body strings.Builder
 	for i := 0; i < 6; i++ {
