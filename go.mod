@@ -7,6 +7,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/golang/snappy v1.0.0
 	github.com/influxdata/influxdb-client-go/v2 v2.14.0
+	github.com/influxdata/influxql v1.1.0
 	github.com/klauspost/compress v1.19.1
 	github.com/linxGnu/grocksdb v1.7.11
 	github.com/prometheus/common v0.72.0

@@ -11,6 +11,7 @@ import (
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/influx"
+	"github.com/tributarydb/tributary/httpapi/influxql"
 	"github.com/tributarydb/tributary/httpapi/opentsdb"
 	"github.com/tributarydb/tributary/httpapi/prom"
 )
@@ -37,6 +38,7 @@ func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
 // registerHTTP mounts every HTTP protocol on mux.
 func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {
 	influx.Register(mux, b, cfg)
+	influxql.Register(mux, b, cfg)
 	opentsdb.Register(mux, b, cfg)
 	api, err := prom.New(b, cfg, po)
 	if err != nil {
