@@ -150,9 +150,13 @@ func TestShipper_RealNode(t *testing.T) {
 	if first := n.WALSegments()[0].Seq; s.RetainFrom() <= 1 || first < s.RetainFrom() {
 		t.Fatalf("after acks and a flush the oldest segment is %d, RetainFrom %d", first, s.RetainFrom())
 	}
-	st := s.Stats()
-	if st.ShippedPoints != points || st.BytesPerPoint <= 0 || st.BacklogSegments != 0 || st.LagBytes <= 0 {
-		t.Fatalf("stats: %+v", st)
+	// The open segment ages out (20 ms) and may be sealed and shipped by
+	// now, on a busy machine: then its points count as shipped too.
+	var st replicator.Stats
+	eventually(t, "the backlog drained", func() bool { st = s.Stats(); return st.BacklogSegments == 0 })
+	stillOpen := st.ShippedPoints == points
+	if (!stillOpen && st.ShippedPoints != points+open) || st.BytesPerPoint <= 0 || (stillOpen && st.LagBytes <= 0) {
+		t.Fatalf("stats (%d points held before, %d then open): %+v", points, open, st)
 	}
 	t.Logf("shipped %d segments, %d points, %.2f bytes/point on the wire", st.ShippedSegments, st.ShippedPoints, st.BytesPerPoint)
 }
