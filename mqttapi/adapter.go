@@ -218,6 +218,11 @@ func (a *Adapter) subscribe(ctx context.Context, cm *autopaho.ConnectionManager)
 		}
 		return
 	}
+	defer func() {
+		if a.o.onSubscribed != nil {
+			a.o.onSubscribed()
+		}
+	}()
 	for i, code := range ack.Reasons {
 		if i < len(a.subs) && code >= 0x80 {
 			a.o.Logger.Error("mqtt: the broker refused a subscription", "topic", a.subs[i].filter.broker, "reason_code", code)

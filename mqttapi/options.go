@@ -157,7 +157,8 @@ type Options struct {
 	// MeterProvider receives the adapter's metrics; nil: none.
 	MeterProvider metric.MeterProvider
 
-	now func() time.Time // tests
+	now          func() time.Time // tests
+	onSubscribed func()           // tests: called after each accepted SUBSCRIBE
 }
 
 // Defaults of Options.
