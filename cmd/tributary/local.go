@@ -113,6 +113,8 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
+	var mqf mqttFlags
+	mqf.register(fs)
 	var sf serveFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +146,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := smf.validate(); err != nil {
+		return err
+	}
+	if err := mqf.validate(no.Limits, sf.limits); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -183,8 +188,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	}
 	edge.n.Store(n)
 	fleetTarget.Store(n)
-	var selfMon *background
+	var selfMon, mqttIn *background
 	closeEdge := func() error {
+		mqttIn.stop()
 		selfMon.stop()
 		ship.stop()
 		if err := n.Close(); err != nil {
@@ -209,6 +215,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return fail(err)
 	}
 	selfMon = smf.start(n, tp, log)
+	if mqttIn, err = mqf.start(n, n.NodeID(), no.MeterProvider, log); err != nil {
+		log.Error("mqtt ingest not started", "err", err)
+	}
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
 	return waitAndStop(fe, gh, log, cf.shutdownGrace, c, closeEdge)
