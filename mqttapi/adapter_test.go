@@ -337,7 +337,7 @@ func collectCounters(t testing.TB, reader sdkmetric.Reader) map[string]int64 {
 	key := func(name string, set attribute.Set) string {
 		var kv []string
 		for _, a := range set.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		if len(kv) == 0 {
 			return name
