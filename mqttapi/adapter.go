@@ -129,7 +129,7 @@ func (a *Adapter) clientConfig(work context.Context) autopaho.ClientConfig {
 		KeepAlive:                     uint16(a.o.KeepAlive / time.Second),
 		CleanStartOnInitialConnection: false,
 		SessionExpiryInterval:         uint32(a.o.SessionExpiry / time.Second),
-		ReconnectBackoff:              a.reconnectDelay,
+		ReconnectBackoff:              a.backoff,
 		ConnectTimeout:                a.o.ConnectTimeout,
 		AttemptConnection:             a.dial,
 		OnConnectionUp:                func(cm *autopaho.ConnectionManager, ca *paho.Connack) { a.up(work, cm, ca) },
@@ -171,9 +171,11 @@ func (a *Adapter) clientConfig(work context.Context) autopaho.ClientConfig {
 	}
 }
 
-// reconnectDelay is the jittered exponential backoff between connection
-// attempts (autopaho's ReconnectBackoff; attempt 0 is the first).
-func (a *Adapter) reconnectDelay(attempt int) time.Duration {
+// backoff is the jittered exponential delay before attempt number
+// attempt (0: the first, no delay), between RetryInitial and RetryMax;
+// the jitter keeps a fleet that lost the same broker from reconnecting
+// in step. It is autopaho's ReconnectBackoff and the write retries'.
+func (a *Adapter) backoff(attempt int) time.Duration {
 	if attempt == 0 {
 		return 0
 	}

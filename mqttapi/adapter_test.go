@@ -463,3 +463,17 @@ func TestDecideOutcome(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoff_GrowsJitteredUpToTheMaximum(t *testing.T) {
+	a := &Adapter{o: Options{RetryInitial: 100 * time.Millisecond, RetryMax: time.Second}}
+	if d := a.backoff(0); d != 0 {
+		t.Fatalf("first attempt waits %s", d)
+	}
+	for attempt, ceiling := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
+		for range 50 {
+			if d := a.backoff(attempt); d > ceiling || d < ceiling/2 {
+				t.Fatalf("attempt %d waits %s, want within [%s, %s]", attempt, d, ceiling/2, ceiling)
+			}
+		}
+	}
+}

@@ -44,7 +44,7 @@ func (a *Adapter) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL)
 		conn, err = d.DialContext(ctx, "tcp", u.Host)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", u.Redacted(), err)
+		return nil, err // autopaho names the broker
 	}
 	// paho writes from several goroutines; a tls.Conn is not safe for
 	// that on its own.

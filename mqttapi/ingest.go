@@ -156,8 +156,7 @@ func (a *Adapter) flush(work context.Context, p *pendingWrite) bool {
 // bad message does not refuse the others; a single message's bad request
 // refuses its points. It returns false when work is done first.
 func (a *Adapter) write(work context.Context, batches []model.Batch, single bool, p *pendingWrite) (model.WriteResult, bool) {
-	backoff := a.o.RetryInitial
-	for {
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(work, a.o.WriteTimeout)
 		wr, err := a.b.Write(ctx, batches)
 		cancel()
@@ -180,8 +179,9 @@ func (a *Adapter) write(work context.Context, batches []model.Batch, single bool
 			return rej, true
 		}
 		a.m.retry(kind)
+		backoff := a.backoff(attempt)
 		a.rl.warn("write/retry", "mqtt: the node cannot take writes now; holding the messages unacknowledged and retrying",
-			"err", err, "messages", len(batches), "retry_in", backoff)
+			"err", err, "batches", len(batches), "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -189,7 +189,6 @@ func (a *Adapter) write(work context.Context, batches []model.Batch, single bool
 			t.Stop()
 			return model.WriteResult{}, false
 		}
-		backoff = min(2*backoff, a.o.RetryMax)
 	}
 }
 
