@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,8 +114,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
-	var mqf mqttFlags
-	mqf.register(fs)
+	mqf := newMQTTFlags(fs)
 	var sf serveFlags
 	sf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -145,10 +145,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if _, err := sf.tokens(); err != nil {
 		return err
 	}
-	if err := smf.validate(); err != nil {
-		return err
-	}
-	if err := mqf.validate(no.Limits, sf.limits); err != nil {
+	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits)); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -215,9 +212,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return fail(err)
 	}
 	selfMon = smf.start(n, tp, log)
-	if mqttIn, err = mqf.start(n, n.NodeID(), no.MeterProvider, log); err != nil {
-		log.Error("mqtt ingest not started", "err", err)
-	}
+	mqttIn = mqf.run(n, n.NodeID(), no.MeterProvider, log)
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
 	return waitAndStop(fe, gh, log, cf.shutdownGrace, c, closeEdge)

@@ -59,6 +59,13 @@ func (l *topicList) Set(v string) error {
 	return nil
 }
 
+// newMQTTFlags registers the --mqtt-* flags on fs.
+func newMQTTFlags(fs *flag.FlagSet) *mqttFlags {
+	f := &mqttFlags{}
+	f.register(fs)
+	return f
+}
+
 func (f *mqttFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.broker, "mqtt-broker", "", "ingest MQTT from this broker: tcp://HOST[:1883] or tls://HOST[:8883] (empty: off; see docs/mqtt.md)")
 	fs.Var(&f.topics, "mqtt-topic", "with --mqtt-broker: subscribe to FILTER=FORMAT, FORMAT one of influx, json, sparkplugb; a level +NAME captures the label NAME (repeatable)")
@@ -153,6 +160,17 @@ func mqttTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{c}
 	}
 	return cfg, nil
+}
+
+// run is start logging its error: validate checked the options, so only
+// the metrics' registration can fail, and the node serves on without
+// MQTT ingest then.
+func (f *mqttFlags) run(b backend.Backend, nodeID string, mp metric.MeterProvider, log *slog.Logger) *background {
+	bg, err := f.start(b, nodeID, mp, log)
+	if err != nil {
+		log.Error("mqtt ingest not started", "err", err)
+	}
+	return bg
 }
 
 // start runs MQTT ingest into b when --mqtt-broker is set (nil, a no-op

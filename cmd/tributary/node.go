@@ -224,10 +224,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		}
 	}
 	selfMon := c.smf.start(n, tp, c.log)
-	mqttIn, merr := c.mqf.start(n, n.NodeID(), c.o.MeterProvider, c.log)
-	if merr != nil {
-		c.log.Error("mqtt ingest not started", "err", merr)
-	}
+	mqttIn := c.mqf.run(n, n.NodeID(), c.o.MeterProvider, c.log)
 	c.log.Info("node ready", append(fe.addrs, "data_dir", c.o.DataDir, "version", version, "replicate_to", c.rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
