@@ -6,7 +6,7 @@
 #   scripts/deps.sh k8s    also etcd-server, for make k8s-test
 set -euo pipefail
 
-pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev
+pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev mosquitto
       protobuf-compiler libprotobuf-dev protobuf-compiler-grpc python3-grpcio python3-protobuf
       python3-influxdb
       gcc g++ make git)

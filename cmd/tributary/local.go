@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -111,6 +112,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
+	mqf := newMQTTFlags(fs)
 	var sf serveFlags
 	sf.register(fs)
 	log, err := nf.parse(fs, args, stderr)
@@ -129,7 +131,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if err := sf.check(); err != nil {
 		return err
 	}
-	if err := smf.validate(); err != nil {
+	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits)); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -169,8 +171,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	}
 	edge.n.Store(n)
 	fleetTarget.Store(n)
-	var selfMon *background
+	var selfMon, mqttIn *background
 	closeEdge := func() error {
+		mqttIn.stop()
 		selfMon.stop()
 		ship.stop()
 		if err := n.Close(); err != nil {
@@ -195,6 +198,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return fail(err)
 	}
 	selfMon = smf.start(n, tp, log)
+	mqttIn = mqf.run(n, n.NodeID(), no.MeterProvider, log)
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
 	return waitAndStop(fe, gh, log, cf.shutdownGrace, c, closeEdge)

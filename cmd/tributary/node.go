@@ -124,6 +124,7 @@ type nodeCmd struct {
 	sf          serveFlags
 	rf          replicateFlags
 	smf         selfMonitorFlags
+	mqf         mqttFlags
 	ignoreFleet bool
 	queryTunnel bool
 	log         *slog.Logger
@@ -141,6 +142,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	c.smf.register(fs)
+	c.mqf.register(fs)
 	var err error
 	if c.log, err = nf.parse(fs, args, stderr); err != nil {
 		return nil, err
@@ -149,6 +151,9 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 		return nil, err
 	}
 	if err := c.smf.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.mqf.validate(c.o.Limits, c.sf.limits); err != nil {
 		return nil, err
 	}
 	if c.ro, err = c.rf.options(c.o.DataDir, c.log); err != nil {
@@ -232,6 +237,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		}
 	}
 	selfMon := c.smf.start(n, tp, c.log)
+	mqttIn := c.mqf.run(n, n.NodeID(), c.o.MeterProvider, c.log)
 	c.log.Info("node ready", append(fe.addrs, "data_dir", c.o.DataDir, "version", version, "replicate_to", c.rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -245,6 +251,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	gh.Close() // NOT_SERVING while the listeners drain
 	fe.stop(10 * time.Second)
 	tunnels.stop()
+	mqttIn.stop()
 	selfMon.stop()
 	ship.stop()
 	if cerr := n.Close(); cerr != nil {
