@@ -7,13 +7,15 @@
 // the input.
 //
 // A Reader is not safe for concurrent use. It never copies: byte strings
-// it returns alias the input.
+// it returns alias the input. UvarintLen and VarintLen say how long a
+// varint's encoding is, for the writers of those records.
 package binread
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // Reader reads from a byte slice.
@@ -125,3 +127,14 @@ func (r *Reader) take(n int) []byte {
 	r.b = r.b[n:]
 	return b
 }
+
+// UvarintLen is the length of v's uvarint encoding (binary.AppendUvarint),
+// for writers that size a record before they write it.
+func UvarintLen(v uint64) int {
+	// NB: 9/64 for 1/7: ceil(bits/7) for every bit count from 1 to 64,
+	// without a division.
+	return int(9*uint32(bits.Len64(v|1))+64) / 64
+}
+
+// VarintLen is the length of v's varint encoding (binary.AppendVarint).
+func VarintLen(v int64) int { return UvarintLen(uint64(v<<1) ^ uint64(v>>63)) }

@@ -3,6 +3,7 @@ package binread
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,25 @@ func TestReader_FirstProblemSticks(t *testing.T) {
 				t.Errorf("Done = %v, want the first problem %v", r.Done(), first)
 			}
 		})
+	}
+}
+
+func TestVarintLen_IsTheEncodedLength(t *testing.T) {
+	var us []uint64
+	for shift := range 64 {
+		u := uint64(1) << shift
+		us = append(us, u-1, u, u+1)
+	}
+	us = append(us, math.MaxUint64)
+	for _, u := range us {
+		if got, want := UvarintLen(u), len(binary.AppendUvarint(nil, u)); got != want {
+			t.Errorf("UvarintLen(%d) = %d, want %d", u, got, want)
+		}
+		for _, v := range []int64{int64(u), -int64(u)} {
+			if got, want := VarintLen(v), len(binary.AppendVarint(nil, v)); got != want {
+				t.Errorf("VarintLen(%d) = %d, want %d", v, got, want)
+			}
+		}
 	}
 }
 

@@ -36,6 +36,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 // KindSamples is the only record kind so far.
@@ -111,13 +113,13 @@ func (e *Encoder) AppendTo(dst []byte) []byte {
 
 // Len is the size of the payload AppendTo would append now.
 func (e *Encoder) Len() int {
-	return 1 + uvarintLen(uint64(e.nDefs)) + len(e.defs) + uvarintLen(uint64(e.nRuns)) + len(e.runs)
+	return 1 + binread.UvarintLen(uint64(e.nDefs)) + len(e.defs) + binread.UvarintLen(uint64(e.nRuns)) + len(e.runs)
 }
 
 // DefBytes is what DefineSeries(id, key) adds to a payload, not counting
 // the growth of the definition count.
 func DefBytes(id uint64, key []byte) int {
-	return uvarintLen(id) + uvarintLen(uint64(len(key))) + len(key)
+	return binread.UvarintLen(id) + binread.UvarintLen(uint64(len(key))) + len(key)
 }
 
 // FitRun returns how many leading samples of ts (n ≥ 0) a run of series
@@ -125,12 +127,12 @@ func DefBytes(id uint64, key []byte) int {
 // run count, and the bytes that run takes (0 when n is 0). Adding the
 // run with AddRun(id, ts[:n], vs[:n]) adds exactly that many bytes.
 func FitRun(id uint64, ts []int64, budget int) (n, bytes int) {
-	head := uvarintLen(id)
+	head := binread.UvarintLen(id)
 	body := 0
 	prev := int64(0)
 	for n < len(ts) {
-		c := varintLen(ts[n]-prev) + 8
-		if head+uvarintLen(uint64(n+1))+body+c > budget {
+		c := binread.VarintLen(ts[n]-prev) + 8
+		if head+binread.UvarintLen(uint64(n+1))+body+c > budget {
 			break
 		}
 		body += c
@@ -140,24 +142,7 @@ func FitRun(id uint64, ts []int64, budget int) (n, bytes int) {
 	if n == 0 {
 		return 0, 0
 	}
-	return n, head + uvarintLen(uint64(n)) + body
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
-
-func varintLen(v int64) int {
-	u := uint64(v) << 1
-	if v < 0 {
-		u = ^u
-	}
-	return uvarintLen(u)
+	return n, head + binread.UvarintLen(uint64(n)) + body
 }
 
 // Decoder reads payloads, reusing its scratch buffers between calls.
