@@ -1,5 +1,5 @@
 // Package binread reads the primitives of the project's small binary
-// records (uvarints, bytes, little-endian words, length-prefixed byte
+// records (varints, bytes, little-endian words, length-prefixed byte
 // strings, item counts) from a byte slice, with a sticky first error: after
 // a problem every read returns a zero value, and Err or Done says what the
 // problem was. Counts and lengths are checked against the bytes left, so
@@ -55,13 +55,22 @@ func (r *Reader) Done() error {
 }
 
 // Uvarint reads an unsigned varint.
-func (r *Reader) Uvarint() uint64 {
+func (r *Reader) Uvarint() uint64 { return r.uvarint("uvarint") }
+
+// Varint reads a signed (zig-zag) varint.
+func (r *Reader) Varint() int64 {
+	u := r.uvarint("varint")
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// uvarint reads an unsigned varint; what names it in the error.
+func (r *Reader) uvarint(what string) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = errors.New("bad uvarint")
+		r.err = errors.New("bad " + what)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -113,6 +122,9 @@ func (r *Reader) Bytes(what string) []byte {
 	r.b = r.b[n:]
 	return b
 }
+
+// Next reads n bytes. The result aliases the input.
+func (r *Reader) Next(n int) []byte { return r.take(n) }
 
 // take returns the next n bytes, or nil (and a problem) if fewer are left.
 func (r *Reader) take(n int) []byte {

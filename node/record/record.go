@@ -157,38 +157,38 @@ func (d *Decoder) Decode(b []byte, def func(id uint64, key []byte) error, run fu
 	if len(b) == 0 || b[0] != KindSamples {
 		return fmt.Errorf("%w: unknown record kind", ErrCorrupt)
 	}
-	r := reader{b: b[1:]}
-	nDefs := r.uvarint()
-	for i := uint64(0); i < nDefs && r.err == nil; i++ {
-		id := r.uvarint()
-		key := r.bytes(r.uvarint())
-		if r.err != nil {
+	r := binread.New(b[1:])
+	nDefs := r.Uvarint()
+	for i := uint64(0); i < nDefs && r.Err() == nil; i++ {
+		id := r.Uvarint()
+		key := r.Bytes("series key")
+		if r.Err() != nil {
 			break
 		}
 		if err := def(id, key); err != nil {
 			return err
 		}
 	}
-	nRuns := r.uvarint()
-	for i := uint64(0); i < nRuns && r.err == nil; i++ {
-		id := r.uvarint()
-		n := r.uvarint()
-		if r.err != nil {
+	nRuns := r.Uvarint()
+	for i := uint64(0); i < nRuns && r.Err() == nil; i++ {
+		id := r.Uvarint()
+		n := r.Uvarint()
+		if r.Err() != nil {
 			break
 		}
 		// Each sample needs at least 1 byte of timestamp and 8 of value.
-		if n == 0 || n > uint64(len(r.b))/9 {
-			r.err = fmt.Errorf("%w: run of %d samples does not fit in %d bytes", ErrCorrupt, n, len(r.b))
+		if left := len(r.Rest()); n == 0 || n > uint64(left)/9 {
+			r.Fail(fmt.Errorf("run of %d samples does not fit in %d bytes", n, left))
 			break
 		}
 		d.ts, d.vs = d.ts[:0], d.vs[:0]
 		t := int64(0)
 		for j := uint64(0); j < n; j++ {
-			t += r.varint()
+			t += r.Varint()
 			d.ts = append(d.ts, t)
 		}
-		raw := r.bytes(n * 8)
-		if r.err != nil {
+		raw := r.Next(int(n) * 8)
+		if r.Err() != nil {
 			break
 		}
 		for j := uint64(0); j < n; j++ {
@@ -198,48 +198,8 @@ func (d *Decoder) Decode(b []byte, def func(id uint64, key []byte) error, run fu
 			return err
 		}
 	}
-	if r.err != nil {
-		return r.err
-	}
-	if len(r.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	if err := r.Done(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint, "uvarint") }
-
-func (r *reader) varint() int64 { return readVarint(r, binary.Varint, "varint") }
-
-// readVarint reads one varint with decode (binary.Uvarint or
-// binary.Varint); what names it in the error.
-func readVarint[T uint64 | int64](r *reader, decode func([]byte) (T, int), what string) T {
-	if r.err != nil {
-		return 0
-	}
-	v, n := decode(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) bytes(n uint64) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: need %d bytes, have %d", ErrCorrupt, n, len(r.b))
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
 }
