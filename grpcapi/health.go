@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/tributarydb/tributary/internal/pace"
 )
 
 // The gRPC health service (grpc.health.v1) of a client listener, beside
@@ -164,16 +166,7 @@ func (w watchStream) Context() context.Context { return w.ctx }
 
 func (h *Health) poll() {
 	defer close(h.done)
-	t := time.NewTicker(h.o.PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-t.C:
-			h.refresh()
-		}
-	}
+	pace.Every(h.stop, h.o.PollInterval, nil, h.refresh)
 }
 
 // Close stops polling and sets every service NOT_SERVING. A nil receiver

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
+	"github.com/tributarydb/tributary/internal/pace"
 	"github.com/tributarydb/tributary/node/chunk"
 	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -20,7 +20,7 @@ const maxStoredChunkSamples = 1024
 // the node stops.
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
-	n.every(n.opts.FlushInterval, n.flushWake, n.periodicFlush)
+	pace.Every(n.stop, n.opts.FlushInterval, n.flushWake, n.periodicFlush)
 }
 
 // periodicFlush is one turn of flushLoop: it seals an aged WAL segment,
@@ -45,23 +45,6 @@ func (n *Node) periodicFlush() {
 	n.updateUnflushedWAL()
 	if err := n.persistWALQuarantines(); err != nil {
 		n.log.Error("record WAL quarantines failed; will retry", "err", err)
-	}
-}
-
-// every calls fn every interval, and on each receive from wake (nil:
-// none), until the node stops. It runs on one of the node's background
-// goroutines.
-func (n *Node) every(interval time.Duration, wake <-chan struct{}, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		case <-wake:
-		}
-		fn()
 	}
 }
 

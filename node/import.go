@@ -11,6 +11,7 @@ import (
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
 	"github.com/tributarydb/tributary/node/rollup"
+	"github.com/tributarydb/tributary/node/segment"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
@@ -134,50 +135,17 @@ func (n *Node) ImportSegment(file []byte) (Imported, error) {
 // node, and every run's series is defined, with labels the node accepts.
 // It returns the series by the file's ids.
 func (n *Node) verifyImport(file []byte) (map[uint64]labels.Labels, wal.SegmentInfo, error) {
-	series := map[uint64]labels.Labels{}
-	keys := map[uint64]string{}
-	var dec record.Decoder
-	var points int64
-	recNo := 0
-	info, err := wal.VerifySegment("import", file, func(r wal.Record) error {
-		recNo++
-		err := dec.Decode(r.Data, func(id uint64, key []byte) error {
-			if prev, ok := keys[id]; ok {
-				if prev != string(key) {
-					return fmt.Errorf("series %d redefined with other labels", id)
-				}
-				return nil
-			}
-			ls, err := labels.DecodeKey(key)
-			if err != nil {
-				return fmt.Errorf("series %d: %w", id, err)
-			}
-			if ls, err = labels.New(ls, n.opts.Limits); err != nil {
-				return fmt.Errorf("series %d: %w", id, err)
-			}
-			keys[id], series[id] = string(key), ls
-			return nil
-		}, func(id uint64, ts []int64, _ []float64) error {
-			if _, ok := series[id]; !ok {
-				return fmt.Errorf("run of series %d, which the file does not define", id)
-			}
-			points += int64(len(ts))
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("record %d: %w", recNo, err)
-		}
-		return nil
-	})
+	c, err := segment.Read("import", file, func(ls labels.Labels) (labels.Labels, error) { return labels.New(ls, n.opts.Limits) })
+	info := c.Info
 	switch {
 	case err != nil:
 		return nil, info, fmt.Errorf("%w: %w", ErrImport, err)
 	case info.NodeID != n.opts.NodeID:
 		return nil, info, fmt.Errorf("%w: segment %d belongs to node %q, this node is %q", ErrImport, info.Seq, info.NodeID, n.opts.NodeID)
-	case points != info.Points:
-		return nil, info, fmt.Errorf("%w: segment %d: its records hold %d points, its footer says %d", ErrImport, info.Seq, points, info.Points)
+	case c.Points != info.Points:
+		return nil, info, fmt.Errorf("%w: segment %d: its records hold %d points, its footer says %d", ErrImport, info.Seq, c.Points, info.Points)
 	}
-	return series, info, nil
+	return c.Series, info, nil
 }
 
 // importSeries writes samples (in precedence order: a later one wins over

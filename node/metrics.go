@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/rollup"
 )
@@ -44,16 +44,10 @@ type nodeMetrics struct {
 // It runs before the WAL opens (the fsync histogram is the WAL's OnFsync).
 func (n *Node) initMetrics() error {
 	m := &n.metrics
-	meter := n.opts.MeterProvider.Meter(meterName)
-	var err error
-	m.fsync, err = meter.Float64Histogram("tributary.wal.fsync.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time an fsync of a WAL segment file took."))
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	m.query, err = meter.Float64Histogram("tributary.query.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time the node took to answer a query, by client API and kind."))
-	if err != nil {
+	in := telemetry.NewInstruments(n.opts.MeterProvider.Meter(meterName))
+	m.fsync = in.Histogram("tributary.wal.fsync.duration", "s", "Time an fsync of a WAL segment file took.")
+	m.query = in.Histogram("tributary.query.duration", "s", "Time the node took to answer a query, by client API and kind.")
+	if err := in.Err(); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	m.queryAttr = make([][]metric.RecordOption, len(queryAPIs))
@@ -83,52 +77,37 @@ type observedInstruments struct {
 // registerMetrics creates the observable instruments and their callback;
 // the node must be open (WAL and store). Close unregisters it.
 func (n *Node) registerMetrics() error {
-	meter := n.opts.MeterProvider.Meter(meterName)
+	in := telemetry.NewInstruments(n.opts.MeterProvider.Meter(meterName))
+	counter, gauge, floatGauge := in.Int64Counter, in.Int64Gauge, in.Float64Gauge
 	var o observedInstruments
-	var errs []error
-	counter := func(dst *metric.Int64ObservableCounter, name, unit, desc string) {
-		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		*dst = c
-	}
-	gauge := func(dst *metric.Int64ObservableGauge, name, unit, desc string) {
-		g, err := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		*dst = g
-	}
-	floatGauge := func(dst *metric.Float64ObservableGauge, name, unit, desc string) {
-		g, err := meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		*dst = g
-	}
-	counter(&o.accepted, "tributary.points.accepted", "{point}", "Points stored and acknowledged.")
-	counter(&o.rejected, "tributary.points.rejected", "{point}", "Points refused by the node, by reason.")
-	counter(&o.flushes, "tributary.flushes", "{flush}", "Flushes of the head's closed chunks to the store.")
-	counter(&o.flushErrors, "tributary.flush.errors", "{error}", "Flushes of the head to the store that failed (a series kept in the head).")
-	counter(&o.flushedChunks, "tributary.flushed.chunks", "{chunk}", "Head chunks written to the store.")
-	counter(&o.fsyncs, "tributary.wal.fsyncs", "{fsync}", "WAL file and directory fsyncs.")
-	counter(&o.cacheHits, "tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
-	counter(&o.cacheMisses, "tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
-	gauge(&o.series, "tributary.series", "{series}", "Series known to the node.")
-	gauge(&o.headSamples, "tributary.head.samples", "{sample}", "Samples in the head, not yet flushed to the store.")
-	gauge(&o.headChunks, "tributary.head.chunks", "{chunk}", "Chunks in the head (open and closed).")
-	gauge(&o.headBytes, "tributary.head.bytes", "By", "Memory held by unflushed samples.")
-	gauge(&o.walBytes, "tributary.wal.bytes", "By", "Size of the WAL segments on disk.")
-	gauge(&o.walSegments, "tributary.wal.segments", "{segment}", "WAL segment files on disk, the open one included.")
-	gauge(&o.sstBytes, "tributary.store.sst.size", "By", "Size of the live RocksDB SST files, by column family.")
-	gauge(&o.memtableBytes, "tributary.store.memtable.size", "By", "RocksDB memtables, active and unflushed.")
-	gauge(&o.compactionPending, "tributary.store.compaction.pending", "By", "RocksDB's estimate of the bytes compaction still has to rewrite (compaction debt).")
-	gauge(&o.cacheBytes, "tributary.store.block_cache.usage", "By", "RocksDB block cache in use.")
-	gauge(&o.storeHealthy, "tributary.node.store.healthy", "", "1 while the store takes flushes and no damage is on record, else 0 (the node is not ready).")
-	gauge(&o.storeFailure, "tributary.node.store.failure", "", "1 for the reason the store is unhealthy (corruption, no_space, io_error, store_error), 0 for the others.")
-	gauge(&o.storeWritesRefused, "tributary.node.store.writes_refused", "", "1 while writes are refused: the store is unhealthy and unflushed data reached its bound.")
-	gauge(&o.storeUnrestored, "tributary.node.store.lost_ranges", "{range}", "Key ranges of quarantined store files holding raw data or rollups not restored (from the cloud) yet.")
-	floatGauge(&o.storeFailingSince, "tributary.node.store.failing_since", "s", "Unix time the store started failing (0 while healthy).")
-	counter(&o.storeQuarantined, "tributary.node.store.quarantined_files", "{file}", "Damaged store table files moved to quarantine by repairs, ever.")
-	counter(&o.storeLostPoints, "tributary.node.store.lost_points", "{point}", "Raw points the audit after a repair counted lost (neither in the store nor in the WAL), ever.")
-	counter(&o.walQuarantined, "tributary.wal.quarantined_segments", "{file}", "WAL files quarantined as corrupt, ever (kept across restarts).")
-	floatGauge(&o.rollupLag, "tributary.rollup.lag", "s", "How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head.")
-	if err := errors.Join(errs...); err != nil {
+	o.accepted = counter("tributary.points.accepted", "{point}", "Points stored and acknowledged.")
+	o.rejected = counter("tributary.points.rejected", "{point}", "Points refused by the node, by reason.")
+	o.flushes = counter("tributary.flushes", "{flush}", "Flushes of the head's closed chunks to the store.")
+	o.flushErrors = counter("tributary.flush.errors", "{error}", "Flushes of the head to the store that failed (a series kept in the head).")
+	o.flushedChunks = counter("tributary.flushed.chunks", "{chunk}", "Head chunks written to the store.")
+	o.fsyncs = counter("tributary.wal.fsyncs", "{fsync}", "WAL file and directory fsyncs.")
+	o.cacheHits = counter("tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
+	o.cacheMisses = counter("tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
+	o.series = gauge("tributary.series", "{series}", "Series known to the node.")
+	o.headSamples = gauge("tributary.head.samples", "{sample}", "Samples in the head, not yet flushed to the store.")
+	o.headChunks = gauge("tributary.head.chunks", "{chunk}", "Chunks in the head (open and closed).")
+	o.headBytes = gauge("tributary.head.bytes", "By", "Memory held by unflushed samples.")
+	o.walBytes = gauge("tributary.wal.bytes", "By", "Size of the WAL segments on disk.")
+	o.walSegments = gauge("tributary.wal.segments", "{segment}", "WAL segment files on disk, the open one included.")
+	o.sstBytes = gauge("tributary.store.sst.size", "By", "Size of the live RocksDB SST files, by column family.")
+	o.memtableBytes = gauge("tributary.store.memtable.size", "By", "RocksDB memtables, active and unflushed.")
+	o.compactionPending = gauge("tributary.store.compaction.pending", "By", "RocksDB's estimate of the bytes compaction still has to rewrite (compaction debt).")
+	o.cacheBytes = gauge("tributary.store.block_cache.usage", "By", "RocksDB block cache in use.")
+	o.storeHealthy = gauge("tributary.node.store.healthy", "", "1 while the store takes flushes and no damage is on record, else 0 (the node is not ready).")
+	o.storeFailure = gauge("tributary.node.store.failure", "", "1 for the reason the store is unhealthy (corruption, no_space, io_error, store_error), 0 for the others.")
+	o.storeWritesRefused = gauge("tributary.node.store.writes_refused", "", "1 while writes are refused: the store is unhealthy and unflushed data reached its bound.")
+	o.storeUnrestored = gauge("tributary.node.store.lost_ranges", "{range}", "Key ranges of quarantined store files holding raw data or rollups not restored (from the cloud) yet.")
+	o.storeFailingSince = floatGauge("tributary.node.store.failing_since", "s", "Unix time the store started failing (0 while healthy).")
+	o.storeQuarantined = counter("tributary.node.store.quarantined_files", "{file}", "Damaged store table files moved to quarantine by repairs, ever.")
+	o.storeLostPoints = counter("tributary.node.store.lost_points", "{point}", "Raw points the audit after a repair counted lost (neither in the store nor in the WAL), ever.")
+	o.walQuarantined = counter("tributary.wal.quarantined_segments", "{file}", "WAL files quarantined as corrupt, ever (kept across restarts).")
+	o.rollupLag = floatGauge("tributary.rollup.lag", "s", "How far the hourly and daily rollups trail the newest sample: its timestamp minus that of the oldest sample still in the head.")
+	if err := in.Err(); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
@@ -140,7 +119,7 @@ func (n *Node) registerMetrics() error {
 	for i, r := range StoreReasons {
 		failureAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
 	}
-	reg, err := meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+	reg, err := in.Meter().RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		if n.closed.Load() {
 			return nil
 		}
@@ -188,11 +167,7 @@ func (n *Node) registerMetrics() error {
 		obs.ObserveInt64(o.cacheHits, g.BlockCacheHits)
 		obs.ObserveInt64(o.cacheMisses, g.BlockCacheMisses)
 		return nil
-	}, o.accepted, o.rejected, o.flushes, o.flushErrors, o.flushedChunks, o.fsyncs, o.cacheHits, o.cacheMisses,
-		o.series, o.headSamples, o.headChunks, o.headBytes, o.walBytes, o.walSegments,
-		o.sstBytes, o.memtableBytes, o.compactionPending, o.cacheBytes, o.rollupLag,
-		o.storeHealthy, o.storeFailure, o.storeWritesRefused, o.storeUnrestored, o.storeFailingSince,
-		o.storeQuarantined, o.storeLostPoints, o.walQuarantined)
+	}, in.Observables()...)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

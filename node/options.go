@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 )
@@ -115,15 +114,7 @@ func (o *Options) Validate() error {
 	if o.DataDir == "" {
 		return errors.New("node options: DataDir is required")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.MeterProvider == nil {
-		o.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = tracenoop.NewTracerProvider()
-	}
+	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	o.WALSegmentBytes = cmp.Or(o.WALSegmentBytes, 4<<20)
 	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, 5*time.Second)
 	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/tributarydb/tributary/internal/pace"
 	"github.com/tributarydb/tributary/node/internal/store"
 )
 
@@ -11,7 +12,7 @@ import (
 func (n *Node) retentionLoop() {
 	defer n.wg.Done()
 	n.applyRetention()
-	n.every(n.opts.RetentionInterval, nil, n.applyRetention)
+	pace.Every(n.stop, n.opts.RetentionInterval, nil, n.applyRetention)
 }
 
 // applyRetention drops whole partitions past each tier's retention. Its

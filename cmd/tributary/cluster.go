@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/internal/auth"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -825,7 +826,7 @@ func (f *clientFlags) dialConn() (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: tlsCfg != nil}))
+		opts = append(opts, grpc.WithPerRPCCredentials(auth.BearerCredentials(token, tlsCfg != nil)))
 	}
 	conn, err := grpc.NewClient(f.addr, opts...)
 	if err != nil {
@@ -845,18 +846,6 @@ func loopbackAddr(addr string) bool {
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
 }
-
-// bearerToken sends the token with every call.
-type bearerToken struct {
-	token  string
-	secure bool
-}
-
-func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-func (b bearerToken) RequireTransportSecurity() bool { return b.secure }
 
 // fleetConfigFlags are the flags of `cluster config`; only the flags given
 // change the configuration.

@@ -204,7 +204,7 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 		if err != nil || !toks.Enabled() {
 			return fmt.Errorf("%w: --edge-token-file: %v", errUsage, cmp.Or(err, errors.New("holds no token")))
 		}
-		o.EdgeDialOptions = append(o.EdgeDialOptions, grpc.WithPerRPCCredentials(edgeToken{toks, !o.Insecure}))
+		o.EdgeDialOptions = append(o.EdgeDialOptions, grpc.WithPerRPCCredentials(toks.BearerCredentials(!o.Insecure)))
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -272,18 +272,6 @@ func (f *coordinatorFlags) checkEdgeCA() error {
 		"Coordinators still admit only certificates naming a current member there, before reading anything, but give the edges a CA of their own, or pass --allow-shared-ca to accept one CA explicitly",
 		errUsage, f.ca, f.edgeCA, strings.Join(shared, "; "))
 }
-
-// edgeToken is the bearer token a coordinator sends when it queries edges.
-type edgeToken struct {
-	toks   auth.Tokens // its first token, read from the file last loaded (it reloads)
-	secure bool
-}
-
-func (t edgeToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + t.toks.First()}, nil
-}
-
-func (t edgeToken) RequireTransportSecurity() bool { return t.secure }
 
 // parsePeers parses RAFTID=NODEID@HOST:PORT,... given to flagName.
 func parsePeers(flagName, s string) ([]coordinator.Peer, error) {
@@ -391,7 +379,7 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 		return membership.Options{}, false, err
 	}
 	if toks.Enabled() {
-		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(edgeToken{toks, !o.Insecure}))
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(toks.BearerCredentials(!o.Insecure)))
 	}
 	mo := membership.Options{
 		Self:     membership.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},

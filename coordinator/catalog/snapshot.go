@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tributarydb/tributary/internal/binread"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -112,7 +113,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	// The series section is the big one: write it straight into b.
 	size := binary.AppendUvarint(nil, uint64(s.series.len()))
 	total := len(size)
-	s.series.each(func(_ uint64, r *seriesRec) { total += uvarintLen(uint64(len(r.key))) + len(r.key) })
+	s.series.each(func(_ uint64, r *seriesRec) { total += binread.UvarintLen(uint64(len(r.key))) + len(r.key) })
 	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
 	b = append(b, secSeries)
 	b = appendUvarint(b, uint64(total))
@@ -183,12 +184,6 @@ func (d *decoder) holding() Holding {
 		h.Lacks = append(h.Lacks, LackRange{FirstSeq: d.uvarint(), LastSeq: d.uvarint(), MinTimeMs: d.varint(), MaxTimeMs: d.varint()})
 	}
 	return h
-}
-
-// uvarintLen is the length of v's uvarint encoding.
-func uvarintLen(v uint64) int {
-	var buf [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(buf[:], v)
 }
 
 // Restore replaces the catalog with a snapshot. The snapshot is checked in

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/internal/pace"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -150,34 +150,31 @@ func (s *Server) streamClosed(edge string) {
 // for every edge with an open stream.
 func (s *Server) heartbeatLoop() {
 	defer close(s.hbDone)
-	t := time.NewTicker(s.o.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		edges := slices.Sorted(maps.Keys(s.open))
-		s.mu.Unlock()
-		if len(edges) == 0 {
-			continue
-		}
-		now := s.o.Now().UnixMilli()
-		beats := make([]catalog.Beat, len(edges))
-		for i, e := range edges {
-			beats[i] = catalog.Beat{ID: e, TimeMs: now}
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, s.o.ProposalTimeout)
-		_, err := s.o.Raft.Propose(ctx, catalog.EncodeCommand(catalog.Heartbeat{Beats: beats}))
-		cancel()
-		if err != nil {
-			if s.ctx.Err() == nil {
-				s.o.Logger.Warn("record edge heartbeats", "edges", len(edges), "err", err)
-			}
-			continue
-		}
-		s.heartbeats.Add(1)
+	pace.Every(s.ctx.Done(), s.o.HeartbeatInterval, nil, s.heartbeat)
+}
+
+// heartbeat proposes one Heartbeat command for the edges with an open
+// stream, if any; a turn of heartbeatLoop.
+func (s *Server) heartbeat() {
+	s.mu.Lock()
+	edges := slices.Sorted(maps.Keys(s.open))
+	s.mu.Unlock()
+	if len(edges) == 0 {
+		return
 	}
+	now := s.o.Now().UnixMilli()
+	beats := make([]catalog.Beat, len(edges))
+	for i, e := range edges {
+		beats[i] = catalog.Beat{ID: e, TimeMs: now}
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.o.ProposalTimeout)
+	_, err := s.o.Raft.Propose(ctx, catalog.EncodeCommand(catalog.Heartbeat{Beats: beats}))
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.o.Logger.Warn("record edge heartbeats", "edges", len(edges), "err", err)
+		}
+		return
+	}
+	s.heartbeats.Add(1)
 }

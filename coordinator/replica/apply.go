@@ -11,6 +11,7 @@ import (
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/record"
+	"github.com/tributarydb/tributary/node/segment"
 	"github.com/tributarydb/tributary/node/wal"
 )
 
@@ -37,14 +38,6 @@ func validEdge(edge string) error {
 		return fmt.Errorf("%w: edge id %q is not valid UTF-8 without NUL", ErrInvalidSegment, edge)
 	}
 	return nil
-}
-
-// decoded is what the verifying pass learnt about a segment.
-type decoded struct {
-	info   wal.SegmentInfo
-	series map[uint64]labels.Labels // the edge's series ids → labels
-	keys   map[uint64]string        // ... → canonical key, to check redefinitions
-	points int64
 }
 
 // Apply stores one sealed WAL segment file of edge (bytes as the edge's WAL
@@ -88,12 +81,12 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 		return Applied{}, err
 	}
 	switch {
-	case d.info.Seq != seq:
-		return Applied{}, fmt.Errorf("%w: the file is segment %d", ErrInvalidSegment, d.info.Seq)
-	case d.info.CRC != crc:
-		return Applied{}, fmt.Errorf("%w: the file's crc32c is %08x, the request says %08x", ErrInvalidSegment, d.info.CRC, crc)
+	case d.Info.Seq != seq:
+		return Applied{}, fmt.Errorf("%w: the file is segment %d", ErrInvalidSegment, d.Info.Seq)
+	case d.Info.CRC != crc:
+		return Applied{}, fmt.Errorf("%w: the file's crc32c is %08x, the request says %08x", ErrInvalidSegment, d.Info.CRC, crc)
 	}
-	a := Applied{Series: sortedSeries(d.series), MinTimeMs: d.info.MinT, MaxTimeMs: d.info.MaxT}
+	a := Applied{Series: sortedSeries(d.Series), MinTimeMs: d.Info.MinT, MaxTimeMs: d.Info.MaxT}
 
 	mu := s.lockFor(edge, seq)
 	mu.Lock()
@@ -113,7 +106,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	}
 	// Only now are the points durable; a crash before this line makes the
 	// resend apply them again, which changes nothing.
-	if err := s.recordCRC(edge, seq, d.info.PrevSeq, crc); err != nil {
+	if err := s.recordCRC(edge, seq, d.Info.PrevSeq, crc); err != nil {
 		return Applied{}, err
 	}
 	if a.Rejected > 0 {
@@ -126,55 +119,25 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 // decodeSegment verifies the whole file (named name in errors), a segment
 // of edge, and decodes every record without storing anything, so that a
 // damaged segment stores nothing.
-func decodeSegment(name, edge string, file []byte) (*decoded, error) {
-	d := &decoded{series: map[uint64]labels.Labels{}, keys: map[uint64]string{}}
-	var dec record.Decoder
-	var recNo int
-	info, err := wal.VerifySegment(name, file, func(r wal.Record) error {
-		recNo++
-		err := dec.Decode(r.Data, func(id uint64, key []byte) error {
-			if prev, ok := d.keys[id]; ok {
-				if prev != string(key) {
-					return fmt.Errorf("series %d redefined with other labels", id)
-				}
-				return nil
-			}
-			ls, err := labels.DecodeKey(key)
-			if err != nil {
-				return fmt.Errorf("series %d: %w", id, err)
-			}
-			d.keys[id], d.series[id] = string(key), ls
-			return nil
-		}, func(id uint64, ts []int64, _ []float64) error {
-			if _, ok := d.series[id]; !ok {
-				return fmt.Errorf("run of series %d, which the segment does not define", id)
-			}
-			d.points += int64(len(ts))
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("record %d: %w", recNo, err)
-		}
-		return nil
-	})
+func decodeSegment(name, edge string, file []byte) (*segment.Contents, error) {
+	c, err := segment.Read(name, file, nil)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
-	case info.NodeID != edge:
-		return nil, fmt.Errorf("%w: the file is of node %q", ErrInvalidSegment, info.NodeID)
-	case d.points != info.Points:
-		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, d.points, info.Points)
+	case c.Info.NodeID != edge:
+		return nil, fmt.Errorf("%w: the file is of node %q", ErrInvalidSegment, c.Info.NodeID)
+	case c.Points != c.Info.Points:
+		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, c.Points, c.Info.Points)
 	}
-	d.info = info
-	return d, nil
+	return &c, nil
 }
 
 // write stores the segment's points, with the edge label, in batches of
 // about applyBatchPoints points. Samples keep the file's order, so
 // duplicate timestamps stay last-write-wins.
-func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied) error {
-	withEdge := make(map[uint64][]labels.Label, len(d.series))
-	for id, ls := range d.series {
+func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.Contents, a *Applied) error {
+	withEdge := make(map[uint64][]labels.Label, len(d.Series))
+	for id, ls := range d.Series {
 		withEdge[id] = append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
 	}
 	var (

@@ -168,13 +168,13 @@ func (s *Store) applyCopyFile(ctx context.Context, edge string, firstSeq, lastSe
 		return Applied{}, err
 	}
 	switch {
-	case d.info.Seq != lastSeq || d.info.PrevSeq != firstSeq-1:
-		return Applied{}, fmt.Errorf("%w: the file covers %d..%d, not %d..%d", ErrInvalidSegment, d.info.PrevSeq+1, d.info.Seq, firstSeq, lastSeq)
-	case want != nil && (want.CRC != d.info.CRC || want.Points != d.info.Points):
+	case d.Info.Seq != lastSeq || d.Info.PrevSeq != firstSeq-1:
+		return Applied{}, fmt.Errorf("%w: the file covers %d..%d, not %d..%d", ErrInvalidSegment, d.Info.PrevSeq+1, d.Info.Seq, firstSeq, lastSeq)
+	case want != nil && (want.CRC != d.Info.CRC || want.Points != d.Info.Points):
 		return Applied{}, fmt.Errorf("%w: the file has crc32c %08x and %d points, its sender said %08x and %d",
-			ErrInvalidSegment, d.info.CRC, d.info.Points, want.CRC, want.Points)
+			ErrInvalidSegment, d.Info.CRC, d.Info.Points, want.CRC, want.Points)
 	}
-	a := Applied{Series: sortedSeries(d.series), MinTimeMs: d.info.MinT, MaxTimeMs: d.info.MaxT}
+	a := Applied{Series: sortedSeries(d.Series), MinTimeMs: d.Info.MinT, MaxTimeMs: d.Info.MaxT}
 	held, ok, err := s.copiedThrough(edge, firstSeq)
 	switch {
 	case err != nil:

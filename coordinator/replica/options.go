@@ -98,11 +98,9 @@ func (o *Options) nodeOptions() node.Options {
 	// node's defaults, so that the out-of-order window can follow them.
 	def := node.Options{DataDir: o.Dir}
 	_ = def.Validate()
-	for _, r := range []struct{ v, d *time.Duration }{{&no.RetentionRaw, &def.RetentionRaw}, {&no.Retention1h, &def.Retention1h}, {&no.Retention1d, &def.Retention1d}} {
-		if *r.v == 0 {
-			*r.v = *r.d
-		}
-	}
+	no.RetentionRaw = cmp.Or(no.RetentionRaw, def.RetentionRaw)
+	no.Retention1h = cmp.Or(no.Retention1h, def.Retention1h)
+	no.Retention1d = cmp.Or(no.Retention1d, def.Retention1d)
 	// Backlogs arrive out of order (newest first), an edge may come back
 	// after weeks, and one point from an edge's skewed clock (up to the
 	// future window ahead) must not make the series refuse the present:

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"weak"
+
+	"github.com/tributarydb/tributary/internal/pace"
 )
 
 // Reload kinds, as ReloadStats reports them.
@@ -158,16 +160,7 @@ func Reload(log *slog.Logger) error {
 // every interval and reloads those that changed, until ctx ends. Failures
 // are logged and counted (ReloadStats); they never stop the watch.
 func Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			reloadAll(false, log)
-		}
-	}
+	pace.Every(ctx.Done(), interval, nil, func() { reloadAll(false, log) })
 }
 
 func reloadAll(force bool, log *slog.Logger) error { return reloadWhere(force, log, nil) }

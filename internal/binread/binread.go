@@ -1,5 +1,5 @@
 // Package binread reads the primitives of the project's small binary
-// records (uvarints, bytes, little-endian words, length-prefixed byte
+// records (varints, bytes, little-endian words, length-prefixed byte
 // strings, item counts) from a byte slice, with a sticky first error: after
 // a problem every read returns a zero value, and Err or Done says what the
 // problem was. Counts and lengths are checked against the bytes left, so
@@ -7,13 +7,15 @@
 // the input.
 //
 // A Reader is not safe for concurrent use. It never copies: byte strings
-// it returns alias the input.
+// it returns alias the input. UvarintLen and VarintLen say how long a
+// varint's encoding is, for the writers of those records.
 package binread
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // Reader reads from a byte slice.
@@ -53,13 +55,22 @@ func (r *Reader) Done() error {
 }
 
 // Uvarint reads an unsigned varint.
-func (r *Reader) Uvarint() uint64 {
+func (r *Reader) Uvarint() uint64 { return r.uvarint("uvarint") }
+
+// Varint reads a signed (zig-zag) varint.
+func (r *Reader) Varint() int64 {
+	u := r.uvarint("varint")
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// uvarint reads an unsigned varint; what names it in the error.
+func (r *Reader) uvarint(what string) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = errors.New("bad uvarint")
+		r.err = errors.New("bad " + what)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -112,6 +123,9 @@ func (r *Reader) Bytes(what string) []byte {
 	return b
 }
 
+// Next reads n bytes. The result aliases the input.
+func (r *Reader) Next(n int) []byte { return r.take(n) }
+
 // take returns the next n bytes, or nil (and a problem) if fewer are left.
 func (r *Reader) take(n int) []byte {
 	if r.err != nil {
@@ -125,3 +139,14 @@ func (r *Reader) take(n int) []byte {
 	r.b = r.b[n:]
 	return b
 }
+
+// UvarintLen is the length of v's uvarint encoding (binary.AppendUvarint),
+// for writers that size a record before they write it.
+func UvarintLen(v uint64) int {
+	// NB: 9/64 for 1/7: ceil(bits/7) for every bit count from 1 to 64,
+	// without a division.
+	return int(9*uint32(bits.Len64(v|1))+64) / 64
+}
+
+// VarintLen is the length of v's varint encoding (binary.AppendVarint).
+func VarintLen(v int64) int { return UvarintLen(uint64(v<<1) ^ uint64(v>>63)) }

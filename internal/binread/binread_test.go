@@ -3,6 +3,7 @@ package binread
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,8 @@ func TestReader_FirstProblemSticks(t *testing.T) {
 		want string
 	}{
 		{"truncated uvarint", []byte{0x80}, func(r *Reader) { r.Uvarint() }, "bad uvarint"},
+		{"truncated varint", []byte{0xff}, func(r *Reader) { r.Varint() }, "bad varint"},
+		{"short raw bytes", []byte{1, 2}, func(r *Reader) { r.Next(3) }, "3 bytes wanted, 2 left"},
 		{"no byte", nil, func(r *Reader) { r.Byte() }, "unexpected end of input"},
 		{"short word", []byte{1, 2, 3}, func(r *Reader) { r.Uint32() }, "4 bytes wanted, 3 left"},
 		{"count past the end", []byte{5, 1}, func(r *Reader) { r.Count("id") }, "id count 5 exceeds the 1 bytes left"},
@@ -61,7 +64,7 @@ func TestReader_FirstProblemSticks(t *testing.T) {
 				t.Fatalf("Err = %v, want %q", r.Err(), tc.want)
 			}
 			first := r.Err()
-			if r.Uvarint() != 0 || r.Byte() != 0 || r.Uint32() != 0 || r.Count("x") != 0 || r.Bytes("x") != nil || r.Rest() != nil {
+			if r.Uvarint() != 0 || r.Varint() != 0 || r.Next(0) != nil || r.Byte() != 0 || r.Uint32() != 0 || r.Count("x") != 0 || r.Bytes("x") != nil || r.Rest() != nil {
 				t.Error("a read after the problem returned a value")
 			}
 			r.Fail(errors.New("later"))
@@ -69,6 +72,46 @@ func TestReader_FirstProblemSticks(t *testing.T) {
 				t.Errorf("Done = %v, want the first problem %v", r.Done(), first)
 			}
 		})
+	}
+}
+
+func TestReader_VarintAndNextReadWhatWasWritten(t *testing.T) {
+	vs := []int64{0, 1, -1, 63, -64, 64, -65, math.MaxInt64, math.MinInt64}
+	var b []byte
+	for _, v := range vs {
+		b = binary.AppendVarint(b, v)
+	}
+	b = append(b, 1, 2, 3)
+	r := New(b)
+	for _, v := range vs {
+		if got := r.Varint(); got != v {
+			t.Errorf("Varint = %d, want %d", got, v)
+		}
+	}
+	if got := r.Next(3); string(got) != "\x01\x02\x03" {
+		t.Errorf("Next(3) = %v, want [1 2 3]", got)
+	}
+	if err := r.Done(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVarintLen_IsTheEncodedLength(t *testing.T) {
+	var us []uint64
+	for shift := range 64 {
+		u := uint64(1) << shift
+		us = append(us, u-1, u, u+1)
+	}
+	us = append(us, math.MaxUint64)
+	for _, u := range us {
+		if got, want := UvarintLen(u), len(binary.AppendUvarint(nil, u)); got != want {
+			t.Errorf("UvarintLen(%d) = %d, want %d", u, got, want)
+		}
+		for _, v := range []int64{int64(u), -int64(u)} {
+			if got, want := VarintLen(v), len(binary.AppendVarint(nil, v)); got != want {
+				t.Errorf("VarintLen(%d) = %d, want %d", v, got, want)
+			}
+		}
 	}
 }
 
@@ -91,7 +134,7 @@ func FuzzReader_NeverPanicsNorOverreads(f *testing.F) {
 		r := New(b)
 		for i := 0; r.Err() == nil && len(r.Rest()) > 0; i++ {
 			before := len(r.Rest())
-			switch i % 5 {
+			switch i % 7 {
 			case 0:
 				r.Uvarint()
 			case 1:
@@ -106,8 +149,14 @@ func FuzzReader_NeverPanicsNorOverreads(f *testing.F) {
 				if s := r.Bytes("field"); len(s) > before {
 					t.Fatalf("%d bytes read with %d left", len(s), before)
 				}
+			case 5:
+				r.Varint()
+			case 6:
+				if s := r.Next(2); len(s) > before {
+					t.Fatalf("%d bytes read with %d left", len(s), before)
+				}
 			}
-			if r.Err() == nil && len(r.Rest()) >= before && i%5 != 3 {
+			if r.Err() == nil && len(r.Rest()) >= before && i%7 != 3 {
 				t.Fatalf("read %d consumed nothing", i)
 			}
 		}

@@ -30,6 +30,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
+
+	"github.com/tributarydb/tributary/internal/pace"
 )
 
 // chunkBytes is the buffer every message of a Codec is made of.
@@ -83,28 +85,23 @@ func Start(parent context.Context, limitBytes uint64, interval time.Duration) (*
 	runtime.ReadMemStats(&ms)
 	ctx, cancel := context.WithCancel(parent)
 	w := &HeapWatch{base: ms.HeapAlloc, limit: limitBytes, stop: make(chan struct{})}
-	w.wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-			}
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > w.base {
-				g := ms.HeapAlloc - w.base
-				for p := w.peak.Load(); g > p && !w.peak.CompareAndSwap(p, g); p = w.peak.Load() {
-				}
-				if g > w.limit && !w.over.Swap(true) {
-					cancel()
-				}
-			}
-		}
-	})
+	w.wg.Go(func() { pace.Every(w.stop, interval, nil, func() { w.sample(cancel) }) })
 	return w, ctx, cancel
+}
+
+// sample reads HeapAlloc once, keeps the peak growth, and calls cancel
+// the first time the growth passes the limit.
+func (w *HeapWatch) sample(cancel context.CancelFunc) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapAlloc > w.base {
+		g := ms.HeapAlloc - w.base
+		for p := w.peak.Load(); g > p && !w.peak.CompareAndSwap(p, g); p = w.peak.Load() {
+		}
+		if g > w.limit && !w.over.Swap(true) {
+			cancel()
+		}
+	}
 }
 
 // Stop ends the sampling and returns the peak growth in bytes.

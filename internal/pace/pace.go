@@ -1,16 +1,43 @@
 // Package pace holds timing policies: jittered exponential backoff
-// between connection attempts (the replicator), and a token bucket that
+// between connection attempts (the replicator), a token bucket that
 // limits bytes per second (the replicator's shipping, the replica store's
-// copies).
+// copies), and the loop of a background goroutine that does one thing
+// every interval (Every).
 //
-// Both take the current time as an argument instead of reading a clock, so
-// they are deterministic under test. Neither is safe for concurrent use.
+// Backoff and Bucket take the current time as an argument instead of
+// reading a clock, so they are deterministic under test. Neither is safe
+// for concurrent use. Every's contract is in its comment.
 package pace
 
 import (
 	"math/rand/v2"
 	"time"
 )
+
+// Every calls fn every interval, and on each receive from wake (nil:
+// none), until stop is closed (a context's Done, or a component's stop
+// channel). It returns only once stop is closed, and only between calls
+// of fn: a call under way when stop closes finishes first.
+//
+// Every runs in the caller's goroutine and calls fn there, one call at a
+// time. Ticks are not queued: a tick that comes while fn runs waits, at
+// most one, and later ones are dropped (time.Ticker), so a slow fn is
+// called again at once but does not fall behind by more than one call.
+// When stop is closed while a tick or wake is ready too, either may be
+// taken first, so fn may run once more after stop is closed.
+func Every(stop <-chan struct{}, interval time.Duration, wake <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		fn()
+	}
+}
 
 // Backoff computes jittered exponential delays: attempt k waits a random
 // duration in [d*(1-Jitter), d], where d = min(Initial * 2^k, Max).

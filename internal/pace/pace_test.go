@@ -1,8 +1,11 @@
 package pace
 
 import (
+	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -79,4 +82,56 @@ func TestBucket_ZeroRateIsUnlimited(t *testing.T) {
 	if d := b.Delay(time.Unix(0, 0)); d != 0 {
 		t.Fatalf("delay %v", d)
 	}
+}
+
+func TestEvery_CallsOnTicksAndWakesUntilStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stop, wake := make(chan struct{}), make(chan struct{})
+		var calls atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Every(stop, time.Second, wake, func() { calls.Add(1) })
+		}()
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := calls.Load(); n != 3 {
+			t.Fatalf("after 3 intervals: %d calls, want 3", n)
+		}
+		wake <- struct{}{}
+		synctest.Wait()
+		if n := calls.Load(); n != 4 {
+			t.Fatalf("after a wake: %d calls, want 4", n)
+		}
+		close(stop)
+		<-done
+		time.Sleep(5 * time.Second)
+		if n := calls.Load(); n != 4 {
+			t.Fatalf("after stop: %d calls, want 4", n)
+		}
+	})
+}
+
+func TestEvery_NilWakeOnlyTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		var calls atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Every(ctx.Done(), time.Minute, nil, func() { calls.Add(1) })
+		}()
+		time.Sleep(time.Minute - time.Millisecond)
+		synctest.Wait()
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("before the first interval: %d calls", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("after one interval: %d calls, want 1", n)
+		}
+		cancel()
+		<-done
+	})
 }

@@ -26,6 +26,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tributarydb/tributary/internal/enum"
 )
 
 // MetricName is the label that carries the metric name.
@@ -242,9 +244,10 @@ const (
 	MatchNotRegexp
 )
 
-func (t MatchType) String() string {
-	return [...]string{"=", "!=", "=~", "!~"}[t]
-}
+var matchTypeNames = []string{MatchEqual: "=", MatchNotEqual: "!=", MatchRegexp: "=~", MatchNotRegexp: "!~"}
+
+// String returns the PromQL operator of t.
+func (t MatchType) String() string { return enum.Name(matchTypeNames, t, "MatchType") }
 
 // Matcher selects series by one label. A missing label matches as "".
 type Matcher struct {

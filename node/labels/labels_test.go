@@ -123,3 +123,14 @@ func FuzzDecodeKey(f *testing.F) {
 		}
 	})
 }
+
+func TestMatchType_StringIsTheOperatorAndNeverPanics(t *testing.T) {
+	for mt, want := range map[MatchType]string{
+		MatchEqual: "=", MatchNotEqual: "!=", MatchRegexp: "=~", MatchNotRegexp: "!~",
+		MatchNotRegexp + 1: "MatchType(4)", -1: "MatchType(-1)",
+	} {
+		if got := mt.String(); got != want {
+			t.Errorf("MatchType(%d).String() = %q, want %q", int(mt), got, want)
+		}
+	}
+}

@@ -36,6 +36,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 // KindSamples is the only record kind so far.
@@ -111,13 +113,13 @@ func (e *Encoder) AppendTo(dst []byte) []byte {
 
 // Len is the size of the payload AppendTo would append now.
 func (e *Encoder) Len() int {
-	return 1 + uvarintLen(uint64(e.nDefs)) + len(e.defs) + uvarintLen(uint64(e.nRuns)) + len(e.runs)
+	return 1 + binread.UvarintLen(uint64(e.nDefs)) + len(e.defs) + binread.UvarintLen(uint64(e.nRuns)) + len(e.runs)
 }
 
 // DefBytes is what DefineSeries(id, key) adds to a payload, not counting
 // the growth of the definition count.
 func DefBytes(id uint64, key []byte) int {
-	return uvarintLen(id) + uvarintLen(uint64(len(key))) + len(key)
+	return binread.UvarintLen(id) + binread.UvarintLen(uint64(len(key))) + len(key)
 }
 
 // FitRun returns how many leading samples of ts (n ≥ 0) a run of series
@@ -125,12 +127,12 @@ func DefBytes(id uint64, key []byte) int {
 // run count, and the bytes that run takes (0 when n is 0). Adding the
 // run with AddRun(id, ts[:n], vs[:n]) adds exactly that many bytes.
 func FitRun(id uint64, ts []int64, budget int) (n, bytes int) {
-	head := uvarintLen(id)
+	head := binread.UvarintLen(id)
 	body := 0
 	prev := int64(0)
 	for n < len(ts) {
-		c := varintLen(ts[n]-prev) + 8
-		if head+uvarintLen(uint64(n+1))+body+c > budget {
+		c := binread.VarintLen(ts[n]-prev) + 8
+		if head+binread.UvarintLen(uint64(n+1))+body+c > budget {
 			break
 		}
 		body += c
@@ -140,24 +142,7 @@ func FitRun(id uint64, ts []int64, budget int) (n, bytes int) {
 	if n == 0 {
 		return 0, 0
 	}
-	return n, head + uvarintLen(uint64(n)) + body
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
-
-func varintLen(v int64) int {
-	u := uint64(v) << 1
-	if v < 0 {
-		u = ^u
-	}
-	return uvarintLen(u)
+	return n, head + binread.UvarintLen(uint64(n)) + body
 }
 
 // Decoder reads payloads, reusing its scratch buffers between calls.
@@ -172,38 +157,38 @@ func (d *Decoder) Decode(b []byte, def func(id uint64, key []byte) error, run fu
 	if len(b) == 0 || b[0] != KindSamples {
 		return fmt.Errorf("%w: unknown record kind", ErrCorrupt)
 	}
-	r := reader{b: b[1:]}
-	nDefs := r.uvarint()
-	for i := uint64(0); i < nDefs && r.err == nil; i++ {
-		id := r.uvarint()
-		key := r.bytes(r.uvarint())
-		if r.err != nil {
+	r := binread.New(b[1:])
+	nDefs := r.Uvarint()
+	for i := uint64(0); i < nDefs && r.Err() == nil; i++ {
+		id := r.Uvarint()
+		key := r.Bytes("series key")
+		if r.Err() != nil {
 			break
 		}
 		if err := def(id, key); err != nil {
 			return err
 		}
 	}
-	nRuns := r.uvarint()
-	for i := uint64(0); i < nRuns && r.err == nil; i++ {
-		id := r.uvarint()
-		n := r.uvarint()
-		if r.err != nil {
+	nRuns := r.Uvarint()
+	for i := uint64(0); i < nRuns && r.Err() == nil; i++ {
+		id := r.Uvarint()
+		n := r.Uvarint()
+		if r.Err() != nil {
 			break
 		}
 		// Each sample needs at least 1 byte of timestamp and 8 of value.
-		if n == 0 || n > uint64(len(r.b))/9 {
-			r.err = fmt.Errorf("%w: run of %d samples does not fit in %d bytes", ErrCorrupt, n, len(r.b))
+		if left := len(r.Rest()); n == 0 || n > uint64(left)/9 {
+			r.Fail(fmt.Errorf("run of %d samples does not fit in %d bytes", n, left))
 			break
 		}
 		d.ts, d.vs = d.ts[:0], d.vs[:0]
 		t := int64(0)
 		for j := uint64(0); j < n; j++ {
-			t += r.varint()
+			t += r.Varint()
 			d.ts = append(d.ts, t)
 		}
-		raw := r.bytes(n * 8)
-		if r.err != nil {
+		raw := r.Next(int(n) * 8)
+		if r.Err() != nil {
 			break
 		}
 		for j := uint64(0); j < n; j++ {
@@ -213,48 +198,8 @@ func (d *Decoder) Decode(b []byte, def func(id uint64, key []byte) error, run fu
 			return err
 		}
 	}
-	if r.err != nil {
-		return r.err
-	}
-	if len(r.b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	if err := r.Done(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint, "uvarint") }
-
-func (r *reader) varint() int64 { return readVarint(r, binary.Varint, "varint") }
-
-// readVarint reads one varint with decode (binary.Uvarint or
-// binary.Varint); what names it in the error.
-func readVarint[T uint64 | int64](r *reader, decode func([]byte) (T, int), what string) T {
-	if r.err != nil {
-		return 0
-	}
-	v, n := decode(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) bytes(n uint64) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: need %d bytes, have %d", ErrCorrupt, n, len(r.b))
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
 }

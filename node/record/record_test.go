@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 type run struct {
@@ -157,7 +159,7 @@ func TestEncoder_SizesArePredictedExactly(t *testing.T) {
 		id := rng.Uint64() >> rng.IntN(64)
 		if rng.IntN(3) == 0 {
 			key := make([]byte, rng.IntN(300))
-			before, cnt := e.Len(), uvarintLen(uint64(e.nDefs+1))-uvarintLen(uint64(e.nDefs))
+			before, cnt := e.Len(), binread.UvarintLen(uint64(e.nDefs+1))-binread.UvarintLen(uint64(e.nDefs))
 			e.DefineSeries(id, key)
 			if got, want := e.Len()-before, DefBytes(id, key)+cnt; got != want {
 				t.Fatalf("DefineSeries added %d bytes, predicted %d", got, want)
@@ -182,7 +184,7 @@ func TestEncoder_SizesArePredictedExactly(t *testing.T) {
 		if n == 0 {
 			continue
 		}
-		before, cnt := e.Len(), uvarintLen(uint64(e.nRuns+1))-uvarintLen(uint64(e.nRuns))
+		before, cnt := e.Len(), binread.UvarintLen(uint64(e.nRuns+1))-binread.UvarintLen(uint64(e.nRuns))
 		e.AddRun(id, ts[:n], make([]float64, n))
 		if got := e.Len() - before; got != b+cnt {
 			t.Fatalf("AddRun of %d samples added %d bytes, FitRun said %d (+%d count)", n, got, b, cnt)

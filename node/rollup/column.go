@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+
+	"github.com/tributarydb/tributary/internal/binread"
 )
 
 // Int column kinds (see the package doc).
@@ -31,12 +33,6 @@ const maxExactInt = 1 << 53
 
 var pow10 = [maxDecimalExp + 1]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
-// varintLen is the length of binary.AppendVarint(nil, x).
-func varintLen(x int64) int {
-	u := uint64(x<<1) ^ uint64(x>>63)
-	return max(1, (bits.Len64(u)+6)/7)
-}
-
 // intKind picks the shortest kind for xs and returns it with the column's
 // encoded length, kind byte included. REQUIRES: len(xs) > 0.
 func intKind(xs []int64) (kind byte, size int) {
@@ -45,13 +41,13 @@ func intKind(xs []int64) (kind byte, size int) {
 	var prev int64
 	for _, x := range xs {
 		constant = constant && x == xs[0]
-		plain += varintLen(x)
-		delta += varintLen(x - prev)
+		plain += binread.VarintLen(x)
+		delta += binread.VarintLen(x - prev)
 		prev = x
 	}
 	switch {
 	case constant:
-		return intConst, 1 + varintLen(xs[0])
+		return intConst, 1 + binread.VarintLen(xs[0])
 	case delta <= plain:
 		return intDelta, 1 + delta
 	}

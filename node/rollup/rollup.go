@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tributarydb/tributary/internal/enum"
 )
 
 // Hour and Day are the two rollup resolutions, in milliseconds.
@@ -33,12 +35,7 @@ const (
 
 var funcNames = [...]string{"none", "avg", "sum", "min", "max", "count", "first", "last"}
 
-func (f Func) String() string {
-	if f < 0 || int(f) >= len(funcNames) {
-		return fmt.Sprintf("func(%d)", int(f))
-	}
-	return funcNames[f]
-}
+func (f Func) String() string { return enum.Name(funcNames[:], f, "func") }
 
 // ParseFunc maps a name such as "avg" to its Func.
 func ParseFunc(s string) (Func, error) {

@@ -3,7 +3,9 @@
 // replicator builds a backfill from the node's store with it, and a
 // coordinator's replica store exports an edge's data for another replica
 // with it; both hand the file to a reader that takes it for a segment the
-// node's WAL wrote.
+// node's WAL wrote. Read is that reader's first pass: it verifies a whole
+// file and returns its series, so that a node's import and a replica
+// store refuse a damaged file alike, before storing anything.
 //
 // # What a built file holds
 //
@@ -30,7 +32,8 @@
 // Memory: the records of one file (at most the limit) and, while Finish
 // runs, the file itself.
 //
-// A Builder is not safe for concurrent use.
+// A Builder is not safe for concurrent use; Read is safe for concurrent
+// use.
 package segment
 
 import (

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tributarydb/tributary/internal/pace"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -91,16 +92,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	m.log.Info("writing this process's metrics into its own store", "interval", o.Interval, "instance", o.Instance, "max_series", o.MaxSeries)
-	t := time.NewTicker(o.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			m.once()
-		}
-	}
+	pace.Every(ctx.Done(), o.Interval, nil, m.once)
+	return ctx.Err()
 }
 
 // monitor is one Run's state. Only Run's goroutine uses it.

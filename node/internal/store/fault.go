@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"strings"
+
+	"github.com/tributarydb/tributary/internal/enum"
 )
 
 // Fault is the class of a failed store call, for deciding whether the
@@ -21,20 +23,16 @@ const (
 	FaultCorruption              // bytes on disk fail their checksum or do not parse
 )
 
-// String names a fault as health reports and metrics do.
-func (f Fault) String() string {
-	switch f {
-	case FaultNone:
-		return "ok"
-	case FaultCorruption:
-		return "corruption"
-	case FaultNoSpace:
-		return "no_space"
-	case FaultIO:
-		return "io_error"
-	}
-	return "store_error"
+var faultNames = []string{
+	FaultNone:       "ok",
+	FaultOther:      "store_error",
+	FaultIO:         "io_error",
+	FaultNoSpace:    "no_space",
+	FaultCorruption: "corruption",
 }
+
+// String names a fault as health reports and metrics do.
+func (f Fault) String() string { return enum.Name(faultNames, f, "Fault") }
 
 // Classify says which class of fault err is. It looks at ErrCorrupt and
 // at the innermost error of the chain, where RocksDB's status text begins

@@ -31,3 +31,14 @@ func TestClassify_ReadsTheInnermostRocksDBStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestFault_StringNamesEveryClassAsHealthReports(t *testing.T) {
+	for f, want := range map[Fault]string{
+		FaultNone: "ok", FaultOther: "store_error", FaultIO: "io_error",
+		FaultNoSpace: "no_space", FaultCorruption: "corruption",
+	} {
+		if got := f.String(); got != want {
+			t.Errorf("Fault(%d).String() = %q, want %q", int(f), got, want)
+		}
+	}
+}

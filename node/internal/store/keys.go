@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/enum"
 )
 
 // The range of timestamps (Unix ms) the store accepts. Keeping them well
@@ -33,18 +35,10 @@ const (
 
 var kinds = [...]Kind{KindChunks, KindRollup1h, KindRollup1d}
 
+var kindNames = []string{KindChunks: cfChunks, KindRollup1h: cfRollup1h, KindRollup1d: cfRollup1d}
+
 // String returns the column family name of k.
-func (k Kind) String() string {
-	switch k {
-	case KindChunks:
-		return cfChunks
-	case KindRollup1h:
-		return cfRollup1h
-	case KindRollup1d:
-		return cfRollup1d
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
+func (k Kind) String() string { return enum.Name(kindNames, k, "Kind") }
 
 func (k Kind) valid() bool { return k >= KindChunks && k <= KindRollup1d }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/tributarydb/tributary/internal/auth"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -64,7 +65,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if o.token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{token: o.token, secure: tlsCfg != nil}))
+		dopts = append(dopts, grpc.WithPerRPCCredentials(auth.BearerCredentials(o.token, tlsCfg != nil)))
 	}
 	if o.keepaliveTime > 0 {
 		dopts = append(dopts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
@@ -110,20 +111,6 @@ func (c *Client) Addr() string { return c.addr }
 // Close releases the connection. Calls in progress fail; Writers made from
 // the client must be closed first.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// bearer sends the token with every call.
-type bearer struct {
-	token  string
-	secure bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.token}, nil
-}
-
-// RequireTransportSecurity is false for plaintext connections that Dial
-// has already vetted (loopback, or allowed explicitly).
-func (b bearer) RequireTransportSecurity() bool { return b.secure }
 
 // targetHost extracts the host of a gRPC target for TLS server names.
 func targetHost(target string) string {

@@ -1,6 +1,7 @@
 package tributary
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,15 +32,9 @@ var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 250 * time.
 
 // Validate fills in defaults and rejects impossible values.
 func (p *RetryPolicy) Validate() error {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultRetryPolicy.MaxAttempts
-	}
-	if p.InitialBackoff == 0 {
-		p.InitialBackoff = DefaultRetryPolicy.InitialBackoff
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = max(DefaultRetryPolicy.MaxBackoff, p.InitialBackoff)
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultRetryPolicy.MaxAttempts)
+	p.InitialBackoff = cmp.Or(p.InitialBackoff, DefaultRetryPolicy.InitialBackoff)
+	p.MaxBackoff = cmp.Or(p.MaxBackoff, max(DefaultRetryPolicy.MaxBackoff, p.InitialBackoff))
 	switch {
 	case p.InitialBackoff < 0 || p.MaxBackoff < 0:
 		return fmt.Errorf("negative backoff (initial %s, max %s)", p.InitialBackoff, p.MaxBackoff)
