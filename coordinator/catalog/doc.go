@@ -120,9 +120,9 @@
 //     other replicas, and those placed after the command's Epoch, as
 //     lacking the new ranges; without Holders, the replicas placed at or
 //     before Epoch (0: the edge's registration) are taken to hold them.
-//   - Lack runs merge when they touch (time spans joined); past
-//     MaxLackRuns the two closest merge. Both only widen what a replica
-//     is taken to lack.
+//   - Lack runs merge when they overlap (time spans joined); runs that
+//     only touch keep their own spans; past MaxLackRuns the two closest
+//     merge. Both only widen what a replica is taken to lack.
 //   - Replicas moved away (balancing, trimming, pinning, or a coordinator
 //     down or draining) become leaving with their holding; one is dropped
 //     only once no active replica lacks a held segment it holds, or when
@@ -136,7 +136,7 @@
 //     (Unsourced).
 //
 // Check verifies: one Holding per active replica, lack runs valid,
-// sorted, not touching, at most MaxLackRuns, and below one past the
+// sorted, disjoint, at most MaxLackRuns, and below one past the
 // highest sequence recorded; Index <= the placement's Epoch; active
 // replicas eligible, leaving replicas present and not active.
 //

@@ -10,9 +10,19 @@ import (
 // Lack lists: what a replica may lack of an edge's held segments. The
 // functions here never modify their input; a changed list is a copy.
 
-// addLack returns lacks with r added: runs that overlap or touch r merge
-// with it (their time spans join). Past MaxLackRuns, the two runs with
-// the fewest numbers between them merge.
+// TouchMergeSpanMs bounds the merging of touching lack runs: two runs
+// whose numbers touch merge only while their joined time span is at most
+// this long (one hour). A copy goes by time span, so the few segments
+// recorded as lacking next to a long run (a day of history being copied)
+// must not take that run's span and be copied with the whole day again;
+// a replica that misses segment after segment still gets one run per hour
+// of data, not one per segment.
+const TouchMergeSpanMs = 3_600_000
+
+// addLack returns lacks with r added: runs that overlap r merge with it
+// (their time spans join), runs that touch it merge within
+// TouchMergeSpanMs. Past MaxLackRuns, the two runs with the fewest
+// numbers between them merge.
 func addLack(lacks []LackRange, r LackRange) []LackRange {
 	// i: the first run that ends at or after r.FirstSeq-1 (touching
 	// counts); j: one past the last run starting at or before r.LastSeq+1.
@@ -21,8 +31,12 @@ func addLack(lacks []LackRange, r LackRange) []LackRange {
 		lo--
 	}
 	i, _ := slices.BinarySearchFunc(lacks, lo, func(l LackRange, seq uint64) int { return cmp.Compare(l.LastSeq, seq) })
+	if i < len(lacks) && lacks[i].LastSeq < r.FirstSeq && !touchMerges(lacks[i], r) {
+		i++ // touches r from below, but too long a span to take
+	}
 	j := i
-	for j < len(lacks) && (r.LastSeq == math.MaxUint64 || lacks[j].FirstSeq <= r.LastSeq+1) {
+	for j < len(lacks) && (lacks[j].FirstSeq <= r.LastSeq ||
+		(r.LastSeq < math.MaxUint64 && lacks[j].FirstSeq == r.LastSeq+1 && touchMerges(r, lacks[j]))) {
 		r = joinLacks(r, lacks[j])
 		j++
 	}
@@ -32,6 +46,13 @@ func addLack(lacks []LackRange, r LackRange) []LackRange {
 		out = mergeClosestLacks(out)
 	}
 	return out
+}
+
+// touchMerges reports whether touching runs a and b merge: their joined
+// span is at most TouchMergeSpanMs.
+func touchMerges(a, b LackRange) bool {
+	j := joinLacks(a, b)
+	return j.MaxTimeMs-j.MinTimeMs <= TouchMergeSpanMs && j.MaxTimeMs >= j.MinTimeMs && j.MinTimeMs > math.MinInt64/2 && j.MaxTimeMs < math.MaxInt64/2
 }
 
 // joinLacks is the smallest run covering a and b, with both time spans.
@@ -81,8 +102,7 @@ func cutLack(lacks []LackRange, first, last uint64) []LackRange {
 }
 
 // lacksOf is the lack list of a replica that holds none of held: one run
-// per held run (merged where runs touch, which held runs never do), each
-// with the run's time span.
+// per held run, each with the run's time span.
 func lacksOf(held []HeldRange) []LackRange {
 	var out []LackRange
 	for _, h := range held {
@@ -121,8 +141,8 @@ func lacksHeld(lacks []LackRange, held []HeldRange) []LackRange {
 	return out
 }
 
-// checkLacks verifies a lack list: valid runs, sorted, disjoint, not
-// touching, at most MaxLackRuns.
+// checkLacks verifies a lack list: valid runs, sorted, disjoint (they may
+// touch), at most MaxLackRuns.
 func checkLacks(lacks []LackRange) error {
 	if len(lacks) > MaxLackRuns {
 		return fmt.Errorf("%d lack runs, limit is %d", len(lacks), MaxLackRuns)
@@ -131,8 +151,8 @@ func checkLacks(lacks []LackRange) error {
 		if l.FirstSeq == 0 || l.FirstSeq > l.LastSeq || l.MinTimeMs > l.MaxTimeMs {
 			return fmt.Errorf("bad lack run [%d,%d] (times %d..%d)", l.FirstSeq, l.LastSeq, l.MinTimeMs, l.MaxTimeMs)
 		}
-		if i > 0 && lacks[i-1].LastSeq+1 >= l.FirstSeq {
-			return fmt.Errorf("lack runs [%d,%d] and [%d,%d] overlap or touch", lacks[i-1].FirstSeq, lacks[i-1].LastSeq, l.FirstSeq, l.LastSeq)
+		if i > 0 && lacks[i-1].LastSeq >= l.FirstSeq {
+			return fmt.Errorf("lack runs [%d,%d] and [%d,%d] overlap", lacks[i-1].FirstSeq, lacks[i-1].LastSeq, l.FirstSeq, l.LastSeq)
 		}
 	}
 	return nil

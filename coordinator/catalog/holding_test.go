@@ -13,7 +13,7 @@ func lr(first, last uint64, lo, hi int64) LackRange {
 	return LackRange{FirstSeq: first, LastSeq: last, MinTimeMs: lo, MaxTimeMs: hi}
 }
 
-func TestLacks_AddMergesTouchingAndOverlapping(t *testing.T) {
+func TestLacks_AddMergesOverlappingAndTouchingWithinAnHour(t *testing.T) {
 	cases := []struct {
 		name string
 		in   []LackRange
@@ -25,8 +25,17 @@ func TestLacks_AddMergesTouchingAndOverlapping(t *testing.T) {
 		{"touching before", []LackRange{lr(1, 4, 10, 40)}, lr(5, 7, 50, 70), []LackRange{lr(1, 7, 10, 70)}},
 		{"touching after", []LackRange{lr(8, 9, 80, 90)}, lr(5, 7, 50, 70), []LackRange{lr(5, 9, 50, 90)}},
 		{"bridging two", []LackRange{lr(1, 2, 10, 20), lr(9, 9, 90, 95)}, lr(3, 8, 30, 80), []LackRange{lr(1, 9, 10, 95)}},
+		// A segment next to a day of history keeps its own span: copying
+		// it must not copy the day again.
+		{"touching a day before", []LackRange{lr(1, 47, 0, day)}, lr(48, 48, day, day+1000), []LackRange{lr(1, 47, 0, day), lr(48, 48, day, day+1000)}},
+		{"touching a day after", []LackRange{lr(49, 60, day, 2*day)}, lr(48, 48, day-1000, day), []LackRange{lr(48, 48, day-1000, day), lr(49, 60, day, 2*day)}},
+		{"between a day and a minute", []LackRange{lr(1, 47, 0, day), lr(49, 49, day+1000, day+60_000)}, lr(48, 48, day, day+1000),
+			[]LackRange{lr(1, 47, 0, day), lr(48, 49, day, day+60_000)}},
+		{"overlapping a day", []LackRange{lr(1, 47, 0, day)}, lr(47, 48, day, day+1000), []LackRange{lr(1, 48, 0, day+1000)}},
+		{"an hour exactly", []LackRange{lr(1, 1, 0, 1000)}, lr(2, 2, 1000, TouchMergeSpanMs), []LackRange{lr(1, 2, 0, TouchMergeSpanMs)}},
+		{"past an hour", []LackRange{lr(1, 1, 0, 1000)}, lr(2, 2, 1000, TouchMergeSpanMs+1), []LackRange{lr(1, 1, 0, 1000), lr(2, 2, 1000, TouchMergeSpanMs+1)}},
 		{"inside, wider times", []LackRange{lr(1, 9, 10, 90)}, lr(3, 4, 5, 99), []LackRange{lr(1, 9, 5, 99)}},
-		{"from 1", []LackRange{lr(2, 3, 0, 1)}, lr(1, 1, -5, -1), []LackRange{lr(1, 3, -5, 1)}},
+		{"from 1", []LackRange{lr(2, 3, 0, 1)}, lr(1, 2, -5, -1), []LackRange{lr(1, 3, -5, 1)}},
 		{"max seq", []LackRange{lr(1, 1, 0, 0)}, lr(math.MaxUint64-1, math.MaxUint64, 0, 0), []LackRange{lr(1, 1, 0, 0), lr(math.MaxUint64-1, math.MaxUint64, 0, 0)}},
 	}
 	for _, c := range cases {

@@ -149,8 +149,8 @@ type Placement struct {
 // Holding says which of an edge's held segments one replica holds: every
 // held segment except those in Lacks.
 type Holding struct {
-	// Lacks lists the sequence runs the replica may lack, sorted,
-	// disjoint and not touching, with the time span of their data; at
+	// Lacks lists the sequence runs the replica may lack, sorted and
+	// disjoint (runs may touch), each with the time span of its data; at
 	// most MaxLackRuns (more are merged, which only widens what the
 	// replica is taken to lack). Numbers in a run that the catalog does
 	// not record as held mean nothing.
