@@ -41,5 +41,7 @@
 // # Concurrency
 //
 // A Healer is safe for concurrent use; Run drives it from one goroutine
-// and runs at most Options.CopyParallelism copies at a time.
+// and runs at most Options.CopyParallelism copies at a time, one at a time
+// per edge and replica; when a copy ends, Run looks for the next repair at
+// once rather than at the next Interval.
 package heal

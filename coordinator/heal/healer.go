@@ -101,6 +101,8 @@ type Healer struct {
 	mu          sync.Mutex
 	leaderSince time.Time            // zero while not leader
 	running     map[string]bool      // repair task keys being copied
+	copying     map[string]bool      // edge/replica pairs with a copy running
+	copied      chan struct{}        // a copy ended: look for the next at once
 	retryAt     map[string]time.Time // task key → earliest retry
 	backoff     map[string]time.Duration
 	lastScrub   time.Time
@@ -131,8 +133,8 @@ func New(o Options) (*Healer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Healer{o: o, log: o.Logger.With("component", "heal"), running: map[string]bool{},
-		retryAt: map[string]time.Time{}, backoff: map[string]time.Duration{}, lastScrub: o.Now()}, nil
+	return &Healer{o: o, log: o.Logger.With("component", "heal"), running: map[string]bool{}, copying: map[string]bool{},
+		copied: make(chan struct{}, 1), retryAt: map[string]time.Time{}, backoff: map[string]time.Duration{}, lastScrub: o.Now()}, nil
 }
 
 // Stats returns the counters.
@@ -147,19 +149,23 @@ func (h *Healer) Stats() Stats {
 	}
 }
 
-// Run performs the duties every Interval until ctx ends; it returns once
-// the copies it started have returned.
+// Run performs the duties every Interval until ctx ends, and looks for
+// the next repair as soon as a copy ends (a copy slot never waits for the
+// next round); it returns once the copies it started have returned.
 func (h *Healer) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	t := time.NewTicker(h.o.Interval)
 	defer t.Stop()
+	h.Round(ctx, &wg)
 	for {
-		h.Round(ctx, &wg)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			h.Round(ctx, &wg)
+		case <-h.copied:
+			h.repair(ctx, h.o.Now(), &wg)
 		}
 	}
 }
@@ -258,18 +264,21 @@ func taskKey(t catalog.RepairTask) string {
 }
 
 // repair starts copies of the runs this coordinator lacks, up to
-// CopyParallelism at once.
+// CopyParallelism at once and one at a time per edge and replica: a run
+// that grows while its copy runs (a segment recorded as lacking next to
+// it) waits for that copy instead of being copied beside it.
 func (h *Healer) repair(ctx context.Context, now time.Time, wg *sync.WaitGroup) {
 	for _, t := range h.o.Catalog.RepairsOf(h.o.Self) {
 		if len(t.Sources) == 0 {
 			continue // the edge's to ship again
 		}
-		key := taskKey(t)
+		key, pair := taskKey(t), t.Edge+"/"+t.Replica
 		h.mu.Lock()
 		busy := len(h.running) >= h.o.CopyParallelism
-		skip := h.running[key] || now.Before(h.retryAt[key])
+		skip := h.running[key] || h.copying[pair] || now.Before(h.retryAt[key])
 		if !busy && !skip {
 			h.running[key] = true
+			h.copying[pair] = true
 		}
 		h.mu.Unlock()
 		if busy {
@@ -284,7 +293,12 @@ func (h *Healer) repair(ctx context.Context, now time.Time, wg *sync.WaitGroup) 
 			defer func() {
 				h.mu.Lock()
 				delete(h.running, key)
+				delete(h.copying, pair)
 				h.mu.Unlock()
+				select {
+				case h.copied <- struct{}{}:
+				default: // a look is already due
+				}
 			}()
 			h.copyOne(ctx, t, key)
 		})

@@ -356,3 +356,80 @@ func TestHealer_BalancesAFewMovesAtATime(t *testing.T) {
 		t.Fatalf("spread %d, leaving %d after balancing", spread, leaving)
 	}
 }
+
+// pacedStore is a fakeStore whose copies take a while and which records
+// the most copies of one edge that ran at once.
+type pacedStore struct {
+	*fakeStore
+	mu       sync.Mutex
+	running  map[string]int
+	maxOfOne int
+}
+
+func (s *pacedStore) Copy(ctx context.Context, t catalog.RepairTask, source string) (int64, error) {
+	s.mu.Lock()
+	s.running[t.Edge]++
+	s.maxOfOne = max(s.maxOfOne, s.running[t.Edge])
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.running[t.Edge]--; s.mu.Unlock() }()
+	time.Sleep(20 * time.Millisecond)
+	return s.fakeStore.Copy(ctx, t, source)
+}
+
+func TestHealer_NextCopyStartsWhenOneEndsOneAtATimePerEdge(t *testing.T) {
+	var ps *pacedStore
+	w := newWorld(t, func(o *heal.Options) {
+		o.Interval = time.Hour // only the end of a copy can start the next one in time
+		o.CopyParallelism = 2
+		ps = &pacedStore{fakeStore: o.Repairer.(*fakeStore), running: map[string]int{}}
+		o.Repairer = ps
+	})
+	// e1 and e2 on c1 and c2; c1 lacks two runs of e1 (apart) and one of e2.
+	for _, e := range []string{"e1", "e2"} {
+		w.raft.apply(t, catalog.SetPlacement{Edge: e, Replicas: []string{"c1", "c2"}})
+	}
+	held := func(e string, first, last uint64) {
+		pl, _ := w.raft.fsm.Placement(e)
+		w.raft.apply(t, catalog.RecordHeld{Edge: e, Epoch: pl.Epoch, Holders: []string{"c2"},
+			Ranges: []catalog.HeldRange{{FirstSeq: first, LastSeq: last, Points: 10, MinTimeMs: int64(first) * 1000, MaxTimeMs: int64(last) * 1000}}})
+	}
+	held("e1", 1, 5)
+	held("e1", 6, 6)
+	w.raft.apply(t, catalog.RecordReplicated{Edge: "e1", Replica: "c1", PlacedIndex: holdingIndex(t, w, "e1"),
+		Ranges: []catalog.SeqRange{{FirstSeq: 6, LastSeq: 6}}}) // c1 holds 6: e1's lack runs are 1-5 and 7-9
+	held("e1", 7, 9)
+	held("e2", 1, 3)
+	if n := len(w.raft.fsm.RepairsOf("c1")); n != 3 {
+		t.Fatalf("%d repair tasks, want 3: %+v", n, w.raft.fsm.RepairsOf("c1"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.h.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.h.Stats().Copies < 3 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("after 10 s (the interval is an hour): %+v", w.h.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if ps.maxOfOne != 1 {
+		t.Fatalf("%d copies of one edge ran at once, want 1", ps.maxOfOne)
+	}
+	if n := len(w.raft.fsm.RepairsOf("c1")); n != 0 {
+		t.Fatalf("repairs left: %+v", w.raft.fsm.RepairsOf("c1"))
+	}
+}
+
+func holdingIndex(t *testing.T, w *world, edge string) uint64 {
+	t.Helper()
+	pl, _ := w.raft.fsm.Placement(edge)
+	h, _, ok := pl.HoldingOf("c1")
+	if !ok {
+		t.Fatalf("c1 holds no replica of %s", edge)
+	}
+	return h.Index
+}
