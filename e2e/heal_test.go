@@ -365,8 +365,8 @@ func TestHeal_CoordinatorDownThenBack(t *testing.T) {
 	killedAt := time.Now()
 	victim.Kill()
 	t.Logf("killed follower %s with SIGKILL; down for %v; load average %s", victim.ID, down, loadAvg())
-	if down > h.o.deadAfter+30*time.Second {
-		markedAt := h.waitEdges(victim.ID+" marked down", h.o.deadAfter+60*time.Second, func(v cluster.EdgesView) string {
+	if down > h.o.deadAfter+10*time.Second {
+		markedAt := h.waitEdges(victim.ID+" marked down before it is back", min(down-5*time.Second, h.o.deadAfter+60*time.Second), func(v cluster.EdgesView) string {
 			for _, ev := range v.Edges {
 				for _, r := range ev.Replicas {
 					if r.Coordinator == victim.ID && r.State != "down" {
