@@ -25,14 +25,14 @@ import (
 //   - an acknowledgement watch (cluster.AckWatch): every edge's
 //     acked-through gauge every 250 ms, for the longest pause between
 //     two acknowledgements;
-//   - a prober: every probeEvery, one running coordinator's query front
+//   - a prober: every probeEvery (1 s), one running coordinator's query front
 //     end is asked for one edge's raw points over a window of
 //     acknowledged history, compared with that edge's ledger (the naive
 //     oracle): an answer missing acknowledged points must say so in a
 //     warning (it may not claim a completeness it does not have), and no
 //     answer may hold a point twice, a point never written or a wrong
 //     value;
-//   - a placement sampler: every sampleEvery, `tributary cluster edges
+//   - a placement sampler: every sampleEvery (1 s), `tributary cluster edges
 //     --format json`; for every edge, the segments it lacks on each
 //     replica: some replica on a running coordinator (whose disk is its
 //     own) must lack none of the held segments (no range loses its last
@@ -45,7 +45,7 @@ import (
 const (
 	healRF      = 3 // the fleet's default replication factor
 	probeEvery  = time.Second
-	sampleEvery = 2 * time.Second
+	sampleEvery = time.Second
 )
 
 // healOptions describe a healing scenario's fleet and load.
@@ -587,8 +587,8 @@ func (p *prober) run(ctx context.Context) {
 }
 
 // probeOnce asks coordinator i mod n (running ones) about edge i mod m,
-// over a window of the acknowledged history: all of it every fifth
-// probe, else a random stretch of up to a fifth of it.
+// over a window of the acknowledged history: all of it every 20th probe,
+// else a random stretch of a fifth of it, at most 10 minutes.
 func (p *prober) probeOnce(ctx context.Context, i int) {
 	h := p.h
 	var cos []*cluster.Coordinator
@@ -607,8 +607,8 @@ func (p *prober) probeOnce(ctx context.Context, i int) {
 	if hi == 0 {
 		return
 	}
-	if i%5 != 0 {
-		span := (hi - lo) / 5
+	if i%20 != 0 {
+		span := min((hi-lo)/5, 10*time.Minute.Milliseconds())
 		start := lo + rand.Int64N(hi-lo-span+1)
 		lo, hi = start, start+span
 	}
