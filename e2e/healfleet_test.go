@@ -891,3 +891,43 @@ func (h *healFleet) follower(leader *cluster.Coordinator) *cluster.Coordinator {
 	h.t.Fatal("no running follower")
 	return nil
 }
+
+// TestHealSampler_LacksAndCredits checks the sampler's arithmetic without
+// processes: the segments every live replica lacks, the segments the
+// catalog credits a replica with that its store misses, and the balance.
+func TestHealSampler_LacksAndCredits(t *testing.T) {
+	lack := func(runs ...uint64) []cluster.LackRun {
+		var out []cluster.LackRun
+		for i := 0; i+1 < len(runs); i += 2 {
+			out = append(out, cluster.LackRun{FirstSeq: runs[i], LastSeq: runs[i+1]})
+		}
+		return out
+	}
+	rs := []cluster.ReplicaView{{Coordinator: "c1", Lacks: lack(1, 10, 20, 30)}, {Coordinator: "c2", Lacks: lack(5, 25)}}
+	if got := commonLacks(rs); fmt.Sprint(got) != "[{5 10} {20 25}]" {
+		t.Errorf("common lacks %v, want [{5 10} {20 25}]", got)
+	}
+	rs = append(rs, cluster.ReplicaView{Coordinator: "c3"})
+	if got := commonLacks(rs); len(got) != 0 {
+		t.Errorf("a replica lacking nothing: common lacks %v", got)
+	}
+	// c1 lacks 3..4: it is credited with 1..2 and 5..9; its store holds
+	// 1..2 and 5..7.
+	got := credited(cluster.ReplicaView{Lacks: lack(3, 4)}, 9, []cluster.SeqRun{{First: 1, Last: 2}, {First: 5, Last: 7}})
+	if fmt.Sprint(got) != "[{8 9}]" {
+		t.Errorf("credited but missing %v, want [{8 9}]", got)
+	}
+	if got := credited(cluster.ReplicaView{Lacks: lack(1, 9)}, 9, nil); len(got) != 0 {
+		t.Errorf("a replica lacking everything is credited with %v", got)
+	}
+	v := cluster.EdgesView{Edges: []cluster.EdgeView{
+		{NodeID: "e1", Replicas: []cluster.ReplicaView{{Coordinator: "c1"}, {Coordinator: "c2"}, {Coordinator: "c3", Leaving: true}}},
+		{NodeID: "e2", Replicas: []cluster.ReplicaView{{Coordinator: "c1"}, {Coordinator: "c2"}}},
+	}}
+	if s := balanceError(v, []string{"c1", "c2"}); s != "" {
+		t.Errorf("even loads reported off: %s", s)
+	}
+	if s := balanceError(v, []string{"c1", "c2", "c3"}); s == "" {
+		t.Error("c3 holding no active replica of 4 over 3 coordinators is within ±10%?")
+	}
+}
