@@ -90,14 +90,12 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 				"--peers", strings.Join(peers, ","), "--dead-after", o.DeadAfter.String()}, o.CoordinatorArgs...),
 			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 	}
+	addrs, err := freePorts(2 * o.Edges)
+	if err != nil {
+		return nil, err
+	}
 	for i := range o.Edges {
-		addrs := make([]string, 2)
-		for j := range addrs {
-			if addrs[j], err = nodeproc.FreeLoopbackAddr(); err != nil {
-				return nil, err
-			}
-		}
-		p := &proc{name: fmt.Sprintf("edge-%02d", i+1), grpc: addrs[0], http: addrs[1]}
+		p := &proc{name: fmt.Sprintf("edge-%02d", i+1), grpc: addrs[2*i], http: addrs[2*i+1]}
 		rot := append(slices.Clone(intakes[i%len(intakes):]), intakes[:i%len(intakes)]...)
 		p.opts = nodeproc.Options{Binary: o.Binary, NodeID: p.name, ListenAddr: p.grpc, LogLevel: "info",
 			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
@@ -140,6 +138,27 @@ func (f *fleet) coordinator(id string) *proc {
 		}
 	}
 	return nil
+}
+
+// freePorts returns n distinct loopback addresses free a moment ago: all
+// listened on at once, so that no two are the same port.
+func freePorts(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
 }
 
 // reserveHosts picks a loopback block 127.A.B.0/24 at random and four
