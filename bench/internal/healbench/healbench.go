@@ -29,7 +29,9 @@
 //     replica lacks anything (no leaving replica, nothing under-replicated
 //     or unsourced); rereplicate_mib_per_s is the segment bytes the
 //     restarted coordinator copied (tributary_heal_copied_bytes_total) over
-//     the time from its first copied byte to history_restored;
+//     the time from its first copied byte to history_restored (and, from
+//     its log, history_mib_per_s: each edge's largest copy, its history
+//     once, over the same time);
 //  6. stops the load, waits until the cloud holds every acknowledged point
 //     on every replica, and checks every replica store alone
 //     (ReplicaService/Query on its cluster listener) and every
@@ -123,7 +125,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Binary: "bin/tributary", Coordinators: 3, Edges: 10, SeriesPerEdge: 4,
-		History: 6 * time.Hour, HistoryStep: 50 * time.Millisecond, HistoryBatch: 10_000,
+		History: 24 * time.Hour, HistoryStep: 50 * time.Millisecond, HistoryBatch: 10_000,
 		Interval: 100 * time.Millisecond, PointsPerWrite: 10,
 		Warm: 20 * time.Second, Victim: "follower", RestartDelay: 10 * time.Second,
 		DeadAfter: 30 * time.Second, SegmentAge: time.Second, AckPoll: 200 * time.Millisecond,

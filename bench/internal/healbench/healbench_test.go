@@ -150,3 +150,18 @@ func TestReport_EndsWithTheIssuesJSONLine(t *testing.T) {
 		t.Fatalf("unmeasured replaced_s: %s", b)
 	}
 }
+
+func TestParseCopies_EachEdgesLargestCopyIsItsHistory(t *testing.T) {
+	log := `time=2026-11-27T12:51:01.726Z level=INFO msg="repaired: copied a run this replica lacked" component=heal edge=edge-02 first_seq=1 last_seq=46 source=c2 bytes=62335929 took=2.25s
+time=2026-11-27T12:51:02.000Z level=INFO msg="registered in the catalog" component=coordinator coordinator=c1
+time=2026-11-27T12:51:04.095Z level=INFO msg="repaired: copied a run this replica lacked" component=heal edge=edge-03 first_seq=1 last_seq=47 source=c2 bytes=100 took=2.37s
+time=2026-11-27T12:51:06.469Z level=INFO msg="repaired: copied a run this replica lacked" component=heal edge=edge-03 first_seq=48 last_seq=50 source=c2 bytes=300 took=2.24s
+`
+	cs := parseCopies(log)
+	if len(cs) != 3 || cs[0] != (copyLog{"edge-02", 1, 62335929}) || cs[2] != (copyLog{"edge-03", 48, 300}) {
+		t.Fatalf("copies %+v", cs)
+	}
+	if got := historyBytes(cs); got != 62335929+300 {
+		t.Fatalf("history bytes %d", got)
+	}
+}

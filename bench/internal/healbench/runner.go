@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -447,6 +449,9 @@ func (r *runner) fault(ctx context.Context) error {
 	case <-time.After(time.Until(killed.Add(o.RestartDelay))):
 	}
 	v.opts.ExtraArgs = append(v.opts.ExtraArgs, "--rejoin")
+	if st, err := os.Stat(v.opts.LogPath); err == nil {
+		r.m.victimLogFrom = st.Size() // its copies are logged after this
+	}
 	if err := v.start(ctx); err != nil {
 		return err
 	}
@@ -479,6 +484,9 @@ func (r *runner) fault(ctx context.Context) error {
 	r.m.restored = at.Sub(killed)
 	r.m.restoredAt = at
 	r.m.loadAtRestored = loadAvg()
+	if b, err := os.ReadFile(v.opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
+		r.m.copies = parseCopies(string(b[r.m.victimLogFrom:]))
+	}
 	r.logger.Info("every edge's history at RF", "after", r.m.restored.Round(time.Millisecond))
 	return nil
 }
@@ -716,4 +724,23 @@ func restoreAvailable(ctx context.Context, binary string) bool {
 	_ = cmd.Run()
 	s := out.String()
 	return s != "" && !strings.Contains(s, "unexpected argument")
+}
+
+// copyLog is one repair copy the restarted coordinator logged.
+type copyLog struct {
+	edge            string
+	firstSeq, bytes int64
+}
+
+var copyLine = regexp.MustCompile(`msg="repaired: copied a run this replica lacked".* edge=(\S+) first_seq=(\d+) last_seq=\d+ source=\S+ bytes=(\d+)`)
+
+// parseCopies reads the repair copies from a coordinator's log.
+func parseCopies(log string) []copyLog {
+	var out []copyLog
+	for _, m := range copyLine.FindAllStringSubmatch(log, -1) {
+		first, _ := strconv.ParseInt(m[2], 10, 64)
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		out = append(out, copyLog{edge: m[1], firstSeq: first, bytes: n})
+	}
+	return out
 }
