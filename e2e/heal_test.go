@@ -376,7 +376,7 @@ func TestHeal_CoordinatorDownThenBack(t *testing.T) {
 			}
 			return ""
 		})
-		t.Logf("%s marked down %v after the kill (dead-after %v)", victim.ID, markedAt.Sub(killedAt).Round(time.Millisecond), h.o.deadAfter)
+		t.Logf("%s marked down %v after the kill (dead-after %v, counted from its last heartbeat, which comes every quarter of it)", victim.ID, markedAt.Sub(killedAt).Round(time.Millisecond), h.o.deadAfter)
 	}
 	time.Sleep(time.Until(killedAt.Add(down)))
 	if err := victim.Start(h.c.Opts.ReadyTimeout); err != nil {
