@@ -78,11 +78,11 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 
 E2E_STATIC_BIN := bin/tributary-static
 # Longer knobs of make e2e (override on the command line or in the environment).
-E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore|Hostile|Rotation|Revocation
+E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore|Hostile|Rotation|Revocation|TestHeal_
 DURATION ?= 30m
 FUZZTIME ?= 30s
 
-e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log, a damaged store table file repaired with its loss counted, a Pi SD card replaced and restored from the cloud (E2E_RUN selects).
+e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log, a damaged store table file repaired with its loss counted, a Pi SD card replaced and restored from the cloud, self-healing (a coordinator's disk lost, refused then rejoined, down 30 min, an edge 30 days offline, scale 3→5→3 and replace) checked on every replica (E2E_RUN selects).
 	@mkdir -p bin
 	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
 	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(E2E_STATIC_BIN) ./cmd/tributary
@@ -100,7 +100,9 @@ e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 e
 	TRIBUTARY_E2E_SECURITY=1 TRIBUTARY_E2E_DISK=1 TRIBUTARY_E2E_POWER_CUTS=$${TRIBUTARY_E2E_POWER_CUTS:-10} \
 	TRIBUTARY_E2E_COORD_POWER_CUTS=$${TRIBUTARY_E2E_COORD_POWER_CUTS:-6} TRIBUTARY_E2E_DISK_FULL=$${TRIBUTARY_E2E_DISK_FULL:-20s} \
 	TRIBUTARY_E2E_RESTORE_LOAD=$${TRIBUTARY_E2E_RESTORE_LOAD:-30s} \
-	$(GO) test ./e2e/ -run '$(E2E_RUN)' -v -count=1 -timeout 120m
+	TRIBUTARY_E2E_HEAL=1 TRIBUTARY_E2E_COORD_DOWN=$${TRIBUTARY_E2E_COORD_DOWN:-30m} TRIBUTARY_E2E_HEAL_WARMUP=$${TRIBUTARY_E2E_HEAL_WARMUP:-60s} \
+	TRIBUTARY_E2E_HEAL_VICTIMS=$${TRIBUTARY_E2E_HEAL_VICTIMS:-follower,leader} TRIBUTARY_E2E_HEAL_RESTART_DELAYS=$${TRIBUTARY_E2E_HEAL_RESTART_DELAYS:-10s,40s} \
+	$(GO) test ./e2e/ -run '$(E2E_RUN)' -v -count=1 -timeout 240m
 
 soak: build soak-sim ## Random faults for DURATION (default 30m; make soak DURATION=2h): edge and leader kill -9, link cuts, paused coordinators, slow links, with the ack ledger checked at the end; after the raft simulator (soak-sim).
 	TRIBUTARY_E2E_BIN=$(CURDIR)/$(BIN) TRIBUTARY_E2E_SOAK=$(DURATION) \
@@ -129,13 +131,13 @@ bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbu
 	bin/tribench ingest --binary $(BIN) --duration 10s
 	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir $(BENCH_RESULTS)/fleet-short
 
-bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication and -pi (an hour or more).
+bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication, -heal and -pi (an hour or more).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench iotdb --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench tsbs-cpu --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench canbus --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench rollup --profile full --results $(BENCH_RESULTS)
-	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-pi
+	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-heal bench-pi
 
 bench-iotdb: build ## IoTDB-benchmark style sweep over 1..9 clients, write-only and 50/50 read-write (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -179,7 +181,11 @@ bench-hostile: build ## Hostile clients against a TLS coordinator and node while
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench hostile --binary $(BIN) $(BENCH_ARGS)
 
-.PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke
+.PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke bench-heal
+
+bench-heal: build ## Self-healing benchmark: 3 coordinators + 10 edges, one coordinator loses its disk under 4,000 points/s and rejoins; ack pause, replacement, history restored, re-replication MiB/s, every replica checked; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench heal --binary $(BIN) $(BENCH_ARGS)
 
 bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shipping to 3 coordinators; lag, intake, catalog load, coordinator CPU and RSS; table, JSON, plots.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench

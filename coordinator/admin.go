@@ -54,7 +54,10 @@ func (s *adminServer) AddMember(ctx context.Context, req *pb.AddMemberRequest) (
 	if err := s.requireLeader(); err != nil {
 		return nil, err
 	}
-	if n, ok := c.fsm.Node(req.NodeId); ok && (n.Role != catalog.RoleCoordinator || n.RaftID != req.RaftId) {
+	// A coordinator whose registered raft member was removed may come back
+	// under a new raft id (it lost its disk and rejoins, --rejoin): the
+	// catalog's RegisterNode takes it then, so the change is allowed too.
+	if n, ok := c.fsm.Node(req.NodeId); ok && (n.Role != catalog.RoleCoordinator || (n.RaftID != req.RaftId && raftMember(c.fsm.Members(), n.RaftID))) {
 		return nil, status.Errorf(codes.FailedPrecondition, "add member %d: node id %q is registered in the catalog as %s with raft id %d", req.RaftId, req.NodeId, n.Role, n.RaftID)
 	}
 	for _, n := range c.fsm.Nodes() {
@@ -366,4 +369,9 @@ func fleetConfigFromProto(p *pb.FleetConfig) catalog.FleetConfig {
 		ReplicationFactor: p.GetReplicationFactor(), MaxSeries: p.GetMaxSeries(),
 		WriteQuorum: p.GetWriteQuorum(), DeadAfterMs: p.GetDeadAfterMs(),
 	}
+}
+
+// raftMember reports whether raft id id is among the catalog's members.
+func raftMember(ms []catalog.Member, id uint64) bool {
+	return slices.ContainsFunc(ms, func(m catalog.Member) bool { return m.RaftID == id })
 }

@@ -14,6 +14,7 @@
 //	tribench tsbs-cpu --binary bin/tributary [flags]    TSBS cpu-only ingest and the kdb+ blog's queries
 //	tribench canbus --binary bin/tributary [flags]      22 CAN channels at 10 Hz: one series per line, then multi-field rows
 //	tribench fleet --binary bin/tributary [flags]       N simulated edges shipping to 3 coordinators: lag, intake, catalog load
+//	tribench heal --binary bin/tributary [flags]        a coordinator loses its disk under load: ack pause, replacement, re-replication
 //	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
 //	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
 //	tribench hostile --binary bin/tributary [flags]     hostile clients against a TLS coordinator and node: memory, writer p99, refusals
@@ -80,6 +81,13 @@ workloads:
            edges (the real replicator over in-memory WAL segments) and report
            replication lag, intake, catalog load and coordinator CPU and RSS
            per fleet size (a table, one JSON line, fleet.json and plots)
+  heal     start 3 coordinators and 10 edges as processes, load history, then
+           under 4,000 points/s kill -9 a coordinator, delete its data
+           directory and start it again with --rejoin; report the longest
+           acknowledgement pause, the time until every edge is back at RF
+           healthy replicas and until its whole history is, the
+           re-replication rate, and every replica checked alone (a table,
+           then one JSON line)
   pi       run the node's FROM-scratch image in a container limited to
            --cpus 1 --memory 512m, write the sensor workload, time a query
            mix, and report points/s, query latency, peak memory and OOM kills
@@ -163,6 +171,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRollupCold(ctx, args[1:], stdout, stderr)
 	case "fleet":
 		err = runFleet(ctx, args[1:], stdout, stderr, logger)
+	case "heal":
+		err = runHeal(ctx, args[1:], stdout, stderr, logger)
 	case "pi":
 		err = runPi(ctx, args[1:], stdout, stderr, logger)
 	case "arm64-smoke":

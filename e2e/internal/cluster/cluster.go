@@ -110,7 +110,11 @@ type Cluster struct {
 	Edge         *Edge
 	// More are the edges added by AddEdge.
 	More []*Edge
-	http *http.Client
+	// Edges lists every edge of a fleet of several (NewHosts); Edge is
+	// then the first. Nil for a fleet of one edge.
+	Edges []*Edge
+	http  *http.Client
+	hosts *hostLayout // NewHosts only: how to lay out more coordinators
 }
 
 // New lays out the fleet's command lines and ports; nothing is started.
@@ -200,15 +204,25 @@ func (c *Cluster) Processes() []*Process {
 	for _, co := range c.Coordinators {
 		ps = append(ps, co.Process)
 	}
-	ps = append(ps, c.Edge.Process)
+	for _, e := range c.allEdges() {
+		ps = append(ps, e.Process)
+	}
 	for _, e := range c.More {
 		ps = append(ps, e.Process)
 	}
 	return ps
 }
 
+// allEdges is Edges, or the one Edge.
+func (c *Cluster) allEdges() []*Edge {
+	if len(c.Edges) > 0 {
+		return c.Edges
+	}
+	return []*Edge{c.Edge}
+}
+
 // Start starts the coordinators together (a member waits for a quorum) and
-// then the edge.
+// then the edges.
 func (c *Cluster) Start() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Coordinators))
@@ -219,7 +233,13 @@ func (c *Cluster) Start() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return c.Edge.Start(c.Opts.ReadyTimeout)
+	edges := c.allEdges()
+	errs = make([]error, len(edges))
+	for i, e := range edges {
+		wg.Go(func() { errs[i] = e.Start(c.Opts.ReadyTimeout) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // KillAll kills every process still running.

@@ -39,11 +39,13 @@ type Ledger struct {
 	inDoubt map[string]map[int64]float64
 	nAcked  int
 	nDoubt  int
+	// newestMs and oldestMs bound the acknowledged timestamps.
+	newestMs, oldestMs int64
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{acked: map[string]map[int64]float64{}, inDoubt: map[string]map[int64]float64{}}
+	return &Ledger{acked: map[string]map[int64]float64{}, inDoubt: map[string]map[int64]float64{}, oldestMs: math.MaxInt64}
 }
 
 func (l *Ledger) record(m map[string]map[int64]float64, series string, ts []int64, vs []float64) int {
@@ -65,6 +67,9 @@ func (l *Ledger) Ack(series string, ts []int64, vs []float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.nAcked += l.record(l.acked, series, ts, vs)
+	for _, t := range ts {
+		l.newestMs, l.oldestMs = max(l.newestMs, t), min(l.oldestMs, t)
+	}
 }
 
 // Doubt records points whose write failed: they may be stored.
@@ -125,6 +130,9 @@ type WriterOptions struct {
 	StartMs         int64         // first timestamp; default: now
 	RequestTimeout  time.Duration // default 5s
 	Client          Client        // TLS and token (zero: plaintext, none)
+	// StepMs is the time between a series' consecutive points; default 1.
+	// Interval/PointsPerSeries keeps the timestamps at the clock's pace.
+	StepMs int64
 }
 
 func (o *WriterOptions) setDefaults() {
@@ -146,6 +154,9 @@ func (o *WriterOptions) setDefaults() {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 5 * time.Second
 	}
+	if o.StepMs == 0 {
+		o.StepMs = 1
+	}
 }
 
 // Validate reports every bad field of o (after defaults).
@@ -157,8 +168,8 @@ func (o WriterOptions) Validate() error {
 	if o.Series < 1 || o.PointsPerSeries < 1 {
 		bad = append(bad, fmt.Errorf("writer options: Series %d and PointsPerSeries %d must be at least 1", o.Series, o.PointsPerSeries))
 	}
-	if o.Interval < 0 || o.RequestTimeout < 0 {
-		bad = append(bad, errors.New("writer options: Interval and RequestTimeout must not be negative"))
+	if o.Interval < 0 || o.RequestTimeout < 0 || o.StepMs < 0 {
+		bad = append(bad, errors.New("writer options: Interval, RequestTimeout and StepMs must not be negative"))
 	}
 	if err := errors.Join(bad...); err != nil {
 		return fmt.Errorf("writer options: %w", err)
@@ -212,7 +223,8 @@ func (s WriterStats) PointsPerSecond() float64 {
 
 // Writer writes a steady load through an edge's WriteService and records
 // every point in its Ledger. Each series gets consecutive unique
-// timestamps, one millisecond apart, starting at StartMs.
+// timestamps, StepMs apart (one millisecond by default), starting at
+// StartMs.
 type Writer struct {
 	opts   WriterOptions
 	Ledger *Ledger
@@ -291,13 +303,13 @@ func (w *Writer) writeOnce(ctx context.Context) {
 		b := &pb.SeriesBatch{Series: &pb.Series{Labels: []*pb.Label{
 			{Name: "__name__", Value: o.Metric}, {Name: SeriesLabel, Value: SeriesName(i)}}}}
 		for k := range o.PointsPerSeries {
-			ts := w.nextMs + int64(k)
+			ts := w.nextMs + int64(k)*o.StepMs
 			b.TimestampsMs = append(b.TimestampsMs, ts)
 			b.Values = append(b.Values, Value(SeriesName(i), ts))
 		}
 		req.Batches = append(req.Batches, b)
 	}
-	w.nextMs += int64(o.PointsPerSeries)
+	w.nextMs += int64(o.PointsPerSeries) * o.StepMs
 	rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 	defer cancel()
 	w.stats.Requests++

@@ -1,0 +1,746 @@
+package healbench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// copiedBytesMetric counts the segment bytes repairs copied into a
+// coordinator's replica store.
+const copiedBytesMetric = "tributary_heal_copied_bytes_total"
+
+// ackedThroughMetric is an edge's newest segment the cloud acknowledged
+// contiguously.
+const ackedThroughMetric = "tributary_replication_acked_through_seq"
+
+// runner carries one run's state.
+type runner struct {
+	o      Options
+	f      *fleet
+	logger *slog.Logger
+	m      measurement
+
+	ledgers map[string]*ledger // by edge
+
+	stopLoad     context.CancelFunc
+	loadDone     sync.WaitGroup
+	loadErrMu    sync.Mutex
+	loadErr      error
+	stopWatch    context.CancelFunc
+	watchDone    sync.WaitGroup
+	watchOnce    sync.Once
+	victim       *proc
+	victimStore  string
+	victimActive bool // the catalog registered the victim's new store
+
+	mu       sync.Mutex
+	advances map[string][]time.Time // per edge, when acked_through moved
+	lastAck  map[string]float64
+}
+
+func (r *runner) run(ctx context.Context) error {
+	o := r.o
+	r.ledgers = map[string]*ledger{}
+	for _, e := range r.f.edges {
+		r.ledgers[e.name] = newLedger(o.SeriesPerEdge)
+	}
+	r.logger.Info("starting coordinators", "n", len(r.f.coords))
+	if err := startAll(ctx, r.f.coords); err != nil {
+		return err
+	}
+	r.logger.Info("starting edges", "n", len(r.f.edges))
+	if err := startAll(ctx, r.f.edges); err != nil {
+		return err
+	}
+	if err := r.loadHistory(ctx); err != nil {
+		return fmt.Errorf("load history: %w", err)
+	}
+	r.startLoad()
+	r.startWatchers()
+	if _, err := waitFor(ctx, time.Second, time.Minute, "every edge placed on RF replicas", func(ctx context.Context) string {
+		v, err := r.edges(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return r.healthy(ctx, v, false)
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.Warm):
+	}
+	if err := r.fault(ctx); err != nil {
+		return err
+	}
+	r.m.measured = true
+	time.Sleep(5 * time.Second) // acknowledgements after the heal count too
+	r.stopLoadAndWait()
+	r.m.loadStopped = time.Now()
+	r.stopWatchers()
+	r.m.ackPause, r.m.ackPauseEdge = r.worstPause()
+	var errs []error
+	if err := r.loadError(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.settle(ctx); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, r.checkReplicas(ctx), r.checkFronts(ctx))
+	return errors.Join(errs...)
+}
+
+// loadHistory writes History to every edge, all edges at once, and waits
+// until the catalog holds every acknowledged point.
+func (r *runner) loadHistory(ctx context.Context) error {
+	o := r.o
+	if o.History == 0 {
+		return nil
+	}
+	start := time.Now()
+	endMs := time.Now().Add(-time.Minute).UnixMilli()
+	stepMs := o.HistoryStep.Milliseconds()
+	n := int(o.History / o.HistoryStep)
+	firstMs := endMs - int64(n)*stepMs
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.f.edges))
+	for i, e := range r.f.edges {
+		wg.Go(func() {
+			conn, err := dial(e.grpc)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer conn.Close()
+			wc := pb.NewWriteServiceClient(conn)
+			for k := 0; k < n && ctx.Err() == nil; k += o.HistoryBatch {
+				cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				err := write(cctx, wc, e.name, r.ledgers[e.name], firstMs+int64(k)*stepMs, stepMs, min(o.HistoryBatch, n-k))
+				cancel()
+				if err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.m.historyWrite = time.Since(start)
+	for _, l := range r.ledgers {
+		r.m.historyPoints += l.acked()
+	}
+	r.logger.Info("history written; waiting for the cloud to hold it", "points", r.m.historyPoints, "took", r.m.historyWrite.Round(time.Millisecond))
+	_, err := waitFor(ctx, time.Second, o.LoadTimeout, "the cloud holds the history", func(ctx context.Context) string {
+		return r.heldAll(ctx)
+	})
+	r.m.historyReplicated = time.Since(start)
+	return err
+}
+
+// heldAll says which edge the catalog does not yet credit with every
+// acknowledged point on RF replicas lacking nothing ("" when none).
+func (r *runner) heldAll(ctx context.Context) string {
+	v, err := r.edges(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	for _, e := range r.f.edges {
+		ev := edgeInfo(v, e.name)
+		if ev == nil {
+			return e.name + " is not in the catalog"
+		}
+		if want := r.ledgers[e.name].acked(); int64(ev.HeldPoints) < want {
+			return fmt.Sprintf("%s: %d of %d points held", e.name, ev.HeldPoints, want)
+		}
+	}
+	return r.healthy(ctx, v, true)
+}
+
+// startLoad starts one steady writer per edge.
+func (r *runner) startLoad() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopLoad = cancel
+	o := r.o
+	stepMs := o.Interval.Milliseconds() / int64(o.PointsPerWrite)
+	r.m.loadStarted = time.Now()
+	for _, e := range r.f.edges {
+		r.loadDone.Go(func() {
+			conn, err := dial(e.grpc)
+			if err != nil {
+				r.setLoadErr(err)
+				return
+			}
+			defer conn.Close()
+			wc := pb.NewWriteServiceClient(conn)
+			l := r.ledgers[e.name]
+			_, last := l.span()
+			next := max(time.Now().UnixMilli(), last+stepMs)
+			t := time.NewTicker(o.Interval)
+			defer t.Stop()
+			for {
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				err := write(cctx, wc, e.name, l, next, stepMs, o.PointsPerWrite)
+				ccancel()
+				next += int64(o.PointsPerWrite) * stepMs
+				if err != nil && ctx.Err() == nil {
+					r.setLoadErr(err)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+}
+
+func (r *runner) setLoadErr(err error) {
+	r.loadErrMu.Lock()
+	defer r.loadErrMu.Unlock()
+	if r.loadErr == nil {
+		r.loadErr = err
+	}
+	r.m.failedWrites++
+}
+
+func (r *runner) loadError() error {
+	r.loadErrMu.Lock()
+	defer r.loadErrMu.Unlock()
+	if r.loadErr != nil {
+		return fmt.Errorf("%d writes failed (the edges write locally; coordinators do not matter), the first: %w", r.m.failedWrites, r.loadErr)
+	}
+	return nil
+}
+
+func (r *runner) stopLoadAndWait() {
+	if r.stopLoad != nil {
+		r.stopLoad()
+		r.loadDone.Wait()
+	}
+}
+
+// startWatchers starts the acknowledgement watch, the query prober and the
+// copy sampler.
+func (r *runner) startWatchers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopWatch = cancel
+	r.advances, r.lastAck = map[string][]time.Time{}, map[string]float64{}
+	r.watchDone.Go(func() { r.watchAcks(ctx) })
+	r.watchDone.Go(func() { r.probe(ctx) })
+	r.watchDone.Go(func() { r.watchCopies(ctx) })
+}
+
+func (r *runner) stopWatchers() {
+	r.watchOnce.Do(func() {
+		if r.stopWatch != nil {
+			r.stopWatch()
+			r.watchDone.Wait()
+		}
+	})
+}
+
+// watchAcks records when each edge's acked-through gauge moves.
+func (r *runner) watchAcks(ctx context.Context) {
+	t := time.NewTicker(r.o.AckPoll)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		for _, e := range r.f.edges {
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, 4*r.o.AckPoll)
+				v, err := gauge(cctx, e.http, ackedThroughMetric)
+				cancel()
+				now := time.Now()
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if err != nil {
+					if ctx.Err() == nil {
+						r.m.failedScrapes++
+					}
+					return
+				}
+				if prev, seen := r.lastAck[e.name]; v > 0 && (!seen || prev != v) {
+					r.advances[e.name] = append(r.advances[e.name], now)
+				}
+				r.lastAck[e.name] = v
+			})
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// worstPause is the longest time an edge went without an acknowledgement
+// from its first one to the end of the watch.
+func (r *runner) worstPause() (time.Duration, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var worst time.Duration
+	edge := ""
+	end := time.Now()
+	for id, ts := range r.advances {
+		for i := range ts {
+			next := end
+			if i+1 < len(ts) {
+				next = ts[i+1]
+			}
+			if d := next.Sub(ts[i]); d > worst {
+				worst, edge = d, id
+			}
+		}
+	}
+	return worst, edge
+}
+
+// watchCopies samples the restarted coordinator's copied bytes.
+func (r *runner) watchCopies(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		v := r.victim
+		r.mu.Unlock()
+		if v == nil || !v.running() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		b, err := gauge(cctx, v.http, copiedBytesMetric)
+		cancel()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		r.mu.Lock()
+		if b > 0 && r.m.firstCopy.IsZero() {
+			r.m.firstCopy = r.m.lastNoCopy
+		}
+		if b == 0 {
+			r.m.lastNoCopy = now
+		}
+		if b > r.m.copiedBytes {
+			r.m.copiedBytes, r.m.lastCopy = b, now
+		}
+		r.mu.Unlock()
+	}
+}
+
+// probe compares a query answer with the ledger every second: one
+// running coordinator's front end, one edge, a window of acknowledged
+// history (the oldest tenth every other time: what a replaced replica
+// gets back last).
+func (r *runner) probe(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var cos []*proc
+		for _, c := range r.f.coords {
+			if c.running() {
+				cos = append(cos, c)
+			}
+		}
+		if len(cos) == 0 {
+			continue
+		}
+		co := cos[i%len(cos)]
+		e := r.f.edges[(i/len(cos))%len(r.f.edges)]
+		l := r.ledgers[e.name]
+		first, last := l.span()
+		if last == 0 {
+			continue
+		}
+		span := min((last-first)/10, (10 * time.Minute).Milliseconds())
+		from := first
+		if i%2 == 1 {
+			from = first + rand.Int64N(last-first-span+1)
+		}
+		to := from + span
+		conn, err := dial(co.grpc)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.name, from, to)
+		cancel()
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		r.mu.Lock()
+		r.m.probes++
+		if err != nil {
+			r.m.probeErrors++
+			r.mu.Unlock()
+			continue
+		}
+		v := l.check(ans, from, to)
+		switch {
+		case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
+			r.m.wrong++
+			if len(r.m.wrongSamples) < 5 {
+				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.name, e.name, from, to, v, warnings))
+			}
+		case v.lost > 0:
+			r.m.flagged++
+		case len(warnings) > 0:
+			r.m.falseAlarms++
+		}
+		r.mu.Unlock()
+	}
+}
+
+// fault kills the victim, deletes its data directory, restarts it with
+// --rejoin after RestartDelay and measures the heal.
+func (r *runner) fault(ctx context.Context) error {
+	o := r.o
+	v, err := r.pickVictim(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := r.storeOf(ctx, v.name)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.victimStore = store
+	r.mu.Unlock()
+	r.logger.Info("killing the victim and deleting its data directory", "coordinator", v.name, "role", o.Victim)
+	r.m.loadAtKill = loadAvg()
+	killed := time.Now()
+	v.kill()
+	if err := os.RemoveAll(v.opts.DataDir); err != nil {
+		return fmt.Errorf("delete %s's data directory: %w", v.name, err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(killed.Add(o.RestartDelay))):
+	}
+	v.opts.ExtraArgs = append(v.opts.ExtraArgs, "--rejoin")
+	if st, err := os.Stat(v.opts.LogPath); err == nil {
+		r.m.victimLogFrom = st.Size() // its copies are logged after this
+	}
+	if err := v.start(ctx); err != nil {
+		return err
+	}
+	r.m.restarted = time.Since(killed)
+	r.mu.Lock()
+	r.victim = v
+	r.mu.Unlock()
+	at, err := waitFor(ctx, 250*time.Millisecond, o.DeadAfter+60*time.Second+5*time.Minute, "every edge at RF healthy replicas", func(ctx context.Context) string {
+		vw, err := r.edges(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return r.healthy(ctx, vw, false)
+	})
+	if err != nil {
+		return err
+	}
+	r.m.replaced = at.Sub(killed)
+	r.logger.Info("every edge at RF healthy replicas", "after", r.m.replaced.Round(time.Millisecond))
+	at, err = waitFor(ctx, 250*time.Millisecond, o.HealTimeout, "every edge's history at RF", func(ctx context.Context) string {
+		vw, err := r.edges(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return r.healthy(ctx, vw, true)
+	})
+	if err != nil {
+		return err
+	}
+	r.m.restored = at.Sub(killed)
+	r.m.restoredAt = at
+	r.m.loadAtRestored = loadAvg()
+	if b, err := os.ReadFile(v.opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
+		r.m.copies = parseCopies(string(b[r.m.victimLogFrom:]))
+	}
+	r.logger.Info("every edge's history at RF", "after", r.m.restored.Round(time.Millisecond))
+	return nil
+}
+
+// pickVictim finds the leader, or a follower.
+func (r *runner) pickVictim(ctx context.Context) (*proc, error) {
+	for _, c := range r.f.coords {
+		conn, err := dial(c.grpc)
+		if err != nil {
+			continue
+		}
+		m, err := pb.NewClusterServiceClient(conn).Members(ctx, &pb.MembersRequest{})
+		conn.Close()
+		if err != nil || m.LeaderRaftId == 0 {
+			continue
+		}
+		var leader string
+		for _, mem := range m.Members {
+			if mem.RaftId == m.LeaderRaftId {
+				leader = mem.NodeId
+			}
+		}
+		for _, p := range r.f.coords {
+			if (r.o.Victim == "leader") == (p.name == leader) {
+				return p, nil
+			}
+		}
+	}
+	return nil, errors.New("find the victim: no coordinator names a leader")
+}
+
+// storeOf is the store id the catalog registers for coordinator id.
+func (r *runner) storeOf(ctx context.Context, id string) (string, error) {
+	for _, c := range r.f.coords {
+		if !c.running() {
+			continue
+		}
+		conn, err := dial(c.grpc)
+		if err != nil {
+			continue
+		}
+		m, err := pb.NewClusterServiceClient(conn).Members(ctx, &pb.MembersRequest{})
+		conn.Close()
+		if err != nil {
+			continue
+		}
+		for _, mem := range m.Members {
+			if mem.NodeId == id {
+				return mem.StoreId, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no coordinator lists %s among the members", id)
+}
+
+// live reports whether a replica on coordinator id counts: its process
+// runs and, for the victim, the catalog registered its new store.
+func (r *runner) live(ctx context.Context, id string) bool {
+	p := r.f.coordinator(id)
+	if p == nil || !p.running() {
+		return false
+	}
+	r.mu.Lock()
+	isVictim, known, old := r.victim == p, r.victimActive, r.victimStore
+	r.mu.Unlock()
+	if !isVictim || known {
+		return true
+	}
+	store, err := r.storeOf(ctx, id)
+	if err != nil || store == "" || store == old {
+		return false
+	}
+	r.mu.Lock()
+	r.victimActive = true
+	r.mu.Unlock()
+	return true
+}
+
+// edges asks a running coordinator for ClusterService.Edges.
+func (r *runner) edges(ctx context.Context) (*pb.EdgesResponse, error) {
+	var errs []error
+	for _, c := range r.f.coords {
+		if !c.running() {
+			continue
+		}
+		conn, err := dial(c.grpc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, err := pb.NewClusterServiceClient(conn).Edges(cctx, &pb.EdgesRequest{})
+		cancel()
+		conn.Close()
+		if err == nil {
+			return v, nil
+		}
+		errs = append(errs, fmt.Errorf("edges from %s: %w", c.name, err))
+	}
+	return nil, fmt.Errorf("no coordinator answered: %w", errors.Join(errs...))
+}
+
+func edgeInfo(v *pb.EdgesResponse, id string) *pb.EdgeInfo {
+	for _, e := range v.Edges {
+		if e.NodeId == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// healthy says why v does not show every edge at RF active replicas on
+// live, active coordinators ("" when it does); with whole, also none of
+// its replicas lacking anything and none leaving.
+func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) string {
+	for _, e := range r.f.edges {
+		ev := edgeInfo(v, e.name)
+		if ev == nil {
+			return e.name + " is not in the catalog"
+		}
+		n := 0
+		for _, rep := range ev.Replicas {
+			if !rep.Leaving && rep.State == "active" && r.live(ctx, rep.Coordinator) {
+				n++
+			}
+		}
+		if n < r.o.rf() {
+			return fmt.Sprintf("%s: %d healthy active replicas of %d", e.name, n, r.o.rf())
+		}
+		if !whole {
+			continue
+		}
+		if len(ev.Replicas) != n || ev.UnderReplicatedSegments > 0 || ev.UnsourcedSegments > 0 {
+			return fmt.Sprintf("%s: %d replicas (%d healthy), %d segments under-replicated, %d unsourced", e.name, len(ev.Replicas), n, ev.UnderReplicatedSegments, ev.UnsourcedSegments)
+		}
+		for _, rep := range ev.Replicas {
+			if len(rep.Lacks) > 0 {
+				return fmt.Sprintf("%s: %s lacks %d runs", e.name, rep.Coordinator, len(rep.Lacks))
+			}
+		}
+	}
+	return ""
+}
+
+// settle waits until the cloud holds every acknowledged point on RF
+// replicas lacking nothing.
+func (r *runner) settle(ctx context.Context) error {
+	start := time.Now()
+	_, err := waitFor(ctx, time.Second, r.o.LoadTimeout, "the cloud holds every acknowledged point", func(ctx context.Context) string {
+		return r.heldAll(ctx)
+	})
+	r.m.settled = time.Since(start)
+	return err
+}
+
+// checkReplicas asks every replica store alone about each edge it holds.
+func (r *runner) checkReplicas(ctx context.Context) error {
+	v, err := r.edges(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range r.f.edges {
+		l := r.ledgers[e.name]
+		first, last := l.span()
+		for _, rep := range edgeInfo(v, e.name).Replicas {
+			c := r.f.coordinator(rep.Coordinator)
+			conn, err := dial(c.cluster)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			ans, err := queryReplica(cctx, clusterv1.NewReplicaServiceClient(conn), e.name, first, last)
+			cancel()
+			conn.Close()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("replica %s of %s: %w", c.name, e.name, err))
+				continue
+			}
+			vd := l.check(ans, first, last)
+			r.m.replicaChecks++
+			r.m.lost += vd.lost
+			r.m.duplicated += vd.duplicated
+			if vd.phantom+vd.wrongValue > 0 {
+				r.m.wrongReplicaAnswers++
+			}
+			if !vd.ok() {
+				errs = append(errs, fmt.Errorf("replica %s of %s, asked alone: %v", c.name, e.name, vd))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkFronts asks every coordinator's query front end about every edge.
+func (r *runner) checkFronts(ctx context.Context) error {
+	var errs []error
+	for _, c := range r.f.coords {
+		conn, err := dial(c.grpc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		qc := pb.NewQueryServiceClient(conn)
+		for _, e := range r.f.edges {
+			l := r.ledgers[e.name]
+			first, last := l.span()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			ans, warnings, err := queryFront(cctx, qc, e.name, first, last)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s about %s: %w", c.name, e.name, err))
+				continue
+			}
+			vd := l.check(ans, first, last)
+			r.m.frontChecks++
+			if !vd.ok() {
+				r.m.wrongFinal++
+				errs = append(errs, fmt.Errorf("%s about %s: %v (warnings %q)", c.name, e.name, vd, warnings))
+			}
+		}
+		conn.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// restoreAvailable reports whether the binary has `tributary node restore`.
+func restoreAvailable(ctx context.Context, binary string) bool {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(cctx, binary, "node", "restore", "--help")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run()
+	s := out.String()
+	return s != "" && !strings.Contains(s, "unexpected argument")
+}
+
+// copyLog is one repair copy the restarted coordinator logged.
+type copyLog struct {
+	edge            string
+	firstSeq, bytes int64
+}
+
+var copyLine = regexp.MustCompile(`msg="repaired: copied a run this replica lacked".* edge=(\S+) first_seq=(\d+) last_seq=\d+ source=\S+ bytes=(\d+)`)
+
+// parseCopies reads the repair copies from a coordinator's log.
+func parseCopies(log string) []copyLog {
+	var out []copyLog
+	for _, m := range copyLine.FindAllStringSubmatch(log, -1) {
+		first, _ := strconv.ParseInt(m[2], 10, 64)
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		out = append(out, copyLog{edge: m[1], firstSeq: first, bytes: n})
+	}
+	return out
+}

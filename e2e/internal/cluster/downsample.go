@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
+	pb "github.com/tributarydb/tributary/proto/tributary/v1"
+)
+
+// Buckets are a downsampled answer: per SeriesLabel value, bucket start
+// → value; and the answer's warnings and source.
+type Buckets struct {
+	Values   map[string]map[int64]float64
+	Warnings []string
+	Source   string
+}
+
+// QueryCounts asks the QueryService at addr for the number of points of
+// each series of metric per bucket of stepMs in [startMs, endMs] (a
+// downsample with count, which a step of an hour or a day answers from
+// rollups).
+func QueryCounts(ctx context.Context, addr, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return Buckets{}, fmt.Errorf("count query %s: connect: %w", addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
+		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
+		Downsample: pb.Aggregate_AGGREGATE_COUNT,
+	})
+	if err != nil {
+		return Buckets{}, fmt.Errorf("count query %s: %w", addr, err)
+	}
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	names := map[int64]string{}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("count query %s: receive: %w", addr, err)
+		}
+		out.Warnings = append(out.Warnings, msg.Warnings...)
+		if msg.Source != "" {
+			out.Source = msg.Source
+		}
+		name, ok := names[msg.SeriesIndex]
+		if !ok && msg.Series != nil {
+			for _, l := range msg.Series.Labels {
+				if l.Name == SeriesLabel {
+					name = l.Value
+				}
+			}
+			names[msg.SeriesIndex] = name
+		}
+		if len(msg.TimestampsMs) != len(msg.Values) {
+			return out, fmt.Errorf("count query %s: %d timestamps and %d values", addr, len(msg.TimestampsMs), len(msg.Values))
+		}
+		for i, t := range msg.TimestampsMs {
+			if out.Values[name] == nil {
+				out.Values[name] = map[int64]float64{}
+			}
+			out.Values[name][t] += msg.Values[i]
+		}
+	}
+}
+
+// ReplicaCounts asks one coordinator's replica store alone
+// (ReplicaService/Query on its cluster listener) for the number of
+// points of each series of metric of edge per bucket of stepMs.
+func ReplicaCounts(ctx context.Context, clusterAddr, edge, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
+	conn, err := grpc.NewClient(clusterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return Buckets{}, fmt.Errorf("replica count query %s: connect: %w", clusterAddr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, &clusterv1.QueryRequest{
+		Edges:    []string{edge},
+		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
+		Downsample: clusterv1.Func_FUNC_COUNT,
+	})
+	if err != nil {
+		return Buckets{}, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
+	}
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	name := ""
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("replica count query %s: receive: %w", clusterAddr, err)
+		}
+		if msg.Info != nil {
+			out.Warnings = append(out.Warnings, msg.Info.Warnings...)
+			out.Source = msg.Info.Source
+		}
+		for _, s := range msg.Series {
+			if !s.Continued {
+				name = ""
+				for _, l := range s.Labels {
+					if l.Name == SeriesLabel {
+						name = l.Value
+					}
+				}
+			}
+			if len(s.TimestampsMs) != len(s.Values) {
+				return out, fmt.Errorf("replica count query %s: %d timestamps and %d values", clusterAddr, len(s.TimestampsMs), len(s.Values))
+			}
+			for i, t := range s.TimestampsMs {
+				if out.Values[name] == nil {
+					out.Values[name] = map[int64]float64{}
+				}
+				out.Values[name][t] += s.Values[i]
+			}
+		}
+	}
+}
+
+// Counts is the naive oracle of QueryCounts: the acknowledged points of
+// each series per bucket of stepMs (aligned to multiples of stepMs since
+// the epoch) in [startMs, endMs].
+func (l *Ledger) Counts(startMs, endMs, stepMs int64) map[string]map[int64]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]map[int64]float64{}
+	for s, m := range l.acked {
+		for t := range m {
+			if t < startMs || t > endMs {
+				continue
+			}
+			b := t - t%stepMs
+			if t < 0 && t%stepMs != 0 {
+				b -= stepMs
+			}
+			if out[s] == nil {
+				out[s] = map[int64]float64{}
+			}
+			out[s][b]++
+		}
+	}
+	return out
+}
+
+// DiffCounts lists the buckets where got differs from want (at most max
+// of them, and how many there are).
+func DiffCounts(got, want map[string]map[int64]float64, max int) (diffs []string, n int) {
+	seen := map[string]bool{}
+	for s, wm := range want {
+		seen[s] = true
+		for b, w := range wm {
+			if g := got[s][b]; g != w {
+				n++
+				if len(diffs) < max {
+					diffs = append(diffs, fmt.Sprintf("%s@%d: %v, want %v", s, b, g, w))
+				}
+			}
+		}
+		for b, g := range got[s] {
+			if _, ok := wm[b]; !ok {
+				n++
+				if len(diffs) < max {
+					diffs = append(diffs, fmt.Sprintf("%s@%d: %v, want none", s, b, g))
+				}
+			}
+		}
+	}
+	for s, gm := range got {
+		if !seen[s] {
+			n += len(gm)
+			if len(diffs) < max {
+				diffs = append(diffs, fmt.Sprintf("series %s: %d buckets, want none", s, len(gm)))
+			}
+		}
+	}
+	return diffs, n
+}
