@@ -39,10 +39,15 @@
 //     duplicated count acknowledged points missing or returned twice,
 //     wrong_answers the answers that were wrong (a phantom or wrong value,
 //     or acknowledged points missing without a warning);
-//  7. prints a table (figure, measured, target), notes and one JSON line,
-//     always the last line of its output. edge_restore_mib_per_s is null:
-//     restoring a Pi's history from the cloud (`tributary node restore`) is
-//     not measured here (the note says whether the binary has it).
+//  7. replaces the first edge's SD card once every check has passed: the
+//     edge is killed, its data directory deleted, `tributary node restore`
+//     (its own command line with `restore` inserted) brings its history
+//     back from the coordinators, and the edge, started again, must answer
+//     its whole ledger asked alone; edge_restore_mib_per_s is the bytes the
+//     restore received over the command's wall time (null when the binary
+//     has no `node restore` or an earlier check failed);
+//  8. prints a table (figure, measured, target), notes and one JSON line,
+//     always the last line of its output.
 //
 // Missing a target never fails a run; lost or duplicated points, a wrong
 // answer or a process that fails to start do (after the report).
@@ -193,12 +198,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		wd.Finish(err)
 		return Result{}, err
 	}
-	r := &runner{o: o, f: f, logger: logger, m: measurement{machine: report.DetectMachine(), loadBefore: loadAvg()}}
+	r := &runner{o: o, f: f, logger: logger, m: measurement{machine: report.DetectMachine(), loadBefore: loadAvg(),
+		restoreCmd: restoreAvailable(ctx, o.Binary)}}
 	runErr := r.run(ctx)
 	r.stopWatchers()
 	f.killAll()
 	r.m.loadAfter = loadAvg()
-	r.m.restoreCmd = restoreAvailable(ctx, o.Binary)
 	res := r.m.result(o)
 	if r.m.measured {
 		if err := WriteReport(o.Out, res); err != nil {

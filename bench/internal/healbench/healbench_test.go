@@ -135,10 +135,21 @@ func TestReport_EndsWithTheIssuesJSONLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(last), &back); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"≤ 90 s (dead-after + 60)", "≥ 50 MiB/s", "not measured"} {
+	for _, want := range []string{"≤ 90 s (dead-after + 60)", "≥ 50 MiB/s", "edge restore (tributary node restore)   n/a MiB/s"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("the table does not say %q:\n%s", want, buf.String())
 		}
+	}
+	// A restore that answered its whole ledger gives its rate; one that
+	// did not is not a figure.
+	m.restoreCmd = true
+	m.restore = &edgeRestore{edge: "edge-01", bytes: 60 << 20, took: 4 * time.Second}
+	if got := m.result(o).EdgeRestoreMiBPerS; !math.IsNaN(float64(got)) {
+		t.Errorf("an unchecked restore gives %v MiB/s", got)
+	}
+	m.restore.checked = true
+	if got := m.result(o).EdgeRestoreMiBPerS; got != 15 {
+		t.Errorf("edge restore %v MiB/s, want 15", got)
 	}
 	// Unmeasured figures are null, never 0.
 	res = measurement{}.result(o)

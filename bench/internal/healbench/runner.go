@@ -102,6 +102,9 @@ func (r *runner) run(ctx context.Context) error {
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, r.checkReplicas(ctx), r.checkFronts(ctx))
+	if r.m.restoreCmd && errors.Join(errs...) == nil {
+		errs = append(errs, r.restoreEdge(ctx))
+	}
 	return errors.Join(errs...)
 }
 
