@@ -99,6 +99,28 @@ func (b *optionalBool) Set(s string) error {
 
 func (b *optionalBool) IsBoolFlag() bool { return true }
 
+// notBool is a boolean flag, default true, that sets the negation of a
+// Disable* option (whose zero value is "on").
+type notBool struct{ disable *bool }
+
+func (n notBool) String() string {
+	if n.disable == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*n.disable)
+}
+
+func (n notBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*n.disable = !v
+	return nil
+}
+
+func (notBool) IsBoolFlag() bool { return true }
+
 // or returns the flag's value, or def when it was not given.
 func (b optionalBool) or(def bool) bool {
 	if b.set {
@@ -137,6 +159,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.prom.QueryTimeout, "prom-query-timeout", 2*time.Minute, "PromQL: longest evaluation of one query")
 	fs.DurationVar(&f.prom.LookbackDelta, "prom-lookback-delta", 5*time.Minute, "PromQL: how far back an instant selector looks for a sample")
 	fs.IntVar(&f.prom.MaxConcurrentQueries, "prom-max-concurrent-queries", 4, "PromQL: queries evaluated at once")
+	fs.Var(notBool{&f.prom.DisableDelayedNameRemoval}, "prom-delayed-name-removal", "PromQL: remove __name__ only at the end of evaluation, as Prometheus 3 can (=false: at each function, as Prometheus 2 does; queries such as max(rate({__name__=~\"a|b\"}[5m])) by (__name__) then fail)")
 	f.tel.Register(fs)
 	fs.BoolVar(&f.prom.ApproximateRollups, "prom-approximate-rollups", false, "PromQL: answer range functions over whole hours from rollups (faster; samples exactly on hour edges may fall in the neighbouring window)")
 }

@@ -53,6 +53,14 @@ type Options struct {
 	// from raw evaluation for samples exactly on window edges; see
 	// docs/prometheus.md. Off by default.
 	ApproximateRollups bool
+	// DisableDelayedNameRemoval evaluates PromQL as Prometheus 2 did: a
+	// function or operator drops __name__ at once, so series of two
+	// metrics that differ only by name collide ("vector cannot contain
+	// metrics with the same labelset", 422) even when a later "by
+	// (__name__)" would have kept them apart. By default the name is
+	// removed only at the end of evaluation (Prometheus 3's delayed name
+	// removal); see docs/prometheus.md.
+	DisableDelayedNameRemoval bool
 	// MaxMetadata bounds the metric families whose metadata (type, help,
 	// unit) received over remote_write are kept in memory for
 	// /api/v1/metadata. Default 10,000.
@@ -161,6 +169,7 @@ func New(b backend.Backend, cfg *httpapi.Config, opts Options) (*API, error) {
 		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
 		EnableAtModifier:         true,
 		EnableNegativeOffset:     true,
+		EnableDelayedNameRemoval: !opts.DisableDelayedNameRemoval,
 	})
 	return a, nil
 }
