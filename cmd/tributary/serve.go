@@ -105,7 +105,7 @@ type notBool struct{ disable *bool }
 
 func (n notBool) String() string {
 	if n.disable == nil {
-		return "true"
+		return "false" // the flag package's zero value, so help shows "(default true)"
 	}
 	return strconv.FormatBool(!*n.disable)
 }
