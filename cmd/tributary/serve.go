@@ -159,6 +159,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.prom.QueryTimeout, "prom-query-timeout", 2*time.Minute, "PromQL: longest evaluation of one query")
 	fs.DurationVar(&f.prom.LookbackDelta, "prom-lookback-delta", 5*time.Minute, "PromQL: how far back an instant selector looks for a sample")
 	fs.IntVar(&f.prom.MaxConcurrentQueries, "prom-max-concurrent-queries", 4, "PromQL: queries evaluated at once")
+	fs.Int64Var(&f.prom.MaxReadSamples, "prom-read-max-samples", prom.DefaultMaxReadSamples, "remote_read: most samples one request may return, all its queries together (more fails it, 400)")
 	fs.Var(notBool{&f.prom.DisableDelayedNameRemoval}, "prom-delayed-name-removal", "PromQL: remove __name__ only at the end of evaluation, as Prometheus 3 can (=false: at each function, as Prometheus 2 does; queries such as max(rate({__name__=~\"a|b\"}[5m])) by (__name__) then fail)")
 	f.tel.Register(fs)
 	fs.BoolVar(&f.prom.ApproximateRollups, "prom-approximate-rollups", false, "PromQL: answer range functions over whole hours from rollups (faster; samples exactly on hour edges may fall in the neighbouring window)")

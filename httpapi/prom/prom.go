@@ -44,6 +44,15 @@ type Options struct {
 	// 429 (Prometheus retries it only with queue_config.retry_on_http_429).
 	// Both carry Retry-After.
 	WriteOverloadStatus int
+	// MaxReadRequestBytes bounds a remote_read request body, compressed
+	// and decoded (larger is refused, 413, before it is decoded). Default
+	// 1 MiB; Prometheus's requests are a few hundred bytes.
+	MaxReadRequestBytes int64
+	// MaxReadSamples bounds the samples one remote_read request may
+	// return, all its queries together (more fails the request, 400).
+	// Default 5,000,000 (Prometheus's own server allows 50,000,000; a
+	// sampled answer is built in memory, about 16 bytes a sample).
+	MaxReadSamples int64
 	// DisableDownsampling turns off answering range functions from
 	// per-window samples computed by the node (see downsample.go); the
 	// answers are the same, only slower.
@@ -83,6 +92,8 @@ const (
 	DefaultMaxConcurrentQueries = 4
 	DefaultMaxConcurrentWrites  = 4
 	DefaultMaxMetadata          = 10_000
+	DefaultMaxReadRequestBytes  = 1 << 20
+	DefaultMaxReadSamples       = 5_000_000
 	DefaultVersion              = "3.10.0"
 )
 
@@ -90,7 +101,8 @@ const (
 func (o *Options) Validate() error {
 	switch {
 	case o.MaxSamples < 0, o.MaxLoadedSamples < 0, o.LookbackDelta < 0, o.QueryTimeout < 0,
-		o.MaxConcurrentQueries < 0, o.MaxConcurrentWrites < 0, o.MaxMetadata < 0:
+		o.MaxConcurrentQueries < 0, o.MaxConcurrentWrites < 0, o.MaxMetadata < 0,
+		o.MaxReadRequestBytes < 0, o.MaxReadSamples < 0:
 		return errors.New("prom options: limits, durations and concurrency must not be negative")
 	case o.WriteOverloadStatus != 0 && o.WriteOverloadStatus != http.StatusTooManyRequests && o.WriteOverloadStatus != http.StatusServiceUnavailable:
 		return fmt.Errorf("prom options: WriteOverloadStatus %d must be 429 or 503", o.WriteOverloadStatus)
@@ -103,6 +115,8 @@ func (o *Options) Validate() error {
 	o.MaxConcurrentWrites = cmp.Or(o.MaxConcurrentWrites, DefaultMaxConcurrentWrites)
 	o.WriteOverloadStatus = cmp.Or(o.WriteOverloadStatus, http.StatusServiceUnavailable)
 	o.MaxMetadata = cmp.Or(o.MaxMetadata, DefaultMaxMetadata)
+	o.MaxReadRequestBytes = cmp.Or(o.MaxReadRequestBytes, DefaultMaxReadRequestBytes)
+	o.MaxReadSamples = cmp.Or(o.MaxReadSamples, DefaultMaxReadSamples)
 	o.Version = cmp.Or(o.Version, DefaultVersion)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -128,6 +142,8 @@ const (
 	StatSelectsDownsampled = "prom_selects_downsampled"
 	StatWindowsFromRaw     = "prom_downsampled_series_with_raw_windows"
 	StatSamplesRead        = "prom_samples_read"
+	StatReadRequests       = "prom_read_requests"
+	StatReadErrors         = "prom_read_errors"
 )
 
 // API serves remote_write and the query API from a backend. It is safe for
@@ -175,7 +191,7 @@ func New(b backend.Backend, cfg *httpapi.Config, opts Options) (*API, error) {
 }
 
 // Register serves the Prometheus API from b on mux: remote_write at
-// POST /api/v1/write and the query API under /api/v1/. It panics when opts
+// POST /api/v1/write, remote_read at POST /api/v1/read and the query API under /api/v1/. It panics when opts
 // are invalid (check user input with Options.Validate first).
 func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts Options) {
 	a, err := New(b, cfg, opts)
@@ -188,6 +204,7 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts O
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/write", a.serveWrite)
+	mux.HandleFunc("POST /api/v1/read", a.serveRead)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		mux.HandleFunc(m+" /api/v1/query", a.withQueryEnv(a.serveQuery))
 		mux.HandleFunc(m+" /api/v1/query_range", a.withQueryEnv(a.serveQueryRange))
