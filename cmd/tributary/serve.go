@@ -49,7 +49,9 @@ type serveFlags struct {
 	// for changes (0: only on SIGHUP).
 	reloadInterval time.Duration
 	prom           prom.Options
-	tel            telemetry.Flags
+	// fs is the parsed flag set, whose flags /api/v1/status/flags lists.
+	fs  *flag.FlagSet
+	tel telemetry.Flags
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -99,6 +101,16 @@ func (b *optionalBool) Set(s string) error {
 
 func (b *optionalBool) IsBoolFlag() bool { return true }
 
+// flagValues lists every flag of fs with its value in effect (nil fs:
+// none).
+func flagValues(fs *flag.FlagSet) map[string]string {
+	out := map[string]string{}
+	if fs != nil {
+		fs.VisitAll(func(f *flag.Flag) { out[f.Name] = f.Value.String() })
+	}
+	return out
+}
+
 // notBool is a boolean flag, default true, that sets the negation of a
 // Disable* option (whose zero value is "on").
 type notBool struct{ disable *bool }
@@ -130,6 +142,7 @@ func (b optionalBool) or(def bool) bool {
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.grpcListen, "listen", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&f.httpListen, "http-listen", "127.0.0.1:7071", "HTTP listen address for the InfluxDB, OpenTSDB and Prometheus APIs (empty: off)")
 	fs.StringVar(&f.tsdbListen, "opentsdb-listen", "", "TCP listen address for OpenTSDB telnet-style put lines, e.g. 127.0.0.1:4242 (empty: off; no authentication: with tokens set it needs --opentsdb-telnet-unauthenticated)")
@@ -343,7 +356,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 // the token check (which answers before a body is read).
 func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks auth.Tokens, extraHTTP func(*http.ServeMux, *httpapi.Stats)) (http.Handler, error) {
 	mux := http.NewServeMux()
-	if err := registerHTTP(mux, b, cfg, f.prom); err != nil {
+	po := f.prom
+	po.Flags = flagValues(f.fs)
+	if err := registerHTTP(mux, b, cfg, po); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {

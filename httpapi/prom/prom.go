@@ -78,6 +78,9 @@ type Options struct {
 	// which tools such as Grafana use to pick API features. Default
 	// "3.10.0", the release whose PromQL engine this package runs.
 	Version string
+	// Flags are the process's command-line flags and their values in
+	// effect, answered by /api/v1/status/flags. Default: none.
+	Flags map[string]string
 	// Logger receives internal errors. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock for instant queries without a time. Default time.Now.
@@ -158,6 +161,7 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
+	started time.Time // for /api/v1/status/runtimeinfo
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.
@@ -174,6 +178,7 @@ func New(b backend.Backend, cfg *httpapi.Config, opts Options) (*API, error) {
 		queries: make(chan struct{}, opts.MaxConcurrentQueries),
 		writes:  make(chan struct{}, opts.MaxConcurrentWrites),
 		meta:    newMetadataCache(opts.MaxMetadata),
+		started: time.Now(),
 	}
 	a.engine = promql.NewEngine(promql.EngineOpts{
 		Logger:        opts.Logger,
@@ -215,6 +220,11 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/format_query", a.serveFormatQuery)
 	}
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.serveBuildInfo)
+	mux.HandleFunc("GET /api/v1/status/tsdb", a.serveTSDBStatus)
+	mux.HandleFunc("GET /api/v1/status/flags", a.serveFlags)
+	mux.HandleFunc("GET /api/v1/status/runtimeinfo", a.serveRuntimeInfo)
+	mux.HandleFunc("GET /api/v1/status/config", a.serveConfig)
+	mux.HandleFunc("GET /api/v1/targets", a.serveTargets)
 	mux.HandleFunc("GET /api/v1/metadata", a.serveMetadata)
 	mux.HandleFunc("GET /api/v1/rules", a.serveRules)
 	mux.HandleFunc("GET /api/v1/alerts", a.serveAlerts)
