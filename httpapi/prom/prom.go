@@ -50,8 +50,10 @@ type Options struct {
 	MaxReadRequestBytes int64
 	// MaxReadSamples bounds the samples one remote_read request may
 	// return, all its queries together (more fails the request, 400).
-	// Default 5,000,000 (Prometheus's own server allows 50,000,000; a
-	// sampled answer is built in memory, about 16 bytes a sample).
+	// Default 1,000,000, sized for a 512 MiB Pi (Prometheus's own server
+	// allows 50,000,000): a sampled answer is built in memory, 11 to 20
+	// bytes a sample and as much again for its snappy copy, so about
+	// 40 MB at the limit.
 	MaxReadSamples int64
 	// DisableDownsampling turns off answering range functions from
 	// per-window samples computed by the node (see downsample.go); the
@@ -96,7 +98,7 @@ const (
 	DefaultMaxConcurrentWrites  = 4
 	DefaultMaxMetadata          = 10_000
 	DefaultMaxReadRequestBytes  = 1 << 20
-	DefaultMaxReadSamples       = 5_000_000
+	DefaultMaxReadSamples       = 1_000_000
 	DefaultVersion              = "3.10.0"
 )
 
