@@ -11,6 +11,9 @@ import (
 //	GET|HEAD /healthz  200 "ok" while the process serves HTTP (liveness).
 //	GET|HEAD /readyz   200 "ready" when every readiness check passes, else
 //	                   503 with one line per failing check (readiness).
+//	GET|HEAD /-/healthy, /-/ready  the same two answers at the paths a
+//	                   Prometheus server serves them (load balancers and
+//	                   tools that expect a Prometheus-compatible backend).
 //
 // A readiness check is a func() error: nil means ready, an error says in
 // plain words why not (e.g. "node: closed"). Checks are called on every
@@ -20,7 +23,8 @@ import (
 // Readiness is the set of checks /readyz runs; nil checks are skipped.
 type Readiness []func() error
 
-// RegisterHealth mounts /healthz and /readyz on mux, once per mux.
+// RegisterHealth mounts /healthz, /readyz, /-/healthy and /-/ready on mux,
+// once per mux.
 // /readyz is ready when every check returns nil; with no checks it is
 // ready whenever the process serves.
 func RegisterHealth(mux *http.ServeMux, checks ...func() error) {
@@ -28,6 +32,10 @@ func RegisterHealth(mux *http.ServeMux, checks ...func() error) {
 		plain(w, http.StatusOK, "ok\n")
 	})
 	mux.Handle("GET /readyz", Readiness(checks))
+	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, r *http.Request) {
+		plain(w, http.StatusOK, "ok\n")
+	})
+	mux.Handle("GET /-/ready", Readiness(checks))
 }
 
 // Check runs every check and joins the failures.

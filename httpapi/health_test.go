@@ -28,16 +28,22 @@ func TestHealthEndpoints(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
-		t.Fatalf("/healthz = %d %q", code, body)
+	for _, p := range []string{"/healthz", "/-/healthy"} {
+		if code, body := get(p); code != 200 || body != "ok\n" {
+			t.Fatalf("%s = %d %q", p, code, body)
+		}
 	}
-	code, body := get("/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "wal replay in progress") {
-		t.Fatalf("/readyz not ready = %d %q", code, body)
+	for _, p := range []string{"/readyz", "/-/ready"} {
+		code, body := get(p)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "wal replay in progress") {
+			t.Fatalf("%s not ready = %d %q", p, code, body)
+		}
 	}
 	notReady = nil
-	if code, body := get("/readyz"); code != 200 || body != "ready\n" {
-		t.Fatalf("/readyz ready = %d %q", code, body)
+	for _, p := range []string{"/readyz", "/-/ready"} {
+		if code, body := get(p); code != 200 || body != "ready\n" {
+			t.Fatalf("%s ready = %d %q", p, code, body)
+		}
 	}
 	if code, _ := get("/readyz?x=1"); code != 200 {
 		t.Fatalf("/readyz with a query = %d", code)

@@ -98,6 +98,7 @@ func TestServe_MetricsNeedTheTokenWhenTokensAreSet(t *testing.T) {
 			sf := &serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0"}
 			fs := flag.NewFlagSet("t", flag.ContinueOnError)
 			fs.Var(&sf.metricsAuth, "metrics-auth", "")
+			sf.fs = fs
 			if tc.metricsAuth != "" {
 				if err := fs.Parse([]string{"--metrics-auth=" + tc.metricsAuth}); err != nil {
 					t.Fatal(err)
@@ -111,10 +112,24 @@ func TestServe_MetricsNeedTheTokenWhenTokensAreSet(t *testing.T) {
 			if code, _ := get(t, http.DefaultClient, base+"/metrics", tc.token); code != http.StatusOK {
 				t.Errorf("/metrics with the token: %d", code)
 			}
-			for _, p := range []string{"/healthz", "/readyz", "/ping"} {
+			for _, p := range []string{"/healthz", "/readyz", "/-/healthy", "/-/ready", "/ping"} {
 				if code, _ := get(t, http.DefaultClient, base+p, ""); code >= 400 {
 					t.Errorf("%s without a token: %d; want it open", p, code)
 				}
+			}
+			if tc.token != "" {
+				resp, err := http.Post(base+"/api/v1/read", "application/x-protobuf", strings.NewReader("not even snappy"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("remote_read without a token: %d, want 401", resp.StatusCode)
+				}
+			}
+			want := `"metrics-auth":"` + map[string]string{"": "auto"}[tc.metricsAuth] + tc.metricsAuth + `"`
+			if code, body := get(t, http.DefaultClient, base+"/api/v1/status/flags", tc.token); code != http.StatusOK || !strings.Contains(body, want) {
+				t.Errorf("/api/v1/status/flags: %d %s, want %s", code, body, want)
 			}
 		})
 	}

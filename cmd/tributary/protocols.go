@@ -20,7 +20,7 @@ import (
 // probes (httpapi.RegisterHealth) and client pings, and the metrics unless
 // metricsAuth.
 func openPaths(metricsAuth bool) []string {
-	open := []string{"/ping", "/health", "/healthz", "/readyz"}
+	open := []string{"/ping", "/health", "/healthz", "/readyz", "/-/healthy", "/-/ready"}
 	if !metricsAuth {
 		open = append(open, "/metrics")
 	}

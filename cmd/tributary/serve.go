@@ -49,7 +49,9 @@ type serveFlags struct {
 	// for changes (0: only on SIGHUP).
 	reloadInterval time.Duration
 	prom           prom.Options
-	tel            telemetry.Flags
+	// fs is the parsed flag set, whose flags /api/v1/status/flags lists.
+	fs  *flag.FlagSet
+	tel telemetry.Flags
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -99,6 +101,38 @@ func (b *optionalBool) Set(s string) error {
 
 func (b *optionalBool) IsBoolFlag() bool { return true }
 
+// flagValues lists every flag of fs with its value in effect (nil fs:
+// none).
+func flagValues(fs *flag.FlagSet) map[string]string {
+	out := map[string]string{}
+	if fs != nil {
+		fs.VisitAll(func(f *flag.Flag) { out[f.Name] = f.Value.String() })
+	}
+	return out
+}
+
+// notBool is a boolean flag, default true, that sets the negation of a
+// Disable* option (whose zero value is "on").
+type notBool struct{ disable *bool }
+
+func (n notBool) String() string {
+	if n.disable == nil {
+		return "false" // the flag package's zero value, so help shows "(default true)"
+	}
+	return strconv.FormatBool(!*n.disable)
+}
+
+func (n notBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*n.disable = !v
+	return nil
+}
+
+func (notBool) IsBoolFlag() bool { return true }
+
 // or returns the flag's value, or def when it was not given.
 func (b optionalBool) or(def bool) bool {
 	if b.set {
@@ -108,6 +142,7 @@ func (b optionalBool) or(def bool) bool {
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.grpcListen, "listen", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&f.httpListen, "http-listen", "127.0.0.1:7071", "HTTP listen address for the InfluxDB, OpenTSDB and Prometheus APIs (empty: off)")
 	fs.StringVar(&f.tsdbListen, "opentsdb-listen", "", "TCP listen address for OpenTSDB telnet-style put lines, e.g. 127.0.0.1:4242 (empty: off; no authentication: with tokens set it needs --opentsdb-telnet-unauthenticated)")
@@ -137,6 +172,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.prom.QueryTimeout, "prom-query-timeout", 2*time.Minute, "PromQL: longest evaluation of one query")
 	fs.DurationVar(&f.prom.LookbackDelta, "prom-lookback-delta", 5*time.Minute, "PromQL: how far back an instant selector looks for a sample")
 	fs.IntVar(&f.prom.MaxConcurrentQueries, "prom-max-concurrent-queries", 4, "PromQL: queries evaluated at once")
+	fs.Int64Var(&f.prom.MaxReadSamples, "prom-read-max-samples", prom.DefaultMaxReadSamples, "remote_read: most samples one request may return, all its queries together (more fails it, 400)")
+	fs.Var(notBool{&f.prom.DisableDelayedNameRemoval}, "prom-delayed-name-removal", "PromQL: remove __name__ only at the end of evaluation, as Prometheus 3 can (=false: at each function, as Prometheus 2 does; queries such as max(rate({__name__=~\"a|b\"}[5m])) by (__name__) then fail)")
 	f.tel.Register(fs)
 	fs.BoolVar(&f.prom.ApproximateRollups, "prom-approximate-rollups", false, "PromQL: answer range functions over whole hours from rollups (faster; samples exactly on hour edges may fall in the neighbouring window)")
 }
@@ -319,7 +356,9 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 // the token check (which answers before a body is read).
 func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks auth.Tokens, extraHTTP func(*http.ServeMux, *httpapi.Stats)) (http.Handler, error) {
 	mux := http.NewServeMux()
-	if err := registerHTTP(mux, b, cfg, f.prom); err != nil {
+	po := f.prom
+	po.Flags = flagValues(f.fs)
+	if err := registerHTTP(mux, b, cfg, po); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {

@@ -115,6 +115,7 @@ func refEngine() *promql.Engine {
 		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
 		EnableAtModifier:         true,
 		EnableNegativeOffset:     true,
+		EnableDelayedNameRemoval: true,
 	})
 }
 

@@ -1,5 +1,6 @@
 // Package prom serves the Prometheus protocols from a backend.Backend:
-// remote_write ingestion (POST /api/v1/write) and the Prometheus HTTP query
+// remote_write ingestion (POST /api/v1/write), remote_read (POST
+// /api/v1/read; wire format in remoteread.go) and the Prometheus HTTP query
 // API (/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
 // /api/v1/label/<name>/values and what Grafana's Prometheus data source
 // calls besides), evaluated by the upstream PromQL engine over a

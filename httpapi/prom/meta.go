@@ -14,42 +14,79 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/tributarydb/tributary/backend"
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
-// The metadata endpoints answer from the backend's series index, which
-// knows series, not when they had samples: start and end are validated and
-// otherwise ignored, so a series whose samples have all expired may still
-// be listed.
+// The metadata endpoints answer from the backend's series index. start
+// and end restrict them to series with samples in the range when the
+// backend knows when series had samples (backend.RangeLister: a node, to
+// the hour); otherwise series of any time are listed and a warning says
+// that start and end were not applied.
+
+// metaReq is what series, labels and label values share.
+type metaReq struct {
+	limit int
+	sets  [][]*nlabels.Matcher
+	// start and end (ms) restrict the listing when ranged is set.
+	start, end int64
+	ranged     bool
+}
+
+// errRangeNotApplied is the warning of a listing whose backend cannot
+// restrict it to start and end.
+const errRangeNotApplied = "start and end are not applied: this server's series index does not record when series had samples, so series of any time are listed"
 
 // metaParams parses what series, labels and label values share.
-func (a *API) metaParams(w http.ResponseWriter, r *http.Request) (limit int, sets [][]*nlabels.Matcher, e *apiError) {
+func (a *API) metaParams(w http.ResponseWriter, r *http.Request) (*metaReq, *apiError) {
 	if e := a.parseForm(w, r); e != nil {
-		return 0, nil, e
+		return nil, e
 	}
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
-		return 0, nil, invalidParam("limit", err)
+		return nil, invalidParam("limit", err)
 	}
-	for _, p := range []string{"start", "end"} {
-		if s := r.FormValue(p); s != "" {
-			if _, err := parseTime(s); err != nil {
-				return 0, nil, invalidParam(p, err)
+	mr := &metaReq{limit: limit, start: minTime.UnixMilli(), end: maxTime.UnixMilli()}
+	for _, p := range []struct {
+		name string
+		dst  *int64
+	}{{"start", &mr.start}, {"end", &mr.end}} {
+		if s := r.FormValue(p.name); s != "" {
+			t, err := parseTime(s)
+			if err != nil {
+				return nil, invalidParam(p.name, err)
 			}
+			*p.dst = t.UnixMilli()
 		}
 	}
+	if mr.end < mr.start {
+		return nil, invalidParam("end", errors.New("end timestamp must not be before start time"))
+	}
+	mr.ranged = mr.start > minTime.UnixMilli() || mr.end < maxTime.UnixMilli()
 	psets, err := parseMatchers(r.Form["match[]"])
 	if err != nil {
-		return 0, nil, invalidParam("match[]", err)
+		return nil, invalidParam("match[]", err)
 	}
 	for _, ms := range psets {
 		nms, err := a.nodeMatchers(ms)
 		if err != nil {
-			return 0, nil, invalidParam("match[]", err)
+			return nil, invalidParam("match[]", err)
 		}
-		sets = append(sets, nms)
+		mr.sets = append(mr.sets, nms)
 	}
-	return limit, sets, nil
+	return mr, nil
+}
+
+// lister returns the backend's range listings when the request has a
+// range and the backend can apply it, and the warnings to send.
+func (a *API) lister(mr *metaReq) (backend.RangeLister, []string) {
+	if !mr.ranged {
+		return nil, nil
+	}
+	if rl, ok := a.b.(backend.RangeLister); ok {
+		return rl, nil
+	}
+	return nil, []string{errRangeNotApplied}
 }
 
 // truncate cuts a sorted list to limit, saying so in a warning.
@@ -61,20 +98,27 @@ func truncate[T any](list []T, limit int) ([]T, []string) {
 }
 
 func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
-	limit, sets, e := a.metaParams(w, r)
+	mr, e := a.metaParams(w, r)
 	if e != nil {
 		a.fail(w, e)
 		return
 	}
-	if len(sets) == 0 {
+	if len(mr.sets) == 0 {
 		a.fail(w, badData("no match[] parameter provided"))
 		return
 	}
+	rl, warn := a.lister(mr)
 	maxSeries := a.cfg.Limits.MaxSeriesPerQuery
 	byKey := map[string]nlabels.Labels{}
-	for _, ms := range sets {
+	for _, ms := range mr.sets {
 		// One more than the limit tells "exactly at the limit" from "over".
-		list, err := a.b.Series(r.Context(), ms, maxSeries+1)
+		var list []nlabels.Labels
+		var err error
+		if rl != nil {
+			list, err = rl.SeriesInRange(r.Context(), ms, mr.start, mr.end, maxSeries+1)
+		} else {
+			list, err = a.b.Series(r.Context(), ms, maxSeries+1)
+		}
 		if err != nil {
 			a.fail(w, classifyStorage(err))
 			return
@@ -98,22 +142,30 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 		out = append(out, sb.Labels())
 	}
 	slices.SortFunc(out, labels.Compare)
-	out, warn := truncate(out, limit)
+	out, cut := truncate(out, mr.limit)
+	warn = append(warn, cut...)
 	respond(w, r, func(b []byte) []byte { return appendArray(b, out, appendLabels) }, warn, nil)
 }
 
 func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
-	limit, sets, e := a.metaParams(w, r)
+	mr, e := a.metaParams(w, r)
 	if e != nil {
 		a.fail(w, e)
 		return
 	}
-	names, err := a.union(sets, func(ms []*nlabels.Matcher) ([]string, error) { return a.b.LabelNames(r.Context(), ms) })
+	rl, warn := a.lister(mr)
+	names, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
+		if rl != nil {
+			return rl.LabelNamesInRange(r.Context(), ms, mr.start, mr.end)
+		}
+		return a.b.LabelNames(r.Context(), ms)
+	})
 	if err != nil {
 		a.fail(w, classifyStorage(err))
 		return
 	}
-	names, warn := truncate(names, limit)
+	names, cut := truncate(names, mr.limit)
+	warn = append(warn, cut...)
 	respond(w, r, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
 }
 
@@ -126,17 +178,24 @@ func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, badData(fmt.Sprintf("invalid label name: %q", name)))
 		return
 	}
-	limit, sets, e := a.metaParams(w, r)
+	mr, e := a.metaParams(w, r)
 	if e != nil {
 		a.fail(w, e)
 		return
 	}
-	vals, err := a.union(sets, func(ms []*nlabels.Matcher) ([]string, error) { return a.b.LabelValues(r.Context(), name, ms) })
+	rl, warn := a.lister(mr)
+	vals, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
+		if rl != nil {
+			return rl.LabelValuesInRange(r.Context(), name, ms, mr.start, mr.end)
+		}
+		return a.b.LabelValues(r.Context(), name, ms)
+	})
 	if err != nil {
 		a.fail(w, classifyStorage(err))
 		return
 	}
-	vals, warn := truncate(vals, limit)
+	vals, cut := truncate(vals, mr.limit)
+	warn = append(warn, cut...)
 	respond(w, r, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
 }
 

@@ -44,6 +44,17 @@ type Options struct {
 	// 429 (Prometheus retries it only with queue_config.retry_on_http_429).
 	// Both carry Retry-After.
 	WriteOverloadStatus int
+	// MaxReadRequestBytes bounds a remote_read request body, compressed
+	// and decoded (larger is refused, 413, before it is decoded). Default
+	// 1 MiB; Prometheus's requests are a few hundred bytes.
+	MaxReadRequestBytes int64
+	// MaxReadSamples bounds the samples one remote_read request may
+	// return, all its queries together (more fails the request, 400).
+	// Default 1,000,000, sized for a 512 MiB Pi (Prometheus's own server
+	// allows 50,000,000): a sampled answer is built in memory, 11 to 20
+	// bytes a sample and as much again for its snappy copy, so about
+	// 40 MB at the limit.
+	MaxReadSamples int64
 	// DisableDownsampling turns off answering range functions from
 	// per-window samples computed by the node (see downsample.go); the
 	// answers are the same, only slower.
@@ -53,6 +64,14 @@ type Options struct {
 	// from raw evaluation for samples exactly on window edges; see
 	// docs/prometheus.md. Off by default.
 	ApproximateRollups bool
+	// DisableDelayedNameRemoval evaluates PromQL as Prometheus 2 did: a
+	// function or operator drops __name__ at once, so series of two
+	// metrics that differ only by name collide ("vector cannot contain
+	// metrics with the same labelset", 422) even when a later "by
+	// (__name__)" would have kept them apart. By default the name is
+	// removed only at the end of evaluation (Prometheus 3's delayed name
+	// removal); see docs/prometheus.md.
+	DisableDelayedNameRemoval bool
 	// MaxMetadata bounds the metric families whose metadata (type, help,
 	// unit) received over remote_write are kept in memory for
 	// /api/v1/metadata. Default 10,000.
@@ -61,6 +80,9 @@ type Options struct {
 	// which tools such as Grafana use to pick API features. Default
 	// "3.10.0", the release whose PromQL engine this package runs.
 	Version string
+	// Flags are the process's command-line flags and their values in
+	// effect, answered by /api/v1/status/flags. Default: none.
+	Flags map[string]string
 	// Logger receives internal errors. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock for instant queries without a time. Default time.Now.
@@ -75,6 +97,8 @@ const (
 	DefaultMaxConcurrentQueries = 4
 	DefaultMaxConcurrentWrites  = 4
 	DefaultMaxMetadata          = 10_000
+	DefaultMaxReadRequestBytes  = 1 << 20
+	DefaultMaxReadSamples       = 1_000_000
 	DefaultVersion              = "3.10.0"
 )
 
@@ -82,7 +106,8 @@ const (
 func (o *Options) Validate() error {
 	switch {
 	case o.MaxSamples < 0, o.MaxLoadedSamples < 0, o.LookbackDelta < 0, o.QueryTimeout < 0,
-		o.MaxConcurrentQueries < 0, o.MaxConcurrentWrites < 0, o.MaxMetadata < 0:
+		o.MaxConcurrentQueries < 0, o.MaxConcurrentWrites < 0, o.MaxMetadata < 0,
+		o.MaxReadRequestBytes < 0, o.MaxReadSamples < 0:
 		return errors.New("prom options: limits, durations and concurrency must not be negative")
 	case o.WriteOverloadStatus != 0 && o.WriteOverloadStatus != http.StatusTooManyRequests && o.WriteOverloadStatus != http.StatusServiceUnavailable:
 		return fmt.Errorf("prom options: WriteOverloadStatus %d must be 429 or 503", o.WriteOverloadStatus)
@@ -95,6 +120,8 @@ func (o *Options) Validate() error {
 	o.MaxConcurrentWrites = cmp.Or(o.MaxConcurrentWrites, DefaultMaxConcurrentWrites)
 	o.WriteOverloadStatus = cmp.Or(o.WriteOverloadStatus, http.StatusServiceUnavailable)
 	o.MaxMetadata = cmp.Or(o.MaxMetadata, DefaultMaxMetadata)
+	o.MaxReadRequestBytes = cmp.Or(o.MaxReadRequestBytes, DefaultMaxReadRequestBytes)
+	o.MaxReadSamples = cmp.Or(o.MaxReadSamples, DefaultMaxReadSamples)
 	o.Version = cmp.Or(o.Version, DefaultVersion)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -120,6 +147,8 @@ const (
 	StatSelectsDownsampled = "prom_selects_downsampled"
 	StatWindowsFromRaw     = "prom_downsampled_series_with_raw_windows"
 	StatSamplesRead        = "prom_samples_read"
+	StatReadRequests       = "prom_read_requests"
+	StatReadErrors         = "prom_read_errors"
 )
 
 // API serves remote_write and the query API from a backend. It is safe for
@@ -134,6 +163,7 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
+	started time.Time // for /api/v1/status/runtimeinfo
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.
@@ -150,6 +180,7 @@ func New(b backend.Backend, cfg *httpapi.Config, opts Options) (*API, error) {
 		queries: make(chan struct{}, opts.MaxConcurrentQueries),
 		writes:  make(chan struct{}, opts.MaxConcurrentWrites),
 		meta:    newMetadataCache(opts.MaxMetadata),
+		started: time.Now(),
 	}
 	a.engine = promql.NewEngine(promql.EngineOpts{
 		Logger:        opts.Logger,
@@ -161,12 +192,13 @@ func New(b backend.Backend, cfg *httpapi.Config, opts Options) (*API, error) {
 		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
 		EnableAtModifier:         true,
 		EnableNegativeOffset:     true,
+		EnableDelayedNameRemoval: !opts.DisableDelayedNameRemoval,
 	})
 	return a, nil
 }
 
 // Register serves the Prometheus API from b on mux: remote_write at
-// POST /api/v1/write and the query API under /api/v1/. It panics when opts
+// POST /api/v1/write, remote_read at POST /api/v1/read and the query API under /api/v1/. It panics when opts
 // are invalid (check user input with Options.Validate first).
 func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts Options) {
 	a, err := New(b, cfg, opts)
@@ -179,6 +211,7 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, opts O
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/write", a.serveWrite)
+	mux.HandleFunc("POST /api/v1/read", a.serveRead)
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		mux.HandleFunc(m+" /api/v1/query", a.withQueryEnv(a.serveQuery))
 		mux.HandleFunc(m+" /api/v1/query_range", a.withQueryEnv(a.serveQueryRange))
@@ -189,6 +222,11 @@ func (a *API) Register(mux *http.ServeMux) {
 		mux.HandleFunc(m+" /api/v1/format_query", a.serveFormatQuery)
 	}
 	mux.HandleFunc("GET /api/v1/status/buildinfo", a.serveBuildInfo)
+	mux.HandleFunc("GET /api/v1/status/tsdb", a.serveTSDBStatus)
+	mux.HandleFunc("GET /api/v1/status/flags", a.serveFlags)
+	mux.HandleFunc("GET /api/v1/status/runtimeinfo", a.serveRuntimeInfo)
+	mux.HandleFunc("GET /api/v1/status/config", a.serveConfig)
+	mux.HandleFunc("GET /api/v1/targets", a.serveTargets)
 	mux.HandleFunc("GET /api/v1/metadata", a.serveMetadata)
 	mux.HandleFunc("GET /api/v1/rules", a.serveRules)
 	mux.HandleFunc("GET /api/v1/alerts", a.serveAlerts)

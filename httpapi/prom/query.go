@@ -121,7 +121,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, env *queryEnv) 
 		ts = t
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable) (promql.Query, error) {
+	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewInstantQuery(env.ctx, q, env.opts, qs, ts)
 	})
 }
@@ -161,13 +161,13 @@ func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request, env *query
 		return
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable) (promql.Query, error) {
+	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewRangeQuery(env.ctx, q, env.opts, qs, start, end, step)
 	})
 }
 
 // run creates the query with newQuery, evaluates it and sends the answer.
-func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func(*queryable) (promql.Query, error)) {
+func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) {
 	release, err := acquire(env.ctx, a.queries)
 	if err != nil {
 		a.stats.Inc(StatQueryErrors)
@@ -176,19 +176,30 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 		return
 	}
 	defer release()
-	q := &queryable{api: a}
-	qry, err := newQuery(q)
-	if err != nil {
-		a.stats.Inc(StatQueryErrors)
-		a.fail(w, invalidParam("query", err))
-		return
+	qry, res, e := a.exec(env, qs, newQuery)
+	if qry != nil {
+		// Close after the answer is sent: it recycles the result's slices.
+		defer qry.Close()
 	}
-	defer qry.Close()
-	q.downsample = !a.opts.DisableDownsampling && downsamplable(qry.Statement())
-	res := qry.Exec(env.ctx)
-	if res.Err != nil {
+	if e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
+		// See keepname.go: answer per metric what Prometheus refuses.
+		if kept, ok := keepGroupedNames(qs); ok {
+			qry2, res2, e2 := a.exec(env, kept, newQuery)
+			if qry2 != nil {
+				defer qry2.Close()
+			}
+			if e2 == nil && res2.Err == nil {
+				res = res2
+				res.Warnings = res.Warnings.Add(errKeptName)
+			}
+		}
+	}
+	if e == nil && res.Err != nil {
+		e = classifyQueryError(res.Err)
+	}
+	if e != nil {
 		a.stats.Inc(StatQueryErrors)
-		a.fail(w, classifyQueryError(res.Err))
+		a.fail(w, e)
 		return
 	}
 	warnings := res.Warnings
@@ -211,6 +222,18 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 	}
 	warn, info := warnings.AsStrings(qs, 10, 10)
 	respond(w, env.r, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
+}
+
+// exec creates and evaluates one query; the caller closes it once the
+// result has been used.
+func (a *API) exec(env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) (promql.Query, *promql.Result, *apiError) {
+	q := &queryable{api: a}
+	qry, err := newQuery(q, qs)
+	if err != nil {
+		return nil, nil, invalidParam("query", err)
+	}
+	q.downsample = !a.opts.DisableDownsampling && downsamplable(qry.Statement())
+	return qry, qry.Exec(env.ctx), nil
 }
 
 // classifyQueryError maps an evaluation error to the API's error types.

@@ -145,7 +145,7 @@ func TestQuery_Errors(t *testing.T) {
 		{"too many series", "/api/v1/query", url.Values{"query": {`{__name__=~".+"}`}, "time": {now}}, 422, "execution", "limit is 10"},
 		{"expired timeout", "/api/v1/query", url.Values{"query": {"gauge"}, "timeout": {"0.000000001"}}, 503, "timeout", ""},
 		{"many-to-many", "/api/v1/query", url.Values{"query": {"gauge + on(dc) gauge"}, "time": {now}}, 422, "execution", "many-to-many"},
-		{"unknown endpoint", "/api/v1/targets", url.Values{}, 404, "not_found", "not served"},
+		{"unknown endpoint", "/api/v1/no_such_endpoint", url.Values{}, 404, "not_found", "not served"},
 		{"series without match", "/api/v1/series", url.Values{}, 400, "bad_data", "no match[]"},
 		{"series matching everything", "/api/v1/series", url.Values{"match[]": {`{host=~".*"}`}}, 400, "bad_data", "non-empty matcher"},
 		{"series over the limit", "/api/v1/series", url.Values{"match[]": {`{host=~".+"}`}}, 422, "execution", "more than 10 series"},

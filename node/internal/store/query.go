@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -67,8 +68,6 @@ func (db *DB) Rollups(k Kind, seriesID uint64, start, end int64, fn func(bucketS
 // unchanged.
 // REQUIRES: db acquired; lo <= hi, both within the supported time range.
 func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, hi int64, visit func(t int64, val []byte) error) error {
-	w := db.widthMs(k)
-
 	// One prefix-bounded scan serves every partition: each seek is confined
 	// to partition|series, and the prefix bloom filters skip the SST files
 	// that hold nothing of the series in that partition.
@@ -78,21 +77,37 @@ func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, h
 	// computed after it, so it describes the same or newer data: a chunk
 	// the scan sees was written after its span was published, and a
 	// partition it sees is still there (or dropped whole) for the bounds.
-	start := from()
-	pLo, pHi := partitionStart(lo, w), partitionStart(hi, w)
+	pLo, pHi, err := db.partitionsOf(k, lo, hi)
+	if err != nil {
+		return err
+	}
+	return db.scanSeriesWith(s, k, seriesID, from(), pLo, pHi, hi, visit)
+}
+
+// partitionsOf returns the first and last partition of k to visit for
+// [lo, hi] (pLo > pHi: none).
+func (db *DB) partitionsOf(k Kind, lo, hi int64) (pLo, pHi int64, err error) {
+	w := db.widthMs(k)
+	pLo, pHi = partitionStart(lo, w), partitionStart(hi, w)
 	if pLo != pHi {
 		// An open-ended range (say from MinTimestampMs) must not walk
 		// millions of empty partitions: narrow it to those that exist.
 		first, last, found, err := db.partitionBounds(k)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		if !found {
-			return nil
+			return 1, 0, nil
 		}
 		pLo, pHi = max(pLo, first), min(pHi, last)
 	}
+	return pLo, pHi, nil
+}
 
+// scanSeriesWith is scanSeries on an open scan, over the partitions
+// pLo..pHi, from time start.
+func (db *DB) scanSeriesWith(s *scan, k Kind, seriesID uint64, start, pLo, pHi, hi int64, visit func(t int64, val []byte) error) error {
+	w := db.widthMs(k)
 	var seek, limit [timeKeyLen]byte
 	for p := pLo; p <= pHi; p += w {
 		// The limit partition|series|hi+1 ends each batch at hi, instead of
@@ -109,6 +124,43 @@ func (db *DB) scanSeries(k Kind, seriesID uint64, lo int64, from func() int64, h
 		}
 		if s.err != nil {
 			return fmt.Errorf("scan %s of series %d in partition %d: %w", k, seriesID, p, s.err)
+		}
+	}
+	return nil
+}
+
+// ErrNextSeries, returned by the callback of RollupsOfSeries, skips the
+// rest of the current series' buckets.
+var ErrNextSeries = errors.New("next series")
+
+// RollupsOfSeries calls fn for every bucket with start <= bucketStart <=
+// end of each series of ids in turn, as Rollups does for one, with one
+// RocksDB iterator for them all: listing many series costs a seek per
+// series and partition, not an iterator each. fn returning ErrNextSeries
+// moves on to the next series; any other error stops the scan and is
+// returned unchanged.
+func (db *DB) RollupsOfSeries(k Kind, ids []uint64, start, end int64, fn func(id uint64, bucketStart int64, val []byte) error) error {
+	if k != KindRollup1h && k != KindRollup1d {
+		panic(fmt.Sprintf("BUG: store: RollupsOfSeries with kind %v", k))
+	}
+	if err := db.acquire(); err != nil {
+		return err
+	}
+	defer db.release()
+	if start > end || len(ids) == 0 {
+		return nil
+	}
+	start, end = clampTime(start), clampTime(end)
+	s := db.openScan(db.timeCFs[k], scanPrefix, nil)
+	defer s.close()
+	pLo, pHi, err := db.partitionsOf(k, start, end)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		err := db.scanSeriesWith(s, k, id, start, pLo, pHi, end, func(t int64, val []byte) error { return fn(id, t, val) })
+		if err != nil && !errors.Is(err, ErrNextSeries) {
+			return err
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -241,5 +242,48 @@ func TestRollups_Range(t *testing.T) {
 				t.Fatalf("Rollups = %d buckets %.200v, want %d buckets %.200v", len(got), got, len(want), want)
 			}
 		})
+	}
+}
+
+// TestRollupsOfSeries_OneScanManySeries: RollupsOfSeries visits each
+// series' buckets in range as Rollups does for one, and ErrNextSeries
+// skips to the next series.
+func TestRollupsOfSeries_OneScanManySeries(t *testing.T) {
+	db := openTest(t, Options{})
+	write(t, db, func(b *Batch) {
+		for id := uint64(1); id <= 4; id++ {
+			for h := -2 * 24; h < 12*24; h += int(id) * 24 { // every id days, across a partition
+				b.PutRollup(KindRollup1h, id, int64(h)*hourMs, fmt.Appendf(nil, "%d", id))
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		skip bool
+		want []string
+	}{
+		{"all buckets", false, []string{"1@-1", "1@0", "1@1", "1@2", "1@3", "1@4", "1@5", "1@6", "1@7", "1@8", "1@9", "1@10", "2@0", "2@2", "2@4", "2@6", "2@8", "2@10", "4@2", "4@6", "4@10"}},
+		{"first bucket of each", true, []string{"1@-1", "2@0", "4@2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			err := db.RollupsOfSeries(KindRollup1h, []uint64{1, 2, 4, 9}, -1*dayMs, 10*dayMs, func(id uint64, b int64, v []byte) error {
+				if string(v) != fmt.Sprint(id) {
+					t.Fatalf("series %d got %q", id, v)
+				}
+				got = append(got, fmt.Sprintf("%d@%d", id, b/dayMs))
+				if tc.skip {
+					return ErrNextSeries
+				}
+				return nil
+			})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("%v %v, want %v", got, err, tc.want)
+			}
+		})
+	}
+	stop := errors.New("stop")
+	if err := db.RollupsOfSeries(KindRollup1h, []uint64{1, 2}, 0, dayMs, func(uint64, int64, []byte) error { return stop }); err != stop {
+		t.Fatalf("callback error: %v", err)
 	}
 }
