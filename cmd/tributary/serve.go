@@ -49,7 +49,9 @@ type serveFlags struct {
 	// for changes (0: only on SIGHUP).
 	reloadInterval time.Duration
 	prom           prom.Options
-	tel            telemetry.Flags
+	// rules, when set, answers the rules and alerts API and POST /-/reload.
+	rules prom.RuleSource
+	tel   telemetry.Flags
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -319,7 +321,7 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 // the token check (which answers before a body is read).
 func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks auth.Tokens, extraHTTP func(*http.ServeMux, *httpapi.Stats)) (http.Handler, error) {
 	mux := http.NewServeMux()
-	if err := registerHTTP(mux, b, cfg, f.prom); err != nil {
+	if err := registerHTTP(mux, b, cfg, f.prom, f.rules); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {
