@@ -117,6 +117,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	rulesf.register(fs)
 	var sf serveFlags
 	sf.register(fs)
+	sf.alertsFromSeries = true // without --rules: the fleet's ALERTS (docs/rules.md)
 	log, err := nf.parse(fs, args, stderr)
 	if err != nil {
 		return err

@@ -36,8 +36,9 @@ func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
 }
 
 // registerHTTP mounts every HTTP protocol on mux; the Prometheus API
-// answers the rules and alerts API from rules when it is not nil.
-func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options, rules prom.RuleSource) error {
+// answers the rules and alerts API from rules when it is not nil, else,
+// with alertsFromSeries, lists the alerts of the ALERTS series in b.
+func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options, rules prom.RuleSource, alertsFromSeries bool) error {
 	influx.Register(mux, b, cfg)
 	influxql.Register(mux, b, cfg)
 	opentsdb.Register(mux, b, cfg)
@@ -45,8 +46,11 @@ func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if rules != nil {
+	switch {
+	case rules != nil:
 		api.SetRules(rules)
+	case alertsFromSeries:
+		api.ServeAlertsFromSeries()
 	}
 	api.Register(mux)
 	return nil

@@ -51,7 +51,10 @@ type serveFlags struct {
 	prom           prom.Options
 	// rules, when set, answers the rules and alerts API and POST /-/reload.
 	rules prom.RuleSource
-	tel   telemetry.Flags
+	// alertsFromSeries, without rules, lists in /api/v1/alerts the alerts
+	// of the ALERTS series the backend holds (a coordinator).
+	alertsFromSeries bool
+	tel              telemetry.Flags
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -321,7 +324,7 @@ func (f *serveFlags) start(b backend.Backend, registerGRPC func(*grpc.Server), e
 // the token check (which answers before a body is read).
 func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks auth.Tokens, extraHTTP func(*http.ServeMux, *httpapi.Stats)) (http.Handler, error) {
 	mux := http.NewServeMux()
-	if err := registerHTTP(mux, b, cfg, f.prom, f.rules); err != nil {
+	if err := registerHTTP(mux, b, cfg, f.prom, f.rules, f.alertsFromSeries); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {

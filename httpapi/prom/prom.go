@@ -135,7 +135,7 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
-	rules   atomic.Pointer[RuleSource] // nil: no rules (rules.go)
+	rules   atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.

@@ -1,12 +1,15 @@
 package prom
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
@@ -23,6 +26,14 @@ type RuleSource interface {
 	Reload() error
 }
 
+// ruleState is where the rules and alerts API answers from.
+type ruleState struct {
+	src RuleSource
+	// fromSeries: /api/v1/alerts lists the alerts of the ALERTS series
+	// the backend holds (without src).
+	fromSeries bool
+}
+
 // SetRules makes the API answer /api/v1/rules, /api/v1/alerts and
 // POST /-/reload from src. Without it (or with nil) the lists are empty
 // and a reload has nothing to do. Safe to call while serving.
@@ -31,12 +42,21 @@ func (a *API) SetRules(src RuleSource) {
 		a.rules.Store(nil)
 		return
 	}
-	a.rules.Store(&src)
+	a.rules.Store(&ruleState{src: src})
 }
+
+// ServeAlertsFromSeries makes /api/v1/alerts (when no RuleSource is set)
+// list the alerts that the ALERTS series the backend holds say are pending
+// or firing now, for a process that evaluates no rules itself but holds
+// the ALERTS series written by the rules of others: a coordinator, whose
+// backend holds the fleet's replicated series and reaches the edges'
+// fresh tails. An alert's activeAt is the value of its ALERTS_FOR_STATE
+// series; its value is not in the series and is reported as NaN.
+func (a *API) ServeAlertsFromSeries() { a.rules.Store(&ruleState{fromSeries: true}) }
 
 func (a *API) ruleSource() RuleSource {
 	if p := a.rules.Load(); p != nil {
-		return *p
+		return p.src
 	}
 	return nil
 }
@@ -227,7 +247,13 @@ func alertsJSON(list []*rules.Alert) []alertJSON {
 // every alerting rule (and, for keep_firing_for, those kept firing).
 func (a *API) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	alerts := []alertJSON{}
-	if src := a.ruleSource(); src != nil {
+	if st := a.rules.Load(); st != nil && st.fromSeries {
+		var e *apiError
+		if alerts, e = a.seriesAlerts(r.Context()); e != nil {
+			a.fail(w, e)
+			return
+		}
+	} else if src := a.ruleSource(); src != nil {
 		for _, g := range src.RuleGroups() {
 			for _, rule := range g.AlertingRules() {
 				alerts = append(alerts, alertsJSON(rule.ActiveAlerts())...)
@@ -263,4 +289,56 @@ func (a *API) respondJSON(w http.ResponseWriter, r *http.Request, data any) {
 		return
 	}
 	respond(w, r, func(b []byte) []byte { return append(b, body...) }, nil, nil)
+}
+
+// seriesAlerts lists the alerts of the ALERTS series at the API's now:
+// the instant vector ALERTS (lookback as for any query; a resolved alert
+// ends with a staleness marker) joined with ALERTS_FOR_STATE on the
+// alert's labels for its active time.
+func (a *API) seriesAlerts(ctx context.Context) ([]alertJSON, *apiError) {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.QueryTimeout)
+	defer cancel()
+	now := a.opts.Now()
+	active, err := a.instant(ctx, "ALERTS", now)
+	if err != nil {
+		return nil, classifyQueryError(err)
+	}
+	forState, err := a.instant(ctx, "ALERTS_FOR_STATE", now)
+	if err != nil {
+		return nil, classifyQueryError(err)
+	}
+	since := make(map[string]float64, len(forState))
+	for _, s := range forState {
+		since[s.Metric.DropReserved(func(n string) bool { return n == "__name__" }).String()] = s.F
+	}
+	alerts := make([]alertJSON, 0, len(active))
+	for _, s := range active {
+		state := s.Metric.Get("alertstate")
+		ls := labels.NewBuilder(s.Metric).Del("__name__", "alertstate").Labels()
+		ja := alertJSON{Labels: ls.Map(), Annotations: map[string]string{}, State: state, Value: "NaN"}
+		if v, ok := since[ls.String()]; ok && !math.IsNaN(v) {
+			t := time.Unix(int64(v), 0).UTC()
+			ja.ActiveAt = &t
+		}
+		alerts = append(alerts, ja)
+	}
+	return alerts, nil
+}
+
+// instant evaluates q at t over the backend.
+func (a *API) instant(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
+	qry, err := a.engine.NewInstantQuery(ctx, a.Queryable(), nil, q, t)
+	if err != nil {
+		return nil, err
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	v, err := res.Vector()
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v), nil
 }
