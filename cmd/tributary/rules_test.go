@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/httpapi/prom"
+	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -53,7 +55,12 @@ func TestRules_NodeServesItsRulesAndReloads(t *testing.T) {
 	}
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
 		prom: prom.Options{MaxSamples: 1_000_000, QueryTimeout: 10 * time.Second, LookbackDelta: 5 * time.Minute, MaxConcurrentQueries: 2}}
-	rr, err := rf.open(n, &sf, nil, log)
+	tp, err := telemetry.Setup(context.Background(), telemetry.Config{Role: "node", Instance: "pi-1", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	rr, err := rf.open(n, &sf, tp.MeterProvider(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +101,20 @@ func TestRules_NodeServesItsRulesAndReloads(t *testing.T) {
 	resp.Body.Close()
 	if got := ruleGroups(t, httpAddr); resp.StatusCode != http.StatusOK || len(got) != 2 {
 		t.Fatalf("after reload: %d, groups %v", resp.StatusCode, got)
+	}
+
+	rec := httptest.NewRecorder()
+	tp.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, want := range []string{
+		`tributary_rules_evaluations_total{rule_group="` + filepath.Join(dir, "climate.yml") + `;climate"}`,
+		"tributary_rules_evaluation_failures_total{",
+		"tributary_rules_group_iterations_missed_total{",
+		"tributary_rules_group_evaluation_duration_seconds_bucket{",
+		"tributary_rules_group_last_duration_seconds{",
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 
