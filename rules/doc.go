@@ -15,7 +15,11 @@
 // # Evaluation
 //
 // Every group is evaluated every --rules-evaluation-interval (or its own
-// interval) at slots aligned to the interval, as Prometheus does. An
+// interval) at slots aligned to the interval, as Prometheus does. The
+// results of one rule are one backend write, which on a node returns once
+// its WAL record is fsynced; rules that neither read nor feed another
+// rule run up to Options.MaxConcurrentEvals at a time, so their writes
+// share fsyncs (the node's group commit). An
 // evaluation that was due while the process was down is not made up
 // afterwards: the first evaluation after a start is the next slot. A slot
 // missed while the process runs (an evaluation that took longer than the
@@ -50,6 +54,6 @@
 // # Concurrency
 //
 // A Manager is safe for concurrent use. Each group evaluates in its own
-// goroutine, its rules one after the other; Reload and Stop are
-// serialised.
+// goroutine (its independent rules up to Options.MaxConcurrentEvals at
+// once); Reload and Stop are serialised.
 package rules

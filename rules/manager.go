@@ -71,6 +71,9 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 		OutageTolerance: opts.OutageTolerance,
 		ForGracePeriod:  opts.ForGracePeriod,
 		ResendDelay:     opts.ResendDelay,
+		// Concurrent rules share the WAL fsyncs of their writes.
+		ConcurrentEvalsEnabled: opts.MaxConcurrentEvals > 1,
+		MaxConcurrentEvals:     int64(opts.MaxConcurrentEvals),
 	})
 	var err error
 	if m.metrics, err = newMetrics(opts.MeterProvider, m.reg); err != nil {

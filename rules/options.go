@@ -41,6 +41,13 @@ type Options struct {
 	// Alertmanager; beyond it the oldest are dropped and counted. Default
 	// 10,000, as in Prometheus.
 	NotificationQueueCapacity int
+	// MaxConcurrentEvals is how many rules of one group may be evaluated
+	// at once; 1 evaluates them one after the other. Only rules that
+	// neither read another rule's output nor have their output read by
+	// one run concurrently (the upstream dependency analysis); a rule's
+	// write waits for its WAL fsync, which concurrent rules share.
+	// Default 4.
+	MaxConcurrentEvals int
 	// MaxSamplesPerWrite bounds the samples of one write to the backend;
 	// a rule producing more writes several batches. Default 10,000.
 	MaxSamplesPerWrite int
@@ -64,12 +71,13 @@ const (
 	DefaultAlertmanagerTimeout       = 10 * time.Second
 	DefaultNotificationQueueCapacity = 10_000
 	DefaultMaxSamplesPerWrite        = 10_000
+	DefaultMaxConcurrentEvals        = 4
 )
 
 // Validate fills defaults and rejects impossible values.
 func (o *Options) Validate() error {
 	if o.EvaluationInterval < 0 || o.OutageTolerance < 0 || o.ForGracePeriod < 0 || o.ResendDelay < 0 ||
-		o.AlertmanagerTimeout < 0 || o.NotificationQueueCapacity < 0 || o.MaxSamplesPerWrite < 0 {
+		o.AlertmanagerTimeout < 0 || o.NotificationQueueCapacity < 0 || o.MaxSamplesPerWrite < 0 || o.MaxConcurrentEvals < 0 {
 		return errors.New("rules options: durations and limits must not be negative")
 	}
 	for _, u := range o.Alertmanagers {
@@ -89,6 +97,7 @@ func (o *Options) Validate() error {
 	o.AlertmanagerTimeout = cmp.Or(o.AlertmanagerTimeout, DefaultAlertmanagerTimeout)
 	o.NotificationQueueCapacity = cmp.Or(o.NotificationQueueCapacity, DefaultNotificationQueueCapacity)
 	o.MaxSamplesPerWrite = cmp.Or(o.MaxSamplesPerWrite, DefaultMaxSamplesPerWrite)
+	o.MaxConcurrentEvals = cmp.Or(o.MaxConcurrentEvals, DefaultMaxConcurrentEvals)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -48,6 +48,7 @@ func (f *rulesFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.o.ForGracePeriod, "rules-for-grace-period", rules.DefaultForGracePeriod, "after a restart, an alert whose `for` state is restored waits at least this long before firing; rules with a shorter `for` start their `for` again")
 	fs.DurationVar(&f.o.OutageTolerance, "rules-outage-tolerance", rules.DefaultOutageTolerance, "longest downtime after which the `for` state of alerts is still restored")
 	fs.DurationVar(&f.o.ResendDelay, "rules-resend-delay", rules.DefaultResendDelay, "how often active alerts are sent again to the Alertmanagers (this is also how a failed send is retried)")
+	fs.IntVar(&f.o.MaxConcurrentEvals, "rules-max-concurrent-evals", rules.DefaultMaxConcurrentEvals, "rules of one group evaluated at once (1: one after the other); only rules that neither read nor feed another rule run concurrently, and their writes share WAL fsyncs")
 	fs.Var(listFlag{&f.o.Alertmanagers}, "alertmanager-url", "base URL of an Alertmanager to send alerts to (its v2 API), e.g. http://127.0.0.1:9093 (repeatable)")
 	fs.DurationVar(&f.o.AlertmanagerTimeout, "alertmanager-timeout", rules.DefaultAlertmanagerTimeout, "timeout of one request to an Alertmanager")
 	fs.IntVar(&f.o.NotificationQueueCapacity, "alertmanager-queue-capacity", rules.DefaultNotificationQueueCapacity, "alerts waiting to be sent to one Alertmanager; beyond it the oldest are dropped and counted")
