@@ -243,3 +243,32 @@ func TestNew_RefusesBrokenFilesAndOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestManager_KeepFiringFor(t *testing.T) {
+	files := writeFile(t, t.TempDir(), "keep.yml", `
+groups:
+  - name: keep
+    interval: 1s
+    rules:
+      - alert: Flapping
+        expr: coolant_temp > 105
+        keep_firing_for: 4s
+`)
+	e := newEnv(t, t.TempDir(), Options{Files: []string{files}})
+	e.write(time.Now(), 110, "coolant_temp", "vehicle", "truck-1")
+	r := e.alertingRule("Flapping")
+	eventually(t, 10*time.Second, "the alert firing", func() bool { return r.State().String() == "firing" })
+	e.write(time.Now(), 90, "coolant_temp", "vehicle", "truck-1")
+	coolAt := time.Now()
+	eventually(t, 5*time.Second, "the alert kept firing", func() bool {
+		as := r.ActiveAlerts()
+		return len(as) == 1 && !as[0].KeepFiringSince.IsZero()
+	})
+	if as := r.ActiveAlerts(); as[0].State.String() != "firing" {
+		t.Fatalf("kept alert in state %s", as[0].State)
+	}
+	eventually(t, 10*time.Second, "the alert resolved after keep_firing_for", func() bool { return len(r.ActiveAlerts()) == 0 })
+	if held := time.Since(coolAt); held < 4*time.Second {
+		t.Errorf("resolved %v after the condition ended, before keep_firing_for (4s)", held)
+	}
+}
