@@ -88,7 +88,7 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 	return m, nil
 }
 
-// Files expands the glob patterns of the rule files, sorted and without
+// expand expands the glob patterns of the rule files, sorted and without
 // duplicates. A malformed pattern is an error; a pattern matching nothing
 // is logged.
 func (m *Manager) expand() ([]string, error) {
