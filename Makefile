@@ -12,7 +12,7 @@ GOTEST_FLAGS ?=
 PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels ./node/wal/... ./internal/vfs ./replicator/wire ./replicator/internal/cursor ./replicator/internal/segsum ./coordinator/catalog ./coordinator/internal/raftlog
 # The vocabulary and the protocol layers, which must build without cgo
 # (docs/architecture.md, Layering, rule L2).
-NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./sdk/...
+NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./rules/... ./sdk/...
 
 .PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
 

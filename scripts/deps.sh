@@ -8,7 +8,7 @@ set -euo pipefail
 
 pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev mosquitto
       protobuf-compiler libprotobuf-dev protobuf-compiler-grpc python3-grpcio python3-protobuf
-      python3-influxdb prometheus
+      python3-influxdb prometheus prometheus-alertmanager
       gcc g++ make git)
 # The 32-bit ARM type check of make test (scripts/check32.sh) uses the armel
 # cross compilers unless this machine is a 32-bit ARM one itself.

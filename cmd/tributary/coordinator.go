@@ -299,6 +299,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	cf.register(fs, &o, false)
 	var sf serveFlags
 	sf.register(fs)
+	sf.alertsFromSeries = true // the fleet's replicated ALERTS (docs/rules.md)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}

@@ -113,8 +113,11 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	var smf selfMonitorFlags
 	smf.register(fs)
 	mqf := newMQTTFlags(fs)
+	var rulesf rulesFlags
+	rulesf.register(fs)
 	var sf serveFlags
 	sf.register(fs)
+	sf.alertsFromSeries = true // without --rules: the fleet's ALERTS (docs/rules.md)
 	log, err := nf.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -131,7 +134,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if err := sf.check(); err != nil {
 		return err
 	}
-	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits)); err != nil {
+	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits), rulesf.validate()); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -172,7 +175,9 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	edge.n.Store(n)
 	fleetTarget.Store(n)
 	var selfMon, mqttIn *background
+	var rr *ruleRunner
 	closeEdge := func() error {
+		rr.stop()
 		mqttIn.stop()
 		selfMon.stop()
 		ship.stop()
@@ -192,6 +197,11 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	edgeAPI := grpcapi.New(n, grpcapi.Options{MaxPointsPerRequest: sf.limits.MaxPointsPerRequest})
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
 	sf.limits.Labels = no.Limits // the HTTP parsers refuse what the edge node would
+	// Rules evaluate over the edge node and write into it, as on a Pi.
+	if rr, err = rulesf.open(n, &sf, no.MeterProvider, log); err != nil {
+		closeEdge()
+		return fail(err)
+	}
 	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		closeEdge()
@@ -199,6 +209,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	}
 	selfMon = smf.start(n, tp, log)
 	mqttIn = mqf.run(n, n.NodeID(), no.MeterProvider, log)
+	rr.start(log)
 	log.Info("local ready: writes go to the edge node, queries through the coordinator", append(fe.addrs,
 		"edge", n.NodeID(), "coordinator", co.NodeID, "intake", c.IntakeAddr(), "data_dir", root, "version", version)...)
 	return waitAndStop(fe, gh, log, cf.shutdownGrace, c, closeEdge)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -125,6 +126,7 @@ type nodeCmd struct {
 	rf          replicateFlags
 	smf         selfMonitorFlags
 	mqf         mqttFlags
+	rulesf      rulesFlags
 	ignoreFleet bool
 	queryTunnel bool
 	log         *slog.Logger
@@ -143,6 +145,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	c.smf.register(fs)
 	c.mqf.register(fs)
+	c.rulesf.register(fs)
 	var err error
 	if c.log, err = nf.parse(fs, args, stderr); err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	if err := c.sf.check(); err != nil {
 		return nil, err
 	}
-	if err := c.smf.validate(); err != nil {
+	if err := errors.Join(c.smf.validate(), c.rulesf.validate()); err != nil {
 		return nil, err
 	}
 	if err := c.mqf.validate(c.o.Limits, c.sf.limits); err != nil {
@@ -216,9 +219,15 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	c.sf.limits.Labels = c.o.Limits // the HTTP parsers refuse what the node would
+	rr, err := c.rulesf.open(n, &c.sf, c.o.MeterProvider, c.log)
+	if err != nil {
+		n.Close()
+		return err
+	}
 	gh := nodeGRPCHealth(n)
 	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {
+		rr.stop()
 		gh.Close()
 		n.Close()
 		return err
@@ -231,6 +240,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		if tunnels, err = startQueryTunnels(c.ro, n.NodeID(), grpcAPI.QueryServer, c.log); err != nil {
 			gh.Close()
 			fe.stop(10 * time.Second)
+			rr.stop()
 			ship.stop()
 			n.Close()
 			return err
@@ -238,6 +248,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	}
 	selfMon := c.smf.start(n, tp, c.log)
 	mqttIn := c.mqf.run(n, n.NodeID(), c.o.MeterProvider, c.log)
+	rr.start(c.log)
 	c.log.Info("node ready", append(fe.addrs, "data_dir", c.o.DataDir, "version", version, "replicate_to", c.rf.targets)...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -252,6 +263,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	fe.stop(10 * time.Second)
 	tunnels.stop()
 	mqttIn.stop()
+	rr.stop()
 	selfMon.stop()
 	ship.stop()
 	if cerr := n.Close(); cerr != nil {

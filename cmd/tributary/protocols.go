@@ -35,14 +35,22 @@ func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
 	fs.IntVar(&l.MaxSeriesPerRequest, "max-series-per-request", httpapi.DefaultMaxSeriesPerRequest, "most distinct series in one HTTP write request (line protocol, OpenTSDB /api/put, remote_write); more refuses the whole request (413)")
 }
 
-// registerHTTP mounts every HTTP protocol on mux.
-func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options) error {
+// registerHTTP mounts every HTTP protocol on mux; the Prometheus API
+// answers the rules and alerts API from rules when it is not nil, else,
+// with alertsFromSeries, lists the alerts of the ALERTS series in b.
+func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options, rules prom.RuleSource, alertsFromSeries bool) error {
 	influx.Register(mux, b, cfg)
 	influxql.Register(mux, b, cfg)
 	opentsdb.Register(mux, b, cfg)
 	api, err := prom.New(b, cfg, po)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case rules != nil:
+		api.SetRules(rules)
+	case alertsFromSeries:
+		api.ServeAlertsFromSeries()
 	}
 	api.Register(mux)
 	return nil

@@ -50,8 +50,13 @@ type serveFlags struct {
 	reloadInterval time.Duration
 	prom           prom.Options
 	// fs is the parsed flag set, whose flags /api/v1/status/flags lists.
-	fs  *flag.FlagSet
-	tel telemetry.Flags
+	fs *flag.FlagSet
+	// rules, when set, answers the rules and alerts API and POST /-/reload.
+	rules prom.RuleSource
+	// alertsFromSeries, without rules, lists in /api/v1/alerts the alerts
+	// of the ALERTS series the backend holds (a coordinator).
+	alertsFromSeries bool
+	tel              telemetry.Flags
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -358,7 +363,7 @@ func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks au
 	mux := http.NewServeMux()
 	po := f.prom
 	po.Flags = flagValues(f.fs)
-	if err := registerHTTP(mux, b, cfg, po); err != nil {
+	if err := registerHTTP(mux, b, cfg, po, f.rules, f.alertsFromSeries); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {

@@ -4,7 +4,10 @@
 // API (/api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
 // /api/v1/label/<name>/values and what Grafana's Prometheus data source
 // calls besides), evaluated by the upstream PromQL engine over a
-// storage.Queryable adapter (storage.go).
+// storage.Queryable adapter (storage.go). /api/v1/rules, /api/v1/alerts
+// and POST /-/reload answer from a RuleSource (rules.go), which the rules
+// package of the project implements; the engine and queryable are
+// exported for it.
 //
 // # Concurrency
 //

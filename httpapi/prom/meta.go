@@ -314,16 +314,6 @@ func (a *API) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	}, nil, nil)
 }
 
-// serveRules and serveAlerts answer that there are no recording or
-// alerting rules, so tools that list them (Grafana's alerting pages) work.
-func (*API) serveRules(w http.ResponseWriter, r *http.Request) {
-	respond(w, r, func(b []byte) []byte { return append(b, `{"groups":[]}`...) }, nil, nil)
-}
-
-func (*API) serveAlerts(w http.ResponseWriter, r *http.Request) {
-	respond(w, r, func(b []byte) []byte { return append(b, `{"alerts":[]}`...) }, nil, nil)
-}
-
 func (a *API) serveNotFound(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, &apiError{typ: errNotFound, status: http.StatusNotFound,
 		msg: fmt.Sprintf("%s %s is not served here; see the list of supported endpoints in the documentation", r.Method, r.URL.Path)})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
@@ -163,7 +164,8 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
-	started time.Time // for /api/v1/status/runtimeinfo
+	started time.Time                 // for /api/v1/status/runtimeinfo
+	rules   atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.
@@ -230,6 +232,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/metadata", a.serveMetadata)
 	mux.HandleFunc("GET /api/v1/rules", a.serveRules)
 	mux.HandleFunc("GET /api/v1/alerts", a.serveAlerts)
+	mux.HandleFunc("POST /-/reload", a.serveReload)
 	mux.HandleFunc("/api/v1/", a.serveNotFound)
 }
 

@@ -12,13 +12,15 @@ import (
 	"strconv"
 	"strings"
 
+	pmodel "github.com/prometheus/common/model"
+
 	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
 // The status endpoints a Prometheus server answers for Grafana, load
 // balancers and dashboards, answered truthfully for Tributary: what it
-// knows is reported in Prometheus's shapes, what it does not do (scrape,
-// rules) is reported as empty.
+// knows is reported in Prometheus's shapes, what it does not do (scrape)
+// is reported as empty.
 
 // defaultTSDBStatusLimit is how many entries each top list of
 // /api/v1/status/tsdb holds unless limit says otherwise (Prometheus's
@@ -209,20 +211,40 @@ func (a *API) retentionText() string {
 }
 
 // serveConfig answers an honest configuration: Tributary reads no
-// Prometheus configuration file, scrapes nothing and evaluates no rules;
-// the YAML says so and lists the query settings that apply.
+// Prometheus configuration file and scrapes nothing; the YAML says so,
+// lists the rule files being evaluated (--rules) and the query settings
+// that apply.
 func (a *API) serveConfig(w http.ResponseWriter, r *http.Request) {
+	var files []string
+	interval := "1m"
+	if src := a.ruleSource(); src != nil {
+		for _, g := range src.RuleGroups() {
+			if !slices.Contains(files, g.File()) {
+				files = append(files, g.File())
+			}
+			interval = pmodel.Duration(g.Interval()).String()
+		}
+	}
 	var y strings.Builder
-	y.WriteString("# Tributary reads no Prometheus configuration file: it scrapes nothing,\n")
-	y.WriteString("# evaluates no rules and sends no alerts. Samples arrive over remote_write\n")
-	y.WriteString("# and the other write APIs; queries run on the PromQL engine with these settings.\n")
+	y.WriteString("# Tributary reads no Prometheus configuration file: it scrapes nothing.\n")
+	y.WriteString("# Samples arrive over remote_write and the other write APIs; queries run on\n")
+	y.WriteString("# the PromQL engine with these settings, rules (--rules) on the same engine.\n")
 	y.WriteString("# The query settings in effect (flags, not configuration keys):\n")
 	fmt.Fprintf(&y, "#   lookback delta %s, query timeout %s, at most %d samples in memory per query,\n",
 		a.opts.LookbackDelta, a.opts.QueryTimeout, a.opts.MaxSamples)
 	fmt.Fprintf(&y, "#   %d queries at once, delayed name removal %t, remote_read sample limit %d.\n",
 		a.opts.MaxConcurrentQueries, !a.opts.DisableDelayedNameRemoval, a.opts.MaxReadSamples)
-	y.WriteString("global:\n  evaluation_interval: 1m # the step of a subquery that gives none\n")
-	y.WriteString("scrape_configs: []\nrule_files: []\nremote_write: []\nremote_read: []\n")
+	fmt.Fprintf(&y, "global:\n  evaluation_interval: %s\n", interval)
+	y.WriteString("scrape_configs: []\n")
+	if len(files) == 0 {
+		y.WriteString("rule_files: []\n")
+	} else {
+		y.WriteString("rule_files:\n")
+		for _, f := range files {
+			fmt.Fprintf(&y, "  - %q\n", f)
+		}
+	}
+	y.WriteString("remote_write: []\nremote_read: []\n")
 	yaml := y.String()
 	respond(w, r, func(b []byte) []byte {
 		b = append(b, `{"yaml":`...)

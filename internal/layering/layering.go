@@ -92,16 +92,16 @@ var Rules = []Rule{
 	},
 	{
 		ID:   "L2",
-		Text: "The vocabulary, the backend interface, the protocol adapters, the SDK and the coordinator's query front end link no storage engine: `model/...`, `backend`, `grpcapi`, `httpapi/...`, `mqttapi`, `sdk/...` and `coordinator/query` depend on no package under `node/` but the pure leaves `node/labels` and `node/rollup`, and on nothing that uses cgo outside the standard library.",
-		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "mqttapi", "sdk/...", "coordinator/query"},
+		Text: "The vocabulary, the backend interface, the protocol adapters, the SDK and the coordinator's query front end link no storage engine: `model/...`, `backend`, `grpcapi`, `httpapi/...`, `mqttapi`, `rules`, `sdk/...` and `coordinator/query` depend on no package under `node/` but the pure leaves `node/labels` and `node/rollup`, and on nothing that uses cgo outside the standard library.",
+		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "mqttapi", "rules", "sdk/...", "coordinator/query"},
 		Deny: func(d *Package) bool {
 			return usesCgo(d) || (d.Project && Match(d.Path, "node/...") && !Match(d.Path, "node/labels", "node/rollup"))
 		},
 	},
 	{
 		ID:   "L3",
-		Text: "Protocol adapters sit above the interface they serve, not above a component: `model/...`, `backend`, `grpcapi`, `httpapi/...`, `mqttapi` and `sdk/...` depend on nothing under `coordinator/`, `replicator/` or `cmd/`.",
-		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "mqttapi", "sdk/..."},
+		Text: "Protocol adapters sit above the interface they serve, not above a component: `model/...`, `backend`, `grpcapi`, `httpapi/...`, `mqttapi`, `rules` and `sdk/...` depend on nothing under `coordinator/`, `replicator/` or `cmd/`.",
+		From: []string{"model/...", "backend", "grpcapi", "httpapi/...", "mqttapi", "rules", "sdk/..."},
 		Deny: projectIn("coordinator/...", "replicator/...", "cmd/..."),
 	},
 	{

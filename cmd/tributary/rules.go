@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/httpapi/prom"
+	"github.com/tributarydb/tributary/rules"
+)
+
+// listFlag is a repeatable string flag.
+type listFlag struct{ list *[]string }
+
+func (f listFlag) String() string {
+	if f.list == nil {
+		return ""
+	}
+	return strings.Join(*f.list, ",")
+}
+
+func (f listFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	*f.list = append(*f.list, s)
+	return nil
+}
+
+// rulesFlags are the rule evaluation flags of node, local and coordinator
+// (docs/rules.md).
+type rulesFlags struct{ o rules.Options }
+
+func (f *rulesFlags) register(fs *flag.FlagSet) {
+	fs.Var(listFlag{&f.o.Files}, "rules", "rule files in Prometheus's format to evaluate, a glob pattern such as 'rules/*.yml' (repeatable); reloaded on SIGHUP and POST /-/reload")
+	fs.DurationVar(&f.o.EvaluationInterval, "rules-evaluation-interval", rules.DefaultEvaluationInterval, "how often a rule group without an interval of its own is evaluated")
+	fs.DurationVar(&f.o.ForGracePeriod, "rules-for-grace-period", rules.DefaultForGracePeriod, "after a restart, an alert whose `for` state is restored waits at least this long before firing; rules with a shorter `for` start their `for` again")
+	fs.DurationVar(&f.o.OutageTolerance, "rules-outage-tolerance", rules.DefaultOutageTolerance, "longest downtime after which the `for` state of alerts is still restored")
+	fs.DurationVar(&f.o.ResendDelay, "rules-resend-delay", rules.DefaultResendDelay, "how often active alerts are sent again to the Alertmanagers (this is also how a failed send is retried)")
+	fs.IntVar(&f.o.MaxConcurrentEvals, "rules-max-concurrent-evals", rules.DefaultMaxConcurrentEvals, "rules of one group evaluated at once (1: one after the other); only rules that neither read nor feed another rule run concurrently, and their writes share WAL fsyncs")
+	fs.Var(listFlag{&f.o.Alertmanagers}, "alertmanager-url", "base URL of an Alertmanager to send alerts to (its v2 API), e.g. http://127.0.0.1:9093 (repeatable)")
+	fs.DurationVar(&f.o.AlertmanagerTimeout, "alertmanager-timeout", rules.DefaultAlertmanagerTimeout, "timeout of one request to an Alertmanager")
+	fs.IntVar(&f.o.NotificationQueueCapacity, "alertmanager-queue-capacity", rules.DefaultNotificationQueueCapacity, "alerts waiting to be sent to one Alertmanager; beyond it the oldest are dropped and counted")
+	fs.StringVar(&f.o.ExternalURL, "rules-external-url", "", "URL the alerts' generatorURL and the templates' $externalURL point to")
+}
+
+// validate checks the flags (on a copy: defaults are filled at start).
+func (f *rulesFlags) validate() error {
+	o := f.o
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if len(f.o.Alertmanagers) > 0 && len(f.o.Files) == 0 {
+		return fmt.Errorf("%w: --alertmanager-url needs --rules (alerts come from alerting rules)", errUsage)
+	}
+	return nil
+}
+
+// ruleRunner is a rule manager with its SIGHUP reload.
+type ruleRunner struct {
+	m   *rules.Manager
+	hup *background
+}
+
+// open builds the rule manager over b (nil without --rules) and loads the
+// rule files: a file that does not load stops the start. Rules are
+// evaluated by a PromQL engine of their own with sf's query limits.
+func (f *rulesFlags) open(b backend.Backend, sf *serveFlags, mp metric.MeterProvider, log *slog.Logger) (*ruleRunner, error) {
+	if len(f.o.Files) == 0 {
+		return nil, nil
+	}
+	po := sf.prom
+	po.Logger = log
+	api, err := prom.New(b, &httpapi.Config{Limits: sf.limits}, po)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	o := f.o
+	o.Logger, o.MeterProvider = log.With("component", "rules"), mp
+	m, err := rules.New(b, api.Engine(), api.Queryable(), o)
+	if err != nil {
+		return nil, err
+	}
+	sf.rules = m
+	return &ruleRunner{m: m}, nil
+}
+
+// start starts the evaluations and the reload on SIGHUP.
+func (r *ruleRunner) start(log *slog.Logger) {
+	if r == nil {
+		return
+	}
+	r.m.Start()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	r.hup = goBackground("rules SIGHUP handler", func(ctx context.Context) error {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				if err := r.m.Reload(); err != nil {
+					log.Error("SIGHUP: rule files not reloaded; the rules in force stay", "err", err)
+				} else {
+					log.Info("SIGHUP: rule files reloaded", "files", len(r.m.LoadedFiles()))
+				}
+			}
+		}
+	}, log)
+}
+
+// stop stops the evaluations; call it before the backend closes.
+func (r *ruleRunner) stop() {
+	if r == nil {
+		return
+	}
+	r.hup.stop()
+	r.m.Stop()
+}
+
+// runRules is `tributary rules`: `rules check FILE...`.
+func runRules(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprintln(stderr, "usage: tributary rules check FILE...")
+		return fmt.Errorf("%w: the only subcommand is check", errUsage)
+	}
+	fs := newFlagSet("rules check", stderr, "FILE...")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: no rule file given", errUsage)
+	}
+	failed := 0
+	for _, p := range fs.Args() {
+		sum, errs := rules.CheckFile(p)
+		if len(errs) > 0 {
+			failed++
+			fmt.Fprintf(stdout, "FAILED %s:\n", p)
+			for _, err := range errs {
+				fmt.Fprintf(stdout, "  %v\n", err)
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "SUCCESS %s: %d groups, %d recording rules, %d alerting rules\n", p, sum.Groups, sum.Recording, sum.Alerting)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d rule files are not valid", failed, fs.NArg())
+	}
+	return nil
+}

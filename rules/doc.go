@@ -1,0 +1,59 @@
+// Package rules evaluates Prometheus recording and alerting rules over a
+// process's own data and sends the alerts to Alertmanagers.
+//
+// Rule files are in Prometheus's format (groups of recording and alerting
+// rules with for, keep_firing_for, labels, annotations and templates) and
+// are evaluated by the upstream Prometheus rules package
+// (github.com/prometheus/prometheus/rules): the expressions run on the
+// PromQL engine and storage.Queryable of the Prometheus query API
+// (httpapi/prom), and the samples they produce (a recording rule's series,
+// an alerting rule's ALERTS and ALERTS_FOR_STATE) are written through
+// backend.Backend.Write like any other write, so on a storage node they
+// are in the WAL, replicate to the cloud and get rollups like every
+// series.
+//
+// # Evaluation
+//
+// Every group is evaluated every --rules-evaluation-interval (or its own
+// interval) at slots aligned to the interval, as Prometheus does. The
+// results of one rule are one backend write, which on a node returns once
+// its WAL record is fsynced; rules that neither read nor feed another
+// rule run up to Options.MaxConcurrentEvals at a time, so their writes
+// share fsyncs (the node's group commit). An
+// evaluation that was due while the process was down is not made up
+// afterwards: the first evaluation after a start is the next slot. A slot
+// missed while the process runs (an evaluation that took longer than the
+// interval) is skipped and counted.
+//
+// # State across restarts
+//
+// An alerting rule writes, at each evaluation, ALERTS{alertname, alertstate,
+// ...} = 1 for each pending or firing alert and ALERTS_FOR_STATE{alertname,
+// ...} = the Unix time in seconds at which the alert became active. After
+// a start, once a group has been evaluated twice, the upstream manager
+// reads ALERTS_FOR_STATE of the last Options.OutageTolerance back from the
+// store and restores the active time of each alert that is still active,
+// shifted by the time the process was down, so an alert does not restart
+// its `for` from zero (Prometheus's semantics; rules whose `for` is
+// shorter than Options.ForGracePeriod are not restored, and an alert whose
+// remaining `for` is shorter than the grace period is given the grace
+// period).
+//
+// # Notification
+//
+// With Options.Alertmanagers, alerts go to each Alertmanager's v2 API
+// (POST /api/v2/alerts) through the upstream notifier: one bounded queue
+// per Alertmanager (Options.NotificationQueueCapacity alerts; when it is
+// full the oldest are dropped and counted), batches of at most 256
+// alerts, a timeout per request. A failed send is not retried by the
+// notifier; instead every active alert is sent again every
+// Options.ResendDelay until it is resolved (and resolved ones for 15
+// minutes), which is how Prometheus retries, so an Alertmanager that was
+// unreachable gets the alerts still active when it is back.
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use. Each group evaluates in its own
+// goroutine (its independent rules up to Options.MaxConcurrentEvals at
+// once); Reload and Stop are serialised.
+package rules

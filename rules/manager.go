@@ -1,0 +1,201 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/notifier"
+	"github.com/prometheus/prometheus/promql"
+	promrules "github.com/prometheus/prometheus/rules"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tributarydb/tributary/backend"
+)
+
+// Manager loads rule files and evaluates them; see the package doc.
+type Manager struct {
+	opts     Options
+	rules    *promrules.Manager
+	notifier *notifier.Manager // nil without Alertmanagers
+	reg      *prometheus.Registry
+	metrics  *metrics
+	cancel   context.CancelFunc
+
+	mu      sync.Mutex // serialises Reload and Stop
+	files   []string   // the files of the rules in force
+	started bool
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// New builds a Manager whose rules are evaluated by engine over q and
+// write their results into b, and loads the rule files: a file that does
+// not load is an error. Start starts the evaluations.
+func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts Options) (*Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, reg: prometheus.NewRegistry()}
+	notify := func(context.Context, string, ...*promrules.Alert) {} // no Alertmanager
+	if len(opts.Alertmanagers) > 0 {
+		n, err := newNotifier(opts, m.reg)
+		if err != nil {
+			return nil, err
+		}
+		m.notifier = n
+		notify = promrules.SendAlerts(n, opts.ExternalURL)
+	}
+	var extURL *url.URL
+	if opts.ExternalURL != "" {
+		extURL, _ = url.Parse(opts.ExternalURL) // checked by Validate
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.rules = promrules.NewManager(&promrules.ManagerOptions{
+		ExternalURL:     extURL,
+		QueryFunc:       promrules.EngineQueryFunc(engine, q),
+		NotifyFunc:      notify,
+		Context:         ctx,
+		Appendable:      &appendable{b: b, max: opts.MaxSamplesPerWrite},
+		Queryable:       q,
+		Logger:          opts.Logger,
+		Registerer:      m.reg,
+		OutageTolerance: opts.OutageTolerance,
+		ForGracePeriod:  opts.ForGracePeriod,
+		ResendDelay:     opts.ResendDelay,
+		// Concurrent rules share the WAL fsyncs of their writes.
+		ConcurrentEvalsEnabled: opts.MaxConcurrentEvals > 1,
+		MaxConcurrentEvals:     int64(opts.MaxConcurrentEvals),
+	})
+	var err error
+	if m.metrics, err = newMetrics(opts.MeterProvider, m.reg); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := m.load(); err != nil {
+		cancel()
+		m.metrics.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// expand expands the glob patterns of the rule files, sorted and without
+// duplicates. A malformed pattern is an error; a pattern matching nothing
+// is logged.
+func (m *Manager) expand() ([]string, error) {
+	var files []string
+	for _, p := range m.opts.Files {
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("rule file pattern %q: %w", p, err)
+		}
+		if len(matches) == 0 {
+			m.opts.Logger.Warn("rule file pattern matches no file", "pattern", p)
+		}
+		files = append(files, matches...)
+	}
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}
+
+// load reads the rule files and applies them. REQUIRES: m.mu held or m not
+// yet shared.
+func (m *Manager) load() error {
+	files, err := m.expand()
+	if err != nil {
+		return err
+	}
+	// Check first: the upstream Update only logs the errors.
+	if err := CheckFiles(files...); err != nil {
+		return err
+	}
+	if err := m.rules.Update(m.opts.EvaluationInterval, files, labels.EmptyLabels(), m.opts.ExternalURL, m.metrics.evalIteration); err != nil {
+		return fmt.Errorf("load rule files: %w", err)
+	}
+	m.files = files
+	m.opts.Logger.Info("rules loaded", "files", len(files), "groups", len(m.rules.RuleGroups()))
+	return nil
+}
+
+// Start starts evaluating the rules (and sending the alerts).
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.stopped {
+		return
+	}
+	m.started = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.rules.Run()
+	}()
+	if m.notifier != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.notifier.Run(staticTargets(m.opts.Alertmanagers))
+		}()
+	}
+}
+
+// Reload reads the rule files again (the glob patterns are expanded
+// again) and applies them: groups that did not change keep evaluating,
+// changed ones keep the state of their alerts. When a file does not load,
+// the rules in force stay and the error says why.
+func (m *Manager) Reload() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return errors.New("reload rules: the rule manager is stopped")
+	}
+	return m.load()
+}
+
+// RuleGroups returns the groups in force, ordered by file and name.
+func (m *Manager) RuleGroups() []*promrules.Group { return m.rules.RuleGroups() }
+
+// LoadedFiles returns the rule files in force.
+func (m *Manager) LoadedFiles() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.files)
+}
+
+// Stop stops the evaluations, waits for those running, and sends the
+// alerts waiting in the queues (for at most the Alertmanager timeout).
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	if !m.started {
+		// The groups wait for Run to start: let them start and see
+		// their stop.
+		go m.rules.Run()
+	}
+	m.rules.Stop()
+	m.cancel()
+	if m.notifier != nil {
+		m.notifier.Stop()
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(m.opts.AlertmanagerTimeout + time.Second):
+		m.opts.Logger.Warn("alert notifications still being sent at stop")
+	}
+	m.metrics.close()
+}

@@ -1,0 +1,274 @@
+package rules
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The PromQL engine's and the HTTP client's pools outlive a test.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("github.com/tributarydb/tributary/node.(*Node).flushLoop"),
+	)
+}
+
+const overheatRules = `
+groups:
+  - name: can-bus
+    interval: 1s
+    rules:
+      - record: vehicle:coolant_temp:max
+        expr: max by (vehicle) (coolant_temp)
+      - alert: CoolantOverheat
+        expr: coolant_temp > 105
+        for: 4s
+        labels:
+          severity: critical
+        annotations:
+          summary: "{{ $labels.vehicle }} coolant at {{ $value }} °C"
+`
+
+func TestManager_RecordingRuleWritesIntoStore(t *testing.T) {
+	dir := t.TempDir()
+	files := writeFile(t, t.TempDir(), "can.yml", overheatRules)
+	start := time.Now()
+	e := newEnv(t, dir, Options{Files: []string{files}})
+	e.write(start, 91.5, "coolant_temp", "vehicle", "truck-1", "sensor", "a")
+	e.write(start, 97.25, "coolant_temp", "vehicle", "truck-1", "sensor", "b")
+	e.write(start, 80, "coolant_temp", "vehicle", "truck-2", "sensor", "a")
+
+	eventually(t, 10*time.Second, "two evaluations of the recording rule in the store", func() bool {
+		got := e.samples(start, "vehicle:coolant_temp:max", "vehicle", "truck-1")
+		s, ok := got[`vehicle:coolant_temp:max{vehicle="truck-1"}`]
+		return ok && len(s.Ts) >= 2
+	})
+	got := e.samples(start, "vehicle:coolant_temp:max")
+	if len(got) != 2 {
+		t.Fatalf("recorded series: %v", got)
+	}
+	for key, want := range map[string]float64{
+		`vehicle:coolant_temp:max{vehicle="truck-1"}`: 97.25,
+		`vehicle:coolant_temp:max{vehicle="truck-2"}`: 80,
+	} {
+		s := got[key]
+		for i, v := range s.Vs {
+			if v != want {
+				t.Errorf("%s at %d = %v, want %v", key, s.Ts[i], v, want)
+			}
+			// Evaluations are aligned to the group's interval.
+			if s.Ts[i]%1000 != 0 && s.Ts[i] < start.UnixMilli() {
+				t.Errorf("%s: sample at %d, not an evaluation slot after the start", key, s.Ts[i])
+			}
+		}
+	}
+	// Healthy, and evaluated.
+	g := e.m.RuleGroups()[0]
+	for _, r := range g.Rules() {
+		if r.Health() != "ok" || r.LastError() != nil {
+			t.Errorf("rule %s: health %s, error %v", r.Name(), r.Health(), r.LastError())
+		}
+	}
+}
+
+func TestManager_AlertFiresAndIsWrittenAsALERTS(t *testing.T) {
+	files := writeFile(t, t.TempDir(), "can.yml", overheatRules)
+	e := newEnv(t, t.TempDir(), Options{Files: []string{files}})
+	start := time.Now()
+	e.write(start, 110, "coolant_temp", "vehicle", "truck-1")
+	e.write(start, 90, "coolant_temp", "vehicle", "truck-2")
+
+	r := e.alertingRule("CoolantOverheat")
+	eventually(t, 15*time.Second, "the alert firing", func() bool { return r.State().String() == "firing" })
+	alerts := r.ActiveAlerts()
+	if len(alerts) != 1 {
+		t.Fatalf("active alerts: %d, want 1 (truck-1 only)", len(alerts))
+	}
+	a := alerts[0]
+	if a.Labels.Get("vehicle") != "truck-1" || a.Labels.Get("severity") != "critical" {
+		t.Errorf("alert labels %v", a.Labels)
+	}
+	if got, want := a.Annotations.Get("summary"), "truck-1 coolant at 110 °C"; got != want {
+		t.Errorf("summary %q, want %q (template)", got, want)
+	}
+	if held := a.FiredAt.Sub(a.ActiveAt); held < 4*time.Second {
+		t.Errorf("fired %v after becoming active, before its for (4s)", held)
+	}
+
+	// The state is in the store: ALERTS pending then firing, and
+	// ALERTS_FOR_STATE holding the active time (both written from the
+	// third evaluation on, once the group has looked for state to restore).
+	pending := e.samples(start, "ALERTS", "alertname", "CoolantOverheat", "alertstate", "pending")
+	firing := e.samples(start, "ALERTS", "alertname", "CoolantOverheat", "alertstate", "firing")
+	if len(pending) != 1 || len(firing) != 1 {
+		t.Fatalf("ALERTS series: pending %v, firing %v", pending, firing)
+	}
+	for key, s := range firing {
+		if !strings.Contains(key, `vehicle="truck-1"`) || !strings.Contains(key, `severity="critical"`) {
+			t.Errorf("firing series %s", key)
+		}
+		if s.Vs[0] != 1 {
+			t.Errorf("ALERTS value %v", s.Vs[0])
+		}
+	}
+	fs := e.samples(start, "ALERTS_FOR_STATE", "alertname", "CoolantOverheat")
+	if len(fs) != 1 {
+		t.Fatalf("ALERTS_FOR_STATE: %v", fs)
+	}
+	for _, s := range fs {
+		if got := s.Vs[len(s.Vs)-1]; got != float64(a.ActiveAt.Unix()) {
+			t.Errorf("ALERTS_FOR_STATE = %v, want the active time %d", got, a.ActiveAt.Unix())
+		}
+	}
+
+	// Resolution: the series ends with a staleness marker and the alert
+	// is no longer active.
+	e.write(time.Now(), 95, "coolant_temp", "vehicle", "truck-1")
+	eventually(t, 10*time.Second, "the alert resolved", func() bool { return len(r.ActiveAlerts()) == 0 })
+	eventually(t, 5*time.Second, "a staleness marker ending ALERTS", func() bool {
+		for _, s := range e.samples(start, "ALERTS", "alertstate", "firing") {
+			if math.IsNaN(s.Vs[len(s.Vs)-1]) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestManager_ForStateRestoredAfterRestart(t *testing.T) {
+	files := writeFile(t, t.TempDir(), "slow.yml", `
+groups:
+  - name: slow
+    interval: 1s
+    rules:
+      - alert: StillHot
+        expr: coolant_temp > 105
+        for: 1h
+`)
+	dir := t.TempDir()
+	opts := Options{Files: []string{files}, ForGracePeriod: time.Second}
+	e := newEnv(t, dir, opts)
+	e.write(time.Now(), 110, "coolant_temp", "vehicle", "truck-1")
+	r := e.alertingRule("StillHot")
+	eventually(t, 10*time.Second, "the alert pending", func() bool { return r.State().String() == "pending" })
+	active := r.ActiveAlerts()[0].ActiveAt
+	time.Sleep(5 * time.Second) // pending for about 5s
+	e.m.Stop()
+	e.m = nil
+	stoppedAt := time.Now()
+	e.close()
+	time.Sleep(3 * time.Second) // down for about 3s
+
+	e2 := newEnv(t, dir, opts)
+	r2 := e2.alertingRule("StillHot")
+	eventually(t, 10*time.Second, "the for state restored", func() bool { return r2.Restored() })
+	restoredAt := time.Now()
+	alerts := r2.ActiveAlerts()
+	if len(alerts) != 1 {
+		t.Fatalf("active alerts after restart: %d", len(alerts))
+	}
+	// Restored, the alert keeps the pending time it had before the stop
+	// (the time down is not counted): its active time moves forward by the
+	// time down. Without the restore it would be the first evaluation after
+	// the start, about 2s before restoredAt.
+	pendingBefore := stoppedAt.Sub(active)
+	pendingNow := restoredAt.Sub(alerts[0].ActiveAt)
+	down := 3 * time.Second
+	if pendingNow < pendingBefore-2*time.Second || pendingNow > pendingBefore+3*time.Second {
+		t.Errorf("pending %v after the restart, want about the %v before it (restored active time %v, first %v, down %v)",
+			pendingNow, pendingBefore, alerts[0].ActiveAt, active, down)
+	}
+	if !alerts[0].ActiveAt.After(active) {
+		t.Errorf("restored active time %v not moved past the first %v by the time down", alerts[0].ActiveAt, active)
+	}
+}
+
+func TestManager_ReloadKeepsRulesWhenAFileIsBroken(t *testing.T) {
+	rulesDir := t.TempDir()
+	writeFile(t, rulesDir, "a.yml", overheatRules)
+	e := newEnv(t, t.TempDir(), Options{Files: []string{rulesDir + "/*.yml"}})
+	if n := len(e.m.RuleGroups()); n != 1 {
+		t.Fatalf("groups %d", n)
+	}
+	writeFile(t, rulesDir, "b.yml", `
+groups:
+  - name: climate
+    rules:
+      - record: room:temperature:avg
+        expr: avg by (room) (temperature)
+`)
+	if err := e.m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.m.RuleGroups()); n != 2 {
+		t.Fatalf("groups after adding a file: %d", n)
+	}
+	if g := e.m.RuleGroups()[1]; g.Interval() != DefaultEvaluationInterval {
+		t.Errorf("group without an interval evaluates every %v, want the default %v", g.Interval(), DefaultEvaluationInterval)
+	}
+	writeFile(t, rulesDir, "c.yml", "groups:\n  - name: bad\n    rules:\n      - record: x\n        expr: sum(\n")
+	err := e.m.Reload()
+	if err == nil || !strings.Contains(err.Error(), "c.yml") {
+		t.Fatalf("reload with a broken file: %v", err)
+	}
+	if n := len(e.m.RuleGroups()); n != 2 {
+		t.Fatalf("groups after a failed reload: %d, want the 2 in force", n)
+	}
+	if got := e.m.LoadedFiles(); len(got) != 2 {
+		t.Errorf("files in force %v", got)
+	}
+}
+
+func TestNew_RefusesBrokenFilesAndOptions(t *testing.T) {
+	n, api := openNode(t, t.TempDir())
+	defer n.Close()
+	bad := writeFile(t, t.TempDir(), "bad.yml", "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: up ==\n")
+	for name, o := range map[string]Options{
+		"broken file":           {Files: []string{bad}},
+		"bad glob":              {Files: []string{"[x"}},
+		"negative interval":     {EvaluationInterval: -time.Second},
+		"alertmanager scheme":   {Alertmanagers: []string{"ftp://localhost:9093"}},
+		"alertmanager no host":  {Alertmanagers: []string{"http://"}},
+		"alertmanager password": {Alertmanagers: []string{"http://u:p@localhost:9093"}},
+	} {
+		if m, err := New(n, api.Engine(), api.Queryable(), o); err == nil {
+			m.Stop()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestManager_KeepFiringFor(t *testing.T) {
+	files := writeFile(t, t.TempDir(), "keep.yml", `
+groups:
+  - name: keep
+    interval: 1s
+    rules:
+      - alert: Flapping
+        expr: coolant_temp > 105
+        keep_firing_for: 4s
+`)
+	e := newEnv(t, t.TempDir(), Options{Files: []string{files}})
+	e.write(time.Now(), 110, "coolant_temp", "vehicle", "truck-1")
+	r := e.alertingRule("Flapping")
+	eventually(t, 10*time.Second, "the alert firing", func() bool { return r.State().String() == "firing" })
+	e.write(time.Now(), 90, "coolant_temp", "vehicle", "truck-1")
+	coolAt := time.Now()
+	eventually(t, 5*time.Second, "the alert kept firing", func() bool {
+		as := r.ActiveAlerts()
+		return len(as) == 1 && !as[0].KeepFiringSince.IsZero()
+	})
+	if as := r.ActiveAlerts(); as[0].State.String() != "firing" {
+		t.Fatalf("kept alert in state %s", as[0].State)
+	}
+	eventually(t, 10*time.Second, "the alert resolved after keep_firing_for", func() bool { return len(r.ActiveAlerts()) == 0 })
+	if held := time.Since(coolAt); held < 4*time.Second {
+		t.Errorf("resolved %v after the condition ended, before keep_firing_for (4s)", held)
+	}
+}
