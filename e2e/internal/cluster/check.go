@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"math"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -141,55 +141,8 @@ func CheckWith(ctx context.Context, cl Client, addr, metric string, l *Ledger, s
 	return r, nil
 }
 
-// Compare compares an answer with a ledger.
+// Compare compares an answer with a ledger: CompareWindow over the whole
+// time line.
 func Compare(ans RawAnswer, l *Ledger) CheckResult {
-	r := CheckResult{Series: len(ans.Points), Warnings: ans.Warnings}
-	want := l.snapshot()
-	for series, pts := range ans.Points {
-		seen := map[int64]bool{}
-		for _, p := range pts {
-			r.Returned++
-			if seen[p.TimestampMs] {
-				r.Duplicated++
-				r.example("duplicate %s@%d", series, p.TimestampMs)
-				continue
-			}
-			seen[p.TimestampMs] = true
-			v, acked, doubt := l.lookup(series, p.TimestampMs)
-			switch {
-			case !acked && !doubt:
-				r.Phantom++
-				r.example("phantom %s@%d=%v", series, p.TimestampMs, p.Value)
-				continue
-			case v != p.Value:
-				r.WrongValue++
-				r.example("wrong value %s@%d: %v, want %v", series, p.TimestampMs, p.Value, v)
-			case doubt:
-				r.InDoubt++
-			}
-			delete(want[series], p.TimestampMs)
-		}
-	}
-	var lostSeries []string
-	for series, m := range want {
-		if len(m) == 0 {
-			continue
-		}
-		r.Lost += len(m)
-		lostSeries = append(lostSeries, series)
-	}
-	sort.Strings(lostSeries)
-	for _, s := range lostSeries {
-		ts := make([]int64, 0, len(want[s]))
-		for t := range want[s] {
-			ts = append(ts, t)
-		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-		if r.LostTimes == nil {
-			r.LostTimes = map[string][]int64{}
-		}
-		r.LostTimes[s] = ts
-		r.example("lost %d points of %s in [%d, %d]", len(ts), s, ts[0], ts[len(ts)-1])
-	}
-	return r
+	return CompareWindow(ans, l, math.MinInt64, math.MaxInt64)
 }

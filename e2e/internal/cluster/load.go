@@ -105,21 +105,6 @@ func (l *Ledger) lookup(series string, ts int64) (v float64, acked, doubt bool) 
 	return v, false, doubt
 }
 
-// snapshot copies the acknowledged points.
-func (l *Ledger) snapshot() map[string]map[int64]float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]map[int64]float64, len(l.acked))
-	for s, m := range l.acked {
-		c := make(map[int64]float64, len(m))
-		for t, v := range m {
-			c[t] = v
-		}
-		out[s] = c
-	}
-	return out
-}
-
 // WriterOptions configure the load generator.
 type WriterOptions struct {
 	Addr            string        // the edge's gRPC address (required)
