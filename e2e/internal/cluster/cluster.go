@@ -42,7 +42,8 @@ type Options struct {
 	Security *PKI
 }
 
-func (o *Options) setDefaults() {
+// WithDefaults returns o with every unset field given its default.
+func (o Options) WithDefaults() Options {
 	if o.Coordinators == 0 {
 		o.Coordinators = 3
 	}
@@ -61,10 +62,24 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	return o
 }
 
 // Validate reports every bad field of o (after defaults).
 func (o Options) Validate() error {
+	bad := o.processProblems()
+	if o.Coordinators < 1 {
+		bad = append(bad, fmt.Sprintf("Coordinators %d is below 1", o.Coordinators))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("cluster options: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// processProblems lists what is wrong with the fields that say how every
+// process of a fleet runs (those HostsOptions shares).
+func (o Options) processProblems() []string {
 	var bad []string
 	if o.Bin == "" {
 		bad = append(bad, "Bin is empty")
@@ -72,16 +87,10 @@ func (o Options) Validate() error {
 	if o.Dir == "" {
 		bad = append(bad, "Dir is empty")
 	}
-	if o.Coordinators < 1 {
-		bad = append(bad, fmt.Sprintf("Coordinators %d is below 1", o.Coordinators))
-	}
 	if o.WALSegmentAge < 0 || o.ReadyTimeout < 0 {
 		bad = append(bad, "WALSegmentAge and ReadyTimeout must not be negative")
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("cluster options: %s", strings.Join(bad, "; "))
-	}
-	return nil
+	return bad
 }
 
 // Coordinator is one coordinator process and its addresses.
@@ -119,7 +128,7 @@ type Cluster struct {
 
 // New lays out the fleet's command lines and ports; nothing is started.
 func New(o Options) (*Cluster, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -48,7 +47,9 @@ type HostsOptions struct {
 	EdgeTargets func(edge string, intakes []string) ([]string, error)
 }
 
-func (o *HostsOptions) setDefaults() {
+// WithDefaults returns o with every unset field given its default; the
+// fields every process shares take Options' defaults.
+func (o HostsOptions) WithDefaults() HostsOptions {
 	if o.Coordinators == 0 {
 		o.Coordinators = 3
 	}
@@ -58,37 +59,25 @@ func (o *HostsOptions) setDefaults() {
 	if o.Edges == 0 {
 		o.Edges = 1
 	}
-	if o.WALSegmentAge == 0 {
-		o.WALSegmentAge = time.Second
-	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 30 * time.Second
-	}
-	if o.LogLevel == "" {
-		o.LogLevel = "info"
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	f := o.fleet().WithDefaults()
+	o.WALSegmentAge, o.ReadyTimeout, o.LogLevel, o.Logger = f.WALSegmentAge, f.ReadyTimeout, f.LogLevel, f.Logger
+	return o
+}
+
+// fleet is the Options of the Cluster that NewHosts lays out.
+func (o HostsOptions) fleet() Options {
+	return Options{Bin: o.Bin, Dir: o.Dir, Coordinators: o.Coordinators, EdgeID: "edge-01",
+		WALSegmentAge: o.WALSegmentAge, ReadyTimeout: o.ReadyTimeout, LogLevel: o.LogLevel, Logger: o.Logger}
 }
 
 // Validate reports every bad field of o (after defaults).
 func (o HostsOptions) Validate() error {
-	var bad []string
-	if o.Bin == "" {
-		bad = append(bad, "Bin is empty")
-	}
-	if o.Dir == "" {
-		bad = append(bad, "Dir is empty")
-	}
+	bad := o.fleet().processProblems()
 	if o.Coordinators < 1 || o.MaxCoordinators < o.Coordinators || o.MaxCoordinators > 200 {
 		bad = append(bad, fmt.Sprintf("Coordinators %d and MaxCoordinators %d: want 1 <= Coordinators <= MaxCoordinators <= 200", o.Coordinators, o.MaxCoordinators))
 	}
 	if o.Edges < 1 || o.Edges > 99 {
 		bad = append(bad, fmt.Sprintf("Edges %d: want 1 to 99", o.Edges))
-	}
-	if o.WALSegmentAge < 0 || o.ReadyTimeout < 0 {
-		bad = append(bad, "WALSegmentAge and ReadyTimeout must not be negative")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("hosts options: %s", strings.Join(bad, "; "))
@@ -129,7 +118,7 @@ func (l *hostLayout) coordinator(k int, raftID uint64) *Coordinator {
 // Cluster's Edges lists every edge and Edge is the first; Opts carries
 // Bin, Dir, the first edge's id and the timeouts.
 func NewHosts(o HostsOptions) (*Cluster, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,9 +127,7 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 		return nil, err
 	}
 	l := &hostLayout{o: o, base: base, ports: ports, next: o.Coordinators + 1}
-	c := &Cluster{Opts: Options{Bin: o.Bin, Dir: o.Dir, Coordinators: o.Coordinators, EdgeID: "edge-01",
-		WALSegmentAge: o.WALSegmentAge, ReadyTimeout: o.ReadyTimeout, LogLevel: o.LogLevel, Logger: o.Logger},
-		http: newHTTPClient(), hosts: l}
+	c := &Cluster{Opts: o.fleet(), http: newHTTPClient(), hosts: l}
 	var peers, intakes []string
 	for k := 1; k <= o.Coordinators; k++ {
 		co := l.coordinator(k, uint64(k))

@@ -120,7 +120,8 @@ type WriterOptions struct {
 	StepMs int64
 }
 
-func (o *WriterOptions) setDefaults() {
+// WithDefaults returns o with every unset field given its default.
+func (o WriterOptions) WithDefaults() WriterOptions {
 	if o.Metric == "" {
 		o.Metric = "e2e_load"
 	}
@@ -142,6 +143,7 @@ func (o *WriterOptions) setDefaults() {
 	if o.StepMs == 0 {
 		o.StepMs = 1
 	}
+	return o
 }
 
 // Validate reports every bad field of o (after defaults).
@@ -231,7 +233,7 @@ func (w *Writer) Progress() WriterStats {
 
 // NewWriter connects (lazily) to the edge; Start begins writing.
 func NewWriter(o WriterOptions) (*Writer, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
