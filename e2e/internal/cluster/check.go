@@ -2,14 +2,13 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/qstream"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -61,6 +60,14 @@ type RawAnswer struct {
 	Warnings []string
 }
 
+// add appends a run of points of series name.
+func (a RawAnswer) add(name string, ts []int64, vs []float64) error {
+	for i, t := range ts {
+		a.Points[name] = append(a.Points[name], Sample{t, vs[i]})
+	}
+	return nil
+}
+
 // Sample is one returned point.
 type Sample struct {
 	TimestampMs int64
@@ -90,38 +97,12 @@ func QueryRawWith(ctx context.Context, cl Client, addr, metric string, startMs, 
 		return RawAnswer{}, fmt.Errorf("query %s: %w", addr, err)
 	}
 	ans := RawAnswer{Points: map[string][]Sample{}}
-	names := map[int64]string{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return ans, nil
-		}
-		if err != nil {
-			return ans, fmt.Errorf("query %s: receive: %w", addr, err)
-		}
-		ans.Warnings = append(ans.Warnings, msg.Warnings...)
-		name, ok := names[msg.SeriesIndex]
-		if !ok && msg.Series != nil {
-			for _, l := range msg.Series.Labels {
-				if l.Name == SeriesLabel {
-					name = l.Value
-				}
-			}
-			if name == "" {
-				name = fmt.Sprintf("(index %d without a %s label: %v)", msg.SeriesIndex, SeriesLabel, msg.Series.Labels)
-			}
-			names[msg.SeriesIndex] = name
-		}
-		if len(msg.TimestampsMs) != len(msg.Values) {
-			return ans, fmt.Errorf("query %s: series %q: %d timestamps and %d values in one message", addr, name, len(msg.TimestampsMs), len(msg.Values))
-		}
-		if len(msg.TimestampsMs) > 0 && name == "" {
-			return ans, fmt.Errorf("query %s: points for series index %d before its labels", addr, msg.SeriesIndex)
-		}
-		for i, t := range msg.TimestampsMs {
-			ans.Points[name] = append(ans.Points[name], Sample{t, msg.Values[i]})
-		}
+	info, err := qstream.Query(stream, SeriesLabel, ans.add)
+	ans.Warnings = info.Warnings
+	if err != nil {
+		return ans, fmt.Errorf("query %s: %w", addr, err)
 	}
+	return ans, nil
 }
 
 // Check queries addr for the raw points of metric in [startMs, endMs] and

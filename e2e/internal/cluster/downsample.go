@@ -2,13 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -19,6 +18,17 @@ type Buckets struct {
 	Values   map[string]map[int64]float64
 	Warnings []string
 	Source   string
+}
+
+// add adds a run of per-bucket counts of series name.
+func (b Buckets) add(name string, ts []int64, vs []float64) error {
+	for i, t := range ts {
+		if b.Values[name] == nil {
+			b.Values[name] = map[int64]float64{}
+		}
+		b.Values[name][t] += vs[i]
+	}
+	return nil
 }
 
 // QueryCounts asks the QueryService at addr for the number of points of
@@ -42,38 +52,12 @@ func QueryCounts(ctx context.Context, addr, metric string, startMs, endMs, stepM
 		return Buckets{}, fmt.Errorf("count query %s: %w", addr, err)
 	}
 	out := Buckets{Values: map[string]map[int64]float64{}}
-	names := map[int64]string{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("count query %s: receive: %w", addr, err)
-		}
-		out.Warnings = append(out.Warnings, msg.Warnings...)
-		if msg.Source != "" {
-			out.Source = msg.Source
-		}
-		name, ok := names[msg.SeriesIndex]
-		if !ok && msg.Series != nil {
-			for _, l := range msg.Series.Labels {
-				if l.Name == SeriesLabel {
-					name = l.Value
-				}
-			}
-			names[msg.SeriesIndex] = name
-		}
-		if len(msg.TimestampsMs) != len(msg.Values) {
-			return out, fmt.Errorf("count query %s: %d timestamps and %d values", addr, len(msg.TimestampsMs), len(msg.Values))
-		}
-		for i, t := range msg.TimestampsMs {
-			if out.Values[name] == nil {
-				out.Values[name] = map[int64]float64{}
-			}
-			out.Values[name][t] += msg.Values[i]
-		}
+	info, err := qstream.Query(stream, SeriesLabel, out.add)
+	out.Warnings, out.Source = info.Warnings, info.Source
+	if err != nil {
+		return out, fmt.Errorf("count query %s: %w", addr, err)
 	}
+	return out, nil
 }
 
 // ReplicaCounts asks one coordinator's replica store alone
@@ -97,39 +81,12 @@ func ReplicaCounts(ctx context.Context, clusterAddr, edge, metric string, startM
 		return Buckets{}, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
 	}
 	out := Buckets{Values: map[string]map[int64]float64{}}
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("replica count query %s: receive: %w", clusterAddr, err)
-		}
-		if msg.Info != nil {
-			out.Warnings = append(out.Warnings, msg.Info.Warnings...)
-			out.Source = msg.Info.Source
-		}
-		for _, s := range msg.Series {
-			if !s.Continued {
-				name = ""
-				for _, l := range s.Labels {
-					if l.Name == SeriesLabel {
-						name = l.Value
-					}
-				}
-			}
-			if len(s.TimestampsMs) != len(s.Values) {
-				return out, fmt.Errorf("replica count query %s: %d timestamps and %d values", clusterAddr, len(s.TimestampsMs), len(s.Values))
-			}
-			for i, t := range s.TimestampsMs {
-				if out.Values[name] == nil {
-					out.Values[name] = map[int64]float64{}
-				}
-				out.Values[name][t] += s.Values[i]
-			}
-		}
+	info, err := qstream.Replica(stream, SeriesLabel, "", out.add)
+	out.Warnings, out.Source = info.Warnings, info.Source
+	if err != nil {
+		return out, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
 	}
+	return out, nil
 }
 
 // Counts is the naive oracle of QueryCounts: the acknowledged points of

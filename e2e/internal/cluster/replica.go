@@ -2,13 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -37,43 +36,12 @@ func ReplicaQueryRaw(ctx context.Context, clusterAddr, edge, metric string, star
 		return RawAnswer{}, fmt.Errorf("replica query %s: %w", clusterAddr, err)
 	}
 	ans := RawAnswer{Points: map[string][]Sample{}}
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return ans, nil
-		}
-		if err != nil {
-			return ans, fmt.Errorf("replica query %s: receive: %w", clusterAddr, err)
-		}
-		if msg.Info != nil {
-			ans.Warnings = append(ans.Warnings, msg.Info.Warnings...)
-		}
-		for _, s := range msg.Series {
-			if s.Edge != edge {
-				return ans, fmt.Errorf("replica query %s: a series of edge %q in an answer about %q", clusterAddr, s.Edge, edge)
-			}
-			if !s.Continued {
-				name = ""
-				for _, l := range s.Labels {
-					if l.Name == SeriesLabel {
-						name = l.Value
-					}
-				}
-				if name == "" {
-					name = fmt.Sprintf("(a series without a %s label: %v)", SeriesLabel, s.Labels)
-				}
-			} else if name == "" {
-				return ans, fmt.Errorf("replica query %s: a continued part before any series", clusterAddr)
-			}
-			if len(s.TimestampsMs) != len(s.Values) {
-				return ans, fmt.Errorf("replica query %s: series %q: %d timestamps and %d values", clusterAddr, name, len(s.TimestampsMs), len(s.Values))
-			}
-			for i, t := range s.TimestampsMs {
-				ans.Points[name] = append(ans.Points[name], Sample{t, s.Values[i]})
-			}
-		}
+	info, err := qstream.Replica(stream, SeriesLabel, edge, ans.add)
+	ans.Warnings = info.Warnings
+	if err != nil {
+		return ans, fmt.Errorf("replica query %s: %w", clusterAddr, err)
 	}
+	return ans, nil
 }
 
 // SeqRun is an inclusive run of segment sequence numbers.
