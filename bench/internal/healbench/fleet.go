@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // proc is one process of the fleet, restartable.
@@ -68,7 +68,7 @@ type fleet struct {
 
 // newFleet lays out the processes without starting any.
 func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
-	base, ports, err := reserveHosts(o.Coordinators)
+	base, ports, err := loopback.ReserveHosts(o.Coordinators)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 				"--peers", strings.Join(peers, ","), "--dead-after", o.DeadAfter.String()}, o.CoordinatorArgs...),
 			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 	}
-	addrs, err := freePorts(2 * o.Edges)
+	addrs, err := loopback.FreePorts(2 * o.Edges)
 	if err != nil {
 		return nil, err
 	}
@@ -138,65 +138,6 @@ func (f *fleet) coordinator(id string) *proc {
 		}
 	}
 	return nil
-}
-
-// freePorts returns n distinct loopback addresses free a moment ago: all
-// listened on at once, so that no two are the same port.
-func freePorts(n int) ([]string, error) {
-	out := make([]string, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
-
-// reserveHosts picks a loopback block 127.A.B.0/24 at random and four
-// ports free on each of its addresses 1..n. NB: another process may take
-// a port before the coordinators listen on it.
-func reserveHosts(n int) (base string, ports [4]string, err error) {
-	var last error
-	for range 20 {
-		base = fmt.Sprintf("127.%d.%d.", 100+rand.IntN(150), 1+rand.IntN(250))
-		var ls []net.Listener
-		ok := true
-		for i := range ports {
-			l, err := net.Listen("tcp", base+"1:0")
-			if err != nil {
-				last, ok = err, false
-				break
-			}
-			ls = append(ls, l)
-			_, ports[i], _ = net.SplitHostPort(l.Addr().String())
-		}
-		for k := 2; ok && k <= n; k++ {
-			for _, port := range ports {
-				l, err := net.Listen("tcp", net.JoinHostPort(base+strconv.Itoa(k), port))
-				if err != nil {
-					last, ok = err, false
-					break
-				}
-				ls = append(ls, l)
-			}
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base, ports, nil
-		}
-	}
-	return "", ports, fmt.Errorf("reserve %d loopback hosts with four common free ports: %w", n, last)
 }
 
 // waitFor polls cond every period until it returns "" (done) or timeout

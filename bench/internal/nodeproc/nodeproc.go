@@ -29,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options says how to start a node.
@@ -343,12 +345,11 @@ func FindBinary(name string) (string, error) {
 // moment ago. Another process could take it before the node binds it; the
 // node then fails to start and says so.
 func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := loopback.FreePorts(1)
 	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+		return "", err
 	}
-	addr := l.Addr().String()
-	return addr, l.Close()
+	return addrs[0], nil
 }
 
 // lineLog is an io.Writer that copies a process's output to a file, keeps

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options describe a fleet of coordinators and one edge.
@@ -133,7 +135,7 @@ func New(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	n := o.Coordinators
-	addrs, err := FreePorts(4*n + 2)
+	addrs, err := loopback.FreePorts(4*n + 2)
 	if err != nil {
 		return nil, err
 	}

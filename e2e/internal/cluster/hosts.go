@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // HostsOptions describe a fleet laid out as the Helm chart lays out its
@@ -122,7 +123,7 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	base, ports, err := reserveHosts(o.MaxCoordinators)
+	base, ports, err := loopback.ReserveHosts(o.MaxCoordinators)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,7 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 		co.Args = append(co.Args, "--peers", l.peers)
 		co.Args = append(co.Args, o.CoordinatorArgs...)
 	}
-	addrs, err := FreePorts(2 * o.Edges)
+	addrs, err := loopback.FreePorts(2 * o.Edges)
 	if err != nil {
 		return nil, err
 	}
@@ -173,44 +174,6 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 
 // newHTTPClient is the client of the fleet and metrics calls.
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
-
-// reserveHosts picks a loopback block 127.A.B.0/24 at random and four
-// ports free on every address 127.A.B.1..n of it. NB: as with FreePorts,
-// another process may take a port before it is used.
-func reserveHosts(n int) (base string, ports [4]string, err error) {
-	var last error
-	for range 20 {
-		base = fmt.Sprintf("127.%d.%d.", 100+rand.IntN(150), 1+rand.IntN(250))
-		var ls []net.Listener
-		ok := true
-		for i := range ports {
-			l, err := net.Listen("tcp", base+"1:0")
-			if err != nil {
-				last, ok = fmt.Errorf("listen on %s1: %w", base, err), false
-				break
-			}
-			ls = append(ls, l)
-			_, ports[i], _ = net.SplitHostPort(l.Addr().String())
-		}
-		for k := 2; ok && k <= n; k++ {
-			for _, p := range ports {
-				l, err := net.Listen("tcp", net.JoinHostPort(base+strconv.Itoa(k), p))
-				if err != nil {
-					last, ok = err, false
-					break
-				}
-				ls = append(ls, l)
-			}
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base, ports, nil
-		}
-	}
-	return "", ports, fmt.Errorf("reserve %d loopback hosts with four common free ports: %w", n, last)
-}
 
 // AddCoordinator lays out one more coordinator of a NewHosts fleet, on
 // the next reserved address, with the next raft id above every
