@@ -32,7 +32,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -291,13 +290,8 @@ func selfCPU() time.Duration {
 
 // loadAvg is the machine's 1-minute load average, NaN where unknown.
 func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
+	if avg, ok := report.LoadAverages(); ok {
+		return avg[0]
 	}
-	var x float64
-	if _, err := fmt.Sscan(strings.Fields(string(b))[0], &x); err != nil {
-		return math.NaN()
-	}
-	return x
+	return math.NaN()
 }

@@ -54,7 +54,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -191,14 +190,4 @@ func Run(ctx context.Context, o Options) (Result, error) {
 }
 
 // loadAvg is /proc/loadavg's three averages ("" where there is none).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	var a, b5, c float64
-	if _, err := fmt.Sscanf(string(b), "%f %f %f", &a, &b5, &c); err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%.2f %.2f %.2f", a, b5, c)
-}
+func loadAvg() string { return report.LoadAveragesText("") }

@@ -348,18 +348,8 @@ func clip(s string, n int) string {
 	return s
 }
 
-// loadAvg is /proc/loadavg's first three fields.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
+// loadAvg is /proc/loadavg's first three fields, or "unknown".
+func loadAvg() string { return report.LoadAveragesText("unknown") }
 
 func raiseOpenFiles(n uint64) error {
 	var lim syscall.Rlimit

@@ -489,13 +489,8 @@ func writeJSONFile(path string, v any) error {
 
 // loadAvg is the machine's 1-minute load average, NaN where unknown.
 func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
+	if avg, ok := report.LoadAverages(); ok {
+		return avg[0]
 	}
-	var x float64
-	if _, err := fmt.Sscan(string(b), &x); err != nil {
-		return math.NaN()
-	}
-	return x
+	return math.NaN()
 }
