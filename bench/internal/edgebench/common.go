@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Common holds the settings every workload shares.
@@ -100,16 +101,12 @@ func startNode(ctx context.Context, c Common, name string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	args := append([]string{"--http-listen", httpAddr}, longRetention...)
 	p, err := nodeproc.Start(ctx, nodeproc.Options{
 		Binary:     c.Binary,

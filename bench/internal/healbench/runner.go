@@ -56,7 +56,7 @@ func (r *runner) run(ctx context.Context) error {
 	o := r.o
 	r.ledgers = map[string]*ledger{}
 	for _, e := range r.f.edges {
-		r.ledgers[e.name] = newLedger(o.SeriesPerEdge)
+		r.ledgers[e.Name] = newLedger(o.SeriesPerEdge)
 	}
 	r.logger.Info("starting coordinators", "n", len(r.f.coords))
 	if err := startAll(ctx, r.f.coords); err != nil {
@@ -130,7 +130,7 @@ func (r *runner) loadHistory(ctx context.Context) error {
 			wc := pb.NewWriteServiceClient(conn)
 			for k := 0; k < n && ctx.Err() == nil; k += o.HistoryBatch {
 				cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-				err := write(cctx, wc, e.name, r.ledgers[e.name], firstMs+int64(k)*stepMs, stepMs, min(o.HistoryBatch, n-k))
+				err := write(cctx, wc, e.Name, r.ledgers[e.Name], firstMs+int64(k)*stepMs, stepMs, min(o.HistoryBatch, n-k))
 				cancel()
 				if err != nil {
 					errs[i] = err
@@ -163,12 +163,12 @@ func (r *runner) heldAll(ctx context.Context) string {
 		return err.Error()
 	}
 	for _, e := range r.f.edges {
-		ev := edgeInfo(v, e.name)
+		ev := edgeInfo(v, e.Name)
 		if ev == nil {
-			return e.name + " is not in the catalog"
+			return e.Name + " is not in the catalog"
 		}
-		if want := r.ledgers[e.name].acked(); int64(ev.HeldPoints) < want {
-			return fmt.Sprintf("%s: %d of %d points held", e.name, ev.HeldPoints, want)
+		if want := r.ledgers[e.Name].acked(); int64(ev.HeldPoints) < want {
+			return fmt.Sprintf("%s: %d of %d points held", e.Name, ev.HeldPoints, want)
 		}
 	}
 	return r.healthy(ctx, v, true)
@@ -190,14 +190,14 @@ func (r *runner) startLoad() {
 			}
 			defer conn.Close()
 			wc := pb.NewWriteServiceClient(conn)
-			l := r.ledgers[e.name]
+			l := r.ledgers[e.Name]
 			_, last := l.span()
 			next := max(time.Now().UnixMilli(), last+stepMs)
 			t := time.NewTicker(o.Interval)
 			defer t.Stop()
 			for {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-				err := write(cctx, wc, e.name, l, next, stepMs, o.PointsPerWrite)
+				err := write(cctx, wc, e.Name, l, next, stepMs, o.PointsPerWrite)
 				ccancel()
 				next += int64(o.PointsPerWrite) * stepMs
 				if err != nil && ctx.Err() == nil {
@@ -278,10 +278,10 @@ func (r *runner) watchAcks(ctx context.Context) {
 					}
 					return
 				}
-				if prev, seen := r.lastAck[e.name]; v > 0 && (!seen || prev != v) {
-					r.advances[e.name] = append(r.advances[e.name], now)
+				if prev, seen := r.lastAck[e.Name]; v > 0 && (!seen || prev != v) {
+					r.advances[e.Name] = append(r.advances[e.Name], now)
 				}
-				r.lastAck[e.name] = v
+				r.lastAck[e.Name] = v
 			})
 		}
 		wg.Wait()
@@ -328,7 +328,7 @@ func (r *runner) watchCopies(ctx context.Context) {
 		r.mu.Lock()
 		v := r.victim
 		r.mu.Unlock()
-		if v == nil || !v.running() {
+		if v == nil || !v.Running() {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -367,7 +367,7 @@ func (r *runner) probe(ctx context.Context) {
 		}
 		var cos []*proc
 		for _, c := range r.f.coords {
-			if c.running() {
+			if c.Running() {
 				cos = append(cos, c)
 			}
 		}
@@ -376,7 +376,7 @@ func (r *runner) probe(ctx context.Context) {
 		}
 		co := cos[i%len(cos)]
 		e := r.f.edges[(i/len(cos))%len(r.f.edges)]
-		l := r.ledgers[e.name]
+		l := r.ledgers[e.Name]
 		first, last := l.span()
 		if last == 0 {
 			continue
@@ -392,7 +392,7 @@ func (r *runner) probe(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.name, from, to)
+		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
 		cancel()
 		conn.Close()
 		if ctx.Err() != nil {
@@ -410,7 +410,7 @@ func (r *runner) probe(ctx context.Context) {
 		case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
 			r.m.wrong++
 			if len(r.m.wrongSamples) < 5 {
-				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.name, e.name, from, to, v, warnings))
+				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
 			}
 		case v.lost > 0:
 			r.m.flagged++
@@ -429,30 +429,30 @@ func (r *runner) fault(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := r.storeOf(ctx, v.name)
+	store, err := r.storeOf(ctx, v.Name)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	r.victimStore = store
 	r.mu.Unlock()
-	r.logger.Info("killing the victim and deleting its data directory", "coordinator", v.name, "role", o.Victim)
+	r.logger.Info("killing the victim and deleting its data directory", "coordinator", v.Name, "role", o.Victim)
 	r.m.loadAtKill = loadAvg()
 	killed := time.Now()
-	v.kill()
-	if err := os.RemoveAll(v.opts.DataDir); err != nil {
-		return fmt.Errorf("delete %s's data directory: %w", v.name, err)
+	v.Kill()
+	if err := os.RemoveAll(v.Opts.DataDir); err != nil {
+		return fmt.Errorf("delete %s's data directory: %w", v.Name, err)
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(time.Until(killed.Add(o.RestartDelay))):
 	}
-	v.opts.ExtraArgs = append(v.opts.ExtraArgs, "--rejoin")
-	if st, err := os.Stat(v.opts.LogPath); err == nil {
+	v.Opts.ExtraArgs = append(v.Opts.ExtraArgs, "--rejoin")
+	if st, err := os.Stat(v.Opts.LogPath); err == nil {
 		r.m.victimLogFrom = st.Size() // its copies are logged after this
 	}
-	if err := v.start(ctx); err != nil {
+	if err := v.Start(ctx); err != nil {
 		return err
 	}
 	r.m.restarted = time.Since(killed)
@@ -484,7 +484,7 @@ func (r *runner) fault(ctx context.Context) error {
 	r.m.restored = at.Sub(killed)
 	r.m.restoredAt = at
 	r.m.loadAtRestored = loadAvg()
-	if b, err := os.ReadFile(v.opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
+	if b, err := os.ReadFile(v.Opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
 		r.m.copies = parseCopies(string(b[r.m.victimLogFrom:]))
 	}
 	r.logger.Info("every edge's history at RF", "after", r.m.restored.Round(time.Millisecond))
@@ -510,7 +510,7 @@ func (r *runner) pickVictim(ctx context.Context) (*proc, error) {
 			}
 		}
 		for _, p := range r.f.coords {
-			if (r.o.Victim == "leader") == (p.name == leader) {
+			if (r.o.Victim == "leader") == (p.Name == leader) {
 				return p, nil
 			}
 		}
@@ -521,7 +521,7 @@ func (r *runner) pickVictim(ctx context.Context) (*proc, error) {
 // storeOf is the store id the catalog registers for coordinator id.
 func (r *runner) storeOf(ctx context.Context, id string) (string, error) {
 	for _, c := range r.f.coords {
-		if !c.running() {
+		if !c.Running() {
 			continue
 		}
 		conn, err := dial(c.grpc)
@@ -546,7 +546,7 @@ func (r *runner) storeOf(ctx context.Context, id string) (string, error) {
 // runs and, for the victim, the catalog registered its new store.
 func (r *runner) live(ctx context.Context, id string) bool {
 	p := r.f.coordinator(id)
-	if p == nil || !p.running() {
+	if p == nil || !p.Running() {
 		return false
 	}
 	r.mu.Lock()
@@ -569,7 +569,7 @@ func (r *runner) live(ctx context.Context, id string) bool {
 func (r *runner) edges(ctx context.Context) (*pb.EdgesResponse, error) {
 	var errs []error
 	for _, c := range r.f.coords {
-		if !c.running() {
+		if !c.Running() {
 			continue
 		}
 		conn, err := dial(c.grpc)
@@ -584,7 +584,7 @@ func (r *runner) edges(ctx context.Context) (*pb.EdgesResponse, error) {
 		if err == nil {
 			return v, nil
 		}
-		errs = append(errs, fmt.Errorf("edges from %s: %w", c.name, err))
+		errs = append(errs, fmt.Errorf("edges from %s: %w", c.Name, err))
 	}
 	return nil, fmt.Errorf("no coordinator answered: %w", errors.Join(errs...))
 }
@@ -603,9 +603,9 @@ func edgeInfo(v *pb.EdgesResponse, id string) *pb.EdgeInfo {
 // its replicas lacking anything and none leaving.
 func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) string {
 	for _, e := range r.f.edges {
-		ev := edgeInfo(v, e.name)
+		ev := edgeInfo(v, e.Name)
 		if ev == nil {
-			return e.name + " is not in the catalog"
+			return e.Name + " is not in the catalog"
 		}
 		n := 0
 		for _, rep := range ev.Replicas {
@@ -614,17 +614,17 @@ func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) s
 			}
 		}
 		if n < r.o.rf() {
-			return fmt.Sprintf("%s: %d healthy active replicas of %d", e.name, n, r.o.rf())
+			return fmt.Sprintf("%s: %d healthy active replicas of %d", e.Name, n, r.o.rf())
 		}
 		if !whole {
 			continue
 		}
 		if len(ev.Replicas) != n || ev.UnderReplicatedSegments > 0 || ev.UnsourcedSegments > 0 {
-			return fmt.Sprintf("%s: %d replicas (%d healthy), %d segments under-replicated, %d unsourced", e.name, len(ev.Replicas), n, ev.UnderReplicatedSegments, ev.UnsourcedSegments)
+			return fmt.Sprintf("%s: %d replicas (%d healthy), %d segments under-replicated, %d unsourced", e.Name, len(ev.Replicas), n, ev.UnderReplicatedSegments, ev.UnsourcedSegments)
 		}
 		for _, rep := range ev.Replicas {
 			if len(rep.Lacks) > 0 {
-				return fmt.Sprintf("%s: %s lacks %d runs", e.name, rep.Coordinator, len(rep.Lacks))
+				return fmt.Sprintf("%s: %s lacks %d runs", e.Name, rep.Coordinator, len(rep.Lacks))
 			}
 		}
 	}
@@ -650,9 +650,9 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 	}
 	var errs []error
 	for _, e := range r.f.edges {
-		l := r.ledgers[e.name]
+		l := r.ledgers[e.Name]
 		first, last := l.span()
-		for _, rep := range edgeInfo(v, e.name).Replicas {
+		for _, rep := range edgeInfo(v, e.Name).Replicas {
 			c := r.f.coordinator(rep.Coordinator)
 			conn, err := dial(c.cluster)
 			if err != nil {
@@ -660,11 +660,11 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			ans, err := queryReplica(cctx, clusterv1.NewReplicaServiceClient(conn), e.name, first, last)
+			ans, err := queryReplica(cctx, clusterv1.NewReplicaServiceClient(conn), e.Name, first, last)
 			cancel()
 			conn.Close()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("replica %s of %s: %w", c.name, e.name, err))
+				errs = append(errs, fmt.Errorf("replica %s of %s: %w", c.Name, e.Name, err))
 				continue
 			}
 			vd := l.check(ans, first, last)
@@ -675,7 +675,7 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 				r.m.wrongReplicaAnswers++
 			}
 			if !vd.ok() {
-				errs = append(errs, fmt.Errorf("replica %s of %s, asked alone: %v", c.name, e.name, vd))
+				errs = append(errs, fmt.Errorf("replica %s of %s, asked alone: %v", c.Name, e.Name, vd))
 			}
 		}
 	}
@@ -693,20 +693,20 @@ func (r *runner) checkFronts(ctx context.Context) error {
 		}
 		qc := pb.NewQueryServiceClient(conn)
 		for _, e := range r.f.edges {
-			l := r.ledgers[e.name]
+			l := r.ledgers[e.Name]
 			first, last := l.span()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			ans, warnings, err := queryFront(cctx, qc, e.name, first, last)
+			ans, warnings, err := queryFront(cctx, qc, e.Name, first, last)
 			cancel()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s about %s: %w", c.name, e.name, err))
+				errs = append(errs, fmt.Errorf("%s about %s: %w", c.Name, e.Name, err))
 				continue
 			}
 			vd := l.check(ans, first, last)
 			r.m.frontChecks++
 			if !vd.ok() {
 				r.m.wrongFinal++
-				errs = append(errs, fmt.Errorf("%s about %s: %v (warnings %q)", c.name, e.name, vd, warnings))
+				errs = append(errs, fmt.Errorf("%s about %s: %v (warnings %q)", c.Name, e.Name, vd, warnings))
 			}
 		}
 		conn.Close()

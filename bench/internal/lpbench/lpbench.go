@@ -45,6 +45,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options configures one run.
@@ -354,14 +355,11 @@ const pings = 500
 // startNode starts `tributary node` with its gRPC and HTTP listeners on free
 // loopback ports and returns it and its HTTP address.
 func startNode(ctx context.Context, o Options, binary, dataDir, logPath string, logger *slog.Logger) (*nodeproc.Node, string, error) {
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		return nil, "", err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		return nil, "", err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	// NB: no --node-id: `tributary compact` opens the data directory with
 	// the default id and refuses a WAL written under another one.
 	n, err := nodeproc.Start(ctx, nodeproc.Options{

@@ -43,6 +43,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options configures a run.
@@ -267,14 +268,11 @@ func (r *run) run(ctx context.Context) (Result, error) {
 // edgeSpec returns the options of an edge with its own data directory;
 // replicateTo empty means replication off.
 func (r *run) edgeSpec(name, replicateTo string) (nodeproc.Options, string, error) {
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		return nodeproc.Options{}, "", err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		return nodeproc.Options{}, "", err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	dataDir := filepath.Join(r.dir, name)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nodeproc.Options{}, "", fmt.Errorf("make %s data dir: %w", name, err)
@@ -476,13 +474,9 @@ func (r *run) coordSpecs() ([]coordSpec, string, error) {
 	specs := make([]coordSpec, r.o.Coordinators)
 	var peers, intakes []string
 	for i := range specs {
-		addrs := make([]string, 4)
-		for k := range addrs {
-			a, err := nodeproc.FreeLoopbackAddr()
-			if err != nil {
-				return nil, "", err
-			}
-			addrs[k] = a
+		addrs, err := loopback.FreePorts(4)
+		if err != nil {
+			return nil, "", err
 		}
 		id := fmt.Sprintf("c%d", i+1)
 		specs[i] = coordSpec{Binary: r.o.Binary, ID: id, RaftID: i + 1, DataDir: filepath.Join(r.dir, id),
