@@ -40,14 +40,7 @@ type Points func(name string, timestampsMs []int64, values []float64) error
 func Query(stream grpc.ServerStreamingClient[pb.QueryResponse], label string, points Points) (Info, error) {
 	var info Info
 	names := map[int64]string{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return info, nil
-		}
-		if err != nil {
-			return info, fmt.Errorf("receive: %w", err)
-		}
+	err := each(stream, func(msg *pb.QueryResponse) error {
 		info.Warnings = append(info.Warnings, msg.Warnings...)
 		if msg.Source != "" {
 			info.Source = msg.Source
@@ -59,15 +52,14 @@ func Query(stream grpc.ServerStreamingClient[pb.QueryResponse], label string, po
 			ok = true
 		}
 		if err := check(name, msg.TimestampsMs, msg.Values); err != nil {
-			return info, err
+			return err
 		}
 		if !ok && len(msg.TimestampsMs) > 0 {
-			return info, fmt.Errorf("points for series index %d before its labels", msg.SeriesIndex)
+			return fmt.Errorf("points for series index %d before its labels", msg.SeriesIndex)
 		}
-		if err := points(name, msg.TimestampsMs, msg.Values); err != nil {
-			return info, err
-		}
-	}
+		return points(name, msg.TimestampsMs, msg.Values)
+	})
+	return info, err
 }
 
 // Replica reads a ReplicaService answer to its end, naming series by
@@ -76,35 +68,47 @@ func Query(stream grpc.ServerStreamingClient[pb.QueryResponse], label string, po
 func Replica(stream grpc.ServerStreamingClient[clusterv1.QueryResponse], label, edge string, points Points) (Info, error) {
 	var info Info
 	name, named := "", false
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return info, nil
-		}
-		if err != nil {
-			return info, fmt.Errorf("receive: %w", err)
-		}
+	err := each(stream, func(msg *clusterv1.QueryResponse) error {
 		if msg.Info != nil {
 			info.Warnings = append(info.Warnings, msg.Info.Warnings...)
 			info.Source = msg.Info.Source
 		}
 		for _, s := range msg.Series {
 			if edge != "" && s.Edge != edge {
-				return info, fmt.Errorf("a series of edge %q in an answer about %q", s.Edge, edge)
+				return fmt.Errorf("a series of edge %q in an answer about %q", s.Edge, edge)
 			}
 			switch {
 			case !s.Continued:
 				name = nameOf(label, s.Labels, func(l *clusterv1.Label) (string, string) { return l.Name, l.Value })
 				named = true
 			case !named:
-				return info, errors.New("a continued part before any series")
+				return errors.New("a continued part before any series")
 			}
 			if err := check(name, s.TimestampsMs, s.Values); err != nil {
-				return info, err
+				return err
 			}
 			if err := points(name, s.TimestampsMs, s.Values); err != nil {
-				return info, err
+				return err
 			}
+		}
+		return nil
+	})
+	return info, err
+}
+
+// each calls fn with every message of stream, to its end or the first
+// error.
+func each[T any](stream grpc.ServerStreamingClient[T], fn func(*T) error) error {
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		if err := fn(msg); err != nil {
+			return err
 		}
 	}
 }

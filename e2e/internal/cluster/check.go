@@ -82,27 +82,35 @@ func QueryRaw(ctx context.Context, addr, metric string, startMs, endMs int64) (R
 
 // QueryRawWith is QueryRaw through cl (TLS, token).
 func QueryRawWith(ctx context.Context, cl Client, addr, metric string, startMs, endMs int64) (RawAnswer, error) {
+	ans := RawAnswer{Points: map[string][]Sample{}}
+	info, err := frontQuery(ctx, cl, addr, "query", &pb.QueryRequest{
+		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW,
+	}, ans.add)
+	ans.Warnings = info.Warnings
+	return ans, err
+}
+
+// frontQuery sends req to the QueryService at addr through cl and reads
+// the answer into points (see qstream.Query); what names the query in
+// errors.
+func frontQuery(ctx context.Context, cl Client, addr, what string, req *pb.QueryRequest, points qstream.Points) (qstream.Info, error) {
 	conn, err := grpc.NewClient(addr, cl.DialOptions()...)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("query %s: connect: %w", addr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: connect: %w", what, addr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
-		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
-		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW,
-	})
+	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, req)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("query %s: %w", addr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
-	ans := RawAnswer{Points: map[string][]Sample{}}
-	info, err := qstream.Query(stream, SeriesLabel, ans.add)
-	ans.Warnings = info.Warnings
+	info, err := qstream.Query(stream, SeriesLabel, points)
 	if err != nil {
-		return ans, fmt.Errorf("query %s: %w", addr, err)
+		return info, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
-	return ans, nil
+	return info, nil
 }
 
 // Check queries addr for the raw points of metric in [startMs, endMs] and

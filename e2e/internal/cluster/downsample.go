@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -36,57 +32,29 @@ func (b Buckets) add(name string, ts []int64, vs []float64) error {
 // downsample with count, which a step of an hour or a day answers from
 // rollups).
 func QueryCounts(ctx context.Context, addr, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return Buckets{}, fmt.Errorf("count query %s: connect: %w", addr, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	info, err := frontQuery(ctx, Client{}, addr, "count query", &pb.QueryRequest{
 		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
 		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
 		Downsample: pb.Aggregate_AGGREGATE_COUNT,
-	})
-	if err != nil {
-		return Buckets{}, fmt.Errorf("count query %s: %w", addr, err)
-	}
-	out := Buckets{Values: map[string]map[int64]float64{}}
-	info, err := qstream.Query(stream, SeriesLabel, out.add)
+	}, out.add)
 	out.Warnings, out.Source = info.Warnings, info.Source
-	if err != nil {
-		return out, fmt.Errorf("count query %s: %w", addr, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // ReplicaCounts asks one coordinator's replica store alone
 // (ReplicaService/Query on its cluster listener) for the number of
 // points of each series of metric of edge per bucket of stepMs.
 func ReplicaCounts(ctx context.Context, clusterAddr, edge, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
-	conn, err := grpc.NewClient(clusterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return Buckets{}, fmt.Errorf("replica count query %s: connect: %w", clusterAddr, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, &clusterv1.QueryRequest{
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	info, err := replicaQuery(ctx, clusterAddr, "replica count query", "", &clusterv1.QueryRequest{
 		Edges:    []string{edge},
 		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
 		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
 		Downsample: clusterv1.Func_FUNC_COUNT,
-	})
-	if err != nil {
-		return Buckets{}, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
-	}
-	out := Buckets{Values: map[string]map[int64]float64{}}
-	info, err := qstream.Replica(stream, SeriesLabel, "", out.add)
+	}, out.add)
 	out.Warnings, out.Source = info.Warnings, info.Source
-	if err != nil {
-		return out, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Counts is the naive oracle of QueryCounts: the acknowledged points of

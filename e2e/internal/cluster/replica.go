@@ -19,29 +19,38 @@ import (
 // that store holds. The fleet must run with --insecure-cluster (the
 // caller presents no certificate).
 func ReplicaQueryRaw(ctx context.Context, clusterAddr, edge, metric string, startMs, endMs int64) (RawAnswer, error) {
+	ans := RawAnswer{Points: map[string][]Sample{}}
+	info, err := replicaQuery(ctx, clusterAddr, "replica query", edge, &clusterv1.QueryRequest{
+		Edges:    []string{edge},
+		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_RAW,
+	}, ans.add)
+	ans.Warnings = info.Warnings
+	return ans, err
+}
+
+// replicaQuery sends req to the ReplicaService on one coordinator's
+// cluster listener (plaintext: the fleet runs with --insecure-cluster)
+// and reads the answer into points (see qstream.Replica; edge, when set,
+// is the only edge the answer may name); what names the query in errors.
+func replicaQuery(ctx context.Context, clusterAddr, what, edge string, req *clusterv1.QueryRequest, points qstream.Points) (qstream.Info, error) {
 	conn, err := grpc.NewClient(clusterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("replica query %s: connect: %w", clusterAddr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: connect: %w", what, clusterAddr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, &clusterv1.QueryRequest{
-		Edges:    []string{edge},
-		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
-		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_RAW,
-	})
+	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, req)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("replica query %s: %w", clusterAddr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: %w", what, clusterAddr, err)
 	}
-	ans := RawAnswer{Points: map[string][]Sample{}}
-	info, err := qstream.Replica(stream, SeriesLabel, edge, ans.add)
-	ans.Warnings = info.Warnings
+	info, err := qstream.Replica(stream, SeriesLabel, edge, points)
 	if err != nil {
-		return ans, fmt.Errorf("replica query %s: %w", clusterAddr, err)
+		return info, fmt.Errorf("%s %s: %w", what, clusterAddr, err)
 	}
-	return ans, nil
+	return info, nil
 }
 
 // SeqRun is an inclusive run of segment sequence numbers.
