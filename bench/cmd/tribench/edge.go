@@ -47,8 +47,7 @@ func (l *intList) Set(v string) error {
 
 func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultIoTDBOptions()
-	fs := flag.NewFlagSet("tribench iotdb", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench iotdb", stderr)
 	commonFlags(fs, &o.Common)
 	fs.IntVar(&o.Groups, "groups", o.Groups, "storage groups (the devices are spread over them)")
 	fs.IntVar(&o.Devices, "devices", o.Devices, "devices (each client writes one)")
@@ -91,8 +90,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultTSBSOptions()
-	fs := flag.NewFlagSet("tribench tsbs-cpu", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench tsbs-cpu", stderr)
 	commonFlags(fs, &o.Common)
 	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
 	span := fs.Duration("span", 0, "time the data covers, ending now (default: 13h; full: 48h)")
@@ -116,8 +114,7 @@ func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 
 func runCANBus(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultCANBusOptions()
-	fs := flag.NewFlagSet("tribench canbus", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench canbus", stderr)
 	commonFlags(fs, &o.Common)
 	vehicles := fs.Int("vehicles", 0, "vehicles (22 series each; default: 20; full: 40)")
 	minutes := fs.Int("minutes", 0, "minutes of 10 Hz data per vehicle (default: 20; full: 30)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,8 +10,7 @@ import (
 
 func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := fanoutbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench fanout", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench fanout", stderr)
 	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "coordinator-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (raft members)")
 	fs.IntVar(&o.Edges, "edges", o.Edges, "edge node processes")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,7 @@ import (
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := fleetbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench fleet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench fleet", stderr)
 	procFlags(fs, &o.Procs, "the coordinators", "keep", "coordinator-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (one raft cluster)")
 	edges := fs.String("edges", joinInts(o.Edges), "comma-separated fleet `sizes`, one run each")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,8 +10,7 @@ import (
 
 func runHeal(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := healbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench heal", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench heal", stderr)
 	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "coordinator-arg", "ready-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (replication factor min(3, this))")
 	fs.IntVar(&o.Edges, "edges", o.Edges, "edge node processes")

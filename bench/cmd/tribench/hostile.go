@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,8 +14,7 @@ import (
 func runHostile(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := hostilebench.Options{Sizes: hostile.DefaultSizes()}
 	s := &o.Sizes
-	fs := flag.NewFlagSet("tribench hostile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench hostile", stderr)
 	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the coordinator and the node")
 	fs.IntVar(&s.Writes, "writes", s.Writes, "unauthenticated Write calls on each gRPC client listener")
 	fs.IntVar(&s.WriteBytes, "write-bytes", s.WriteBytes, "message size of each")

@@ -211,6 +211,14 @@ const (
 	publishedResultsDir = "bench/results"
 )
 
+// newFlagSet is the flag set of one workload: it reports mistakes and
+// -h on stderr and returns them to the caller (parse) instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -270,8 +278,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := ingest.DefaultOptions()
-	fs := flag.NewFlagSet("tribench ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench ingest", stderr)
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
 	fs.IntVar(&o.Series, "series", o.Series, "number of series")
@@ -291,8 +298,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 
 func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := restart.DefaultOptions()
-	fs := flag.NewFlagSet("tribench restart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench restart", stderr)
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	walMiB := fs.Int64("wal-mib", o.WALBytes>>20, "write until the node's WAL segments hold this many `MiB`, then kill -9 it")
 	fs.IntVar(&o.Series, "series", o.Series, "number of sensor series (each gets at most 1h / interval points)")
@@ -313,8 +319,7 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 
 func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := lpbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench lp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench lp", stderr)
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
 	fs.DurationVar(&o.Span, "span", o.Span, "time the data covers, ending now")
@@ -337,8 +342,7 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := demo.DefaultOptions()
-	fs := flag.NewFlagSet("tribench demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench demo", stderr)
 	fs.StringVar(&o.Addr, "addr", o.Addr, "node gRPC `address`")
 	fs.IntVar(&o.Vehicles, "vehicles", o.Vehicles, "number of vehicles (22 series each)")
 	fs.IntVar(&o.Minutes, "minutes", o.Minutes, "minutes of 10 Hz data to write, ending now")
@@ -413,8 +417,7 @@ func gitDescribe(ctx context.Context) string {
 }
 
 func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rollup", stderr)
 	var o rollupbench.Options
 	var c edgebench.Common
 	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")

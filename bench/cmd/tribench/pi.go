@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,7 @@ import (
 
 func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := pibench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench pi", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench pi", stderr)
 	fs.StringVar(&o.Image, "image", "", "node `image` to run (default: build one from --static-binary and --dockerfile)")
 	fs.StringVar(&o.StaticBinary, "static-binary", o.StaticBinary, "static linux/amd64 tributary `executable` for the image")
 	fs.StringVar(&o.Dockerfile, "dockerfile", o.Dockerfile, "Dockerfile of the FROM-scratch node image")
@@ -51,8 +49,7 @@ func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 
 func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := pibench.DefaultSmokeOptions()
-	fs := flag.NewFlagSet("tribench arm64-smoke", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench arm64-smoke", stderr)
 	fs.StringVar(&o.Binary, "binary", o.Binary, "arm64 static tributary `executable`")
 	fs.StringVar(&o.Qemu, "qemu", o.Qemu, "user-mode `emulator` that runs it")
 	fs.StringVar(&o.QemuCPU, "qemu-cpu", o.QemuCPU, "CPU the emulator presents (QEMU_CPU)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,8 +10,7 @@ import (
 
 func runReplication(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := replbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench replication", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench replication", stderr)
 	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (one raft cluster); the edge ships to all of them")
 	fs.Float64Var(&o.PointsPerS, "rate", o.PointsPerS, "sustained write rate to the edge, `points/s`")
