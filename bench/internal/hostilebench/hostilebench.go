@@ -51,6 +51,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/internal/hostile"
+	"github.com/tributarydb/tributary/internal/procstat"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -174,6 +175,24 @@ type proc struct {
 	grpc, http, cluster, intake string
 }
 
+// targets names the processes for the resident-size watch.
+func targets(ps []*proc) []procstat.Target {
+	ts := make([]procstat.Target, len(ps))
+	for i, p := range ps {
+		ts[i] = procstat.Target{Name: p.name, PID: p.node.PID()}
+	}
+	return ts
+}
+
+// peaks is each process's peak: the larger of the sampled peak and VmHWM.
+func peaks(ps []procstat.RSSPeak) []int64 {
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		out[i] = p.Peak()
+	}
+	return out
+}
+
 // Run starts the fleet, runs the quiet window and the attacks, stops the
 // fleet and writes the report to o.Out.
 func Run(ctx context.Context, o Options) (Result, error) {
@@ -227,13 +246,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
 	procs := []*proc{co, edge}
-	watch := startRSSWatch(procs)
+	watch := procstat.WatchRSS(100*time.Millisecond, targets(procs)...)
 	res.LoadAvgBefore = loadAvg()
 	log.Info("quiet window", "for", o.Quiet)
 	quietFrom := time.Now()
-	watch.reset()
+	watch.Reset()
 	sleep(ctx, o.Quiet)
-	quiet := watch.reset()
+	quiet := peaks(watch.Reset())
 	quietTo := time.Now()
 
 	hf := f.hostileFleet(co, edge)
@@ -248,7 +267,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		rep, err = plan.Run(ctx)
 	}
 	attackTo := time.Now()
-	peaks := watch.stop()
+	attack := peaks(watch.Stop())
 	sleep(ctx, 2*time.Second)
 	lat, failed, points, elapsed := w.stop()
 	res.LoadAvgAfter = loadAvg()
@@ -273,9 +292,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	growth := math.Inf(-1)
 	for i, p := range procs {
-		g := float64(peaks[i]-quiet[i]) / (1 << 20)
+		g := float64(attack[i]-quiet[i]) / (1 << 20)
 		growth = math.Max(growth, g)
-		res.Processes = append(res.Processes, ProcessResult{Name: p.name, QuietPeakMiB: mib(quiet[i]), AttackPeakMiB: mib(peaks[i]), GrowthMiB: report.Number(g)})
+		res.Processes = append(res.Processes, ProcessResult{Name: p.name, QuietPeakMiB: mib(quiet[i]), AttackPeakMiB: mib(attack[i]), GrowthMiB: report.Number(g)})
 	}
 	res.RSSGrowthMiB = report.Number(growth)
 	res.LegitWriteP99Ms = report.Number(quantileMs(lat, 0.99, attackFrom, attackTo))
