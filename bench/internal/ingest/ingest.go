@@ -87,18 +87,7 @@ func (o Options) Validate() error {
 	if o.Workload != "sensor" && o.Workload != "canbus" {
 		errs = append(errs, fmt.Errorf("workload %q: want sensor or canbus", o.Workload))
 	}
-	if o.Series <= 0 {
-		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
-	}
-	if o.PointsPerSeriesPerBatch <= 0 {
-		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", o.PointsPerSeriesPerBatch))
-	}
-	if o.BatchPoints < o.PointsPerSeriesPerBatch {
-		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", o.BatchPoints, o.PointsPerSeriesPerBatch))
-	}
-	if o.Clients <= 0 {
-		errs = append(errs, fmt.Errorf("clients must be positive, got %d", o.Clients))
-	}
+	errs = append(errs, load.ShapeProblems(o.Series, o.BatchPoints, o.PointsPerSeriesPerBatch, o.Clients)...)
 	if o.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("duration must be positive, got %v", o.Duration))
 	}

@@ -116,18 +116,7 @@ func (o Options) Validate() error {
 	if o.WALBytes <= 0 {
 		errs = append(errs, fmt.Errorf("wal size must be positive, got %d bytes", o.WALBytes))
 	}
-	if o.Series <= 0 {
-		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
-	}
-	if o.PointsPerSeriesPerBatch <= 0 {
-		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", o.PointsPerSeriesPerBatch))
-	}
-	if o.BatchPoints < o.PointsPerSeriesPerBatch {
-		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", o.BatchPoints, o.PointsPerSeriesPerBatch))
-	}
-	if o.Clients <= 0 {
-		errs = append(errs, fmt.Errorf("clients must be positive, got %d", o.Clients))
-	}
+	errs = append(errs, load.ShapeProblems(o.Series, o.BatchPoints, o.PointsPerSeriesPerBatch, o.Clients)...)
 	switch {
 	case o.Interval < time.Millisecond || o.Interval%time.Millisecond != 0:
 		errs = append(errs, fmt.Errorf("interval must be a whole number of milliseconds, at least 1ms, got %v", o.Interval))
