@@ -28,11 +28,9 @@ func runTelemetry(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the generated values")
 	fs.StringVar(&in.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directories (default: the system temp dir)")
 	fs.Var((*stringList)(&in.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' (repeatable)")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	in.Commit = o.Commit
 	_, err := telbench.Run(ctx, o)
 	return err

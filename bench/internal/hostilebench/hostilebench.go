@@ -50,6 +50,7 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/internal/hostile"
 	"github.com/tributarydb/tributary/internal/procstat"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -63,7 +64,11 @@ const (
 
 // Options configure a run.
 type Options struct {
-	Binary string // the tributary executable
+	// Procs says how the coordinator and the node are started (only
+	// Binary, WorkDir, KeepDataDir, which also keeps the certificates, and
+	// the timeouts are used); Output where the figures go.
+	runopt.Procs
+	runopt.Output
 	// Sizes of the attacks (default hostile.DefaultSizes()).
 	Sizes hostile.Sizes
 	// Quiet is the window before the attacks whose peaks are the
@@ -78,17 +83,10 @@ type Options struct {
 	// process. AttackerNice runs it at nice 19.
 	AttackerCmd  []string
 	AttackerNice bool
-	WorkDir      string // parent of the temporary directory (default: the system's)
-	Keep         bool   // keep the data directories, logs and certificates
-	ReadyTimeout time.Duration
-	StopTimeout  time.Duration
-	Out          io.Writer
-	Logger       *slog.Logger
-	Commit       string
 }
 
-// Validate fills in defaults and reports every bad field of o.
-func (o *Options) Validate() error {
+// WithDefaults returns o with every unset field given its default.
+func (o Options) WithDefaults() Options {
 	if o.Sizes == (hostile.Sizes{}) {
 		o.Sizes = hostile.DefaultSizes()
 	}
@@ -104,10 +102,12 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	var bad []error
-	if o.Binary == "" {
-		bad = append(bad, errors.New("binary is required"))
-	}
+	return o
+}
+
+// Validate reports every bad field of o (after defaults).
+func (o Options) Validate() error {
+	bad := append(o.Procs.Problems(), o.Output.Problems()...)
 	s := o.Sizes
 	if s.Writes < 0 || s.WriteBytes < 0 || s.Streams < 0 || s.StreamBytes < 0 || s.Lines < 0 || s.LineFields < 0 || s.HalfOpen < 0 || s.Hold <= 0 {
 		bad = append(bad, fmt.Errorf("attack sizes must not be negative and the hold must be positive: %+v", s))
@@ -196,6 +196,7 @@ func peaks(ps []procstat.RSSPeak) []int64 {
 // Run starts the fleet, runs the quiet window and the attacks, stops the
 // fleet and writes the report to o.Out.
 func Run(ctx context.Context, o Options) (Result, error) {
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
@@ -211,7 +212,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
-	if !o.Keep {
+	if !o.KeepDataDir {
 		defer os.RemoveAll(dir)
 	} else {
 		log.Info("keeping the run's files", "dir", dir)
