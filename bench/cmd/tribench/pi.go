@@ -34,11 +34,9 @@ func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary image context (default: the system temp dir)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long the node in the container may take to answer")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := pibench.Run(ctx, o)
 	if errors.Is(err, pibench.ErrNoDocker) {
 		fmt.Fprintf(stdout, "pi profile skipped: %v\n", err)
@@ -61,11 +59,9 @@ func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer,
 	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each (emulated) node start may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := pibench.Smoke(ctx, o)
 	return err
 }
