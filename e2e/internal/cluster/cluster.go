@@ -317,21 +317,27 @@ func (c *Cluster) Fleet(ctx context.Context, co *Coordinator) (Fleet, error) {
 	if err != nil {
 		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
 	}
-	resp, err := c.http.Do(req)
+	return getFleet(c.http, req, co.ID)
+}
+
+// getFleet sends req, a GET /api/v1/fleet to the coordinator named who,
+// and decodes its answer.
+func getFleet(hc *http.Client, req *http.Request, who string) (Fleet, error) {
+	resp, err := hc.Do(req)
 	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: %w", who, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", who, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", co.ID, resp.Status, strings.TrimSpace(string(body)))
+		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", who, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var f Fleet
 	if err := json.Unmarshal(body, &f); err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", who, err)
 	}
 	return f, nil
 }
