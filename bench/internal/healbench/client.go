@@ -1,17 +1,16 @@
 package healbench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/promtext"
 	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -107,18 +106,13 @@ func gauge(ctx context.Context, addr, name string) (float64, error) {
 		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' {
-			continue
-		}
-		return strconv.ParseFloat(strings.TrimSpace(rest), 64)
-	}
-	if err := sc.Err(); err != nil {
+	m, err := promtext.Parse(resp.Body)
+	if err != nil {
 		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
-	return 0, fmt.Errorf("metrics of %s: no sample of %s", addr, name)
+	v, ok := m[name]
+	if !ok {
+		return 0, fmt.Errorf("metrics of %s: no sample of %s", addr, name)
+	}
+	return v, nil
 }

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/internal/loopback"
+	"github.com/tributarydb/tributary/internal/promtext"
 )
 
 // Options describe a fleet of coordinators and one edge.
@@ -443,23 +443,17 @@ func (c *Cluster) EdgeMetrics(ctx context.Context, prefix string) (map[string]fl
 	return parseMetrics(string(body), prefix)
 }
 
-// parseMetrics reads the Prometheus text format's sample lines.
+// parseMetrics reads a /metrics answer and keeps the samples whose series
+// starts with prefix.
 func parseMetrics(text, prefix string) (map[string]float64, error) {
-	out := map[string]float64{}
-	for i, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") || !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		cut := strings.LastIndexByte(line, ' ')
-		if cut < 0 {
-			return nil, fmt.Errorf("metrics line %d %q: no value", i+1, line)
-		}
-		v, err := strconv.ParseFloat(line[cut+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: %w", i+1, line, err)
-		}
-		out[line[:cut]] = v
+	all, err := promtext.Parse(strings.NewReader(text))
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	for k := range all {
+		if !strings.HasPrefix(k, prefix) {
+			delete(all, k)
+		}
+	}
+	return all, nil
 }
