@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/ackwatch"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -47,9 +48,9 @@ type runner struct {
 	victimStore  string
 	victimActive bool // the catalog registered the victim's new store
 
-	mu       sync.Mutex
-	advances map[string][]time.Time // per edge, when acked_through moved
-	lastAck  map[string]float64
+	acks *ackwatch.Watch // every edge's acked-through gauge
+
+	mu sync.Mutex
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -93,7 +94,10 @@ func (r *runner) run(ctx context.Context) error {
 	r.stopLoadAndWait()
 	r.m.loadStopped = time.Now()
 	r.stopWatchers()
-	r.m.ackPause, r.m.ackPauseEdge = r.worstPause()
+	if ps := r.acks.Pauses(time.Time{}, time.Time{}); len(ps) > 0 {
+		r.m.ackPause, r.m.ackPauseEdge = ps[0].Pause, ps[0].Edge
+	}
+	r.m.failedScrapes += r.acks.Errors()
 	var errs []error
 	if err := r.loadError(); err != nil {
 		errs = append(errs, err)
@@ -243,8 +247,14 @@ func (r *runner) stopLoadAndWait() {
 func (r *runner) startWatchers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopWatch = cancel
-	r.advances, r.lastAck = map[string][]time.Time{}, map[string]float64{}
-	r.watchDone.Go(func() { r.watchAcks(ctx) })
+	sources := make([]ackwatch.Source, len(r.f.edges))
+	for i, e := range r.f.edges {
+		sources[i] = ackwatch.Source{ID: e.Name, Read: func(ctx context.Context) (float64, bool, error) {
+			v, err := gauge(ctx, e.http, ackedThroughMetric)
+			return v, err == nil, err
+		}}
+	}
+	r.acks = ackwatch.Start(r.o.AckPoll, sources...)
 	r.watchDone.Go(func() { r.probe(ctx) })
 	r.watchDone.Go(func() { r.watchCopies(ctx) })
 }
@@ -254,65 +264,9 @@ func (r *runner) stopWatchers() {
 		if r.stopWatch != nil {
 			r.stopWatch()
 			r.watchDone.Wait()
+			r.acks.Stop()
 		}
 	})
-}
-
-// watchAcks records when each edge's acked-through gauge moves.
-func (r *runner) watchAcks(ctx context.Context) {
-	t := time.NewTicker(r.o.AckPoll)
-	defer t.Stop()
-	for {
-		var wg sync.WaitGroup
-		for _, e := range r.f.edges {
-			wg.Go(func() {
-				cctx, cancel := context.WithTimeout(ctx, 4*r.o.AckPoll)
-				v, err := gauge(cctx, e.http, ackedThroughMetric)
-				cancel()
-				now := time.Now()
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if err != nil {
-					if ctx.Err() == nil {
-						r.m.failedScrapes++
-					}
-					return
-				}
-				if prev, seen := r.lastAck[e.Name]; v > 0 && (!seen || prev != v) {
-					r.advances[e.Name] = append(r.advances[e.Name], now)
-				}
-				r.lastAck[e.Name] = v
-			})
-		}
-		wg.Wait()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// worstPause is the longest time an edge went without an acknowledgement
-// from its first one to the end of the watch.
-func (r *runner) worstPause() (time.Duration, string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var worst time.Duration
-	edge := ""
-	end := time.Now()
-	for id, ts := range r.advances {
-		for i := range ts {
-			next := end
-			if i+1 < len(ts) {
-				next = ts[i+1]
-			}
-			if d := next.Sub(ts[i]); d > worst {
-				worst, edge = d, id
-			}
-		}
-	}
-	return worst, edge
 }
 
 // watchCopies samples the restarted coordinator's copied bytes.
