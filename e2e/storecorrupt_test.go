@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/e2e/internal/cluster"
+	"github.com/tributarydb/tributary/internal/loopback"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -36,7 +37,7 @@ func startStoreNode(t *testing.T, args ...string) *storeNode {
 	if testing.Short() {
 		t.Skip("e2e: starts processes; skipped under -short")
 	}
-	addrs, err := cluster.FreePorts(2)
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}

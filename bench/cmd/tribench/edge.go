@@ -13,20 +13,13 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/edgebench"
 )
 
-// commonFlags defines the flags the edge workloads share and returns a
-// function that fills c once the flags are parsed.
-func commonFlags(ctx context.Context, fs *flag.FlagSet, c *edgebench.Common) func(stdout io.Writer, logger *slog.Logger) {
-	fs.StringVar(&c.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+// commonFlags defines the flags the edge workloads share.
+func commonFlags(fs *flag.FlagSet, c *edgebench.Common) {
+	procFlags(fs, &c.Procs, "the node", "node-arg")
 	fs.StringVar(&c.Profile, "profile", "short", "run size: short (a minute or two) or full")
 	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plots (empty: none; "+publishedResultsDir+": the published figures)")
-	fs.StringVar(&c.WorkDir, "work-dir", "", "`dir`ectory for temporary data directories (default: the system temp dir)")
 	fs.StringVar(&c.WALSync, "wal-sync", "always", "node --wal-sync policy: always (fsync before ack) or interval:1s")
-	fs.Var((*stringList)(&c.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the generated data and queries")
-	commit := commitFlag(ctx, fs)
-	return func(stdout io.Writer, logger *slog.Logger) {
-		c.Commit, c.Out, c.Logger = commit(), stdout, logger
-	}
 }
 
 // intList is a comma-separated list of integers.
@@ -54,9 +47,8 @@ func (l *intList) Set(v string) error {
 
 func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultIoTDBOptions()
-	fs := flag.NewFlagSet("tribench iotdb", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fill := commonFlags(ctx, fs, &o.Common)
+	fs := newFlagSet("tribench iotdb", stderr)
+	commonFlags(fs, &o.Common)
 	fs.IntVar(&o.Groups, "groups", o.Groups, "storage groups (the devices are spread over them)")
 	fs.IntVar(&o.Devices, "devices", o.Devices, "devices (each client writes one)")
 	fs.IntVar(&o.Sensors, "sensors", o.Sensors, "sensors per device (one series each)")
@@ -67,10 +59,9 @@ func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.Float64Var(&o.OutOfOrderRatio, "out-of-order-ratio", o.OutOfOrderRatio, "fraction of writes behind the device's newest row")
 	fs.Float64Var(&o.ReadRatio, "read-ratio", o.ReadRatio, "fraction of reads in the read-write mix")
 	dur := fs.Duration("duration", 0, "length of each run (default: 5s; full: 20s)")
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	fill(stdout, logger)
 	o.Clients = clients
 	o.Duration = durationFor(o.Profile, *dur, o.Duration, 4*o.Duration)
 	if o.Profile == "full" && !flagSet(fs, "clients") {
@@ -99,9 +90,8 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultTSBSOptions()
-	fs := flag.NewFlagSet("tribench tsbs-cpu", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fill := commonFlags(ctx, fs, &o.Common)
+	fs := newFlagSet("tribench tsbs-cpu", stderr)
+	commonFlags(fs, &o.Common)
 	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
 	span := fs.Duration("span", 0, "time the data covers, ending now (default: 13h; full: 48h)")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two lines of a host")
@@ -110,10 +100,9 @@ func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.IntVar(&o.QueryClients, "query-clients", o.QueryClients, "concurrent query clients")
 	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "untimed queries of each kind first")
 	queries := fs.Int("queries", 0, "timed queries of each kind (default: 300; full: 2000)")
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	fill(stdout, logger)
 	o.Span = durationFor(o.Profile, *span, o.Span, 48*time.Hour)
 	o.Queries = *queries
 	if o.Queries == 0 {
@@ -125,17 +114,15 @@ func runTSBSCPU(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 
 func runCANBus(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := edgebench.DefaultCANBusOptions()
-	fs := flag.NewFlagSet("tribench canbus", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fill := commonFlags(ctx, fs, &o.Common)
+	fs := newFlagSet("tribench canbus", stderr)
+	commonFlags(fs, &o.Common)
 	vehicles := fs.Int("vehicles", 0, "vehicles (22 series each; default: 20; full: 40)")
 	minutes := fs.Int("minutes", 0, "minutes of 10 Hz data per vehicle (default: 20; full: 30)")
 	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one group of vehicles each")
 	fs.IntVar(&o.PointsPerRequest, "points-per-request", o.PointsPerRequest, "points per write request, in both modes")
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	fill(stdout, logger)
 	if o.Minutes = *minutes; o.Minutes == 0 {
 		o.Minutes = map[string]int{"short": 20, "full": 30}[o.Profile]
 	}

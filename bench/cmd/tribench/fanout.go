@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,9 +10,8 @@ import (
 
 func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := fanoutbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench fanout", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as coordinators and edges")
+	fs := newFlagSet("tribench fanout", stderr)
+	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "coordinator-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (raft members)")
 	fs.IntVar(&o.Edges, "edges", o.Edges, "edge node processes")
 	fs.IntVar(&o.SeriesPerEdge, "series-per-edge", o.SeriesPerEdge, "sensor series on each edge (8 = one device; the latency query reads sensor s0 of each)")
@@ -27,19 +25,11 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.IntVar(&o.RegistrationSeries, "registration-series", o.RegistrationSeries, "new series created across the edges for the registrations figure (0: skip)")
 	fs.IntVar(&o.RegistrationBatch, "registration-batch", o.RegistrationBatch, "new series per Write")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary work directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directories and logs after the run")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
-	fs.Var((*stringList)(&o.CoordinatorArgs), "coordinator-arg", "extra `argument` for every 'tributary coordinator' start (repeatable)")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each process start may take")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long each process may take to exit after SIGTERM")
 	fs.DurationVar(&o.ReplicationTimeout, "replication-timeout", o.ReplicationTimeout, "how long each wait for the cloud to catch up may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := fanoutbench.Run(ctx, o)
 	return err
 }

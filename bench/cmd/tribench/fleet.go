@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,9 +13,8 @@ import (
 
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := fleetbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench fleet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the coordinators")
+	fs := newFlagSet("tribench fleet", stderr)
+	procFlags(fs, &o.Procs, "the coordinators", "keep", "coordinator-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (one raft cluster)")
 	edges := fs.String("edges", joinInts(o.Edges), "comma-separated fleet `sizes`, one run each")
 	fs.IntVar(&o.SeriesPerEdge, "series-per-edge", o.SeriesPerEdge, "sensor series on each simulated edge")
@@ -27,13 +25,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long the window's segments may take to be acknowledged after it")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edges' replication cursors are read")
 	fs.StringVar(&o.ResultsDir, "results-dir", defaultResultsDir, "`dir`ectory for fleet.json and the plots (empty: none; "+publishedResultsDir+": the published figures)")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary work directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the coordinators' data directories and logs after the run")
-	fs.Var((*stringList)(&o.CoordinatorArgs), "coordinator-arg", "extra `argument` for every 'tributary coordinator' start (repeatable)")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each coordinator start may take")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long each coordinator may take to exit after SIGTERM")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
 	ns, err := parseInts(*edges)
@@ -42,7 +34,6 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 		return errUsage
 	}
 	o.Edges = ns
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err = fleetbench.Run(ctx, o)
 	return err
 }

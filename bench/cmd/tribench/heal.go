@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,9 +10,8 @@ import (
 
 func runHeal(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := healbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench heal", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", o.Binary, "tributary `executable` to start as coordinators and edges")
+	fs := newFlagSet("tribench heal", stderr)
+	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "coordinator-arg", "ready-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (replication factor min(3, this))")
 	fs.IntVar(&o.Edges, "edges", o.Edges, "edge node processes")
 	fs.IntVar(&o.SeriesPerEdge, "series-per-edge", o.SeriesPerEdge, "series on each edge")
@@ -30,16 +28,9 @@ func runHeal(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	fs.DurationVar(&o.AckPoll, "ack-poll", o.AckPoll, "how often each edge's acked-through gauge is read")
 	fs.DurationVar(&o.HealTimeout, "heal-timeout", o.HealTimeout, "give up if the history is not at RF again after this long")
 	fs.DurationVar(&o.LoadTimeout, "load-timeout", o.LoadTimeout, "how long each wait for the cloud to hold what was written may take")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each process start may take")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary work directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directories and logs after the run")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
-	fs.Var((*stringList)(&o.CoordinatorArgs), "coordinator-arg", "extra `argument` for every 'tributary coordinator' start (repeatable)")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := healbench.Run(ctx, o)
 	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,9 +14,8 @@ import (
 func runHostile(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := hostilebench.Options{Sizes: hostile.DefaultSizes()}
 	s := &o.Sizes
-	fs := flag.NewFlagSet("tribench hostile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the coordinator and the node")
+	fs := newFlagSet("tribench hostile", stderr)
+	procFlags(fs, &o.Procs, "the coordinator and the node", "keep")
 	fs.IntVar(&s.Writes, "writes", s.Writes, "unauthenticated Write calls on each gRPC client listener")
 	fs.IntVar(&s.WriteBytes, "write-bytes", s.WriteBytes, "message size of each")
 	fs.IntVar(&s.Streams, "streams", s.Streams, "raft streams, replica calls (per certificate) and ship streams on each coordinator")
@@ -29,10 +27,7 @@ func runHostile(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.DurationVar(&o.Quiet, "quiet", 0, "quiet window before the attacks whose peaks are the baseline (default 10s)")
 	fs.BoolVar(&o.AttackerNice, "attacker-nice", true, "run the attacker at nice 19, as if it were another machine")
 	inProcess := fs.Bool("attacker-in-process", false, "run the attacks in this process (at this process's priority) instead of a child process")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directories (default: the system temp dir)")
-	fs.BoolVar(&o.Keep, "keep", false, "keep the data directories, logs and certificates")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
 	if !*inProcess {
@@ -42,7 +37,6 @@ func runHostile(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 		}
 		o.AttackerCmd = []string{self, "hostile-attacker"}
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := hostilebench.Run(ctx, o)
 	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +11,7 @@ import (
 
 // runLoad writes the sensor workload to running edge nodes until ctx ends.
 func runLoad(ctx context.Context, args []string, stderr io.Writer, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("tribench load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench load", stderr)
 	options := loadgen.Flags(fs)
 	if err := parse(fs, args); err != nil {
 		return err

@@ -24,6 +24,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -44,6 +45,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/restart"
 	"github.com/tributarydb/tributary/bench/internal/rollupbench"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 )
 
 const usage = `usage: tribench <workload> [flags]
@@ -209,6 +211,14 @@ const (
 	publishedResultsDir = "bench/results"
 )
 
+// newFlagSet is the flag set of one workload: it reports mistakes and
+// -h on stderr and returns them to the caller (parse) instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -224,6 +234,42 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// procFlags defines the flags of p (how the workload starts tributary
+// processes; role says as what): always --binary and --work-dir, and
+// those of with ("keep", "node-arg", "coordinator-arg", "ready-timeout",
+// "stop-timeout"); their defaults are p's.
+func procFlags(fs *flag.FlagSet, p *runopt.Procs, role string, with ...string) {
+	fs.StringVar(&p.Binary, "binary", cmp.Or(p.Binary, "bin/tributary"), "tributary `executable` to start as "+role)
+	fs.StringVar(&p.WorkDir, "work-dir", "", "`dir`ectory for the temporary work directory (default: the system temp dir)")
+	for _, name := range with {
+		switch name {
+		case "keep":
+			fs.BoolVar(&p.KeepDataDir, name, false, "keep the data directories and logs after the run")
+		case "node-arg":
+			fs.Var((*stringList)(&p.NodeArgs), name, "extra `argument` for every 'tributary node' start (repeatable)")
+		case "coordinator-arg":
+			fs.Var((*stringList)(&p.CoordinatorArgs), name, "extra `argument` for every 'tributary coordinator' start (repeatable)")
+		case "ready-timeout":
+			fs.DurationVar(&p.ReadyTimeout, name, p.ReadyTimeout, "how long each process start may take")
+		case "stop-timeout":
+			fs.DurationVar(&p.StopTimeout, name, p.StopTimeout, "how long each process may take to exit after SIGTERM")
+		default:
+			panic("procFlags: no flag " + name)
+		}
+	}
+}
+
+// parseRun defines --commit, parses args and fills out: the commit, the
+// output and the logger of the run.
+func parseRun(ctx context.Context, fs *flag.FlagSet, args []string, out *runopt.Output, stdout io.Writer, logger *slog.Logger) error {
+	commit := commitFlag(ctx, fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	out.Commit, out.Out, out.Logger = commit(), stdout, logger
+	return nil
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -232,9 +278,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := ingest.DefaultOptions()
-	fs := flag.NewFlagSet("tribench ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs := newFlagSet("tribench ingest", stderr)
+	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
 	fs.IntVar(&o.Series, "series", o.Series, "number of series")
 	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
@@ -244,25 +289,17 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for 'tributary node' (repeatable)")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long to wait for the node's ready line")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := ingest.Run(ctx, o)
 	return err
 }
 
 func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := restart.DefaultOptions()
-	fs := flag.NewFlagSet("tribench restart", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs := newFlagSet("tribench restart", stderr)
+	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	walMiB := fs.Int64("wal-mib", o.WALBytes>>20, "write until the node's WAL segments hold this many `MiB`, then kill -9 it")
 	fs.IntVar(&o.Series, "series", o.Series, "number of sensor series (each gets at most 1h / interval points)")
 	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
@@ -271,27 +308,19 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	fs.DurationVar(&o.MaxLoad, "max-load", o.MaxLoad, "give up if the WAL is not full after this long (at most 9m: the node flushes chunks open for 10m)")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node logs after the run")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node, WAL replay included, may take")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after the final SIGTERM")
 	fs.DurationVar(&o.QueryTimeout, "query-timeout", o.QueryTimeout, "how long each verification query (one metric name) may take")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
 	o.WALBytes = *walMiB << 20
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := restart.Run(ctx, o)
 	return err
 }
 
 func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := lpbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench lp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
+	fs := newFlagSet("tribench lp", stderr)
+	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Hosts, "hosts", o.Hosts, "TSBS hosts (10 series each)")
 	fs.DurationVar(&o.Span, "span", o.Span, "time the data covers, ending now")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two lines of a host")
@@ -303,25 +332,17 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated data and queries")
 	fs.StringVar(&o.DB, "db", o.DB, "db parameter of the writes (the node's db label)")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node logs after the run")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' start (repeatable)")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node may take")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := lpbench.Run(ctx, o)
 	return err
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := demo.DefaultOptions()
-	fs := flag.NewFlagSet("tribench demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench demo", stderr)
 	fs.StringVar(&o.Addr, "addr", o.Addr, "node gRPC `address`")
 	fs.IntVar(&o.Vehicles, "vehicles", o.Vehicles, "number of vehicles (22 series each)")
 	fs.IntVar(&o.Minutes, "minutes", o.Minutes, "minutes of 10 Hz data to write, ending now")
@@ -396,8 +417,7 @@ func gitDescribe(ctx context.Context) string {
 }
 
 func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rollup", stderr)
 	var o rollupbench.Options
 	var c edgebench.Common
 	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,7 @@ import (
 
 func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := pibench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench pi", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench pi", stderr)
 	fs.StringVar(&o.Image, "image", "", "node `image` to run (default: build one from --static-binary and --dockerfile)")
 	fs.StringVar(&o.StaticBinary, "static-binary", o.StaticBinary, "static linux/amd64 tributary `executable` for the image")
 	fs.StringVar(&o.Dockerfile, "dockerfile", o.Dockerfile, "Dockerfile of the FROM-scratch node image")
@@ -36,11 +34,9 @@ func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary image context (default: the system temp dir)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long the node in the container may take to answer")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := pibench.Run(ctx, o)
 	if errors.Is(err, pibench.ErrNoDocker) {
 		fmt.Fprintf(stdout, "pi profile skipped: %v\n", err)
@@ -51,8 +47,7 @@ func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 
 func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := pibench.DefaultSmokeOptions()
-	fs := flag.NewFlagSet("tribench arm64-smoke", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench arm64-smoke", stderr)
 	fs.StringVar(&o.Binary, "binary", o.Binary, "arm64 static tributary `executable`")
 	fs.StringVar(&o.Qemu, "qemu", o.Qemu, "user-mode `emulator` that runs it")
 	fs.StringVar(&o.QemuCPU, "qemu-cpu", o.QemuCPU, "CPU the emulator presents (QEMU_CPU)")
@@ -64,11 +59,9 @@ func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer,
 	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each (emulated) node start may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := pibench.Smoke(ctx, o)
 	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 
@@ -11,9 +10,8 @@ import (
 
 func runReplication(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := replbench.DefaultOptions()
-	fs := flag.NewFlagSet("tribench replication", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.Binary, "binary", "bin/tributary", "tributary `executable` to start as coordinators and edges")
+	fs := newFlagSet("tribench replication", stderr)
+	procFlags(fs, &o.Procs, "coordinators and edges", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinator processes (one raft cluster); the edge ships to all of them")
 	fs.Float64Var(&o.PointsPerS, "rate", o.PointsPerS, "sustained write rate to the edge, `points/s`")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "length of the lag phase and of the replication-off run")
@@ -28,17 +26,10 @@ func runReplication(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "edges' --wal-sync policy")
 	fs.Int64Var(&o.BudgetBytes, "budget-bytes", o.BudgetBytes, "edge --replication-budget-bytes (0: enough for the outage's backlog)")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edge's /metrics are read")
-	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for both edges (repeatable), e.g. --node-arg=--wal-segment-age=2s")
-	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directories (default: the system temp dir)")
-	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directories and logs after the run")
-	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each process start may take")
-	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long each process may take to exit after SIGTERM")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	_, err := replbench.Run(ctx, o)
 	return err
 }

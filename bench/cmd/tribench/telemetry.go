@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"time"
@@ -15,8 +14,7 @@ func runTelemetry(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	o := telbench.Options{Ingest: ingest.DefaultOptions()}
 	o.Ingest.Duration = 10 * time.Second // per run; nine runs by default
 	in := &o.Ingest
-	fs := flag.NewFlagSet("tribench telemetry", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tribench telemetry", stderr)
 	fs.StringVar(&in.Binary, "binary", "bin/tributary", "tributary `executable` to start as the node")
 	fs.IntVar(&o.Rounds, "rounds", 3, "runs of each mode (off, metrics, metrics+traces), in a rotated order per round")
 	fs.StringVar(&o.OTLPInterval, "otlp-interval", "10s", "the node's --otlp-interval in the traced mode")
@@ -30,11 +28,9 @@ func runTelemetry(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the generated values")
 	fs.StringVar(&in.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directories (default: the system temp dir)")
 	fs.Var((*stringList)(&in.NodeArgs), "node-arg", "extra `argument` for every 'tributary node' (repeatable)")
-	commit := commitFlag(ctx, fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
-	o.Commit, o.Out, o.Logger = commit(), stdout, logger
 	in.Commit = o.Commit
 	_, err := telbench.Run(ctx, o)
 	return err

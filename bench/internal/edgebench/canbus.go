@@ -30,7 +30,7 @@ type CANBusOptions struct {
 // DefaultCANBusOptions is the short profile: 20 vehicles × 20 minutes
 // (5.3 M points a mode).
 func DefaultCANBusOptions() CANBusOptions {
-	return CANBusOptions{Common: Common{Profile: "short", Seed: 1}, Vehicles: 20, Minutes: 20, Clients: 2, PointsPerRequest: 22_000}
+	return CANBusOptions{Common: defaultCommon(), Vehicles: 20, Minutes: 20, Clients: 2, PointsPerRequest: 22_000}
 }
 
 func (o CANBusOptions) validate() error {
@@ -164,7 +164,7 @@ func runCANBusMode(ctx context.Context, o CANBusOptions, multi bool) (m CANBusMo
 	}
 	span := int64(o.Minutes) * 60_000
 	startMs := time.Now().Truncate(time.Minute).UnixMilli() - span
-	o.logger().Info("canbus: rendering line protocol", "mode", m.Mode, "vehicles", o.Vehicles, "minutes", o.Minutes)
+	o.Log().Info("canbus: rendering line protocol", "mode", m.Mode, "vehicles", o.Vehicles, "minutes", o.Minutes)
 	perClient, err := renderCANBus(o, multi, startMs)
 	if err != nil {
 		return m, err

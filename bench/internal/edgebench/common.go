@@ -16,8 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,45 +24,39 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Common holds the settings every workload shares.
 type Common struct {
-	// Binary is the tributary executable to start as the node.
-	Binary string
+	// Procs says which binary is started as the node and how; Output
+	// where the figures go.
+	runopt.Procs
+	runopt.Output
 	// Profile names the run's size ("short" or "full"); it is part of the
 	// result file names.
 	Profile string
 	// ResultsDir receives the JSON record and the PNG plots; "" writes
 	// neither.
 	ResultsDir string
-	// WorkDir is where temporary data directories are made; "" means the
-	// system temp directory.
-	WorkDir string
 	// WALSync is the node's --wal-sync policy; "" keeps the node's default.
 	WALSync string
-	// NodeArgs are extra arguments for every node start.
-	NodeArgs []string
 	// Seed selects the generated data and queries.
 	Seed uint64
-	// Commit names the code measured.
-	Commit string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress; nil discards.
-	Logger *slog.Logger
+}
+
+// defaultCommon is the short profile, seed 1, a minute for a node to
+// start and two to stop.
+func defaultCommon() Common {
+	return Common{Procs: runopt.Procs{ReadyTimeout: time.Minute, StopTimeout: 2 * time.Minute},
+		Output: runopt.DefaultOutput(), Profile: "short", Seed: 1}
 }
 
 func (c Common) validate() error {
-	var errs []error
-	if c.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(c.Procs.Problems(), c.Output.Problems()...)
 	if c.Profile != "short" && c.Profile != "full" {
 		errs = append(errs, fmt.Errorf("profile must be short or full, got %q", c.Profile))
-	}
-	if c.Out == nil {
-		errs = append(errs, errors.New("no output writer"))
 	}
 	if c.Binary != "" {
 		if _, err := nodeproc.FindBinary(c.Binary); err != nil {
@@ -74,13 +66,6 @@ func (c Common) validate() error {
 	return errors.Join(errs...)
 }
 
-func (c Common) logger() *slog.Logger {
-	if c.Logger == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return c.Logger
-}
-
 // longRetention keeps every generated sample in the raw tier, whatever its
 // age: the workloads place their data in the past.
 var longRetention = []string{"--retention-raw", "87600h", "--retention-1h", "87600h", "--retention-1d", "87600h"}
@@ -88,6 +73,7 @@ var longRetention = []string{"--retention-raw", "87600h", "--retention-1h", "876
 // node is a started node and its temporary directory.
 type node struct {
 	proc     *nodeproc.Node
+	stopWait time.Duration // how long stop waits for it to exit
 	dir      string
 	grpcAddr string
 	httpAddr string
@@ -100,36 +86,34 @@ func startNode(ctx context.Context, c Common, name string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	args := append([]string{"--http-listen", httpAddr}, longRetention...)
 	p, err := nodeproc.Start(ctx, nodeproc.Options{
-		Binary:     c.Binary,
-		DataDir:    filepath.Join(dir, "data"),
-		ListenAddr: grpcAddr,
-		WALSync:    c.WALSync,
-		LogLevel:   "info",
-		ExtraArgs:  append(args, c.NodeArgs...),
-		LogPath:    filepath.Join(dir, "node.log"),
-		Logger:     c.logger(),
+		Binary:       c.Binary,
+		DataDir:      filepath.Join(dir, "data"),
+		ListenAddr:   grpcAddr,
+		WALSync:      c.WALSync,
+		LogLevel:     "info",
+		ExtraArgs:    append(args, c.NodeArgs...),
+		Env:          c.Env,
+		LogPath:      filepath.Join(dir, "node.log"),
+		ReadyTimeout: c.ReadyTimeout,
+		Logger:       c.Log(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start node (work directory %s kept): %w", dir, err)
 	}
-	return &node{proc: p, dir: dir, grpcAddr: grpcAddr, httpAddr: httpAddr}, nil
+	return &node{proc: p, stopWait: c.StopTimeout, dir: dir, grpcAddr: grpcAddr, httpAddr: httpAddr}, nil
 }
 
 // stop stops the node and removes its directory unless the run failed.
 func (n *node) stop(failed bool) error {
-	_, err := n.proc.Stop(2 * time.Minute)
+	_, err := n.proc.Stop(n.stopWait)
 	if failed || err != nil {
 		return err
 	}

@@ -107,7 +107,9 @@ func TestWorkloads_AgainstNode(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	common := func(out *bytes.Buffer) Common {
-		return Common{Binary: bin, Profile: "short", ResultsDir: dir, WorkDir: t.TempDir(), WALSync: "always", Seed: 1, Out: out}
+		c := defaultCommon()
+		c.Binary, c.ResultsDir, c.WorkDir, c.WALSync, c.Out = bin, dir, t.TempDir(), "always", out
+		return c
 	}
 	var out bytes.Buffer
 	iot := DefaultIoTDBOptions()

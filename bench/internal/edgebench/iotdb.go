@@ -48,7 +48,7 @@ type IoTDBOptions struct {
 // sensors, clients 1, 3, 5, 9 for 5 s each.
 func DefaultIoTDBOptions() IoTDBOptions {
 	return IoTDBOptions{
-		Common:          Common{Profile: "short", Seed: 1},
+		Common:          defaultCommon(),
 		Groups:          3,
 		Devices:         9,
 		Sensors:         10,
@@ -131,7 +131,7 @@ func RunIoTDB(ctx context.Context, o IoTDBOptions) (IoTDBResult, error) {
 	host := detectHost()
 	for _, mode := range []string{"write_only", "read_write"} {
 		for _, clients := range o.Clients {
-			o.logger().Info("iotdb run", "mode", mode, "clients", clients, "duration", o.Duration)
+			o.Log().Info("iotdb run", "mode", mode, "clients", clients, "duration", o.Duration)
 			r, err := runIoTDBOnce(ctx, o, mode, clients)
 			if err != nil {
 				return res, fmt.Errorf("iotdb %s with %d clients: %w", mode, clients, err)
@@ -195,7 +195,7 @@ func runIoTDBOnce(ctx context.Context, o IoTDBOptions, mode string, clients int)
 	failed := true
 	defer func() {
 		if err := n.stop(failed); err != nil {
-			o.logger().Warn("stop node", "err", err)
+			o.Log().Warn("stop node", "err", err)
 		}
 	}()
 	conn, err := nodeclient.Dial(n.grpcAddr)

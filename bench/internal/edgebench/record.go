@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -70,21 +69,10 @@ func (h *Host) finish() { h.LoadAfter = loadAvg() }
 
 // loadAvg reads /proc/loadavg; nil where there is none.
 func loadAvg() []float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return nil
+	if avg, ok := report.LoadAverages(); ok {
+		return avg[:]
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return nil
-	}
-	out := make([]float64, 3)
-	for i := range out {
-		if out[i], err = strconv.ParseFloat(f[i], 64); err != nil {
-			return nil
-		}
-	}
-	return out
+	return nil
 }
 
 // Record is what a run writes to ResultsDir/<workload>-<profile>.json and,

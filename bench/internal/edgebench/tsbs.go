@@ -38,7 +38,7 @@ type TSBSOptions struct {
 // points), 300 timed queries of each kind.
 func DefaultTSBSOptions() TSBSOptions {
 	return TSBSOptions{
-		Common:       Common{Profile: "short", Seed: 1},
+		Common:       defaultCommon(),
 		Hosts:        100,
 		Span:         13 * time.Hour,
 		Interval:     10 * time.Second,
@@ -103,7 +103,7 @@ func RunTSBS(ctx context.Context, o TSBSOptions) (res TSBSResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	o.logger().Info("tsbs-cpu: rendering line protocol", "hosts", o.Hosts, "rows", rows)
+	o.Log().Info("tsbs-cpu: rendering line protocol", "hosts", o.Hosts, "rows", rows)
 	perClient := make([][]lpBody, o.Clients)
 	for c := range o.Clients {
 		s := g.Stream(c*o.Hosts/o.Clients, (c+1)*o.Hosts/o.Clients)
@@ -122,7 +122,7 @@ func RunTSBS(ctx context.Context, o TSBSOptions) (res TSBSResult, err error) {
 			err = serr
 		}
 	}()
-	o.logger().Info("tsbs-cpu: writing", "lines", g.Lines(), "clients", o.Clients)
+	o.Log().Info("tsbs-cpu: writing", "lines", g.Lines(), "clients", o.Clients)
 	ws, err := writeLP(ctx, "http://"+n.httpAddr+"/write?db=benchmark&precision=ns", perClient)
 	if err != nil {
 		return res, fmt.Errorf("write: %w", err)
@@ -144,7 +144,7 @@ func RunTSBS(ctx context.Context, o TSBSOptions) (res TSBSResult, err error) {
 		expect: map[int][]int64{}}
 	res.Queries = map[string]Latency{}
 	for _, kind := range tsbsQueries {
-		o.logger().Info("tsbs-cpu: querying", "query", kind.name, "queries", o.Queries)
+		o.Log().Info("tsbs-cpu: querying", "query", kind.name, "queries", o.Queries)
 		l, err := runQueries(ctx, o, q, kind.name)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", kind.name, err)

@@ -16,69 +16,17 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // proc is one server process of the fleet, restartable with the same
-// command line.
+// command line, and its addresses.
 type proc struct {
-	name     string // c1, edge-03
-	opts     nodeproc.Options
+	nodeproc.Restartable
 	grpcAddr string
 	httpAddr string
 	intake   string // coordinators only
 	raftID   uint64 // coordinators only
-
-	mu   sync.Mutex
-	node *nodeproc.Node // nil while stopped
-}
-
-func (p *proc) current() *nodeproc.Node {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.node
-}
-
-func (p *proc) start(ctx context.Context) error {
-	n, err := nodeproc.Start(ctx, p.opts)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	p.mu.Lock()
-	p.node = n
-	p.mu.Unlock()
-	return nil
-}
-
-// kill SIGKILLs the process, if it runs.
-func (p *proc) kill() error {
-	n := p.current()
-	if n == nil {
-		return nil
-	}
-	_, err := n.Kill()
-	p.mu.Lock()
-	p.node = nil
-	p.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("kill %s: %w", p.name, err)
-	}
-	return nil
-}
-
-// stop SIGTERMs the process, if it runs, and waits for it.
-func (p *proc) stop(timeout time.Duration) error {
-	n := p.current()
-	if n == nil {
-		return nil
-	}
-	_, err := n.Stop(timeout)
-	p.mu.Lock()
-	p.node = nil
-	p.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("stop %s: %w", p.name, err)
-	}
-	return nil
 }
 
 // cluster is the fleet under test: coordinators and edges as processes.
@@ -88,54 +36,41 @@ type cluster struct {
 	hc     *http.Client
 }
 
-// freeAddrs returns n loopback addresses with free ports.
-func freeAddrs(n int) ([]string, error) {
-	out := make([]string, n)
-	for i := range out {
-		a, err := nodeproc.FreeLoopbackAddr()
-		if err != nil {
-			return nil, err
-		}
-		out[i] = a
-	}
-	return out, nil
-}
-
 // newCluster lays out the processes (addresses, data directories, logs)
 // without starting any.
 func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, error) {
 	c := &cluster{hc: &http.Client{Timeout: 5 * time.Second}}
 	var peers []string
 	for i := range o.Coordinators {
-		addrs, err := freeAddrs(4)
+		addrs, err := loopback.FreePorts(4)
 		if err != nil {
 			return nil, err
 		}
-		p := &proc{name: fmt.Sprintf("c%d", i+1), grpcAddr: addrs[0], httpAddr: addrs[1], intake: addrs[2], raftID: uint64(i + 1)}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", p.raftID, p.name, addrs[3]))
-		p.opts = nodeproc.Options{Binary: binary, Command: "coordinator", ListenAddr: p.grpcAddr,
-			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
-			ExtraArgs: []string{"--id", p.name, "--raft-id", strconv.FormatUint(p.raftID, 10), "--insecure-cluster",
+		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("c%d", i+1)}, grpcAddr: addrs[0], httpAddr: addrs[1], intake: addrs[2], raftID: uint64(i + 1)}
+		peers = append(peers, fmt.Sprintf("%d=%s@%s", p.raftID, p.Name, addrs[3]))
+		p.Opts = nodeproc.Options{Binary: binary, Command: "coordinator", ListenAddr: p.grpcAddr,
+			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
+			ExtraArgs: []string{"--id", p.Name, "--raft-id", strconv.FormatUint(p.raftID, 10), "--insecure-cluster",
 				"--cluster-listen", addrs[3], "--intake-listen", p.intake, "--http-listen", p.httpAddr},
 			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 		c.coords = append(c.coords, p)
 	}
 	for _, p := range c.coords {
-		p.opts.ExtraArgs = append(p.opts.ExtraArgs, "--peers", strings.Join(peers, ","))
-		p.opts.ExtraArgs = append(p.opts.ExtraArgs, o.CoordinatorArgs...)
+		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, "--peers", strings.Join(peers, ","))
+		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, o.CoordinatorArgs...)
 	}
 	intakes := make([]string, len(c.coords))
 	for i, p := range c.coords {
 		intakes[i] = p.intake
 	}
 	for i := range o.Edges {
-		addrs, err := freeAddrs(2)
+		addrs, err := loopback.FreePorts(2)
 		if err != nil {
 			return nil, err
 		}
-		p := &proc{name: fmt.Sprintf("edge-%02d", i), grpcAddr: addrs[0], httpAddr: addrs[1]}
-		p.opts = nodeproc.Options{Binary: binary, NodeID: p.name, ListenAddr: p.grpcAddr, LogLevel: "info",
-			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
+		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("edge-%02d", i)}, grpcAddr: addrs[0], httpAddr: addrs[1]}
+		p.Opts = nodeproc.Options{Binary: binary, NodeID: p.Name, ListenAddr: p.grpcAddr, LogLevel: "info",
+			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
 			ExtraArgs: append([]string{"--http-listen", p.httpAddr, "--replicate-to", strings.Join(intakes, ","),
 				"--replicate-insecure", "--advertise-query-addr", p.grpcAddr,
 				"--wal-segment-age", o.SegmentAge.String()}, o.NodeArgs...),
@@ -143,8 +78,8 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 		c.edges = append(c.edges, p)
 	}
 	for _, p := range append(cloneProcs(c.coords), c.edges...) {
-		if err := os.MkdirAll(p.opts.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("make data dir of %s: %w", p.name, err)
+		if err := os.MkdirAll(p.Opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("make data dir of %s: %w", p.Name, err)
 		}
 	}
 	return c, nil
@@ -161,7 +96,7 @@ func startAll(ctx context.Context, ps []*proc) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = p.start(ctx)
+			errs[i] = p.Start(ctx)
 		}()
 	}
 	wg.Wait()
@@ -177,7 +112,7 @@ func (c *cluster) stopAll(timeout time.Duration) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = p.stop(timeout)
+			errs[i] = p.Stop(timeout)
 		}()
 	}
 	wg.Wait()
@@ -218,14 +153,14 @@ func (c *cluster) fleetOf(ctx context.Context, p *proc) (fleet, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return f, fmt.Errorf("get fleet from %s: %w", p.name, err)
+		return f, fmt.Errorf("get fleet from %s: %w", p.Name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return f, fmt.Errorf("get fleet from %s: status %s", p.name, resp.Status)
+		return f, fmt.Errorf("get fleet from %s: status %s", p.Name, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&f); err != nil {
-		return f, fmt.Errorf("decode fleet from %s: %w", p.name, err)
+		return f, fmt.Errorf("decode fleet from %s: %w", p.Name, err)
 	}
 	return f, nil
 }
@@ -234,7 +169,7 @@ func (c *cluster) fleetOf(ctx context.Context, p *proc) (fleet, error) {
 func (c *cluster) anyFleet(ctx context.Context) (fleet, error) {
 	var errs []error
 	for _, p := range c.coords {
-		if p.current() == nil {
+		if p.Current() == nil {
 			continue
 		}
 		f, err := c.fleetOf(ctx, p)
@@ -291,12 +226,12 @@ func (c *cluster) ackedThrough(ctx context.Context, p *proc) (uint64, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("get metrics of %s: %w", p.name, err)
+		return 0, fmt.Errorf("get metrics of %s: %w", p.Name, err)
 	}
 	defer resp.Body.Close()
 	v, err := parseGauge(bufio.NewScanner(resp.Body), ackedThroughMetric)
 	if err != nil {
-		return 0, fmt.Errorf("metrics of %s: %w", p.name, err)
+		return 0, fmt.Errorf("metrics of %s: %w", p.Name, err)
 	}
 	return uint64(v), nil
 }

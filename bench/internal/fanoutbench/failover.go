@@ -101,7 +101,7 @@ func (r *runner) failover(ctx context.Context) error {
 	bgCtx, stopBg := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer func() { stopBg(); bg.Wait() }()
-	pw := &probeWriter{wc: tributaryv1.NewWriteServiceClient(conn), edge: edge.name, callTimeout: r.o.CallTimeout}
+	pw := &probeWriter{wc: tributaryv1.NewWriteServiceClient(conn), edge: edge.Name, callTimeout: r.o.CallTimeout}
 	bg.Go(func() { pw.run(bgCtx) })
 	var adv advanceLog
 	bg.Go(func() { r.poll(bgCtx, edge, &adv) })
@@ -109,7 +109,7 @@ func (r *runner) failover(ctx context.Context) error {
 	// Replication must be moving before the first kill.
 	start := time.Now()
 	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
-		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.name, err, adv.lastErr())
+		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.Name, err, adv.lastErr())
 	}
 	for k := range r.o.Kills {
 		if err := r.killLeader(ctx, k, edge, &adv); err != nil {
@@ -209,20 +209,20 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 	if leader == nil {
 		return fmt.Errorf("the raft leader %d is not one of the coordinators started", f.Raft.Leader)
 	}
-	r.logger.Info("killing the raft leader", "kill", k+1, "coordinator", leader.name)
+	r.logger.Info("killing the raft leader", "kill", k+1, "coordinator", leader.Name)
 	kill := time.Now()
-	if err := leader.kill(); err != nil {
+	if err := leader.Kill(); err != nil {
 		return err
 	}
 	// Restart at once, as a supervisor would: while a coordinator of
 	// an edge's placement is down, the others refuse its segments.
-	if err := leader.start(ctx); err != nil {
+	if err := leader.Start(ctx); err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
 	r.m.restarts = append(r.m.restarts, time.Since(kill))
 	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
 		r.m.gaps = append(r.m.gaps, time.Since(kill))
-		return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.name, edge.name, err)
+		return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.Name, edge.Name, err)
 	}
 	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -230,7 +230,7 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 		f, err := r.c.fleetOf(cctx, leader)
 		return err == nil && f.Raft.Leader != 0
 	}); err != nil {
-		return fmt.Errorf("restarted %s sees no leader: %w", leader.name, err)
+		return fmt.Errorf("restarted %s sees no leader: %w", leader.Name, err)
 	}
 	select {
 	case <-ctx.Done():
@@ -238,7 +238,7 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 	case <-time.After(settle):
 	}
 	gap := worstPause(adv.snapshot(), kill, time.Now())
-	r.logger.Info("failover", "kill", k+1, "coordinator", leader.name, "gap_s", gap.Seconds())
+	r.logger.Info("failover", "kill", k+1, "coordinator", leader.Name, "gap_s", gap.Seconds())
 	r.m.gaps = append(r.m.gaps, gap)
 	return nil
 }

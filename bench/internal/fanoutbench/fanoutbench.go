@@ -42,24 +42,23 @@
 package fanoutbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 )
 
 // Options configures one run.
 type Options struct {
-	// Binary is the tributary executable.
-	Binary string
+	// Procs says which binary is started and how; Output where the
+	// figures go.
+	runopt.Procs
+	runopt.Output
 	// Coordinators is the number of coordinator processes (raft members).
 	Coordinators int
 	// Edges is the number of edge nodes.
@@ -90,30 +89,10 @@ type Options struct {
 	RegistrationBatch  int
 	// Seed selects the generated values.
 	Seed uint64
-	// WorkDir is where the temporary work directory is made; "" means the
-	// system temp directory.
-	WorkDir string
-	// KeepDataDir keeps data directories and logs after the run.
-	KeepDataDir bool
-	// NodeArgs and CoordinatorArgs are extra arguments for every edge and
-	// coordinator start.
-	NodeArgs        []string
-	CoordinatorArgs []string
-	// ReadyTimeout bounds each process start; StopTimeout each SIGTERM.
-	ReadyTimeout time.Duration
-	StopTimeout  time.Duration
 	// ReplicationTimeout bounds each wait for the cloud to catch up.
 	ReplicationTimeout time.Duration
 	// CallTimeout bounds one RPC.
 	CallTimeout time.Duration
-	// Commit names the code measured.
-	Commit string
-	// Env is added to the environment of every process.
-	Env []string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress; nil discards.
-	Logger *slog.Logger
 	// Now is the wall clock, which places the data; default time.Now.
 	Now func() time.Time
 }
@@ -123,6 +102,8 @@ type Options struct {
 // clients after 50 for warm-up, 3 leader kills, 100,000 new series.
 func DefaultOptions() Options {
 	return Options{
+		Procs:              runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 30 * time.Second},
+		Output:             runopt.DefaultOutput(),
 		Coordinators:       3,
 		Edges:              10,
 		SeriesPerEdge:      8,
@@ -136,21 +117,14 @@ func DefaultOptions() Options {
 		RegistrationSeries: 100_000,
 		RegistrationBatch:  10_000,
 		Seed:               1,
-		ReadyTimeout:       60 * time.Second,
-		StopTimeout:        30 * time.Second,
 		ReplicationTimeout: 2 * time.Minute,
 		CallTimeout:        30 * time.Second,
-		Commit:             "unknown",
-		Out:                os.Stdout,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Coordinators < 1 {
 		errs = append(errs, fmt.Errorf("coordinators must be positive, got %d", o.Coordinators))
 	}
@@ -182,11 +156,8 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("registration series must not be negative and the batch positive, got %d and %d",
 			o.RegistrationSeries, o.RegistrationBatch))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.ReplicationTimeout <= 0 || o.CallTimeout <= 0 {
+	if o.ReplicationTimeout <= 0 || o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("out is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -205,7 +176,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("fanout options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	o.Logger = logger
 	if o.Now == nil {
 		o.Now = time.Now

@@ -284,12 +284,12 @@ func TestNewCluster_CommandLines(t *testing.T) {
 	if len(c.coords) != 3 || len(c.edges) != 10 {
 		t.Fatalf("%d coordinators and %d edges, want 3 and 10", len(c.coords), len(c.edges))
 	}
-	args := strings.Join(c.coords[1].opts.Args(), " ")
+	args := strings.Join(c.coords[1].Opts.Args(), " ")
 	if !strings.HasPrefix(args, "coordinator ") || !strings.Contains(args, "--id c2 --raft-id 2") ||
 		strings.Count(args, "@127.0.0.1:") != 3 || !strings.Contains(args, "--insecure-cluster") {
 		t.Errorf("coordinator command line: %s", args)
 	}
-	args = strings.Join(c.edges[3].opts.Args(), " ")
+	args = strings.Join(c.edges[3].Opts.Args(), " ")
 	if !strings.HasPrefix(args, "node ") || !strings.Contains(args, "--node-id edge-03") ||
 		!strings.Contains(args, "--replicate-to "+c.coords[0].intake+","+c.coords[1].intake+","+c.coords[2].intake) ||
 		!strings.Contains(args, "--advertise-query-addr "+c.edges[3].grpcAddr) || !strings.Contains(args, "--wal-segment-age 1s") {

@@ -157,7 +157,7 @@ func (r *runner) load(ctx context.Context) error {
 					err = nodeclient.CheckWrite(resp, req.Points())
 				}
 				if err != nil {
-					errs[e] = fmt.Errorf("write history to %s: %w", r.c.edges[e].name, err)
+					errs[e] = fmt.Errorf("write history to %s: %w", r.c.edges[e].Name, err)
 					return
 				}
 				acked.Add(int64(req.Points()))
@@ -245,7 +245,7 @@ func (r *runner) checkAnswers(ctx context.Context) error {
 			}
 			if err != nil {
 				r.m.wrong++
-				errs = append(errs, fmt.Errorf("through %s: %w", r.c.coords[ci].name, err))
+				errs = append(errs, fmt.Errorf("through %s: %w", r.c.coords[ci].Name, err))
 			}
 		}
 	}
@@ -371,7 +371,7 @@ func (r *runner) registrations(ctx context.Context) error {
 		req.Batches = append(req.Batches, &tributaryv1.SeriesBatch{
 			Series: &tributaryv1.Series{Labels: []*tributaryv1.Label{
 				{Name: "__name__", Value: "fanout_registration"},
-				{Name: "edge", Value: r.c.edges[e].name},
+				{Name: "edge", Value: r.c.edges[e].Name},
 				{Name: "id", Value: strconv.Itoa(i)},
 			}},
 			TimestampsMs: []int64{ts},
@@ -397,7 +397,7 @@ func (r *runner) registrations(ctx context.Context) error {
 					err = nodeclient.CheckWrite(resp, len(req.Batches))
 				}
 				if err != nil {
-					errs[e] = fmt.Errorf("write new series to %s: %w", r.c.edges[e].name, err)
+					errs[e] = fmt.Errorf("write new series to %s: %w", r.c.edges[e].Name, err)
 					return
 				}
 			}
@@ -424,13 +424,13 @@ func (r *runner) registrations(ctx context.Context) error {
 // answer must say that the edge is missing.
 func (r *runner) stoppedEdge(ctx context.Context) error {
 	p := r.c.edges[len(r.c.edges)-1]
-	r.m.stoppedEdge = p.name
-	if err := p.kill(); err != nil {
+	r.m.stoppedEdge = p.Name
+	if err := p.Kill(); err != nil {
 		return err
 	}
 	var via *proc
 	for _, c := range r.c.coords {
-		if c.current() != nil {
+		if c.Current() != nil {
 			via = c
 			break
 		}
@@ -452,10 +452,10 @@ func (r *runner) stoppedEdge(ctx context.Context) error {
 	got, err := nodeclient.Query(cctx, tributaryv1.NewQueryServiceClient(conns[0]), q.request())
 	cancel()
 	if err != nil {
-		return fmt.Errorf("query with %s stopped: %w", p.name, err)
+		return fmt.Errorf("query with %s stopped: %w", p.Name, err)
 	}
 	r.m.stoppedWarnings = got.Warnings
-	r.m.stoppedFlagged = slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, p.name) })
+	r.m.stoppedFlagged = slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, p.Name) })
 	// The replicas hold everything the edge shipped, which is all of the
 	// history: only the tail past the watermark may be missing.
 	if cerr := compare(q, got, want); cerr != nil {

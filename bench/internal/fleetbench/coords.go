@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // coord is one coordinator process.
@@ -35,13 +36,9 @@ func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog
 	opts := make([]nodeproc.Options, n)
 	var peers []string
 	for i := range n {
-		addrs := make([]string, 4)
-		for j := range addrs {
-			a, err := nodeproc.FreeLoopbackAddr()
-			if err != nil {
-				return nil, err
-			}
-			addrs[j] = a
+		addrs, err := loopback.FreePorts(4)
+		if err != nil {
+			return nil, err
 		}
 		c := &coord{name: fmt.Sprintf("c%d", i+1), grpc: addrs[0], http: addrs[1], intake: addrs[2]}
 		peers = append(peers, fmt.Sprintf("%d=%s@%s", i+1, c.name, addrs[3]))

@@ -32,18 +32,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 )
 
 // Options configures a run.
 type Options struct {
-	// Binary is the tributary executable started as the coordinators.
-	Binary string
+	// Procs says how the coordinators are started (the edges are
+	// simulated in this process); Output where the figures go.
+	runopt.Procs
+	runopt.Output
 	// Coordinators is the number of coordinator processes (one raft
 	// cluster); every edge lists all of them.
 	Coordinators int
@@ -62,27 +64,15 @@ type Options struct {
 	// PollInterval is how often the Shippers' cursors are read (the lag's
 	// resolution).
 	PollInterval time.Duration
-	// CoordinatorArgs are extra arguments for every coordinator.
-	CoordinatorArgs []string
-	// WorkDir is the parent of the run's temporary directory ("" = the
-	// system temp dir); KeepDataDir keeps it after a successful run.
-	WorkDir     string
-	KeepDataDir bool
 	// ResultsDir, when set, receives fleet.json and fleet.png.
 	ResultsDir string
-	// ReadyTimeout, StopTimeout bound process starts and stops.
-	ReadyTimeout, StopTimeout time.Duration
-	// Commit names the code measured, for the JSON.
-	Commit string
-	// Out receives the table and the JSON line; Logger the progress.
-	Out    io.Writer
-	Logger *slog.Logger
 }
 
 // DefaultOptions are the full profile: 10, 100 and 1,000 edges of 8 series
 // at 1 s, sealing every 5 s, 60 s measured each.
 func DefaultOptions() Options {
 	return Options{
+		Procs:         runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 60 * time.Second},
 		Coordinators:  3,
 		Edges:         []int{10, 100, 1000},
 		SeriesPerEdge: 8,
@@ -92,17 +82,12 @@ func DefaultOptions() Options {
 		WarmupTimeout: 2 * time.Minute,
 		SettleTimeout: 30 * time.Second,
 		PollInterval:  50 * time.Millisecond,
-		ReadyTimeout:  60 * time.Second,
-		StopTimeout:   60 * time.Second,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("binary is required"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Coordinators < 1 || o.Coordinators > 9 {
 		errs = append(errs, fmt.Errorf("coordinators must be 1 to 9, got %d", o.Coordinators))
 	}
@@ -131,12 +116,6 @@ func (o Options) Validate() error {
 	}
 	if o.PollInterval <= 0 || o.PollInterval > time.Second {
 		errs = append(errs, fmt.Errorf("poll interval must be in (0, 1s], got %v", o.PollInterval))
-	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 {
-		errs = append(errs, errors.New("ready and stop timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("an output writer is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -311,13 +290,8 @@ func selfCPU() time.Duration {
 
 // loadAvg is the machine's 1-minute load average, NaN where unknown.
 func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
+	if avg, ok := report.LoadAverages(); ok {
+		return avg[0]
 	}
-	var x float64
-	if _, err := fmt.Sscan(strings.Fields(string(b))[0], &x); err != nil {
-		return math.NaN()
-	}
-	return x
+	return math.NaN()
 }

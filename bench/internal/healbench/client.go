@@ -1,19 +1,17 @@
 package healbench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/promtext"
+	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -66,31 +64,9 @@ func queryFront(ctx context.Context, qc pb.QueryServiceClient, edge string, from
 	if err != nil {
 		return nil, nil, err
 	}
-	out := map[string][]point{}
-	names := map[int64]string{}
-	var warnings []string
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, warnings, nil
-		}
-		if err != nil {
-			return out, warnings, err
-		}
-		warnings = append(warnings, msg.Warnings...)
-		name, ok := names[msg.SeriesIndex]
-		if !ok && msg.Series != nil {
-			for _, lb := range msg.Series.Labels {
-				if lb.Name == "s" {
-					name = lb.Value
-				}
-			}
-			names[msg.SeriesIndex] = name
-		}
-		for i, t := range msg.TimestampsMs {
-			out[name] = append(out[name], point{t, msg.Values[i]})
-		}
-	}
+	out := pointsByName{}
+	info, err := qstream.Query(stream, "s", out.add)
+	return out, info.Warnings, err
 }
 
 // queryReplica asks one coordinator's replica store alone
@@ -102,30 +78,19 @@ func queryReplica(ctx context.Context, rc clusterv1.ReplicaServiceClient, edge s
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]point{}
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		for _, s := range msg.Series {
-			if !s.Continued {
-				name = ""
-				for _, lb := range s.Labels {
-					if lb.Name == "s" {
-						name = lb.Value
-					}
-				}
-			}
-			for i, t := range s.TimestampsMs {
-				out[name] = append(out[name], point{t, s.Values[i]})
-			}
-		}
+	out := pointsByName{}
+	_, err = qstream.Replica(stream, "s", "", out.add)
+	return out, err
+}
+
+// pointsByName are the points of an answer by the value of label "s".
+type pointsByName map[string][]point
+
+func (p pointsByName) add(name string, ts []int64, vs []float64) error {
+	for i, t := range ts {
+		p[name] = append(p[name], point{t, vs[i]})
 	}
+	return nil
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
@@ -141,18 +106,13 @@ func gauge(ctx context.Context, addr, name string) (float64, error) {
 		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' {
-			continue
-		}
-		return strconv.ParseFloat(strings.TrimSpace(rest), 64)
-	}
-	if err := sc.Err(); err != nil {
+	m, err := promtext.Parse(resp.Body)
+	if err != nil {
 		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
-	return 0, fmt.Errorf("metrics of %s: no sample of %s", addr, name)
+	v, ok := m[name]
+	if !ok {
+		return 0, fmt.Errorf("metrics of %s: no sample of %s", addr, name)
+	}
+	return v, nil
 }

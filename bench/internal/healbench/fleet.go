@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,45 +15,14 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
-// proc is one process of the fleet, restartable.
+// proc is one process of the fleet, restartable, and its addresses.
 type proc struct {
-	name string
-	opts nodeproc.Options
+	nodeproc.Restartable
 	// Coordinators: cluster listener, intake, client gRPC and HTTP.
 	cluster, intake, grpc, http string
-
-	mu   sync.Mutex
-	node *nodeproc.Node // nil while stopped
-}
-
-func (p *proc) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.node != nil
-}
-
-func (p *proc) start(ctx context.Context) error {
-	n, err := nodeproc.Start(ctx, p.opts)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	p.mu.Lock()
-	p.node = n
-	p.mu.Unlock()
-	return nil
-}
-
-// kill SIGKILLs the process if it runs.
-func (p *proc) kill() {
-	p.mu.Lock()
-	n := p.node
-	p.node = nil
-	p.mu.Unlock()
-	if n != nil {
-		_, _ = n.Kill()
-	}
 }
 
 // fleet is the benchmark's processes: coordinators laid out as the Helm
@@ -68,7 +36,7 @@ type fleet struct {
 
 // newFleet lays out the processes without starting any.
 func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
-	base, ports, err := reserveHosts(o.Coordinators)
+	base, ports, err := loopback.ReserveHosts(o.Coordinators)
 	if err != nil {
 		return nil, err
 	}
@@ -76,37 +44,37 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 	var peers, intakes []string
 	for k := 1; k <= o.Coordinators; k++ {
 		h := base + strconv.Itoa(k)
-		p := &proc{name: fmt.Sprintf("c%d", k), cluster: net.JoinHostPort(h, ports[0]), intake: net.JoinHostPort(h, ports[1]),
+		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("c%d", k)}, cluster: net.JoinHostPort(h, ports[0]), intake: net.JoinHostPort(h, ports[1]),
 			grpc: net.JoinHostPort(h, ports[2]), http: net.JoinHostPort(h, ports[3])}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", k, p.name, p.cluster))
+		peers = append(peers, fmt.Sprintf("%d=%s@%s", k, p.Name, p.cluster))
 		intakes = append(intakes, p.intake)
 		f.coords = append(f.coords, p)
 	}
 	for k, p := range f.coords {
-		p.opts = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: p.grpc,
-			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"), LogLevel: "info",
-			ExtraArgs: append([]string{"--id", p.name, "--raft-id", strconv.Itoa(k + 1), "--insecure-cluster",
+		p.Opts = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: p.grpc,
+			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"), LogLevel: "info",
+			ExtraArgs: append([]string{"--id", p.Name, "--raft-id", strconv.Itoa(k + 1), "--insecure-cluster",
 				"--cluster-listen", p.cluster, "--intake-listen", p.intake, "--http-listen", p.http,
 				"--peers", strings.Join(peers, ","), "--dead-after", o.DeadAfter.String()}, o.CoordinatorArgs...),
 			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 	}
-	addrs, err := freePorts(2 * o.Edges)
+	addrs, err := loopback.FreePorts(2 * o.Edges)
 	if err != nil {
 		return nil, err
 	}
 	for i := range o.Edges {
-		p := &proc{name: fmt.Sprintf("edge-%02d", i+1), grpc: addrs[2*i], http: addrs[2*i+1]}
+		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("edge-%02d", i+1)}, grpc: addrs[2*i], http: addrs[2*i+1]}
 		rot := append(slices.Clone(intakes[i%len(intakes):]), intakes[:i%len(intakes)]...)
-		p.opts = nodeproc.Options{Binary: o.Binary, NodeID: p.name, ListenAddr: p.grpc, LogLevel: "info",
-			DataDir: filepath.Join(dir, p.name), LogPath: filepath.Join(dir, p.name+".log"),
+		p.Opts = nodeproc.Options{Binary: o.Binary, NodeID: p.Name, ListenAddr: p.grpc, LogLevel: "info",
+			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
 			ExtraArgs: append([]string{"--http-listen", p.http, "--replicate-to", strings.Join(rot, ","),
 				"--replicate-insecure", "--advertise-query-addr", p.grpc, "--wal-segment-age", o.SegmentAge.String()}, o.NodeArgs...),
 			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 		f.edges = append(f.edges, p)
 	}
 	for _, p := range append(slices.Clone(f.coords), f.edges...) {
-		if err := os.MkdirAll(p.opts.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("make data dir of %s: %w", p.name, err)
+		if err := os.MkdirAll(p.Opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("make data dir of %s: %w", p.Name, err)
 		}
 	}
 	return f, nil
@@ -117,7 +85,7 @@ func startAll(ctx context.Context, ps []*proc) error {
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
-		wg.Go(func() { errs[i] = p.start(ctx) })
+		wg.Go(func() { errs[i] = p.Start(ctx) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -126,77 +94,18 @@ func startAll(ctx context.Context, ps []*proc) error {
 // killAll SIGKILLs every process still running.
 func (f *fleet) killAll() {
 	for _, p := range append(slices.Clone(f.edges), f.coords...) {
-		p.kill()
+		p.Kill()
 	}
 }
 
 // coordinator returns the coordinator named id, or nil.
 func (f *fleet) coordinator(id string) *proc {
 	for _, p := range f.coords {
-		if p.name == id {
+		if p.Name == id {
 			return p
 		}
 	}
 	return nil
-}
-
-// freePorts returns n distinct loopback addresses free a moment ago: all
-// listened on at once, so that no two are the same port.
-func freePorts(n int) ([]string, error) {
-	out := make([]string, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
-
-// reserveHosts picks a loopback block 127.A.B.0/24 at random and four
-// ports free on each of its addresses 1..n. NB: another process may take
-// a port before the coordinators listen on it.
-func reserveHosts(n int) (base string, ports [4]string, err error) {
-	var last error
-	for range 20 {
-		base = fmt.Sprintf("127.%d.%d.", 100+rand.IntN(150), 1+rand.IntN(250))
-		var ls []net.Listener
-		ok := true
-		for i := range ports {
-			l, err := net.Listen("tcp", base+"1:0")
-			if err != nil {
-				last, ok = err, false
-				break
-			}
-			ls = append(ls, l)
-			_, ports[i], _ = net.SplitHostPort(l.Addr().String())
-		}
-		for k := 2; ok && k <= n; k++ {
-			for _, port := range ports {
-				l, err := net.Listen("tcp", net.JoinHostPort(base+strconv.Itoa(k), port))
-				if err != nil {
-					last, ok = err, false
-					break
-				}
-				ls = append(ls, l)
-			}
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base, ports, nil
-		}
-	}
-	return "", ports, fmt.Errorf("reserve %d loopback hosts with four common free ports: %w", n, last)
 }
 
 // waitFor polls cond every period until it returns "" (done) or timeout

@@ -56,23 +56,23 @@
 package healbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 )
 
 // Options configures one run.
 type Options struct {
-	// Binary is the tributary executable.
-	Binary string
+	// Procs says which binary is started and how (the processes are
+	// killed, never stopped, so StopTimeout is unused); Output where the
+	// figures go.
+	runopt.Procs
+	runopt.Output
 	// Coordinators and Edges are the processes; RF is min(3, Coordinators),
 	// the fleet's default.
 	Coordinators int
@@ -103,48 +103,28 @@ type Options struct {
 	AckPoll time.Duration
 	// HealTimeout bounds the wait for the history to be restored.
 	HealTimeout time.Duration
-	// ReadyTimeout bounds each process start; LoadTimeout each wait for
-	// the cloud to hold what was written.
-	ReadyTimeout time.Duration
-	LoadTimeout  time.Duration
-	// NodeArgs and CoordinatorArgs are extra arguments for every edge and
-	// coordinator start.
-	NodeArgs        []string
-	CoordinatorArgs []string
-	// WorkDir is where the temporary work directory is made ("": the system
-	// temp directory); KeepDataDir keeps it after the run.
-	WorkDir     string
-	KeepDataDir bool
-	// Commit names the code measured.
-	Commit string
-	// Env is added to the environment of every process.
-	Env []string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress; nil discards.
-	Logger *slog.Logger
+	// LoadTimeout bounds each wait for the cloud to hold what was written.
+	LoadTimeout time.Duration
 }
 
 // DefaultOptions are the issue's: 3 coordinators, 10 edges at 4,000
 // points/s in total, dead-after 30 s.
 func DefaultOptions() Options {
 	return Options{
-		Binary: "bin/tributary", Coordinators: 3, Edges: 10, SeriesPerEdge: 4,
+		Procs:  runopt.Procs{Binary: "bin/tributary", ReadyTimeout: 60 * time.Second, StopTimeout: time.Minute},
+		Output: runopt.DefaultOutput(), Coordinators: 3, Edges: 10, SeriesPerEdge: 4,
 		History: 24 * time.Hour, HistoryStep: 50 * time.Millisecond, HistoryBatch: 10_000,
 		Interval: 100 * time.Millisecond, PointsPerWrite: 10,
 		Warm: 20 * time.Second, Victim: "follower", RestartDelay: 10 * time.Second,
 		DeadAfter: 30 * time.Second, SegmentAge: time.Second, AckPoll: 200 * time.Millisecond,
-		HealTimeout: 15 * time.Minute, ReadyTimeout: 60 * time.Second, LoadTimeout: 10 * time.Minute,
+		HealTimeout: 15 * time.Minute, LoadTimeout: 10 * time.Minute,
 	}
 }
 
 // Validate reports every bad field.
 func (o Options) Validate() error {
-	var errs []error
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if o.Binary == "" {
-		bad("binary is required")
-	}
 	if o.Coordinators < 2 {
 		bad("coordinators %d: at least 2 (one loses its disk)", o.Coordinators)
 	}
@@ -164,11 +144,8 @@ func (o Options) Validate() error {
 		bad("victim %q: follower or leader", o.Victim)
 	}
 	if o.Warm < 0 || o.RestartDelay < 0 || o.DeadAfter < time.Second || o.SegmentAge <= 0 || o.AckPoll <= 0 ||
-		o.HealTimeout <= 0 || o.ReadyTimeout <= 0 || o.LoadTimeout <= 0 {
+		o.HealTimeout <= 0 || o.LoadTimeout <= 0 {
 		bad("durations: warm and restart delay not negative, dead-after at least 1s, the others positive")
-	}
-	if o.Out == nil {
-		bad("out is required")
 	}
 	return errors.Join(errs...)
 }
@@ -188,7 +165,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("heal options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	wd, err := workdir.Make(o.WorkDir, "tribench-heal-", o.KeepDataDir, logger)
 	if err != nil {
 		return Result{}, err
@@ -218,14 +195,4 @@ func Run(ctx context.Context, o Options) (Result, error) {
 }
 
 // loadAvg is /proc/loadavg's three averages ("" where there is none).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	var a, b5, c float64
-	if _, err := fmt.Sscanf(string(b), "%f %f %f", &a, &b5, &c); err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%.2f %.2f %.2f", a, b5, c)
-}
+func loadAvg() string { return report.LoadAveragesText("") }

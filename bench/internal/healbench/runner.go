@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/internal/ackwatch"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -47,16 +48,16 @@ type runner struct {
 	victimStore  string
 	victimActive bool // the catalog registered the victim's new store
 
-	mu       sync.Mutex
-	advances map[string][]time.Time // per edge, when acked_through moved
-	lastAck  map[string]float64
+	acks *ackwatch.Watch // every edge's acked-through gauge
+
+	mu sync.Mutex
 }
 
 func (r *runner) run(ctx context.Context) error {
 	o := r.o
 	r.ledgers = map[string]*ledger{}
 	for _, e := range r.f.edges {
-		r.ledgers[e.name] = newLedger(o.SeriesPerEdge)
+		r.ledgers[e.Name] = newLedger(o.SeriesPerEdge)
 	}
 	r.logger.Info("starting coordinators", "n", len(r.f.coords))
 	if err := startAll(ctx, r.f.coords); err != nil {
@@ -93,7 +94,10 @@ func (r *runner) run(ctx context.Context) error {
 	r.stopLoadAndWait()
 	r.m.loadStopped = time.Now()
 	r.stopWatchers()
-	r.m.ackPause, r.m.ackPauseEdge = r.worstPause()
+	if ps := r.acks.Pauses(time.Time{}, time.Time{}); len(ps) > 0 {
+		r.m.ackPause, r.m.ackPauseEdge = ps[0].Pause, ps[0].Edge
+	}
+	r.m.failedScrapes += r.acks.Errors()
 	var errs []error
 	if err := r.loadError(); err != nil {
 		errs = append(errs, err)
@@ -133,7 +137,7 @@ func (r *runner) loadHistory(ctx context.Context) error {
 			wc := pb.NewWriteServiceClient(conn)
 			for k := 0; k < n && ctx.Err() == nil; k += o.HistoryBatch {
 				cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-				err := write(cctx, wc, e.name, r.ledgers[e.name], firstMs+int64(k)*stepMs, stepMs, min(o.HistoryBatch, n-k))
+				err := write(cctx, wc, e.Name, r.ledgers[e.Name], firstMs+int64(k)*stepMs, stepMs, min(o.HistoryBatch, n-k))
 				cancel()
 				if err != nil {
 					errs[i] = err
@@ -166,12 +170,12 @@ func (r *runner) heldAll(ctx context.Context) string {
 		return err.Error()
 	}
 	for _, e := range r.f.edges {
-		ev := edgeInfo(v, e.name)
+		ev := edgeInfo(v, e.Name)
 		if ev == nil {
-			return e.name + " is not in the catalog"
+			return e.Name + " is not in the catalog"
 		}
-		if want := r.ledgers[e.name].acked(); int64(ev.HeldPoints) < want {
-			return fmt.Sprintf("%s: %d of %d points held", e.name, ev.HeldPoints, want)
+		if want := r.ledgers[e.Name].acked(); int64(ev.HeldPoints) < want {
+			return fmt.Sprintf("%s: %d of %d points held", e.Name, ev.HeldPoints, want)
 		}
 	}
 	return r.healthy(ctx, v, true)
@@ -193,14 +197,14 @@ func (r *runner) startLoad() {
 			}
 			defer conn.Close()
 			wc := pb.NewWriteServiceClient(conn)
-			l := r.ledgers[e.name]
+			l := r.ledgers[e.Name]
 			_, last := l.span()
 			next := max(time.Now().UnixMilli(), last+stepMs)
 			t := time.NewTicker(o.Interval)
 			defer t.Stop()
 			for {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-				err := write(cctx, wc, e.name, l, next, stepMs, o.PointsPerWrite)
+				err := write(cctx, wc, e.Name, l, next, stepMs, o.PointsPerWrite)
 				ccancel()
 				next += int64(o.PointsPerWrite) * stepMs
 				if err != nil && ctx.Err() == nil {
@@ -246,8 +250,14 @@ func (r *runner) stopLoadAndWait() {
 func (r *runner) startWatchers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopWatch = cancel
-	r.advances, r.lastAck = map[string][]time.Time{}, map[string]float64{}
-	r.watchDone.Go(func() { r.watchAcks(ctx) })
+	sources := make([]ackwatch.Source, len(r.f.edges))
+	for i, e := range r.f.edges {
+		sources[i] = ackwatch.Source{ID: e.Name, Read: func(ctx context.Context) (float64, bool, error) {
+			v, err := gauge(ctx, e.http, ackedThroughMetric)
+			return v, err == nil, err
+		}}
+	}
+	r.acks = ackwatch.Start(r.o.AckPoll, sources...)
 	r.watchDone.Go(func() { r.probe(ctx) })
 	r.watchDone.Go(func() { r.watchCopies(ctx) })
 }
@@ -257,65 +267,9 @@ func (r *runner) stopWatchers() {
 		if r.stopWatch != nil {
 			r.stopWatch()
 			r.watchDone.Wait()
+			r.acks.Stop()
 		}
 	})
-}
-
-// watchAcks records when each edge's acked-through gauge moves.
-func (r *runner) watchAcks(ctx context.Context) {
-	t := time.NewTicker(r.o.AckPoll)
-	defer t.Stop()
-	for {
-		var wg sync.WaitGroup
-		for _, e := range r.f.edges {
-			wg.Go(func() {
-				cctx, cancel := context.WithTimeout(ctx, 4*r.o.AckPoll)
-				v, err := gauge(cctx, e.http, ackedThroughMetric)
-				cancel()
-				now := time.Now()
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if err != nil {
-					if ctx.Err() == nil {
-						r.m.failedScrapes++
-					}
-					return
-				}
-				if prev, seen := r.lastAck[e.name]; v > 0 && (!seen || prev != v) {
-					r.advances[e.name] = append(r.advances[e.name], now)
-				}
-				r.lastAck[e.name] = v
-			})
-		}
-		wg.Wait()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// worstPause is the longest time an edge went without an acknowledgement
-// from its first one to the end of the watch.
-func (r *runner) worstPause() (time.Duration, string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var worst time.Duration
-	edge := ""
-	end := time.Now()
-	for id, ts := range r.advances {
-		for i := range ts {
-			next := end
-			if i+1 < len(ts) {
-				next = ts[i+1]
-			}
-			if d := next.Sub(ts[i]); d > worst {
-				worst, edge = d, id
-			}
-		}
-	}
-	return worst, edge
 }
 
 // watchCopies samples the restarted coordinator's copied bytes.
@@ -331,7 +285,7 @@ func (r *runner) watchCopies(ctx context.Context) {
 		r.mu.Lock()
 		v := r.victim
 		r.mu.Unlock()
-		if v == nil || !v.running() {
+		if v == nil || !v.Running() {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -370,7 +324,7 @@ func (r *runner) probe(ctx context.Context) {
 		}
 		var cos []*proc
 		for _, c := range r.f.coords {
-			if c.running() {
+			if c.Running() {
 				cos = append(cos, c)
 			}
 		}
@@ -379,7 +333,7 @@ func (r *runner) probe(ctx context.Context) {
 		}
 		co := cos[i%len(cos)]
 		e := r.f.edges[(i/len(cos))%len(r.f.edges)]
-		l := r.ledgers[e.name]
+		l := r.ledgers[e.Name]
 		first, last := l.span()
 		if last == 0 {
 			continue
@@ -395,7 +349,7 @@ func (r *runner) probe(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.name, from, to)
+		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
 		cancel()
 		conn.Close()
 		if ctx.Err() != nil {
@@ -413,7 +367,7 @@ func (r *runner) probe(ctx context.Context) {
 		case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
 			r.m.wrong++
 			if len(r.m.wrongSamples) < 5 {
-				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.name, e.name, from, to, v, warnings))
+				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
 			}
 		case v.lost > 0:
 			r.m.flagged++
@@ -432,30 +386,30 @@ func (r *runner) fault(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	store, err := r.storeOf(ctx, v.name)
+	store, err := r.storeOf(ctx, v.Name)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	r.victimStore = store
 	r.mu.Unlock()
-	r.logger.Info("killing the victim and deleting its data directory", "coordinator", v.name, "role", o.Victim)
+	r.logger.Info("killing the victim and deleting its data directory", "coordinator", v.Name, "role", o.Victim)
 	r.m.loadAtKill = loadAvg()
 	killed := time.Now()
-	v.kill()
-	if err := os.RemoveAll(v.opts.DataDir); err != nil {
-		return fmt.Errorf("delete %s's data directory: %w", v.name, err)
+	v.Kill()
+	if err := os.RemoveAll(v.Opts.DataDir); err != nil {
+		return fmt.Errorf("delete %s's data directory: %w", v.Name, err)
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(time.Until(killed.Add(o.RestartDelay))):
 	}
-	v.opts.ExtraArgs = append(v.opts.ExtraArgs, "--rejoin")
-	if st, err := os.Stat(v.opts.LogPath); err == nil {
+	v.Opts.ExtraArgs = append(v.Opts.ExtraArgs, "--rejoin")
+	if st, err := os.Stat(v.Opts.LogPath); err == nil {
 		r.m.victimLogFrom = st.Size() // its copies are logged after this
 	}
-	if err := v.start(ctx); err != nil {
+	if err := v.Start(ctx); err != nil {
 		return err
 	}
 	r.m.restarted = time.Since(killed)
@@ -487,7 +441,7 @@ func (r *runner) fault(ctx context.Context) error {
 	r.m.restored = at.Sub(killed)
 	r.m.restoredAt = at
 	r.m.loadAtRestored = loadAvg()
-	if b, err := os.ReadFile(v.opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
+	if b, err := os.ReadFile(v.Opts.LogPath); err == nil && int64(len(b)) >= r.m.victimLogFrom {
 		r.m.copies = parseCopies(string(b[r.m.victimLogFrom:]))
 	}
 	r.logger.Info("every edge's history at RF", "after", r.m.restored.Round(time.Millisecond))
@@ -513,7 +467,7 @@ func (r *runner) pickVictim(ctx context.Context) (*proc, error) {
 			}
 		}
 		for _, p := range r.f.coords {
-			if (r.o.Victim == "leader") == (p.name == leader) {
+			if (r.o.Victim == "leader") == (p.Name == leader) {
 				return p, nil
 			}
 		}
@@ -524,7 +478,7 @@ func (r *runner) pickVictim(ctx context.Context) (*proc, error) {
 // storeOf is the store id the catalog registers for coordinator id.
 func (r *runner) storeOf(ctx context.Context, id string) (string, error) {
 	for _, c := range r.f.coords {
-		if !c.running() {
+		if !c.Running() {
 			continue
 		}
 		conn, err := dial(c.grpc)
@@ -549,7 +503,7 @@ func (r *runner) storeOf(ctx context.Context, id string) (string, error) {
 // runs and, for the victim, the catalog registered its new store.
 func (r *runner) live(ctx context.Context, id string) bool {
 	p := r.f.coordinator(id)
-	if p == nil || !p.running() {
+	if p == nil || !p.Running() {
 		return false
 	}
 	r.mu.Lock()
@@ -572,7 +526,7 @@ func (r *runner) live(ctx context.Context, id string) bool {
 func (r *runner) edges(ctx context.Context) (*pb.EdgesResponse, error) {
 	var errs []error
 	for _, c := range r.f.coords {
-		if !c.running() {
+		if !c.Running() {
 			continue
 		}
 		conn, err := dial(c.grpc)
@@ -587,7 +541,7 @@ func (r *runner) edges(ctx context.Context) (*pb.EdgesResponse, error) {
 		if err == nil {
 			return v, nil
 		}
-		errs = append(errs, fmt.Errorf("edges from %s: %w", c.name, err))
+		errs = append(errs, fmt.Errorf("edges from %s: %w", c.Name, err))
 	}
 	return nil, fmt.Errorf("no coordinator answered: %w", errors.Join(errs...))
 }
@@ -606,9 +560,9 @@ func edgeInfo(v *pb.EdgesResponse, id string) *pb.EdgeInfo {
 // its replicas lacking anything and none leaving.
 func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) string {
 	for _, e := range r.f.edges {
-		ev := edgeInfo(v, e.name)
+		ev := edgeInfo(v, e.Name)
 		if ev == nil {
-			return e.name + " is not in the catalog"
+			return e.Name + " is not in the catalog"
 		}
 		n := 0
 		for _, rep := range ev.Replicas {
@@ -617,17 +571,17 @@ func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) s
 			}
 		}
 		if n < r.o.rf() {
-			return fmt.Sprintf("%s: %d healthy active replicas of %d", e.name, n, r.o.rf())
+			return fmt.Sprintf("%s: %d healthy active replicas of %d", e.Name, n, r.o.rf())
 		}
 		if !whole {
 			continue
 		}
 		if len(ev.Replicas) != n || ev.UnderReplicatedSegments > 0 || ev.UnsourcedSegments > 0 {
-			return fmt.Sprintf("%s: %d replicas (%d healthy), %d segments under-replicated, %d unsourced", e.name, len(ev.Replicas), n, ev.UnderReplicatedSegments, ev.UnsourcedSegments)
+			return fmt.Sprintf("%s: %d replicas (%d healthy), %d segments under-replicated, %d unsourced", e.Name, len(ev.Replicas), n, ev.UnderReplicatedSegments, ev.UnsourcedSegments)
 		}
 		for _, rep := range ev.Replicas {
 			if len(rep.Lacks) > 0 {
-				return fmt.Sprintf("%s: %s lacks %d runs", e.name, rep.Coordinator, len(rep.Lacks))
+				return fmt.Sprintf("%s: %s lacks %d runs", e.Name, rep.Coordinator, len(rep.Lacks))
 			}
 		}
 	}
@@ -653,9 +607,9 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 	}
 	var errs []error
 	for _, e := range r.f.edges {
-		l := r.ledgers[e.name]
+		l := r.ledgers[e.Name]
 		first, last := l.span()
-		for _, rep := range edgeInfo(v, e.name).Replicas {
+		for _, rep := range edgeInfo(v, e.Name).Replicas {
 			c := r.f.coordinator(rep.Coordinator)
 			conn, err := dial(c.cluster)
 			if err != nil {
@@ -663,11 +617,11 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			ans, err := queryReplica(cctx, clusterv1.NewReplicaServiceClient(conn), e.name, first, last)
+			ans, err := queryReplica(cctx, clusterv1.NewReplicaServiceClient(conn), e.Name, first, last)
 			cancel()
 			conn.Close()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("replica %s of %s: %w", c.name, e.name, err))
+				errs = append(errs, fmt.Errorf("replica %s of %s: %w", c.Name, e.Name, err))
 				continue
 			}
 			vd := l.check(ans, first, last)
@@ -678,7 +632,7 @@ func (r *runner) checkReplicas(ctx context.Context) error {
 				r.m.wrongReplicaAnswers++
 			}
 			if !vd.ok() {
-				errs = append(errs, fmt.Errorf("replica %s of %s, asked alone: %v", c.name, e.name, vd))
+				errs = append(errs, fmt.Errorf("replica %s of %s, asked alone: %v", c.Name, e.Name, vd))
 			}
 		}
 	}
@@ -696,20 +650,20 @@ func (r *runner) checkFronts(ctx context.Context) error {
 		}
 		qc := pb.NewQueryServiceClient(conn)
 		for _, e := range r.f.edges {
-			l := r.ledgers[e.name]
+			l := r.ledgers[e.Name]
 			first, last := l.span()
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			ans, warnings, err := queryFront(cctx, qc, e.name, first, last)
+			ans, warnings, err := queryFront(cctx, qc, e.Name, first, last)
 			cancel()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s about %s: %w", c.name, e.name, err))
+				errs = append(errs, fmt.Errorf("%s about %s: %w", c.Name, e.Name, err))
 				continue
 			}
 			vd := l.check(ans, first, last)
 			r.m.frontChecks++
 			if !vd.ok() {
 				r.m.wrongFinal++
-				errs = append(errs, fmt.Errorf("%s about %s: %v (warnings %q)", c.name, e.name, vd, warnings))
+				errs = append(errs, fmt.Errorf("%s about %s: %v (warnings %q)", c.Name, e.Name, vd, warnings))
 			}
 		}
 		conn.Close()

@@ -50,7 +50,9 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/internal/hostile"
+	"github.com/tributarydb/tributary/internal/procstat"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -62,7 +64,11 @@ const (
 
 // Options configure a run.
 type Options struct {
-	Binary string // the tributary executable
+	// Procs says how the coordinator and the node are started (only
+	// Binary, WorkDir, KeepDataDir, which also keeps the certificates, and
+	// the timeouts are used); Output where the figures go.
+	runopt.Procs
+	runopt.Output
 	// Sizes of the attacks (default hostile.DefaultSizes()).
 	Sizes hostile.Sizes
 	// Quiet is the window before the attacks whose peaks are the
@@ -77,17 +83,10 @@ type Options struct {
 	// process. AttackerNice runs it at nice 19.
 	AttackerCmd  []string
 	AttackerNice bool
-	WorkDir      string // parent of the temporary directory (default: the system's)
-	Keep         bool   // keep the data directories, logs and certificates
-	ReadyTimeout time.Duration
-	StopTimeout  time.Duration
-	Out          io.Writer
-	Logger       *slog.Logger
-	Commit       string
 }
 
-// Validate fills in defaults and reports every bad field of o.
-func (o *Options) Validate() error {
+// WithDefaults returns o with every unset field given its default.
+func (o Options) WithDefaults() Options {
 	if o.Sizes == (hostile.Sizes{}) {
 		o.Sizes = hostile.DefaultSizes()
 	}
@@ -103,10 +102,12 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	var bad []error
-	if o.Binary == "" {
-		bad = append(bad, errors.New("binary is required"))
-	}
+	return o
+}
+
+// Validate reports every bad field of o (after defaults).
+func (o Options) Validate() error {
+	bad := append(o.Procs.Problems(), o.Output.Problems()...)
 	s := o.Sizes
 	if s.Writes < 0 || s.WriteBytes < 0 || s.Streams < 0 || s.StreamBytes < 0 || s.Lines < 0 || s.LineFields < 0 || s.HalfOpen < 0 || s.Hold <= 0 {
 		bad = append(bad, fmt.Errorf("attack sizes must not be negative and the hold must be positive: %+v", s))
@@ -174,9 +175,28 @@ type proc struct {
 	grpc, http, cluster, intake string
 }
 
+// targets names the processes for the resident-size watch.
+func targets(ps []*proc) []procstat.Target {
+	ts := make([]procstat.Target, len(ps))
+	for i, p := range ps {
+		ts[i] = procstat.Target{Name: p.name, PID: p.node.PID()}
+	}
+	return ts
+}
+
+// peaks is each process's peak: the larger of the sampled peak and VmHWM.
+func peaks(ps []procstat.RSSPeak) []int64 {
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		out[i] = p.Peak()
+	}
+	return out
+}
+
 // Run starts the fleet, runs the quiet window and the attacks, stops the
 // fleet and writes the report to o.Out.
 func Run(ctx context.Context, o Options) (Result, error) {
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
@@ -192,7 +212,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
-	if !o.Keep {
+	if !o.KeepDataDir {
 		defer os.RemoveAll(dir)
 	} else {
 		log.Info("keeping the run's files", "dir", dir)
@@ -227,13 +247,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("hostile bench: %w", err)
 	}
 	procs := []*proc{co, edge}
-	watch := startRSSWatch(procs)
+	watch := procstat.WatchRSS(100*time.Millisecond, targets(procs)...)
 	res.LoadAvgBefore = loadAvg()
 	log.Info("quiet window", "for", o.Quiet)
 	quietFrom := time.Now()
-	watch.reset()
+	watch.Reset()
 	sleep(ctx, o.Quiet)
-	quiet := watch.reset()
+	quiet := peaks(watch.Reset())
 	quietTo := time.Now()
 
 	hf := f.hostileFleet(co, edge)
@@ -248,7 +268,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		rep, err = plan.Run(ctx)
 	}
 	attackTo := time.Now()
-	peaks := watch.stop()
+	attack := peaks(watch.Stop())
 	sleep(ctx, 2*time.Second)
 	lat, failed, points, elapsed := w.stop()
 	res.LoadAvgAfter = loadAvg()
@@ -273,9 +293,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	growth := math.Inf(-1)
 	for i, p := range procs {
-		g := float64(peaks[i]-quiet[i]) / (1 << 20)
+		g := float64(attack[i]-quiet[i]) / (1 << 20)
 		growth = math.Max(growth, g)
-		res.Processes = append(res.Processes, ProcessResult{Name: p.name, QuietPeakMiB: mib(quiet[i]), AttackPeakMiB: mib(peaks[i]), GrowthMiB: report.Number(g)})
+		res.Processes = append(res.Processes, ProcessResult{Name: p.name, QuietPeakMiB: mib(quiet[i]), AttackPeakMiB: mib(attack[i]), GrowthMiB: report.Number(g)})
 	}
 	res.RSSGrowthMiB = report.Number(growth)
 	res.LegitWriteP99Ms = report.Number(quantileMs(lat, 0.99, attackFrom, attackTo))
@@ -348,18 +368,8 @@ func clip(s string, n int) string {
 	return s
 }
 
-// loadAvg is /proc/loadavg's first three fields.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
+// loadAvg is /proc/loadavg's first three fields, or "unknown".
+func loadAvg() string { return report.LoadAveragesText("unknown") }
 
 func raiseOpenFiles(n uint64) error {
 	var lim syscall.Rlimit

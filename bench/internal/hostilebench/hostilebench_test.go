@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/internal/hostile"
 )
 
@@ -30,12 +31,12 @@ func TestQuantileMs_NearestRankWithinTheWindow(t *testing.T) {
 }
 
 func TestOptions_ValidateNamesBadFields(t *testing.T) {
-	o := Options{Sizes: hostile.Sizes{Writes: -1, Hold: time.Second}}
+	o := Options{Sizes: hostile.Sizes{Writes: -1, Hold: time.Second}}.WithDefaults()
 	err := o.Validate()
-	if err == nil || !strings.Contains(err.Error(), "binary is required") || !strings.Contains(err.Error(), "must not be negative") {
+	if err == nil || !strings.Contains(err.Error(), "--binary is required") || !strings.Contains(err.Error(), "must not be negative") {
 		t.Errorf("Validate() = %v, want the missing binary and the negative size named", err)
 	}
-	o = Options{Binary: "tributary"}
+	o = Options{Procs: runopt.Procs{Binary: "tributary"}}.WithDefaults()
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}

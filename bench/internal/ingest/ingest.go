@@ -13,11 +13,9 @@
 package ingest
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,14 +25,17 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 )
 
 // Options configures one ingest benchmark run.
 type Options struct {
-	// Binary is the tributary executable to benchmark.
-	Binary string
+	// Procs says which binary is started and how; Output where the
+	// figures go.
+	runopt.Procs
+	runopt.Output
 	// Workload is "sensor" or "canbus".
 	Workload string
 	// Series is the number of series (rounded up to whole vehicles of 22
@@ -57,34 +58,16 @@ type Options struct {
 	Interval time.Duration
 	// Seed selects the generated values.
 	Seed uint64
-	// WorkDir is where the temporary data directory is made; "" means the
-	// system temp directory.
-	WorkDir string
-	// KeepDataDir keeps the data directory and node log after the run.
-	KeepDataDir bool
-	// NodeArgs are extra arguments for `tributary node`.
-	NodeArgs []string
-	// ReadyTimeout bounds the node's start-up.
-	ReadyTimeout time.Duration
-	// StopTimeout bounds the node's shutdown after SIGTERM (it flushes its
-	// head to RocksDB first).
-	StopTimeout time.Duration
 	// CallTimeout bounds one Write call.
 	CallTimeout time.Duration
-	// Commit names the code being measured (git describe).
-	Commit string
-	// Env is added to the environment of the node and compact processes.
-	Env []string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress.
-	Logger *slog.Logger
 }
 
 // DefaultOptions are the issue's benchmark settings: 10,000 series,
 // 10,000-point requests of 100 series × 100 points, WAL fsync before ack.
 func DefaultOptions() Options {
 	return Options{
+		Procs:                   runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 5 * time.Minute},
+		Output:                  runopt.DefaultOutput(),
 		Workload:                "sensor",
 		Series:                  10_000,
 		BatchPoints:             10_000,
@@ -94,35 +77,17 @@ func DefaultOptions() Options {
 		WALSync:                 "always",
 		Interval:                time.Second,
 		Seed:                    1,
-		ReadyTimeout:            60 * time.Second,
-		StopTimeout:             5 * time.Minute,
 		CallTimeout:             60 * time.Second,
-		Commit:                  "unknown",
-		Out:                     os.Stdout,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Workload != "sensor" && o.Workload != "canbus" {
 		errs = append(errs, fmt.Errorf("workload %q: want sensor or canbus", o.Workload))
 	}
-	if o.Series <= 0 {
-		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
-	}
-	if o.PointsPerSeriesPerBatch <= 0 {
-		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", o.PointsPerSeriesPerBatch))
-	}
-	if o.BatchPoints < o.PointsPerSeriesPerBatch {
-		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", o.BatchPoints, o.PointsPerSeriesPerBatch))
-	}
-	if o.Clients <= 0 {
-		errs = append(errs, fmt.Errorf("clients must be positive, got %d", o.Clients))
-	}
+	errs = append(errs, load.ShapeProblems(o.Series, o.BatchPoints, o.PointsPerSeriesPerBatch, o.Clients)...)
 	if o.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("duration must be positive, got %v", o.Duration))
 	}
@@ -132,11 +97,8 @@ func (o Options) Validate() error {
 	if o.WALSync == "" {
 		errs = append(errs, errors.New("wal-sync is required"))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
-		errs = append(errs, errors.New("timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("out is required"))
+	if o.CallTimeout <= 0 {
+		errs = append(errs, errors.New("call timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -171,7 +133,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("ingest options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	binary, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
 		return Result{}, err

@@ -30,6 +30,26 @@ import (
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
+// ShapeProblems lists what is wrong with the shape of a write load:
+// series, points per request, consecutive points of a series in a
+// request and concurrent writers (one connection each).
+func ShapeProblems(series, batchPoints, pointsPerSeriesPerBatch, clients int) []error {
+	var errs []error
+	if series <= 0 {
+		errs = append(errs, fmt.Errorf("series must be positive, got %d", series))
+	}
+	if pointsPerSeriesPerBatch <= 0 {
+		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", pointsPerSeriesPerBatch))
+	}
+	if batchPoints < pointsPerSeriesPerBatch {
+		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", batchPoints, pointsPerSeriesPerBatch))
+	}
+	if clients <= 0 {
+		errs = append(errs, fmt.Errorf("clients must be positive, got %d", clients))
+	}
+	return errs
+}
+
 // Config describes one load run.
 type Config struct {
 	// Clients[c] sends Requests[c], in order, round after round.

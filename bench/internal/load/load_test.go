@@ -331,3 +331,19 @@ func benchWrites(b *testing.B, client tributaryv1.WriteServiceClient) (cpu time.
 	cpu1, _ := nodeproc.SelfCPU()
 	return cpu1 - cpu0, float64(b.N) * benchPointsPerRequest
 }
+
+func TestShapeProblems(t *testing.T) {
+	for name, c := range map[string]struct {
+		series, batch, perSeries, clients int
+		want                              int
+	}{
+		"good":               {100, 1000, 10, 4, 0},
+		"no series":          {0, 1000, 10, 4, 1},
+		"batch below series": {100, 5, 10, 4, 1},
+		"everything wrong":   {0, -1, 0, 0, 4},
+	} {
+		if got := ShapeProblems(c.series, c.batch, c.perSeries, c.clients); len(got) != c.want {
+			t.Errorf("%s: %v, want %d problems", name, got, c.want)
+		}
+	}
+}

@@ -31,11 +31,9 @@
 package lpbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -44,14 +42,18 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options configures one run.
 type Options struct {
-	// Binary is the tributary executable to benchmark.
-	Binary string
+	// Procs says which binary is started and how; Output where the
+	// figures go.
+	runopt.Procs
+	runopt.Output
 	// Hosts is the number of TSBS hosts (ten series each).
 	Hosts int
 	// Span is how much time the data covers, ending at the start of the
@@ -75,28 +77,8 @@ type Options struct {
 	DB string
 	// WALSync is the node's --wal-sync policy.
 	WALSync string
-	// WorkDir is where the temporary data directory is made; "" means the
-	// system temp directory.
-	WorkDir string
-	// KeepDataDir keeps the data directory and node logs after the run.
-	KeepDataDir bool
-	// NodeArgs are extra arguments for every `tributary node` start.
-	NodeArgs []string
-	// ReadyTimeout bounds each start of the node.
-	ReadyTimeout time.Duration
-	// StopTimeout bounds the node's shutdown after SIGTERM (it flushes its
-	// head to RocksDB first).
-	StopTimeout time.Duration
 	// CallTimeout bounds one HTTP request.
 	CallTimeout time.Duration
-	// Commit names the code being measured.
-	Commit string
-	// Env is added to the environment of the node and compact processes.
-	Env []string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress.
-	Logger *slog.Logger
 	// Now is the wall clock, which places the data; default time.Now.
 	Now func() time.Time
 }
@@ -106,6 +88,8 @@ type Options struct {
 // queries from 2 clients after 200 for warm-up.
 func DefaultOptions() Options {
 	return Options{
+		Procs:         runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 5 * time.Minute},
+		Output:        runopt.DefaultOutput(),
 		Hosts:         100,
 		Span:          24 * time.Hour,
 		Interval:      10 * time.Second,
@@ -117,11 +101,7 @@ func DefaultOptions() Options {
 		Seed:          1,
 		DB:            "benchmark",
 		WALSync:       "always",
-		ReadyTimeout:  60 * time.Second,
-		StopTimeout:   5 * time.Minute,
 		CallTimeout:   60 * time.Second,
-		Commit:        "unknown",
-		Out:           os.Stdout,
 	}
 }
 
@@ -131,10 +111,7 @@ const maxSpan = 14 * 24 * time.Hour
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Hosts <= 0 {
 		errs = append(errs, fmt.Errorf("hosts must be positive, got %d", o.Hosts))
 	}
@@ -161,11 +138,8 @@ func (o Options) Validate() error {
 	if o.WALSync == "" {
 		errs = append(errs, errors.New("wal-sync is required"))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
+	if o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("out is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -191,7 +165,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("lp options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -381,14 +355,11 @@ const pings = 500
 // startNode starts `tributary node` with its gRPC and HTTP listeners on free
 // loopback ports and returns it and its HTTP address.
 func startNode(ctx context.Context, o Options, binary, dataDir, logPath string, logger *slog.Logger) (*nodeproc.Node, string, error) {
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		return nil, "", err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		return nil, "", err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	// NB: no --node-id: `tributary compact` opens the data directory with
 	// the default id and refuses a WAL written under another one.
 	n, err := nodeproc.Start(ctx, nodeproc.Options{

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options says how to start a node.
@@ -343,12 +345,11 @@ func FindBinary(name string) (string, error) {
 // moment ago. Another process could take it before the node binds it; the
 // node then fails to start and says so.
 func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := loopback.FreePorts(1)
 	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+		return "", err
 	}
-	addr := l.Addr().String()
-	return addr, l.Close()
+	return addrs[0], nil
 }
 
 // lineLog is an io.Writer that copies a process's output to a file, keeps
@@ -413,4 +414,69 @@ func (l *lineLog) tail() string {
 		sb.WriteString("  | (no output)\n")
 	}
 	return sb.String()
+}
+
+// Restartable is a server process that a benchmark starts, kills and
+// stops again and again with the same command line, as a fleet's
+// coordinators and edges are.
+//
+// Concurrency: its methods may be called from any goroutine.
+type Restartable struct {
+	// Name names the process in errors ("c1", "edge-03").
+	Name string
+	// Opts is its command line and how it is started.
+	Opts Options
+
+	mu   sync.Mutex
+	node *Node // nil while stopped
+}
+
+// Current is the running process, or nil while it is stopped.
+func (p *Restartable) Current() *Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.node
+}
+
+// Running says whether the process runs (was started and not since
+// killed or stopped).
+func (p *Restartable) Running() bool { return p.Current() != nil }
+
+// Start starts the process (see Start) and returns once it is ready.
+func (p *Restartable) Start(ctx context.Context) error {
+	n, err := Start(ctx, p.Opts)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.mu.Lock()
+	p.node = n
+	p.mu.Unlock()
+	return nil
+}
+
+// Kill SIGKILLs the process, if it runs, and waits for it to exit.
+func (p *Restartable) Kill() error {
+	return p.end(func(n *Node) (Exit, error) { return n.Kill() }, "kill")
+}
+
+// Stop SIGTERMs the process, if it runs, and waits up to timeout for it
+// to exit (see Node.Stop).
+func (p *Restartable) Stop(timeout time.Duration) error {
+	return p.end(func(n *Node) (Exit, error) { return n.Stop(timeout) }, "stop")
+}
+
+// end ends the running process with how and marks it stopped.
+func (p *Restartable) end(how func(*Node) (Exit, error), what string) error {
+	n := p.Current()
+	if n == nil {
+		return nil
+	}
+	_, err := how(n)
+	p.mu.Lock()
+	p.node = nil
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, p.Name, err)
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -66,9 +67,8 @@ type Options struct {
 	WorkDir string
 	// ReadyTimeout bounds the wait for the node; CallTimeout each RPC.
 	ReadyTimeout, CallTimeout time.Duration
-	Commit                    string
-	Out                       io.Writer
-	Logger                    *slog.Logger
+	// Output says where the figures go.
+	runopt.Output
 }
 
 // DefaultOptions: 1 CPU, 512 MiB, 1,000 sensor series at 1 s written for
@@ -106,9 +106,7 @@ func (o Options) Validate() error {
 	if o.ReadyTimeout <= 0 || o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("an output writer is required"))
-	}
+	errs = append(errs, o.Output.Problems()...)
 	return errors.Join(errs...)
 }
 
@@ -489,13 +487,8 @@ func writeJSONFile(path string, v any) error {
 
 // loadAvg is the machine's 1-minute load average, NaN where unknown.
 func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
+	if avg, ok := report.LoadAverages(); ok {
+		return avg[0]
 	}
-	var x float64
-	if _, err := fmt.Sscan(string(b), &x); err != nil {
-		return math.NaN()
-	}
-	return x
+	return math.NaN()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -41,9 +42,8 @@ type SmokeOptions struct {
 	// ReadyTimeout bounds each node start (emulated: slow);
 	// CallTimeout each RPC.
 	ReadyTimeout, CallTimeout time.Duration
-	Commit                    string
-	Out                       io.Writer
-	Logger                    *slog.Logger
+	// Output says where the figures go.
+	runopt.Output
 }
 
 // DefaultSmokeOptions: 50 series × 600 points (10 minutes at 1 s).

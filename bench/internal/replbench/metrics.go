@@ -1,16 +1,15 @@
 package replbench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/promtext"
 )
 
 // Names of the edge's replication metrics on GET /metrics.
@@ -25,48 +24,6 @@ const (
 	metricGapPoints       = "tributary_replication_gap_points"
 	metricRefusals        = "tributary_replication_refusals_total"
 )
-
-// parseMetrics reads the Prometheus text exposition format into a map from
-// the series (the name, with its label set as written when it has one) to
-// its value. Comment and blank lines are skipped; a sample line that does
-// not parse is an error naming its line.
-func parseMetrics(r io.Reader) (map[string]float64, error) {
-	out := make(map[string]float64)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		// The value follows the series, after the label set's closing brace
-		// when there is one (label values may hold spaces).
-		rest := line
-		name := ""
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return nil, fmt.Errorf("metrics line %d %q: unterminated label set", n, line)
-			}
-			name, rest = line[:j+1], line[j+1:]
-		} else {
-			name, rest, _ = strings.Cut(line, " ")
-		}
-		fields := strings.Fields(rest)
-		if name == "" || len(fields) == 0 || len(fields) > 2 {
-			return nil, fmt.Errorf("metrics line %d %q: want 'name value [timestamp]'", n, line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: value: %w", n, line, err)
-		}
-		out[name] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
-	}
-	return out, nil
-}
 
 // sample is one poll of the edge's replication metrics.
 type sample struct {
@@ -153,7 +110,7 @@ func (r *metricsReader) read(ctx context.Context) (sample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return sample{}, fmt.Errorf("get %s: %s", r.url, resp.Status)
 	}
-	m, err := parseMetrics(bytes.NewReader(body))
+	m, err := promtext.Parse(bytes.NewReader(body))
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", r.url, err)
 	}

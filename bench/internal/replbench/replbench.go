@@ -28,11 +28,9 @@
 package replbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -43,13 +41,17 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // Options configures a run.
 type Options struct {
-	// Binary is the tributary executable.
-	Binary string
+	// Procs says which binary is started and how (NodeArgs go to both
+	// edges, replication on and off); Output where the figures go.
+	runopt.Procs
+	runopt.Output
 	// Coordinators is the number of coordinator processes (1 or more); the
 	// edge ships to all of them.
 	Coordinators int
@@ -84,26 +86,15 @@ type Options struct {
 	BudgetBytes int64
 	// PollInterval is how often the edge's metrics are read.
 	PollInterval time.Duration
-	// NodeArgs are extra arguments for both edges (replication on and off).
-	NodeArgs []string
-	// WorkDir is the parent of the run's temporary directory ("" = the
-	// system temp dir); KeepDataDir keeps it after a successful run.
-	WorkDir     string
-	KeepDataDir bool
-	// ReadyTimeout, StopTimeout, CallTimeout bound process starts, stops
-	// and each RPC.
-	ReadyTimeout, StopTimeout, CallTimeout time.Duration
-	// Commit names the code measured, for the JSON line.
-	Commit string
-	// Out receives the table and the JSON line; Logger the progress.
-	Out    io.Writer
-	Logger *slog.Logger
+	// CallTimeout bounds each RPC.
+	CallTimeout time.Duration
 }
 
 // DefaultOptions are the settings: 200,000 points/s for 60 s, a
 // 10-minute outage, one coordinator, 1,000 TSBS hosts (10,000 series).
 func DefaultOptions() Options {
 	return Options{
+		Procs:           runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 60 * time.Second},
 		Coordinators:    1,
 		PointsPerS:      200_000,
 		Duration:        60 * time.Second,
@@ -116,18 +107,13 @@ func DefaultOptions() Options {
 		Seed:            1,
 		WALSync:         "always",
 		PollInterval:    100 * time.Millisecond,
-		ReadyTimeout:    60 * time.Second,
-		StopTimeout:     60 * time.Second,
 		CallTimeout:     30 * time.Second,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("binary is required"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Coordinators < 1 || o.Coordinators > 9 {
 		errs = append(errs, fmt.Errorf("coordinators must be 1 to 9, got %d", o.Coordinators))
 	}
@@ -152,8 +138,8 @@ func (o Options) Validate() error {
 	if o.PollInterval <= 0 || o.PollInterval > 5*time.Second {
 		errs = append(errs, fmt.Errorf("poll interval must be in (0, 5s], got %v", o.PollInterval))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
-		errs = append(errs, errors.New("ready, stop and call timeouts must be positive"))
+	if o.CallTimeout <= 0 {
+		errs = append(errs, errors.New("call timeout must be positive"))
 	}
 	if len(errs) == 0 {
 		// The edge keeps raw samples 15 days by default: the data, which
@@ -161,9 +147,6 @@ func (o Options) Validate() error {
 		if span := time.Duration(o.rowSpan()) * tsbsIntervalMs * time.Millisecond; span > maxDataSpan {
 			errs = append(errs, fmt.Errorf("at %v points/s over %d series the run's data would span %v of 10 s rows, over %v: raise --hosts or shorten the run", o.PointsPerS, o.Hosts*10, span.Round(time.Hour), maxDataSpan))
 		}
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("an output writer is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -207,7 +190,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("replication benchmark options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	o.Logger = logger
 	bin, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
@@ -285,14 +268,11 @@ func (r *run) run(ctx context.Context) (Result, error) {
 // edgeSpec returns the options of an edge with its own data directory;
 // replicateTo empty means replication off.
 func (r *run) edgeSpec(name, replicateTo string) (nodeproc.Options, string, error) {
-	grpcAddr, err := nodeproc.FreeLoopbackAddr()
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		return nodeproc.Options{}, "", err
 	}
-	httpAddr, err := nodeproc.FreeLoopbackAddr()
-	if err != nil {
-		return nodeproc.Options{}, "", err
-	}
+	grpcAddr, httpAddr := addrs[0], addrs[1]
 	dataDir := filepath.Join(r.dir, name)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nodeproc.Options{}, "", fmt.Errorf("make %s data dir: %w", name, err)
@@ -494,13 +474,9 @@ func (r *run) coordSpecs() ([]coordSpec, string, error) {
 	specs := make([]coordSpec, r.o.Coordinators)
 	var peers, intakes []string
 	for i := range specs {
-		addrs := make([]string, 4)
-		for k := range addrs {
-			a, err := nodeproc.FreeLoopbackAddr()
-			if err != nil {
-				return nil, "", err
-			}
-			addrs[k] = a
+		addrs, err := loopback.FreePorts(4)
+		if err != nil {
+			return nil, "", err
 		}
 		id := fmt.Sprintf("c%d", i+1)
 		specs[i] = coordSpec{Binary: r.o.Binary, ID: id, RaftID: i + 1, DataDir: filepath.Join(r.dir, id),

@@ -2,6 +2,7 @@ package replbench
 
 import (
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/internal/promtext"
 
 	"bytes"
 	"encoding/json"
@@ -104,7 +105,7 @@ tributary_replication_refusals_total 0
 `
 
 func TestParseMetrics_ReadsSamplesWithAndWithoutLabels(t *testing.T) {
-	m, err := parseMetrics(strings.NewReader(edgeMetrics))
+	m, err := promtext.Parse(strings.NewReader(edgeMetrics))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestParseMetrics_BadLinesAreErrorsNamingTheLine(t *testing.T) {
 		"extra columns": "foo 1 2 3\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := parseMetrics(strings.NewReader(in))
+			_, err := promtext.Parse(strings.NewReader(in))
 			if err == nil || !strings.Contains(err.Error(), "metrics line") {
 				t.Errorf("err = %v, want a metrics line error", err)
 			}
@@ -144,7 +145,7 @@ func TestParseMetrics_BadLinesAreErrorsNamingTheLine(t *testing.T) {
 }
 
 func TestSampleFrom_EdgeWithoutReplicationIsAnError(t *testing.T) {
-	m, err := parseMetrics(strings.NewReader("tributary_points_accepted_total 1\n"))
+	m, err := promtext.Parse(strings.NewReader("tributary_points_accepted_total 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

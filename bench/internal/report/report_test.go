@@ -116,3 +116,22 @@ func TestDetectMachine_HasPlatform(t *testing.T) {
 		t.Errorf("String() = %q", m.String())
 	}
 }
+
+func TestParseLoadAvg(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want [3]float64
+		ok   bool
+	}{
+		{"0.52 0.61 0.70 2/345 6789\n", [3]float64{0.52, 0.61, 0.70}, true},
+		{"1.00 2.50 13.25", [3]float64{1, 2.5, 13.25}, true},
+		{"0.52 0.61", [3]float64{}, false},
+		{"0.52 x 0.70 1/2 3", [3]float64{}, false},
+		{"", [3]float64{}, false},
+	} {
+		got, ok := parseLoadAvg(c.text)
+		if got != c.want || ok != c.ok {
+			t.Errorf("parseLoadAvg(%q) = %v, %v; want %v, %v", c.text, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -21,11 +21,9 @@
 package restart
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -38,6 +36,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -60,8 +59,10 @@ const maxLoadLimit = 9 * time.Minute
 
 // Options configures one restart benchmark run.
 type Options struct {
-	// Binary is the tributary executable to benchmark.
-	Binary string
+	// Procs says which binary is started and how; Output where the
+	// figures go.
+	runopt.Procs
+	runopt.Output
 	// WALBytes is the WAL size to write before the crash: the load stops
 	// once the WAL's segment files hold at least this much.
 	WALBytes int64
@@ -82,29 +83,10 @@ type Options struct {
 	Seed uint64
 	// MaxLoad bounds the load; reaching it before WALBytes fails the run.
 	MaxLoad time.Duration
-	// WorkDir is where the temporary data directory is made; "" means the
-	// system temp directory.
-	WorkDir string
-	// KeepDataDir keeps the data directory and node logs after the run.
-	KeepDataDir bool
-	// NodeArgs are extra arguments for every `tributary node` start.
-	NodeArgs []string
-	// ReadyTimeout bounds each start of the node, replay included.
-	ReadyTimeout time.Duration
-	// StopTimeout bounds the final shutdown after SIGTERM.
-	StopTimeout time.Duration
 	// CallTimeout bounds one Write or Status call.
 	CallTimeout time.Duration
 	// QueryTimeout bounds each verification query (one metric name).
 	QueryTimeout time.Duration
-	// Commit names the code being measured (git describe).
-	Commit string
-	// Env is added to the environment of the node processes.
-	Env []string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress.
-	Logger *slog.Logger
 	// Now is the clock that picks the hour of samples. Default time.Now.
 	Now func() time.Time
 }
@@ -113,6 +95,8 @@ type Options struct {
 // series at 1 s, written in 10,000-point requests with fsync before ack.
 func DefaultOptions() Options {
 	return Options{
+		Procs:                   runopt.Procs{ReadyTimeout: 10 * time.Minute, StopTimeout: 5 * time.Minute},
+		Output:                  runopt.DefaultOutput(),
 		WALBytes:                256 << 20,
 		Series:                  10_000,
 		BatchPoints:             10_000,
@@ -121,36 +105,18 @@ func DefaultOptions() Options {
 		Interval:                time.Second,
 		Seed:                    1,
 		MaxLoad:                 8 * time.Minute,
-		ReadyTimeout:            10 * time.Minute,
-		StopTimeout:             5 * time.Minute,
 		CallTimeout:             60 * time.Second,
 		QueryTimeout:            10 * time.Minute,
-		Commit:                  "unknown",
-		Out:                     os.Stdout,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.WALBytes <= 0 {
 		errs = append(errs, fmt.Errorf("wal size must be positive, got %d bytes", o.WALBytes))
 	}
-	if o.Series <= 0 {
-		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
-	}
-	if o.PointsPerSeriesPerBatch <= 0 {
-		errs = append(errs, fmt.Errorf("points per series per batch must be positive, got %d", o.PointsPerSeriesPerBatch))
-	}
-	if o.BatchPoints < o.PointsPerSeriesPerBatch {
-		errs = append(errs, fmt.Errorf("batch points (%d) must be at least points per series per batch (%d)", o.BatchPoints, o.PointsPerSeriesPerBatch))
-	}
-	if o.Clients <= 0 {
-		errs = append(errs, fmt.Errorf("clients must be positive, got %d", o.Clients))
-	}
+	errs = append(errs, load.ShapeProblems(o.Series, o.BatchPoints, o.PointsPerSeriesPerBatch, o.Clients)...)
 	switch {
 	case o.Interval < time.Millisecond || o.Interval%time.Millisecond != 0:
 		errs = append(errs, fmt.Errorf("interval must be a whole number of milliseconds, at least 1ms, got %v", o.Interval))
@@ -163,11 +129,8 @@ func (o Options) Validate() error {
 	if o.MaxLoad <= 0 || o.MaxLoad > maxLoadLimit {
 		errs = append(errs, fmt.Errorf("max load must be positive and at most %v (the node closes head chunks after 10 minutes, flushing them out of the WAL), got %v", maxLoadLimit, o.MaxLoad))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 || o.QueryTimeout <= 0 {
+	if o.CallTimeout <= 0 || o.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("out is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -225,7 +188,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	binary, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
 		return Result{}, err

@@ -80,7 +80,7 @@ func (g GridQuery) query() model.Query {
 // returns its time in ms: the cold figure when called in a fresh process.
 func ColdQuery(ctx context.Context, g GridQuery) (float64, error) {
 	o := Options{Years: g.Years, Series: g.Series}
-	o.defaults()
+	o = o.WithDefaults()
 	n, err := node.Open(o.nodeOptions(g.Dir))
 	if err != nil {
 		return 0, err

@@ -68,7 +68,8 @@ type Result struct {
 	Machine          report.Machine `json:"machine"`
 }
 
-func (o *Options) defaults() {
+// WithDefaults returns o with every unset field given its default.
+func (o Options) WithDefaults() Options {
 	if o.Series == 0 {
 		o.Series = 100
 	}
@@ -87,6 +88,7 @@ func (o *Options) defaults() {
 	if o.GridRepeats == 0 {
 		o.GridRepeats = 3
 	}
+	return o
 }
 
 // end is a fixed "now" so that runs are comparable: data covers the Years
@@ -108,7 +110,7 @@ func (o *Options) nodeOptions(dir string) node.Options {
 
 // Run loads the data, runs the queries and returns the figures.
 func Run(ctx context.Context, o Options) (Result, error) {
-	o.defaults()
+	o = o.WithDefaults()
 	res := Result{Series: o.Series, Years: o.Years, Machine: report.DetectMachine()}
 	dir := o.Dir
 	if dir == "" {

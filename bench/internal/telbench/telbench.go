@@ -20,13 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"slices"
 
 	"github.com/tributarydb/tributary/bench/internal/ingest"
 	"github.com/tributarydb/tributary/bench/internal/otlpsink"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 )
 
 // TargetOverheadPct is the most ingest throughput telemetry may cost.
@@ -55,9 +55,8 @@ type Options struct {
 	// OTLPInterval is the node's --otlp-interval in the traced mode
 	// (default 10s, so a run pushes metrics a few times).
 	OTLPInterval string
-	Out          io.Writer
-	Logger       *slog.Logger
-	Commit       string
+	// Output says where the figures go.
+	runopt.Output
 
 	// run is ingest.Run; tests replace it.
 	run func(context.Context, ingest.Options) (ingest.Result, error)
@@ -132,7 +131,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("telemetry bench: --rounds %d: want at least 1", o.Rounds)
 	}
 	o.OTLPInterval = cmp.Or(o.OTLPInterval, "10s")
-	log := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	log := o.Log()
 	run := o.run
 	if run == nil {
 		run = ingest.Run

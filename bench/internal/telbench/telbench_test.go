@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributarydb/tributary/bench/internal/ingest"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
@@ -54,7 +55,7 @@ func TestRun_RotatesModesAndReportsMedians(t *testing.T) {
 	o.Binary = "tributary"
 	o.NodeArgs = []string{"--keep-me"}
 	var out bytes.Buffer
-	res, err := Run(context.Background(), Options{Ingest: o, Rounds: 3, Out: &out, run: fake, Commit: "test"})
+	res, err := Run(context.Background(), Options{Ingest: o, Rounds: 3, Output: runopt.Output{Out: &out, Commit: "test"}, run: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestRun_FailsWithoutExportedSpans(t *testing.T) {
 	}
 	o := ingest.DefaultOptions()
 	o.Binary = "tributary"
-	if _, err := Run(context.Background(), Options{Ingest: o, Rounds: 1, Out: &bytes.Buffer{}, run: fake}); err == nil {
+	if _, err := Run(context.Background(), Options{Ingest: o, Rounds: 1, Output: runopt.Output{Out: &bytes.Buffer{}}, run: fake}); err == nil {
 		t.Fatal("a traced mode that exported nothing passed")
 	}
 }

@@ -2,14 +2,13 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"sort"
+	"math"
 	"strings"
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/internal/qstream"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -61,6 +60,14 @@ type RawAnswer struct {
 	Warnings []string
 }
 
+// add appends a run of points of series name.
+func (a RawAnswer) add(name string, ts []int64, vs []float64) error {
+	for i, t := range ts {
+		a.Points[name] = append(a.Points[name], Sample{t, vs[i]})
+	}
+	return nil
+}
+
 // Sample is one returned point.
 type Sample struct {
 	TimestampMs int64
@@ -75,53 +82,35 @@ func QueryRaw(ctx context.Context, addr, metric string, startMs, endMs int64) (R
 
 // QueryRawWith is QueryRaw through cl (TLS, token).
 func QueryRawWith(ctx context.Context, cl Client, addr, metric string, startMs, endMs int64) (RawAnswer, error) {
+	ans := RawAnswer{Points: map[string][]Sample{}}
+	info, err := frontQuery(ctx, cl, addr, "query", &pb.QueryRequest{
+		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW,
+	}, ans.add)
+	ans.Warnings = info.Warnings
+	return ans, err
+}
+
+// frontQuery sends req to the QueryService at addr through cl and reads
+// the answer into points (see qstream.Query); what names the query in
+// errors.
+func frontQuery(ctx context.Context, cl Client, addr, what string, req *pb.QueryRequest, points qstream.Points) (qstream.Info, error) {
 	conn, err := grpc.NewClient(addr, cl.DialOptions()...)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("query %s: connect: %w", addr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: connect: %w", what, addr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
-		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
-		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_RAW,
-	})
+	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, req)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("query %s: %w", addr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
-	ans := RawAnswer{Points: map[string][]Sample{}}
-	names := map[int64]string{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return ans, nil
-		}
-		if err != nil {
-			return ans, fmt.Errorf("query %s: receive: %w", addr, err)
-		}
-		ans.Warnings = append(ans.Warnings, msg.Warnings...)
-		name, ok := names[msg.SeriesIndex]
-		if !ok && msg.Series != nil {
-			for _, l := range msg.Series.Labels {
-				if l.Name == SeriesLabel {
-					name = l.Value
-				}
-			}
-			if name == "" {
-				name = fmt.Sprintf("(index %d without a %s label: %v)", msg.SeriesIndex, SeriesLabel, msg.Series.Labels)
-			}
-			names[msg.SeriesIndex] = name
-		}
-		if len(msg.TimestampsMs) != len(msg.Values) {
-			return ans, fmt.Errorf("query %s: series %q: %d timestamps and %d values in one message", addr, name, len(msg.TimestampsMs), len(msg.Values))
-		}
-		if len(msg.TimestampsMs) > 0 && name == "" {
-			return ans, fmt.Errorf("query %s: points for series index %d before its labels", addr, msg.SeriesIndex)
-		}
-		for i, t := range msg.TimestampsMs {
-			ans.Points[name] = append(ans.Points[name], Sample{t, msg.Values[i]})
-		}
+	info, err := qstream.Query(stream, SeriesLabel, points)
+	if err != nil {
+		return info, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
+	return info, nil
 }
 
 // Check queries addr for the raw points of metric in [startMs, endMs] and
@@ -141,55 +130,8 @@ func CheckWith(ctx context.Context, cl Client, addr, metric string, l *Ledger, s
 	return r, nil
 }
 
-// Compare compares an answer with a ledger.
+// Compare compares an answer with a ledger: CompareWindow over the whole
+// time line.
 func Compare(ans RawAnswer, l *Ledger) CheckResult {
-	r := CheckResult{Series: len(ans.Points), Warnings: ans.Warnings}
-	want := l.snapshot()
-	for series, pts := range ans.Points {
-		seen := map[int64]bool{}
-		for _, p := range pts {
-			r.Returned++
-			if seen[p.TimestampMs] {
-				r.Duplicated++
-				r.example("duplicate %s@%d", series, p.TimestampMs)
-				continue
-			}
-			seen[p.TimestampMs] = true
-			v, acked, doubt := l.lookup(series, p.TimestampMs)
-			switch {
-			case !acked && !doubt:
-				r.Phantom++
-				r.example("phantom %s@%d=%v", series, p.TimestampMs, p.Value)
-				continue
-			case v != p.Value:
-				r.WrongValue++
-				r.example("wrong value %s@%d: %v, want %v", series, p.TimestampMs, p.Value, v)
-			case doubt:
-				r.InDoubt++
-			}
-			delete(want[series], p.TimestampMs)
-		}
-	}
-	var lostSeries []string
-	for series, m := range want {
-		if len(m) == 0 {
-			continue
-		}
-		r.Lost += len(m)
-		lostSeries = append(lostSeries, series)
-	}
-	sort.Strings(lostSeries)
-	for _, s := range lostSeries {
-		ts := make([]int64, 0, len(want[s]))
-		for t := range want[s] {
-			ts = append(ts, t)
-		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-		if r.LostTimes == nil {
-			r.LostTimes = map[string][]int64{}
-		}
-		r.LostTimes[s] = ts
-		r.example("lost %d points of %s in [%d, %d]", len(ts), s, ts[0], ts[len(ts)-1])
-	}
-	return r
+	return CompareWindow(ans, l, math.MinInt64, math.MaxInt64)
 }

@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
+	"github.com/tributarydb/tributary/internal/promtext"
 )
 
 // Options describe a fleet of coordinators and one edge.
@@ -42,7 +44,8 @@ type Options struct {
 	Security *PKI
 }
 
-func (o *Options) setDefaults() {
+// WithDefaults returns o with every unset field given its default.
+func (o Options) WithDefaults() Options {
 	if o.Coordinators == 0 {
 		o.Coordinators = 3
 	}
@@ -61,10 +64,24 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	return o
 }
 
 // Validate reports every bad field of o (after defaults).
 func (o Options) Validate() error {
+	bad := o.processProblems()
+	if o.Coordinators < 1 {
+		bad = append(bad, fmt.Sprintf("Coordinators %d is below 1", o.Coordinators))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("cluster options: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// processProblems lists what is wrong with the fields that say how every
+// process of a fleet runs (those HostsOptions shares).
+func (o Options) processProblems() []string {
 	var bad []string
 	if o.Bin == "" {
 		bad = append(bad, "Bin is empty")
@@ -72,16 +89,10 @@ func (o Options) Validate() error {
 	if o.Dir == "" {
 		bad = append(bad, "Dir is empty")
 	}
-	if o.Coordinators < 1 {
-		bad = append(bad, fmt.Sprintf("Coordinators %d is below 1", o.Coordinators))
-	}
 	if o.WALSegmentAge < 0 || o.ReadyTimeout < 0 {
 		bad = append(bad, "WALSegmentAge and ReadyTimeout must not be negative")
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("cluster options: %s", strings.Join(bad, "; "))
-	}
-	return nil
+	return bad
 }
 
 // Coordinator is one coordinator process and its addresses.
@@ -119,12 +130,12 @@ type Cluster struct {
 
 // New lays out the fleet's command lines and ports; nothing is started.
 func New(o Options) (*Cluster, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	n := o.Coordinators
-	addrs, err := FreePorts(4*n + 2)
+	addrs, err := loopback.FreePorts(4*n + 2)
 	if err != nil {
 		return nil, err
 	}
@@ -306,21 +317,27 @@ func (c *Cluster) Fleet(ctx context.Context, co *Coordinator) (Fleet, error) {
 	if err != nil {
 		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
 	}
-	resp, err := c.http.Do(req)
+	return getFleet(c.http, req, co.ID)
+}
+
+// getFleet sends req, a GET /api/v1/fleet to the coordinator named who,
+// and decodes its answer.
+func getFleet(hc *http.Client, req *http.Request, who string) (Fleet, error) {
+	resp, err := hc.Do(req)
 	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: %w", who, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", who, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", co.ID, resp.Status, strings.TrimSpace(string(body)))
+		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", who, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var f Fleet
 	if err := json.Unmarshal(body, &f); err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", co.ID, err)
+		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", who, err)
 	}
 	return f, nil
 }
@@ -426,23 +443,17 @@ func (c *Cluster) EdgeMetrics(ctx context.Context, prefix string) (map[string]fl
 	return parseMetrics(string(body), prefix)
 }
 
-// parseMetrics reads the Prometheus text format's sample lines.
+// parseMetrics reads a /metrics answer and keeps the samples whose series
+// starts with prefix.
 func parseMetrics(text, prefix string) (map[string]float64, error) {
-	out := map[string]float64{}
-	for i, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") || !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		cut := strings.LastIndexByte(line, ' ')
-		if cut < 0 {
-			return nil, fmt.Errorf("metrics line %d %q: no value", i+1, line)
-		}
-		v, err := strconv.ParseFloat(line[cut+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: %w", i+1, line, err)
-		}
-		out[line[:cut]] = v
+	all, err := promtext.Parse(strings.NewReader(text))
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	for k := range all {
+		if !strings.HasPrefix(k, prefix) {
+			delete(all, k)
+		}
+	}
+	return all, nil
 }

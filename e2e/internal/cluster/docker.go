@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -295,23 +294,7 @@ func (f *DockerFleet) Fleet(ctx context.Context, n *DockerNode) (Fleet, error) {
 	if err != nil {
 		return Fleet{}, err
 	}
-	resp, err := f.http.Do(req)
-	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: %w", n.Name, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: read: %w", n.Name, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Fleet{}, fmt.Errorf("fleet of %s: %s: %s", n.Name, resp.Status, strings.TrimSpace(string(body)))
-	}
-	var fl Fleet
-	if err := json.Unmarshal(body, &fl); err != nil {
-		return Fleet{}, fmt.Errorf("fleet of %s: decode: %w", n.Name, err)
-	}
-	return fl, nil
+	return getFleet(f.http, req, n.Name)
 }
 
 // WaitFleet polls the coordinators, except those in skip, every 200 ms

@@ -2,12 +2,7 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -21,115 +16,45 @@ type Buckets struct {
 	Source   string
 }
 
+// add adds a run of per-bucket counts of series name.
+func (b Buckets) add(name string, ts []int64, vs []float64) error {
+	for i, t := range ts {
+		if b.Values[name] == nil {
+			b.Values[name] = map[int64]float64{}
+		}
+		b.Values[name][t] += vs[i]
+	}
+	return nil
+}
+
 // QueryCounts asks the QueryService at addr for the number of points of
 // each series of metric per bucket of stepMs in [startMs, endMs] (a
 // downsample with count, which a step of an hour or a day answers from
 // rollups).
 func QueryCounts(ctx context.Context, addr, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return Buckets{}, fmt.Errorf("count query %s: connect: %w", addr, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := pb.NewQueryServiceClient(conn).Query(ctx, &pb.QueryRequest{
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	info, err := frontQuery(ctx, Client{}, addr, "count query", &pb.QueryRequest{
 		Matchers: []*pb.Matcher{{Type: pb.Matcher_EQUAL, Name: "__name__", Value: metric}},
 		StartMs:  startMs, EndMs: endMs, Mode: pb.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
 		Downsample: pb.Aggregate_AGGREGATE_COUNT,
-	})
-	if err != nil {
-		return Buckets{}, fmt.Errorf("count query %s: %w", addr, err)
-	}
-	out := Buckets{Values: map[string]map[int64]float64{}}
-	names := map[int64]string{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("count query %s: receive: %w", addr, err)
-		}
-		out.Warnings = append(out.Warnings, msg.Warnings...)
-		if msg.Source != "" {
-			out.Source = msg.Source
-		}
-		name, ok := names[msg.SeriesIndex]
-		if !ok && msg.Series != nil {
-			for _, l := range msg.Series.Labels {
-				if l.Name == SeriesLabel {
-					name = l.Value
-				}
-			}
-			names[msg.SeriesIndex] = name
-		}
-		if len(msg.TimestampsMs) != len(msg.Values) {
-			return out, fmt.Errorf("count query %s: %d timestamps and %d values", addr, len(msg.TimestampsMs), len(msg.Values))
-		}
-		for i, t := range msg.TimestampsMs {
-			if out.Values[name] == nil {
-				out.Values[name] = map[int64]float64{}
-			}
-			out.Values[name][t] += msg.Values[i]
-		}
-	}
+	}, out.add)
+	out.Warnings, out.Source = info.Warnings, info.Source
+	return out, err
 }
 
 // ReplicaCounts asks one coordinator's replica store alone
 // (ReplicaService/Query on its cluster listener) for the number of
 // points of each series of metric of edge per bucket of stepMs.
 func ReplicaCounts(ctx context.Context, clusterAddr, edge, metric string, startMs, endMs, stepMs int64) (Buckets, error) {
-	conn, err := grpc.NewClient(clusterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return Buckets{}, fmt.Errorf("replica count query %s: connect: %w", clusterAddr, err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, &clusterv1.QueryRequest{
+	out := Buckets{Values: map[string]map[int64]float64{}}
+	info, err := replicaQuery(ctx, clusterAddr, "replica count query", "", &clusterv1.QueryRequest{
 		Edges:    []string{edge},
 		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
 		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_DOWNSAMPLE, StepMs: stepMs,
 		Downsample: clusterv1.Func_FUNC_COUNT,
-	})
-	if err != nil {
-		return Buckets{}, fmt.Errorf("replica count query %s: %w", clusterAddr, err)
-	}
-	out := Buckets{Values: map[string]map[int64]float64{}}
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("replica count query %s: receive: %w", clusterAddr, err)
-		}
-		if msg.Info != nil {
-			out.Warnings = append(out.Warnings, msg.Info.Warnings...)
-			out.Source = msg.Info.Source
-		}
-		for _, s := range msg.Series {
-			if !s.Continued {
-				name = ""
-				for _, l := range s.Labels {
-					if l.Name == SeriesLabel {
-						name = l.Value
-					}
-				}
-			}
-			if len(s.TimestampsMs) != len(s.Values) {
-				return out, fmt.Errorf("replica count query %s: %d timestamps and %d values", clusterAddr, len(s.TimestampsMs), len(s.Values))
-			}
-			for i, t := range s.TimestampsMs {
-				if out.Values[name] == nil {
-					out.Values[name] = map[int64]float64{}
-				}
-				out.Values[name][t] += s.Values[i]
-			}
-		}
-	}
+	}, out.add)
+	out.Warnings, out.Source = info.Warnings, info.Source
+	return out, err
 }
 
 // Counts is the naive oracle of QueryCounts: the acknowledged points of

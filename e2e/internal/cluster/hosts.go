@@ -3,9 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // HostsOptions describe a fleet laid out as the Helm chart lays out its
@@ -48,7 +48,9 @@ type HostsOptions struct {
 	EdgeTargets func(edge string, intakes []string) ([]string, error)
 }
 
-func (o *HostsOptions) setDefaults() {
+// WithDefaults returns o with every unset field given its default; the
+// fields every process shares take Options' defaults.
+func (o HostsOptions) WithDefaults() HostsOptions {
 	if o.Coordinators == 0 {
 		o.Coordinators = 3
 	}
@@ -58,37 +60,25 @@ func (o *HostsOptions) setDefaults() {
 	if o.Edges == 0 {
 		o.Edges = 1
 	}
-	if o.WALSegmentAge == 0 {
-		o.WALSegmentAge = time.Second
-	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 30 * time.Second
-	}
-	if o.LogLevel == "" {
-		o.LogLevel = "info"
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	f := o.fleet().WithDefaults()
+	o.WALSegmentAge, o.ReadyTimeout, o.LogLevel, o.Logger = f.WALSegmentAge, f.ReadyTimeout, f.LogLevel, f.Logger
+	return o
+}
+
+// fleet is the Options of the Cluster that NewHosts lays out.
+func (o HostsOptions) fleet() Options {
+	return Options{Bin: o.Bin, Dir: o.Dir, Coordinators: o.Coordinators, EdgeID: "edge-01",
+		WALSegmentAge: o.WALSegmentAge, ReadyTimeout: o.ReadyTimeout, LogLevel: o.LogLevel, Logger: o.Logger}
 }
 
 // Validate reports every bad field of o (after defaults).
 func (o HostsOptions) Validate() error {
-	var bad []string
-	if o.Bin == "" {
-		bad = append(bad, "Bin is empty")
-	}
-	if o.Dir == "" {
-		bad = append(bad, "Dir is empty")
-	}
+	bad := o.fleet().processProblems()
 	if o.Coordinators < 1 || o.MaxCoordinators < o.Coordinators || o.MaxCoordinators > 200 {
 		bad = append(bad, fmt.Sprintf("Coordinators %d and MaxCoordinators %d: want 1 <= Coordinators <= MaxCoordinators <= 200", o.Coordinators, o.MaxCoordinators))
 	}
 	if o.Edges < 1 || o.Edges > 99 {
 		bad = append(bad, fmt.Sprintf("Edges %d: want 1 to 99", o.Edges))
-	}
-	if o.WALSegmentAge < 0 || o.ReadyTimeout < 0 {
-		bad = append(bad, "WALSegmentAge and ReadyTimeout must not be negative")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("hosts options: %s", strings.Join(bad, "; "))
@@ -129,18 +119,16 @@ func (l *hostLayout) coordinator(k int, raftID uint64) *Coordinator {
 // Cluster's Edges lists every edge and Edge is the first; Opts carries
 // Bin, Dir, the first edge's id and the timeouts.
 func NewHosts(o HostsOptions) (*Cluster, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	base, ports, err := reserveHosts(o.MaxCoordinators)
+	base, ports, err := loopback.ReserveHosts(o.MaxCoordinators)
 	if err != nil {
 		return nil, err
 	}
 	l := &hostLayout{o: o, base: base, ports: ports, next: o.Coordinators + 1}
-	c := &Cluster{Opts: Options{Bin: o.Bin, Dir: o.Dir, Coordinators: o.Coordinators, EdgeID: "edge-01",
-		WALSegmentAge: o.WALSegmentAge, ReadyTimeout: o.ReadyTimeout, LogLevel: o.LogLevel, Logger: o.Logger},
-		http: newHTTPClient(), hosts: l}
+	c := &Cluster{Opts: o.fleet(), http: newHTTPClient(), hosts: l}
 	var peers, intakes []string
 	for k := 1; k <= o.Coordinators; k++ {
 		co := l.coordinator(k, uint64(k))
@@ -153,7 +141,7 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 		co.Args = append(co.Args, "--peers", l.peers)
 		co.Args = append(co.Args, o.CoordinatorArgs...)
 	}
-	addrs, err := FreePorts(2 * o.Edges)
+	addrs, err := loopback.FreePorts(2 * o.Edges)
 	if err != nil {
 		return nil, err
 	}
@@ -186,44 +174,6 @@ func NewHosts(o HostsOptions) (*Cluster, error) {
 
 // newHTTPClient is the client of the fleet and metrics calls.
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
-
-// reserveHosts picks a loopback block 127.A.B.0/24 at random and four
-// ports free on every address 127.A.B.1..n of it. NB: as with FreePorts,
-// another process may take a port before it is used.
-func reserveHosts(n int) (base string, ports [4]string, err error) {
-	var last error
-	for range 20 {
-		base = fmt.Sprintf("127.%d.%d.", 100+rand.IntN(150), 1+rand.IntN(250))
-		var ls []net.Listener
-		ok := true
-		for i := range ports {
-			l, err := net.Listen("tcp", base+"1:0")
-			if err != nil {
-				last, ok = fmt.Errorf("listen on %s1: %w", base, err), false
-				break
-			}
-			ls = append(ls, l)
-			_, ports[i], _ = net.SplitHostPort(l.Addr().String())
-		}
-		for k := 2; ok && k <= n; k++ {
-			for _, p := range ports {
-				l, err := net.Listen("tcp", net.JoinHostPort(base+strconv.Itoa(k), p))
-				if err != nil {
-					last, ok = err, false
-					break
-				}
-				ls = append(ls, l)
-			}
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base, ports, nil
-		}
-	}
-	return "", ports, fmt.Errorf("reserve %d loopback hosts with four common free ports: %w", n, last)
-}
 
 // AddCoordinator lays out one more coordinator of a NewHosts fleet, on
 // the next reserved address, with the next raft id above every

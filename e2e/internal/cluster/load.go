@@ -105,21 +105,6 @@ func (l *Ledger) lookup(series string, ts int64) (v float64, acked, doubt bool) 
 	return v, false, doubt
 }
 
-// snapshot copies the acknowledged points.
-func (l *Ledger) snapshot() map[string]map[int64]float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]map[int64]float64, len(l.acked))
-	for s, m := range l.acked {
-		c := make(map[int64]float64, len(m))
-		for t, v := range m {
-			c[t] = v
-		}
-		out[s] = c
-	}
-	return out
-}
-
 // WriterOptions configure the load generator.
 type WriterOptions struct {
 	Addr            string        // the edge's gRPC address (required)
@@ -135,7 +120,8 @@ type WriterOptions struct {
 	StepMs int64
 }
 
-func (o *WriterOptions) setDefaults() {
+// WithDefaults returns o with every unset field given its default.
+func (o WriterOptions) WithDefaults() WriterOptions {
 	if o.Metric == "" {
 		o.Metric = "e2e_load"
 	}
@@ -157,6 +143,7 @@ func (o *WriterOptions) setDefaults() {
 	if o.StepMs == 0 {
 		o.StepMs = 1
 	}
+	return o
 }
 
 // Validate reports every bad field of o (after defaults).
@@ -246,7 +233,7 @@ func (w *Writer) Progress() WriterStats {
 
 // NewWriter connects (lazily) to the edge; Start begins writing.
 func NewWriter(o WriterOptions) (*Writer, error) {
-	o.setDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"testing"
-	"time"
 )
 
 func TestCovers_RunsHoldEveryNumber(t *testing.T) {
@@ -74,21 +73,5 @@ func TestCounts_NaiveDailyCounts(t *testing.T) {
 	got["b"] = map[int64]float64{0: 1}
 	if _, n := DiffCounts(got, want, 10); n != 2 {
 		t.Fatalf("DiffCounts found %d differences, want 2", n)
-	}
-}
-
-func TestAckWatch_PausesOverlappingTheWindow(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	w := &AckWatch{edges: []*Edge{{ID: "e1"}, {ID: "e2"}, {ID: "e3"}},
-		advances: map[string][]time.Time{"e1": {at(0), at(1), at(2), at(6.5), at(7)}, "e2": {at(0), at(1)}},
-		stopped:  at(8)}
-	ps := w.Pauses(time.Time{}, time.Time{})
-	if len(ps) != 2 || ps[0].Edge != "e2" || ps[0].Pause != 7*time.Second || ps[1].Edge != "e1" || ps[1].Pause != 4500*time.Millisecond {
-		t.Fatalf("pauses %v: want e2 7s (open until the stop), e1 4.5s", ps)
-	}
-	ps = w.Pauses(at(6.6), at(8))
-	if ps[0].Edge != "e2" || ps[1].Pause != time.Second {
-		t.Fatalf("pauses within [6.6, 8]: %v", ps)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -195,28 +194,6 @@ func (p *Process) CountInLog(s string) int {
 		return 0
 	}
 	return bytes.Count(b, []byte(s))
-}
-
-// FreePorts returns n distinct loopback TCP addresses that were free a
-// moment ago. NB: another process may take one before it is used; the
-// process then fails to start with an address-in-use error in its log.
-func FreePorts(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 // ReportOnFailure registers a cleanup that prints the last lines of each

@@ -9,6 +9,8 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // FaultProxy is an in-process TCP proxy (toxiproxy, used as a library) in
@@ -33,7 +35,7 @@ type FaultProxy struct {
 // NewFaultProxy starts a proxy on a free loopback port that forwards to
 // upstream.
 func NewFaultProxy(name, upstream string) (*FaultProxy, error) {
-	addrs, err := FreePorts(1)
+	addrs, err := loopback.FreePorts(1)
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy %s: %w", name, err)
 	}

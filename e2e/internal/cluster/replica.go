@@ -2,13 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/qstream"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 )
 
@@ -20,60 +19,38 @@ import (
 // that store holds. The fleet must run with --insecure-cluster (the
 // caller presents no certificate).
 func ReplicaQueryRaw(ctx context.Context, clusterAddr, edge, metric string, startMs, endMs int64) (RawAnswer, error) {
+	ans := RawAnswer{Points: map[string][]Sample{}}
+	info, err := replicaQuery(ctx, clusterAddr, "replica query", edge, &clusterv1.QueryRequest{
+		Edges:    []string{edge},
+		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
+		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_RAW,
+	}, ans.add)
+	ans.Warnings = info.Warnings
+	return ans, err
+}
+
+// replicaQuery sends req to the ReplicaService on one coordinator's
+// cluster listener (plaintext: the fleet runs with --insecure-cluster)
+// and reads the answer into points (see qstream.Replica; edge, when set,
+// is the only edge the answer may name); what names the query in errors.
+func replicaQuery(ctx context.Context, clusterAddr, what, edge string, req *clusterv1.QueryRequest, points qstream.Points) (qstream.Info, error) {
 	conn, err := grpc.NewClient(clusterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("replica query %s: connect: %w", clusterAddr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: connect: %w", what, clusterAddr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, &clusterv1.QueryRequest{
-		Edges:    []string{edge},
-		Matchers: []*clusterv1.Matcher{{Type: clusterv1.MatchType_MATCH_TYPE_EQUAL, Name: "__name__", Value: metric}},
-		StartMs:  startMs, EndMs: endMs, Mode: clusterv1.QueryMode_QUERY_MODE_RAW,
-	})
+	stream, err := clusterv1.NewReplicaServiceClient(conn).Query(ctx, req)
 	if err != nil {
-		return RawAnswer{}, fmt.Errorf("replica query %s: %w", clusterAddr, err)
+		return qstream.Info{}, fmt.Errorf("%s %s: %w", what, clusterAddr, err)
 	}
-	ans := RawAnswer{Points: map[string][]Sample{}}
-	name := ""
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return ans, nil
-		}
-		if err != nil {
-			return ans, fmt.Errorf("replica query %s: receive: %w", clusterAddr, err)
-		}
-		if msg.Info != nil {
-			ans.Warnings = append(ans.Warnings, msg.Info.Warnings...)
-		}
-		for _, s := range msg.Series {
-			if s.Edge != edge {
-				return ans, fmt.Errorf("replica query %s: a series of edge %q in an answer about %q", clusterAddr, s.Edge, edge)
-			}
-			if !s.Continued {
-				name = ""
-				for _, l := range s.Labels {
-					if l.Name == SeriesLabel {
-						name = l.Value
-					}
-				}
-				if name == "" {
-					name = fmt.Sprintf("(a series without a %s label: %v)", SeriesLabel, s.Labels)
-				}
-			} else if name == "" {
-				return ans, fmt.Errorf("replica query %s: a continued part before any series", clusterAddr)
-			}
-			if len(s.TimestampsMs) != len(s.Values) {
-				return ans, fmt.Errorf("replica query %s: series %q: %d timestamps and %d values", clusterAddr, name, len(s.TimestampsMs), len(s.Values))
-			}
-			for i, t := range s.TimestampsMs {
-				ans.Points[name] = append(ans.Points[name], Sample{t, s.Values[i]})
-			}
-		}
+	info, err := qstream.Replica(stream, SeriesLabel, edge, points)
+	if err != nil {
+		return info, fmt.Errorf("%s %s: %w", what, clusterAddr, err)
 	}
+	return info, nil
 }
 
 // SeqRun is an inclusive run of segment sequence numbers.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tributarydb/tributary/internal/loopback"
 	"github.com/tributarydb/tributary/internal/testcert"
 )
 
@@ -276,7 +277,7 @@ func (c *Cluster) newRequest(ctx context.Context, addr, path string) (*http.Requ
 // AddEdge lays out one more edge shipping to targets (nil: the
 // coordinators' intakes), with the fleet's options; it is not started.
 func (c *Cluster) AddEdge(id string, targets []string) (*Edge, error) {
-	addrs, err := FreePorts(2)
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,45 @@
+package loopback
+
+import (
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestFreePorts(t *testing.T) {
+	addrs, err := FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] || !strings.HasPrefix(a, "127.0.0.1:") {
+			t.Fatalf("addresses %v: want 5 distinct 127.0.0.1 ones", addrs)
+		}
+		seen[a] = true
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatalf("%s is not free: %v", a, err)
+		}
+		l.Close()
+	}
+}
+
+func TestReserveHosts(t *testing.T) {
+	base, ports, err := ReserveHosts(3)
+	if err != nil {
+		t.Skipf("no loopback block (a host without 127.0.0.0/8 on lo): %v", err)
+	}
+	if !strings.HasPrefix(base, "127.") || strings.Count(base, ".") != 3 {
+		t.Fatalf("base %q", base)
+	}
+	for _, h := range []string{"1", "2", "3"} {
+		for _, p := range ports {
+			l, err := net.Listen("tcp", net.JoinHostPort(base+h, p))
+			if err != nil {
+				t.Fatalf("%s%s:%s is not free: %v", base, h, p, err)
+			}
+			l.Close()
+		}
+	}
+}
