@@ -38,36 +38,36 @@ type restoreSummary struct {
 // every point of its ledger itself, asked alone.
 func (r *runner) restoreEdge(ctx context.Context) error {
 	e := r.f.edges[0]
-	e.kill()
-	if err := os.RemoveAll(e.opts.DataDir); err != nil {
-		return fmt.Errorf("empty the data directory of %s: %w", e.name, err)
+	_ = e.Kill() // a killed process's exit status is not a failure
+	if err := os.RemoveAll(e.Opts.DataDir); err != nil {
+		return fmt.Errorf("empty the data directory of %s: %w", e.Name, err)
 	}
-	if err := os.MkdirAll(e.opts.DataDir, 0o755); err != nil {
-		return fmt.Errorf("make the data directory of %s: %w", e.name, err)
+	if err := os.MkdirAll(e.Opts.DataDir, 0o755); err != nil {
+		return fmt.Errorf("make the data directory of %s: %w", e.Name, err)
 	}
-	args := e.opts.Args()
+	args := e.Opts.Args()
 	args = append([]string{args[0], "restore"}, args[1:]...)
 	cctx, cancel := context.WithTimeout(ctx, r.o.LoadTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, r.o.Binary, args...)
-	cmd.Env = append(os.Environ(), e.opts.Env...)
+	cmd.Env = append(os.Environ(), e.Opts.Env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("restore %s: %w: %s", e.name, err, lastLines(stderr.String(), 5))
+		return fmt.Errorf("restore %s: %w: %s", e.Name, err, lastLines(stderr.String(), 5))
 	}
 	took := time.Since(start)
 	var sum restoreSummary
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
-		return fmt.Errorf("restore %s: read its summary %q: %w", e.name, lines[len(lines)-1], err)
+		return fmt.Errorf("restore %s: read its summary %q: %w", e.Name, lines[len(lines)-1], err)
 	}
 	if sum.GapPoints != 0 {
-		return fmt.Errorf("restore %s: the cloud declared %d points it does not hold", e.name, sum.GapPoints)
+		return fmt.Errorf("restore %s: the cloud declared %d points it does not hold", e.Name, sum.GapPoints)
 	}
-	r.m.restore = &edgeRestore{edge: e.name, bytes: sum.Bytes, rawPoints: sum.RawPoints, took: took}
-	if err := e.start(ctx); err != nil {
+	r.m.restore = &edgeRestore{edge: e.Name, bytes: sum.Bytes, rawPoints: sum.RawPoints, took: took}
+	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	conn, err := dial(e.grpc)
@@ -75,20 +75,20 @@ func (r *runner) restoreEdge(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	l := r.ledgers[e.name]
+	l := r.ledgers[e.Name]
 	first, last := l.span()
 	qctx, qcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer qcancel()
-	ans, _, err := queryFront(qctx, pb.NewQueryServiceClient(conn), e.name, first, last)
+	ans, _, err := queryFront(qctx, pb.NewQueryServiceClient(conn), e.Name, first, last)
 	if err != nil {
-		return fmt.Errorf("%s after its restore: %w", e.name, err)
+		return fmt.Errorf("%s after its restore: %w", e.Name, err)
 	}
 	vd := l.check(ans, first, last)
 	r.m.lost += vd.lost
 	r.m.duplicated += vd.duplicated
 	if !vd.ok() {
 		r.m.wrongFinal++
-		return fmt.Errorf("%s after its restore, asked alone: %v", e.name, vd)
+		return fmt.Errorf("%s after its restore, asked alone: %v", e.Name, vd)
 	}
 	r.m.restore.checked = true
 	return nil
