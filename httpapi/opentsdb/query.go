@@ -297,6 +297,9 @@ func (a *api) tooManyPoints() error {
 // timestamp (bucket start when downsampling); neither interpolates.
 func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *int) ([]outSeries, error) {
 	ms := p.matchers
+	if err := a.checkMetricKnown(ctx, ms, p.metric); err != nil {
+		return nil, err
+	}
 	if p.explicit != nil || p.sq.ExplicitTags {
 		names, err := a.b.LabelNames(ctx, ms)
 		if err != nil {
@@ -315,7 +318,12 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	}
 	nq := model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
 	collate := p.agg.fn
-	if ds := p.ds; ds != nil {
+	if ds := p.ds; ds != nil && ds.agg.dist != nil {
+		// A distribution downsamples here, from raw samples.
+		if !ds.all {
+			nq.Start = aggregate.BucketStart(start, ds.stepMs, 0)
+		}
+	} else if ds != nil {
 		nq.Mode, nq.Downsample = model.ModeDownsample, ds.agg.fn
 		if ds.all {
 			// One bucket: a step larger than end puts every sample in the
@@ -337,7 +345,8 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			}
 		}
 	}
-	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone)
+	distDS := p.ds != nil && p.ds.agg.dist != nil
+	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone) || distDS
 	if !inPackage {
 		return a.executeInBackend(ctx, p, nq, collate, fixAll, budget)
 	}
@@ -355,10 +364,17 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	var out []outSeries
 	// NaN values (a nan or null fill) are skipped; a timestamp with nothing
 	// but NaN stays in the answer as NaN.
-	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, SkipNaN: true})
+	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, Dist: p.agg.dist, SkipNaN: true})
 	trackers := map[string]*tagTracker{}
 	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		ts, vs := s.Ts, s.Vs
+		if distDS {
+			step := p.ds.stepMs
+			if p.ds.all {
+				step = (end/rollup.Day + 1) * rollup.Day
+			}
+			ts, vs = aggregate.DownsampleDist(ts, vs, step, 0, *p.ds.agg.dist)
+		}
 		fixAll(ts)
 		if grid != nil {
 			ts, vs = fill(grid, ts, vs, p.ds.fill)
@@ -366,7 +382,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 		if p.rate != nil {
 			ts, vs = rate(ts, vs, p.rate)
 		}
-		if p.agg.fn == rollup.FuncNone {
+		if p.agg.fn == rollup.FuncNone && p.agg.dist == nil {
 			if *budget -= len(ts); *budget < 0 {
 				return a.tooManyPoints()
 			}
@@ -681,4 +697,23 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// checkMetricKnown answers 400 for a metric no series has ever had (at
+// any time, not only in the query's range), as OpenTSDB does for a metric
+// without a UID: "No such name for 'metrics': '<metric>'".
+func (a *api) checkMetricKnown(ctx context.Context, ms []*labels.Matcher, metric string) error {
+	for _, m := range ms {
+		if m.Name != labels.MetricName || m.Type != labels.MatchEqual {
+			continue
+		}
+		names, err := a.b.LabelNames(ctx, []*labels.Matcher{m})
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			return httpapi.Errorf(http.StatusBadRequest, "No such name for 'metrics': '%s'", metric)
+		}
+	}
+	return nil
 }
