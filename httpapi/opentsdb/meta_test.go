@@ -189,7 +189,7 @@ func queryMetadataEndpoints(t *testing.T, e *env, _ []seedPoint) {
 	if st, b, _ := e.do("DELETE", "/api/version", ""); st != 405 || !strings.Contains(string(b), `"code":405`) {
 		t.Errorf("DELETE /api/version: %d %s", st, b)
 	}
-	if st, _, _ := e.do("GET", "/api/annotation", ""); st != 501 {
-		t.Errorf("/api/annotation: %d", st)
+	if st, _, _ := e.do("POST", "/api/annotation/bulk", "[]"); st != 501 {
+		t.Errorf("/api/annotation/bulk: %d", st)
 	}
 }

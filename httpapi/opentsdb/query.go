@@ -62,6 +62,9 @@ type queryRequest struct {
 	Timezone     string     `json:"timezone"`
 	UseCalendar  bool       `json:"useCalendar"`
 	Delete       bool       `json:"delete"`
+	// GlobalAnnotations adds the global annotations of the range to every
+	// series of the answer.
+	GlobalAnnotations bool `json:"globalAnnotations"`
 }
 
 // flag reads a boolean query parameter the way OpenTSDB does: present
@@ -85,6 +88,9 @@ type outSeries struct {
 	vs      []float64
 	collate rollup.Func // combines points of one second in second resolution
 	query   *subQuery
+	// globals, when not nil, are the global annotations of the range
+	// (globalAnnotations asked for).
+	globals []annotation
 }
 
 // query serves /api/query: it reads the request (readQueryRequest), its
@@ -132,6 +138,16 @@ func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request)
 		}
 		out = append(out, res...)
 	}
+	if req.GlobalAnnotations {
+		globals, err := a.annotationsIn(ctx, "", start, end)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		for i := range out {
+			out[i].globals = append([]annotation{}, globals...)
+		}
+	}
 	writeRaw(w, http.StatusOK, appendAnswer(nil, out, ms, arrays))
 }
 
@@ -161,6 +177,7 @@ func (a *api) readQueryRequest(r *http.Request, q url.Values) (queryRequest, err
 	}
 	req.UseCalendar = flag(q, "use_calendar")
 	req.Delete = flag(q, "delete")
+	req.GlobalAnnotations = globalAnnotationsParam(q)
 	for i, m := range q["m"] {
 		sq, err := parseM(m)
 		if err != nil {
@@ -599,6 +616,14 @@ func appendAnswer(b []byte, out []outSeries, ms, arrays bool) []byte {
 			b = append(b, `,"query":`...)
 			b = append(b, q...)
 		}
+		if s.globals != nil {
+			g, err := json.Marshal(s.globals)
+			if err != nil {
+				panic("BUG: opentsdb: encode annotations: " + err.Error())
+			}
+			b = append(b, `,"globalAnnotations":`...)
+			b = append(b, g...)
+		}
 		b = append(b, `,"dps":`...)
 		ts, vs := s.ts, s.vs
 		if !ms {
@@ -707,11 +732,11 @@ func (a *api) checkMetricKnown(ctx context.Context, ms []*labels.Matcher, metric
 		if m.Name != labels.MetricName || m.Type != labels.MatchEqual {
 			continue
 		}
-		names, err := a.b.LabelNames(ctx, []*labels.Matcher{m})
+		found, err := a.b.Series(ctx, []*labels.Matcher{m}, 1)
 		if err != nil {
 			return err
 		}
-		if len(names) == 0 {
+		if len(found) == 0 {
 			return httpapi.Errorf(http.StatusBadRequest, "No such name for 'metrics': '%s'", metric)
 		}
 	}
