@@ -14,7 +14,7 @@ PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels .
 # (docs/architecture.md, Layering, rule L2).
 NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./rules/... ./sdk/...
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean compat
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 	cd charts/check && $(GO) test -count=1 ./...
 	@echo "32-bit (armv7-sized ints) run of the pure-Go formats:"
 	GOARCH=386 CGO_ENABLED=0 $(GO) test -count=1 $(PURE_GO_PKGS)
+
+compat: deps ## Compatibility tests against real clients (Debian's prometheus, collectd, mosquitto, python3-influxdb; grpcurl; Grafana 11 requests): a table and one JSON line.
+	@GO=$(GO) scripts/compat.sh
 
 test-race: deps ## Run the tests under the race detector.
 	$(GO) test -race -count=1 -timeout 30m ./...

@@ -50,6 +50,8 @@ import (
 	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
+	"github.com/tributarydb/tributary/grpcapi"
+	"github.com/tributarydb/tributary/internal/grpcreflect"
 	"github.com/tributarydb/tributary/internal/netlimit"
 	"github.com/tributarydb/tributary/internal/tunnel"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
@@ -68,6 +70,7 @@ type Coordinator struct {
 	intake     *intake.Server
 	tunnels    *tunnel.Registry
 	intakeGRPC *grpc.Server
+	healths    []*grpcapi.Health // of the cluster and intake listeners
 	front      *query.Frontend
 	healer     *heal.Healer
 	links      *links
@@ -217,7 +220,11 @@ func (r raftReporter) ReportSnapshot(id uint64, ok bool) {
 func (c *Coordinator) openServers(closers *[]func()) (err error) {
 	o := c.opts
 	c.links = newLinks(c)
-	*closers = append(*closers, c.links.close)
+	*closers = append(*closers, c.links.close, func() {
+		for _, h := range c.healths {
+			h.Close()
+		}
+	})
 	replicaSrv, err := replica.NewServer(replica.ServerOptions{Store: c.store, Authorize: c.authorizeMember, Serving: c.storeBound})
 	if err != nil {
 		return err
@@ -229,10 +236,10 @@ func (c *Coordinator) openServers(closers *[]func()) (err error) {
 		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Members: clusterMembers{c}, Logger: o.Logger,
 		MaxStreams: o.ClusterLimits.MaxStreams, MaxConns: o.ClusterLimits.MaxConns, MaxConnsPerIP: o.ClusterLimits.MaxConnsPerIP,
 		Step: func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
-		Register: func(g *grpc.Server) {
+		Register: c.withHealth(o.ClusterListen, func(g *grpc.Server) {
 			replicaSrv.Register(g)
 			clusterv1.RegisterMemberServiceServer(g, memberService{c: c})
-		},
+		}),
 		GRPCServerOptions: []grpc.ServerOption{c.grpcServerOption()}})
 	if err != nil {
 		return fmt.Errorf("cluster server: %w", err)
@@ -268,8 +275,22 @@ func (c *Coordinator) openServers(closers *[]func()) (err error) {
 		gopts = append(gopts, grpc.Creds(transport.WatchHandshakes(credentials.NewTLS(transport.RequireClientCert(o.IntakeTLS)), c.failedIntakeHandshake)))
 	}
 	c.intakeGRPC = grpc.NewServer(append(gopts, c.grpcServerOption())...)
-	c.intake.Register(c.intakeGRPC)
+	c.withHealth(o.IntakeListen, c.intake.Register)(c.intakeGRPC)
 	return nil
+}
+
+// withHealth wraps a listener's register function: its services, then
+// grpc.health.v1 following Readiness, then reflection if the listener at
+// addr serves it (Options.GRPCReflection).
+func (c *Coordinator) withHealth(addr string, register func(*grpc.Server)) func(*grpc.Server) {
+	h := grpcapi.NewHealth(grpcapi.HealthOptions{Overall: []func() error{c.Readiness}})
+	c.healths = append(c.healths, h)
+	return func(g *grpc.Server) {
+		h.Register(register)(g)
+		if c.opts.GRPCReflection.For(addr) {
+			grpcreflect.Register(g)
+		}
+	}
 }
 
 // openFrontEnd makes the query front end and the healer.
@@ -416,6 +437,9 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 func (c *Coordinator) stop(ctx context.Context) error {
 	c.stopping.Store(true)
+	for _, h := range c.healths {
+		h.Close() // NOT_SERVING while the listeners drain
+	}
 	c.metricsReg.Unregister()
 	c.intake.Close()
 	c.tunnels.Close()

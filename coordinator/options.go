@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/tributarydb/tributary/internal/grpcreflect"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -77,6 +78,13 @@ type Options struct {
 	ClusterClientTLS *tls.Config
 	IntakeTLS        *tls.Config
 	Insecure         bool
+
+	// GRPCReflection says whether the cluster and intake listeners serve
+	// gRPC server reflection (default: when bound to loopback). Both
+	// always serve grpc.health.v1 (the coordinator's readiness). Either
+	// is admitted like every other call of its listener (a member's or an
+	// edge's certificate).
+	GRPCReflection grpcreflect.Mode
 
 	// AdmitEdge, when set, is asked about every stream an edge opens on
 	// the intake listener, before anything of it is read, with the

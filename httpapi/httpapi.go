@@ -47,6 +47,10 @@ type Limits struct {
 	// is refused on its own (400, the other lines are stored) and skipped
 	// without being held in memory. Default 256 KiB.
 	MaxLineBytes int
+	// RefuseStringFields refuses a line protocol line with a string field
+	// whole (400). Default false: string fields are skipped and counted,
+	// the line's numeric and boolean fields stored.
+	RefuseStringFields bool
 	// MaxFieldsPerLine caps the fields of one line protocol line; a line
 	// with more is refused on its own (400) before any field is parsed.
 	// Default 1,000.

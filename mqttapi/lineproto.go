@@ -20,12 +20,13 @@ type lineDecoder struct {
 func newLineDecoder(o *Options, db string, prec influx.Precision) *lineDecoder {
 	return &lineDecoder{
 		p: influx.NewParser(influx.Options{
-			Limits:           o.Limits,
-			MaxPoints:        o.MaxPointsPerMessage,
-			MaxSeries:        o.MaxPointsPerMessage,
-			MaxLineBytes:     o.MaxLineBytes,
-			MaxFieldsPerLine: o.MaxFieldsPerLine,
-			MaxErrors:        1,
+			Limits:             o.Limits,
+			MaxPoints:          o.MaxPointsPerMessage,
+			MaxSeries:          o.MaxPointsPerMessage,
+			MaxLineBytes:       o.MaxLineBytes,
+			MaxFieldsPerLine:   o.MaxFieldsPerLine,
+			RefuseStringFields: o.RefuseStringFields,
+			MaxErrors:          1,
 		}),
 		db:   db,
 		prec: prec,

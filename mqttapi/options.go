@@ -146,6 +146,10 @@ type Options struct {
 	// MaxLineBytes and MaxFieldsPerLine bound line protocol as the HTTP
 	// write API does (httpapi.Limits). Defaults httpapi's.
 	MaxLineBytes, MaxFieldsPerLine int
+	// RefuseStringFields refuses a line with a string field whole, as
+	// httpapi.Limits.RefuseStringFields does; default false: its string
+	// fields are skipped, its numeric and boolean fields stored.
+	RefuseStringFields bool
 	// WriteTimeout bounds one write to the backend. Default 30s.
 	WriteTimeout time.Duration
 	// RetryInitial and RetryMax bound the jittered exponential backoff

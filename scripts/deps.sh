@@ -4,6 +4,8 @@
 #
 #   scripts/deps.sh        build and test packages
 #   scripts/deps.sh k8s    also etcd-server, for make k8s-test
+#   scripts/deps.sh compat also the clients of make compat (prometheus,
+#                          collectd, mosquitto with its clients, python3-influxdb)
 set -euo pipefail
 
 pkgs=(librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev libbz2-dev zlib1g-dev mosquitto
@@ -19,7 +21,8 @@ esac
 case "${1:-}" in
   "") ;;
   k8s) pkgs+=(etcd-server) ;;
-  *) echo "usage: scripts/deps.sh [k8s]" >&2; exit 2 ;;
+  compat) pkgs+=(prometheus collectd-core mosquitto-clients python3-influxdb) ;;
+  *) echo "usage: scripts/deps.sh [k8s|compat]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do

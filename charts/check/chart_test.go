@@ -230,13 +230,7 @@ func checkInvariants(t *testing.T, r rendered, replicas, bootstrap int) {
 	case lp.HTTPGet == nil || lp.HTTPGet.Path != "/ping" || ports[lp.HTTPGet.Port.String()] != ports["http"]:
 		t.Errorf("liveness probe %+v: want GET /ping on the http port", lp)
 	}
-	rp := c.ReadinessProbe
-	if rp == nil || rp.Exec == nil || len(rp.Exec.Command) < 2 || rp.Exec.Command[0] != "/tributary" || rp.Exec.Command[1] != "status" {
-		t.Fatalf("readiness probe %+v: want /tributary status", rp)
-	}
-	if p := portOf(t, oneFlag(t, rp.Exec.Command, "addr")); p != ports["grpc"] {
-		t.Errorf("readiness probe asks port %d, gRPC listens on %d", p, ports["grpc"])
-	}
+	checkReadinessProbe(t, c.ReadinessProbe, flagValues(c.Args, "tls-cert") != nil, ports["grpc"])
 	// Anti-affinity keeps two coordinators off one node.
 	aff := sts.Spec.Template.Spec.Affinity
 	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
@@ -594,5 +588,26 @@ func TestLint_BrokenChartFails(t *testing.T) {
 				t.Fatal("lint passed")
 			}
 		})
+	}
+}
+
+// checkReadinessProbe: a plaintext gRPC listener is probed by the
+// kubelet's gRPC probe (grpc.health.v1, overall status); one with TLS,
+// which that probe cannot speak, by the binary's status call.
+func checkReadinessProbe(t *testing.T, rp *corev1.Probe, tls bool, grpcPort int32) {
+	t.Helper()
+	switch {
+	case rp == nil:
+		t.Fatal("no readiness probe")
+	case !tls:
+		if rp.GRPC == nil || rp.GRPC.Port != grpcPort || (rp.GRPC.Service != nil && *rp.GRPC.Service != "") {
+			t.Errorf("plaintext readiness probe %+v: want the gRPC health probe of port %d, overall status", rp, grpcPort)
+		}
+	case rp.Exec == nil || len(rp.Exec.Command) < 2 || rp.Exec.Command[0] != "/tributary" || rp.Exec.Command[1] != "status":
+		t.Errorf("TLS readiness probe %+v: want /tributary status", rp)
+	default:
+		if p := portOf(t, oneFlag(t, rp.Exec.Command, "addr")); p != grpcPort {
+			t.Errorf("readiness probe asks port %d, gRPC listens on %d", p, grpcPort)
+		}
 	}
 }

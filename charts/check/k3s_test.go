@@ -91,10 +91,7 @@ func checkEdge(t *testing.T, ds *appsv1.DaemonSet, coordinators []string) {
 	if lp := c.LivenessProbe; lp == nil || lp.HTTPGet == nil || ports[lp.HTTPGet.Port.String()] != ports["http"] {
 		t.Errorf("liveness probe %+v not on the http port", lp)
 	}
-	rp := c.ReadinessProbe
-	if rp == nil || rp.Exec == nil || rp.Exec.Command[0] != "/tributary" || portOf(t, oneFlag(t, rp.Exec.Command, "addr")) != ports["grpc"] {
-		t.Errorf("readiness probe %+v", rp)
-	}
+	checkReadinessProbe(t, c.ReadinessProbe, flagValues(c.Args, "tls-cert") != nil, ports["grpc"])
 	if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("no memory request/limit: %+v", c.Resources)
 	}

@@ -314,6 +314,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err := sf.check(); err != nil {
 		return err
 	}
+	o.GRPCReflection = sf.reflection
 	tp, err := sf.telemetry("coordinator", o.NodeID)
 	if err != nil {
 		return err

@@ -134,6 +134,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	if err := sf.check(); err != nil {
 		return err
 	}
+	co.GRPCReflection = sf.reflection
 	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits), rulesf.validate()); err != nil {
 		return err
 	}

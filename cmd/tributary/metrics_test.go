@@ -158,7 +158,7 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 	if code, body := get("/api/v1/query_range?" + qs.Encode()); code != 200 {
 		t.Fatalf("PromQL query: %d %s", code, body)
 	}
-	if code, body := get(fmt.Sprintf("/api/query?start=%d&end=%d&m=avg:10s-avg:temp", now-1000, now+60_000)); code != 200 {
+	if code, body := get(fmt.Sprintf("/api/query?start=%d&end=%d&m=avg:10s-avg:temp_v", now-1000, now+60_000)); code != 200 {
 		t.Fatalf("OpenTSDB query: %d %s", code, body)
 	}
 	qc := pb.NewQueryServiceClient(cc)

@@ -97,6 +97,7 @@ func (f *mqttFlags) validate(lim labels.Limits, parse httpapi.Limits) error {
 		Broker: f.broker, ClientID: f.clientID, Username: f.username, SessionExpiry: f.sessionExpiry,
 		ReceiveMaximum: f.receiveMax, MaxPayloadBytes: f.maxPayload, MaxPointsPerMessage: f.maxPoints,
 		Limits: lim, MaxLineBytes: parse.MaxLineBytes, MaxFieldsPerLine: parse.MaxFieldsPerLine,
+		RefuseStringFields: parse.RefuseStringFields,
 	}
 	if f.configFile != "" {
 		file, err := os.Open(f.configFile)

@@ -32,6 +32,7 @@ func openPaths(metricsAuth bool) []string {
 func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
 	fs.IntVar(&l.MaxLineBytes, "max-line-bytes", httpapi.DefaultMaxLineBytes, "longest line of InfluxDB line protocol; a longer line is refused (400, the other lines are stored) without being held in memory")
 	fs.IntVar(&l.MaxFieldsPerLine, "max-fields-per-line", httpapi.DefaultMaxFieldsPerLine, "most fields in one line of InfluxDB line protocol; a line with more is refused (400) before its fields are parsed")
+	fs.BoolVar(&l.RefuseStringFields, "influx-refuse-string-fields", false, "refuse a line of InfluxDB line protocol with a string field whole (400; HTTP and MQTT), as earlier versions did. Default: its string fields are skipped and counted, its numeric and boolean fields stored")
 	fs.IntVar(&l.MaxSeriesPerRequest, "max-series-per-request", httpapi.DefaultMaxSeriesPerRequest, "most distinct series in one HTTP write request (line protocol, OpenTSDB /api/put, remote_write); more refuses the whole request (413)")
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/tributarydb/tributary/backend"
@@ -26,6 +27,7 @@ import (
 	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/auth"
 	"github.com/tributarydb/tributary/internal/grpclimit"
+	"github.com/tributarydb/tributary/internal/grpcreflect"
 	"github.com/tributarydb/tributary/internal/netlimit"
 	"github.com/tributarydb/tributary/internal/telemetry"
 )
@@ -57,6 +59,9 @@ type serveFlags struct {
 	// of the ALERTS series the backend holds (a coordinator).
 	alertsFromSeries bool
 	tel              telemetry.Flags
+	// reflection says which gRPC listeners serve server reflection
+	// (default: those on loopback).
+	reflection grpcreflect.Mode
 	// otel is the process's telemetry once telemetry() set it up; the
 	// gRPC listener is instrumented with it (otelgrpc).
 	otel *telemetry.Provider
@@ -155,6 +160,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate for the gRPC and HTTP listeners (enables TLS); reloaded when it changes and on SIGHUP")
 	fs.StringVar(&f.tls.Key, "tls-key", "", "PEM private key for --tls-cert")
 	fs.StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)")
+	fs.Var(&f.reflection, "grpc-reflection", "serve gRPC server reflection (grpcurl, grpcui) on every gRPC listener: true, false or auto (default auto: on listeners bound to a loopback address only). Reflection needs the listener's usual credentials")
 	fs.BoolVar(&f.insecureListen, "insecure-listen", false, "allow plaintext listeners on non-loopback addresses (data and tokens cross the network in clear text)")
 	fs.Var(&f.metricsAuth, "metrics-auth", "require a token for GET /metrics (default: on when tokens are set; --metrics-auth=false leaves it open)")
 	fs.BoolVar(&f.telnetUnauthenticated, "opentsdb-telnet-unauthenticated", false, "serve --opentsdb-listen although tokens are set: telnet put lines carry no token, so anyone reaching the port can write")
@@ -437,13 +443,19 @@ func newGRPCServer(f *serveFlags, lim connLimits, tlsCfg *tls.Config, toks auth.
 		grpc.Creds(grpclimit.Credentials(inner, grpclimit.Options{Limit: limit, MaxHeaderListBytes: lim.grpcMaxHeaderBytes,
 			OnRefuse: func(string) { st.Inc(eventGRPCRequestTooLarge) }, Logger: log})),
 	}
+	// The health service needs no token, as /readyz needs none: the
+	// kubelet's gRPC probe cannot send one.
 	gopts = append(gopts, auth.GRPCServerOptions(auth.GRPCOptions{Tokens: toks, RequireClientCert: f.tls.ClientCA != "",
-		OnDeny: func(string) { st.Inc(httpapi.ViolationUnauthorized) }})...)
+		NoTokenServices: []string{healthpb.Health_ServiceDesc.ServiceName},
+		OnDeny:          func(string) { st.Inc(httpapi.ViolationUnauthorized) }})...)
 	if f.otel != nil {
 		gopts = append(gopts, telemetry.GRPCServerOption(f.otel.MeterProvider(), f.otel.TracerProvider()))
 	}
 	g := grpc.NewServer(gopts...)
 	register(g)
+	if f.reflection.For(f.grpcListen) {
+		grpcreflect.Register(g)
+	}
 	m := map[string]bool{}
 	for svc, info := range g.GetServiceInfo() {
 		for _, mi := range info.Methods {

@@ -213,6 +213,7 @@ func readLineProtocol(ctx context.Context, r io.Reader, w *tributary.Writer, sum
 		}
 		sum.lines += int64(ch.Lines)
 		sum.invalid += int64(ch.RejectedLines)
+		sum.stringsSkipped += int64(ch.SkippedStringFields)
 		for _, e := range ch.Errors {
 			sum.problem("%v", e)
 		}
@@ -280,6 +281,7 @@ func readCSV(ctx context.Context, r io.Reader, w *tributary.Writer, sum *writeSu
 // are called from the Writer's goroutine too.
 type writeSummary struct {
 	lines, invalid int64 // read by the reading goroutine only
+	stringsSkipped int64 // string fields of line protocol, not stored
 
 	mu       sync.Mutex
 	problems []string
@@ -310,6 +312,9 @@ func (s *writeSummary) print(w io.Writer, st tributary.WriterStats, elapsed time
 		fmt.Fprintln(w, "interrupted while sending the last points")
 	}
 	fmt.Fprintf(w, "lines:    %s read, %s refused\n", commas(s.lines), commas(s.invalid))
+	if s.stringsSkipped > 0 {
+		fmt.Fprintf(w, "fields:   %s string fields skipped (numbers only are stored)\n", commas(s.stringsSkipped))
+	}
 	fmt.Fprintf(w, "points:   %s accepted, %s rejected by the server, %s not delivered\n", commas(st.Accepted), commas(st.Rejected), commas(st.Failed))
 	rate := 0.0
 	if elapsed > 0 {

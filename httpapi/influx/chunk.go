@@ -73,6 +73,9 @@ type Chunk struct {
 	// Lines and RejectedLines count the lines of the chunk that hold a
 	// point, and those refused (as in Result).
 	Lines, RejectedLines int
+	// SkippedStringFields counts the string fields not stored (as in
+	// Result).
+	SkippedStringFields int
 }
 
 // NewChunkReader returns a ChunkReader over r.
@@ -125,5 +128,6 @@ func (c *ChunkReader) Next(ctx context.Context) (*Chunk, error) {
 		res.Errors[i].Line += firstLine - 1
 	}
 	c.ch.Batches, c.ch.Errors, c.ch.Lines, c.ch.RejectedLines = res.Batches, res.Errors, res.Lines, res.RejectedLines
+	c.ch.SkippedStringFields = res.SkippedStringFields
 	return &c.ch, nil
 }

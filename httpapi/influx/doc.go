@@ -36,9 +36,10 @@
 // by u, uint64) or a boolean (t, T, true, True, TRUE, f, F, false, False,
 // FALSE, stored as 1 and 0); all are stored as float64 (integers beyond
 // 2^53 lose precision). NaN and Inf are not line protocol and refuse the
-// line. A string value ("...", with \" and \\ escapes) refuses the whole
-// line: Tributary stores numbers only, and a line is stored entirely or not
-// at all.
+// line. A string value ("...", with \" and \\ escapes) is skipped and
+// counted (Result.SkippedStringFields): Tributary stores numbers only; the
+// line's other fields are stored. Options.RefuseStringFields refuses such a
+// line whole instead. Otherwise a line is stored entirely or not at all.
 //
 // A timestamp is an integer in the request's precision (ParsePrecision).
 // It is converted to milliseconds since the epoch: finer precisions are

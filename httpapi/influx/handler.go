@@ -38,7 +38,15 @@ const (
 	StatPointsAccepted = "influx_points_accepted"
 	StatPointsRejected = "influx_points_rejected"
 	StatLinesRejected  = "influx_lines_rejected"
+	// StatStringFieldsSkipped counts string fields not stored (of lines
+	// whose other fields were).
+	StatStringFieldsSkipped = "influx_string_fields_skipped"
 )
+
+// SkippedStringFieldsHeader, on a write answer, is the number of string
+// fields the request held that were not stored. A Warning header (code
+// 199) says the same in words; InfluxDB clients ignore both.
+const SkippedStringFieldsHeader = "X-Tributary-Skipped-String-Fields"
 
 // Register mounts the InfluxDB write API on mux, served from b:
 //
@@ -58,11 +66,12 @@ func Register(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config) {
 		cfg:  cfg,
 		pool: make(chan *Parser, runtime.GOMAXPROCS(0)),
 		opts: Options{
-			Limits:           lim.Labels,
-			MaxPoints:        lim.MaxPointsPerRequest,
-			MaxSeries:        lim.MaxSeriesPerRequest,
-			MaxLineBytes:     lim.MaxLineBytes,
-			MaxFieldsPerLine: lim.MaxFieldsPerLine,
+			Limits:             lim.Labels,
+			MaxPoints:          lim.MaxPointsPerRequest,
+			MaxSeries:          lim.MaxSeriesPerRequest,
+			MaxLineBytes:       lim.MaxLineBytes,
+			MaxFieldsPerLine:   lim.MaxFieldsPerLine,
+			RefuseStringFields: lim.RefuseStringFields,
 		},
 		now: time.Now,
 	}
@@ -172,6 +181,7 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, db string, prec 
 	st.Add(StatPointsAccepted, wr.Accepted)
 	st.Add(StatPointsRejected, rejected)
 	st.Add(StatLinesRejected, int64(res.RejectedLines))
+	noteSkippedStrings(w, st, res)
 	if rejected == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -343,4 +353,18 @@ func (h *handler) health(w http.ResponseWriter, _ *http.Request) {
 		Version string   `json:"version"`
 		Commit  string   `json:"commit"`
 	}{"tributary", "ready for writes", "pass", []string{}, CompatVersion, ""})
+}
+
+// noteSkippedStrings counts the string fields a write skipped and tells
+// the client in headers: the answer stays 204 (or the partial write's
+// 400), which every InfluxDB client reads as before.
+func noteSkippedStrings(w http.ResponseWriter, st *httpapi.Stats, res *Result) {
+	n := res.SkippedStringFields
+	if n == 0 {
+		return
+	}
+	st.Add(StatStringFieldsSkipped, int64(n))
+	w.Header().Set(SkippedStringFieldsHeader, strconv.Itoa(n))
+	w.Header().Set("Warning", fmt.Sprintf(`199 tributary "%d string fields on %d lines were skipped (Tributary stores numbers; their numeric and boolean fields were stored)"`,
+		n, res.SkippedStringLines))
 }

@@ -179,10 +179,9 @@ func TestConformance_InfluxClientV2(t *testing.T) {
 		if err := w.WriteRecord(ctx, fmt.Sprintf("rec,k=v value=7 %d", base.Add(2*time.Second).UnixNano())); err != nil {
 			t.Fatalf("WriteRecord: %v", err)
 		}
-		// A string field is refused; the client sees the error.
-		err = w.WriteRecord(ctx, fmt.Sprintf("rec,k=v value=8,s=\"x\" %d", base.Add(3*time.Second).UnixNano()))
-		if err == nil || !strings.Contains(err.Error(), "partial write") || !strings.Contains(err.Error(), "string") {
-			t.Fatalf("string field: err = %v, want a partial write error", err)
+		// A string field is skipped; the client sees a success.
+		if err := w.WriteRecord(ctx, fmt.Sprintf("str,k=v s=\"x\" %d", base.Add(3*time.Second).UnixNano())); err != nil {
+			t.Fatalf("string field: err = %v, want it skipped", err)
 		}
 		c.Close()
 	}
@@ -315,6 +314,7 @@ func TestPingAndHealth(t *testing.T) {
 func TestBadInputs(t *testing.T) {
 	s := newTestServer(t, httpapi.Limits{})
 	small := newTestServer(t, httpapi.Limits{MaxBodyBytes: 64 << 10, MaxPointsPerRequest: 100})
+	strict := newTestServer(t, httpapi.Limits{RefuseStringFields: true})
 	now := time.Now()
 	nowNs := now.UnixNano()
 	tag64KiB := strings.Repeat("v", 64<<10) // over the value limit, under the line limit
@@ -353,7 +353,8 @@ func TestBadInputs(t *testing.T) {
 		{name: "invalid_utf8", body: "ok v=1 %d\nbad,t=\xc3\x28 v=1 %d", status: 400, errLine: 2, errMsg: "not valid UTF-8", stored: 1},
 		{name: "nul_in_tag", body: "ok v=1 %d\nbad,t=a\x00b v=1 %d", status: 400, errLine: 2, errMsg: "control character U+0000", stored: 1},
 		{name: "newline_in_tag", body: "ok v=1 %d\nbad,t=a\\\nok w=2 %d", status: 400, errLine: 2, errMsg: "no field set", stored: 2},
-		{name: "string_field", body: "ok v=1 %d\nbad v=1,s=\"str\" %d", status: 400, errLine: 2, errMsg: "string value", stored: 1},
+		{name: "string_field_strict", srv: strict, body: "ok v=1 %d\nbad v=1,s=\"str\" %d", status: 400, errLine: 2, errMsg: "string value", stored: 1},
+		{name: "string_field_skipped", body: "ok v=1 %d\nok w=2,s=\"str\",b=true %d", status: 204, stored: 3},
 		{name: "crlf", body: "ok v=1 %d\r\nok w=2 %d\r\n", status: 204, stored: 2},
 		{name: "empty_body", body: "", status: 204},
 		{name: "comments_only", body: "# nothing\n\n", status: 204},
@@ -664,4 +665,28 @@ func (b *inflightBackend) Write(ctx context.Context, batches []model.Batch) (mod
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	return b.Backend.Write(ctx, batches)
+}
+
+func TestWrite_StringFieldsSkippedAreNotedAndCounted(t *testing.T) {
+	s := newTestServer(t, httpapi.Limits{})
+	ns := time.Now().UnixNano()
+	body := fmt.Sprintf("m,h=a v=1,s=\"up\",ok=t %d\nm,h=a v=2 %d\nm,h=b s=\"x\",t=\"y\" %d\n", ns, ns+1e6, ns)
+	status, _, hdr := s.post(t, "/write?db=d&precision=ns", []byte(body))
+	if status != http.StatusNoContent {
+		t.Fatalf("status %d, want 204", status)
+	}
+	if hdr.Get(SkippedStringFieldsHeader) != "3" || !strings.HasPrefix(hdr.Get("Warning"), `199 tributary "3 string fields on 2 lines`) {
+		t.Fatalf("headers %v", hdr)
+	}
+	if got := s.cfg.Stats.Get(StatStringFieldsSkipped); got != 3 {
+		t.Fatalf("%s = %d, want 3", StatStringFieldsSkipped, got)
+	}
+	if got := strings.Count(dump(t, s.node, "m_.*"), ":"); got != 3 {
+		t.Fatalf("%d points stored, want 3 (v twice, ok once)", got)
+	}
+	// Nothing to note: no header.
+	status, _, hdr = s.post(t, "/write?db=d&precision=ns", []byte(fmt.Sprintf("m v=3 %d", ns)))
+	if status != http.StatusNoContent || hdr.Get(SkippedStringFieldsHeader) != "" || hdr.Get("Warning") != "" {
+		t.Fatalf("plain write: %d %v", status, hdr)
+	}
 }

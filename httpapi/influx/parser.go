@@ -42,6 +42,11 @@ type Options struct {
 	// keeps from one call to the next; past it the cache is emptied.
 	// Default 8 MiB.
 	MaxCacheBytes int64
+	// RefuseStringFields refuses a line with a string field whole (400),
+	// as earlier versions did. Default false: its string fields are
+	// skipped and counted (Result.SkippedStringFields) and its numeric and
+	// boolean fields stored, as VictoriaMetrics does.
+	RefuseStringFields bool
 	// RetainPoints: buffers sized for more points than this are let go
 	// after a call (or by Release) rather than kept for the next one.
 	// Default 65,536.
@@ -111,6 +116,10 @@ type Result struct {
 	// of refused lines (at least one per line, whatever could be read of
 	// its field set).
 	Points, RejectedPoints int
+	// SkippedStringFields counts the string fields of stored lines, not
+	// stored (Options.RefuseStringFields off); SkippedStringLines counts
+	// the lines that had one.
+	SkippedStringFields, SkippedStringLines int
 
 	offs  []int32 // per batch, where its line numbers start in lines
 	lines []int32
@@ -567,6 +576,7 @@ func (p *Parser) begin(db string) {
 	p.res.Errors = p.res.Errors[:0]
 	p.res.Lines, p.res.RejectedLines = 0, 0
 	p.res.Points, p.res.RejectedPoints = 0, 0
+	p.res.SkippedStringFields, p.res.SkippedStringLines = 0, 0
 	p.res.offs = p.res.offs[:0]
 	p.res.lines = nil
 }
@@ -694,7 +704,7 @@ func (p *Parser) parseLine(line []byte, base int, lineNo int32, prec Precision, 
 	// Field set: key=value[,key=value]... Problems with a value are noted
 	// and the scan goes on (to count the fields); broken syntax stops it.
 	// countFields follows the same syntax.
-	fields := 0
+	fields, strings := 0, 0
 	for {
 		ks := i
 		i = fieldKeyEnd(line, i)
@@ -716,9 +726,12 @@ func (p *Parser) parseLine(line []byte, base int, lineNo int32, prec Precision, 
 				p.fail(col(vs), func() string { return fmt.Sprintf("the string value of field %s has no closing quote", quote(key)) })
 				break
 			}
-			p.fail(col(vs), func() string {
-				return fmt.Sprintf("field %s has a string value; string fields are not supported, so the line is refused", quote(key))
-			})
+			if p.opts.RefuseStringFields {
+				p.fail(col(vs), func() string {
+					return fmt.Sprintf("field %s has a string value; string fields are refused (--influx-refuse-string-fields), so the line is refused", quote(key))
+				})
+			}
+			strings++
 			if i < len(line) && line[i] != ',' && line[i] != ' ' && line[i] != '\t' {
 				p.fail(col(i), func() string {
 					return fmt.Sprintf("unexpected %s after the string value of field %s", quote(line[i:i+1]), quote(key))
@@ -761,6 +774,9 @@ func (p *Parser) parseLine(line []byte, base int, lineNo int32, prec Precision, 
 	if p.le.set {
 		p.pts.truncate(mark)
 		p.reject(lineNo, fields)
+	} else if strings > 0 {
+		p.res.SkippedStringFields += strings
+		p.res.SkippedStringLines++
 	}
 }
 

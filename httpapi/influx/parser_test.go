@@ -110,7 +110,7 @@ func TestParse_EscapesAndNames(t *testing.T) {
 		{"leading dash gets _", `-m,.k=v f=1 1`, `_-m_f{_.k="v"} 1:1`},
 		{"dots colons dashes kept", `cpu.load:1-x,a.b:c-d=v f.g=1 1`, `cpu.load:1-x_f.g{a.b:c-d="v"} 1:1`},
 		{"quotes in names are not special", `m"x,t"k=v"w f"=1 1`, `m_x_f_{t_k="v\"w"} 1:1`},
-		{"string field with escapes is scanned", `m s="a \"b\" \\",v=1 1`, ``},
+		{"string field with escapes is scanned and skipped", `m s="a \"b\" \\",v=1 1`, `m_v{} 1:1`},
 		{"multiple spaces between sections", "m,t=a   v=1    5   ", `m_v{t="a"} 5:1`},
 		{"tab around timestamp", "m v=1\t5\t", `m_v{} 5:1`},
 		{"db tag overrides db parameter", `m,db=other v=1 1`, `m_v{db="other"} 1:1`},
@@ -255,8 +255,8 @@ func TestParse_RefusedLines(t *testing.T) {
 		{"empty field key", "m =1", 3, "empty field key", 1},
 		{"empty field value", "m v=", 5, `value "" of field "v" has no value`, 1},
 		{"trailing comma", "m v=1, 5", 7, `field "" has no value`, 2},
-		{"string field", `m v=1,s="text",w=2 5`, 9, `field "s" has a string value`, 3},
-		{"string field first", `m s="a,b c"`, 5, `field "s" has a string value`, 1},
+		{"string field (strict)", `m v=1,s="text",w=2 5`, 9, `field "s" has a string value`, 3},
+		{"string field first (strict)", `m s="a,b c"`, 5, `field "s" has a string value`, 1},
 		{"unterminated string", `m s="abc`, 5, "no closing quote", 1},
 		{"garbage after string", `m s="a"x=1`, 5, `string value`, 1},
 		{"NaN", "m v=NaN", 5, "NaN or Inf", 1},
@@ -297,7 +297,7 @@ func TestParse_RefusedLines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := "ok v=1 1\n" + tc.line + "\nok v=2 2\n"
-			res := parse(t, NewParser(Options{}), body, "", Millisecond)
+			res := parse(t, NewParser(Options{RefuseStringFields: true}), body, "", Millisecond)
 			if got, want := render(res), "ok_v{} 1:1 2:2 @1,3\n"; got != want {
 				t.Errorf("good lines: got %q, want %q", got, want)
 			}
@@ -417,5 +417,28 @@ func TestParse_CacheStaysBoundedAcrossDatabases(t *testing.T) {
 		if p.cacheBytes > 16<<10 || len(p.dbs) > 200 {
 			t.Fatalf("after %d databases: %d cache bytes, %d databases cached", i+1, p.cacheBytes, len(p.dbs))
 		}
+	}
+}
+
+func TestParse_StringFieldsAreSkippedAndCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want   string
+		skipped, withLines int
+	}{
+		{"numeric and boolean kept, string skipped", `m v=1,s="a, b=c",ok=true,w=2i 5`, "m_v{} 5:1 @1\nm_ok{} 5:1 @1\nm_w{} 5:2 @1\n", 1, 1},
+		{"only string fields: nothing stored", `m s="x",t="y z" 5`, "", 2, 1},
+		{"escaped quote inside", `m s="a \"q\" b",v=3 5`, "m_v{} 5:3 @1\n", 1, 1},
+		{"two lines", "m s=\"x\",v=1 5\nm v=2 6\nn u=\"\" 7", "m_v{} 5:1 6:2 @1,2\n", 2, 2},
+		{"bad timestamp still refuses the line", `m s="x",v=1 1.5`, "", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := parse(t, NewParser(Options{}), tc.body, "", Millisecond)
+			if got := render(res); got != tc.want {
+				t.Fatalf("got %q, want %q (errors %v)", got, tc.want, res.Errors)
+			}
+			if res.SkippedStringFields != tc.skipped || res.SkippedStringLines != tc.withLines {
+				t.Fatalf("skipped %d fields on %d lines, want %d on %d", res.SkippedStringFields, res.SkippedStringLines, tc.skipped, tc.withLines)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/backend"
@@ -29,6 +30,9 @@ type api struct {
 	// forceEngine, in tests, makes every aggregation run in this package
 	// instead of the backend (to check both against each other).
 	forceEngine bool
+	// annVersion is the version (ms) of the newest annotation written by
+	// this process: versions only grow, also within one millisecond.
+	annVersion atomic.Int64
 }
 
 func newAPI(b backend.Backend, cfg *httpapi.Config) *api {
@@ -53,7 +57,8 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/config/filters", a.filterTypes)
 	mux.HandleFunc("/api/version", a.version)
 	mux.HandleFunc("/api/stats", a.stats)
-	for _, p := range []string{"/api/query/exp", "/api/query/gexp", "/api/annotation", "/api/annotation/",
+	mux.HandleFunc("/api/annotation", a.annotation)
+	for _, p := range []string{"/api/query/exp", "/api/query/gexp", "/api/annotation/",
 		"/api/uid/", "/api/tree", "/api/tree/", "/api/search/", "/api/histogram", "/api/rollup"} {
 		mux.HandleFunc(p, a.notImplemented)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tributarydb/tributary/model/aggregate"
 	"math"
 	"regexp"
 	"slices"
@@ -214,7 +215,29 @@ func (f filterSpec) matchers() ([]*labels.Matcher, error) {
 // aggregator is an OpenTSDB aggregation function mapped onto the node's.
 type aggregator struct {
 	name string
-	fn   rollup.Func // FuncNone for "none"
+	fn   rollup.Func // FuncNone for "none" and for a dist
+	// dist, for p50 ... p999 and dev, is the distribution fold: answered
+	// in this package from raw samples (no rollup holds it).
+	dist *aggregate.Dist
+}
+
+// distAggregators are OpenTSDB's percentile aggregators and dev
+// (aggregate.Dist defines them as OpenTSDB does).
+var distAggregators = map[string]aggregate.Dist{
+	"p50": {Kind: aggregate.DistPercentile, P: 50}, "p75": {Kind: aggregate.DistPercentile, P: 75},
+	"p90": {Kind: aggregate.DistPercentile, P: 90}, "p95": {Kind: aggregate.DistPercentile, P: 95},
+	"p99": {Kind: aggregate.DistPercentile, P: 99}, "p999": {Kind: aggregate.DistPercentile, P: 99.9},
+	"dev": {Kind: aggregate.DistDev},
+}
+
+// aggregatorNames lists every supported aggregator, sorted.
+func aggregatorNames() []string {
+	names := sortedKeys(aggregators)
+	for n := range distAggregators {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // aggregators lists the supported aggregators. zimsum, mimmax and mimmin
@@ -228,12 +251,15 @@ var aggregators = map[string]rollup.Func{
 }
 
 func parseAggregator(name string, allowNone bool) (aggregator, error) {
+	if d, ok := distAggregators[strings.ToLower(name)]; ok {
+		return aggregator{name: strings.ToLower(name), dist: &d}, nil
+	}
 	fn, ok := aggregators[strings.ToLower(name)]
 	if !ok || (!allowNone && fn == rollup.FuncNone) {
 		if name == "" {
 			return aggregator{}, errors.New("missing aggregator")
 		}
-		list := sortedKeys(aggregators)
+		list := aggregatorNames()
 		if !allowNone {
 			list = slices.DeleteFunc(list, func(s string) bool { return s == "none" })
 		}

@@ -414,7 +414,7 @@ outer:
 
 func (a *api) aggregators(w http.ResponseWriter, r *http.Request) {
 	if a.readOrGet(w, r) {
-		writeJSON(w, http.StatusOK, sortedKeys(aggregators))
+		writeJSON(w, http.StatusOK, aggregatorNames())
 	}
 }
 

@@ -162,7 +162,7 @@ func queryLookup(t *testing.T, e *env, _ []seedPoint) {
 func queryMetadataEndpoints(t *testing.T, e *env, _ []seedPoint) {
 	var aggs []string
 	e.getJSON("/api/aggregators", &aggs)
-	if !slices.IsSorted(aggs) || !slices.Contains(aggs, "avg") || !slices.Contains(aggs, "zimsum") || !slices.Contains(aggs, "none") || slices.Contains(aggs, "p99") {
+	if !slices.IsSorted(aggs) || !slices.Contains(aggs, "avg") || !slices.Contains(aggs, "zimsum") || !slices.Contains(aggs, "none") || !slices.Contains(aggs, "p999") || !slices.Contains(aggs, "dev") || slices.Contains(aggs, "p98") {
 		t.Errorf("aggregators %q", aggs)
 	}
 	var filters map[string]struct{ Examples, Description string }
@@ -189,7 +189,7 @@ func queryMetadataEndpoints(t *testing.T, e *env, _ []seedPoint) {
 	if st, b, _ := e.do("DELETE", "/api/version", ""); st != 405 || !strings.Contains(string(b), `"code":405`) {
 		t.Errorf("DELETE /api/version: %d %s", st, b)
 	}
-	if st, _, _ := e.do("GET", "/api/annotation", ""); st != 501 {
-		t.Errorf("/api/annotation: %d", st)
+	if st, _, _ := e.do("POST", "/api/annotation/bulk", "[]"); st != 501 {
+		t.Errorf("/api/annotation/bulk: %d", st)
 	}
 }

@@ -62,6 +62,9 @@ type queryRequest struct {
 	Timezone     string     `json:"timezone"`
 	UseCalendar  bool       `json:"useCalendar"`
 	Delete       bool       `json:"delete"`
+	// GlobalAnnotations adds the global annotations of the range to every
+	// series of the answer.
+	GlobalAnnotations bool `json:"globalAnnotations"`
 }
 
 // flag reads a boolean query parameter the way OpenTSDB does: present
@@ -85,6 +88,9 @@ type outSeries struct {
 	vs      []float64
 	collate rollup.Func // combines points of one second in second resolution
 	query   *subQuery
+	// globals, when not nil, are the global annotations of the range
+	// (globalAnnotations asked for).
+	globals []annotation
 }
 
 // query serves /api/query: it reads the request (readQueryRequest), its
@@ -132,6 +138,16 @@ func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request)
 		}
 		out = append(out, res...)
 	}
+	if req.GlobalAnnotations {
+		globals, err := a.annotationsIn(ctx, "", start, end)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		for i := range out {
+			out[i].globals = append([]annotation{}, globals...)
+		}
+	}
 	writeRaw(w, http.StatusOK, appendAnswer(nil, out, ms, arrays))
 }
 
@@ -161,6 +177,7 @@ func (a *api) readQueryRequest(r *http.Request, q url.Values) (queryRequest, err
 	}
 	req.UseCalendar = flag(q, "use_calendar")
 	req.Delete = flag(q, "delete")
+	req.GlobalAnnotations = globalAnnotationsParam(q)
 	for i, m := range q["m"] {
 		sq, err := parseM(m)
 		if err != nil {
@@ -297,6 +314,9 @@ func (a *api) tooManyPoints() error {
 // timestamp (bucket start when downsampling); neither interpolates.
 func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *int) ([]outSeries, error) {
 	ms := p.matchers
+	if err := a.checkMetricKnown(ctx, ms, p.metric); err != nil {
+		return nil, err
+	}
 	if p.explicit != nil || p.sq.ExplicitTags {
 		names, err := a.b.LabelNames(ctx, ms)
 		if err != nil {
@@ -315,7 +335,12 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	}
 	nq := model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
 	collate := p.agg.fn
-	if ds := p.ds; ds != nil {
+	if ds := p.ds; ds != nil && ds.agg.dist != nil {
+		// A distribution downsamples here, from raw samples.
+		if !ds.all {
+			nq.Start = aggregate.BucketStart(start, ds.stepMs, 0)
+		}
+	} else if ds != nil {
 		nq.Mode, nq.Downsample = model.ModeDownsample, ds.agg.fn
 		if ds.all {
 			// One bucket: a step larger than end puts every sample in the
@@ -337,7 +362,8 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			}
 		}
 	}
-	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone)
+	distDS := p.ds != nil && p.ds.agg.dist != nil
+	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone) || distDS
 	if !inPackage {
 		return a.executeInBackend(ctx, p, nq, collate, fixAll, budget)
 	}
@@ -355,10 +381,17 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	var out []outSeries
 	// NaN values (a nan or null fill) are skipped; a timestamp with nothing
 	// but NaN stays in the answer as NaN.
-	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, SkipNaN: true})
+	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, Dist: p.agg.dist, SkipNaN: true})
 	trackers := map[string]*tagTracker{}
 	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		ts, vs := s.Ts, s.Vs
+		if distDS {
+			step := p.ds.stepMs
+			if p.ds.all {
+				step = (end/rollup.Day + 1) * rollup.Day
+			}
+			ts, vs = aggregate.DownsampleDist(ts, vs, step, 0, *p.ds.agg.dist)
+		}
 		fixAll(ts)
 		if grid != nil {
 			ts, vs = fill(grid, ts, vs, p.ds.fill)
@@ -366,7 +399,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 		if p.rate != nil {
 			ts, vs = rate(ts, vs, p.rate)
 		}
-		if p.agg.fn == rollup.FuncNone {
+		if p.agg.fn == rollup.FuncNone && p.agg.dist == nil {
 			if *budget -= len(ts); *budget < 0 {
 				return a.tooManyPoints()
 			}
@@ -583,6 +616,14 @@ func appendAnswer(b []byte, out []outSeries, ms, arrays bool) []byte {
 			b = append(b, `,"query":`...)
 			b = append(b, q...)
 		}
+		if s.globals != nil {
+			g, err := json.Marshal(s.globals)
+			if err != nil {
+				panic("BUG: opentsdb: encode annotations: " + err.Error())
+			}
+			b = append(b, `,"globalAnnotations":`...)
+			b = append(b, g...)
+		}
 		b = append(b, `,"dps":`...)
 		ts, vs := s.ts, s.vs
 		if !ms {
@@ -681,4 +722,23 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// checkMetricKnown answers 400 for a metric no series has ever had (at
+// any time, not only in the query's range), as OpenTSDB does for a metric
+// without a UID: "No such name for 'metrics': '<metric>'".
+func (a *api) checkMetricKnown(ctx context.Context, ms []*labels.Matcher, metric string) error {
+	for _, m := range ms {
+		if m.Name != labels.MetricName || m.Type != labels.MatchEqual {
+			continue
+		}
+		found, err := a.b.Series(ctx, []*labels.Matcher{m}, 1)
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return httpapi.Errorf(http.StatusBadRequest, "No such name for 'metrics': '%s'", metric)
+		}
+	}
+	return nil
 }

@@ -142,6 +142,29 @@ func naive(pts []seedPoint, q naiveQuery) map[string]map[int64]float64 {
 			return kept[0]
 		case "last":
 			return kept[len(kept)-1]
+		case "dev":
+			mean := 0.0
+			for _, v := range kept {
+				mean += v / float64(len(kept))
+			}
+			sq := 0.0
+			for _, v := range kept {
+				sq += (v - mean) * (v - mean)
+			}
+			return math.Sqrt(sq / float64(len(kept)))
+		case "p50", "p75", "p90", "p95", "p99", "p999":
+			// Commons Math's legacy estimate, OpenTSDB's percentiles.
+			p := map[string]float64{"p50": 50, "p75": 75, "p90": 90, "p95": 95, "p99": 99, "p999": 99.9}[fn]
+			sorted := slices.Sorted(slices.Values(kept))
+			pos := p * float64(len(sorted)+1) / 100
+			if pos < 1 {
+				return sorted[0]
+			}
+			if pos >= float64(len(sorted)) {
+				return sorted[len(sorted)-1]
+			}
+			k := int(pos)
+			return sorted[k-1] + (pos-float64(k))*(sorted[k]-sorted[k-1])
 		}
 		panic("naive: " + fn)
 	}
@@ -613,8 +636,8 @@ func queryBadQueries(t *testing.T, e *env, _ []seedPoint) {
 		status             int
 		msg                string
 	}{
-		{"GET", "/api/query?start=1h-ago&m=p99:sys.cpu.user", "", 400, `aggregator "p99" is not supported`},
-		{"GET", "/api/query?start=1h-ago&m=sum:1m-dev:sys.cpu.user", "", 400, `aggregator "dev" is not supported`},
+		{"GET", "/api/query?start=1h-ago&m=p98:sys.cpu.user", "", 400, `aggregator "p98" is not supported`},
+		{"GET", "/api/query?start=1h-ago&m=sum:1m-mode:sys.cpu.user", "", 400, `aggregator "mode" is not supported`},
 		{"GET", "/api/query?start=1h-ago&m=sum:1m-avg-linear:sys.cpu.user", "", 400, `fill policy "linear" is not supported`},
 		{"GET", "/api/query?start=1h-ago&m=sum:1x-avg:sys.cpu.user", "", 400, `invalid duration "1x"`},
 		{"GET", "/api/query?start=1h-ago&m=sum:1w-avg:sys.cpu.user&use_calendar", "", 400, "calendar downsampling"},
@@ -650,9 +673,14 @@ func queryBadQueries(t *testing.T, e *env, _ []seedPoint) {
 			t.Errorf("%s %s %s: %d %.300s, want %d with %q", c.method, c.path, c.body, st, b, c.status, c.msg)
 		}
 	}
-	// Valid but matching nothing: an empty answer.
-	if ans := e.query("/api/query?start=1h-ago&m=sum:no.such.metric"); len(ans) != 0 {
-		t.Fatalf("answer %+v for an unknown metric", ans)
+	// A metric never written: 400 as OpenTSDB answers; a known metric
+	// with no data in the range: an empty answer.
+	st, b, _ := e.do("GET", "/api/query?start=1h-ago&m=sum:no.such.metric", "")
+	if st != 400 || !strings.Contains(string(b), `No such name for 'metrics': 'no.such.metric'`) {
+		t.Fatalf("unknown metric: %d %s", st, b)
+	}
+	if ans := e.query("/api/query?start=1000&end=2000&m=sum:sys.cpu.user"); len(ans) != 0 {
+		t.Fatalf("answer %+v for a range without data", ans)
 	}
 }
 
@@ -684,7 +712,8 @@ func queryBackendAndPackageAggregationAgree(t *testing.T, e *env, pts []seedPoin
 	seed := uint64(7)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("seed %d", seed)
-	aggs := []string{"avg", "sum", "min", "max", "count", "first", "last", "zimsum", "mimmax", "mimmin"}
+	aggs := []string{"avg", "sum", "min", "max", "count", "first", "last", "zimsum", "mimmax", "mimmin", "p50", "p90", "p999", "dev"}
+	dsFns := []string{"avg", "sum", "min", "max", "count", "first", "last", "p75", "p95", "p99", "dev"}
 	steps := []string{"", "30s", "1m", "7m", "1h"}
 	stepMs := map[string]int64{"30s": 30_000, "1m": 60_000, "7m": 420_000, "1h": 3600_000}
 	filters := []struct {
@@ -701,7 +730,7 @@ func queryBackendAndPackageAggregationAgree(t *testing.T, e *env, pts []seedPoin
 	for range 40 {
 		agg := aggs[rng.IntN(len(aggs))]
 		step := steps[rng.IntN(len(steps))]
-		dsFn := aggs[rng.IntN(7)]
+		dsFn := dsFns[rng.IntN(len(dsFns))]
 		f := filters[rng.IntN(len(filters))]
 		startOff := int64(rng.IntN(7200)) * 1000
 		endOff := int64(rng.IntN(int(7200 - startOff/1000)))

@@ -246,3 +246,34 @@ func TestTLSFiles(t *testing.T) {
 		t.Fatalf("missing files: %v", err)
 	}
 }
+
+func TestGRPCServerOptions_NoTokenServicesSkipOnlyTheToken(t *testing.T) {
+	g := grpc.NewServer(GRPCServerOptions(GRPCOptions{Tokens: NewTokens(tok),
+		NoTokenServices: []string{healthpb.Health_ServiceDesc.ServiceName}})...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	defer g.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health without a token: %v", err)
+	}
+	// Another method of the same server still needs one.
+	err = cc.Invoke(context.Background(), "/grpc.health.v1.HealthX/Check", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("other service without a token: %v, want Unauthenticated", err)
+	}
+	for m, want := range map[string]bool{"/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
+		"/grpc.health.v1.HealthX/Check": false, "grpc.health.v1.Health/Check": false, "/grpc.health.v1.Health": false} {
+		if got := (GRPCOptions{NoTokenServices: []string{"grpc.health.v1.Health"}}).noToken(m); got != want {
+			t.Errorf("noToken(%q) = %v, want %v", m, got, want)
+		}
+	}
+}

@@ -25,6 +25,11 @@ type GRPCOptions struct {
 	// OnDeny, when not nil, is called with the method of each refused
 	// call.
 	OnDeny func(method string)
+	// NoTokenServices are full service names (e.g. "grpc.health.v1.Health")
+	// whose calls need no token, as /readyz needs none: a probe (the
+	// kubelet's gRPC probe) cannot send metadata. A client certificate,
+	// when required, is still checked.
+	NoTokenServices []string
 }
 
 // GRPCServerOptions returns gRPC server options that authenticate every
@@ -49,7 +54,7 @@ func GRPCServerOptions(o GRPCOptions) []grpc.ServerOption {
 	}
 	return []grpc.ServerOption{
 		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
-			if err := o.check(ctx, info.Header); err != nil {
+			if err := o.check(ctx, info.FullMethodName, info.Header); err != nil {
 				deny(info.FullMethodName)
 				return nil, err
 			}
@@ -57,7 +62,7 @@ func GRPCServerOptions(o GRPCOptions) []grpc.ServerOption {
 		}),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
-			if err := o.check(ctx, md); err != nil {
+			if err := o.check(ctx, info.FullMethod, md); err != nil {
 				deny(info.FullMethod)
 				return nil, err
 			}
@@ -65,7 +70,7 @@ func GRPCServerOptions(o GRPCOptions) []grpc.ServerOption {
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			md, _ := metadata.FromIncomingContext(ss.Context())
-			if err := o.check(ss.Context(), md); err != nil {
+			if err := o.check(ss.Context(), info.FullMethod, md); err != nil {
 				deny(info.FullMethod)
 				return err
 			}
@@ -76,9 +81,12 @@ func GRPCServerOptions(o GRPCOptions) []grpc.ServerOption {
 
 // check authenticates a call from its connection and its metadata; it
 // must not block (it runs on the connection's reader goroutine).
-func (o GRPCOptions) check(ctx context.Context, md metadata.MD) error {
+func (o GRPCOptions) check(ctx context.Context, method string, md metadata.MD) error {
 	if o.RequireClientCert && !hasVerifiedClientCert(ctx) {
 		return status.Error(codes.Unauthenticated, "a verified client certificate is required")
+	}
+	if o.noToken(method) {
+		return nil
 	}
 	tok := fromMetadata(md)
 	if o.Tokens.Valid(tok) {
@@ -107,4 +115,15 @@ func fromMetadata(md metadata.MD) string {
 		}
 	}
 	return ""
+}
+
+// noToken reports whether method ("/service/Method") belongs to one of
+// NoTokenServices.
+func (o GRPCOptions) noToken(method string) bool {
+	for _, svc := range o.NoTokenServices {
+		if len(method) > len(svc)+2 && method[0] == '/' && method[1+len(svc)] == '/' && method[1:1+len(svc)] == svc {
+			return true
+		}
+	}
+	return false
 }

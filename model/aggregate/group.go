@@ -35,6 +35,9 @@ type GroupOptions struct {
 	// SkipNaN leaves NaN values out of the fold; a cell that receives
 	// nothing else is NaN in the answer.
 	SkipNaN bool
+	// Dist, when set, folds with a distribution function instead of Func:
+	// every value of a cell is kept until Result.
+	Dist *Dist
 }
 
 // Groups aggregates series across: the values the series of one group
@@ -51,6 +54,7 @@ type Groups struct {
 type group struct {
 	lset labels.Labels
 	byT  map[int64]*rollup.Agg
+	vals map[int64][]float64 // with GroupOptions.Dist: the values of each cell
 }
 
 // NewGroups returns an empty Groups.
@@ -77,7 +81,7 @@ func (g *Groups) Add(ls labels.Labels, ts []int64, vs []float64) (added int) {
 			}
 		}
 		// By is sorted and unique, so pairs are a label set.
-		gr = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}}
+		gr = &group{lset: labels.Labels(pairs), byT: map[int64]*rollup.Agg{}, vals: map[int64][]float64{}}
 		g.groups[key] = gr
 	}
 	for i, t := range ts {
@@ -91,6 +95,9 @@ func (g *Groups) Add(ls labels.Labels, ts []int64, vs []float64) (added int) {
 			continue
 		}
 		a.Add(t, vs[i])
+		if g.o.Dist != nil {
+			gr.vals[t] = append(gr.vals[t], vs[i])
+		}
 	}
 	g.cells += added
 	return added
@@ -127,7 +134,11 @@ func (g *Groups) Result() []Group {
 		for _, t := range res.Ts {
 			v := math.NaN()
 			if a := gr.byT[t]; a.Count > 0 {
-				v = a.Value(g.o.Func)
+				if g.o.Dist != nil {
+					v = g.o.Dist.Value(gr.vals[t])
+				} else {
+					v = a.Value(g.o.Func)
+				}
 			}
 			res.Vs = append(res.Vs, v)
 		}
