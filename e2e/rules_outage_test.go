@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/e2e/internal/cluster"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // amWebhook records the alerts a local Alertmanager forwards, with the
@@ -73,7 +74,7 @@ func startLocalAlertmanager(t *testing.T, hook string) string {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, "route:\n  receiver: hook\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: %q\n        send_resolved: true\n", hook), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := cluster.FreePorts(1)
+	addrs, err := loopback.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}

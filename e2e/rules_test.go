@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/e2e/internal/cluster"
+	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // pendingAlert is one alert of a node's /api/v1/alerts.
@@ -60,7 +61,7 @@ groups:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := cluster.FreePorts(2)
+	addrs, err := loopback.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
