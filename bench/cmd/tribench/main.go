@@ -249,6 +249,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.Var((*stringList)(&o.NodeArgs), "node-arg", "extra `argument` for 'tributary node' (repeatable)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long to wait for the node's ready line")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
+	settleFlag(fs, &o.Settle)
 	commit := commitFlag(ctx, fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -309,6 +310,7 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each start of the node may take")
 	fs.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long the node may take to flush and exit after SIGTERM")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
+	settleFlag(fs, &o.Settle)
 	commit := commitFlag(ctx, fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -444,4 +446,10 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.WriteJSONLine(stdout, res)
+}
+
+// settleFlag registers --settle, the wait after a load before the node's
+// storage writes and data directory are measured.
+func settleFlag(fs *flag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "settle", *d, "how long the node runs on after the load before write_bytes and the data directory are measured")
 }

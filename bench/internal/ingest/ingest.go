@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -71,6 +72,9 @@ type Options struct {
 	StopTimeout time.Duration
 	// CallTimeout bounds one Write call.
 	CallTimeout time.Duration
+	// Settle is how long the node runs on after the load before its
+	// storage writes and data directory are measured.
+	Settle time.Duration
 	// Commit names the code being measured (git describe).
 	Commit string
 	// Env is added to the environment of the node and compact processes.
@@ -97,6 +101,7 @@ func DefaultOptions() Options {
 		ReadyTimeout:            60 * time.Second,
 		StopTimeout:             5 * time.Minute,
 		CallTimeout:             60 * time.Second,
+		Settle:                  diskio.DefaultSettle,
 		Commit:                  "unknown",
 		Out:                     os.Stdout,
 	}
@@ -134,6 +139,9 @@ func (o Options) Validate() error {
 	}
 	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if o.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle must not be negative, got %v", o.Settle))
 	}
 	if o.Out == nil {
 		errs = append(errs, errors.New("out is required"))
@@ -205,13 +213,25 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 			_, _ = node.Stop(o.StopTimeout)
 		}
 	}()
+	probe, err := diskio.Begin(node.PID(), wd.DataDir)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := m.load(ctx, node, addr, perClient, nodeLog, logger); err != nil {
+		return Result{}, err
+	}
+	logger.Info("settling before the storage is measured", "wait", o.Settle)
+	if err := probe.Settle(ctx, o.Settle, node.Exited()); err != nil {
 		return Result{}, err
 	}
 	stopped = true
 	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
 		return Result{}, err
 	}
+	if err := probe.AfterStop(); err != nil {
+		return Result{}, err
+	}
+	m.disk = probe.Figures()
 	if m.compact, err = compact(ctx, binary, wd.DataDir, o.Env, nodeLog, logger); err != nil {
 		return Result{}, err
 	}
