@@ -80,9 +80,12 @@ type Status struct {
 	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
 	// RejectedBy counts rejected points by reason (index: RejectReason).
-	RejectedBy       [model.NumRejectReasons]int64
-	FlushedChunks    int64
-	FlushErrors      int64
+	RejectedBy    [model.NumRejectReasons]int64
+	FlushedChunks int64
+	FlushErrors   int64
+	// StoreFlushes counts the flushes of the store's memtables to disk that
+	// let WAL segments go.
+	StoreFlushes     int64
 	RetentionDropped int64
 	Uptime           time.Duration
 	// Store is the store's health (health.go).
@@ -115,6 +118,7 @@ func (n *Node) Status() Status {
 		RejectedBy:       n.rejectedBy(),
 		FlushedChunks:    n.stats.flushedChunks.Load(),
 		FlushErrors:      n.stats.flushErrors.Load(),
+		StoreFlushes:     n.stats.storeFlushes.Load(),
 		RetentionDropped: n.stats.retentionDropped.Load(),
 		Uptime:           n.opts.Now().Sub(n.started),
 		Store:            n.health.state(),
@@ -137,7 +141,7 @@ func (n *Node) rejectedBy() (out [model.NumRejectReasons]int64) {
 
 // Flush writes the whole head to the store now (tests, benchmarks, and
 // operators before a backup).
-func (n *Node) Flush() error { return n.flush(true) }
+func (n *Node) Flush() error { return n.flush(true, true) }
 
 // CompactStore flushes RocksDB memtables and compacts everything; it
 // returns the resulting SST bytes.

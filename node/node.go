@@ -113,6 +113,7 @@ type counters struct {
 	rejectedBy         [model.NumRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
 	flushes            atomic.Int64
+	storeFlushes       atomic.Int64 // store flushes that let WAL segments go (truncateWAL)
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
@@ -326,7 +327,7 @@ func (n *Node) replay(fromSeq uint64) (points int64, err error) {
 			n.replaySeq.Store(seq)
 			// Keep the head within its memory bound while replaying a long WAL.
 			if n.headBytes.Load() > n.opts.HeadMaxBytes {
-				if err := n.flush(true); err != nil {
+				if err := n.flush(true, false); err != nil {
 					return err
 				}
 			}
@@ -404,7 +405,7 @@ func (n *Node) dropFlushedWAL() error {
 	n.idxMu.RLock()
 	list := slices.Collect(maps.Values(n.byID))
 	n.idxMu.RUnlock()
-	return n.truncateWAL(list)
+	return n.truncateWAL(list, true)
 }
 
 // Close flushes the whole head to RocksDB, syncs it, removes the WAL
@@ -419,7 +420,7 @@ func (n *Node) Close() error {
 	n.mu.Lock() // no write is in flight past this point
 	defer n.mu.Unlock()
 	var errs []error
-	if err := n.flush(true); err != nil {
+	if err := n.flush(true, false); err != nil {
 		n.health.observe(err)
 		if st := n.health.state(); !st.Healthy {
 			// Nothing is lost: every segment holding samples the store

@@ -164,6 +164,10 @@ func dbOptions(o *Options) *grocksdb.Options {
 	opts := grocksdb.NewDefaultOptions()
 	opts.SetCreateIfMissing(true)
 	opts.SetCreateIfMissingColumnFamilies(true)
+	// The node writes chunks and rollups without RocksDB's WAL
+	// (WriteUnlogged): a memtable that fills must then flush together with
+	// the others, or a crash could keep a chunk and lose its rollup.
+	opts.SetAtomicFlush(true)
 	opts.SetMaxOpenFiles(o.MaxOpenFiles)
 	opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
 	opts.SetBytesPerSync(bytesPerSync)
@@ -179,7 +183,15 @@ func dbOptions(o *Options) *grocksdb.Options {
 	// Statistics give the block cache hit and miss counters of /metrics
 	// (Gauges); their cost is below the ingest benchmark's noise.
 	opts.EnableStatistics()
-	return opts
+	// Close flushes the memtables itself, in a crash-safe order
+	// (flushOrdered); Abandon must leave them unflushed, as a crash does.
+	// (No setter in the C API: parsed from an options string.)
+	withAvoid, err := grocksdb.GetOptionsFromString(opts, "avoid_flush_during_shutdown=true")
+	if err != nil {
+		panic("BUG: store: " + err.Error())
+	}
+	opts.Destroy()
+	return withAvoid
 }
 
 // cfSpec describes how one column family is tuned.
