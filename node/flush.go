@@ -28,6 +28,9 @@ func (n *Node) flushLoop() {
 func (n *Node) periodicFlush() {
 	n.sealAgedSegment()
 	err := n.flush(false, false)
+	if err == nil {
+		err = n.idleFlush()
+	}
 	if err != nil {
 		n.stats.flushErrors.Add(1)
 		n.log.Error("flush head to store failed; will retry", "err", err)
@@ -64,6 +67,34 @@ func (n *Node) sealAgedSegment() {
 	if _, _, err := n.wal.MaybeCut(); err != nil {
 		n.log.Error("seal aged WAL segment failed; will retry", "err", err)
 	}
+}
+
+// idleFlush makes the data directory converge to the compressed store once
+// the node has taken no write for Options.IdleFlush: it seals the open
+// segment, flushes the whole head and the store, and releases every WAL
+// segment that replication (WALRetention) no longer needs. It runs once per
+// idle period (flush loop only).
+func (n *Node) idleFlush() error {
+	last := n.lastAppendNs.Load()
+	if n.opts.IdleFlush < 0 || last == n.idleDoneNs || n.opts.Now().UnixNano()-last < n.opts.IdleFlush.Nanoseconds() {
+		return nil
+	}
+	n.mu.Lock() // NB: as in sealAgedSegment
+	if n.closed.Load() {
+		n.mu.Unlock()
+		return nil
+	}
+	_, err := n.wal.Cut()
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("idle flush: seal wal segment: %w", err)
+	}
+	if err := n.flush(true, true); err != nil {
+		return fmt.Errorf("idle flush: %w", err)
+	}
+	n.idleDoneNs = last
+	n.stats.idleFlushes.Add(1)
+	return nil
 }
 
 // decoded is a closed head chunk's samples.

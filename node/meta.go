@@ -84,10 +84,11 @@ type Status struct {
 	FlushedChunks int64
 	FlushErrors   int64
 	// StoreFlushes counts the flushes of the store's memtables to disk that
-	// let WAL segments go.
-	StoreFlushes     int64
-	RetentionDropped int64
-	Uptime           time.Duration
+	// let WAL segments go; IdleFlushes the flushes after Options.IdleFlush
+	// without writes.
+	StoreFlushes, IdleFlushes int64
+	RetentionDropped          int64
+	Uptime                    time.Duration
 	// Store is the store's health (health.go).
 	Store StoreHealth
 	// WALQuarantined counts WAL files quarantined as corrupt, ever (kept
@@ -119,6 +120,7 @@ func (n *Node) Status() Status {
 		FlushedChunks:    n.stats.flushedChunks.Load(),
 		FlushErrors:      n.stats.flushErrors.Load(),
 		StoreFlushes:     n.stats.storeFlushes.Load(),
+		IdleFlushes:      n.stats.idleFlushes.Load(),
 		RetentionDropped: n.stats.retentionDropped.Load(),
 		Uptime:           n.opts.Now().Sub(n.started),
 		Store:            n.health.state(),

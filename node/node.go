@@ -71,6 +71,11 @@ type Node struct {
 	replaySeq  atomic.Uint64
 	walLow     uint64
 	flushedLow uint64
+	// lastAppendNs is when the head last took a write (Open counts as
+	// one); idleDoneNs is the lastAppendNs the last idle flush covered
+	// (flush loop only).
+	lastAppendNs atomic.Int64
+	idleDoneNs   int64
 	// replayFrom is the first WAL sequence Open replayed (set once).
 	replayFrom uint64
 	// audit is the audit of repaired ranges while Open replays (audit.go).
@@ -114,6 +119,7 @@ type counters struct {
 	flushedChunks      atomic.Int64
 	flushes            atomic.Int64
 	storeFlushes       atomic.Int64 // store flushes that let WAL segments go (truncateWAL)
+	idleFlushes        atomic.Int64
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
@@ -224,6 +230,7 @@ func Open(opts Options) (*Node, error) {
 	}
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
 		"replayed_points", replayed, "head_samples", n.headSamples.Load(), "took", time.Since(start).Round(time.Millisecond))
+	n.lastAppendNs.Store(n.opts.Now().UnixNano())
 	n.wg.Add(2)
 	go n.flushLoop()
 	go n.retentionLoop()
