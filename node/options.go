@@ -63,7 +63,8 @@ type Options struct {
 	// IdleFlush: after this long without a write the whole head and the
 	// store are flushed and the WAL segments replication no longer needs
 	// are released, so that the data directory converges to its
-	// compressed size. Default 60s; negative never.
+	// compressed size. Default 50s, so that with the flush itself it has
+	// converged within a minute of the last write; negative never.
 	IdleFlush time.Duration
 
 	// A store call that fails with a corruption makes the store unhealthy
@@ -134,7 +135,7 @@ func (o *Options) Validate() error {
 	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
 	o.FlushInterval = cmp.Or(o.FlushInterval, time.Second)
 	o.StoreFlushWALBytes = cmp.Or(o.StoreFlushWALBytes, 32<<20)
-	o.IdleFlush = cmp.Or(o.IdleFlush, time.Minute)
+	o.IdleFlush = cmp.Or(o.IdleFlush, 50*time.Second)
 	o.FailuresBeforeUnhealthy = cmp.Or(o.FailuresBeforeUnhealthy, 3)
 	o.FailingBeforeUnhealthy = cmp.Or(o.FailingBeforeUnhealthy, 10*time.Second)
 	o.UnflushedWALMaxBytes = cmp.Or(o.UnflushedWALMaxBytes, 1<<30)
