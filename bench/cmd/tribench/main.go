@@ -65,6 +65,10 @@ workloads:
            InfluxDB line protocol over HTTP, compact, restart, and time the
            1-hour max-by-minute PromQL query through /api/v1/query_range,
            checking every answer (a table, then one JSON line)
+  lowrate  start 'tributary node', write 8 series x 1 point per second in one
+           request per second for 10 minutes with the WAL fsynced before each
+           ack, and compare the bytes the node sent to storage with one 4 KiB
+           page per fsync (a table, then one JSON line)
   fanout   start 3 coordinators and 10 edge nodes as processes, time fan-out
            queries, kill -9 the raft leader repeatedly under writes, and
            count catalog series registrations/s (a table, then one JSON line)
@@ -153,6 +157,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRollup(ctx, args[1:], stdout, stderr)
 	case "lp":
 		err = runLP(ctx, args[1:], stdout, stderr, logger)
+	case "lowrate":
+		err = runLowRate(ctx, args[1:], stdout, stderr, logger)
 	case "fanout":
 		err = runFanout(ctx, args[1:], stdout, stderr, logger)
 	case "replication":
