@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"syscall"
 	"testing"
 )
 
@@ -65,4 +67,30 @@ func TestDB_UnloggedWritesNeedAFlush(t *testing.T) {
 	if c, r := has(db, 4*hourMs); !c || !r {
 		t.Errorf("unlogged write before a clean Close: chunk %v rollup %v, want both", c, r)
 	}
+}
+
+// TestDB_NoPreallocatedBlocks: an open store with a little data occupies
+// little disk — no WAL file or MANIFEST preallocated by megabytes.
+func TestDB_NoPreallocatedBlocks(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, Options{Dir: dir})
+	write(t, db, func(b *Batch) { b.PutMeta("k", []byte("v")) })
+	var blocks int64
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			blocks += st.Blocks * 512
+			if st.Blocks*512 > 512<<10 {
+				t.Errorf("%s occupies %d bytes on disk for %d bytes of content", e.Name(), st.Blocks*512, info.Size())
+			}
+		}
+	}
+	t.Logf("store directory occupies %d bytes", blocks)
 }
