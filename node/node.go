@@ -10,10 +10,11 @@
 // second, so a chunk moving from head to RocksDB in between is seen at
 // least once and de-duplicated by timestamp.
 //
-// Durability: an acknowledged write is in an fsynced WAL record. Samples
-// reach RocksDB with RocksDB's own WAL unsynced; before WAL segments are
-// deleted, the RocksDB WAL is synced, so a segment is removed only when
-// every sample in it is durable in RocksDB.
+// Durability: an acknowledged write is in an fsynced WAL record. Flushes
+// write samples to RocksDB without RocksDB's own WAL; before WAL segments
+// are deleted (or the flushed-through record advanced), the store's
+// memtables are flushed to disk, so a segment is removed only when every
+// sample in it is durable in RocksDB (flush.go, truncateWAL).
 //
 // Health (health.go): store failures are classified; a corruption makes
 // the node not ready at once and until Repair (repair.go), other failures
