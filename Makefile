@@ -14,7 +14,7 @@ PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels .
 # (docs/architecture.md, Layering, rule L2).
 NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./rules/... ./sdk/...
 
-.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean compat
+.PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-lowrate bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean compat
 
 help: ## List targets with a one-line description.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -167,6 +167,10 @@ bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years, then
 bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute; prints a table and a JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench lp --binary $(BIN) $(BENCH_ARGS)
+
+bench-lowrate: build ## Small-write benchmark: 8 series x 1 Hz, one request a second, fsync before ack, 10 min; storage bytes/hour against one 4 KiB page per fsync; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench lowrate --binary $(BIN) $(BENCH_ARGS)
 
 bench-fanout: build ## Fan-out benchmark: 3 coordinators + 10 edges as processes; query p99, failover gap, registrations/s; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench

@@ -266,6 +266,7 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *model.Wr
 		r.s.mu.Unlock()
 	}
 	span.End()
+	n.lastAppendNs.Store(nowNs)
 	n.headSamples.Add(n.enc.Points())
 	if n.headBytes.Add(grown) > n.opts.HeadMaxBytes {
 		wake = true

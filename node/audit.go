@@ -196,7 +196,7 @@ func (n *Node) finishAudit(p *auditPlan) error {
 		return nil
 	}
 	start := time.Now()
-	if err := n.flush(true); err != nil {
+	if err := n.flush(true, true); err != nil {
 		n.health.observe(err)
 		return fmt.Errorf("flush the replayed WAL before the audit: %w", err)
 	}

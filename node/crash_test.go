@@ -41,6 +41,10 @@ func runChild(dir string) {
 		FlushInterval:    20 * time.Millisecond,
 		WALSegmentBytes:  64 << 10,
 		WALSegmentAge:    50 * time.Millisecond,
+		// Flush the store and release segments often, so that kills land
+		// between unlogged store writes and the store flushes that make
+		// them durable.
+		StoreFlushWALBytes: 256 << 10,
 	}
 	n, err := node.Open(o)
 	if err != nil {

@@ -2,7 +2,8 @@ package node
 
 // CrashForTest stops the node as a power cut would: no flush, no WAL
 // seal. The caller has already crashed the WAL's file system; RocksDB is
-// closed without flushing its memtables.
+// closed without flushing its memtables, so what flushes wrote to it
+// without its WAL since the last store flush is lost, as in a crash.
 func (n *Node) CrashForTest() {
 	n.closed.Store(true)
 	close(n.stop)
@@ -10,7 +11,7 @@ func (n *Node) CrashForTest() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.wal.Close() // fails on the crashed file system; stops its goroutine
-	n.db.Close()
+	n.db.Abandon()
 }
 
 // PauseFlushForTest blocks every flush until the returned function is

@@ -27,7 +27,10 @@ func (n *Node) flushLoop() {
 // flushes the head's closed chunks, and records how the store took it.
 func (n *Node) periodicFlush() {
 	n.sealAgedSegment()
-	err := n.flush(false)
+	err := n.flush(false, false)
+	if err == nil {
+		err = n.idleFlush()
+	}
 	if err != nil {
 		n.stats.flushErrors.Add(1)
 		n.log.Error("flush head to store failed; will retry", "err", err)
@@ -66,6 +69,34 @@ func (n *Node) sealAgedSegment() {
 	}
 }
 
+// idleFlush makes the data directory converge to the compressed store once
+// the node has taken no write for Options.IdleFlush: it seals the open
+// segment, flushes the whole head and the store, and releases every WAL
+// segment that replication (WALRetention) no longer needs. It runs once per
+// idle period (flush loop only).
+func (n *Node) idleFlush() error {
+	last := n.lastAppendNs.Load()
+	if n.opts.IdleFlush < 0 || last == n.idleDoneNs || n.opts.Now().UnixNano()-last < n.opts.IdleFlush.Nanoseconds() {
+		return nil
+	}
+	n.mu.Lock() // NB: as in sealAgedSegment
+	if n.closed.Load() {
+		n.mu.Unlock()
+		return nil
+	}
+	_, err := n.wal.Cut()
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("idle flush: seal wal segment: %w", err)
+	}
+	if err := n.flush(true, true); err != nil {
+		return fmt.Errorf("idle flush: %w", err)
+	}
+	n.idleDoneNs = last
+	n.stats.idleFlushes.Add(1)
+	return nil
+}
+
 // decoded is a closed head chunk's samples.
 type decoded struct {
 	ts []int64
@@ -83,13 +114,15 @@ type taken struct {
 // flush writes every closed chunk and out-of-order sample to RocksDB with
 // the rollups they change, removes them from the head, and deletes the WAL
 // segments that no longer hold unflushed samples. all closes every open
-// chunk first (shutdown, replay, memory pressure).
-func (n *Node) flush(all bool) error {
+// chunk first (shutdown, replay, memory pressure). force flushes the store
+// to disk so that every segment whose samples it now holds can go
+// (truncateWAL).
+func (n *Node) flush(all, force bool) error {
 	n.flushMu.Lock()
 	defer n.flushMu.Unlock()
 	n.stats.flushes.Add(1)
 	for {
-		err := n.flushRound(all)
+		err := n.flushRound(all, force)
 		var se *seriesFlushError
 		if !errors.As(err, &se) {
 			return err
@@ -116,7 +149,7 @@ func (e *seriesFlushError) Error() string {
 }
 
 // flushRound is one attempt at a flush. REQUIRES: n.flushMu held.
-func (n *Node) flushRound(all bool) error {
+func (n *Node) flushRound(all, force bool) error {
 	// While the WAL refuses writes (a full disk, an I/O error) the store is
 	// left alone too: nothing new reaches the head, and a store write on a
 	// full disk would only put RocksDB into its own error state.
@@ -173,7 +206,9 @@ func (n *Node) flushRound(all bool) error {
 		}
 		err := n.injectedFault()
 		if err == nil {
-			err = n.db.Write(b)
+			// Unlogged: the WAL segments holding these samples stay until
+			// truncateWAL has flushed the store.
+			err = n.db.WriteUnlogged(b)
 		}
 		if err != nil {
 			return fmt.Errorf("write batch: %w", err)
@@ -198,13 +233,20 @@ func (n *Node) flushRound(all bool) error {
 	}
 	n.headSamples.Add(-removed)
 	n.headBytes.Add(-freed)
-	return n.truncateWAL(list)
+	return n.truncateWAL(list, force)
 }
 
 // truncateWAL records how far the WAL is flushed and removes the segments
-// older than the oldest one still holding a sample that is not in RocksDB,
-// except those Options.WALRetention keeps.
-func (n *Node) truncateWAL(list []*memSeries) error {
+// older than the oldest one still holding a sample that is not durable in
+// RocksDB, except those Options.WALRetention keeps.
+//
+// Flushes write to RocksDB without its WAL, so a sample is durable there
+// only once the store's memtables are flushed. That costs a small SST per
+// store flush, so the store is flushed, and the flushed-through record
+// advanced, only when force is set (shutdown, idle) or when the segments it
+// would release hold at least Options.StoreFlushWALBytes; until then they
+// stay on disk and are replayed after a crash.
+func (n *Node) truncateWAL(list []*memSeries, force bool) error {
 	low := n.wal.OpenSeq()
 	if r := n.replaySeq.Load(); r != 0 && r < low {
 		low = r // during replay, later segments are not applied yet
@@ -217,25 +259,23 @@ func (n *Node) truncateWAL(list []*memSeries) error {
 			low = f
 		}
 	}
-	advance := low > n.flushedLow
-	keep := low
-	if n.opts.WALRetention != nil {
-		keep = min(keep, n.opts.WALRetention())
-	}
-	if !advance && keep <= n.walLow {
-		return nil
-	}
-	// The samples of the segments about to go (or about to be recorded as
-	// flushed) are in RocksDB's memtables; sync its WAL so they survive a
-	// power cut without our segments being replayed.
-	if err := n.db.SyncWAL(); err != nil {
-		return fmt.Errorf("sync store wal: %w", err)
-	}
-	if advance {
+	if low > n.flushedLow && (force || n.walBytesIn(n.flushedLow, low) >= n.opts.StoreFlushWALBytes) {
+		// INVARIANT: the flushed-through record and the removal of a
+		// segment come after the store flush that makes its samples
+		// durable; otherwise a crash would lose samples that are in
+		// neither the memtables (gone) nor the WAL (released).
+		if err := n.db.Flush(); err != nil {
+			return fmt.Errorf("flush store before releasing wal segments: %w", err)
+		}
+		n.stats.storeFlushes.Add(1)
 		if err := n.recordFlushedThrough(low - 1); err != nil {
 			return err
 		}
 		n.flushedLow = low
+	}
+	keep := n.flushedLow
+	if n.opts.WALRetention != nil {
+		keep = min(keep, n.opts.WALRetention())
 	}
 	if keep <= n.walLow {
 		return nil
@@ -245,6 +285,17 @@ func (n *Node) truncateWAL(list []*memSeries) error {
 	}
 	n.walLow = keep
 	return nil
+}
+
+// walBytesIn is the size of the WAL segments with a sequence in [from, to).
+func (n *Node) walBytesIn(from, to uint64) int64 {
+	var total int64
+	for _, s := range n.wal.Segments() {
+		if s.Seq >= from && s.Seq < to {
+			total += s.Bytes
+		}
+	}
+	return total
 }
 
 // flushSeries adds to b the chunks and rollups for what tk took. Hours are

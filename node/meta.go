@@ -80,11 +80,15 @@ type Status struct {
 	WALRecordBytes     int64 // record payload bytes appended since start
 	Accepted, Rejected int64
 	// RejectedBy counts rejected points by reason (index: RejectReason).
-	RejectedBy       [model.NumRejectReasons]int64
-	FlushedChunks    int64
-	FlushErrors      int64
-	RetentionDropped int64
-	Uptime           time.Duration
+	RejectedBy    [model.NumRejectReasons]int64
+	FlushedChunks int64
+	FlushErrors   int64
+	// StoreFlushes counts the flushes of the store's memtables to disk that
+	// let WAL segments go; IdleFlushes the flushes after Options.IdleFlush
+	// without writes.
+	StoreFlushes, IdleFlushes int64
+	RetentionDropped          int64
+	Uptime                    time.Duration
 	// Store is the store's health (health.go).
 	Store StoreHealth
 	// WALQuarantined counts WAL files quarantined as corrupt, ever (kept
@@ -115,6 +119,8 @@ func (n *Node) Status() Status {
 		RejectedBy:       n.rejectedBy(),
 		FlushedChunks:    n.stats.flushedChunks.Load(),
 		FlushErrors:      n.stats.flushErrors.Load(),
+		StoreFlushes:     n.stats.storeFlushes.Load(),
+		IdleFlushes:      n.stats.idleFlushes.Load(),
 		RetentionDropped: n.stats.retentionDropped.Load(),
 		Uptime:           n.opts.Now().Sub(n.started),
 		Store:            n.health.state(),
@@ -137,7 +143,7 @@ func (n *Node) rejectedBy() (out [model.NumRejectReasons]int64) {
 
 // Flush writes the whole head to the store now (tests, benchmarks, and
 // operators before a backup).
-func (n *Node) Flush() error { return n.flush(true) }
+func (n *Node) Flush() error { return n.flush(true, true) }
 
 // CompactStore flushes RocksDB memtables and compacts everything; it
 // returns the resulting SST bytes.

@@ -10,10 +10,11 @@
 // second, so a chunk moving from head to RocksDB in between is seen at
 // least once and de-duplicated by timestamp.
 //
-// Durability: an acknowledged write is in an fsynced WAL record. Samples
-// reach RocksDB with RocksDB's own WAL unsynced; before WAL segments are
-// deleted, the RocksDB WAL is synced, so a segment is removed only when
-// every sample in it is durable in RocksDB.
+// Durability: an acknowledged write is in an fsynced WAL record. Flushes
+// write samples to RocksDB without RocksDB's own WAL; before WAL segments
+// are deleted (or the flushed-through record advanced), the store's
+// memtables are flushed to disk, so a segment is removed only when every
+// sample in it is durable in RocksDB (flush.go, truncateWAL).
 //
 // Health (health.go): store failures are classified; a corruption makes
 // the node not ready at once and until Repair (repair.go), other failures
@@ -71,6 +72,11 @@ type Node struct {
 	replaySeq  atomic.Uint64
 	walLow     uint64
 	flushedLow uint64
+	// lastAppendNs is when the head last took a write (Open counts as
+	// one); idleDoneNs is the lastAppendNs the last idle flush covered
+	// (flush loop only).
+	lastAppendNs atomic.Int64
+	idleDoneNs   int64
 	// replayFrom is the first WAL sequence Open replayed (set once).
 	replayFrom uint64
 	// audit is the audit of repaired ranges while Open replays (audit.go).
@@ -113,6 +119,8 @@ type counters struct {
 	rejectedBy         [model.NumRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
 	flushes            atomic.Int64
+	storeFlushes       atomic.Int64 // store flushes that let WAL segments go (truncateWAL)
+	idleFlushes        atomic.Int64
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
@@ -223,6 +231,7 @@ func Open(opts Options) (*Node, error) {
 	}
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
 		"replayed_points", replayed, "head_samples", n.headSamples.Load(), "took", time.Since(start).Round(time.Millisecond))
+	n.lastAppendNs.Store(n.opts.Now().UnixNano())
 	n.wg.Add(2)
 	go n.flushLoop()
 	go n.retentionLoop()
@@ -326,7 +335,7 @@ func (n *Node) replay(fromSeq uint64) (points int64, err error) {
 			n.replaySeq.Store(seq)
 			// Keep the head within its memory bound while replaying a long WAL.
 			if n.headBytes.Load() > n.opts.HeadMaxBytes {
-				if err := n.flush(true); err != nil {
+				if err := n.flush(true, false); err != nil {
 					return err
 				}
 			}
@@ -404,7 +413,7 @@ func (n *Node) dropFlushedWAL() error {
 	n.idxMu.RLock()
 	list := slices.Collect(maps.Values(n.byID))
 	n.idxMu.RUnlock()
-	return n.truncateWAL(list)
+	return n.truncateWAL(list, true)
 }
 
 // Close flushes the whole head to RocksDB, syncs it, removes the WAL
@@ -419,7 +428,7 @@ func (n *Node) Close() error {
 	n.mu.Lock() // no write is in flight past this point
 	defer n.mu.Unlock()
 	var errs []error
-	if err := n.flush(true); err != nil {
+	if err := n.flush(true, false); err != nil {
 		n.health.observe(err)
 		if st := n.health.state(); !st.Healthy {
 			// Nothing is lost: every segment holding samples the store

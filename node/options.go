@@ -53,6 +53,19 @@ type Options struct {
 	ChunkMaxAge time.Duration
 	// FlushInterval is how often closed chunks are written to RocksDB. Default 1s.
 	FlushInterval time.Duration
+	// StoreFlushWALBytes: chunks and rollups go to RocksDB without its WAL,
+	// so WAL segments whose samples are all in RocksDB stay until the
+	// store's memtables are flushed to disk; the store is flushed once they
+	// hold this many bytes (and at idle and shutdown). More means fewer,
+	// larger SST files (less rewriting) but a longer replay after a crash.
+	// Default 32 MiB.
+	StoreFlushWALBytes int64
+	// IdleFlush: after this long without a write the whole head and the
+	// store are flushed and the WAL segments replication no longer needs
+	// are released, so that the data directory converges to its
+	// compressed size. Default 50s, so that with the flush itself it has
+	// converged within a minute of the last write; negative never.
+	IdleFlush time.Duration
 
 	// A store call that fails with a corruption makes the store unhealthy
 	// at once; other failures (a full disk, an I/O error) once they have
@@ -121,6 +134,8 @@ func (o *Options) Validate() error {
 	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
 	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
 	o.FlushInterval = cmp.Or(o.FlushInterval, time.Second)
+	o.StoreFlushWALBytes = cmp.Or(o.StoreFlushWALBytes, 32<<20)
+	o.IdleFlush = cmp.Or(o.IdleFlush, 50*time.Second)
 	o.FailuresBeforeUnhealthy = cmp.Or(o.FailuresBeforeUnhealthy, 3)
 	o.FailingBeforeUnhealthy = cmp.Or(o.FailingBeforeUnhealthy, 10*time.Second)
 	o.UnflushedWALMaxBytes = cmp.Or(o.UnflushedWALMaxBytes, 1<<30)
@@ -141,6 +156,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.HeadChunkSamples < 8 || o.HeadChunkSamples > 1<<16:
 		return fmt.Errorf("node options: HeadChunkSamples %d out of range [8, 65536]", o.HeadChunkSamples)
+	case o.StoreFlushWALBytes < 0:
+		return fmt.Errorf("node options: StoreFlushWALBytes %d is negative", o.StoreFlushWALBytes)
 	case o.HeadMaxBytes < 1<<20:
 		return fmt.Errorf("node options: HeadMaxBytes %d is below 1 MiB", o.HeadMaxBytes)
 	case o.WALSegmentBytes < 4096:

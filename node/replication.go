@@ -93,8 +93,9 @@ func (n *Node) replayStart() (uint64, error) {
 // recordFlushedThrough writes the flushed-through sequence to the store
 // meta. It is not synced by itself.
 // REQUIRES: the samples of every segment <= seq are durable in RocksDB
-// (SyncWAL returned after they were written), so that a record that
-// survives a power cut never vouches for samples that did not.
+// (a store Flush returned after they were written: flushes write them
+// without RocksDB's WAL), so that a record that survives a crash never
+// vouches for samples that did not.
 func (n *Node) recordFlushedThrough(seq uint64) error {
 	b := n.db.NewBatch()
 	defer b.Close()

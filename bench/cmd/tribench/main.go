@@ -67,6 +67,10 @@ workloads:
            InfluxDB line protocol over HTTP, compact, restart, and time the
            1-hour max-by-minute PromQL query through /api/v1/query_range,
            checking every answer (a table, then one JSON line)
+  lowrate  start 'tributary node', write 8 series x 1 point per second in one
+           request per second for 10 minutes with the WAL fsynced before each
+           ack, and compare the bytes the node sent to storage with one 4 KiB
+           page per fsync (a table, then one JSON line)
   fanout   start 3 coordinators and 10 edge nodes as processes, time fan-out
            queries, kill -9 the raft leader repeatedly under writes, and
            count catalog series registrations/s (a table, then one JSON line)
@@ -155,6 +159,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRollup(ctx, args[1:], stdout, stderr)
 	case "lp":
 		err = runLP(ctx, args[1:], stdout, stderr, logger)
+	case "lowrate":
+		err = runLowRate(ctx, args[1:], stdout, stderr, logger)
 	case "fanout":
 		err = runFanout(ctx, args[1:], stdout, stderr, logger)
 	case "replication":
@@ -289,6 +295,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
+	settleFlag(fs, &o.Settle)
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
@@ -333,6 +340,7 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.StringVar(&o.DB, "db", o.DB, "db parameter of the writes (the node's db label)")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
+	settleFlag(fs, &o.Settle)
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}
@@ -464,4 +472,10 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.WriteJSONLine(stdout, res)
+}
+
+// settleFlag registers --settle, the wait after a load before the node's
+// storage writes and data directory are measured.
+func settleFlag(fs *flag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "settle", *d, "how long the node runs on after the load before write_bytes and the data directory are measured")
 }

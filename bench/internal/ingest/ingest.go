@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -60,6 +61,9 @@ type Options struct {
 	Seed uint64
 	// CallTimeout bounds one Write call.
 	CallTimeout time.Duration
+	// Settle is how long the node runs on after the load before its
+	// storage writes and data directory are measured.
+	Settle time.Duration
 }
 
 // DefaultOptions are the benchmark settings: 10,000 series,
@@ -78,6 +82,7 @@ func DefaultOptions() Options {
 		Interval:                time.Second,
 		Seed:                    1,
 		CallTimeout:             60 * time.Second,
+		Settle:                  diskio.DefaultSettle,
 	}
 }
 
@@ -99,6 +104,9 @@ func (o Options) Validate() error {
 	}
 	if o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("call timeout must be positive"))
+	}
+	if o.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle must not be negative, got %v", o.Settle))
 	}
 	return errors.Join(errs...)
 }
@@ -167,13 +175,25 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 			_, _ = node.Stop(o.StopTimeout)
 		}
 	}()
+	probe, err := diskio.Begin(node.PID(), wd.DataDir)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := m.load(ctx, node, addr, perClient, nodeLog, logger); err != nil {
+		return Result{}, err
+	}
+	logger.Info("settling before the storage is measured", "wait", o.Settle)
+	if err := probe.Settle(ctx, o.Settle, node.Exited()); err != nil {
 		return Result{}, err
 	}
 	stopped = true
 	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
 		return Result{}, err
 	}
+	if err := probe.AfterStop(); err != nil {
+		return Result{}, err
+	}
+	m.disk = probe.Figures()
 	if m.compact, err = compact(ctx, binary, wd.DataDir, o.Env, nodeLog, logger); err != nil {
 		return Result{}, err
 	}

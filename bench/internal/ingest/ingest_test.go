@@ -89,6 +89,7 @@ func fakeRunOptions(t *testing.T, mode string) (Options, *bytes.Buffer) {
 	o.Clients = 3
 	o.Duration = time.Second
 	o.WorkDir = t.TempDir()
+	o.Settle = 100 * time.Millisecond
 	o.Commit = "test"
 	o.Out = &out
 	return o, &out
@@ -127,6 +128,14 @@ func TestRun_AgainstFakeNodeProcess(t *testing.T) {
 			last := reporttest.LastJSONLine(t, out.String())
 			if last["points"] != float64(res.Points) || last["commit"] != "test" || last["workload"] != tc.workload {
 				t.Errorf("JSON line %v", last)
+			}
+			for _, k := range []string{"storage_write_bytes_per_point", "disk_at_rest_bytes_per_point", "disk_after_stop_bytes_per_point"} {
+				if v, ok := last[k].(float64); !ok || v < 0 {
+					t.Errorf("JSON %s = %v, want a measured figure", k, last[k])
+				}
+			}
+			if float64(res.DiskAtRestBytesPerPoint) <= 0 || float64(res.SettleS) != 0.1 {
+				t.Errorf("data dir at rest %v bytes/point after %v s: want the directory's blocks counted after the 0.1 s settle", res.DiskAtRestBytesPerPoint, res.SettleS)
 			}
 			if !strings.Contains(out.String(), "≥ 3,000,000") {
 				t.Errorf("table has no points/s target:\n%s", out)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -49,6 +50,11 @@ type Result struct {
 	PeakRSSMiB           report.Number `json:"peak_rss_mib"`             // node peak RSS over its whole life
 	BytesPerPoint        report.Number `json:"bytes_per_point"`          // SST bytes after full compaction / points
 
+	StorageWriteBytesPerPoint  report.Number `json:"storage_write_bytes_per_point"`   // node write_bytes (/proc/PID/io), load start through SettleS after it
+	DiskAtRestBytesPerPoint    report.Number `json:"disk_at_rest_bytes_per_point"`    // du of the data directory SettleS after the load, node running
+	DiskAfterStopBytesPerPoint report.Number `json:"disk_after_stop_bytes_per_point"` // du of the data directory after SIGTERM, before compaction
+	SettleS                    report.Number `json:"settle_s"`
+
 	WriteP50Ms report.Number `json:"write_p50_ms"`
 	WriteP99Ms report.Number `json:"write_p99_ms"`
 
@@ -87,6 +93,7 @@ type measurement struct {
 	exit          nodeproc.Exit
 	compact       nodeproc.CompactResult
 	dataBytes     int64
+	disk          diskio.Figures
 	selfCPU       time.Duration
 	selfCPUErr    error
 	machine       report.Machine
@@ -122,6 +129,7 @@ func (m measurement) result() Result {
 		}
 		return report.Number(report.Round(a/b, 4))
 	}
+	storageWrite, atRest, afterStop := m.disk.PerPoint(m.stats.Points, func(a, b float64) float64 { return float64(ratio(a, b)) })
 	r := Result{
 		Workload:                m.gen.Name(),
 		Series:                  m.gen.NumSeries(),
@@ -140,6 +148,11 @@ func (m measurement) result() Result {
 		CPUSPerMillionPoints: perMillion(nodeCPU),
 		PeakRSSMiB:           report.Number(report.Round(float64(max(m.after.HWMBytes, m.exit.MaxRSSBytes))/mib, 1)),
 		BytesPerPoint:        ratio(float64(m.compact.SSTBytes), float64(m.stats.Points)),
+
+		StorageWriteBytesPerPoint:  report.Number(storageWrite),
+		DiskAtRestBytesPerPoint:    report.Number(atRest),
+		DiskAfterStopBytesPerPoint: report.Number(afterStop),
+		SettleS:                    report.Number(report.Round(m.disk.Settle.Seconds(), 1)),
 
 		WriteP50Ms: ms(load.Percentile(lat, 0.50)),
 		WriteP99Ms: ms(load.Percentile(lat, 0.99)),
@@ -220,6 +233,9 @@ func WriteReport(w io.Writer, r Result) error {
 	tb.Add("CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), Targets.CPUSPerMillionPoints.Verdict(float64(r.CPUSPerMillionPoints)))
 	tb.Add("peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), Targets.PeakRSSMiB.Verdict(float64(r.PeakRSSMiB)))
 	tb.Add("bytes/point", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(1)), Targets.BytesPerPoint.Verdict(float64(r.BytesPerPoint)))
+	tb.Add(fmt.Sprintf("storage writes/point (load + %gs)", float64(r.SettleS)), f(r.StorageWriteBytesPerPoint, 3), "", "")
+	tb.Add(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), f(r.DiskAtRestBytesPerPoint, 3), "", "")
+	tb.Add("data dir bytes/point after a clean stop", f(r.DiskAfterStopBytesPerPoint, 3), "", "")
 	tb.Add("write latency p50 (ms)", f(r.WriteP50Ms, 2), "", "")
 	tb.Add("write latency p99 (ms)", f(r.WriteP99Ms, 2), "", "")
 	if err := tb.Write(w); err != nil {

@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
@@ -79,6 +80,9 @@ type Options struct {
 	WALSync string
 	// CallTimeout bounds one HTTP request.
 	CallTimeout time.Duration
+	// Settle is how long the node runs on after the load before its
+	// storage writes and data directory are measured.
+	Settle time.Duration
 	// Now is the wall clock, which places the data; default time.Now.
 	Now func() time.Time
 }
@@ -102,6 +106,7 @@ func DefaultOptions() Options {
 		DB:            "benchmark",
 		WALSync:       "always",
 		CallTimeout:   60 * time.Second,
+		Settle:        diskio.DefaultSettle,
 	}
 }
 
@@ -140,6 +145,9 @@ func (o Options) Validate() error {
 	}
 	if o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if o.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle must not be negative, got %v", o.Settle))
 	}
 	return errors.Join(errs...)
 }
@@ -246,6 +254,10 @@ func (ph phases) write(batches [][]batch) (err error) {
 	if m.before, err = node.Usage(); err != nil {
 		return err
 	}
+	probe, err := diskio.Begin(node.PID(), ph.wd.DataDir)
+	if err != nil {
+		return err
+	}
 	selfBefore, selfErr := nodeproc.SelfCPU()
 	machBusy0, machTotal0, machErr := nodeproc.MachineCPU()
 	q := url.Values{"db": {o.DB}, "precision": {"ns"}}
@@ -271,10 +283,18 @@ func (ph phases) write(batches [][]batch) (err error) {
 	ph.logger.Info("write done", "points", m.write.Lines*workload.TSBSCPUFields, "seconds", m.write.Elapsed.Seconds())
 	clear(batches) // let the bodies go before the node restarts
 
+	ph.logger.Info("settling before the storage is measured", "wait", o.Settle)
+	if err := probe.Settle(ph.ctx, o.Settle, node.Exited()); err != nil {
+		return err
+	}
 	stopped = true
 	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
 		return err
 	}
+	if err := probe.AfterStop(); err != nil {
+		return err
+	}
+	m.disk = probe.Figures()
 	m.hwm = hwm.Final()
 	logf, err := os.OpenFile(writeLog, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {

@@ -109,6 +109,7 @@ func fakeRunOptions(t *testing.T, mode string) (Options, *bytes.Buffer) {
 	o.WarmupQueries = 10
 	o.Queries = 40
 	o.WorkDir = t.TempDir()
+	o.Settle = 100 * time.Millisecond
 	o.Commit = "test"
 	o.Out = &out
 	o.Now = func() time.Time { return time.Now().Add(-time.Minute) } // any clock works for the fake

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/load"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
@@ -21,12 +22,18 @@ var Targets = struct {
 	BytesPerPoint        report.Target
 	PeakRSSMiB           report.Target
 	PromQLP50Ms          report.Target
+	StorageWrite         report.Target
+	DiskAtRest           report.Target
+	DiskAfterStop        report.Target
 }{
 	PointsPerS:           report.Target{Value: 2_500_000},
 	CPUSPerMillionPoints: report.Target{Value: 0.33, AtMost: true},
 	BytesPerPoint:        report.Target{Value: 0.45, AtMost: true},
 	PeakRSSMiB:           report.Target{Value: 128, AtMost: true},
 	PromQLP50Ms:          report.Target{Value: 0.25, AtMost: true},
+	StorageWrite:         report.Target{Value: 1.5, AtMost: true},
+	DiskAtRest:           report.Target{Value: 0.40, AtMost: true},
+	DiskAfterStop:        report.Target{Value: 0.40, AtMost: true},
 }
 
 // Result is the outcome of one run; its JSON form is the last line the
@@ -37,6 +44,11 @@ type Result struct {
 	BytesPerPoint        report.Number `json:"bytes_per_point"`             // SST bytes after full compaction / points
 	PeakRSSMiB           report.Number `json:"peak_rss_mib"`                // node VmHWM, start through exit of the write phase
 	PromQLP50Ms          report.Number `json:"promql_1h_max_by_min_p50_ms"` // client round trip
+
+	StorageWriteBytesPerPoint  report.Number `json:"storage_write_bytes_per_point"`   // node write_bytes (/proc/PID/io), write start through SettleS after the writes
+	DiskAtRestBytesPerPoint    report.Number `json:"disk_at_rest_bytes_per_point"`    // du of the data directory SettleS after the writes, node running
+	DiskAfterStopBytesPerPoint report.Number `json:"disk_after_stop_bytes_per_point"` // du of the data directory after SIGTERM, before compaction
+	SettleS                    report.Number `json:"settle_s"`
 
 	PromQLP99Ms           report.Number `json:"promql_1h_max_by_min_p99_ms"`
 	PingP50Ms             report.Number `json:"http_ping_p50_ms"` // GET /ping round trip: the floor under the query latency
@@ -98,6 +110,7 @@ type measurement struct {
 	before, after nodeproc.Usage
 	exit          nodeproc.Exit
 	hwm           int64 // VmHWM sampled until exit
+	disk          diskio.Figures
 	compact       nodeproc.CompactResult
 	selfCPU       time.Duration
 	selfCPUErr    error
@@ -148,6 +161,8 @@ func (m measurement) result() Result {
 	wlat := append([]time.Duration(nil), m.write.Latencies...)
 	qlat := append([]time.Duration(nil), m.query.Latencies...)
 	qCount := float64(m.query.Queries) + float64(m.query.Warmup)
+	div := func(a, b float64) float64 { return float64(ratio(a, b, 4)) }
+	storageWrite, atRest, afterStop := m.disk.PerPoint(points, div)
 
 	r := Result{
 		PointsPerS:           ratio(float64(points), secs, 0),
@@ -155,6 +170,11 @@ func (m measurement) result() Result {
 		BytesPerPoint:        ratio(float64(m.compact.SSTBytes), float64(points), 4),
 		PeakRSSMiB:           round(float64(max(m.after.HWMBytes, m.hwm))/mib, 1),
 		PromQLP50Ms:          ms(qlat, 0.50),
+
+		StorageWriteBytesPerPoint:  report.Number(storageWrite),
+		DiskAtRestBytesPerPoint:    report.Number(atRest),
+		DiskAfterStopBytesPerPoint: report.Number(afterStop),
+		SettleS:                    round(m.disk.Settle.Seconds(), 1),
 
 		PromQLP99Ms:        ms(qlat, 0.99),
 		PingP50Ms:          ms(append([]time.Duration(nil), m.pings...), 0.50),
@@ -201,11 +221,14 @@ func (m measurement) result() Result {
 		ClientWaitFraction:    ratio(m.write.WaitTime.Seconds(), secs*float64(m.opts.Clients), 3),
 
 		Targets: map[string]float64{
-			"points_per_s":                Targets.PointsPerS.Value,
-			"cpu_s_per_million_points":    Targets.CPUSPerMillionPoints.Value,
-			"bytes_per_point":             Targets.BytesPerPoint.Value,
-			"peak_rss_mib":                Targets.PeakRSSMiB.Value,
-			"promql_1h_max_by_min_p50_ms": Targets.PromQLP50Ms.Value,
+			"points_per_s":                    Targets.PointsPerS.Value,
+			"cpu_s_per_million_points":        Targets.CPUSPerMillionPoints.Value,
+			"bytes_per_point":                 Targets.BytesPerPoint.Value,
+			"peak_rss_mib":                    Targets.PeakRSSMiB.Value,
+			"promql_1h_max_by_min_p50_ms":     Targets.PromQLP50Ms.Value,
+			"storage_write_bytes_per_point":   Targets.StorageWrite.Value,
+			"disk_at_rest_bytes_per_point":    Targets.DiskAtRest.Value,
+			"disk_after_stop_bytes_per_point": Targets.DiskAfterStop.Value,
 		},
 		Commit:  m.opts.Commit,
 		Machine: m.machine,
@@ -259,6 +282,9 @@ func WriteReport(w io.Writer, r Result) error {
 	tb.Add("points/s (HTTP line protocol)", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS.Format(report.Whole), Targets.PointsPerS.Verdict(float64(r.PointsPerS)))
 	tb.Add("node CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), Targets.CPUSPerMillionPoints.Verdict(float64(r.CPUSPerMillionPoints)))
 	tb.Add("bytes/point at rest (compacted)", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(2)), Targets.BytesPerPoint.Verdict(float64(r.BytesPerPoint)))
+	tb.Add(fmt.Sprintf("storage writes/point (write_bytes, load + %gs)", float64(r.SettleS)), f(r.StorageWriteBytesPerPoint, 3), Targets.StorageWrite.Format(dec(2)), Targets.StorageWrite.Verdict(float64(r.StorageWriteBytesPerPoint)))
+	tb.Add(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), f(r.DiskAtRestBytesPerPoint, 3), Targets.DiskAtRest.Format(dec(2)), Targets.DiskAtRest.Verdict(float64(r.DiskAtRestBytesPerPoint)))
+	tb.Add("data dir bytes/point after a clean stop", f(r.DiskAfterStopBytesPerPoint, 3), Targets.DiskAfterStop.Format(dec(2)), Targets.DiskAfterStop.Verdict(float64(r.DiskAfterStopBytesPerPoint)))
 	tb.Add("node peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), Targets.PeakRSSMiB.Verdict(float64(r.PeakRSSMiB)))
 	tb.Add("PromQL 1h max by minute p50 (ms)", f(r.PromQLP50Ms, 3), Targets.PromQLP50Ms.Format(dec(2)), Targets.PromQLP50Ms.Verdict(float64(r.PromQLP50Ms)))
 	tb.Add("PromQL 1h max by minute p99 (ms)", f(r.PromQLP99Ms, 3), "", "")

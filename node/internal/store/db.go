@@ -80,9 +80,10 @@ type DB struct {
 	timeCFs  [len(kinds)]*grocksdb.ColumnFamilyHandle // by Kind
 
 	// Shared, never modified after Open: RocksDB only reads them.
-	writeOpts   *grocksdb.WriteOptions // WAL on, sync off
-	syncOpts    *grocksdb.WriteOptions // WAL on, sync on
-	readDefault *grocksdb.ReadOptions  // point reads; scans make their own (scan.go)
+	writeOpts    *grocksdb.WriteOptions // WAL on, sync off
+	syncOpts     *grocksdb.WriteOptions // WAL on, sync on
+	unloggedOpts *grocksdb.WriteOptions // WAL off (WriteUnlogged)
+	readDefault  *grocksdb.ReadOptions  // point reads; scans make their own (scan.go)
 
 	// mu guards the transition to closed; inflight counts running calls so
 	// that Close frees nothing they still use.
@@ -183,6 +184,8 @@ func openRocks(o *Options, paranoid bool) (*DB, error) {
 	db.writeOpts = grocksdb.NewDefaultWriteOptions()
 	db.syncOpts = grocksdb.NewDefaultWriteOptions()
 	db.syncOpts.SetSync(true)
+	db.unloggedOpts = grocksdb.NewDefaultWriteOptions()
+	db.unloggedOpts.DisableWAL(true)
 	db.readDefault = grocksdb.NewDefaultReadOptions()
 	db.compression = compressionName(comp.upper) + "/" + compressionName(comp.bottom)
 	ok = true
@@ -235,19 +238,45 @@ func (db *DB) loadLayout() error {
 	return nil
 }
 
-// Close waits for running calls to return, then closes RocksDB and frees
-// everything Open allocated. Closing twice is a no-op.
+// Close waits for running calls to return, flushes every memtable to SST
+// files (so that unlogged writes are kept and RocksDB's WAL holds nothing a
+// restart would replay), then closes RocksDB and frees everything Open
+// allocated. Closing twice is a no-op.
 func (db *DB) Close() error {
+	if !db.beginClose() {
+		return nil
+	}
+	err := db.flushOrdered()
+	db.free()
+	if err != nil {
+		return fmt.Errorf("close store %s: %w", db.dir, err)
+	}
+	return nil
+}
+
+// Abandon closes the store as a process crash would leave it: memtables
+// are not flushed, so the writes of WriteUnlogged since the last Flush are
+// lost and the ones logged in RocksDB's WAL are replayed by the next Open.
+// For crash tests.
+func (db *DB) Abandon() {
+	if !db.beginClose() {
+		return
+	}
+	db.free() // avoid_flush_during_shutdown is set (dbOptions)
+}
+
+// beginClose makes later calls fail and waits for running ones; it reports
+// false if the DB was closed already.
+func (db *DB) beginClose() bool {
 	db.mu.Lock()
 	if db.closed.Load() {
 		db.mu.Unlock()
-		return nil
+		return false
 	}
 	db.closed.Store(true)
 	db.mu.Unlock()
 	db.inflight.Wait()
-	db.free()
-	return nil
+	return true
 }
 
 // free releases every RocksDB object of db in dependency order: column
@@ -262,7 +291,7 @@ func (db *DB) free() {
 		db.rdb.Close()
 		db.rdb = nil
 	}
-	for _, o := range []*grocksdb.WriteOptions{db.writeOpts, db.syncOpts} {
+	for _, o := range []*grocksdb.WriteOptions{db.writeOpts, db.syncOpts, db.unloggedOpts} {
 		if o != nil {
 			o.Destroy()
 		}
@@ -301,11 +330,21 @@ func (db *DB) acquire() error {
 
 func (db *DB) release() { db.inflight.Done() }
 
-// Write applies b atomically across column families. RocksDB's WAL is on
-// but not synced: the node's own WAL makes writes durable, and SyncWAL makes
-// everything written so far durable before that WAL is trimmed. When b holds
-// a chunk longer than any before, Write adds a store record to b.
-func (db *DB) Write(b *Batch) error {
+// Write applies b atomically across column families, logged in RocksDB's
+// WAL but not synced: SyncWAL (or Flush) makes it durable. When b holds a
+// chunk longer than any before, Write adds a store record to b.
+func (db *DB) Write(b *Batch) error { return db.write(b, db.writeOpts) }
+
+// WriteUnlogged applies b like Write but without RocksDB's WAL: until the
+// next Flush returns, b lives only in memtables, and a crash loses it
+// whole. With atomic flushes (see dbOptions) and the order of Flush, what a
+// crash keeps of unlogged batches is always a prefix of them, and of each
+// batch all of its column families or none.
+// REQUIRES: the caller can write b again after a crash until Flush returns
+// (the node replays it from its own WAL).
+func (db *DB) WriteUnlogged(b *Batch) error { return db.write(b, db.unloggedOpts) }
+
+func (db *DB) write(b *Batch, wo *grocksdb.WriteOptions) error {
 	if err := db.acquire(); err != nil {
 		return err
 	}
@@ -327,7 +366,7 @@ func (db *DB) Write(b *Batch) error {
 			b.wb.PutCF(db.meta, []byte(metaMaxChunkSpan), binary.BigEndian.AppendUint64(nil, uint64(b.maxSpanMs)))
 		}
 	}
-	if err := db.rdb.Write(db.writeOpts, b.wb); err != nil {
+	if err := db.rdb.Write(wo, b.wb); err != nil {
 		return fmt.Errorf("write batch of %d operations: %w", b.Len(), err)
 	}
 	return nil
@@ -346,20 +385,37 @@ func (db *DB) SyncWAL() error {
 	return nil
 }
 
-// Flush writes the memtables of every column family to SST files and waits
-// for it.
+// Flush writes the memtables of every column family to synced SST files
+// and waits for it: every write that returned before, logged or not, is
+// then durable, and RocksDB's WAL files up to here are obsolete.
 func (db *DB) Flush() error {
 	if err := db.acquire(); err != nil {
 		return err
 	}
 	defer db.release()
+	return db.flushOrdered()
+}
+
+// flushOrdered flushes the column families one by one, chunks last. A
+// crash between two of them must not keep a chunk whose rollup and span
+// record are lost: replaying the chunk's samples would then take the
+// append path and store them twice. Kept rollups without their chunks are
+// safe (the replay merges, last write wins, and recomputes them).
+func (db *DB) flushOrdered() error {
 	fo := grocksdb.NewDefaultFlushOptions()
 	defer fo.Destroy()
 	fo.SetWait(true)
+	chunks := db.timeCFs[KindChunks]
 	for i, h := range db.handles {
+		if h == chunks {
+			continue
+		}
 		if err := db.rdb.FlushCF(h, fo); err != nil {
 			return fmt.Errorf("flush column family %s: %w", cfSpecs[i].name, err)
 		}
+	}
+	if err := db.rdb.FlushCF(chunks, fo); err != nil {
+		return fmt.Errorf("flush column family %s: %w", cfChunks, err)
 	}
 	return nil
 }
