@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/internal/loopback"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -250,9 +251,16 @@ func TestAutoLeave_RealClusterScaledFrom5To3(t *testing.T) {
 	}
 	const n, expected = 5, 3
 	var peers []coordinator.Peer
+	// The members listen on a loopback host of their own: a port freed
+	// here and bound again by the member is then not taken meanwhile by
+	// another test's connection on 127.0.0.1.
+	base, _, err := loopback.ReserveHosts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ls []net.Listener
 	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", base+"1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
