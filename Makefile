@@ -81,11 +81,11 @@ proto-release: ## Write the API baseline proto/releases/$(TAG).binpb (make proto
 
 E2E_STATIC_BIN := bin/tributary-static
 # Longer knobs of make e2e (override on the command line or in the environment).
-E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore|Hostile|Rotation|Revocation|TestHeal_
+E2E_RUN ?= Cluster|Replication|CoordinatorFaults|Docker|BadInput|LoadLimits|PowerCut|DiskFull|Corrupt|Restore|Hostile|Rotation|Revocation|TestHeal_|TestRules_
 DURATION ?= 30m
 FUZZTIME ?= 30s
 
-e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log, a damaged store table file repaired with its loss counted, a Pi SD card replaced and restored from the cloud, self-healing (a coordinator's disk lost, refused then rejoined, down 30 min, an edge 30 days offline, scale 3→5→3 and replace) checked on every replica (E2E_RUN selects).
+e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 every 30 s for 10 min, snapshot catch-up, paused/isolated leader and full restart in docker, edge kill -9, link faults, corrupt segments, bad input, slow clients, 10k idle connections, 1M new series, power cuts (FUSE), disk full (loop ext4), bit flips in cursor and raft log, a damaged store table file repaired with its loss counted, a Pi SD card replaced and restored from the cloud, rules and alerts through a 5-minute uplink cut and a kill -9, self-healing (a coordinator's disk lost, refused then rejoined, down 30 min, an edge 30 days offline, scale 3→5→3 and replace) checked on every replica (E2E_RUN selects).
 	@mkdir -p bin
 	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
 	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(E2E_STATIC_BIN) ./cmd/tributary
@@ -103,7 +103,7 @@ e2e: build ## End-to-end fault tests, processes and containers: leader kill -9 e
 	TRIBUTARY_E2E_SECURITY=1 TRIBUTARY_E2E_DISK=1 TRIBUTARY_E2E_POWER_CUTS=$${TRIBUTARY_E2E_POWER_CUTS:-10} \
 	TRIBUTARY_E2E_COORD_POWER_CUTS=$${TRIBUTARY_E2E_COORD_POWER_CUTS:-6} TRIBUTARY_E2E_DISK_FULL=$${TRIBUTARY_E2E_DISK_FULL:-20s} \
 	TRIBUTARY_E2E_RESTORE_LOAD=$${TRIBUTARY_E2E_RESTORE_LOAD:-30s} \
-	TRIBUTARY_E2E_HEAL=1 TRIBUTARY_E2E_COORD_DOWN=$${TRIBUTARY_E2E_COORD_DOWN:-30m} TRIBUTARY_E2E_HEAL_WARMUP=$${TRIBUTARY_E2E_HEAL_WARMUP:-60s} \
+	TRIBUTARY_E2E_RULES_OUTAGE=$${TRIBUTARY_E2E_RULES_OUTAGE:-5m} TRIBUTARY_E2E_HEAL=1 TRIBUTARY_E2E_COORD_DOWN=$${TRIBUTARY_E2E_COORD_DOWN:-30m} TRIBUTARY_E2E_HEAL_WARMUP=$${TRIBUTARY_E2E_HEAL_WARMUP:-60s} \
 	TRIBUTARY_E2E_HEAL_VICTIMS=$${TRIBUTARY_E2E_HEAL_VICTIMS:-follower,leader} TRIBUTARY_E2E_HEAL_RESTART_DELAYS=$${TRIBUTARY_E2E_HEAL_RESTART_DELAYS:-10s,40s} \
 	$(GO) test ./e2e/ -run '$(E2E_RUN)' -v -count=1 -timeout 240m
 
