@@ -605,17 +605,21 @@ func TestReplication_SegmentFileVanishes(t *testing.T) {
 }
 
 // lostSegmentScenario: link cut, 3 segments sealed, the load stops, the
-// edge flushes its head (8-sample chunks) if flushed, SIGKILL, one sealed
+// edge flushes its head (8-sample chunks) and its store if flushed, SIGKILL, one sealed
 // unshipped segment (not the newest) is damaged or removed, restart,
 // heal. If flushed, the gap must be backfilled from the edge's store
 // (lost = duplicated = phantom = 0 on every coordinator, no gap left in
 // the catalog); if not, it must stay a gap with the segment's count.
 func lostSegmentScenario(t *testing.T, how string, flushed bool) {
-	chunk := "65536"
+	args := []string{"--head-chunk-samples", "65536"}
 	if flushed {
-		chunk = "8"
+		// 8-sample chunks leave the head, and every flush that releases
+		// WAL also flushes the store: flushes write the store without
+		// RocksDB's WAL, so a point is in the store for good (and the
+		// segment holding it may be lost) only after a store flush.
+		args = []string{"--head-chunk-samples", "8", "--store-flush-wal-bytes", "1"}
 	}
-	f := startReplFleet(t, true, "--head-chunk-samples", chunk)
+	f := startReplFleet(t, true, args...)
 	f.startLoad()
 	f.proxy.Cut()
 	sealed0 := uint64(f.metrics()["tributary_replication_newest_sealed_seq"])
