@@ -110,6 +110,16 @@ func TestListener_RefusesPastTheListenerBound(t *testing.T) {
 	if !refusedByServer(dial(t, raw.Addr().String())) {
 		t.Fatal("a connection past MaxConns was not closed")
 	}
+	// The refusal is reported once the connection is closed: the client
+	// may see the close first.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(reasons)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(reasons) != 1 || reasons[0] != ReasonListenerFull {
