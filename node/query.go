@@ -459,20 +459,14 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 	for _, m := range ms {
 		if m.MatchesEmpty() {
 			// Series without the label match too: subtract the values that don't.
-			out, err := n.db.PostingsMatching(m.Name, func(v string) bool { return !m.Matches(v) })
+			out, err := n.matchingPostings(m, true)
 			if err != nil {
 				return nil, err
 			}
 			exclude = append(exclude, out)
 			continue
 		}
-		var got []uint64
-		var err error
-		if m.Type == labels.MatchEqual {
-			got, err = n.cachedPostings(m.Name, m.Value)
-		} else {
-			got, err = n.db.PostingsMatching(m.Name, m.Matches)
-		}
+		got, err := n.matchingPostings(m, false)
 		if err != nil {
 			return nil, err
 		}
@@ -495,6 +489,55 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 	n.idxMu.RUnlock()
 	slices.SortFunc(list, func(a, b *memSeries) int { return labels.Compare(a.lset, b.lset) })
 	return list, nil
+}
+
+// matchingPostings returns the postings of the series whose label m.Name
+// has a value that m matches (that m does not match, if invert), from the
+// postings cache when it holds them; the slice is shared and must not be
+// modified. An equality matcher, or a regexp that matches a small finite
+// set of values (`host_1|host_7`), is answered by equality lookups; any
+// other matcher tests every value of the label once and caches the result.
+func (n *Node) matchingPostings(m *labels.Matcher, invert bool) ([]uint64, error) {
+	if !invert {
+		if m.Type == labels.MatchEqual {
+			return n.cachedPostings(m.Name, m.Value)
+		}
+		if set, ok := m.LiteralSet(); ok {
+			return n.unionPostings(m.Name, set)
+		}
+	}
+	key := "\x01" + m.String()
+	if invert {
+		key = "\x02" + m.String()
+	}
+	ids, gen, ok := n.postings.get(key)
+	if ok {
+		return ids, nil
+	}
+	ids, err := n.db.PostingsMatching(m.Name, func(v string) bool { return m.Matches(v) != invert })
+	if err != nil {
+		return nil, err
+	}
+	n.postings.put(key, ids, gen)
+	return ids, nil
+}
+
+// unionPostings returns the union of the postings of name=v for every v in
+// values, ascending and unique.
+func (n *Node) unionPostings(name string, values []string) ([]uint64, error) {
+	if len(values) == 1 {
+		return n.cachedPostings(name, values[0])
+	}
+	var out []uint64
+	for _, v := range values {
+		ids, err := n.cachedPostings(name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // cachedPostings returns the postings of name=value, from the cache when
