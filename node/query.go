@@ -159,26 +159,63 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 	case q.Mode == model.ModeDownsample && q.Step%rollup.Hour == 0 && q.BucketOffset() == 0:
 		return n.downsampleRollup(s, q)
 	}
-	samples, err := n.rawSamples(s, q.Start, q.End)
+	if q.Mode == model.ModeRaw {
+		err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
+			ts, vs = append(ts, t), append(vs, v)
+		})
+		return ts, vs, int64(len(ts)), err
+	}
+	// Samples come sorted, as the downsampler requires.
+	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
+	err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
+		d.Add(t, v)
+		read++
+	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	read = int64(len(samples))
-	if q.Mode == model.ModeRaw {
-		ts = make([]int64, len(samples))
-		vs = make([]float64, len(samples))
-		for i, x := range samples {
-			ts[i], vs[i] = x.t, x.v
-		}
-		return ts, vs, read, nil
-	}
-	// Samples are sorted, as the downsampler requires.
-	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
-	for _, x := range samples {
-		d.Add(x.t, x.v)
-	}
 	ts, vs = d.Result()
 	return ts, vs, read, nil
+}
+
+// eachSample calls fn with every sample of s in [mint, maxt] in time order,
+// the samples rawSamples would return, without collecting them: stored
+// chunks are decoded one at a time and merged on the fly with the head
+// (read first, as in rawSamples), the head winning an equal timestamp.
+func (n *Node) eachSample(s *memSeries, mint, maxt int64, fn func(t int64, v float64)) error {
+	head := s.snapshot(mint, maxt)
+	j := 0
+	var it chunk.Iterator
+	err := n.db.Chunks(s.id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
+		it.Reset(data)
+		for it.Next() {
+			t, v := it.At()
+			if t < mint || t > maxt {
+				continue
+			}
+			for j < len(head) && head[j].t < t {
+				fn(head[j].t, head[j].v)
+				j++
+			}
+			if j < len(head) && head[j].t == t {
+				fn(head[j].t, head[j].v) // the head is newer
+				j++
+				continue
+			}
+			fn(t, v)
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("chunk at %s: %w", fmtMs(c.MinT), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range head[j:] {
+		fn(x.t, x.v)
+	}
+	return nil
 }
 
 // rawSamples merges stored chunks and the head for [mint, maxt]. The head
