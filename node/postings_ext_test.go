@@ -33,6 +33,7 @@ func TestQuery_SeesSeriesAddedAfterPostingsWereCached(t *testing.T) {
 				`temp{dev=~"d1|d3|d9"}`:      1 + map[bool]int{true: 1}[i >= 2],
 				`temp{dev=~"d.*",site=~"a"}`: i + 1,
 				`temp{dev!~"d2"}`:            i + 1 - map[bool]int{true: 1}[i >= 1],
+				`temp{dev!~"d1|d3|"}`:        map[bool]int{true: 1}[i >= 1],
 			} {
 				if got := count(selector); got != want {
 					t.Fatalf("after %d series: %s sees %d, want %d", i+1, selector, got, want)

@@ -539,7 +539,7 @@ func (n *Node) matchingPostings(m *labels.Matcher, invert bool) ([]uint64, error
 		if m.Type == labels.MatchEqual {
 			return n.cachedPostings(m.Name, m.Value)
 		}
-		if set, ok := m.LiteralSet(); ok {
+		if set, ok := m.LiteralSet(); ok && m.Type == labels.MatchRegexp {
 			return n.unionPostings(m.Name, set)
 		}
 	}

@@ -276,14 +276,14 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 			return nil, fmt.Errorf("matcher %s%s%q: %w", name, t, value, err)
 		}
 		m.re = re
-		if set, ok := literalSet(value); ok {
+		if set, ok := literalSet(value); ok && t == MatchRegexp {
 			m.set = set
 		}
 	}
 	return m, nil
 }
 
-// LiteralSet returns, for a regexp matcher whose expression matches a
+// LiteralSet returns, for a =~ matcher whose expression matches a
 // small finite set of strings (an alternation of literals such as
 // `host_1|host_7`), that set, sorted and unique, and true; otherwise nil
 // and false. A value matches the regexp if and only if it is in the set.

@@ -59,6 +59,11 @@ func TestLiteralSet_Oracle(t *testing.T) {
 			}
 			values = append(values, v)
 		}
+		if nm, _ := NewMatcher(MatchNotRegexp, "l", expr); nm != nil {
+			if _, ok := nm.LiteralSet(); ok {
+				t.Fatalf("!~%q has a literal set", expr)
+			}
+		}
 		for _, v := range values {
 			_, in := slices.BinarySearch(set, v)
 			if in != m.Matches(v) {
