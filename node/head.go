@@ -144,8 +144,10 @@ func (s *memSeries) firstSeq() uint64 {
 // sorted by time with duplicates resolved last-write-wins.
 func (s *memSeries) snapshot(mint, maxt int64) []sample {
 	var out []sample
-	var ts []int64
-	var vs []float64
+	sc := decodeScratchPool.Get().(*decodeScratch)
+	defer sc.put()
+	ts, vs := sc.ts, sc.vs
+	defer func() { sc.ts, sc.vs = ts, vs }()
 	s.mu.Lock()
 	for _, c := range s.closed {
 		if c.c.LastT() >= mint && c.c.FirstT() <= maxt {
@@ -164,6 +166,26 @@ func (s *memSeries) snapshot(mint, maxt int64) []sample {
 	}
 	s.mu.Unlock()
 	return sortLWW(out)
+}
+
+// decodeScratch is a buffer for decoding one head chunk, reused across
+// queries through decodeScratchPool.
+type decodeScratch struct {
+	ts []int64
+	vs []float64
+}
+
+var decodeScratchPool = sync.Pool{New: func() any { return new(decodeScratch) }}
+
+// maxScratchSamples bounds the buffers kept in decodeScratchPool.
+const maxScratchSamples = 1 << 16
+
+// put returns sc to the pool, unless a large chunk grew it past the bound.
+func (sc *decodeScratch) put() {
+	if cap(sc.ts) > maxScratchSamples || cap(sc.vs) > maxScratchSamples {
+		return
+	}
+	decodeScratchPool.Put(sc)
 }
 
 func appendRange(dst []sample, ts []int64, vs []float64, mint, maxt int64) []sample {

@@ -167,6 +167,7 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 	}
 	// Samples come sorted, as the downsampler requires.
 	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
+	d.Expect(int(min((q.End-q.Start)/q.Step+2, maxPreallocBuckets)))
 	err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
 		d.Add(t, v)
 		read++
@@ -177,6 +178,10 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 	ts, vs = d.Result()
 	return ts, vs, read, nil
 }
+
+// maxPreallocBuckets bounds the buckets allocated before a downsampling
+// read has found a sample.
+const maxPreallocBuckets = 4096
 
 // eachSample calls fn with every sample of s in [mint, maxt] in time order,
 // the samples rawSamples would return, without collecting them: stored
