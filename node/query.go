@@ -419,16 +419,14 @@ func (n *Node) lastPoint(s *memSeries, mint, maxt int64) (int64, float64, bool, 
 	if mint == 0 {
 		mint = maxt - n.opts.Retention1d.Milliseconds()
 	}
-	head := s.snapshot(mint, maxt)
+	x, inHead := s.newest(mint, maxt)
 	stored, ok, err := n.lastStored(s.id, mint, maxt)
 	if err != nil {
 		return 0, 0, false, err
 	}
-	if len(head) > 0 {
-		// The head is newer than the store for an equal timestamp.
-		if x := head[len(head)-1]; !ok || x.t >= stored.t {
-			return x.t, x.v, true, nil
-		}
+	// The head is newer than the store for an equal timestamp.
+	if inHead && (!ok || x.t >= stored.t) {
+		return x.t, x.v, true, nil
 	}
 	return stored.t, stored.v, ok, nil
 }
