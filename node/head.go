@@ -2,6 +2,7 @@ package node
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 
@@ -144,8 +145,10 @@ func (s *memSeries) firstSeq() uint64 {
 // sorted by time with duplicates resolved last-write-wins.
 func (s *memSeries) snapshot(mint, maxt int64) []sample {
 	var out []sample
-	var ts []int64
-	var vs []float64
+	sc := decodeScratchPool.Get().(*decodeScratch)
+	defer sc.put()
+	ts, vs := sc.ts, sc.vs
+	defer func() { sc.ts, sc.vs = ts, vs }()
 	s.mu.Lock()
 	for _, c := range s.closed {
 		if c.c.LastT() >= mint && c.c.FirstT() <= maxt {
@@ -164,6 +167,74 @@ func (s *memSeries) snapshot(mint, maxt int64) []sample {
 	}
 	s.mu.Unlock()
 	return sortLWW(out)
+}
+
+// newest returns the sample snapshot(mint, maxt) ends with — the newest
+// in [mint, maxt]; on an equal timestamp an out-of-order sample (the later
+// one) wins over the open chunk, and the open chunk over the closed ones,
+// a later closed chunk over an earlier one — decoding only the chunks that
+// may hold it: sources are visited from the highest precedence down, and a
+// chunk whose newest sample in range is not newer than the best so far is
+// skipped.
+func (s *memSeries) newest(mint, maxt int64) (sample, bool) {
+	sc := decodeScratchPool.Get().(*decodeScratch)
+	defer sc.put()
+	var best sample
+	found := false
+	consider := func(x sample) { // x has lower precedence than every earlier x
+		if !found || x.t > best.t {
+			best, found = x, true
+		}
+	}
+	fromChunk := func(firstT, lastT int64, decode func(ts []int64, vs []float64) ([]int64, []float64)) {
+		if lastT < mint || firstT > maxt || (found && min(lastT, maxt) <= best.t) {
+			return
+		}
+		ts, vs := decode(sc.ts[:0], sc.vs[:0])
+		sc.ts, sc.vs = ts, vs
+		i := len(ts)
+		if maxt < math.MaxInt64 {
+			i, _ = slices.BinarySearch(ts, maxt+1)
+		}
+		if i--; i >= 0 && ts[i] >= mint {
+			consider(sample{ts[i], vs[i]})
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.ooo) - 1; i >= 0; i-- {
+		if o := s.ooo[i]; o.t >= mint && o.t <= maxt {
+			consider(o)
+		}
+	}
+	if s.open.Len() > 0 {
+		fromChunk(s.open.FirstT(), s.open.LastT(), s.open.AppendSamples)
+	}
+	for i := len(s.closed) - 1; i >= 0; i-- {
+		c := s.closed[i].c
+		fromChunk(c.FirstT(), c.LastT(), c.AppendSamples)
+	}
+	return best, found
+}
+
+// decodeScratch is a buffer for decoding one head chunk, reused across
+// queries through decodeScratchPool.
+type decodeScratch struct {
+	ts []int64
+	vs []float64
+}
+
+var decodeScratchPool = sync.Pool{New: func() any { return new(decodeScratch) }}
+
+// maxScratchSamples bounds the buffers kept in decodeScratchPool.
+const maxScratchSamples = 1 << 16
+
+// put returns sc to the pool, unless a large chunk grew it past the bound.
+func (sc *decodeScratch) put() {
+	if cap(sc.ts) > maxScratchSamples || cap(sc.vs) > maxScratchSamples {
+		return
+	}
+	decodeScratchPool.Put(sc)
 }
 
 func appendRange(dst []sample, ts []int64, vs []float64, mint, maxt int64) []sample {

@@ -7,15 +7,17 @@ import (
 	"github.com/tributarydb/tributary/model"
 )
 
-// A query whose postings were cached must see a series added afterwards.
+// A query whose postings were cached must see a series added afterwards,
+// whatever its matchers: equality, a regexp of a few literals (answered by
+// equality lookups), any other regexp, and a negative one.
 func TestQuery_SeesSeriesAddedAfterPostingsWereCached(t *testing.T) {
 	o := testOptions(t, t.TempDir())
 	n := mustOpen(t, o)
 	defer n.Close()
 	now := o.Now().UnixMilli()
-	count := func() int {
+	count := func(selector string) int {
 		got := 0
-		_, err := n.Query(context.Background(), model.Query{Matchers: sel(t, `temp{site="a"}`), Start: now - 1000, End: now + 1000, Mode: model.ModeRaw}, func(model.Series) error { got++; return nil })
+		_, err := n.Query(context.Background(), model.Query{Matchers: sel(t, selector), Start: now - 1000, End: now + 1000, Mode: model.ModeRaw}, func(model.Series) error { got++; return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,8 +28,16 @@ func TestQuery_SeesSeriesAddedAfterPostingsWereCached(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 { // the second query is answered from the cache
-			if got := count(); got != i+1 {
-				t.Fatalf("after %d series: query sees %d", i+1, got)
+			for selector, want := range map[string]int{
+				`temp{site="a"}`:             i + 1,
+				`temp{dev=~"d1|d3|d9"}`:      1 + map[bool]int{true: 1}[i >= 2],
+				`temp{dev=~"d.*",site=~"a"}`: i + 1,
+				`temp{dev!~"d2"}`:            i + 1 - map[bool]int{true: 1}[i >= 1],
+				`temp{dev!~"d1|d3|"}`:        map[bool]int{true: 1}[i >= 1],
+			} {
+				if got := count(selector); got != want {
+					t.Fatalf("after %d series: %s sees %d, want %d", i+1, selector, got, want)
+				}
 			}
 		}
 	}

@@ -159,26 +159,68 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 	case q.Mode == model.ModeDownsample && q.Step%rollup.Hour == 0 && q.BucketOffset() == 0:
 		return n.downsampleRollup(s, q)
 	}
-	samples, err := n.rawSamples(s, q.Start, q.End)
+	if q.Mode == model.ModeRaw {
+		err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
+			ts, vs = append(ts, t), append(vs, v)
+		})
+		return ts, vs, int64(len(ts)), err
+	}
+	// Samples come sorted, as the downsampler requires.
+	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
+	d.Expect(int(min((q.End-q.Start)/q.Step+2, maxPreallocBuckets)))
+	err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
+		d.Add(t, v)
+		read++
+	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	read = int64(len(samples))
-	if q.Mode == model.ModeRaw {
-		ts = make([]int64, len(samples))
-		vs = make([]float64, len(samples))
-		for i, x := range samples {
-			ts[i], vs[i] = x.t, x.v
-		}
-		return ts, vs, read, nil
-	}
-	// Samples are sorted, as the downsampler requires.
-	d := aggregate.NewDownsampler(q.Step, q.Offset, q.Downsample)
-	for _, x := range samples {
-		d.Add(x.t, x.v)
-	}
 	ts, vs = d.Result()
 	return ts, vs, read, nil
+}
+
+// maxPreallocBuckets bounds the buckets allocated before a downsampling
+// read has found a sample.
+const maxPreallocBuckets = 4096
+
+// eachSample calls fn with every sample of s in [mint, maxt] in time order,
+// the samples rawSamples would return, without collecting them: stored
+// chunks are decoded one at a time and merged on the fly with the head
+// (read first, as in rawSamples), the head winning an equal timestamp.
+func (n *Node) eachSample(s *memSeries, mint, maxt int64, fn func(t int64, v float64)) error {
+	head := s.snapshot(mint, maxt)
+	j := 0
+	var it chunk.Iterator
+	err := n.db.Chunks(s.id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
+		it.Reset(data)
+		for it.Next() {
+			t, v := it.At()
+			if t < mint || t > maxt {
+				continue
+			}
+			for j < len(head) && head[j].t < t {
+				fn(head[j].t, head[j].v)
+				j++
+			}
+			if j < len(head) && head[j].t == t {
+				fn(head[j].t, head[j].v) // the head is newer
+				j++
+				continue
+			}
+			fn(t, v)
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("chunk at %s: %w", fmtMs(c.MinT), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range head[j:] {
+		fn(x.t, x.v)
+	}
+	return nil
 }
 
 // rawSamples merges stored chunks and the head for [mint, maxt]. The head
@@ -377,16 +419,14 @@ func (n *Node) lastPoint(s *memSeries, mint, maxt int64) (int64, float64, bool, 
 	if mint == 0 {
 		mint = maxt - n.opts.Retention1d.Milliseconds()
 	}
-	head := s.snapshot(mint, maxt)
+	x, inHead := s.newest(mint, maxt)
 	stored, ok, err := n.lastStored(s.id, mint, maxt)
 	if err != nil {
 		return 0, 0, false, err
 	}
-	if len(head) > 0 {
-		// The head is newer than the store for an equal timestamp.
-		if x := head[len(head)-1]; !ok || x.t >= stored.t {
-			return x.t, x.v, true, nil
-		}
+	// The head is newer than the store for an equal timestamp.
+	if inHead && (!ok || x.t >= stored.t) {
+		return x.t, x.v, true, nil
 	}
 	return stored.t, stored.v, ok, nil
 }
@@ -459,20 +499,14 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 	for _, m := range ms {
 		if m.MatchesEmpty() {
 			// Series without the label match too: subtract the values that don't.
-			out, err := n.db.PostingsMatching(m.Name, func(v string) bool { return !m.Matches(v) })
+			out, err := n.matchingPostings(m, true)
 			if err != nil {
 				return nil, err
 			}
 			exclude = append(exclude, out)
 			continue
 		}
-		var got []uint64
-		var err error
-		if m.Type == labels.MatchEqual {
-			got, err = n.cachedPostings(m.Name, m.Value)
-		} else {
-			got, err = n.db.PostingsMatching(m.Name, m.Matches)
-		}
+		got, err := n.matchingPostings(m, false)
 		if err != nil {
 			return nil, err
 		}
@@ -495,6 +529,55 @@ func (n *Node) selectSeries(ms []*labels.Matcher) ([]*memSeries, error) {
 	n.idxMu.RUnlock()
 	slices.SortFunc(list, func(a, b *memSeries) int { return labels.Compare(a.lset, b.lset) })
 	return list, nil
+}
+
+// matchingPostings returns the postings of the series whose label m.Name
+// has a value that m matches (that m does not match, if invert), from the
+// postings cache when it holds them; the slice is shared and must not be
+// modified. An equality matcher, or a regexp that matches a small finite
+// set of values (`host_1|host_7`), is answered by equality lookups; any
+// other matcher tests every value of the label once and caches the result.
+func (n *Node) matchingPostings(m *labels.Matcher, invert bool) ([]uint64, error) {
+	if !invert {
+		if m.Type == labels.MatchEqual {
+			return n.cachedPostings(m.Name, m.Value)
+		}
+		if set, ok := m.LiteralSet(); ok && m.Type == labels.MatchRegexp {
+			return n.unionPostings(m.Name, set)
+		}
+	}
+	key := "\x01" + m.String()
+	if invert {
+		key = "\x02" + m.String()
+	}
+	ids, gen, ok := n.postings.get(key)
+	if ok {
+		return ids, nil
+	}
+	ids, err := n.db.PostingsMatching(m.Name, func(v string) bool { return m.Matches(v) != invert })
+	if err != nil {
+		return nil, err
+	}
+	n.postings.put(key, ids, gen)
+	return ids, nil
+}
+
+// unionPostings returns the union of the postings of name=v for every v in
+// values, ascending and unique.
+func (n *Node) unionPostings(name string, values []string) ([]uint64, error) {
+	if len(values) == 1 {
+		return n.cachedPostings(name, values[0])
+	}
+	var out []uint64
+	for _, v := range values {
+		ids, err := n.cachedPostings(name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // cachedPostings returns the postings of name=value, from the cache when

@@ -141,3 +141,50 @@ func BenchmarkQueryRange1hMaxByMinute(b *testing.B) {
 		report(b, lat)
 	})
 }
+
+// BenchmarkQueryTSBS is TSBS's cpu-only query types in the forms TSBS
+// sends to Prometheus-compatible stores, served in process by the handler
+// over benchNode's data (10 hosts: 1-8-1 picks 8 of them by regex).
+func BenchmarkQueryTSBS(b *testing.B) {
+	n, end := benchNode(b)
+	cfg := httpapi.Config{}
+	api, err := New(n, &cfg, Options{Now: func() time.Time { return end }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	hourAgo := fmt.Sprint(end.Add(-2 * time.Hour).Unix())
+	cases := []struct {
+		name, path string
+		form       url.Values
+		series     int
+	}{
+		{"1-1-1", "/api/v1/query_range", url.Values{"query": {`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"host_3"}[1m])) by (__name__)`},
+			"start": {hourAgo}, "end": {fmt.Sprint(end.Add(-time.Hour).Unix())}, "step": {"60"}}, 1},
+		{"1-8-1", "/api/v1/query_range", url.Values{"query": {`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"host_1|host_2|host_3|host_5|host_6|host_7|host_8|host_9"}[1m])) by (__name__)`},
+			"start": {hourAgo}, "end": {fmt.Sprint(end.Add(-time.Hour).Unix())}, "step": {"60"}}, 1},
+		{"cpu-max-all-4h", "/api/v1/query_range", url.Values{"query": {`max(max_over_time({__name__=~"cpu_.*",hostname="host_4"}[1h])) by (__name__)`},
+			"start": {fmt.Sprint(end.Add(-4 * time.Hour).Unix())}, "end": {fmt.Sprint(end.Unix())}, "step": {"3600"}}, 10},
+		{"lastpoint", "/api/v1/query", url.Values{"query": {`last_over_time(cpu_usage_user[1h])`}, "time": {fmt.Sprint(end.Unix())}}, 10},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			body := c.form.Encode()
+			serve := func() *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, req)
+				return rec
+			}
+			if rec := serve(); rec.Code != http.StatusOK || strings.Count(rec.Body.String(), `"metric"`) != c.series {
+				b.Fatalf("%d, want %d series: %s", rec.Code, c.series, rec.Body.String())
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}

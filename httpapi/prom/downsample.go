@@ -43,7 +43,21 @@ import (
 // sum_over_time and avg_over_time are not answered this way in exact mode:
 // the engine adds with Kahan compensation and the node does not, so the
 // last bits can differ. count_over_time never is: the engine would count
-// the one sample.
+// the one sample, and the node's count includes the staleness markers the
+// engine drops, so no one sample stands for it. rate, increase and delta
+// are not either: they need every counter reset inside the window, which
+// no per-window aggregate of the node (first, last, min, max, sum, count)
+// determines.
+//
+// An instant query of last_over_time (present_over_time, absent_over_time)
+// has one window and wants its newest sample: the node answers it with its
+// last-point read (model.ModeLastPoint), the newest sample in the window
+// from the head or else the stored rollups (a daily rollup whose newest
+// sample is in the window answers at once; raw chunks are read only for
+// the hour that the window's end cuts), not a scan of the window. It is the
+// sample the downsampling path would return (the newest by time, the head
+// winning an equal timestamp), so the same NaN rule applies: a NaN newest
+// sample sends the window to raw samples.
 //
 // Approximate mode (Options.ApproximateRollups) additionally serves
 // windows that are whole hours (R a multiple of 1h, window starts on a
@@ -87,6 +101,12 @@ type plan struct {
 	// approx: buckets are [b, b+R) standing for the window (b, b+R];
 	// otherwise they are the windows [b, b+R-1] themselves.
 	approx bool
+	// newest: the one window [qStart, qEnd] of an instant query of a
+	// function that looks at the last sample alone, answered with the
+	// node's newest sample in it (model.ModeLastPoint: the head, then the
+	// stored rollups, and raw chunks only for a window that cuts an hour
+	// short) instead of scanning the window.
+	newest bool
 }
 
 // windowOf returns the window (inclusive bounds) that the node bucket
@@ -135,7 +155,8 @@ func (q *queryable) plan(h *storage.SelectHints) (plan, bool) {
 	if off == 0 && r%rollup.Hour == 0 && (f == rollup.FuncMax || f == rollup.FuncMin) {
 		return plan{}, false // the node would merge hourly rollups; see above
 	}
-	return plan{fn: f, width: r, offset: off, qStart: h.Start, qEnd: h.End, end: h.End}, true
+	newest := f == rollup.FuncLast && h.Step == 0 && h.Start > 0
+	return plan{fn: f, width: r, offset: off, qStart: h.Start, qEnd: h.End, end: h.End, newest: newest}, true
 }
 
 // window is a time range, inclusive.
@@ -157,12 +178,18 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 	var read int64
 	nq := model.Query{Matchers: ms, Start: p.qStart, End: p.qEnd, Mode: model.ModeDownsample,
 		Step: p.width, Offset: p.offset, Downsample: p.fn}
+	if p.newest {
+		nq = model.Query{Matchers: ms, Start: p.qStart, End: p.qEnd, Mode: model.ModeLastPoint}
+	}
 	err := qr.query(ctx, nq, func(lset labels.Labels, s model.Series) error {
 		read += int64(len(s.Ts))
 		var fb *fallback
 		ts, vs := s.Ts[:0], s.Vs[:0] // in place: the backend hands the slices over
 		for i, b := range s.Ts {
 			wlo, whi := p.windowOf(b)
+			if p.newest {
+				wlo, whi = p.qStart, p.qEnd // b is the newest sample's time
+			}
 			if whi > p.end {
 				continue
 			}

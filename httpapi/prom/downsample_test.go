@@ -118,7 +118,9 @@ func TestDownsample_Plan(t *testing.T) {
 		{"range = step", q, storage.SelectHints{Start: 1_000_001, End: 2_000_000, Step: 60_000, Range: 60_000, Func: "max_over_time"}, true,
 			plan{fn: rollup.FuncMax, width: 60_000, offset: 40_001, qStart: 1_000_001, qEnd: 2_000_000, end: 2_000_000}},
 		{"instant", q, storage.SelectHints{Start: 1_000_001, End: 1_060_000, Step: 0, Range: 60_000, Func: "last_over_time"}, true,
-			plan{fn: rollup.FuncLast, width: 60_000, offset: 40_001, qStart: 1_000_001, qEnd: 1_060_000, end: 1_060_000}},
+			plan{fn: rollup.FuncLast, width: 60_000, offset: 40_001, qStart: 1_000_001, qEnd: 1_060_000, end: 1_060_000, newest: true}},
+		{"instant max scans the window", q, storage.SelectHints{Start: 1_000_001, End: 1_060_000, Step: 0, Range: 60_000, Func: "max_over_time"}, true,
+			plan{fn: rollup.FuncMax, width: 60_000, offset: 40_001, qStart: 1_000_001, qEnd: 1_060_000, end: 1_060_000}},
 		{"present uses last", q, storage.SelectHints{Start: 1, End: 100, Step: 10, Range: 10, Func: "present_over_time"}, true,
 			plan{fn: rollup.FuncLast, width: 10, offset: 1, qStart: 1, qEnd: 100, end: 100}},
 		{"step differs", q, storage.SelectHints{Start: 1, End: 100, Step: 20, Range: 10, Func: "max_over_time"}, false, plan{}},
@@ -242,5 +244,39 @@ func TestDownsample_ApproximateRollups(t *testing.T) {
 	got, want := values(approx, "max_over_time(temp[1h])"), values(plain, "max_over_time(temp[1h])")
 	if want[2] != 1e6 || got[3] != 1e6 || got[2] == 1e6 {
 		t.Fatalf("edge sample: approximate %v, raw %v", got, want)
+	}
+}
+
+// TestDownsample_NewestSampleMatchesRaw: instant queries of the functions
+// answered by the node's last-point read, at times inside the data, at its
+// end and after it, over windows from a second to two days (so that the
+// newest sample comes from the head, an hourly rollup, a daily rollup or
+// raw chunks), answer as the engine does over an in-memory copy.
+func TestDownsample_NewestSampleMatchesRaw(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	ref := &refStorage{}
+	e.writeChunked(genData(rand.New(rand.NewPCG(seed, 8))), ref)
+	ng := refEngine()
+	dataStart, dataEnd := ms(testNow.Add(-dataSpan)), ms(testNow)
+	windows := []string{"1s", "10s", "1m", "7m", "1h", "90m", "6h", "1d", "2d"}
+	sels := []string{`gauge`, `special`, `sparse`, `counter_total{host="h1"}`, `{__name__=~"gauge|special"}`}
+	before := e.stats.Get(StatSelectsDownsampled)
+	for range 300 {
+		at := dataStart + rng.Int64N(dataEnd-dataStart+600_000)
+		switch rng.IntN(4) {
+		case 0:
+			at = dataEnd - rng.Int64N(3)
+		case 1:
+			at -= floorMod(at, 10_000)
+		}
+		f := []string{"last_over_time", "present_over_time", "absent_over_time"}[rng.IntN(3)]
+		qs := fmt.Sprintf("%s(%s[%s])", f, sels[rng.IntN(len(sels))], windows[rng.IntN(len(windows))])
+		e.compareWithRef(ng, ref, qs, at, at, 0)
+	}
+	if n := e.stats.Get(StatSelectsDownsampled) - before; n < 250 {
+		t.Fatalf("only %d of 300 selects used the last-point read", n)
 	}
 }

@@ -38,9 +38,16 @@ func TestQuery_DelayedNameRemoval(t *testing.T) {
 
 	on := newTestEnv(t, nil, httpapi.Config{}, Options{})
 	on.write(req)
+	selects := func() int64 { return on.stats.Get(StatSelectsDownsampled) + on.stats.Get(StatSelectsRaw) }
+	before := selects()
 	st, r, body := on.call(http.MethodGet, "/api/v1/query", params)
 	if st != http.StatusOK {
 		t.Fatalf("delayed name removal on: %d %s", st, body)
+	}
+	// Evaluated twice (see keepname.go), the one selector is read once:
+	// the second evaluation reuses the first's read (selectmemo.go).
+	if n := selects() - before; n != 1 {
+		t.Fatalf("the query read the store %d times, want once", n)
 	}
 	var got struct {
 		Result []struct {

@@ -62,6 +62,8 @@ type queryEnv struct {
 	cancel context.CancelFunc
 	limit  int
 	opts   promql.QueryOpts
+	// memo shares Select answers between the evaluations of the request.
+	memo *selectMemo
 }
 
 // withQueryEnv serves a query endpoint with serve, given the request's
@@ -176,6 +178,7 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 		return
 	}
 	defer release()
+	env.memo = newSelectMemo(qs)
 	qry, res, e := a.exec(env, qs, newQuery)
 	if qry != nil {
 		// Close after the answer is sent: it recycles the result's slices.
@@ -227,7 +230,7 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 // exec creates and evaluates one query; the caller closes it once the
 // result has been used.
 func (a *API) exec(env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) (promql.Query, *promql.Result, *apiError) {
-	q := &queryable{api: a}
+	q := &queryable{api: a, memo: env.memo}
 	qry, err := newQuery(q, qs)
 	if err != nil {
 		return nil, nil, invalidParam("query", err)

@@ -32,6 +32,9 @@ type queryable struct {
 	downsample bool
 	// loaded counts samples read by all Selects of the query.
 	loaded atomic.Int64
+	// memo, when not nil, shares Select answers between the evaluations
+	// of one request (see selectmemo.go).
+	memo *selectMemo
 }
 
 // Querier implements storage.Queryable.
@@ -80,10 +83,24 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 	if start > end {
 		return storage.EmptySeriesSet()
 	}
+	key := ""
+	if qr.q.memo != nil {
+		key = selectKey(qr.q.downsample, start, end, hints, ms)
+		if m, ok := qr.q.memo.get(key); ok {
+			if err := qr.q.charge(m.samples); err != nil {
+				return storage.ErrSeriesSet(err)
+			}
+			if sortSeries && !slices.IsSortedFunc(m.list, compareSeries) {
+				slices.SortFunc(m.list, compareSeries)
+			}
+			return &seriesSet{list: m.list, warnings: m.warnings}
+		}
+	}
 	nms, err := qr.q.api.nodeMatchers(ms)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
+	loaded := qr.q.loaded.Load()
 	var list []series
 	if p, ok := qr.q.plan(hints); ok {
 		qr.q.api.stats.Inc(StatSelectsDownsampled)
@@ -102,6 +119,9 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 	}
 	set := &seriesSet{list: list, warnings: qr.warnings}
 	qr.warnings = nil
+	if key != "" {
+		qr.q.memo.put(key, memoSet{list: list, samples: int(qr.q.loaded.Load() - loaded), warnings: set.warnings})
+	}
 	return set
 }
 

@@ -33,6 +33,7 @@ type Downsampler struct {
 	agg       rollup.Agg
 	ts        []int64
 	vs        []float64
+	expect    int // buckets to allocate for at the first close
 }
 
 // NewDownsampler returns a Downsampler for buckets of width step shifted
@@ -40,6 +41,11 @@ type Downsampler struct {
 func NewDownsampler(step, off int64, fn rollup.Func) *Downsampler {
 	return &Downsampler{step: step, off: Offset(off, step), fn: fn}
 }
+
+// Expect says the result will hold about n buckets, so that a caller who
+// knows how many buckets its range spans allocates the result once, when
+// the first bucket closes (a series without samples allocates nothing).
+func (d *Downsampler) Expect(n int) { d.expect = n }
 
 // Add folds one sample. REQUIRES: t is not before the previous sample's.
 func (d *Downsampler) Add(t int64, v float64) {
@@ -52,6 +58,9 @@ func (d *Downsampler) Add(t int64, v float64) {
 }
 
 func (d *Downsampler) close() {
+	if d.ts == nil && d.expect > 0 {
+		d.ts, d.vs = make([]int64, 0, d.expect), make([]float64, 0, d.expect)
+	}
 	d.ts, d.vs = append(d.ts, d.cur), append(d.vs, d.agg.Value(d.fn))
 	d.agg = rollup.Agg{}
 }

@@ -255,6 +255,10 @@ type Matcher struct {
 	Name  string
 	Value string
 	re    *regexp.Regexp
+	// set, for a regexp matching a small finite set of strings, is that
+	// set (sorted): the series can be found by equality lookups instead
+	// of testing every value of the label.
+	set []string
 }
 
 // NewMatcher compiles a matcher; regexps are fully anchored RE2.
@@ -272,8 +276,19 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 			return nil, fmt.Errorf("matcher %s%s%q: %w", name, t, value, err)
 		}
 		m.re = re
+		if set, ok := literalSet(value); ok && t == MatchRegexp {
+			m.set = set
+		}
 	}
 	return m, nil
+}
+
+// LiteralSet returns, for a =~ matcher whose expression matches a
+// small finite set of strings (an alternation of literals such as
+// `host_1|host_7`), that set, sorted and unique, and true; otherwise nil
+// and false. A value matches the regexp if and only if it is in the set.
+func (m *Matcher) LiteralSet() ([]string, bool) {
+	return m.set, m.set != nil
 }
 
 // Matches reports whether the label value v satisfies the matcher.

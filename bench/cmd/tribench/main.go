@@ -336,6 +336,7 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.IntVar(&o.QueryClients, "query-clients", o.QueryClients, "concurrent query clients")
 	fs.IntVar(&o.Queries, "queries", o.Queries, "timed queries")
 	fs.IntVar(&o.WarmupQueries, "warmup-queries", o.WarmupQueries, "queries sent before the timed ones")
+	fs.BoolVar(&o.TSBSQueries, "tsbs-queries", o.TSBSQueries, "also run the TSBS cpu-only query types (1-1-1, 1-1-12, 1-8-1, cpu-max-all-1, lastpoint), each with the same warm-up and timed counts")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated data and queries")
 	fs.StringVar(&o.DB, "db", o.DB, "db parameter of the writes (the node's db label)")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")

@@ -72,6 +72,9 @@ type Options struct {
 	// WarmupQueries are sent, and checked, before the timed Queries.
 	WarmupQueries int
 	Queries       int
+	// TSBSQueries runs the TSBS cpu-only query types after the kdb+ blog
+	// query, each with WarmupQueries and Queries of its own.
+	TSBSQueries bool
 	// Seed selects the generated data and the queries.
 	Seed uint64
 	// DB is the db parameter of the writes.
@@ -102,6 +105,7 @@ func DefaultOptions() Options {
 		QueryClients:  2,
 		WarmupQueries: 200,
 		Queries:       2000,
+		TSBSQueries:   true,
 		Seed:          1,
 		DB:            "benchmark",
 		WALSync:       "always",
@@ -214,7 +218,13 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := ph.write(batches); err != nil {
 		return Result{}, err
 	}
-	if err := ph.query(plan); err != nil {
+	var types []tsbsType
+	if o.TSBSQueries {
+		if types, err = newTSBSTypes(gen, o.WarmupQueries+o.Queries, o.Seed); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := ph.query(plan, types); err != nil {
 		return Result{}, err
 	}
 
@@ -311,7 +321,7 @@ func (ph phases) write(batches [][]batch) (err error) {
 
 // query starts the node again over the compacted store, measures the
 // HTTP round trip, runs the query plan and stops the node.
-func (ph phases) query(plan *queryPlan) (err error) {
+func (ph phases) query(plan *queryPlan, types []tsbsType) (err error) {
 	o, m := ph.m.opts, ph.m
 	queryLog := filepath.Join(ph.wd.Path, "node-query.log")
 	qnode, httpAddr, err := startNode(ph.ctx, o, ph.binary, ph.wd.DataDir, queryLog, ph.logger)
@@ -345,6 +355,9 @@ func (ph phases) query(plan *queryPlan) (err error) {
 	if usageErr != nil {
 		return usageErr
 	}
+	if err := ph.queryTSBS(types, "http://"+httpAddr, qnode.Exited()); err != nil {
+		return fmt.Errorf("%w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
+	}
 	m.qAfter = qAfter
 	qstopped = true
 	if m.qExit, err = qnode.Stop(o.StopTimeout); err != nil {
@@ -360,6 +373,12 @@ func (m *measurement) check() error {
 	var errs []error
 	if acked := m.write.Lines * workload.TSBSCPUFields; m.compact.Points < acked {
 		errs = append(errs, fmt.Errorf("node acknowledged %d points but its compacted store holds %d: acknowledged points were lost", acked, m.compact.Points))
+	}
+	for _, st := range m.tsbs {
+		if st.Wrong > 0 {
+			errs = append(errs, fmt.Errorf("%d of %d TSBS query answers did not match the written data, e.g.:\n  %s",
+				st.Wrong, st.Checked, joinLines(st.Examples)))
+		}
 	}
 	if m.query.Wrong > 0 {
 		errs = append(errs, fmt.Errorf("%d of %d query answers did not match the written data, e.g.:\n  %s",

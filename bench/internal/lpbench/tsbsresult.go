@@ -1,0 +1,111 @@
+package lpbench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/load"
+	"github.com/tributarydb/tributary/bench/internal/report"
+)
+
+// TSBSTargets are the goals of the TSBS query types at the default
+// settings (100 hosts, one day, 2 query clients).
+var TSBSTargets = struct {
+	Q111P50Ms       report.Target
+	Q1112QPS        report.Target
+	Q181QPS         report.Target
+	QMaxAllQPS      report.Target
+	QLastpointP50Ms report.Target
+}{
+	Q111P50Ms:       report.Target{Value: 0.20, AtMost: true},
+	Q1112QPS:        report.Target{Value: 4000},
+	Q181QPS:         report.Target{Value: 3500},
+	QMaxAllQPS:      report.Target{Value: 3500},
+	QLastpointP50Ms: report.Target{Value: 2, AtMost: true},
+}
+
+// TSBSFigures are the TSBS query types' figures: median and 99th
+// percentile client round trip and timed queries per second, each type
+// run alone from the query clients. They follow the other figures in the
+// JSON line.
+type TSBSFigures struct {
+	Q111P50Ms          report.Number `json:"q_1_1_1_p50_ms"`
+	Q111P99Ms          report.Number `json:"q_1_1_1_p99_ms"`
+	Q111QPS            report.Number `json:"q_1_1_1_qps"`
+	Q1112P50Ms         report.Number `json:"q_1_1_12_p50_ms"`
+	Q1112P99Ms         report.Number `json:"q_1_1_12_p99_ms"`
+	Q1112QPS           report.Number `json:"q_1_1_12_qps"`
+	Q181P50Ms          report.Number `json:"q_1_8_1_p50_ms"`
+	Q181P99Ms          report.Number `json:"q_1_8_1_p99_ms"`
+	Q181QPS            report.Number `json:"q_1_8_1_qps"`
+	QMaxAllP50Ms       report.Number `json:"q_cpu_max_all_1_p50_ms"`
+	QMaxAllP99Ms       report.Number `json:"q_cpu_max_all_1_p99_ms"`
+	QMaxAllQPS         report.Number `json:"q_cpu_max_all_1_qps"`
+	QLastpointP50Ms    report.Number `json:"q_lastpoint_p50_ms"`
+	QLastpointP99Ms    report.Number `json:"q_lastpoint_p99_ms"`
+	QLastpointQPS      report.Number `json:"q_lastpoint_qps"`
+	TSBSQueriesChecked int64         `json:"tsbs_queries_checked"`
+	TSBSQueriesWrong   int64         `json:"tsbs_queries_wrong"`
+}
+
+// tsbsFigures derives the figures from each type's stats, keyed by TSBS
+// name; a type not measured is NaN.
+func tsbsFigures(stats map[string]tsbsStats) TSBSFigures {
+	fig := func(name string) (p50, p99, qps report.Number) {
+		st, ok := stats[name]
+		if !ok || len(st.Latencies) == 0 {
+			nan := report.Number(math.NaN())
+			return nan, nan, nan
+		}
+		lat := append([]time.Duration(nil), st.Latencies...)
+		ms := func(q float64) report.Number {
+			return report.Number(report.Round(float64(load.Percentile(lat, q))/float64(time.Millisecond), 4))
+		}
+		return ms(0.50), ms(0.99), report.Number(report.Round(float64(st.Queries)/st.Elapsed.Seconds(), 0))
+	}
+	var f TSBSFigures
+	f.Q111P50Ms, f.Q111P99Ms, f.Q111QPS = fig("single-groupby-1-1-1")
+	f.Q1112P50Ms, f.Q1112P99Ms, f.Q1112QPS = fig("single-groupby-1-1-12")
+	f.Q181P50Ms, f.Q181P99Ms, f.Q181QPS = fig("single-groupby-1-8-1")
+	f.QMaxAllP50Ms, f.QMaxAllP99Ms, f.QMaxAllQPS = fig("cpu-max-all-1")
+	f.QLastpointP50Ms, f.QLastpointP99Ms, f.QLastpointQPS = fig("lastpoint")
+	for _, st := range stats {
+		f.TSBSQueriesChecked += st.Checked
+		f.TSBSQueriesWrong += st.Wrong
+	}
+	return f
+}
+
+// addTSBSTargets adds the TSBS targets to a result's target map.
+func addTSBSTargets(m map[string]float64) {
+	m["q_1_1_1_p50_ms"] = TSBSTargets.Q111P50Ms.Value
+	m["q_1_1_12_qps"] = TSBSTargets.Q1112QPS.Value
+	m["q_1_8_1_qps"] = TSBSTargets.Q181QPS.Value
+	m["q_cpu_max_all_1_qps"] = TSBSTargets.QMaxAllQPS.Value
+	m["q_lastpoint_p50_ms"] = TSBSTargets.QLastpointP50Ms.Value
+}
+
+// writeTSBSTable prints one row per TSBS query type, or nothing when the
+// types were not run.
+func writeTSBSTable(w io.Writer, f TSBSFigures) error {
+	if f.TSBSQueriesChecked == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nTSBS cpu-only queries through PromQL (%d answers checked, %d wrong):\n", f.TSBSQueriesChecked, f.TSBSQueriesWrong)
+	n := func(x report.Number, d int) string { return report.Float(float64(x), d) }
+	dec := func(d int) func(float64) string { return func(x float64) string { return report.Float(x, d) } }
+	tb := report.Table{Header: []string{"query type", "p50 (ms)", "p99 (ms)", "q/s", "target", "met?"}, RightAlign: []bool{false, true, true, true, true, false}}
+	tb.Add("single-groupby-1-1-1", n(f.Q111P50Ms, 3), n(f.Q111P99Ms, 3), report.Whole(float64(f.Q111QPS)),
+		"p50 "+TSBSTargets.Q111P50Ms.Format(dec(2)), TSBSTargets.Q111P50Ms.Verdict(float64(f.Q111P50Ms)))
+	tb.Add("single-groupby-1-1-12", n(f.Q1112P50Ms, 3), n(f.Q1112P99Ms, 3), report.Whole(float64(f.Q1112QPS)),
+		"q/s "+TSBSTargets.Q1112QPS.Format(report.Whole), TSBSTargets.Q1112QPS.Verdict(float64(f.Q1112QPS)))
+	tb.Add("single-groupby-1-8-1", n(f.Q181P50Ms, 3), n(f.Q181P99Ms, 3), report.Whole(float64(f.Q181QPS)),
+		"q/s "+TSBSTargets.Q181QPS.Format(report.Whole), TSBSTargets.Q181QPS.Verdict(float64(f.Q181QPS)))
+	tb.Add("cpu-max-all-1", n(f.QMaxAllP50Ms, 3), n(f.QMaxAllP99Ms, 3), report.Whole(float64(f.QMaxAllQPS)),
+		"q/s "+TSBSTargets.QMaxAllQPS.Format(report.Whole), TSBSTargets.QMaxAllQPS.Verdict(float64(f.QMaxAllQPS)))
+	tb.Add("lastpoint", n(f.QLastpointP50Ms, 3), n(f.QLastpointP99Ms, 3), report.Whole(float64(f.QLastpointQPS)),
+		"p50 "+TSBSTargets.QLastpointP50Ms.Format(dec(0)), TSBSTargets.QLastpointP50Ms.Verdict(float64(f.QLastpointP50Ms)))
+	return tb.Write(w)
+}
