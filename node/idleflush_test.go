@@ -25,7 +25,8 @@ func TestNode_IdleFlushReleasesTheWAL(t *testing.T) {
 		WALRetention:  func() uint64 { return retain.Load() },
 	})
 	defer n.Close()
-	start := time.Now().Add(-time.Hour).UnixMilli()
+	// Within one hour: chunks also close at every hour boundary.
+	start := time.Now().Add(-time.Hour).Truncate(time.Hour).Add(time.Minute).UnixMilli()
 	ts := make([]int64, 100) // far fewer than a head chunk: nothing closes by itself
 	vs := make([]float64, 100)
 	for i := range ts {
