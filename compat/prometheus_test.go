@@ -43,12 +43,13 @@ func TestCompat_Prometheus(t *testing.T) {
 	remoteOnly := promStart(t, promBin, dir, "remote", trib, false)
 
 	// Let a few dozen scrapes happen, then pick a time in the past that
-	// Tributary already holds. The windows of the queries then start 20 s
-	// or more after the series do: close to a counter's first sample,
+	// Tributary already holds. The earliest window of the range queries
+	// (20 s of steps, 15 s windows, the time 5 s ago) then starts 25 s or
+	// more after the series do: close to a counter's first sample,
 	// Prometheus 3's rate and increase (Tributary's engine) cut the
 	// extrapolation at the counter's zero point in a different order than
 	// Prometheus 2 does, and answer differently on purpose.
-	time.Sleep(45 * time.Second)
+	time.Sleep(70 * time.Second)
 	at := promEvalTime(t, local)
 	promWaitShipped(t, trib, at)
 	queries := promQueries()
