@@ -63,6 +63,7 @@ func (n *Node) initMetrics() error {
 // observedInstruments are the node's callback instruments.
 type observedInstruments struct {
 	accepted, rejected, flushes, flushErrors, flushedChunks, fsyncs metric.Int64ObservableCounter
+	storeFlushes, idleFlushes                                       metric.Int64ObservableCounter
 	cacheHits, cacheMisses                                          metric.Int64ObservableCounter
 	series, headSamples, headChunks, headBytes                      metric.Int64ObservableGauge
 	walBytes, walSegments                                           metric.Int64ObservableGauge
@@ -86,6 +87,8 @@ func (n *Node) registerMetrics() error {
 	o.flushErrors = counter("tributary.flush.errors", "{error}", "Flushes of the head to the store that failed (a series kept in the head).")
 	o.flushedChunks = counter("tributary.flushed.chunks", "{chunk}", "Head chunks written to the store.")
 	o.fsyncs = counter("tributary.wal.fsyncs", "{fsync}", "WAL file and directory fsyncs.")
+	o.storeFlushes = counter("tributary.store.flushes", "{flush}", "Flushes of the store's memtables to disk that let WAL segments go (flushes write the store without RocksDB's WAL).")
+	o.idleFlushes = counter("tributary.idle.flushes", "{flush}", "Flushes of the whole head and the store after --idle-flush without a write.")
 	o.cacheHits = counter("tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
 	o.cacheMisses = counter("tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
 	o.series = gauge("tributary.series", "{series}", "Series known to the node.")
@@ -146,6 +149,8 @@ func (n *Node) registerMetrics() error {
 		obs.ObserveInt64(o.flushErrors, st.FlushErrors)
 		obs.ObserveInt64(o.flushedChunks, st.FlushedChunks)
 		obs.ObserveInt64(o.fsyncs, st.WAL.Fsyncs)
+		obs.ObserveInt64(o.storeFlushes, st.StoreFlushes)
+		obs.ObserveInt64(o.idleFlushes, st.IdleFlushes)
 		obs.ObserveInt64(o.series, int64(st.Series))
 		obs.ObserveInt64(o.headSamples, st.HeadSamples)
 		obs.ObserveInt64(o.headBytes, st.HeadBytes)

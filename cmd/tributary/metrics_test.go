@@ -192,7 +192,7 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 		`tributary_points_rejected_total{reason="too_old"}`,
 		"tributary_series", "tributary_head_samples", "tributary_head_chunks", "tributary_head_bytes",
 		"tributary_wal_bytes", "tributary_wal_segments",
-		"tributary_flush_errors_total", "tributary_rollup_lag_seconds",
+		"tributary_flush_errors_total", "tributary_rollup_lag_seconds", "tributary_store_flushes_total", "tributary_idle_flushes_total",
 		`tributary_store_sst_size_bytes{cf="chunks"}`, "tributary_store_memtable_size_bytes",
 		"tributary_store_compaction_pending_bytes", "tributary_store_block_cache_usage_bytes",
 		"tributary_store_block_cache_hits_total", "tributary_store_block_cache_misses_total",
