@@ -100,10 +100,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 			} else {
 				l.refusedFull.Add(1)
 			}
-			c.Close()
+			// Reported before the close, so that whoever sees the close
+			// (a client, a test) finds the refusal counted and reported.
 			if l.o.OnRefuse != nil {
 				l.o.OnRefuse(c.RemoteAddr(), reason)
 			}
+			c.Close()
 			continue
 		}
 		l.accepted.Add(1)
