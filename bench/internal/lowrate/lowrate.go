@@ -18,15 +18,12 @@ package lowrate
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,6 +32,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/diskio"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
+	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 )
 
@@ -46,8 +44,10 @@ var Target = report.Target{Value: 1.25, AtMost: true}
 
 // Options configures one run.
 type Options struct {
-	// Binary is the tributary executable.
-	Binary string
+	// The node process (Binary, WorkDir, KeepDataDir, NodeArgs, Env,
+	// ReadyTimeout, StopTimeout) and the report (Commit, Out, Logger).
+	runopt.Procs
+	runopt.Output
 	// Series is the number of series, one point each per write.
 	Series int
 	// Interval is the time between two writes.
@@ -59,47 +59,28 @@ type Options struct {
 	Warmup time.Duration
 	// WALSync is the node's --wal-sync policy.
 	WALSync string
-	// WorkDir is where the temporary data directory is made; "" means the
-	// system temp directory.
-	WorkDir string
-	// KeepDataDir keeps the data directory and node log after the run.
-	KeepDataDir bool
-	// NodeArgs are extra arguments for `tributary node`.
-	NodeArgs []string
-	// ReadyTimeout, StopTimeout and CallTimeout bound the node's start,
-	// its shutdown and one request.
-	ReadyTimeout, StopTimeout, CallTimeout time.Duration
-	// Commit names the code being measured.
-	Commit string
-	// Out receives the table and, last, the JSON line.
-	Out io.Writer
-	// Logger reports progress.
-	Logger *slog.Logger
+	// CallTimeout bounds one request.
+	CallTimeout time.Duration
 }
 
 // DefaultOptions: 8 series at 1 Hz, one write a second for 10 minutes,
 // fsync before ack.
 func DefaultOptions() Options {
 	return Options{
-		Series:       8,
-		Interval:     time.Second,
-		Duration:     10 * time.Minute,
-		Warmup:       10 * time.Second,
-		WALSync:      "always",
-		ReadyTimeout: 60 * time.Second,
-		StopTimeout:  time.Minute,
-		CallTimeout:  10 * time.Second,
-		Commit:       "unknown",
-		Out:          os.Stdout,
+		Procs:       runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: time.Minute},
+		Output:      runopt.DefaultOutput(),
+		Series:      8,
+		Interval:    time.Second,
+		Duration:    10 * time.Minute,
+		Warmup:      10 * time.Second,
+		WALSync:     "always",
+		CallTimeout: 10 * time.Second,
 	}
 }
 
 // Validate reports every problem with the options.
 func (o Options) Validate() error {
-	var errs []error
-	if o.Binary == "" {
-		errs = append(errs, errors.New("--binary is required (build it with make build)"))
-	}
+	errs := append(o.Procs.Problems(), o.Output.Problems()...)
 	if o.Series <= 0 || o.Series > 10_000 {
 		errs = append(errs, fmt.Errorf("series must be in [1, 10000], got %d", o.Series))
 	}
@@ -112,11 +93,8 @@ func (o Options) Validate() error {
 	if o.WALSync == "" {
 		errs = append(errs, errors.New("wal-sync is required"))
 	}
-	if o.ReadyTimeout <= 0 || o.StopTimeout <= 0 || o.CallTimeout <= 0 {
-		errs = append(errs, errors.New("timeouts must be positive"))
-	}
-	if o.Out == nil {
-		errs = append(errs, errors.New("out is required"))
+	if o.CallTimeout <= 0 {
+		errs = append(errs, errors.New("call timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -149,7 +127,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, fmt.Errorf("lowrate options: %w", err)
 	}
-	logger := cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
+	logger := o.Log()
 	binary, err := nodeproc.FindBinary(o.Binary)
 	if err != nil {
 		return Result{}, err
