@@ -395,12 +395,12 @@ func backfillWindow(ctx context.Context, ev Evaluator, write WriteFunc, o Backfi
 			return fmt.Errorf("backfill: rule %s (group %q): %w", r.record, r.group, errNativeHistogram)
 		}
 		lb.Reset(s.Metric)
-		lb.Set(labels.MetricName, r.record)
+		lb.Set(pmodel.MetricNameLabel, r.record)
 		r.labels.Range(func(l labels.Label) { lb.Set(l.Name, l.Value) })
 		ls := lb.Labels()
 		key := ls.String()
 		if seen[key] {
-			return fmt.Errorf("backfill: rule %s (group %q): %w", r.record, r.group, promqlDuplicate)
+			return fmt.Errorf("backfill: rule %s (group %q): %w", r.record, r.group, errDuplicateLabelSet)
 		}
 		seen[key] = true
 		if by, ok := written[key]; ok && by != r.group+"/"+r.expr {
@@ -430,9 +430,9 @@ func backfillWindow(ctx context.Context, ev Evaluator, write WriteFunc, o Backfi
 	return flush()
 }
 
-// promqlDuplicate is the upstream recording rule's error for results that
+// errDuplicateLabelSet is the upstream recording rule's error for results that
 // are one series once the rule's labels are applied.
-var promqlDuplicate = errors.New("vector contains metrics with the same labelset after applying rule labels")
+var errDuplicateLabelSet = errors.New("vector contains metrics with the same labelset after applying rule labels")
 
 // ceilMultiple is the first multiple of step at or after t.
 func ceilMultiple(t, step int64) int64 {
