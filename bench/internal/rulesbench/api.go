@@ -171,9 +171,23 @@ func (p *evalPoller) run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// durations returns the evaluation times seen.
-func (p *evalPoller) durations() []time.Duration {
+// count is the number of evaluations seen so far.
+func (p *evalPoller) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]time.Duration(nil), p.evals...)
+	return len(p.evals)
+}
+
+// since returns the durations of the evaluations seen after the first i.
+func (p *evalPoller) since(i int) []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Duration(nil), p.evals[i:]...)
+}
+
+// failures is the number of polls that failed.
+func (p *evalPoller) failures() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errs
 }

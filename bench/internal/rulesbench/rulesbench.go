@@ -271,16 +271,17 @@ func (r *run) measure(ctx context.Context) (*measurement, error) {
 	m.livePoints = live.st.AckedPoints
 	stopPoll()
 	<-pollDone
-	m.evals = r.poller.durations()
+	m.pollFailures = r.poller.failures()
 	if m.usage, m.usageErr = r.node.Usage(); m.usageErr != nil {
 		logger.Warn("node usage", "err", m.usageErr)
 	}
 	return m, nil
 }
 
-// phases alternates the ingest feed without and with the rules.
+// phases alternates the ingest feed without and with the rules, then
+// runs the rules on the live feed alone.
 func (r *run) phases(ctx context.Context, m *measurement) error {
-	o, logger := r.o, r.o.Log()
+	o := r.o
 	gen, err := workload.NewSensor(workload.SensorOptions{Series: o.FeedSeries, StartMs: feedStartMs(o, time.Now()), IntervalMs: 1000, Seed: 7})
 	if err != nil {
 		return err
@@ -292,34 +293,66 @@ func (r *run) phases(ctx context.Context, m *measurement) error {
 		return err
 	}
 	defer conns.Close()
+	feed := func(ctx context.Context) (int64, time.Duration, error) {
+		st, err := load.Run(ctx, load.Config{Clients: conns.WriteClients(), Requests: perClient,
+			PointsPerSeries: o.PointsPerSeriesPerBatch, Duration: o.Phase, CallTimeout: o.CallTimeout, NodeExited: r.node.Exited()})
+		if err != nil {
+			return 0, 0, fmt.Errorf("ingest feed: %w", err)
+		}
+		if st.CaughtUp {
+			return 0, 0, errors.New("ingest feed reached the wall clock: raise the ceiling of feedStartMs")
+		}
+		return st.Points, st.Elapsed, nil
+	}
 	for pair := range o.Pairs {
 		order := []bool{false, true}
 		if pair%2 == 1 {
 			order = []bool{true, false}
 		}
 		for _, on := range order {
-			if err := r.setRules(ctx, on); err != nil {
+			if err := r.phase(ctx, m, phaseFeed, on, feed); err != nil {
 				return err
-			}
-			logger.Info("phase", "pair", pair+1, "rules", on, "for", o.Phase)
-			st, err := load.Run(ctx, load.Config{Clients: conns.WriteClients(), Requests: perClient,
-				PointsPerSeries: o.PointsPerSeriesPerBatch, Duration: o.Phase, CallTimeout: o.CallTimeout, NodeExited: r.node.Exited()})
-			if err != nil {
-				return fmt.Errorf("ingest feed: %w", err)
-			}
-			if st.CaughtUp {
-				return errors.New("ingest feed reached the wall clock: raise the ceiling of feedStartMs")
-			}
-			m.phases = append(m.phases, phase{rules: on, points: st.Points, elapsed: st.Elapsed})
-			logger.Info("phase done", "rules", on, "points_per_s", float64(st.Points)/st.Elapsed.Seconds())
-			if on {
-				if err := r.checkRules(ctx, m, pair == o.Pairs-1); err != nil {
-					return err
-				}
 			}
 		}
 	}
+	live := func(ctx context.Context) (int64, time.Duration, error) {
+		t0 := time.Now()
+		err := sleep(ctx, o.Phase, r.node.Exited())
+		return 0, time.Since(t0), err
+	}
+	if err := r.phase(ctx, m, phaseLive, true, live); err != nil {
+		return err
+	}
+	if err := r.checkValues(ctx, m); err != nil {
+		return err
+	}
 	return r.setRules(ctx, false)
+}
+
+// phase runs one phase: the rules on or off, then run, measuring the
+// node's CPU and the evaluations seen meanwhile.
+func (r *run) phase(ctx context.Context, m *measurement, kind string, on bool, run func(context.Context) (int64, time.Duration, error)) error {
+	if err := r.setRules(ctx, on); err != nil {
+		return err
+	}
+	r.o.Log().Info("phase", "kind", kind, "rules", on, "for", r.o.Phase)
+	u0, uerr := r.node.Usage()
+	e0 := r.poller.count()
+	points, elapsed, err := run(ctx)
+	if err != nil {
+		return err
+	}
+	u1, uerr2 := r.node.Usage()
+	p := phase{kind: kind, rules: on, points: points, elapsed: elapsed, cpu: -1, evals: r.poller.since(e0)}
+	if uerr == nil && uerr2 == nil {
+		p.cpu = u1.CPU - u0.CPU
+	}
+	m.phases = append(m.phases, p)
+	r.o.Log().Info("phase done", "kind", kind, "rules", on, "points_per_s", p.rate(), "node_cpu_s", p.cpu.Seconds(), "evaluations", len(p.evals))
+	if on {
+		return r.checkRules(ctx)
+	}
+	return nil
 }
 
 // feedCeilingPointsPerS sizes the time range of the ingest feed's samples:
@@ -345,10 +378,9 @@ func (r *run) setRules(ctx context.Context, on bool) error {
 	return r.api.reload(ctx)
 }
 
-// checkRules checks, at the end of a phase with the rules, that every rule
-// is healthy and has been evaluated; with values, also that every rule's
-// series are there and that one recorded value equals its expression.
-func (r *run) checkRules(ctx context.Context, m *measurement, values bool) error {
+// checkRules checks, at the end of a phase with the rules, that every
+// rule is healthy.
+func (r *run) checkRules(ctx context.Context) error {
 	g, err := r.api.group(ctx, "")
 	if err != nil {
 		return err
@@ -361,9 +393,12 @@ func (r *run) checkRules(ctx context.Context, m *measurement, values bool) error
 			return fmt.Errorf("rule %s %s: health %q: %s", rule.Name, rule.Query, rule.Health, rule.LastError)
 		}
 	}
-	if !values {
-		return nil
-	}
+	return nil
+}
+
+// checkValues checks that every rule's series are there and that one
+// recorded value equals its expression.
+func (r *run) checkValues(ctx context.Context, m *measurement) error {
 	n, err := r.api.scalar(ctx, `count({__name__=~"device:.+:avg1m"})`, time.Now())
 	if err != nil {
 		return err

@@ -73,26 +73,38 @@ func TestNewPlan_RejectsLayoutsThatDoNotFit(t *testing.T) {
 }
 
 func TestIngestLoss(t *testing.T) {
-	off, on, loss := ingestLoss([]phase{
-		{rules: false, points: 1000, elapsed: time.Second},
-		{rules: true, points: 900, elapsed: time.Second},
-		{rules: true, points: 1800, elapsed: 2 * time.Second},
-		{rules: false, points: 3000, elapsed: 3 * time.Second},
+	offRate, onRate, wall, offCPU, onCPU, cpu := ingestLoss([]phase{
+		{kind: phaseFeed, rules: false, points: 1000, elapsed: time.Second, cpu: time.Second},
+		{kind: phaseFeed, rules: true, points: 900, elapsed: time.Second, cpu: time.Second},
+		{kind: phaseFeed, rules: true, points: 1800, elapsed: 2 * time.Second, cpu: time.Second},
+		{kind: phaseFeed, rules: false, points: 3000, elapsed: 3 * time.Second, cpu: 3 * time.Second},
+		{kind: phaseLive, rules: true, points: 0, elapsed: time.Second, cpu: time.Second},
 	})
-	if off != 1000 || on != 900 || math.Abs(loss-10) > 1e-9 {
-		t.Errorf("off %v on %v loss %v, want 1000, 900, 10", off, on, loss)
+	if offRate != 1000 || onRate != 900 || math.Abs(wall-10) > 1e-9 {
+		t.Errorf("wall: off %v on %v loss %v, want 1000, 900, 10", offRate, onRate, wall)
 	}
-	if _, _, loss := ingestLoss([]phase{{rules: false, points: 1, elapsed: time.Second}}); !math.IsNaN(loss) {
-		t.Errorf("loss without a phase with rules: %v, want NaN", loss)
+	// With rules, 2,700 points in 2 CPU-seconds: more per CPU-second than
+	// without (the node got less CPU, not less done with it).
+	if offCPU != 1000 || onCPU != 1350 || math.Abs(cpu+35) > 1e-9 {
+		t.Errorf("per CPU: off %v on %v loss %v, want 1000, 1350, -35", offCPU, onCPU, cpu)
+	}
+	if _, _, wall, _, _, _ := ingestLoss([]phase{{kind: phaseFeed, points: 1, elapsed: time.Second}}); !math.IsNaN(wall) {
+		t.Errorf("loss without a phase with rules: %v, want NaN", wall)
+	}
+	_, _, _, _, _, cpu = ingestLoss([]phase{{kind: phaseFeed, points: 1, elapsed: time.Second, cpu: -1}, {kind: phaseFeed, rules: true, points: 1, elapsed: time.Second, cpu: time.Second}})
+	if !math.IsNaN(cpu) {
+		t.Errorf("loss per CPU without the CPU of a phase: %v, want NaN", cpu)
 	}
 }
 
 func TestWriteReport_EndsWithTheJSONLine(t *testing.T) {
 	o := DefaultOptions()
-	m := &measurement{
-		phases: []phase{{rules: false, points: 100, elapsed: time.Second}, {rules: true, points: 95, elapsed: time.Second}},
-		evals:  []time.Duration{300 * time.Millisecond, 2 * time.Second, 500 * time.Millisecond},
-	}
+	m := &measurement{phases: []phase{
+		{kind: phaseFeed, rules: false, points: 100, elapsed: time.Second, cpu: time.Second},
+		{kind: phaseFeed, rules: true, points: 95, elapsed: time.Second, cpu: time.Second, evals: []time.Duration{4 * time.Second}},
+		{kind: phaseLive, rules: true, elapsed: 10 * time.Second, cpu: 2 * time.Second,
+			evals: []time.Duration{300 * time.Millisecond, 2 * time.Second, 500 * time.Millisecond}},
+	}}
 	r := m.result(o)
 	var buf bytes.Buffer
 	if err := WriteReport(&buf, r); err != nil {
@@ -103,7 +115,8 @@ func TestWriteReport_EndsWithTheJSONLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 		t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
 	}
-	if got["rule_eval_p99_s"] != 2.0 || got["ingest_loss_pct"] != 5.0 || got["evaluations"] != 3.0 {
+	if got["rule_eval_p99_s"] != 2.0 || got["ingest_loss_pct"] != 5.0 || got["evaluations"] != 3.0 ||
+		got["rule_eval_under_ingest_p99_s"] != 4.0 || got["live_phase_node_cpu_pct"] != 20.0 {
 		t.Errorf("JSON %v", got)
 	}
 	if !strings.Contains(buf.String(), "missed") {
