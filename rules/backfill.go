@@ -298,7 +298,7 @@ func checkConflicts(ctx context.Context, ev Evaluator, rs []backfillRule, start,
 			continue
 		}
 		seen[sel] = true
-		msg, err := samplesIn(ctx, ev, sel, start, end)
+		msg, err := samplesIn(ctx, ev, r, start, end)
 		if err != nil {
 			return err
 		}
@@ -307,7 +307,7 @@ func checkConflicts(ctx context.Context, ev Evaluator, rs []backfillRule, start,
 			continue
 		}
 		if after.After(end) {
-			if msg, err = samplesIn(ctx, ev, sel, end.Add(time.Millisecond), after); err != nil {
+			if msg, err = samplesIn(ctx, ev, r, end.Add(time.Millisecond), after); err != nil {
 				return err
 			}
 			if msg != "" {
@@ -331,9 +331,10 @@ func checkConflicts(ctx context.Context, ev Evaluator, rs []backfillRule, start,
 // takes points up to its --future-window, 10 minutes by default, ahead).
 const futureSlack = time.Hour
 
-// samplesIn describes the samples of the series matching sel in [from,
+// samplesIn describes the samples of the series r can write in [from,
 // to], or is "" when there are none.
-func samplesIn(ctx context.Context, ev Evaluator, sel string, from, to time.Time) (string, error) {
+func samplesIn(ctx context.Context, ev Evaluator, r backfillRule, from, to time.Time) (string, error) {
+	sel := r.selector()
 	rng := pmodel.Duration(to.Sub(from) + time.Millisecond) // (to-rng, to] = [from, to]
 	counts, err := ev.Instant(ctx, fmt.Sprintf("count_over_time(%s[%s])", sel, rng), to)
 	if err != nil {
@@ -350,7 +351,11 @@ func samplesIn(ctx context.Context, ev Evaluator, sel string, from, to time.Time
 	// The span of one series, for the message: its raw samples.
 	slices.SortFunc(counts, func(a, b promql.Sample) int { return labels.Compare(a.Metric, b.Metric) })
 	one := strings.TrimSuffix(sel, "}")
-	counts[0].Metric.Range(func(l labels.Label) { one += fmt.Sprintf(",%s=%q", quoteName(l.Name), l.Value) })
+	counts[0].Metric.Range(func(l labels.Label) {
+		if !r.labels.Has(l.Name) {
+			one += fmt.Sprintf(",%s=%q", quoteName(l.Name), l.Value)
+		}
+	})
 	one += "}"
 	raw, err := ev.Matrix(ctx, fmt.Sprintf("%s[%s]", one, rng), to)
 	if err == nil && len(raw) == 1 && len(raw[0].Floats) > 0 {
