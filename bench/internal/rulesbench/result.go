@@ -25,7 +25,10 @@ type phase struct {
 	points  int64 // of the ingest feed
 	elapsed time.Duration
 	cpu     time.Duration // the node's; negative when not measured
-	evals   []time.Duration
+	// runqueueWait is the time the node's threads waited for a CPU
+	// (schedstat); negative when not measured.
+	runqueueWait time.Duration
+	evals        []time.Duration
 }
 
 func (p phase) rate() float64 { return float64(p.points) / p.elapsed.Seconds() }
@@ -62,6 +65,7 @@ type PhaseResult struct {
 	PointsPerS    report.Number `json:"points_per_s"`
 	NodeCPUS      report.Number `json:"node_cpu_s"`
 	PointsPerCPUS report.Number `json:"points_per_cpu_s"`
+	RunqueueWaitS report.Number `json:"node_runqueue_wait_s"`
 	Evaluations   int           `json:"evaluations"`
 	EvalP50S      report.Number `json:"eval_p50_s"`
 	EvalMaxS      report.Number `json:"eval_max_s"`
@@ -180,6 +184,10 @@ func (m *measurement) result(o Options) Result {
 		if p.cpu > 0 {
 			pr.NodeCPUS = round(p.cpu.Seconds(), 1)
 		}
+		pr.RunqueueWaitS = nan
+		if p.runqueueWait >= 0 {
+			pr.RunqueueWaitS = round(p.runqueueWait.Seconds(), 1)
+		}
 		r.Phases = append(r.Phases, pr)
 		if p.kind == phaseLive {
 			live = append(live, p.evals...)
@@ -228,8 +236,8 @@ func notes(r Result, pollFailures int) []string {
 func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "rules: %s recording rules over %s live series every %gs, node on CPUs %q; ingest feed of %s series from %d clients, --wal-sync %s; load average %s before, %s after\n\n",
 		report.Int(int64(r.Rules)), report.Int(int64(r.Series)), r.EvalIntervalS, r.NodeCPUs, report.Int(int64(r.FeedSeries)), r.Clients, r.WALSync, r.LoadAvgBefore, r.LoadAvgAfter)
-	ph := report.Table{Header: []string{"phase", "feed", "rules", "seconds", "points/s", "node CPU s", "points/CPU-s", "evaluations", "eval p50 s", "eval max s"},
-		RightAlign: []bool{true, false, false, true, true, true, true, true, true, true}}
+	ph := report.Table{Header: []string{"phase", "feed", "rules", "seconds", "points/s", "node CPU s", "waiting for a CPU s", "points/CPU-s", "evaluations", "eval p50 s", "eval max s"},
+		RightAlign: []bool{true, false, false, true, true, true, true, true, true, true, true}}
 	for i, p := range r.Phases {
 		on := "off"
 		if p.Rules {
@@ -240,7 +248,7 @@ func WriteReport(w io.Writer, r Result) error {
 			feed = "live only"
 		}
 		ph.Add(fmt.Sprint(i+1), feed, on, report.Float(float64(p.Seconds), 1), report.Whole(float64(p.PointsPerS)), report.Float(float64(p.NodeCPUS), 1),
-			report.Whole(float64(p.PointsPerCPUS)), fmt.Sprint(p.Evaluations), report.Float(float64(p.EvalP50S), 3), report.Float(float64(p.EvalMaxS), 3))
+			report.Float(float64(p.RunqueueWaitS), 1), report.Whole(float64(p.PointsPerCPUS)), fmt.Sprint(p.Evaluations), report.Float(float64(p.EvalP50S), 3), report.Float(float64(p.EvalMaxS), 3))
 	}
 	if err := ph.Write(w); err != nil {
 		return err

@@ -337,15 +337,20 @@ func (r *run) phase(ctx context.Context, m *measurement, kind string, on bool, r
 	}
 	r.o.Log().Info("phase", "kind", kind, "rules", on, "for", r.o.Phase)
 	u0, uerr := r.node.Usage()
+	w0, werr := runqueueWait(r.node.PID())
 	e0 := r.poller.count()
 	points, elapsed, err := run(ctx)
 	if err != nil {
 		return err
 	}
 	u1, uerr2 := r.node.Usage()
-	p := phase{kind: kind, rules: on, points: points, elapsed: elapsed, cpu: -1, evals: r.poller.since(e0)}
+	w1, werr2 := runqueueWait(r.node.PID())
+	p := phase{kind: kind, rules: on, points: points, elapsed: elapsed, cpu: -1, runqueueWait: -1, evals: r.poller.since(e0)}
 	if uerr == nil && uerr2 == nil {
 		p.cpu = u1.CPU - u0.CPU
+	}
+	if werr == nil && werr2 == nil && w1 >= w0 {
+		p.runqueueWait = w1 - w0
 	}
 	m.phases = append(m.phases, p)
 	r.o.Log().Info("phase done", "kind", kind, "rules", on, "points_per_s", p.rate(), "node_cpu_s", p.cpu.Seconds(), "evaluations", len(p.evals))

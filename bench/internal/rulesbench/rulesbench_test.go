@@ -137,3 +137,28 @@ func TestOptions_Validate(t *testing.T) {
 		t.Errorf("error %v, want the phase and the rules named", err)
 	}
 }
+
+func TestSchedstat(t *testing.T) {
+	if d, err := parseSchedstat("123 4567 89\n"); err != nil || d != 4567 {
+		t.Errorf("parseSchedstat: %v, %v; want 4567ns", d, err)
+	}
+	for _, bad := range []string{"", "12", "12 x 3"} {
+		if _, err := parseSchedstat(bad); err == nil {
+			t.Errorf("parseSchedstat(%q) accepted", bad)
+		}
+	}
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no schedstat here")
+	}
+	w0, err := runqueueWait(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := runqueueWait(os.Getpid())
+	if err != nil || w1 < 0 || w0 < 0 {
+		t.Errorf("run-queue wait %v then %v, %v", w0, w1, err)
+	}
+	if _, err := runqueueWait(1 << 30); err == nil {
+		t.Error("a process that does not exist has a run-queue wait")
+	}
+}
