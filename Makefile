@@ -134,13 +134,13 @@ bench: build ## Short profile of the published workloads (iotdb, tsbs-cpu, canbu
 	bin/tribench ingest --binary $(BIN) --duration 10s
 	bin/tribench fleet --binary $(BIN) --edges 10,100 --duration 30s --results-dir $(BENCH_RESULTS)/fleet-short
 
-bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication, -heal and -pi (an hour or more).
+bench-full: build ## Full profile of the published workloads, then bench-ingest, -restart, -lp, -fleet (up to 1,000 edges), -fanout, -replication, -heal, -rules and -pi (an hour or more).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench iotdb --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench tsbs-cpu --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench canbus --binary $(BIN) --profile full --results $(BENCH_RESULTS)
 	bin/tribench rollup --profile full --results $(BENCH_RESULTS)
-	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-heal bench-pi
+	$(MAKE) bench-ingest bench-restart bench-lp bench-fleet bench-fanout bench-replication bench-heal bench-rules bench-pi
 
 bench-iotdb: build ## IoTDB-benchmark style sweep over 1..9 clients, write-only and 50/50 read-write (BENCH_PROFILE=short|full).
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -188,7 +188,11 @@ bench-hostile: build ## Hostile clients against a TLS coordinator and node while
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench hostile --binary $(BIN) $(BENCH_ARGS)
 
-.PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke bench-heal
+.PHONY: bench-fleet bench-fleet-short bench-pi bench-arm64-smoke bench-heal bench-rules
+
+bench-rules: build ## Rules benchmark: a node on one CPU (taskset) with 1,000 recording rules over 10,000 live series every 15 s, under an ingest feed, phases with and without the rules; evaluation p99, ingest lost, peak memory; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench rules --binary $(BIN) $(BENCH_ARGS)
 
 bench-heal: build ## Self-healing benchmark: 3 coordinators + 10 edges, one coordinator loses its disk under 4,000 points/s and rejoins; ack pause, replacement, history restored, re-replication MiB/s, every replica checked; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench

@@ -28,9 +28,15 @@ func BenchmarkGroupEval(b *testing.B) {
 	for _, c := range []struct {
 		rules, series, concurrency int
 		sync                       time.Duration
-	}{{100, 1_000, 1, 0}, {1_000, 10_000, 1, 0}, {1_000, 10_000, 4, 0}, {1_000, 10_000, 16, 0}, {1_000, 10_000, 1, time.Second}} {
-		b.Run(fmt.Sprintf("rules=%d/series=%d/concurrency=%d/wal-sync=%s", c.rules, c.series, c.concurrency, syncName(c.sync)), func(b *testing.B) {
-			benchGroupEval(b, c.rules, c.series, c.concurrency, c.sync)
+		perRule                    bool // one write per rule instead of one per evaluation
+	}{{100, 1_000, 1, 0, true}, {1_000, 10_000, 1, 0, true}, {1_000, 10_000, 4, 0, true}, {1_000, 10_000, 16, 0, true}, {1_000, 10_000, 1, time.Second, true},
+		{1_000, 10_000, 1, 0, false}, {1_000, 10_000, 4, 0, false}} {
+		writes := "group"
+		if c.perRule {
+			writes = "rule"
+		}
+		b.Run(fmt.Sprintf("rules=%d/series=%d/concurrency=%d/wal-sync=%s/write-per=%s", c.rules, c.series, c.concurrency, syncName(c.sync), writes), func(b *testing.B) {
+			benchGroupEval(b, c.rules, c.series, c.concurrency, c.sync, c.perRule)
 		})
 	}
 }
@@ -44,7 +50,11 @@ func syncName(d time.Duration) string {
 
 // benchGroupEval: walSync 0 fsyncs every rule's write before it returns
 // (the node's default), more lets the writes return before the fsync.
-func benchGroupEval(b *testing.B, nRules, nSeries, concurrency int, walSync time.Duration) {
+//
+// perRule writes each rule's samples as it commits them; otherwise the
+// group's samples are written together, as Manager does for a group whose
+// rules read none of each other's results.
+func benchGroupEval(b *testing.B, nRules, nSeries, concurrency int, walSync time.Duration, perRule bool) {
 	n, err := node.Open(node.Options{DataDir: b.TempDir(), NodeID: "pi-1", WALSync: wal.SyncPolicy{Interval: walSync}})
 	if err != nil {
 		b.Fatal(err)
@@ -96,7 +106,20 @@ func benchGroupEval(b *testing.B, nRules, nSeries, concurrency int, walSync time
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		g.Eval(context.Background(), now.Add(time.Duration(i)*time.Millisecond))
+		ctx := context.Background()
+		gw := newGroupWrites(g, n, DefaultMaxSamplesPerWrite)
+		if !perRule {
+			if gw == nil {
+				b.Fatal("the rules are not independent")
+			}
+			ctx = context.WithValue(ctx, groupWritesKey{}, gw)
+		}
+		g.Eval(ctx, now.Add(time.Duration(i)*time.Millisecond))
+		if !perRule {
+			if err := gw.flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	b.StopTimer()
 	for _, r := range g.Rules() {

@@ -15,11 +15,12 @@
 // # Evaluation
 //
 // Every group is evaluated every --rules-evaluation-interval (or its own
-// interval) at slots aligned to the interval, as Prometheus does. The
-// results of one rule are one backend write, which on a node returns once
-// its WAL record is fsynced; rules that neither read nor feed another
-// rule run up to Options.MaxConcurrentEvals at a time, so their writes
-// share fsyncs (the node's group commit). An
+// interval) at slots aligned to the interval, as Prometheus does. In a
+// group where no rule reads another's results, the samples of all its
+// rules are written together at the end of the evaluation (one backend
+// write, one WAL fsync on a node); otherwise each rule's results are one
+// write, made before the rules after it run. Rules that neither read nor
+// feed another rule run up to Options.MaxConcurrentEvals at a time. An
 // evaluation that was due while the process was down is not made up
 // afterwards: the first evaluation after a start is the next slot. A slot
 // missed while the process runs (an evaluation that took longer than the
@@ -50,6 +51,14 @@
 // Options.ResendDelay until it is resolved (and resolved ones for 15
 // minutes), which is how Prometheus retries, so an Alertmanager that was
 // unreachable gets the alerts still active when it is back.
+//
+// # Backfill
+//
+// Backfill evaluates the recording rules of rule files over a past range
+// (range queries at the multiples of each group's interval, through an
+// Evaluator: the engine in process, or a node's Prometheus API) and writes
+// their samples through a WriteFunc. It writes nothing when a series a
+// rule can write already holds samples in or after the range.
 //
 // # Concurrency
 //

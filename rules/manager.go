@@ -28,6 +28,7 @@ type Manager struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 	cancel   context.CancelFunc
+	b        backend.Backend
 
 	mu      sync.Mutex // serialises Reload and Stop
 	files   []string   // the files of the rules in force
@@ -43,7 +44,7 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, reg: prometheus.NewRegistry()}
+	m := &Manager{opts: opts, reg: prometheus.NewRegistry(), b: b}
 	notify := func(context.Context, string, ...*promrules.Alert) {} // no Alertmanager
 	if len(opts.Alertmanagers) > 0 {
 		n, err := newNotifier(opts, m.reg)
@@ -118,12 +119,31 @@ func (m *Manager) load() error {
 	if err := CheckFiles(files...); err != nil {
 		return err
 	}
-	if err := m.rules.Update(m.opts.EvaluationInterval, files, labels.EmptyLabels(), m.opts.ExternalURL, m.metrics.evalIteration); err != nil {
+	if err := m.rules.Update(m.opts.EvaluationInterval, files, labels.EmptyLabels(), m.opts.ExternalURL, m.evalIteration); err != nil {
 		return fmt.Errorf("load rule files: %w", err)
 	}
 	m.files = files
 	m.opts.Logger.Info("rules loaded", "files", len(files), "groups", len(m.rules.RuleGroups()))
 	return nil
+}
+
+// evalIteration is the groups' evaluation function: the upstream one,
+// with the samples of a group whose rules read none of each other's
+// results written together (groupWrites), timed into the evaluation
+// duration histogram.
+func (m *Manager) evalIteration(ctx context.Context, g *promrules.Group, ts time.Time) {
+	start := time.Now()
+	gw := newGroupWrites(g, m.b, m.opts.MaxSamplesPerWrite)
+	if gw != nil {
+		ctx = context.WithValue(ctx, groupWritesKey{}, gw)
+	}
+	promrules.DefaultEvalIterationFunc(ctx, g, ts)
+	if gw != nil {
+		if err := gw.flush(ctx); err != nil {
+			m.opts.Logger.Warn("rule samples not written", "group", g.Name(), "err", err)
+		}
+	}
+	m.metrics.recordEval(ctx, g, time.Since(start))
 }
 
 // Start starts evaluating the rules (and sending the alerts).

@@ -1,12 +1,22 @@
 package rules
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	promrules "github.com/prometheus/prometheus/rules"
 	"go.uber.org/goleak"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/model"
+	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
 func TestMain(m *testing.M) {
@@ -271,4 +281,131 @@ groups:
 	if held := time.Since(coolAt); held < 4*time.Second {
 		t.Errorf("resolved %v after the condition ended, before keep_firing_for (4s)", held)
 	}
+}
+
+// ruleWrites wraps a node and records the metric names of every write of
+// rule samples (names with a colon), failing them while fail is set.
+type ruleWrites struct {
+	backend.Backend
+	mu     sync.Mutex
+	writes [][]string
+	fail   bool
+}
+
+func (w *ruleWrites) Write(ctx context.Context, batches []model.Batch) (model.WriteResult, error) {
+	var names []string
+	for _, b := range batches {
+		if n := nlabels.Labels(b.Labels).Get("__name__"); strings.Contains(n, ":") {
+			names = append(names, n)
+		}
+	}
+	w.mu.Lock()
+	fail := w.fail && len(names) > 0
+	if len(names) > 0 {
+		slices.Sort(names)
+		w.writes = append(w.writes, slices.Compact(names))
+	}
+	w.mu.Unlock()
+	if fail {
+		return model.WriteResult{}, errors.New("disk on fire")
+	}
+	return w.Backend.Write(ctx, batches)
+}
+
+func (w *ruleWrites) snapshot() [][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.writes)
+}
+
+const independentRules = `
+groups:
+  - name: independent
+    interval: 1s
+    rules:
+      - record: x:sum
+        expr: sum(x)
+      - record: x:max
+        expr: max(x)
+      - record: x:min
+        expr: min(x)
+  - name: chained
+    interval: 1s
+    rules:
+      - record: y:sum
+        expr: sum(y)
+      - record: y:sum:double
+        expr: y:sum * 2
+`
+
+// The samples of a group whose rules read none of each other's results
+// are one write per evaluation; a group with a chain keeps one write per
+// rule, each before the next rule runs; a failed group write makes every
+// rule of the group unhealthy.
+func TestManager_IndependentRulesShareOneWrite(t *testing.T) {
+	n, api := openNode(t, t.TempDir())
+	defer n.Close()
+	w := &ruleWrites{Backend: n}
+	m, err := New(w, api.Engine(), api.Queryable(), Options{Files: []string{writeFile(t, t.TempDir(), "r.yml", independentRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	e := &env{t: t, n: n, api: api}
+	now := time.Now()
+	for i, v := range []float64{3, 5, 8} {
+		e.write(now, v, "x", "i", fmt.Sprint(i))
+		e.write(now, v, "y", "i", fmt.Sprint(i))
+	}
+	m.Start()
+	eventually(t, 15*time.Second, "three evaluations of each group", func() bool {
+		var xs, ys int
+		for _, names := range w.snapshot() {
+			if slices.Contains(names, "x:sum") {
+				xs++
+			}
+			if slices.Contains(names, "y:sum:double") {
+				ys++
+			}
+		}
+		return xs >= 3 && ys >= 3
+	})
+	for _, names := range w.snapshot() {
+		switch {
+		case slices.Contains(names, "x:sum") || slices.Contains(names, "x:max") || slices.Contains(names, "x:min"):
+			if !slices.Equal(names, []string{"x:max", "x:min", "x:sum"}) {
+				t.Errorf("a write of the independent group holds %v, want all three rules' samples", names)
+			}
+		case len(names) != 1:
+			t.Errorf("a write of the chained group holds %v, want one rule's", names)
+		}
+	}
+	sums := e.samples(now, "y:sum")[`y:sum{}`]
+	doubles := e.samples(now, "y:sum:double")[`y:sum:double{}`]
+	if len(sums.Ts) < 3 || len(doubles.Ts) < 3 {
+		t.Fatalf("y:sum %v, y:sum:double %v", sums, doubles)
+	}
+	for i := range min(len(sums.Ts), len(doubles.Ts)) {
+		if doubles.Ts[i] != sums.Ts[i] || doubles.Vs[i] != 2*sums.Vs[i] {
+			t.Errorf("evaluation %d: y:sum:double %v at %d, y:sum %v at %d", i, doubles.Vs[i], doubles.Ts[i], sums.Vs[i], sums.Ts[i])
+		}
+	}
+
+	w.mu.Lock()
+	w.fail = true
+	w.mu.Unlock()
+	var indep *promrules.Group
+	for _, g := range m.RuleGroups() {
+		if g.Name() == "independent" {
+			indep = g
+		}
+	}
+	eventually(t, 10*time.Second, "the independent group's rules unhealthy after a failed write", func() bool {
+		for _, r := range indep.Rules() {
+			if r.Health() != promrules.HealthBad || r.LastError() == nil || !strings.Contains(r.LastError().Error(), "disk on fire") {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -101,12 +101,9 @@ func promAttributes(pm *dto.Metric) []attribute.KeyValue {
 	return attrs
 }
 
-// evalIteration is the groups' evaluation function: the upstream one,
-// timed into the evaluation duration histogram.
-func (m *metrics) evalIteration(ctx context.Context, g *promrules.Group, ts time.Time) {
-	start := time.Now()
-	promrules.DefaultEvalIterationFunc(ctx, g, ts)
-	m.evalDuration.Record(ctx, time.Since(start).Seconds(),
+// recordEval records the duration of one evaluation of g.
+func (m *metrics) recordEval(ctx context.Context, g *promrules.Group, d time.Duration) {
+	m.evalDuration.Record(ctx, d.Seconds(),
 		metric.WithAttributes(attribute.String("rule_group", promrules.GroupKey(g.File(), g.Name()))))
 }
 

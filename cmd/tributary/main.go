@@ -35,7 +35,7 @@ func commands() []command {
 		{"labels", "list label names, or the values of one label", runLabels},
 		{"status", "print a server's state (also a connection and token check)", runStatus},
 		{"cluster", "the coordinators' cluster and the fleet's placement: members, add, promote, remove, transfer, config, edges, place, rebalance, drain, revoke-edge, decommission-edge", runCluster},
-		{"rules", "`rules check FILE...` validates Prometheus rule files as promtool does", runRules},
+		{"rules", "`rules check FILE...` validates Prometheus rule files as promtool does; `rules backfill` evaluates recording rules over history into a node", runRules},
 		{"compact", "compact a stopped node's store and print its size as JSON", runCompact},
 		{"version", "print the version", func(_ []string, out, _ io.Writer) error {
 			_, err := fmt.Fprintln(out, "tributary", version)

@@ -130,11 +130,15 @@ func (r *ruleRunner) stop() {
 	r.m.Stop()
 }
 
-// runRules is `tributary rules`: `rules check FILE...`.
+// runRules is `tributary rules`: `rules check FILE...` and `rules
+// backfill` (backfill.go).
 func runRules(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "backfill" {
+		return runRulesBackfill(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: tributary rules check FILE...")
-		return fmt.Errorf("%w: the only subcommand is check", errUsage)
+		fmt.Fprintln(stderr, "usage: tributary rules check FILE...\n       tributary rules backfill --rules FILE --start T --end T (--node URL | --data-dir DIR)")
+		return fmt.Errorf("%w: the subcommands are check and backfill", errUsage)
 	}
 	fs := newFlagSet("rules check", stderr, "FILE...")
 	if err := fs.Parse(args[1:]); err != nil {

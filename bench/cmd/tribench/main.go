@@ -18,6 +18,7 @@
 //	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
 //	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
 //	tribench hostile --binary bin/tributary [flags]     hostile clients against a TLS coordinator and node: memory, writer p99, refusals
+//	tribench rules --binary bin/tributary [flags]       1,000 recording rules on one CPU under an ingest load: evaluation p99, ingest lost
 //
 // It turns flags into Options and runs them; this is the only place that
 // exits the process.
@@ -120,6 +121,12 @@ workloads:
            token, 10,000 half-open TLS handshakes; report every process's
            resident growth, the writer's p99 and what was refused (a table,
            then one JSON line)
+  rules    start 'tributary node' on one CPU (taskset) with 10,000 live series
+           at 1 Hz and an ingest feed written as fast as it takes it, and
+           alternate phases without and with 1,000 recording rules evaluated
+           every 15 s; report the group's evaluation p50/p99/max, the ingest
+           throughput lost with the rules and the node's peak memory,
+           checking the recorded series (a table, then one JSON line)
   load     write the sensor workload in real time to running edge nodes
            (--targets host:port,...) until interrupted, logging acknowledged
            points; the load generator of the docker-compose cluster
@@ -185,6 +192,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runPi(ctx, args[1:], stdout, stderr, logger)
 	case "arm64-smoke":
 		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
+	case "rules":
+		err = runRulesBench(ctx, args[1:], stdout, stderr, logger)
 	case "hostile":
 		err = runHostile(ctx, args[1:], stdout, stderr, logger)
 	case "hostile-attacker": // the child process of hostile

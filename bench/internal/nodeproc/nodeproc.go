@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,11 @@ import (
 type Options struct {
 	// Binary is the tributary executable.
 	Binary string
+	// Wrap, when set, is a command that runs the binary with its arguments
+	// in the same process (it execs it), such as ["taskset", "-c", "1"]
+	// to keep the node on one CPU; the process started and measured is
+	// then the node itself.
+	Wrap []string
 	// Command is the subcommand to run; "" means "node". Another server
 	// ("coordinator") takes the same --data-dir and --listen flags; its other
 	// flags go in ExtraArgs.
@@ -148,14 +154,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	})
 	// NB: not exec.CommandContext: cancelling ctx must stop the node with
 	// SIGTERM through Stop, not SIGKILL it behind our back.
-	n.cmd = exec.Command(opts.Binary, opts.Args()...)
+	argv := append(append(slices.Clone(opts.Wrap), opts.Binary), opts.Args()...)
+	n.cmd = exec.Command(argv[0], argv[1:]...)
 	n.cmd.Env = append(os.Environ(), opts.Env...)
 	n.cmd.Stdout = n.log // the same writer: exec serialises the two streams
 	n.cmd.Stderr = n.log
 	n.cmd.SysProcAttr = sysProcAttr()
 	// If the node hands its pipes to a child that outlives it, do not hang.
 	n.cmd.WaitDelay = 5 * time.Second
-	logger.Info("starting node", "cmd", opts.Binary+" "+strings.Join(opts.Args(), " "), "log", opts.LogPath)
+	logger.Info("starting node", "cmd", strings.Join(argv, " "), "log", opts.LogPath)
 	started = time.Now()
 	if err := n.cmd.Start(); err != nil {
 		logFile.Close()

@@ -126,6 +126,27 @@ func TestNode_StartWaitsForReadyAndStopMeasures(t *testing.T) {
 	}
 }
 
+// A wrapper that execs the binary (env here, taskset in use) starts the
+// node itself: its pid is the node's, which sees SIGTERM.
+func TestNode_WrapExecsTheBinary(t *testing.T) {
+	opts := fakeOptions(t, "ok")
+	opts.Wrap = []string{"env", "TRIBUTARY_WRAPPED=1"}
+	n, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n.PID()))
+	if err == nil && strings.TrimSpace(string(comm)) == "env" {
+		t.Errorf("the process measured is the wrapper")
+	}
+	if _, err := n.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(opts.DataDir, "stopped")); err != nil {
+		t.Errorf("node did not see SIGTERM: %v", err)
+	}
+}
+
 func TestNode_ExitBeforeReadyIsAnErrorWithOutput(t *testing.T) {
 	_, err := Start(context.Background(), fakeOptions(t, "crash"))
 	if err == nil || !strings.Contains(err.Error(), "fatal: cannot open data dir") {
