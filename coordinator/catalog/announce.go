@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -33,10 +34,16 @@ type AnnounceSeries struct {
 
 // EdgeAnnouncement is one edge's part of an AnnounceSeries.
 type EdgeAnnouncement struct {
-	Edge      string
+	Edge string
+	// ThroughMs is the new registration watermark; NoWatermark: the
+	// series only (a part of an announcement too long for one message).
 	ThroughMs int64
 	Series    []labels.Labels
 }
+
+// NoWatermark as an EdgeAnnouncement's ThroughMs registers its series and
+// leaves the watermark as it is.
+const NoWatermark = math.MinInt64
 
 // AnnounceSeriesResult is the result of AnnounceSeries: one entry per
 // announcement, in order.
@@ -97,13 +104,44 @@ func (s *state) announceSeries(c AnnounceSeries) (any, error) {
 		}
 		out.RegisterSeriesResult = r.(RegisterSeriesResult)
 		have, ok := s.registered[a.Edge]
-		if len(out.Rejected) == 0 && (!ok || a.ThroughMs > have) {
+		if len(out.Rejected) == 0 && a.ThroughMs != NoWatermark && (!ok || a.ThroughMs > have) {
 			s.registered[a.Edge] = a.ThroughMs
 			have, ok = a.ThroughMs, true
 		}
 		out.ThroughMs, out.Registered = have, ok
 	}
 	return res, nil
+}
+
+// Unlisted returns the series of ss that the catalog does not list for
+// edge (all of them for an unknown edge), in their order, without
+// duplicates.
+func (f *FSM) Unlisted(edge string, ss []labels.Labels) []labels.Labels {
+	var out []labels.Labels
+	seen := map[string]bool{}
+	var key []byte
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	have := f.st.edgeSeries[edge]
+	for _, in := range ss {
+		ls, err := labels.New(in, labels.Limits{})
+		if err != nil {
+			out = append(out, in) // Apply says why
+			continue
+		}
+		key = ls.AppendKey(key[:0])
+		if seen[string(key)] {
+			continue
+		}
+		seen[string(key)] = true
+		if id, ok := f.st.byKey[string(key)]; ok {
+			if _, found := slices.BinarySearch(have, id); found {
+				continue
+			}
+		}
+		out = append(out, in)
+	}
+	return out
 }
 
 // Registration returns an edge's registration watermark: every series the

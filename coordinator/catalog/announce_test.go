@@ -49,8 +49,20 @@ func TestAnnounceSeries_RegistersSeriesAndAdvancesWatermark(t *testing.T) {
 	if got := f.EdgeSeries("pi-1"); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("edge series %v", got)
 	}
+	// A part without a watermark registers its series only.
+	c := series("__name__", "cpu", "host", "c")
+	r = one(t, applyOK(t, f, 11, ann("pi-1", NoWatermark, c)))
+	if r.ThroughMs != 5000 || r.Created != 1 {
+		t.Fatalf("part without a watermark: %+v", r)
+	}
+	if got := f.Unlisted("pi-1", []labels.Labels{a, c, series("__name__", "new"), a}); len(got) != 1 || got[0].Get("__name__") != "new" {
+		t.Fatalf("unlisted %v", got)
+	}
+	if got := f.Unlisted("pi-2", []labels.Labels{a, a}); len(got) != 1 {
+		t.Fatalf("unlisted for pi-2 %v: a is not pi-2's", got)
+	}
 	// An empty announcement only moves the watermark.
-	r = one(t, applyOK(t, f, 11, ann("pi-1", 6000)))
+	r = one(t, applyOK(t, f, 12, ann("pi-1", 6000)))
 	if r.ThroughMs != 6000 || len(r.IDs) != 0 {
 		t.Fatalf("empty announcement: %+v", r)
 	}

@@ -103,7 +103,8 @@
 // AnnounceSeries (kind 15) carries the series an edge created since its
 // last announcement and ThroughMs, the edge's clock when it took them:
 // every series the edge created before then is registered. The catalog
-// keeps the highest ThroughMs of an edge (Registration), unless a series
+// keeps the highest ThroughMs of an edge (Registration; NoWatermark, the
+// lowest int64, registers series only), unless a series
 // of the command was rejected (the catalog then cannot list all of the
 // edge's series and the watermark stays).
 //
