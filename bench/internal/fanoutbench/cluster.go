@@ -63,7 +63,7 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 	for i, p := range c.coords {
 		intakes[i] = p.intake
 	}
-	for i := range o.Edges {
+	for i := range o.procEdges() {
 		addrs, err := loopback.FreePorts(2)
 		if err != nil {
 			return nil, err
