@@ -1,8 +1,8 @@
 // Package fanoutbench is the coordinator fan-out system benchmark
 // (tribench fanout): three `tributary coordinator` processes (a raft
 // catalog, replica stores and the fleet-wide query front end) and ten
-// `tributary node` edges shipping their sealed WAL segments to them, all on
-// loopback.
+// `tributary node` edges shipping their sealed WAL segments to them, all
+// on loopback; at fleet scale, more edges simulated in its own process.
 //
 // A run:
 //
@@ -32,7 +32,12 @@
 //     leader is SIGKILLed Kills times and restarted each time;
 //  7. SIGKILLs the last edge and runs a query past its watermark, which must
 //     carry a warning naming it;
-//  8. prints a table (figure, measured, target), notes and one JSON line,
+//  8. when Edges exceeds ProcessEdges, the fleet-scale phase (scale.go):
+//     the other edges simulated in this process (simedge.go: the real
+//     replicator announcing their series, a query service per edge, 5%
+//     never answering), one-series queries timed and the edges they ask
+//     counted, listings checked, new series timed until they are listed;
+//  9. prints a table (figure, measured, target), notes and one JSON line,
 //     always the last line of its output.
 //
 // Missing a target never fails a run; a wrong answer, lost points or a
