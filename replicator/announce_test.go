@@ -65,10 +65,11 @@ func TestShipper_AnnouncesNewSeriesBeforeTheirSegmentShips(t *testing.T) {
 	if p, _ := r.fsm.Progress("pi-an"); p.AckedThrough() != 0 {
 		t.Fatalf("a segment was acknowledged (through %d): the series did not need announcing", p.AckedThrough())
 	}
-	st := s.Stats()
-	if st.AnnouncedSeries < 4 || st.RegisteredThroughMs < before {
-		t.Fatalf("stats: announced %d, registered through %d (want ≥ %d)", st.AnnouncedSeries, st.RegisteredThroughMs, before)
-	}
+	// The Shipper's stats follow once it has read the answer.
+	eventually(t, "the registration watermark in the Shipper's stats", func() bool {
+		st := s.Stats()
+		return st.AnnouncedSeries >= 4 && st.RegisteredThroughMs >= before
+	})
 }
 
 // TestShipper_AnnouncesALongListInParts: more series than one message
