@@ -3,12 +3,17 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/replicator"
 )
 
 // TestCluster_NewSeriesAreListedBeforeTheirSegmentShips: three
@@ -41,15 +46,39 @@ func TestCluster_NewSeriesAreListedBeforeTheirSegmentShips(t *testing.T) {
 	for _, m := range ms {
 		targets = append(targets, m.c.IntakeAddr())
 	}
-	e := startEdge(t, targets)
+	// An edge whose segments do not seal within the test: its series can
+	// only reach the catalog by announcement.
+	s, err := replicator.New(replicator.Options{Targets: targets, Insecure: true, CursorPath: filepath.Join(t.TempDir(), "replication.cursor"),
+		SoftwareVersion: "test", BackoffInitial: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(node.Options{DataDir: t.TempDir(), NodeID: edgeID, WALSegmentAge: time.Hour, WALRetention: s.RetainFrom, WriteGate: s.WriteGate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.Run(ctx, n); err != nil {
+			t.Errorf("shipper: %v", err)
+		}
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+		if err := n.Close(); err != nil {
+			t.Errorf("close edge: %v", err)
+		}
+	}()
 	eventually(t, "the edge's registration watermark", func() bool {
 		_, ok := ms[0].c.Catalog().Registration(edgeID)
 		return ok
 	})
-	// A new series: its segment is still open (20 ms segment age, but
-	// nothing is written after it), and the announcement carries it.
+	// A new series: its segment stays open; the announcement carries it.
 	ls := labels.FromStrings("__name__", "fresh_gauge", "room", "kitchen")
-	if _, err := e.n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{time.Now().UnixMilli()}, Vs: []float64{21.5}}}); err != nil {
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: ls, Ts: []int64{time.Now().UnixMilli()}, Vs: []float64{21.5}}}); err != nil {
 		t.Fatal(err)
 	}
 	created := time.Now()
@@ -65,6 +94,9 @@ func TestCluster_NewSeriesAreListedBeforeTheirSegmentShips(t *testing.T) {
 		})
 	}
 	t.Logf("new series listed by every coordinator %v after its write", time.Since(created))
+	if p, _ := ms[0].c.Catalog().Progress(edgeID); p.AckedThrough() != 0 {
+		t.Fatalf("a segment shipped (acked through %d): the series did not need its announcement", p.AckedThrough())
+	}
 	reg, _ := ms[0].c.Catalog().Registration(edgeID)
 	// A series the edge does not hold, over a range ending before the
 	// registration watermark: nothing matches, nobody is asked, no
