@@ -106,6 +106,10 @@ func (s *Server) recordAnnouncements() {
 		e := r.Edges[i]
 		msg := e.Skipped
 		if msg == "" && len(e.Rejected) > 0 {
+			// An error makes the edge announce the same series again, so
+			// that its watermark stays below them for as long as the
+			// catalog cannot list them (the fleet's series limit).
+			msg = fmt.Sprintf("the catalog rejected %d announced series (first: %s); the registration watermark stays", len(e.Rejected), e.Rejected[0].Reason)
 			s.o.Logger.Warn("catalog rejected announced series; the edge's registration watermark stays", "edge", x.edge,
 				"rejected", len(e.Rejected), "first", e.Rejected[0].Reason)
 		}

@@ -147,3 +147,32 @@ func TestIntake_AnnouncementOverTheLimitEndsTheStream(t *testing.T) {
 		t.Fatal("an announcement over the limit was answered")
 	}
 }
+
+// TestIntake_RejectedAnnouncedSeriesAreAnnouncedAgain: a series the
+// catalog rejects (the fleet's series limit) is answered with an error,
+// so that the edge announces it again and its watermark stays below it.
+func TestIntake_RejectedAnnouncedSeriesAreAnnouncedAgain(t *testing.T) {
+	e := startEnv(t, func(o *intake.Options) { o.AnnounceInterval = 10 * time.Millisecond })
+	if _, err := e.raft.Propose(context.Background(), catalog.EncodeCommand(catalog.RegisterNode{
+		ID: coordID, Role: catalog.RoleCoordinator, RaftID: 1, Addr: "127.0.0.1:1",
+		Labels: labels.Labels{{Name: catalog.FeaturesLabel, Value: catalog.Features}}})); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.fsm.Config()
+	cfg.MaxSeries = 1
+	if _, err := e.raft.Propose(context.Background(), catalog.EncodeCommand(catalog.SetConfig{Config: cfg})); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, dial(t, e.addr), "pi-1")
+	c.welcome()
+	if a := c.announce(1, 1000, false, labels.FromStrings("__name__", "a")); a.GetError() != "" || a.GetThroughMs() != 1000 {
+		t.Fatalf("first: %v", a)
+	}
+	a := c.announce(2, 2000, false, labels.FromStrings("__name__", "b"))
+	if a.GetError() == "" || a.GetThroughMs() != 1000 {
+		t.Fatalf("over the limit: %v; want an error and the watermark at 1000", a)
+	}
+	if ms, _ := e.fsm.Registration("pi-1"); ms != 1000 {
+		t.Fatalf("registration %d, want 1000", ms)
+	}
+}
