@@ -576,13 +576,24 @@ func (f *FSM) Check() error {
 }
 
 func (s *state) check() error {
-	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress} {
+	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress, s.checkRegistration} {
 		if err := check(); err != nil {
 			return err
 		}
 	}
 	if s.config.Version > s.applied {
 		return fmt.Errorf("config version %d after applied index %d", s.config.Version, s.applied)
+	}
+	return nil
+}
+
+// checkRegistration checks that only registered edges have a
+// registration watermark.
+func (s *state) checkRegistration() error {
+	for e := range s.registered {
+		if n := s.nodes[e]; n == nil || n.Role != RoleEdge {
+			return fmt.Errorf("registration watermark of %q, which is not a registered edge", e)
+		}
 	}
 	return nil
 }
