@@ -18,8 +18,10 @@ import (
 // one) and advances the edge's registration watermark to its ThroughMs:
 // the edge says that every series it created before its clock read
 // ThroughMs is in this announcement or an earlier one. When a series of an
-// edge is rejected, that edge's watermark does not move: it then holds a
-// series the catalog does not list, and a query must keep asking it. An
+// edge is rejected, that edge's watermark does not move in this command
+// (not by a later announcement of the same edge in it either): the edge
+// then holds a series the catalog does not list, and a query must keep
+// asking it. An
 // edge that is not registered (or not an edge) is skipped with a reason;
 // the others apply. The watermark never goes back, so applying the
 // command twice, or after a later one, changes nothing. Result:
@@ -86,6 +88,7 @@ func (d *decoder) announceSeries() AnnounceSeries {
 
 func (s *state) announceSeries(c AnnounceSeries) (any, error) {
 	res := AnnounceSeriesResult{Edges: make([]EdgeAnnounced, len(c.Edges))}
+	rejected := map[string]bool{} // edges with a series rejected in this command
 	for i, a := range c.Edges {
 		out := &res.Edges[i]
 		n := s.nodes[a.Edge]
@@ -103,8 +106,11 @@ func (s *state) announceSeries(c AnnounceSeries) (any, error) {
 			continue
 		}
 		out.RegisterSeriesResult = r.(RegisterSeriesResult)
+		if len(out.Rejected) > 0 {
+			rejected[a.Edge] = true
+		}
 		have, ok := s.registered[a.Edge]
-		if len(out.Rejected) == 0 && a.ThroughMs != NoWatermark && (!ok || a.ThroughMs > have) {
+		if !rejected[a.Edge] && a.ThroughMs != NoWatermark && (!ok || a.ThroughMs > have) {
 			s.registered[a.Edge] = a.ThroughMs
 			have, ok = a.ThroughMs, true
 		}

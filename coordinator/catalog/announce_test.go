@@ -106,6 +106,15 @@ func TestAnnounceSeries_RejectedSeriesHoldTheWatermark(t *testing.T) {
 	if ms, _ := f.Registration("pi-1"); ms != 1000 {
 		t.Fatalf("registration %d, want 1000", ms)
 	}
+	// Nor does a later announcement of the edge in the same command (the
+	// rest of a list split in pieces).
+	r2 := applyOK(t, f, 5, AnnounceSeries{Edges: []EdgeAnnouncement{
+		{Edge: "pi-1", ThroughMs: NoWatermark, Series: []labels.Labels{series("__name__", "c")}},
+		{Edge: "pi-1", ThroughMs: 3000},
+	}}).(AnnounceSeriesResult)
+	if len(r2.Edges[0].Rejected) != 1 || r2.Edges[1].ThroughMs != 1000 {
+		t.Fatalf("result %+v, want the watermark held at 1000", r2)
+	}
 }
 
 func TestAnnounceSeries_SkipsUnknownNodesAndCoordinatorsAlone(t *testing.T) {
