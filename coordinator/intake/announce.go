@@ -83,38 +83,108 @@ func (s *Server) recordAnnouncements() {
 		s.registerAnnounced(ctx, batch)
 		return
 	}
-	cmd := catalog.AnnounceSeries{Edges: make([]catalog.EdgeAnnouncement, len(batch))}
+	// Each announcement's part of the command: the series the catalog
+	// does not list for the edge, in pieces that fit maxAnnounceBytes
+	// (the last carries the watermark), so that no command is too large
+	// for a raft entry however long the series' labels.
+	type piece struct {
+		x    int // index in batch
+		last bool
+		ea   catalog.EdgeAnnouncement
+	}
+	var cmds [][]piece
+	var cur []piece
+	curBytes := 0
+	add := func(p piece, size int) {
+		if len(cur) > 0 && curBytes+size > maxAnnounceBytes {
+			cmds = append(cmds, cur)
+			cur, curBytes = nil, 0
+		}
+		cur = append(cur, p)
+		curBytes += size
+	}
 	for i, x := range batch {
-		cmd.Edges[i] = catalog.EdgeAnnouncement{Edge: x.edge, ThroughMs: x.throughMs, Series: s.o.Catalog.Unlisted(x.edge, x.all)}
-	}
-	res, err := s.propose(ctx, cmd)
-	r, ok := res.(catalog.AnnounceSeriesResult)
-	if err == nil && (!ok || len(r.Edges) != len(batch)) {
-		err = fmt.Errorf("unexpected result %T", res)
-	}
-	if err != nil {
-		if s.ctx.Err() == nil {
-			s.o.Logger.Warn("record series announcements", "announcements", len(batch), "err", err)
+		missing := s.o.Catalog.Unlisted(x.edge, x.all)
+		base := len(x.edge) + 16
+		size := base
+		var part []labels.Labels
+		for _, ls := range missing {
+			n := seriesBytes(ls)
+			if len(part) > 0 && size+n > maxAnnounceBytes/2 {
+				add(piece{x: i, ea: catalog.EdgeAnnouncement{Edge: x.edge, ThroughMs: catalog.NoWatermark, Series: part}}, size)
+				part, size = nil, base
+			}
+			part = append(part, ls)
+			size += n
 		}
-		for _, x := range batch {
-			x.answer(announced(x.id, 0, false, fmt.Sprintf("record the announcement: %v", err)))
-		}
-		return
+		add(piece{x: i, last: true, ea: catalog.EdgeAnnouncement{Edge: x.edge, ThroughMs: x.throughMs, Series: part}}, size)
 	}
-	s.annCommands.Add(1)
+	cmds = append(cmds, cur)
+	results := make([]catalog.EdgeAnnounced, len(batch))
+	failed := make([]string, len(batch))
+	for _, c := range cmds {
+		cmd := catalog.AnnounceSeries{Edges: make([]catalog.EdgeAnnouncement, len(c))}
+		for i, p := range c {
+			cmd.Edges[i] = p.ea
+			if p.last && failed[p.x] != "" {
+				// An earlier piece was not recorded: its series may be
+				// missing, so the watermark must not move.
+				cmd.Edges[i].ThroughMs = catalog.NoWatermark
+			}
+		}
+		res, err := s.propose(ctx, cmd)
+		r, ok := res.(catalog.AnnounceSeriesResult)
+		if err == nil && (!ok || len(r.Edges) != len(c)) {
+			err = fmt.Errorf("unexpected result %T", res)
+		}
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.o.Logger.Warn("record series announcements", "announcements", len(c), "err", err)
+			}
+			for _, p := range c {
+				failed[p.x] = fmt.Sprintf("record the announcement: %v", err)
+			}
+			continue
+		}
+		s.annCommands.Add(1)
+		for i, p := range c {
+			e := r.Edges[i]
+			switch {
+			case e.Skipped != "":
+				failed[p.x] = e.Skipped
+			case len(e.Rejected) > 0:
+				// An error makes the edge announce the same series again,
+				// so that its watermark stays below them for as long as
+				// the catalog cannot list them (the fleet's series limit).
+				failed[p.x] = fmt.Sprintf("the catalog rejected %d announced series (first: %s); the registration watermark stays", len(e.Rejected), e.Rejected[0].Reason)
+				s.o.Logger.Warn("catalog rejected announced series; the edge's registration watermark stays", "edge", p.ea.Edge,
+					"rejected", len(e.Rejected), "first", e.Rejected[0].Reason)
+			}
+			if p.last {
+				results[p.x] = e
+			}
+		}
+	}
 	for i, x := range batch {
-		e := r.Edges[i]
-		msg := e.Skipped
-		if msg == "" && len(e.Rejected) > 0 {
-			// An error makes the edge announce the same series again, so
-			// that its watermark stays below them for as long as the
-			// catalog cannot list them (the fleet's series limit).
-			msg = fmt.Sprintf("the catalog rejected %d announced series (first: %s); the registration watermark stays", len(e.Rejected), e.Rejected[0].Reason)
-			s.o.Logger.Warn("catalog rejected announced series; the edge's registration watermark stays", "edge", x.edge,
-				"rejected", len(e.Rejected), "first", e.Rejected[0].Reason)
+		if failed[i] != "" {
+			x.answer(announced(x.id, results[i].ThroughMs, false, failed[i]))
+			continue
 		}
-		x.answer(announced(x.id, e.ThroughMs, e.Registered, msg))
+		x.answer(announced(x.id, results[i].ThroughMs, results[i].Registered, ""))
 	}
+}
+
+// maxAnnounceBytes bounds the encoded series of one AnnounceSeries
+// command, well under a raft entry (1 MiB by default).
+const maxAnnounceBytes = 256 << 10
+
+// seriesBytes is about the encoded size of a series in a command.
+func seriesBytes(ls labels.Labels) int {
+	n := 2
+	for _, l := range ls {
+		n += len(l.Name) + len(l.Value) + 4
+	}
+	return n
 }
 
 // registerAnnounced registers the announced series with RegisterSeries,

@@ -2,7 +2,9 @@ package intake_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +176,35 @@ func TestIntake_RejectedAnnouncedSeriesAreAnnouncedAgain(t *testing.T) {
 	}
 	if ms, _ := e.fsm.Registration("pi-1"); ms != 1000 {
 		t.Fatalf("registration %d, want 1000", ms)
+	}
+}
+
+// TestIntake_LongAnnouncementsAreSplitAcrossCommands: series whose labels
+// add up to more than a raft entry holds are recorded in several
+// commands, the watermark with the last.
+func TestIntake_LongAnnouncementsAreSplitAcrossCommands(t *testing.T) {
+	e := startEnv(t, func(o *intake.Options) { o.AnnounceInterval = 10 * time.Millisecond })
+	if _, err := e.raft.Propose(context.Background(), catalog.EncodeCommand(catalog.RegisterNode{
+		ID: coordID, Role: catalog.RoleCoordinator, RaftID: 1, Addr: "127.0.0.1:1",
+		Labels: labels.Labels{{Name: catalog.FeaturesLabel, Value: catalog.Features}}})); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, dial(t, e.addr), "pi-1")
+	c.welcome()
+	long := strings.Repeat("x", 1000)
+	var ss []labels.Labels
+	for i := range wire.MaxAnnounceSeries {
+		ss = append(ss, labels.FromStrings("__name__", "m", "i", fmt.Sprint(i), "a", long, "b", long))
+	}
+	// 1,000 series of 2 KB: 2 MB, twice what one raft entry holds.
+	before := e.in.Stats().AnnounceCommands
+	if a := c.announce(1, 7000, false, ss...); a.GetError() != "" || !a.GetRegistered() || a.GetThroughMs() != 7000 {
+		t.Fatalf("answer %v", a)
+	}
+	if n := len(e.fsm.EdgeSeries("pi-1")); n != len(ss) {
+		t.Fatalf("%d series registered, want %d", n, len(ss))
+	}
+	if cmds := e.in.Stats().AnnounceCommands - before; cmds < 8 {
+		t.Fatalf("%d commands for 2 MB of series; want them split at 256 KiB", cmds)
 	}
 }
