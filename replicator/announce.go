@@ -51,8 +51,27 @@ func (l *loop) pumpAnnounce(s *session, now time.Time) bool {
 	// throughMs is in the list (or an earlier one), and one created while
 	// listing may be in it too, which says more than needed.
 	throughMs := l.o.Now().UnixMilli()
-	series, next := src.CreatedSeries(a.from, wire.MaxAnnounceSeries)
-	more := len(series) == wire.MaxAnnounceSeries
+	// At most MaxAnnounceSeries series and about MaxAnnounceBytes of
+	// labels per message (one series over it goes alone); more follow.
+	var series []labels.Labels
+	next, size, more := a.from, 0, false
+	for {
+		if len(series) == wire.MaxAnnounceSeries {
+			more = true
+			break
+		}
+		got, n := src.CreatedSeries(next, 1)
+		if len(got) == 0 {
+			next = n
+			break
+		}
+		b := labelBytes(got[0])
+		if len(series) > 0 && size+b > wire.MaxAnnounceBytes {
+			more = true
+			break
+		}
+		series, size, next = append(series, got[0]), size+b, n
+	}
 	a.id++
 	m := &pb.ShipAnnounce{Id: a.id, ThroughMs: throughMs, More: more, Series: make([]*pb.AnnouncedSeries, len(series))}
 	for i, ls := range series {
@@ -66,6 +85,15 @@ func (l *loop) pumpAnnounce(s *session, now time.Time) bool {
 	l.announced += int64(len(series))
 	l.send(s, &outgoing{msgs: []*pb.ShipRequest{{Body: &pb.ShipRequest_Announce{Announce: m}}}})
 	return true
+}
+
+// labelBytes is about the size of ls in a message.
+func labelBytes(ls labels.Labels) int {
+	n := 2
+	for _, l := range ls {
+		n += len(l.Name) + len(l.Value) + 4
+	}
+	return n
 }
 
 // onAnnounced takes the answer to the announcement in flight: on success

@@ -85,8 +85,13 @@ const FeatureReship = "reship"
 // edge's registration watermark.
 const FeatureAnnounce = "announce"
 
-// MaxAnnounceSeries bounds the series of one ShipAnnounce.
-const MaxAnnounceSeries = 1000
+// MaxAnnounceSeries bounds the series of one ShipAnnounce, and
+// MaxAnnounceBytes about the bytes of their labels (a longer list goes in
+// several messages; a single series longer than that goes alone).
+const (
+	MaxAnnounceSeries = 1000
+	MaxAnnounceBytes  = 1 << 20
+)
 
 // CheckAnnounce checks an announcement against the protocol: at most
 // MaxAnnounceSeries series, each with at least one label. The labels

@@ -1484,8 +1484,8 @@ type ShipAnnounce struct {
 	// Numbers the announcement on the stream (from 1, increasing); its
 	// ShipAnnounced carries it.
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The series, at most 1,000 per message, each with at most the series
-	// label limits of the catalog.
+	// The series: at most 1,000 per message and about 1 MiB of labels (a
+	// single longer series goes alone).
 	Series []*AnnouncedSeries `protobuf:"bytes,2,rep,name=series,proto3" json:"series,omitempty"`
 	// The edge's clock (Unix ms) when it took the list.
 	ThroughMs int64 `protobuf:"varint,3,opt,name=through_ms,json=throughMs,proto3" json:"through_ms,omitempty"`
