@@ -162,6 +162,28 @@ func (f *FSM) Registration(edge string) (throughMs int64, ok bool) {
 	return throughMs, ok
 }
 
+// EdgesToAsk returns, sorted, the edges other than those in skip that may
+// hold series the catalog does not know of at endMs: those without a
+// registration watermark, and those whose watermark is before endMs. A
+// query front end asks them even when none of their registered series
+// matches.
+func (f *FSM) EdgesToAsk(endMs int64, skip map[string]bool) (edges []string, vouched int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for id, n := range f.st.nodes {
+		if n.Role != RoleEdge || skip[id] {
+			continue
+		}
+		if reg, ok := f.st.registered[id]; ok && reg >= endMs {
+			vouched++
+			continue
+		}
+		edges = append(edges, id)
+	}
+	slices.Sort(edges)
+	return edges, vouched
+}
+
 // The catalog features a coordinator reports, as the value of its node
 // label FeaturesLabel (comma-separated, sorted).
 const (
