@@ -230,16 +230,8 @@ func (f *Frontend) planEdges(ids []uint64, endMs int64) (edges []string, matched
 		matched[es.Edge] = true
 		edges = append(edges, es.Edge)
 	}
-	for _, n := range f.o.Catalog.Nodes() {
-		if n.Role != catalog.RoleEdge || matched[n.ID] {
-			continue
-		}
-		if reg, ok := f.o.Catalog.Registration(n.ID); ok && reg >= endMs {
-			vouched++
-			continue
-		}
-		edges = append(edges, n.ID)
-	}
+	others, vouched := f.o.Catalog.EdgesToAsk(endMs, matched)
+	edges = append(edges, others...)
 	slices.Sort(edges)
 	return edges, matched, vouched
 }
