@@ -172,7 +172,7 @@ bench-lowrate: build ## Small-write benchmark: 8 series x 1 Hz, one request a se
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench lowrate --binary $(BIN) $(BENCH_ARGS)
 
-bench-fanout: build ## Fan-out benchmark: 3 coordinators + 10 edges as processes; query p99, failover gap, registrations/s; table + one JSON line.
+bench-fanout: build ## Fan-out benchmark: 3 coordinators + 10 edges as processes (more --edges simulated in-process); query p99, failover gap, registrations/s, edges asked per query, series visibility; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench fanout --binary $(BIN) $(BENCH_ARGS)
 

@@ -44,14 +44,18 @@ type FleetNode struct {
 	// SecondsSinceHeartbeat is judged against the answering coordinator's clock.
 	SecondsSinceHeartbeat float64 `json:"seconds_since_heartbeat"`
 
-	Replicas        []string   `json:"replicas,omitempty"`
-	Series          int        `json:"series,omitempty"`
-	AckedThrough    uint64     `json:"acked_through,omitempty"`
-	WatermarkSeq    uint64     `json:"watermark_seq,omitempty"`
-	WatermarkTimeMs int64      `json:"watermark_time_ms,omitempty"`
-	HeldPoints      uint64     `json:"held_points,omitempty"`
-	HeldRuns        []HeldRun  `json:"held,omitempty"`
-	Gaps            []FleetGap `json:"gaps,omitempty"`
+	Replicas        []string `json:"replicas,omitempty"`
+	Series          int      `json:"series,omitempty"`
+	AckedThrough    uint64   `json:"acked_through,omitempty"`
+	WatermarkSeq    uint64   `json:"watermark_seq,omitempty"`
+	WatermarkTimeMs int64    `json:"watermark_time_ms,omitempty"`
+	// RegisteredThroughMs is the edge's registration watermark: every
+	// series it created before then is in the catalog (absent: the edge
+	// does not announce its series).
+	RegisteredThroughMs int64      `json:"registered_through_ms,omitempty"`
+	HeldPoints          uint64     `json:"held_points,omitempty"`
+	HeldRuns            []HeldRun  `json:"held,omitempty"`
+	Gaps                []FleetGap `json:"gaps,omitempty"`
 
 	// Leaving lists replicas being replaced: still read, kept until the
 	// active replicas hold what they hold.
@@ -138,6 +142,9 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 				}
 			}
 			fn.Series = len(c.fsm.EdgeSeries(n.ID))
+			if ms, ok := c.fsm.Registration(n.ID); ok {
+				fn.RegisteredThroughMs = ms
+			}
 			if p, ok := c.fsm.Progress(n.ID); ok {
 				fn.AckedThrough, fn.WatermarkSeq, fn.WatermarkTimeMs = p.AckedThrough(), p.WatermarkSeq, p.WatermarkTimeMs
 				for _, h := range p.Held {

@@ -19,6 +19,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/node/labels"
 )
 
 // links holds the connections a coordinator opens to others: replica
@@ -228,7 +229,7 @@ func (c *Coordinator) maintain(ctx context.Context) {
 		if c.raft.Status().Lead != 0 {
 			n, ok := c.fsm.Node(c.opts.NodeID)
 			switch {
-			case !ok || n.Addr != c.opts.ClusterAddr || n.StoreID != c.store.ID():
+			case !ok || n.Addr != c.opts.ClusterAddr || n.StoreID != c.store.ID() || n.Labels.Get(catalog.FeaturesLabel) != catalog.Features:
 				c.register(ctx)
 				lastBeat = time.Now()
 			case time.Since(lastBeat) >= c.heartbeatInterval():
@@ -256,7 +257,9 @@ func (c *Coordinator) register(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := c.raft.Propose(pctx, catalog.EncodeCommand(catalog.RegisterNode{ID: c.opts.NodeID, Role: catalog.RoleCoordinator,
-		RaftID: c.opts.RaftID, Addr: c.opts.ClusterAddr, Identity: identity, TimeMs: time.Now().UnixMilli(), StoreID: c.store.ID()}))
+		RaftID: c.opts.RaftID, Addr: c.opts.ClusterAddr, Identity: identity, TimeMs: time.Now().UnixMilli(), StoreID: c.store.ID(),
+		// The catalog features this version applies (catalog.AnnounceReady).
+		Labels: labels.Labels{{Name: catalog.FeaturesLabel, Value: catalog.Features}}}))
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("register in the catalog failed; retrying", "err", err)
 		return

@@ -49,11 +49,12 @@ func (s *QueryServer) Series(ctx context.Context, req *pb.SeriesRequest) (*pb.Se
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	ctx, warns := backend.WithWarnings(ctx)
 	sets, err := s.b.Series(ctx, ms, int(req.Limit))
 	if err != nil {
 		return nil, queryError(err)
 	}
-	out := &pb.SeriesResponse{Series: make([]*pb.Series, len(sets))}
+	out := &pb.SeriesResponse{Series: make([]*pb.Series, len(sets)), Warnings: warns.List()}
 	for i, ls := range sets {
 		out.Series[i] = LabelsToProto(ls)
 	}
@@ -66,11 +67,12 @@ func (s *QueryServer) LabelNames(ctx context.Context, req *pb.LabelNamesRequest)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	ctx, warns := backend.WithWarnings(ctx)
 	names, err := s.b.LabelNames(ctx, ms)
 	if err != nil {
 		return nil, queryError(err)
 	}
-	return &pb.LabelNamesResponse{Names: names}, nil
+	return &pb.LabelNamesResponse{Names: names, Warnings: warns.List()}, nil
 }
 
 // LabelValues lists the values of one label.
@@ -82,11 +84,12 @@ func (s *QueryServer) LabelValues(ctx context.Context, req *pb.LabelValuesReques
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	ctx, warns := backend.WithWarnings(ctx)
 	vals, err := s.b.LabelValues(ctx, req.Name, ms)
 	if err != nil {
 		return nil, queryError(err)
 	}
-	return &pb.LabelValuesResponse{Values: vals}, nil
+	return &pb.LabelValuesResponse{Values: vals, Warnings: warns.List()}, nil
 }
 
 // Status reports the status of what serves the queries.

@@ -64,6 +64,7 @@ type Node struct {
 	idxMu  sync.RWMutex
 	byID   map[uint64]*memSeries
 	byHash map[uint64][]*memSeries
+	highID uint64 // the highest id in byID (CreatedSeries)
 
 	// replaySeq is the segment being replayed (0 outside replay); walLow
 	// is the lowest WAL segment kept; flushedLow is the lowest segment
@@ -301,6 +302,7 @@ func (n *Node) addSeriesLocked(id uint64, ls labels.Labels, key []byte) *memSeri
 	n.idxMu.Lock()
 	n.byID[id] = s
 	n.byHash[h] = append(n.byHash[h], s)
+	n.highID = max(n.highID, id)
 	n.idxMu.Unlock()
 	if id >= n.nextID {
 		n.nextID = id + 1

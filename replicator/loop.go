@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -91,6 +92,11 @@ type loop struct {
 	rateAll   pace.Bucket
 	rateBack  pace.Bucket
 	rateTimer *time.Timer
+	annTimer  *time.Timer // the next announcement is due
+	// announced counts series announced (sent); registeredMs is the
+	// registration watermark the catalog last answered.
+	announced    int64
+	registeredMs int64
 	// retry holds segments refused or unreadable: not before when, and how
 	// often so far. gapRetry, gaps refused.
 	retry    map[uint64]retryState
@@ -152,6 +158,8 @@ func newLoop(s *Shipper, src Source) (*loop, error) {
 	l.dialTimer.Stop()
 	l.rateTimer = time.NewTimer(time.Hour)
 	l.rateTimer.Stop()
+	l.annTimer = time.NewTimer(time.Hour)
+	l.annTimer.Stop()
 	l.replayFrom = src.WALReplayFrom()
 	l.openSummaries()
 	return l, nil
@@ -162,6 +170,7 @@ func (l *loop) run(ctx context.Context) error {
 	defer l.enc.Close()
 	defer l.dialTimer.Stop()
 	defer l.rateTimer.Stop()
+	defer l.annTimer.Stop()
 	defer l.closeSummaries()
 	poll := time.NewTicker(l.o.PollInterval)
 	defer poll.Stop()
@@ -182,6 +191,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.refresh()
 		case <-l.dialTimer.C:
 		case <-l.rateTimer.C:
+		case <-l.annTimer.C:
 		}
 	}
 }
@@ -411,6 +421,10 @@ func (l *loop) pick(now time.Time) (wal.SegmentInfo, bool, bool) {
 func (l *loop) pump(now time.Time) {
 	s := l.sess
 	if s == nil || !s.welcomed || s.sending {
+		return
+	}
+	// First: announcements are small and make new series queryable.
+	if l.pumpAnnounce(s, now) {
 		return
 	}
 	for i := range l.cur.Gaps {
@@ -669,6 +683,8 @@ func (l *loop) handle(ev event) {
 			if s.welcomed {
 				l.onReship(s, b.Reship)
 			}
+		case *pb.ShipResponse_Announced:
+			l.onAnnounced(s, b.Announced)
 		default:
 			s.cancel(fmt.Errorf("protocol violation: unknown response %T", ev.resp.GetBody()))
 		}
@@ -703,6 +719,9 @@ func (l *loop) onWelcome(s *session, w *pb.ShipWelcome) {
 		s.maxPartBytes = max(int(min(m, 1<<30)), 1024)
 	}
 	s.maxSegmentBytes = w.GetMaxSegmentBytes()
+	if _, ok := l.src.(SeriesSource); ok && l.o.AnnounceInterval > 0 && slices.Contains(w.GetFeatures(), wire.FeatureAnnounce) {
+		s.ann = announceState{on: true, from: 1, due: time.Now()}
+	}
 	if w.GetAckedThrough() < l.cur.AckedThrough {
 		l.lastErr = fmt.Sprintf("coordinator %q holds this node's segments through %d, below the %d it acknowledged before", s.coordinator, w.GetAckedThrough(), l.cur.AckedThrough)
 		l.log.Error("the cloud acknowledges less than it did before: it lost data, or answered from a stale replica; segments the node already deleted stay missing there",
@@ -887,6 +906,7 @@ func (l *loop) publish(now time.Time) {
 	st.ReshipsQueued = len(l.reships)
 	st.BackfillShortfallPoints = l.backfillShortfall
 	st.LastError = l.lastErr
+	st.AnnouncedSeries, st.RegisteredThroughMs = l.announced, l.registeredMs
 	l.s.statsMu.Lock()
 	defer l.s.statsMu.Unlock()
 	old := &l.s.stats

@@ -137,6 +137,14 @@ type Options struct {
 	// sealed segments and the budget enforced. Default 250ms.
 	PollInterval time.Duration
 
+	// AnnounceInterval is how often the series the node created since the
+	// last announcement are announced to the coordinator (with the
+	// registration watermark), when the Source is a SeriesSource and the
+	// coordinator's welcome lists the feature "announce". Default 1s;
+	// negative: never announce (the catalog then learns the node's series
+	// from its segments only, and queries keep asking the node).
+	AnnounceInterval time.Duration
+
 	// OnConfig, if set, receives the fleet configuration each time the
 	// cloud sends one with a higher version than the last (see
 	// EdgeConfig; never version 0). It is called from the Shipper's
@@ -188,6 +196,7 @@ func (o *Options) Validate() error {
 	defInt(&o.FreshSegments, 4)
 	defInt64(&o.BudgetBytes, 1<<30)
 	defDur(&o.PollInterval, 250*time.Millisecond)
+	defDur(&o.AnnounceInterval, time.Second)
 	if o.FS == nil {
 		o.FS = vfs.OS{}
 	}

@@ -49,6 +49,7 @@ type session struct {
 	progress        bool
 	sendingSeq      uint64    // the segment the sender is writing (0: a gap)
 	answeredAt      time.Time // the welcome or the latest response
+	ann             announceState
 }
 
 // flight is a segment sent and not yet acknowledged.

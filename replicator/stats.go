@@ -34,6 +34,13 @@ type Stats struct {
 	RetainedBytes int64
 	WritesBlocked bool
 
+	// AnnouncedSeries counts series sent in announcements (each stream
+	// announces every series once, then the new ones);
+	// RegisteredThroughMs is the registration watermark the catalog last
+	// recorded for the node (0: none yet).
+	AnnouncedSeries     int64
+	RegisteredThroughMs int64
+
 	// Gaps, from the cursor: records (at most cursor.MaxGaps, the oldest
 	// merged), and totals since the cursor was created. GapPoints counts
 	// the points of gaps whose count is known; DroppedPoints those of

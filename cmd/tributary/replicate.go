@@ -30,6 +30,7 @@ type replicateFlags struct {
 	backlogBytesPerS int64
 	ackTimeout       time.Duration
 	backoffMax       time.Duration
+	announceInterval time.Duration
 }
 
 func (f *replicateFlags) register(fs *flag.FlagSet) {
@@ -46,6 +47,7 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.backlogBytesPerS, "replication-backlog-bytes-per-sec", 0, "further limit for draining a backlog after an outage (0: none)")
 	fs.DurationVar(&f.ackTimeout, "replication-ack-timeout", 30*time.Second, "a stream with something outstanding and no progress for this long is dead (half-open link) and is replaced")
 	fs.DurationVar(&f.backoffMax, "replication-backoff-max", time.Minute, "longest wait between reconnection attempts (jittered exponential backoff from 500ms)")
+	fs.DurationVar(&f.announceInterval, "replication-announce-interval", time.Second, "how often new series are announced to the coordinators' catalog ahead of their segments (negative: never; queries then keep asking this node)")
 }
 
 // options builds the Shipper options; nil when replication is off.
@@ -58,7 +60,8 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	}
 	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
 		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
-		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax, Logger: log}
+		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax,
+		AnnounceInterval: f.announceInterval, Logger: log}
 	for _, t := range strings.Split(f.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Targets = append(o.Targets, t)

@@ -756,3 +756,37 @@ func TestFSM_ReadsRunConcurrentlyWithApply(t *testing.T) {
 		_ = f.EdgesOf([]uint64{1, 2, 3})
 	}
 }
+
+// TestFSM_SelectProbesLongPostingsWithFewCandidates: a selective matcher
+// and an unselective one (the metric name of every series) give the same
+// series whichever order they come in, by probing or merging.
+func TestFSM_SelectProbesLongPostingsWithFewCandidates(t *testing.T) {
+	f := newCatalogWithEdges(t, "pi-1")
+	var batch []labels.Labels
+	for i := range 500 {
+		batch = append(batch, series("__name__", "temp", "host", fmt.Sprintf("h%d", i%50), "probe", fmt.Sprintf("p%d", i/50)))
+	}
+	applyOK(t, f, 2, RegisterSeries{Edge: "pi-1", Series: batch})
+	for _, ms := range [][]*labels.Matcher{
+		{mustMatcher(t, labels.MatchEqual, "__name__", "temp"), mustMatcher(t, labels.MatchEqual, "host", "h7")},
+		{mustMatcher(t, labels.MatchEqual, "host", "h7"), mustMatcher(t, labels.MatchEqual, "__name__", "temp")},
+		{mustMatcher(t, labels.MatchRegexp, "__name__", "te.*"), mustMatcher(t, labels.MatchEqual, "host", "h7"), mustMatcher(t, labels.MatchEqual, "probe", "p3")},
+	} {
+		refs, err := f.Select(ms, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 10
+		if len(ms) == 3 {
+			want = 1
+		}
+		if len(refs) != want {
+			t.Fatalf("%v: %d series, want %d", ms, len(refs), want)
+		}
+		for _, r := range refs {
+			if r.Labels.Get("host") != "h7" {
+				t.Fatalf("%v selected %s", ms, r.Labels)
+			}
+		}
+	}
+}

@@ -37,6 +37,7 @@ const (
 	KindSetNodeState     Kind = 12
 	KindSetRevoked       Kind = 13
 	KindRecordMissing    Kind = 14
+	KindAnnounceSeries   Kind = 15
 )
 
 var kindNames = []string{
@@ -54,6 +55,7 @@ var kindNames = []string{
 	KindSetNodeState:     "set-node-state",
 	KindSetRevoked:       "set-revoked",
 	KindRecordMissing:    "record-missing",
+	KindAnnounceSeries:   "announce-series",
 }
 
 func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
@@ -459,6 +461,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = SetConfig{Config: cfg}
 	case KindRecordGap:
 		c = d.recordGap()
+	case KindAnnounceSeries:
+		c = d.announceSeries()
 	default:
 		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
 	}

@@ -67,6 +67,8 @@
 //	set-node-state (12) = string id, u8 state (0 active, 1 draining, 2 down),
 //	                     varint heartbeatBeforeMs
 //	set-revoked   (13) = string id, bool revoked
+//	record-missing(14) = as record-replicated
+//	announce-series (15) = uvarint n, n × (string edge, varint throughMs, uvarint k, k × labels)
 //	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
 //	                 varint minTimeMs, varint maxTimeMs
 //	gap            = uvarint afterSeq, uvarint throughSeq, u8 reason
@@ -79,6 +81,32 @@
 //
 // A RecordHeld with Holders is encoded as record-stored (10); without, as
 // record-held (5), whose layout is unchanged.
+//
+// # Version skew
+//
+// Every member must apply a committed entry alike, so a command kind that
+// members of an earlier version cannot decode (they reject it, the others
+// apply it) may only be proposed once every member applies it. A
+// coordinator lists the catalog features it applies in the node label
+// FeaturesLabel of its own RegisterNode (a label, so that members of any
+// version apply that registration alike); AnnounceReady is true when
+// every raft member is a registered coordinator listing
+// FeatureAnnounceSeries. Until then the intake registers announced series
+// with RegisterSeries and records no registration watermark; a query
+// front end then asks such edges as before. A member added later of an
+// earlier version (a downgrade once the feature is in use) cannot read
+// snapshot version 5 and refuses it rather than diverge; downgrading
+// below the version that wrote AnnounceSeries entries is not supported.
+//
+// # Registration watermark
+//
+// AnnounceSeries (kind 15) carries the series an edge created since its
+// last announcement and ThroughMs, the edge's clock when it took them:
+// every series the edge created before then is registered. The catalog
+// keeps the highest ThroughMs of an edge (Registration; NoWatermark, the
+// lowest int64, registers series only), unless a series
+// of the command was rejected (the catalog then cannot list all of the
+// edge's series and the watermark stays).
 //
 // DecodeCommand checks the encoding only: version, kind, lengths that fit,
 // counts that the remaining bytes can hold (so a hostile count cannot make
@@ -151,7 +179,7 @@
 // coordinator whose raft member was removed may register again under a
 // new raft id (a new member with a new disk).
 
-// # Snapshot encoding (version 4)
+// # Snapshot encoding (version 5)
 //
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
@@ -181,8 +209,14 @@
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
 //	              varint watermarkTimeMs, uvarint k, k × range,
 //	              uvarint g, g × gap)                                            sorted by edge
+//	8 registration uvarint n (> 0), n × (string edge, varint throughMs)          sorted by edge;
+//	              version 5 only
 //
-// Restore also reads version 3: the configuration and nodes without the
+// Snapshot writes version 5 only when some edge has a registration
+// watermark, and otherwise version 4 (the same sections without the
+// eighth), byte for byte what the version before wrote: a cluster that
+// never enabled announcements stays readable by members of that version.
+// Restore also reads version 4, and version 3: the configuration and nodes without the
 // fields added in version 4 (dead-after taken as the default), and
 // placements with, per replica, (uvarint fromSeq, varint lacksThroughMs,
 // uvarint placedIndex) instead of a holding and no leaving replicas: a
@@ -190,7 +224,7 @@
 // [math.MinInt64, lacksThroughMs]. Version 2 is version 3 with
 // placements listing only coordinator ids (every replica holds the whole
 // history, Index 0), and version 1 is version 2 without the gap lists.
-// Snapshot always writes version 4.
+// Snapshot writes version 4 or 5.
 //
 // Postings and coordinator loads are derived and rebuilt by Restore.
 // Restore checks the checksum, the encoding, canonical forms and every

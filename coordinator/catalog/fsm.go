@@ -156,6 +156,9 @@ type state struct {
 	edgeSeries map[string][]uint64
 	placement  map[string]*Placement
 	progress   map[string]*EdgeProgress
+	// registered[edge] is the edge's registration watermark
+	// (AnnounceSeries), for the edges that announced.
+	registered map[string]int64
 	// load[coordinator] counts the placements holding it (derived).
 	load map[string]int
 	// eligibleCache holds eligible() while eligibleOK (derived).
@@ -173,6 +176,7 @@ func newState() *state {
 		edgeSeries: map[string][]uint64{},
 		placement:  map[string]*Placement{},
 		progress:   map[string]*EdgeProgress{},
+		registered: map[string]int64{},
 		load:       map[string]int{},
 	}
 }
@@ -213,7 +217,8 @@ func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
 // RecordReplicated (bound to the replica's placement index: cutting
 // the same lacks again changes nothing, and a later placement ignores it)
 // and RecordMissing (adding lacks again only makes the replica be repaired
-// again, which is safe). The
+// again, which is safe), AnnounceSeries (known series keep their ids, the
+// registration watermark never goes back). The
 // others — a RegisterNode after a RemoveNode, a SetConfig after a newer
 // one — could undo what came between, so their proposers wait and retry.
 func (f *FSM) Reproposable(cmd []byte) bool {
@@ -221,7 +226,7 @@ func (f *FSM) Reproposable(cmd []byte) bool {
 		return false
 	}
 	switch Kind(cmd[1]) {
-	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated, KindRecordMissing:
+	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated, KindRecordMissing, KindAnnounceSeries:
 		return true
 	}
 	return false
@@ -267,6 +272,8 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return s.setConfig(index, c)
 	case RecordGap:
 		return s.recordGap(c)
+	case AnnounceSeries:
+		return s.announceSeries(c)
 	}
 	return nil, cmdErr(c.Kind(), ErrBadCommand, "unknown command")
 }
@@ -476,6 +483,7 @@ func (s *state) removeNode(index uint64, c RemoveNode) error {
 		}
 		delete(s.progress, c.ID)
 		delete(s.edgeSeries, c.ID)
+		delete(s.registered, c.ID)
 	case RoleCoordinator:
 		s.invalidateEligible()
 		s.rebalance(index, 0)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/tributarydb/tributary/node/labels"
 )
 
 // FuzzDecodeCommand: decoding never panics, and whatever decodes
@@ -20,6 +22,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	}
 	f.Add([]byte{CommandVersion, byte(KindHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(EncodeCommand(gapSeed))
+	f.Add(EncodeCommand(announceSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -39,6 +42,15 @@ var gapSeed = RecordGap{Edge: "pi-1", Gaps: []GapRange{
 	{AfterSeq: 12, ThroughSeq: 14, Reason: GapDropped, Segments: 1, Points: 0},
 }}
 
+// announceSeed is an AnnounceSeries seed for the fuzz targets: an edge
+// the seeded streams register, one they do not, a part without a
+// watermark.
+var announceSeed = AnnounceSeries{Edges: []EdgeAnnouncement{
+	{Edge: "pi-1", ThroughMs: 5000, Series: []labels.Labels{labels.FromStrings("__name__", "m0", "host", "h1")}},
+	{Edge: "pi-9", ThroughMs: 1},
+	{Edge: "pi-2", ThroughMs: NoWatermark, Series: []labels.Labels{labels.FromStrings("__name__", "new")}},
+}}
+
 // FuzzApply: applying arbitrary bytes never panics, rejects with a
 // *CommandError, and keeps every invariant.
 func FuzzApply(f *testing.F) {
@@ -48,6 +60,7 @@ func FuzzApply(f *testing.F) {
 		}
 	}
 	f.Add(EncodeCommand(gapSeed))
+	f.Add(EncodeCommand(announceSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		applyStream(t, fsm, randomCommands(5, 40), 1)
@@ -80,6 +93,9 @@ func FuzzRestore(f *testing.F) {
 	applyStream(f, withGaps, randomCommands(2, 25), 1)
 	applyStream(f, withGaps, []Command{RegisterNode{ID: "pi-1", Role: RoleEdge}, gapSeed}, 100)
 	snap = withGaps.Snapshot()
+	f.Add(snap[:len(snap)-4])
+	applyStream(f, withGaps, []Command{RegisterNode{ID: "pi-2", Role: RoleEdge}, announceSeed}, 200)
+	snap = withGaps.Snapshot() // version 5
 	f.Add(snap[:len(snap)-4])
 	if st, err := decodeSnapshot(withGaps.Snapshot()); err == nil {
 		v2 := snapshotV2(f, st) // placements without ReplicaFrom

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tributarydb/tributary/model/aggregate"
 	"github.com/tributarydb/tributary/node/labels"
@@ -110,26 +111,40 @@ func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
 	if len(positive) == 0 {
 		return nil, ErrNoSelectiveMatcher
 	}
-	// Equality matchers first: they are one postings list each.
-	slices.SortStableFunc(positive, func(a, b *labels.Matcher) int {
-		ae, be := a.Type == labels.MatchEqual, b.Type == labels.MatchEqual
-		switch {
-		case ae && !be:
-			return -1
-		case !ae && be:
-			return 1
-		}
-		return 0
-	})
-	var cand []uint64
-	for i, m := range positive {
-		ids := s.postingsFor(m)
-		if i == 0 {
-			cand = slices.Clone(ids)
+	// Equality matchers first, shortest postings first: they are one map
+	// lookup each, and the candidates start small (one edge's series, say,
+	// not every series of a metric name) so that the longer lists are
+	// probed rather than copied. Other matchers (a walk over a label's
+	// values each) come after, only while candidates remain.
+	var lists [][]uint64
+	var rest []*labels.Matcher
+	for _, m := range positive {
+		if m.Type == labels.MatchEqual {
+			lists = append(lists, s.postingsFor(m))
 		} else {
+			rest = append(rest, m)
+		}
+	}
+	slices.SortStableFunc(lists, func(a, b []uint64) int { return len(a) - len(b) })
+	var cand []uint64
+	first := true
+	narrow := func(ids []uint64) {
+		switch {
+		case first:
+			cand, first = slices.Clone(ids), false
+		case len(cand)*16 < len(ids):
+			cand = probe(cand, ids)
+		default:
 			cand = aggregate.Intersect(cand[:0], cand, ids)
 		}
-		if len(cand) == 0 {
+	}
+	for _, ids := range lists {
+		if narrow(ids); len(cand) == 0 {
+			return nil, nil
+		}
+	}
+	for _, m := range rest {
+		if narrow(s.postingsFor(m)); len(cand) == 0 {
 			return nil, nil
 		}
 	}
@@ -151,6 +166,20 @@ func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// probe keeps the ids of cand that are in ids (both sorted), searching
+// ids for each: for a few candidates against a long postings list.
+func probe(cand, ids []uint64) []uint64 {
+	out := cand[:0]
+	for _, id := range cand {
+		i, found := slices.BinarySearch(ids, id)
+		if found {
+			out = append(out, id)
+		}
+		ids = ids[i:]
+	}
+	return out
 }
 
 // postingsFor returns the sorted ids of series whose label m.Name has a
@@ -216,15 +245,24 @@ func (f *FSM) EdgesOf(ids []uint64) []EdgeSeries {
 	want := slices.Clone(ids)
 	slices.Sort(want)
 	want = slices.Compact(want)
+	if len(want) == 0 {
+		return nil
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []EdgeSeries
-	for _, edge := range sortedKeys(f.st.edgeSeries) {
-		got := aggregate.Intersect(nil, want, f.st.edgeSeries[edge])
+	// NB: one pass over the map, sorting only the edges found: sorting
+	// every edge id per query would cost more than the intersections.
+	for edge, have := range f.st.edgeSeries {
+		if len(have) == 0 || have[0] > want[len(want)-1] || have[len(have)-1] < want[0] {
+			continue
+		}
+		got := aggregate.Intersect(nil, want, have)
 		if len(got) > 0 {
 			out = append(out, EdgeSeries{Edge: edge, IDs: got})
 		}
 	}
+	slices.SortFunc(out, func(a, b EdgeSeries) int { return strings.Compare(a.Edge, b.Edge) })
 	return out
 }
 

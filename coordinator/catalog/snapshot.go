@@ -17,7 +17,12 @@ import (
 // Snapshot framing; see the package documentation.
 const (
 	snapshotMagic   = "TCAT"
-	SnapshotVersion = 4
+	SnapshotVersion = 5
+	// snapshotVersionNoRegistration is version 5 without the registration
+	// section. Snapshot writes it while no edge has announced series, so
+	// that members of the version before (which read up to 4) can still
+	// restore the catalog until AnnounceSeries is enabled.
+	snapshotVersionNoRegistration = 4
 	// snapshotVersionFrom is the previous version, which Restore still
 	// reads: placements carry per replica a FromSeq and LacksThroughMs
 	// instead of lack runs and leaving replicas, nodes no store id, state
@@ -39,6 +44,8 @@ const (
 	secEdgeSeries = 5
 	secPlacements = 6
 	secProgress   = 7
+	// secRegistration is in version 5 only.
+	secRegistration = 8
 )
 
 // ErrCorruptSnapshot is wrapped by every error Restore returns for bytes
@@ -74,7 +81,11 @@ func appendSection(b []byte, tag byte, body []byte) []byte {
 
 func (s *state) appendSnapshot(b []byte) []byte {
 	b = append(b, snapshotMagic...)
-	b = append(b, SnapshotVersion)
+	version := byte(SnapshotVersion)
+	if len(s.registered) == 0 {
+		version = snapshotVersionNoRegistration
+	}
+	b = append(b, version)
 	b = appendUvarint(b, s.applied)
 
 	var sec []byte
@@ -161,6 +172,15 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	}
 	b = appendSection(b, secProgress, sec)
 
+	if version >= SnapshotVersion {
+		sec = appendUvarint(sec[:0], uint64(len(s.registered)))
+		for _, e := range sortedKeys(s.registered) {
+			sec = appendString(sec, e)
+			sec = appendVarint(sec, s.registered[e])
+		}
+		b = appendSection(b, secRegistration, sec)
+	}
+
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -233,6 +253,12 @@ func decodeSnapshot(data []byte) (*state, error) {
 		{secEdgeSeries, s.decodeEdgeSeries},
 		{secPlacements, func(d *decoder) error { return s.decodePlacements(d, version) }},
 		{secProgress, func(d *decoder) error { return s.decodeProgress(d, version > snapshotVersionNoGaps) }},
+	}
+	if version > snapshotVersionNoRegistration {
+		sections = append(sections, struct {
+			tag    byte
+			decode func(*decoder) error
+		}{secRegistration, s.decodeRegistration})
 	}
 	for _, sec := range sections {
 		tag := d.byte()
@@ -489,6 +515,31 @@ func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 	return d.err
 }
 
+// decodeRegistration reads the registration section (version 5): the
+// registration watermark of each edge that announced, sorted by edge.
+func (s *state) decodeRegistration(d *decoder) error {
+	n := d.count("registration", 2)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		e, ms := d.string("edge id", MaxIDBytes), d.varint()
+		if d.err != nil {
+			break
+		}
+		if i > 0 && e <= prev {
+			return fmt.Errorf("registration of %q not after %q", e, prev)
+		}
+		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
+			return fmt.Errorf("registration of %q, which is not a registered edge", e)
+		}
+		prev = e
+		s.registered[e] = ms
+	}
+	if d.err == nil && n == 0 {
+		return fmt.Errorf("an empty registration section is written; version 4 leaves it out")
+	}
+	return d.err
+}
+
 // checkGaps verifies an edge's gaps: each valid, sorted, disjoint,
 // adjacent ones of different reasons, none overlapping a held run.
 func checkGaps(p *EdgeProgress) error {
@@ -525,13 +576,24 @@ func (f *FSM) Check() error {
 }
 
 func (s *state) check() error {
-	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress} {
+	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress, s.checkRegistration} {
 		if err := check(); err != nil {
 			return err
 		}
 	}
 	if s.config.Version > s.applied {
 		return fmt.Errorf("config version %d after applied index %d", s.config.Version, s.applied)
+	}
+	return nil
+}
+
+// checkRegistration checks that only registered edges have a
+// registration watermark.
+func (s *state) checkRegistration() error {
+	for e := range s.registered {
+		if n := s.nodes[e]; n == nil || n.Role != RoleEdge {
+			return fmt.Errorf("registration watermark of %q, which is not a registered edge", e)
+		}
 	}
 	return nil
 }

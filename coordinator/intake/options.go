@@ -84,6 +84,9 @@ type Options struct {
 	// HeartbeatInterval (10s): how often the heartbeats of the edges with
 	// an open stream are proposed, all in one command.
 	HeartbeatInterval time.Duration
+	// AnnounceInterval (250ms): how often the series announcements of
+	// every open stream are recorded, all in one command.
+	AnnounceInterval time.Duration
 	// ProposalTimeout (10s) bounds each step of making a segment or gap
 	// durable: one proposal, a linearizable read, a store on the replicas.
 	ProposalTimeout time.Duration
@@ -133,6 +136,7 @@ func (o *Options) Validate() error {
 		bad = append(bad, fmt.Sprintf("Limits.MaxPartBytes %d is outside 1 KiB..4 GiB", o.Limits.MaxPartBytes))
 	}
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 10*time.Second)
+	o.AnnounceInterval = cmp.Or(o.AnnounceInterval, 250*time.Millisecond)
 	o.ProposalTimeout = cmp.Or(o.ProposalTimeout, 10*time.Second)
 	o.ConfigPollInterval = cmp.Or(o.ConfigPollInterval, 2*time.Second)
 	o.QuorumGrace = cmp.Or(o.QuorumGrace, 100*time.Millisecond)
@@ -146,6 +150,9 @@ func (o *Options) Validate() error {
 			n, ok := cat.Node(edge)
 			return ok && n.Revoked
 		}
+	}
+	if o.AnnounceInterval < 0 {
+		bad = append(bad, fmt.Sprintf("negative AnnounceInterval %s", o.AnnounceInterval))
 	}
 	if o.HeartbeatInterval < 0 || o.ProposalTimeout < 0 || o.ConfigPollInterval < 0 {
 		bad = append(bad, fmt.Sprintf("negative HeartbeatInterval %s, ProposalTimeout %s or ConfigPollInterval %s", o.HeartbeatInterval, o.ProposalTimeout, o.ConfigPollInterval))

@@ -31,7 +31,11 @@ type Server struct {
 	quorumAcks, stragglers, lateRecorded, refilled        atomic.Int64
 	reships, reshipsUnavailable, revokedRefusals          atomic.Int64
 	restores                                              atomic.Int64
-	refusals                                              sync.Map // pb.ShipErrorCode → *atomic.Int64
+	announcements, annCommands                            atomic.Int64
+
+	ann      announcer
+	annDone  chan struct{}
+	refusals sync.Map // pb.ShipErrorCode → *atomic.Int64
 }
 
 // Stats counts what a Server did since New.
@@ -67,16 +71,21 @@ type Stats struct {
 	RevokedRefusals int64
 	// Restores counts Restore calls answered to the end.
 	Restores int64
+	// Announcements counts ShipAnnounce messages received;
+	// AnnounceCommands the AnnounceSeries commands that recorded them.
+	Announcements, AnnounceCommands int64
 }
 
-// New returns a Server and starts its heartbeat batcher; Close stops it.
+// New returns a Server and starts its heartbeat and announcement
+// batchers; Close stops them.
 func New(o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), open: map[string]int{}}
+	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), annDone: make(chan struct{}), open: map[string]int{}}
 	go s.heartbeatLoop()
+	go s.announceLoop()
 	return s, nil
 }
 
@@ -85,13 +94,14 @@ func (s *Server) Register(g *grpc.Server) {
 	pb.RegisterReplicationServiceServer(g, service{s: s})
 }
 
-// Close stops the heartbeat batcher and ends the open streams (their
+// Close stops the batchers and ends the open streams (their
 // unfinished segments are not acknowledged; the edges resend them). It
-// waits for the batcher, not for the streams.
+// waits for the batchers, not for the streams.
 func (s *Server) Close() {
 	s.close.Do(func() {
 		s.cancel()
 		<-s.hbDone
+		<-s.annDone
 	})
 }
 
@@ -114,6 +124,8 @@ func (s *Server) Stats() Stats {
 		ReshipsUnavailable: s.reshipsUnavailable.Load(),
 		RevokedRefusals:    s.revokedRefusals.Load(),
 		Restores:           s.restores.Load(),
+		Announcements:      s.announcements.Load(),
+		AnnounceCommands:   s.annCommands.Load(),
 		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {

@@ -233,6 +233,15 @@ func (st *shipStream) handle(m *pb.ShipRequest) error {
 		st.reship.unavailable(u.GetFirstSeq(), u.GetLastSeq(), st.s.o.Now())
 		st.log.Warn("the edge cannot ship segments again; they stay on no live replica until one returns",
 			"first_seq", u.GetFirstSeq(), "last_seq", u.GetLastSeq(), "reason", u.GetReason())
+	case *pb.ShipRequest_Announce:
+		if err := wire.CheckAnnounce(b.Announce); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		// Counted in flight like a segment: the answer comes on done,
+		// which then never blocks.
+		st.inflight++
+		done := st.done
+		st.s.announce(st.edge, b.Announce, func(r *pb.ShipResponse) { done <- r })
 	case *pb.ShipRequest_Hello:
 		return status.Error(codes.FailedPrecondition, "second hello on the stream")
 	default:
@@ -358,6 +367,7 @@ func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, err
 		MaxSegmentBytes: s.o.Limits.MaxSegmentBytes,
 		MaxPartBytes:    uint32(s.o.Limits.MaxPartBytes),
 		Config:          edgeConfig(s.o.Catalog.Config()),
+		Features:        []string{wire.FeatureAnnounce},
 	}, nil
 }
 

@@ -17,17 +17,26 @@
 // uses it too). An oracle test (oracle_test.go) holds the front end, a
 // node and the OpenTSDB API to one naive model of the semantics.
 //
-// The catalog learns an edge's series only when a segment holding them is
-// replicated, so every series with data at or before an edge's watermark
-// is in it, but a series created since lives only on the edge. Every edge
-// of the catalog is therefore asked for [S, end] (the whole range if a
-// recorded gap may hide series) even when none of its registered series
-// match; the edge resolves the matchers in its own index. The replicas
-// are asked only for edges with catalog-matching series. Series,
-// LabelNames and LabelValues are the union of the catalog's answer and
-// every reachable edge's; an edge that cannot be asked is left out of
-// those listings without a word, as they have no channel for warnings.
-// At most MaxParallelEdges edges are asked at once.
+// The catalog learns an edge's series when a segment holding them is
+// replicated (so every series with data at or before an edge's watermark
+// is in it), and, from edges that announce them, as they are created: the
+// edge's registration watermark (catalog.FSM.Registration) says that
+// every series it created before then is registered. An edge that
+// registered a matching series is planned as below. Any other edge is
+// asked for [S, end] (the whole range if a recorded gap may hide series;
+// the edge resolves the matchers in its own index) only when it may hold
+// a matching series the catalog does not know: it has no registration
+// watermark (it does not announce), or the query ends after it. The
+// others are vouched for by the catalog and not asked at all, so a query
+// over one series ending before the fleet's registration watermarks
+// (a dashboard range aligned to its step) asks one edge, not the fleet.
+// The replicas are asked only for edges with catalog-matching series.
+// Series, LabelNames and LabelValues are the catalog's answer and that of
+// every edge without a registration watermark; the edges that cannot be
+// asked, and those whose registration watermark is older than ListingLag
+// (their newest series may be missing), are named in the listing's
+// warnings (backend.Warn; the gRPC and Prometheus APIs send them). At
+// most MaxParallelEdges edges are asked at once.
 //
 // When a source cannot answer, another is asked and the answer says what
 // is missing, never silently less, and never more than may be missing:

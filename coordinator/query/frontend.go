@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +63,16 @@ type Options struct {
 	MaxSeries int
 	// MaxParallelEdges bounds the edges queried at once (default 16).
 	MaxParallelEdges int
-	Logger           *slog.Logger
+	// ListingLag is how old an edge's registration watermark may be before
+	// a listing (Series, LabelNames, LabelValues) warns that the edge's
+	// newest series may be missing (default 5s: a few announce intervals;
+	// an edge that stopped announcing is unreachable or cut off). A
+	// listing does not ask the edges that announce their series.
+	ListingLag time.Duration
+	// Now is the clock that ages registration watermarks (default
+	// time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
 	// MeterProvider receives the front end's metrics (metrics.go); nil:
 	// none.
 	MeterProvider metric.MeterProvider
@@ -74,6 +85,10 @@ func (o *Options) Validate() error {
 	o.HedgeAfter = cmp.Or(o.HedgeAfter, time.Second)
 	o.MaxSeries = cmp.Or(o.MaxSeries, model.DefaultQuerySeriesLimit)
 	o.MaxParallelEdges = cmp.Or(o.MaxParallelEdges, 16)
+	o.ListingLag = cmp.Or(o.ListingLag, 5*time.Second)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.MeterProvider == nil {
 		o.MeterProvider = metricnoop.NewMeterProvider()
@@ -87,6 +102,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("query front end: negative timeout (edge %s, replica %s, hedge after %s)", o.EdgeTimeout, o.ReplicaTimeout, o.HedgeAfter)
 	case o.MaxSeries < 0:
 		return fmt.Errorf("query front end: negative series limit %d", o.MaxSeries)
+	case o.ListingLag < 0:
+		return fmt.Errorf("query front end: negative listing lag %s", o.ListingLag)
 	case o.MaxParallelEdges < 0:
 		return fmt.Errorf("query front end: negative edge parallelism %d", o.MaxParallelEdges)
 	}
@@ -208,7 +225,7 @@ func (f *Frontend) listSeries(ctx context.Context, ms []*labels.Matcher, limit i
 	for _, r := range refs[:min(len(refs), limit)] {
 		seen[string(r.Labels.AppendKey(nil))] = r.Labels
 	}
-	answers, err := askEdges(ctx, f, "list series", func(ctx context.Context, src Source) ([]labels.Labels, error) {
+	answers, err := askEdges(ctx, f, "list series", f.listingEdges(ctx), func(ctx context.Context, src Source) ([]labels.Labels, error) {
 		return src.Series(ctx, ms, limit)
 	})
 	if err != nil {
@@ -239,7 +256,7 @@ func (f *Frontend) listLabelNames(ctx context.Context, ms []*labels.Matcher) ([]
 			seen[l.Name] = true
 		}
 	}
-	answers, err := askEdges(ctx, f, "list label names", func(ctx context.Context, src Source) ([]string, error) {
+	answers, err := askEdges(ctx, f, "list label names", f.listingEdges(ctx), func(ctx context.Context, src Source) ([]string, error) {
 		return src.LabelNames(ctx, ms)
 	})
 	if err != nil {
@@ -265,7 +282,7 @@ func (f *Frontend) listLabelValues(ctx context.Context, name string, ms []*label
 			seen[v] = true
 		}
 	}
-	answers, err := askEdges(ctx, f, "list label values", func(ctx context.Context, src Source) ([]string, error) {
+	answers, err := askEdges(ctx, f, "list label values", f.listingEdges(ctx), func(ctx context.Context, src Source) ([]string, error) {
 		return src.LabelValues(ctx, name, ms)
 	})
 	if err != nil {
@@ -281,17 +298,58 @@ func (f *Frontend) listLabelValues(ctx context.Context, name string, ms []*label
 	return sortedSet(seen), nil
 }
 
-// askEdges calls ask for every edge of the catalog that is reachable, at
-// most MaxParallelEdges at once and each within EdgeTimeout, and returns
-// the answers of those that answered (in no particular order). Edges
-// that cannot be asked or fail are logged and left out.
-func askEdges[T any](ctx context.Context, f *Frontend, what string, ask func(context.Context, Source) (T, error)) ([]T, error) {
-	var edges []string
+// listingEdges returns the edges a listing asks: those without a
+// registration watermark (they do not announce their series, so the
+// catalog may lack any they have not shipped yet). An edge that announces
+// is not asked: the catalog lists every series it created before its
+// registration watermark. The one line that lists the edges whose
+// watermark is more than ListingLag old (they stopped announcing:
+// unreachable, or cut off from every coordinator), whose newest series
+// may be missing, is added to ctx's warnings (backend.Warn).
+func (f *Frontend) listingEdges(ctx context.Context) []string {
+	var asked, stale []string
+	oldest := int64(math.MaxInt64)
+	lagMs := f.o.Now().Add(-f.o.ListingLag).UnixMilli()
 	for _, n := range f.o.Catalog.Nodes() {
-		if n.Role == catalog.RoleEdge {
-			edges = append(edges, n.ID)
+		if n.Role != catalog.RoleEdge {
+			continue
+		}
+		reg, ok := f.o.Catalog.Registration(n.ID)
+		switch {
+		case !ok:
+			asked = append(asked, n.ID)
+		case reg < lagMs:
+			stale = append(stale, n.ID)
+			oldest = min(oldest, reg)
 		}
 	}
+	if len(stale) > 0 {
+		what, they := "edges have", "they"
+		if len(stale) == 1 {
+			what, they = "edge has", "it"
+		}
+		backend.Warn(ctx, fmt.Sprintf("%d %s not announced new series for more than %s (%s; the oldest since %s): series %s created since may be missing",
+			len(stale), what, f.o.ListingLag, listIDs(stale), fmtMs(oldest), they))
+	}
+	return asked
+}
+
+// listIDs names the first maxListedEdges of sorted ids, and how many more.
+func listIDs(ids []string) string {
+	list := strings.Join(ids[:min(len(ids), maxListedEdges)], ", ")
+	if len(ids) > maxListedEdges {
+		list += fmt.Sprintf(", and %d more", len(ids)-maxListedEdges)
+	}
+	return list
+}
+
+// askEdges calls ask for each of edges that is reachable, at most
+// MaxParallelEdges at once and each within EdgeTimeout, and returns the
+// answers of those that answered (in no particular order). The edges that
+// cannot be asked or fail are logged and named in one warning (ctx's,
+// backend.Warn): the series of theirs that the catalog has not
+// registered are missing.
+func askEdges[T any](ctx context.Context, f *Frontend, what string, edges []string, ask func(context.Context, Source) (T, error)) ([]T, error) {
 	out := make([]T, len(edges))
 	ok := make([]bool, len(edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
@@ -321,10 +379,21 @@ func askEdges[T any](ctx context.Context, f *Frontend, what string, ask func(con
 		return nil, err
 	}
 	answered := out[:0]
+	var failed []string
 	for i := range out {
 		if ok[i] {
 			answered = append(answered, out[i])
+		} else {
+			failed = append(failed, edges[i])
 		}
+	}
+	if len(failed) > 0 {
+		what, they := "edges", "they"
+		if len(failed) == 1 {
+			what, they = "edge", "it"
+		}
+		backend.Warn(ctx, fmt.Sprintf("%d %s unreachable (%s): series %s created that the catalog has not registered are missing",
+			len(failed), what, listIDs(failed), they))
 	}
 	return answered, nil
 }

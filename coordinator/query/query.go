@@ -64,6 +64,9 @@ type queryPlan struct {
 	edges   []string
 	plans   []*legPlan
 	matched int // edges with catalog-matching series
+	// vouched counts the edges not asked: no catalog-matching series, and
+	// a registration watermark at or after the query's end.
+	vouched int
 }
 
 // plan validates q and resolves it in the catalog: the matching series,
@@ -98,7 +101,7 @@ func (f *Frontend) plan(ctx context.Context, q model.Query) (*queryPlan, error) 
 		ids[i] = r.ID
 	}
 	var matched map[string]bool
-	qp.edges, matched = f.planEdges(ids)
+	qp.edges, matched, qp.vouched = f.planEdges(ids, q.End)
 	qp.matched = len(matched)
 	qp.sub = q
 	qp.sub.Aggregate, qp.sub.GroupBy = rollup.FuncNone, nil
@@ -113,7 +116,8 @@ func (f *Frontend) plan(ctx context.Context, q model.Query) (*queryPlan, error) 
 		}
 	}
 	shareReplicaLegs(planned, qp.sub)
-	span.SetAttributes(attribute.Int("tributary.query.edges", len(qp.edges)), attribute.Int("tributary.query.series", len(refs)))
+	span.SetAttributes(attribute.Int("tributary.query.edges", len(qp.edges)), attribute.Int("tributary.query.series", len(refs)),
+		attribute.Int("tributary.query.edges_vouched", qp.vouched))
 	return qp, nil
 }
 
@@ -212,23 +216,24 @@ func emitAnswer(list []*seriesData, q model.Query, info *model.QueryInfo, emit f
 	return nil
 }
 
-// planEdges returns the edges a query asks, sorted: every edge of the
-// catalog, and any other edge that registered one of ids. matched holds
-// the edges that registered one of ids; the others may hold matching
-// series created after their watermark, which the catalog has not seen.
-func (f *Frontend) planEdges(ids []uint64) (edges []string, matched map[string]bool) {
+// planEdges returns the edges a query ending at endMs asks, sorted: the
+// edges that registered one of ids (matched), and every other edge of the
+// catalog that may hold matching series the catalog does not know: one
+// without a registration watermark (it does not announce its series: the
+// catalog learns them from its segments only), or whose registration
+// watermark is before endMs (it may have created one since). The others
+// are vouched for by the catalog: every series they created before the
+// query's end is registered, and none matches.
+func (f *Frontend) planEdges(ids []uint64, endMs int64) (edges []string, matched map[string]bool, vouched int) {
 	matched = map[string]bool{}
 	for _, es := range f.o.Catalog.EdgesOf(ids) {
 		matched[es.Edge] = true
 		edges = append(edges, es.Edge)
 	}
-	for _, n := range f.o.Catalog.Nodes() {
-		if n.Role == catalog.RoleEdge && !matched[n.ID] {
-			edges = append(edges, n.ID)
-		}
-	}
+	others, vouched := f.o.Catalog.EdgesToAsk(endMs, matched)
+	edges = append(edges, others...)
 	slices.Sort(edges)
-	return edges, matched
+	return edges, matched, vouched
 }
 
 // maxListedEdges bounds the edge ids named in one warning line.
@@ -237,10 +242,7 @@ const maxListedEdges = 5
 // unreachableWarning is the one line summarizing the unreachable edges
 // that have no catalog-matching series (sorted ids).
 func unreachableWarning(ids []string, others bool) string {
-	list := strings.Join(ids[:min(len(ids), maxListedEdges)], ", ")
-	if len(ids) > maxListedEdges {
-		list += fmt.Sprintf(", and %d more", len(ids)-maxListedEdges)
-	}
+	list := listIDs(ids)
 	what, they, their := "edges", "they", "their"
 	if len(ids) == 1 {
 		what, they, their = "edge", "it", "its"

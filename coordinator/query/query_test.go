@@ -396,7 +396,7 @@ func names(ss []model.Series) []string {
 	return out
 }
 
-func must(t *testing.T, typ labels.MatchType, name, value string) *labels.Matcher {
+func must(t testing.TB, typ labels.MatchType, name, value string) *labels.Matcher {
 	t.Helper()
 	m, err := labels.NewMatcher(typ, name, value)
 	if err != nil {

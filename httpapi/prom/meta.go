@@ -22,7 +22,9 @@ import (
 // and end restrict them to series with samples in the range when the
 // backend knows when series had samples (backend.RangeLister: a node, to
 // the hour); otherwise series of any time are listed and a warning says
-// that start and end were not applied.
+// that start and end were not applied. What the backend says may be
+// missing (backend.Warn: a coordinator's edges whose newest series it may
+// lack) is sent as warnings.
 
 // metaReq is what series, labels and label values share.
 type metaReq struct {
@@ -108,6 +110,7 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rl, warn := a.lister(mr)
+	ctx, warns := backend.WithWarnings(r.Context())
 	maxSeries := a.cfg.Limits.MaxSeriesPerQuery
 	byKey := map[string]nlabels.Labels{}
 	for _, ms := range mr.sets {
@@ -115,9 +118,9 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 		var list []nlabels.Labels
 		var err error
 		if rl != nil {
-			list, err = rl.SeriesInRange(r.Context(), ms, mr.start, mr.end, maxSeries+1)
+			list, err = rl.SeriesInRange(ctx, ms, mr.start, mr.end, maxSeries+1)
 		} else {
-			list, err = a.b.Series(r.Context(), ms, maxSeries+1)
+			list, err = a.b.Series(ctx, ms, maxSeries+1)
 		}
 		if err != nil {
 			a.fail(w, classifyStorage(err))
@@ -143,7 +146,7 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out, labels.Compare)
 	out, cut := truncate(out, mr.limit)
-	warn = append(warn, cut...)
+	warn = append(append(warn, warns.List()...), cut...)
 	respond(w, r, func(b []byte) []byte { return appendArray(b, out, appendLabels) }, warn, nil)
 }
 
@@ -154,18 +157,19 @@ func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rl, warn := a.lister(mr)
+	ctx, warns := backend.WithWarnings(r.Context())
 	names, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
 		if rl != nil {
-			return rl.LabelNamesInRange(r.Context(), ms, mr.start, mr.end)
+			return rl.LabelNamesInRange(ctx, ms, mr.start, mr.end)
 		}
-		return a.b.LabelNames(r.Context(), ms)
+		return a.b.LabelNames(ctx, ms)
 	})
 	if err != nil {
 		a.fail(w, classifyStorage(err))
 		return
 	}
 	names, cut := truncate(names, mr.limit)
-	warn = append(warn, cut...)
+	warn = append(append(warn, warns.List()...), cut...)
 	respond(w, r, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
 }
 
@@ -184,18 +188,19 @@ func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rl, warn := a.lister(mr)
+	ctx, warns := backend.WithWarnings(r.Context())
 	vals, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
 		if rl != nil {
-			return rl.LabelValuesInRange(r.Context(), name, ms, mr.start, mr.end)
+			return rl.LabelValuesInRange(ctx, name, ms, mr.start, mr.end)
 		}
-		return a.b.LabelValues(r.Context(), name, ms)
+		return a.b.LabelValues(ctx, name, ms)
 	})
 	if err != nil {
 		a.fail(w, classifyStorage(err))
 		return
 	}
 	vals, cut := truncate(vals, mr.limit)
-	warn = append(warn, cut...)
+	warn = append(append(warn, warns.List()...), cut...)
 	respond(w, r, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
 }
 

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
+	nlabels "github.com/tributarydb/tributary/node/labels"
 )
 
 // plainBackend hides every method but backend.Backend's, as a backend
@@ -89,5 +91,47 @@ func TestMeta_StartAndEndRestrictTheListings(t *testing.T) {
 	}
 	if _, warn := strs(plain, "/api/v1/label/__name__/values", url.Values{}); len(warn) != 0 {
 		t.Fatalf("no range, no warning: %q", warn)
+	}
+}
+
+// listingWarner is a backend whose listings say something may be
+// missing, as a coordinator's front end does.
+type listingWarner struct{ backend.Backend }
+
+func (b listingWarner) Series(ctx context.Context, ms []*nlabels.Matcher, limit int) ([]nlabels.Labels, error) {
+	backend.Warn(ctx, "edge pi-1 unreachable")
+	return b.Backend.Series(ctx, ms, limit)
+}
+
+func (b listingWarner) LabelNames(ctx context.Context, ms []*nlabels.Matcher) ([]string, error) {
+	backend.Warn(ctx, "edge pi-1 unreachable")
+	return b.Backend.LabelNames(ctx, ms)
+}
+
+func (b listingWarner) LabelValues(ctx context.Context, name string, ms []*nlabels.Matcher) ([]string, error) {
+	backend.Warn(ctx, "edge pi-1 unreachable")
+	return b.Backend.LabelValues(ctx, name, ms)
+}
+
+// TestMeta_BackendWarningsAreSent: what a backend says may be missing
+// from a listing reaches the response's warnings, once.
+func TestMeta_BackendWarningsAreSent(t *testing.T) {
+	base := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	base.write(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: lbls("__name__", "m", "host", "h0"), Samples: []prompb.Sample{{Timestamp: ms(testNow) - 60_000, Value: 1}}},
+	}})
+	e := newTestEnvFor(t, base.node, listingWarner{base.node}, httpapi.Config{}, Options{})
+	for _, tc := range []struct {
+		path   string
+		params url.Values
+	}{
+		{"/api/v1/series", url.Values{"match[]": {`{host="h0"}`, `{__name__="m"}`}}},
+		{"/api/v1/labels", url.Values{}},
+		{"/api/v1/label/host/values", url.Values{}},
+	} {
+		st, r, body := e.call(http.MethodGet, tc.path, tc.params)
+		if st != 200 || !slices.Equal(r.Warnings, []string{"edge pi-1 unreachable"}) {
+			t.Errorf("%s: %d, warnings %q (%s)", tc.path, st, r.Warnings, body)
+		}
 	}
 }

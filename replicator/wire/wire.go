@@ -79,6 +79,36 @@ func malformed(seq uint64, format string, args ...any) *Error {
 // or says it cannot (ShipReshipUnavailable).
 const FeatureReship = "reship"
 
+// FeatureAnnounce is the ShipWelcome feature of a coordinator that
+// answers ShipRequest.announce: the edge announces the series it creates
+// (ShipAnnounce) and the coordinator records them in the catalog with the
+// edge's registration watermark.
+const FeatureAnnounce = "announce"
+
+// MaxAnnounceSeries bounds the series of one ShipAnnounce, and
+// MaxAnnounceBytes about the bytes of their labels (a longer list goes in
+// several messages; a single series longer than that goes alone).
+const (
+	MaxAnnounceSeries = 1000
+	MaxAnnounceBytes  = 1 << 20
+)
+
+// CheckAnnounce checks an announcement against the protocol: at most
+// MaxAnnounceSeries series, each with at least one label. The labels
+// themselves are checked by the catalog, which rejects an invalid series
+// on its own.
+func CheckAnnounce(a *pb.ShipAnnounce) error {
+	if n := len(a.GetSeries()); n > MaxAnnounceSeries {
+		return fmt.Errorf("announcement %d: %d series, limit is %d", a.GetId(), n, MaxAnnounceSeries)
+	}
+	for i, s := range a.GetSeries() {
+		if len(s.GetLabels()) == 0 {
+			return fmt.Errorf("announcement %d: series %d has no labels", a.GetId(), i)
+		}
+	}
+	return nil
+}
+
 // CheckHello checks a hello against the protocol. identity, when not
 // empty, is the node id the caller's certificate proves; the hello must
 // name it.

@@ -74,7 +74,9 @@ workloads:
            page per fsync (a table, then one JSON line)
   fanout   start 3 coordinators and 10 edge nodes as processes, time fan-out
            queries, kill -9 the raft leader repeatedly under writes, and
-           count catalog series registrations/s (a table, then one JSON line)
+           count catalog series registrations/s; with --edges above 10 the
+           rest are simulated in-process: edges asked per one-series query,
+           listings, new-series visibility (a table, then one JSON line)
   replication
            start coordinators and an edge node, write at a sustained rate and
            measure replication lag, bytes shipped per point, backlog drain

@@ -57,13 +57,18 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 	}
 	for _, p := range c.coords {
 		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, "--peers", strings.Join(peers, ","))
+		if o.simEdges() > 0 {
+			// The simulated edges all stream from 127.0.0.1, as a fleet
+			// behind one NAT would.
+			p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, "--intake-max-conns-per-ip", strconv.Itoa(2*o.Edges+256))
+		}
 		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, o.CoordinatorArgs...)
 	}
 	intakes := make([]string, len(c.coords))
 	for i, p := range c.coords {
 		intakes[i] = p.intake
 	}
-	for i := range o.Edges {
+	for i := range o.procEdges() {
 		addrs, err := loopback.FreePorts(2)
 		if err != nil {
 			return nil, err

@@ -1,8 +1,8 @@
 // Package fanoutbench is the coordinator fan-out system benchmark
 // (tribench fanout): three `tributary coordinator` processes (a raft
 // catalog, replica stores and the fleet-wide query front end) and ten
-// `tributary node` edges shipping their sealed WAL segments to them, all on
-// loopback.
+// `tributary node` edges shipping their sealed WAL segments to them, all
+// on loopback; at fleet scale, more edges simulated in its own process.
 //
 // A run:
 //
@@ -32,7 +32,12 @@
 //     leader is SIGKILLed Kills times and restarted each time;
 //  7. SIGKILLs the last edge and runs a query past its watermark, which must
 //     carry a warning naming it;
-//  8. prints a table (figure, measured, target), notes and one JSON line,
+//  8. when Edges exceeds ProcessEdges, the fleet-scale phase (scale.go):
+//     the other edges simulated in this process (simedge.go: the real
+//     replicator announcing their series, a query service per edge, 5%
+//     never answering), one-series queries timed and the edges they ask
+//     counted, listings checked, new series timed until they are listed;
+//  9. prints a table (figure, measured, target), notes and one JSON line,
 //     always the last line of its output.
 //
 // Missing a target never fails a run; a wrong answer, lost points or a
@@ -61,8 +66,18 @@ type Options struct {
 	runopt.Output
 	// Coordinators is the number of coordinator processes (raft members).
 	Coordinators int
-	// Edges is the number of edge nodes.
-	Edges int
+	// Edges is the number of edges: up to ProcessEdges run as `tributary
+	// node` processes (the phases above), the rest are simulated in this
+	// process for the fleet-scale phase (simedge.go, scale.go).
+	Edges        int
+	ProcessEdges int
+	// UnreachableEdges of the simulated edges cannot be queried (default,
+	// with -1: 5% of Edges).
+	UnreachableEdges int
+	// VisibilityTrials is how many new series the fleet-scale phase
+	// creates on simulated edges, each timed until the coordinators list
+	// it.
+	VisibilityTrials int
 	// SeriesPerEdge is the number of sensor series each edge holds; the
 	// headline query reads sensor s0 of each edge, so it must be at least 1.
 	SeriesPerEdge int
@@ -106,6 +121,9 @@ func DefaultOptions() Options {
 		Output:             runopt.DefaultOutput(),
 		Coordinators:       3,
 		Edges:              10,
+		ProcessEdges:       10,
+		UnreachableEdges:   -1,
+		VisibilityTrials:   20,
 		SeriesPerEdge:      8,
 		History:            time.Hour,
 		Interval:           10 * time.Second,
@@ -128,8 +146,14 @@ func (o Options) Validate() error {
 	if o.Coordinators < 1 {
 		errs = append(errs, fmt.Errorf("coordinators must be positive, got %d", o.Coordinators))
 	}
-	if o.Edges < 2 {
-		errs = append(errs, fmt.Errorf("edges must be at least 2 (one is stopped at the end), got %d", o.Edges))
+	if o.Edges < 2 || o.ProcessEdges < 2 {
+		errs = append(errs, fmt.Errorf("edges and process edges must be at least 2 (one is stopped at the end), got %d and %d", o.Edges, o.ProcessEdges))
+	}
+	if o.UnreachableEdges > o.simEdges() {
+		errs = append(errs, fmt.Errorf("%d unreachable edges, but only %d simulated edges", o.UnreachableEdges, o.simEdges()))
+	}
+	if o.VisibilityTrials < 0 {
+		errs = append(errs, fmt.Errorf("visibility trials must not be negative, got %d", o.VisibilityTrials))
 	}
 	if o.SeriesPerEdge < 1 {
 		errs = append(errs, fmt.Errorf("series per edge must be positive, got %d", o.SeriesPerEdge))
@@ -162,11 +186,28 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// procEdges is the number of edges run as processes, simEdges the number
+// simulated in this process.
+func (o Options) procEdges() int { return min(o.Edges, o.ProcessEdges) }
+func (o Options) simEdges() int  { return o.Edges - o.procEdges() }
+
+// unreachable is the number of simulated edges that cannot be queried.
+func (o Options) unreachable() int {
+	if o.UnreachableEdges >= 0 {
+		return o.UnreachableEdges
+	}
+	return min(o.simEdges(), (o.Edges*5+99)/100)
+}
+
 // Targets are the issue's goals.
 var (
 	targetP99Ms     = report.Target{Value: 50, AtMost: true}
 	targetFailoverS = report.Target{Value: 3, AtMost: true}
 	targetRegsPerS  = report.Target{Value: 10_000}
+	// The fleet-scale phase: a one-series query asks at most 2 edges, and
+	// a new series is listed by the coordinators within 2 s.
+	targetEdgesAsked = report.Target{Value: 2, AtMost: true}
+	targetVisibleS   = report.Target{Value: 2, AtMost: true}
 )
 
 // Run runs the benchmark and writes its report to o.Out. The returned error
@@ -200,7 +241,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 			logger.Warn("stop fleet", "err", stopErr)
 		}
 	}()
-	r := &runner{o: o, c: c, logger: logger, m: measurement{machine: report.DetectMachine()}}
+	r := &runner{o: o, c: c, logger: logger, m: measurement{machine: report.DetectMachine()}, dir: wd.DataDir}
 	runErr := r.run(ctx)
 	res := r.m.result(o)
 	if runErr != nil && !r.m.measured {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type measurement struct {
 	stoppedFlagged    bool
 	stoppedWarnings   []string
 	stoppedAnswerDiff string
+
+	scale scaleMeasurement
 }
 
 // Result is the JSON line.
@@ -88,6 +91,27 @@ type Result struct {
 	RegistrationTarget int     `json:"registration_series_planned"`
 	RegistrationBatch  int     `json:"registration_batch"`
 
+	// The fleet-scale phase (simulated edges; NaN when none ran).
+	EdgesAskedOneSeries     report.Number `json:"edges_asked_one_series"`
+	SeriesVisibleS          report.Number `json:"series_visible_s"`
+	SeriesVisibleP50S       report.Number `json:"series_visible_p50_s"`
+	OneSeriesP50Ms          report.Number `json:"one_series_p50_ms"`
+	OneSeriesP99Ms          report.Number `json:"one_series_p99_ms"`
+	SimEdgeQueriesOneSeries report.Number `json:"sim_edge_queries_one_series"`
+	EdgesAskedEndNow        report.Number `json:"edges_asked_one_series_end_now"`
+	OneSeriesEndNowMs       report.Number `json:"one_series_end_now_ms"`
+	EndNowWarnings          int           `json:"one_series_end_now_warnings"`
+	ListingComplete         bool          `json:"listing_complete"`
+	ListingWarnings         []string      `json:"listing_warnings"`
+	ListingEdgeRequests     int64         `json:"listing_edge_requests"`
+	ListingFlaggedEdges     int           `json:"listing_flagged_edges"`
+	ProcessEdges            int           `json:"process_edges"`
+	SimulatedEdges          int           `json:"simulated_edges"`
+	UnreachableEdges        int           `json:"unreachable_edges"`
+	SimReadyS               float64       `json:"simulated_edges_ready_s"`
+	OneSeriesQueries        int           `json:"one_series_queries"`
+	VisibilityTrials        int           `json:"visibility_trials"`
+
 	Targets map[string]string `json:"targets"`
 	Notes   []string          `json:"notes"`
 }
@@ -119,7 +143,7 @@ func (m measurement) result(o Options) Result {
 		RegistrationCatalogS: report.Round(m.regElapsed.Seconds(), 3), CatalogProposals: m.proposals,
 		LoadReplicatedS: report.Round(m.loadReplicated.Seconds(), 3), HeadlineSeries: m.headlineSeries,
 		CheckQueries: m.checkNames, FailoverProbeWrites: m.probes,
-		Coordinators: o.Coordinators, Edges: o.Edges, SeriesPerEdge: o.SeriesPerEdge,
+		Coordinators: o.Coordinators, Edges: o.Edges, ProcessEdges: o.procEdges(), SeriesPerEdge: o.SeriesPerEdge,
 		HistoryS: o.History.Seconds(), IntervalS: o.Interval.Seconds(), SegmentAgeS: o.SegmentAge.Seconds(),
 		Points: m.points, Queries: o.Queries, WarmupQueries: o.WarmupQueries, QueryClients: o.QueryClients,
 		Kills: o.Kills, RegistrationTarget: o.RegistrationSeries, RegistrationBatch: o.RegistrationBatch,
@@ -127,8 +151,12 @@ func (m measurement) result(o Options) Result {
 			"fanout_p99_ms":              targetP99Ms.Format(func(x float64) string { return report.Float(x, 0) }),
 			"failover_gap_s":             targetFailoverS.Format(func(x float64) string { return report.Float(x, 0) }),
 			"series_registrations_per_s": targetRegsPerS.Format(report.Whole),
+			"edges_asked_one_series":     targetEdgesAsked.Format(func(x float64) string { return report.Float(x, 0) }),
+			"series_visible_s":           targetVisibleS.Format(func(x float64) string { return report.Float(x, 0) }),
+			"one_series_p99_ms":          targetP99Ms.Format(func(x float64) string { return report.Float(x, 0) }),
 		},
 	}
+	m.scale.fill(&res)
 	p50, p99 := latencyMs(m.tailLatency)
 	res.FanoutP50Ms, res.FanoutP99Ms = report.Number(p50), report.Number(p99)
 	p50, p99 = latencyMs(m.replicaLatency)
@@ -157,8 +185,54 @@ func (m measurement) result(o Options) Result {
 	return res
 }
 
+// fill sets the fleet-scale figures of res.
+func (sm scaleMeasurement) fill(res *Result) {
+	nan := report.Number(math.NaN())
+	res.EdgesAskedOneSeries, res.SeriesVisibleS, res.SeriesVisibleP50S = nan, nan, nan
+	res.OneSeriesP50Ms, res.OneSeriesP99Ms, res.SimEdgeQueriesOneSeries = nan, nan, nan
+	res.EdgesAskedEndNow, res.OneSeriesEndNowMs = nan, nan
+	res.ListingWarnings = []string{}
+	res.SimulatedEdges, res.UnreachableEdges, res.SimReadyS = sm.simEdges, sm.unreachable, report.Round(sm.readyS, 2)
+	res.OneSeriesQueries, res.VisibilityTrials = sm.oneQueries, len(sm.visible)
+	if !sm.ran {
+		return
+	}
+	if sm.oneQueries > 0 {
+		res.EdgesAskedOneSeries = report.Number(report.Round(float64(sm.edgeLegs)/float64(sm.oneQueries), 3))
+		res.SimEdgeQueriesOneSeries = report.Number(report.Round(float64(sm.simCalls)/float64(sm.oneQueries), 3))
+	}
+	p50, p99 := latencyMs(sm.oneLatency)
+	res.OneSeriesP50Ms, res.OneSeriesP99Ms = report.Number(p50), report.Number(p99)
+	if sm.nowAsked {
+		res.EdgesAskedEndNow = report.Number(sm.nowEdgeLegs)
+		res.OneSeriesEndNowMs = report.Number(report.Round(float64(sm.nowLatency)/float64(time.Millisecond), 1))
+		res.EndNowWarnings = sm.nowWarnings
+	}
+	res.ListingComplete, res.ListingEdgeRequests, res.ListingFlaggedEdges = sm.listComplete, sm.listLegs, sm.flagged
+	if sm.listWarnings != nil {
+		res.ListingWarnings = sm.listWarnings
+	}
+	if len(sm.visible) > 0 {
+		res.SeriesVisibleS = report.Number(report.Round(slices.Max(sm.visible).Seconds(), 3))
+		res.SeriesVisibleP50S = report.Number(report.Round(load.Percentile(sm.visible, 0.5).Seconds(), 3))
+	}
+}
+
 func (m measurement) notes(o Options, res Result) []string {
 	var notes []string
+	if m.scale.ran {
+		notes = append(notes, fmt.Sprintf("fleet scale: %d edges in the catalog (%d processes, %d simulated in the benchmark's process with the real replicator announcing their series; %d of them accept query connections and never answer); "+
+			"one series (1 h, 1-minute avg, ending at the current minute as a dashboard aligns its range) on a random reachable simulated edge, %d timed after %d warm-up, every answer checked; edges asked = edge requests the coordinators sent (tributary_query_legs_total{kind=\"edge\"}) per query; "+
+			"the same query ending now asked %s edges and took %s ms (%d warnings): an end past the edges' registration watermarks (up to one announce interval old) must ask every edge or warn",
+			res.Edges, res.ProcessEdges, m.scale.simEdges, m.scale.unreachable, m.scale.oneQueries, o.WarmupQueries,
+			report.Float(float64(res.EdgesAskedEndNow), 0), report.Float(float64(res.OneSeriesEndNowMs), 1), res.EndNowWarnings))
+		notes = append(notes, fmt.Sprintf("series visible: %d new series, each on a random reachable simulated edge, timed from its creation until a coordinator's Series listing (from the catalog) returns it; worst %s s, median %s s",
+			len(m.scale.visible), report.Float(float64(res.SeriesVisibleS), 3), report.Float(float64(res.SeriesVisibleP50S), 3)))
+		notes = append(notes, fmt.Sprintf("listing of the simulated edges: complete %v, %d edge requests, warnings %q; with the %d unreachable edges offline, a listing flagged %d edges",
+			res.ListingComplete, res.ListingEdgeRequests, res.ListingWarnings, m.scale.unreachable, res.ListingFlaggedEdges))
+	} else {
+		notes = append(notes, "fleet scale not run: --edges is not above --process-edges, so no edge was simulated")
+	}
 	notes = append(notes, fmt.Sprintf("the %d-series, 1-hour, 1-minute-step avg query: %d timed after %d warm-up from %d clients, each on its own coordinator; every answer checked",
 		m.headlineSeries, o.Queries, o.WarmupQueries, o.QueryClients))
 	if len(m.gaps) > 0 {
@@ -199,6 +273,11 @@ func WriteReport(w io.Writer, res Result) error {
 	tb.Add("catalog proposals/s", report.Whole(float64(res.ProposalsPerS)), "", "")
 	tb.Add("answers checked (wrong)", fmt.Sprintf("%s (%d)", report.Int(int64(res.AnswersChecked)), res.AnswersWrong), "0 wrong", map[bool]string{true: "met", false: "missed"}[res.AnswersWrong == 0])
 	tb.Add("stopped edge reported missing", fmt.Sprint(res.StoppedEdgeFlagged), "true", map[bool]string{true: "met", false: "missed"}[res.StoppedEdgeFlagged])
+	tb.Add(fmt.Sprintf("edges asked, one series (%d edges)", res.Edges), report.Float(float64(res.EdgesAskedOneSeries), 2), "≤ 2", verdict(targetEdgesAsked, res.EdgesAskedOneSeries))
+	tb.Add("one series over 1 h p99", ms(res.OneSeriesP99Ms), "≤ 50 ms", verdict(targetP99Ms, res.OneSeriesP99Ms))
+	tb.Add("one series over 1 h p50", ms(res.OneSeriesP50Ms), "", "")
+	tb.Add("series visible, worst", report.Float(float64(res.SeriesVisibleS), 3)+" s", "≤ 2 s", verdict(targetVisibleS, res.SeriesVisibleS))
+	tb.Add("listing flagged offline edges", fmt.Sprintf("%d of %d", res.ListingFlaggedEdges, res.UnreachableEdges), "all", map[bool]string{true: "met", false: "missed"}[res.ListingFlaggedEdges >= res.UnreachableEdges])
 	if err := tb.Write(w); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type runner struct {
 	data    []dataSeries
 	fromMs  int64 // start of the queried hour
 	dataEnd int64 // newest point of the loaded history
+	dir     string
 }
 
 // run executes the phases in order. Once the load phase has finished,
@@ -70,6 +71,9 @@ func (r *runner) run(ctx context.Context) error {
 	} else if !r.m.stoppedFlagged {
 		errs = append(errs, fmt.Errorf("stopped edge: no warning names %s (warnings: %q)", r.m.stoppedEdge, r.m.stoppedWarnings))
 	}
+	if err := r.scale(ctx, simDir(r.dir)); err != nil {
+		errs = append(errs, fmt.Errorf("fleet scale: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -103,7 +107,7 @@ func (r *runner) load(ctx context.Context) error {
 	end := o.Now().Truncate(time.Minute)
 	points := int(o.History / o.Interval)
 	gen, err := workload.NewSensor(workload.SensorOptions{
-		Series:     o.Edges * o.SeriesPerEdge,
+		Series:     o.procEdges() * o.SeriesPerEdge,
 		StartMs:    end.Add(-o.History + o.Interval).UnixMilli(),
 		IntervalMs: o.Interval.Milliseconds(),
 		Seed:       o.Seed,
@@ -114,15 +118,15 @@ func (r *runner) load(ctx context.Context) error {
 	r.dataEnd = end.UnixMilli()
 	r.fromMs = end.Add(-time.Hour).UnixMilli()
 	reqs := gen.Requests(o.SeriesPerEdge, min(points, maxPointsPerWrite))
-	if len(reqs) != o.Edges {
-		return fmt.Errorf("BUG: %d requests for %d edges", len(reqs), o.Edges)
+	if len(reqs) != o.procEdges() {
+		return fmt.Errorf("BUG: %d requests for %d edges", len(reqs), o.procEdges())
 	}
 	conns, closeConns, err := dialAll(r.c.edges)
 	if err != nil {
 		return err
 	}
 	defer closeConns()
-	r.data = make([]dataSeries, 0, o.Edges*o.SeriesPerEdge)
+	r.data = make([]dataSeries, 0, o.procEdges()*o.SeriesPerEdge)
 	for _, s := range gen.Series() {
 		ls := map[string]string{}
 		for _, l := range s.GetLabels() {
@@ -130,10 +134,10 @@ func (r *runner) load(ctx context.Context) error {
 		}
 		r.data = append(r.data, dataSeries{labels: ls, ts: make([]int64, 0, points), vs: make([]float64, 0, points)})
 	}
-	r.logger.Info("loading history", "edges", o.Edges, "series", len(r.data), "points", len(r.data)*points)
+	r.logger.Info("loading history", "edges", o.procEdges(), "series", len(r.data), "points", len(r.data)*points)
 	t0 := time.Now()
 	var acked atomic.Int64
-	errs := make([]error, o.Edges)
+	errs := make([]error, o.procEdges())
 	var wg sync.WaitGroup
 	for e, req := range reqs {
 		wg.Add(1)
@@ -359,10 +363,10 @@ func (r *runner) registrations(ctx context.Context) error {
 		return err
 	}
 	// Build every request first, so that the timed part only sends.
-	reqs := make([][]*tributaryv1.WriteRequest, o.Edges)
+	reqs := make([][]*tributaryv1.WriteRequest, o.procEdges())
 	ts := o.Now().UnixMilli()
 	for i := range o.RegistrationSeries {
-		e := i % o.Edges
+		e := i % o.procEdges()
 		list := reqs[e]
 		if len(list) == 0 || len(list[len(list)-1].Batches) == o.RegistrationBatch {
 			list = append(list, &tributaryv1.WriteRequest{})
@@ -382,7 +386,7 @@ func (r *runner) registrations(ctx context.Context) error {
 	want := before.Series + o.RegistrationSeries
 	r.logger.Info("registering series", "series", o.RegistrationSeries, "catalog_before", before.Series)
 	t0 := time.Now()
-	errs := make([]error, o.Edges)
+	errs := make([]error, o.procEdges())
 	var wg sync.WaitGroup
 	for e := range reqs {
 		wg.Add(1)

@@ -1180,6 +1180,7 @@ type ShipRequest struct {
 	//	*ShipRequest_Segment
 	//	*ShipRequest_Gap
 	//	*ShipRequest_ReshipUnavailable
+	//	*ShipRequest_Announce
 	Body          isShipRequest_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1258,6 +1259,15 @@ func (x *ShipRequest) GetReshipUnavailable() *ShipReshipUnavailable {
 	return nil
 }
 
+func (x *ShipRequest) GetAnnounce() *ShipAnnounce {
+	if x != nil {
+		if x, ok := x.Body.(*ShipRequest_Announce); ok {
+			return x.Announce
+		}
+	}
+	return nil
+}
+
 type isShipRequest_Body interface {
 	isShipRequest_Body()
 }
@@ -1283,6 +1293,13 @@ type ShipRequest_ReshipUnavailable struct {
 	ReshipUnavailable *ShipReshipUnavailable `protobuf:"bytes,4,opt,name=reship_unavailable,json=reshipUnavailable,proto3,oneof"`
 }
 
+type ShipRequest_Announce struct {
+	// Series the edge created, announced before any segment holding them
+	// ships. Sent only to a coordinator whose welcome lists the feature
+	// "announce".
+	Announce *ShipAnnounce `protobuf:"bytes,5,opt,name=announce,proto3,oneof"`
+}
+
 func (*ShipRequest_Hello) isShipRequest_Body() {}
 
 func (*ShipRequest_Segment) isShipRequest_Body() {}
@@ -1290,6 +1307,8 @@ func (*ShipRequest_Segment) isShipRequest_Body() {}
 func (*ShipRequest_Gap) isShipRequest_Body() {}
 
 func (*ShipRequest_ReshipUnavailable) isShipRequest_Body() {}
+
+func (*ShipRequest_Announce) isShipRequest_Body() {}
 
 // ShipResponse is one message from the coordinator.
 type ShipResponse struct {
@@ -1301,6 +1320,7 @@ type ShipResponse struct {
 	//	*ShipResponse_Error
 	//	*ShipResponse_Config
 	//	*ShipResponse_Reship
+	//	*ShipResponse_Announced
 	Body          isShipResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1388,6 +1408,15 @@ func (x *ShipResponse) GetReship() *ShipReship {
 	return nil
 }
 
+func (x *ShipResponse) GetAnnounced() *ShipAnnounced {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_Announced); ok {
+			return x.Announced
+		}
+	}
+	return nil
+}
+
 type isShipResponse_Body interface {
 	isShipResponse_Body()
 }
@@ -1422,6 +1451,12 @@ type ShipResponse_Reship struct {
 	Reship *ShipReship `protobuf:"bytes,5,opt,name=reship,proto3,oneof"`
 }
 
+type ShipResponse_Announced struct {
+	// Answers a ShipAnnounce, once the catalog recorded it (or could
+	// not).
+	Announced *ShipAnnounced `protobuf:"bytes,6,opt,name=announced,proto3,oneof"`
+}
+
 func (*ShipResponse_Welcome) isShipResponse_Body() {}
 
 func (*ShipResponse_Ack) isShipResponse_Body() {}
@@ -1431,6 +1466,214 @@ func (*ShipResponse_Error) isShipResponse_Body() {}
 func (*ShipResponse_Config) isShipResponse_Body() {}
 
 func (*ShipResponse_Reship) isShipResponse_Body() {}
+
+func (*ShipResponse_Announced) isShipResponse_Body() {}
+
+// ShipAnnounce announces series the edge created: every series it created
+// before its clock read through_ms is in this message or an earlier one
+// on the stream, except when more follows (more = true: the series of one
+// announcement did not fit one message; only the last carries the
+// watermark). Announcements are idempotent: a series the catalog lists
+// for the edge already changes nothing, and the watermark never goes
+// back. An edge announces every series it holds once per stream (so that
+// a catalog that forgot the edge learns them again), then, every
+// announce interval, the series it created since (possibly none, to move
+// the watermark). At most one announcement is unanswered at a time.
+type ShipAnnounce struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Numbers the announcement on the stream (from 1, increasing); its
+	// ShipAnnounced carries it.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The series: at most 1,000 per message and about 1 MiB of labels (a
+	// single longer series goes alone).
+	Series []*AnnouncedSeries `protobuf:"bytes,2,rep,name=series,proto3" json:"series,omitempty"`
+	// The edge's clock (Unix ms) when it took the list.
+	ThroughMs int64 `protobuf:"varint,3,opt,name=through_ms,json=throughMs,proto3" json:"through_ms,omitempty"`
+	// The announcement continues in the next message (which has the next
+	// id); through_ms is then not a watermark and is ignored.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipAnnounce) Reset() {
+	*x = ShipAnnounce{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipAnnounce) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipAnnounce) ProtoMessage() {}
+
+func (x *ShipAnnounce) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipAnnounce.ProtoReflect.Descriptor instead.
+func (*ShipAnnounce) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ShipAnnounce) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShipAnnounce) GetSeries() []*AnnouncedSeries {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *ShipAnnounce) GetThroughMs() int64 {
+	if x != nil {
+		return x.ThroughMs
+	}
+	return 0
+}
+
+func (x *ShipAnnounce) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// AnnouncedSeries is one series of a ShipAnnounce.
+type AnnouncedSeries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        []*Label               `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnouncedSeries) Reset() {
+	*x = AnnouncedSeries{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnouncedSeries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnouncedSeries) ProtoMessage() {}
+
+func (x *AnnouncedSeries) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnouncedSeries.ProtoReflect.Descriptor instead.
+func (*AnnouncedSeries) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AnnouncedSeries) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// ShipAnnounced answers ShipAnnounce id.
+type ShipAnnounced struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The edge's registration watermark in the catalog after the
+	// announcement; registered false: the catalog keeps none for the edge
+	// (its coordinators cannot all record one yet, or a series was
+	// rejected), the series were registered all the same unless error says
+	// otherwise.
+	ThroughMs  int64 `protobuf:"varint,2,opt,name=through_ms,json=throughMs,proto3" json:"through_ms,omitempty"`
+	Registered bool  `protobuf:"varint,3,opt,name=registered,proto3" json:"registered,omitempty"`
+	// Why the announcement was not recorded ("" when it was); the edge
+	// announces the same series again later.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipAnnounced) Reset() {
+	*x = ShipAnnounced{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipAnnounced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipAnnounced) ProtoMessage() {}
+
+func (x *ShipAnnounced) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipAnnounced.ProtoReflect.Descriptor instead.
+func (*ShipAnnounced) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ShipAnnounced) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShipAnnounced) GetThroughMs() int64 {
+	if x != nil {
+		return x.ThroughMs
+	}
+	return 0
+}
+
+func (x *ShipAnnounced) GetRegistered() bool {
+	if x != nil {
+		return x.Registered
+	}
+	return false
+}
+
+func (x *ShipAnnounced) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
 
 // ShipReship asks the edge to ship again the segments first_seq..last_seq,
 // whose data has times in [min_time_ms, max_time_ms] (both inclusive; the
@@ -1453,7 +1696,7 @@ type ShipReship struct {
 
 func (x *ShipReship) Reset() {
 	*x = ShipReship{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	mi := &file_tributary_v1_replication_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1708,7 @@ func (x *ShipReship) String() string {
 func (*ShipReship) ProtoMessage() {}
 
 func (x *ShipReship) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[13]
+	mi := &file_tributary_v1_replication_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1721,7 @@ func (x *ShipReship) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipReship.ProtoReflect.Descriptor instead.
 func (*ShipReship) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{13}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ShipReship) GetFirstSeq() uint64 {
@@ -1522,7 +1765,7 @@ type ShipReshipUnavailable struct {
 
 func (x *ShipReshipUnavailable) Reset() {
 	*x = ShipReshipUnavailable{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	mi := &file_tributary_v1_replication_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1777,7 @@ func (x *ShipReshipUnavailable) String() string {
 func (*ShipReshipUnavailable) ProtoMessage() {}
 
 func (x *ShipReshipUnavailable) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[14]
+	mi := &file_tributary_v1_replication_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1790,7 @@ func (x *ShipReshipUnavailable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipReshipUnavailable.ProtoReflect.Descriptor instead.
 func (*ShipReshipUnavailable) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{14}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShipReshipUnavailable) GetFirstSeq() uint64 {
@@ -1602,7 +1845,7 @@ type ShipHello struct {
 
 func (x *ShipHello) Reset() {
 	*x = ShipHello{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[15]
+	mi := &file_tributary_v1_replication_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1857,7 @@ func (x *ShipHello) String() string {
 func (*ShipHello) ProtoMessage() {}
 
 func (x *ShipHello) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[15]
+	mi := &file_tributary_v1_replication_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1870,7 @@ func (x *ShipHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipHello.ProtoReflect.Descriptor instead.
 func (*ShipHello) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{15}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShipHello) GetNodeId() string {
@@ -1697,7 +1940,7 @@ type SeqRange struct {
 
 func (x *SeqRange) Reset() {
 	*x = SeqRange{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[16]
+	mi := &file_tributary_v1_replication_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1952,7 @@ func (x *SeqRange) String() string {
 func (*SeqRange) ProtoMessage() {}
 
 func (x *SeqRange) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[16]
+	mi := &file_tributary_v1_replication_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1965,7 @@ func (x *SeqRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
 func (*SeqRange) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{16}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SeqRange) GetFirstSeq() uint64 {
@@ -1758,14 +2001,18 @@ type ShipWelcome struct {
 	MaxPartBytes uint32 `protobuf:"varint,5,opt,name=max_part_bytes,json=maxPartBytes,proto3" json:"max_part_bytes,omitempty"`
 	// The fleet configuration at welcome time (absent from older
 	// coordinators). Later changes arrive as ShipResponse.config.
-	Config        *EdgeConfig `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	Config *EdgeConfig `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	// Optional protocol features the coordinator understands: "announce"
+	// (it answers ShipRequest.announce). Absent from older coordinators: an
+	// edge sends them no announcement.
+	Features      []string `protobuf:"bytes,7,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipWelcome) Reset() {
 	*x = ShipWelcome{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[17]
+	mi := &file_tributary_v1_replication_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2024,7 @@ func (x *ShipWelcome) String() string {
 func (*ShipWelcome) ProtoMessage() {}
 
 func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[17]
+	mi := &file_tributary_v1_replication_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2037,7 @@ func (x *ShipWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipWelcome.ProtoReflect.Descriptor instead.
 func (*ShipWelcome) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{17}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ShipWelcome) GetCoordinatorId() string {
@@ -1831,6 +2078,13 @@ func (x *ShipWelcome) GetMaxPartBytes() uint32 {
 func (x *ShipWelcome) GetConfig() *EdgeConfig {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *ShipWelcome) GetFeatures() []string {
+	if x != nil {
+		return x.Features
 	}
 	return nil
 }
@@ -1890,7 +2144,7 @@ type ShipSegment struct {
 
 func (x *ShipSegment) Reset() {
 	*x = ShipSegment{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[18]
+	mi := &file_tributary_v1_replication_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2156,7 @@ func (x *ShipSegment) String() string {
 func (*ShipSegment) ProtoMessage() {}
 
 func (x *ShipSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[18]
+	mi := &file_tributary_v1_replication_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2169,7 @@ func (x *ShipSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipSegment.ProtoReflect.Descriptor instead.
 func (*ShipSegment) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{18}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ShipSegment) GetNodeId() string {
@@ -2049,7 +2303,7 @@ type ShipGap struct {
 
 func (x *ShipGap) Reset() {
 	*x = ShipGap{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[19]
+	mi := &file_tributary_v1_replication_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2315,7 @@ func (x *ShipGap) String() string {
 func (*ShipGap) ProtoMessage() {}
 
 func (x *ShipGap) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[19]
+	mi := &file_tributary_v1_replication_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2328,7 @@ func (x *ShipGap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipGap.ProtoReflect.Descriptor instead.
 func (*ShipGap) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{19}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ShipGap) GetNodeId() string {
@@ -2148,7 +2402,7 @@ type ShipAck struct {
 
 func (x *ShipAck) Reset() {
 	*x = ShipAck{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[20]
+	mi := &file_tributary_v1_replication_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2414,7 @@ func (x *ShipAck) String() string {
 func (*ShipAck) ProtoMessage() {}
 
 func (x *ShipAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[20]
+	mi := &file_tributary_v1_replication_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2427,7 @@ func (x *ShipAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipAck.ProtoReflect.Descriptor instead.
 func (*ShipAck) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{20}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ShipAck) GetSeq() uint64 {
@@ -2217,7 +2471,7 @@ type ShipError struct {
 
 func (x *ShipError) Reset() {
 	*x = ShipError{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[21]
+	mi := &file_tributary_v1_replication_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2483,7 @@ func (x *ShipError) String() string {
 func (*ShipError) ProtoMessage() {}
 
 func (x *ShipError) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[21]
+	mi := &file_tributary_v1_replication_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2496,7 @@ func (x *ShipError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipError.ProtoReflect.Descriptor instead.
 func (*ShipError) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{21}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ShipError) GetSeq() uint64 {
@@ -2306,7 +2560,7 @@ type EdgeConfig struct {
 
 func (x *EdgeConfig) Reset() {
 	*x = EdgeConfig{}
-	mi := &file_tributary_v1_replication_proto_msgTypes[22]
+	mi := &file_tributary_v1_replication_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2572,7 @@ func (x *EdgeConfig) String() string {
 func (*EdgeConfig) ProtoMessage() {}
 
 func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_v1_replication_proto_msgTypes[22]
+	mi := &file_tributary_v1_replication_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2585,7 @@ func (x *EdgeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EdgeConfig.ProtoReflect.Descriptor instead.
 func (*EdgeConfig) Descriptor() ([]byte, []int) {
-	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{22}
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EdgeConfig) GetVersion() uint64 {
@@ -2455,20 +2709,38 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x0eTunnelResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"&\n" +
 	"\vTunnelHello\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xfe\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xb8\x02\n" +
 	"\vShipRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.tributary.v1.ShipHelloH\x00R\x05hello\x125\n" +
 	"\asegment\x18\x02 \x01(\v2\x19.tributary.v1.ShipSegmentH\x00R\asegment\x12)\n" +
 	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gap\x12T\n" +
-	"\x12reship_unavailable\x18\x04 \x01(\v2#.tributary.v1.ShipReshipUnavailableH\x00R\x11reshipUnavailableB\x06\n" +
-	"\x04body\"\x91\x02\n" +
+	"\x12reship_unavailable\x18\x04 \x01(\v2#.tributary.v1.ShipReshipUnavailableH\x00R\x11reshipUnavailable\x128\n" +
+	"\bannounce\x18\x05 \x01(\v2\x1a.tributary.v1.ShipAnnounceH\x00R\bannounceB\x06\n" +
+	"\x04body\"\xce\x02\n" +
 	"\fShipResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
 	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05error\x122\n" +
 	"\x06config\x18\x04 \x01(\v2\x18.tributary.v1.EdgeConfigH\x00R\x06config\x122\n" +
-	"\x06reship\x18\x05 \x01(\v2\x18.tributary.v1.ShipReshipH\x00R\x06reshipB\x06\n" +
-	"\x04body\"\x84\x01\n" +
+	"\x06reship\x18\x05 \x01(\v2\x18.tributary.v1.ShipReshipH\x00R\x06reship\x12;\n" +
+	"\tannounced\x18\x06 \x01(\v2\x1b.tributary.v1.ShipAnnouncedH\x00R\tannouncedB\x06\n" +
+	"\x04body\"\x88\x01\n" +
+	"\fShipAnnounce\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\x06series\x18\x02 \x03(\v2\x1d.tributary.v1.AnnouncedSeriesR\x06series\x12\x1d\n" +
+	"\n" +
+	"through_ms\x18\x03 \x01(\x03R\tthroughMs\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\">\n" +
+	"\x0fAnnouncedSeries\x12+\n" +
+	"\x06labels\x18\x01 \x03(\v2\x13.tributary.v1.LabelR\x06labels\"t\n" +
+	"\rShipAnnounced\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"through_ms\x18\x02 \x01(\x03R\tthroughMs\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x03 \x01(\bR\n" +
+	"registered\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x84\x01\n" +
 	"\n" +
 	"ShipReship\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
@@ -2491,14 +2763,15 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\bfeatures\x18\b \x03(\tR\bfeatures\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\x89\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xa5\x02\n" +
 	"\vShipWelcome\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
 	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
 	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
-	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\"\x8b\x04\n" +
+	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\x12\x1a\n" +
+	"\bfeatures\x18\a \x03(\tR\bfeatures\"\x8b\x04\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
@@ -2583,7 +2856,7 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_tributary_v1_replication_proto_goTypes = []any{
 	(SegmentCompression)(0),       // 0: tributary.v1.SegmentCompression
 	(GapReason)(0),                // 1: tributary.v1.GapReason
@@ -2601,55 +2874,62 @@ var file_tributary_v1_replication_proto_goTypes = []any{
 	(*TunnelHello)(nil),           // 13: tributary.v1.TunnelHello
 	(*ShipRequest)(nil),           // 14: tributary.v1.ShipRequest
 	(*ShipResponse)(nil),          // 15: tributary.v1.ShipResponse
-	(*ShipReship)(nil),            // 16: tributary.v1.ShipReship
-	(*ShipReshipUnavailable)(nil), // 17: tributary.v1.ShipReshipUnavailable
-	(*ShipHello)(nil),             // 18: tributary.v1.ShipHello
-	(*SeqRange)(nil),              // 19: tributary.v1.SeqRange
-	(*ShipWelcome)(nil),           // 20: tributary.v1.ShipWelcome
-	(*ShipSegment)(nil),           // 21: tributary.v1.ShipSegment
-	(*ShipGap)(nil),               // 22: tributary.v1.ShipGap
-	(*ShipAck)(nil),               // 23: tributary.v1.ShipAck
-	(*ShipError)(nil),             // 24: tributary.v1.ShipError
-	(*EdgeConfig)(nil),            // 25: tributary.v1.EdgeConfig
-	(*Label)(nil),                 // 26: tributary.v1.Label
+	(*ShipAnnounce)(nil),          // 16: tributary.v1.ShipAnnounce
+	(*AnnouncedSeries)(nil),       // 17: tributary.v1.AnnouncedSeries
+	(*ShipAnnounced)(nil),         // 18: tributary.v1.ShipAnnounced
+	(*ShipReship)(nil),            // 19: tributary.v1.ShipReship
+	(*ShipReshipUnavailable)(nil), // 20: tributary.v1.ShipReshipUnavailable
+	(*ShipHello)(nil),             // 21: tributary.v1.ShipHello
+	(*SeqRange)(nil),              // 22: tributary.v1.SeqRange
+	(*ShipWelcome)(nil),           // 23: tributary.v1.ShipWelcome
+	(*ShipSegment)(nil),           // 24: tributary.v1.ShipSegment
+	(*ShipGap)(nil),               // 25: tributary.v1.ShipGap
+	(*ShipAck)(nil),               // 26: tributary.v1.ShipAck
+	(*ShipError)(nil),             // 27: tributary.v1.ShipError
+	(*EdgeConfig)(nil),            // 28: tributary.v1.EdgeConfig
+	(*Label)(nil),                 // 29: tributary.v1.Label
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
 	5,  // 0: tributary.v1.RestoreResponse.header:type_name -> tributary.v1.RestoreHeader
 	6,  // 1: tributary.v1.RestoreResponse.file:type_name -> tributary.v1.RestoreFile
 	7,  // 2: tributary.v1.RestoreResponse.rollups:type_name -> tributary.v1.RestoreRollups
 	10, // 3: tributary.v1.RestoreResponse.done:type_name -> tributary.v1.RestoreDone
-	19, // 4: tributary.v1.RestoreHeader.missing:type_name -> tributary.v1.SeqRange
+	22, // 4: tributary.v1.RestoreHeader.missing:type_name -> tributary.v1.SeqRange
 	0,  // 5: tributary.v1.RestoreFile.compression:type_name -> tributary.v1.SegmentCompression
 	8,  // 6: tributary.v1.RestoreRollups.series:type_name -> tributary.v1.RestoreRollupSeries
-	26, // 7: tributary.v1.RestoreRollupSeries.labels:type_name -> tributary.v1.Label
+	29, // 7: tributary.v1.RestoreRollupSeries.labels:type_name -> tributary.v1.Label
 	9,  // 8: tributary.v1.RestoreRollupSeries.hourly:type_name -> tributary.v1.RestoreRollupPack
 	9,  // 9: tributary.v1.RestoreRollupSeries.daily:type_name -> tributary.v1.RestoreRollupPack
 	13, // 10: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
-	18, // 11: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
-	21, // 12: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
-	22, // 13: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
-	17, // 14: tributary.v1.ShipRequest.reship_unavailable:type_name -> tributary.v1.ShipReshipUnavailable
-	20, // 15: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
-	23, // 16: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
-	24, // 17: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
-	25, // 18: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
-	16, // 19: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
-	19, // 20: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	25, // 21: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
-	0,  // 22: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 23: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 24: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	14, // 25: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	11, // 26: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
-	3,  // 27: tributary.v1.ReplicationService.Restore:input_type -> tributary.v1.RestoreRequest
-	15, // 28: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	12, // 29: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
-	4,  // 30: tributary.v1.ReplicationService.Restore:output_type -> tributary.v1.RestoreResponse
-	28, // [28:31] is the sub-list for method output_type
-	25, // [25:28] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	21, // 11: tributary.v1.ShipRequest.hello:type_name -> tributary.v1.ShipHello
+	24, // 12: tributary.v1.ShipRequest.segment:type_name -> tributary.v1.ShipSegment
+	25, // 13: tributary.v1.ShipRequest.gap:type_name -> tributary.v1.ShipGap
+	20, // 14: tributary.v1.ShipRequest.reship_unavailable:type_name -> tributary.v1.ShipReshipUnavailable
+	16, // 15: tributary.v1.ShipRequest.announce:type_name -> tributary.v1.ShipAnnounce
+	23, // 16: tributary.v1.ShipResponse.welcome:type_name -> tributary.v1.ShipWelcome
+	26, // 17: tributary.v1.ShipResponse.ack:type_name -> tributary.v1.ShipAck
+	27, // 18: tributary.v1.ShipResponse.error:type_name -> tributary.v1.ShipError
+	28, // 19: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
+	19, // 20: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
+	18, // 21: tributary.v1.ShipResponse.announced:type_name -> tributary.v1.ShipAnnounced
+	17, // 22: tributary.v1.ShipAnnounce.series:type_name -> tributary.v1.AnnouncedSeries
+	29, // 23: tributary.v1.AnnouncedSeries.labels:type_name -> tributary.v1.Label
+	22, // 24: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	28, // 25: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
+	0,  // 26: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 27: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 28: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	14, // 29: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	11, // 30: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	3,  // 31: tributary.v1.ReplicationService.Restore:input_type -> tributary.v1.RestoreRequest
+	15, // 32: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	12, // 33: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	4,  // 34: tributary.v1.ReplicationService.Restore:output_type -> tributary.v1.RestoreResponse
+	32, // [32:35] is the sub-list for method output_type
+	29, // [29:32] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -2673,6 +2953,7 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipRequest_Segment)(nil),
 		(*ShipRequest_Gap)(nil),
 		(*ShipRequest_ReshipUnavailable)(nil),
+		(*ShipRequest_Announce)(nil),
 	}
 	file_tributary_v1_replication_proto_msgTypes[12].OneofWrappers = []any{
 		(*ShipResponse_Welcome)(nil),
@@ -2680,15 +2961,16 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipResponse_Error)(nil),
 		(*ShipResponse_Config)(nil),
 		(*ShipResponse_Reship)(nil),
+		(*ShipResponse_Announced)(nil),
 	}
-	file_tributary_v1_replication_proto_msgTypes[18].OneofWrappers = []any{}
+	file_tributary_v1_replication_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

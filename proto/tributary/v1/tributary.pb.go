@@ -967,8 +967,12 @@ func (x *SeriesRequest) GetLimit() int64 {
 }
 
 type SeriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Series        []*Series              `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Series []*Series              `protobuf:"bytes,1,rep,name=series,proto3" json:"series,omitempty"`
+	// What may be missing from the listing (a coordinator: edges whose
+	// newest series its catalog may not have registered yet); empty when
+	// it is complete.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1006,6 +1010,13 @@ func (*SeriesResponse) Descriptor() ([]byte, []int) {
 func (x *SeriesResponse) GetSeries() []*Series {
 	if x != nil {
 		return x.Series
+	}
+	return nil
+}
+
+func (x *SeriesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1055,8 +1066,10 @@ func (x *LabelNamesRequest) GetMatchers() []*Matcher {
 }
 
 type LabelNamesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// As SeriesResponse.warnings.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1094,6 +1107,13 @@ func (*LabelNamesResponse) Descriptor() ([]byte, []int) {
 func (x *LabelNamesResponse) GetNames() []string {
 	if x != nil {
 		return x.Names
+	}
+	return nil
+}
+
+func (x *LabelNamesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1151,8 +1171,10 @@ func (x *LabelValuesRequest) GetMatchers() []*Matcher {
 }
 
 type LabelValuesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Values []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	// As SeriesResponse.warnings.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1190,6 +1212,13 @@ func (*LabelValuesResponse) Descriptor() ([]byte, []int) {
 func (x *LabelValuesResponse) GetValues() []string {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *LabelValuesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1724,18 +1753,21 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\bmatchers\x18\x01 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x03R\x05limit\">\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\"Z\n" +
 	"\x0eSeriesResponse\x12,\n" +
-	"\x06series\x18\x01 \x03(\v2\x14.tributary.v1.SeriesR\x06series\"F\n" +
+	"\x06series\x18\x01 \x03(\v2\x14.tributary.v1.SeriesR\x06series\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"F\n" +
 	"\x11LabelNamesRequest\x121\n" +
-	"\bmatchers\x18\x01 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"*\n" +
+	"\bmatchers\x18\x01 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"F\n" +
 	"\x12LabelNamesResponse\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"[\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"[\n" +
 	"\x12LabelValuesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
-	"\bmatchers\x18\x02 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"-\n" +
+	"\bmatchers\x18\x02 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\"I\n" +
 	"\x13LabelValuesResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"\x0f\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\x0f\n" +
 	"\rStatusRequest\"\xc0\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
