@@ -18,10 +18,10 @@ type compressor struct {
 	index   map[string]uint64 // entry → its index
 	defs    []byte            // encoded definitions
 	nDefs   int
-	byID    map[uint64]int    // series id → its slot in series
-	series  []pending         // in the order of their first run
-	used    int               // slots of series in use
-	encoded int64             // samples appendTo wrote
+	byID    map[uint64]int // series id → its slot in series
+	series  []pending      // in the order of their first run
+	used    int            // slots of series in use
+	encoded int64          // samples appendTo wrote
 
 	// scratch of appendTo
 	order  []int32
