@@ -41,6 +41,12 @@ type Options struct {
 	WALSync         wal.SyncPolicy
 	WALSegmentBytes int64         // default 4 MiB
 	WALSegmentAge   time.Duration // default 5s
+	// WALFormat is the format version of the WAL segments the node writes:
+	// wal.FormatV2 (the default), compressed records (package record's
+	// kind 2), or wal.FormatV1, raw samples, which coordinators of any
+	// version read. The node replays segments of both versions whatever
+	// it writes.
+	WALFormat uint8
 	// HeadChunkSamples closes an open head chunk at this many samples
 	// (default 480; chunks also close at every hour boundary).
 	HeadChunkSamples int
@@ -130,6 +136,7 @@ func (o *Options) Validate() error {
 	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	o.WALSegmentBytes = cmp.Or(o.WALSegmentBytes, 4<<20)
 	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, 5*time.Second)
+	o.WALFormat = cmp.Or(o.WALFormat, wal.FormatV2)
 	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)
 	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
 	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
@@ -160,6 +167,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("node options: StoreFlushWALBytes %d is negative", o.StoreFlushWALBytes)
 	case o.HeadMaxBytes < 1<<20:
 		return fmt.Errorf("node options: HeadMaxBytes %d is below 1 MiB", o.HeadMaxBytes)
+	case o.WALFormat != wal.FormatV1 && o.WALFormat != wal.FormatV2:
+		return fmt.Errorf("node options: WALFormat %d is not a WAL format version (%d or %d)", o.WALFormat, wal.FormatV1, wal.FormatV2)
 	case o.WALSegmentBytes < 4096:
 		return fmt.Errorf("node options: WALSegmentBytes %d is below 4 KiB", o.WALSegmentBytes)
 	case o.OutOfOrderWindow < 0 || o.FutureWindow < 0:
