@@ -39,6 +39,11 @@ type session struct {
 	maxPartBytes int
 	// maxSegmentBytes is the welcome's max_segment_bytes (0: not said).
 	maxSegmentBytes uint64
+	// formats are the segment format versions the welcome says the cloud
+	// reads (version 1 alone when it lists none); formatRefused notes that
+	// a segment of another version was held back on this stream.
+	formats       []uint32
+	formatRefused bool
 	sending         bool
 	inflight        map[uint64]*flight // segments sent, not yet acknowledged or refused
 	inflightB       int64

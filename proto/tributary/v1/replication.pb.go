@@ -1758,9 +1758,15 @@ type ShipWelcome struct {
 	MaxPartBytes uint32 `protobuf:"varint,5,opt,name=max_part_bytes,json=maxPartBytes,proto3" json:"max_part_bytes,omitempty"`
 	// The fleet configuration at welcome time (absent from older
 	// coordinators). Later changes arrive as ShipResponse.config.
-	Config        *EdgeConfig `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Config *EdgeConfig `protobuf:"bytes,6,opt,name=config,proto3" json:"config,omitempty"`
+	// The segment format versions (the version byte of the node/wal
+	// segment header) the coordinator, and so the cloud, reads. Empty: 1
+	// only, as from coordinators older than this field. An edge never
+	// sends a segment of a version the welcome does not list; it keeps it
+	// and ships it on a later stream to a coordinator that lists it.
+	SegmentFormats []uint32 `protobuf:"varint,7,rep,packed,name=segment_formats,json=segmentFormats,proto3" json:"segment_formats,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShipWelcome) Reset() {
@@ -1831,6 +1837,13 @@ func (x *ShipWelcome) GetMaxPartBytes() uint32 {
 func (x *ShipWelcome) GetConfig() *EdgeConfig {
 	if x != nil {
 		return x.Config
+	}
+	return nil
+}
+
+func (x *ShipWelcome) GetSegmentFormats() []uint32 {
+	if x != nil {
+		return x.SegmentFormats
 	}
 	return nil
 }
@@ -2491,14 +2504,15 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\bfeatures\x18\b \x03(\tR\bfeatures\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\x89\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xb2\x02\n" +
 	"\vShipWelcome\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
 	"\x04held\x18\x03 \x03(\v2\x16.tributary.v1.SeqRangeR\x04held\x12*\n" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
 	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
-	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\"\x8b\x04\n" +
+	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\x12'\n" +
+	"\x0fsegment_formats\x18\a \x03(\rR\x0esegmentFormats\"\x8b\x04\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
