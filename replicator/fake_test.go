@@ -54,8 +54,9 @@ type cloud struct {
 	// stream right after the welcome.
 	config       *pb.EdgeConfig
 	afterWelcome []*pb.EdgeConfig
-	// formats go into every welcome's segment_formats (nil: none listed,
-	// as from a coordinator that reads format 1 only).
+	// formats go into every welcome's segment_formats (newCloud: 1 and 2,
+	// as a current coordinator says; nil: none listed, as from a
+	// coordinator that reads format 1 only).
 	formats []uint32
 }
 
@@ -84,7 +85,7 @@ type storedSeg struct {
 
 func newCloud(t testing.TB) *cloud {
 	return &cloud{t: t, segs: map[string]map[uint64]storedSeg{}, gaps: map[string]map[uint64]*pb.ShipGap{}, cov: map[string]*seqset.Set{},
-		held: map[string]*seqset.Set{}, refills: map[string][]refill{}}
+		held: map[string]*seqset.Set{}, refills: map[string][]refill{}, formats: []uint32{1, 2}}
 }
 
 func (c *cloud) setFor(node string) *seqset.Set {

@@ -654,6 +654,7 @@ func TestShipper_HoldsBackSegmentsTheCoordinatorCannotRead(t *testing.T) {
 	}
 	w := walSource{l: l, id: "pi-7", st: &memStore{points: map[int64]float64{}}, format: wal.FormatV2}
 	c := newCloud(t)
+	c.formats = nil
 	old := startIntake(t, "coord-old", c)
 	o := options(t, cursorPath(t), old.addr)
 	o.FreshSegments = -1
