@@ -26,7 +26,6 @@ type compressor struct {
 	// scratch of appendTo
 	order  []int32
 	ts     []int64
-	vs     []float64
 	chunkb []byte
 }
 
