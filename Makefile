@@ -157,7 +157,7 @@ bench-canbus: build ## Warp 10 CAN-bus workload: 22 channels at 10 Hz, one serie
 bench-ingest: build ## Ingest benchmark: node process + loopback gRPC load; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench ingest --binary $(BIN) $(BENCH_ARGS)
 
-bench-restart: build ## Restart benchmark: kill -9 a node with a 256 MiB WAL, time two restarts; prints a table and a JSON line.
+bench-restart: build ## Restart benchmark: kill -9 a node with a 32 MiB WAL (94 M compressed points), time two restarts; prints a table and a JSON line.
 	$(GO) run ./bench/cmd/tribench restart --binary $(BIN) $(BENCH_ARGS)
 
 bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years, then 1 month..5 years at 30m/12h/1d, cold and warm; table, JSON, plot.

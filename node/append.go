@@ -246,7 +246,9 @@ func (n *Node) appendLocked(ctx context.Context, preps []prepared, res *model.Wr
 	// AppendIn: should the WAL have recovered from a failure since MaybeCut,
 	// the record would land in a fresh segment that lacks the series
 	// declarations this record relies on; it is refused instead.
-	pos, err := n.wal.AppendIn(seq, wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.Points()})
+	// A compressed record keeps one sample of a duplicated timestamp (the
+	// last): its Points counts those it holds; the write accepted them all.
+	pos, err := n.wal.AppendIn(seq, wal.Record{Data: n.recBuf, MinT: n.enc.MinT(), MaxT: n.enc.MaxT(), Points: n.enc.EncodedPoints()})
 	endSpan(span, err)
 	if err != nil {
 		return wal.Position{}, 0, fmt.Errorf("append wal: %w", err)

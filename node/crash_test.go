@@ -19,12 +19,16 @@ import (
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
+	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
 // The crash test re-runs this test binary as a node process (selected by
 // this environment variable) so that it can be killed with SIGKILL.
 const childEnv = "TRIBUTARY_CRASH_CHILD_DIR"
+
+// childFormatEnv is the child's WAL format version ("1" or "2"; default 2).
+const childFormatEnv = "TRIBUTARY_CRASH_CHILD_WAL_FORMAT"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
@@ -45,6 +49,9 @@ func runChild(dir string) {
 		// between unlogged store writes and the store flushes that make
 		// them durable.
 		StoreFlushWALBytes: 256 << 10,
+	}
+	if os.Getenv(childFormatEnv) == "1" {
+		o.WALFormat = wal.FormatV1
 	}
 	n, err := node.Open(o)
 	if err != nil {
@@ -98,7 +105,9 @@ func TestNode_KillNineLosesNoAcknowledgedPoint(t *testing.T) {
 		next[w] = start
 	}
 	for cycle := 0; cycle < cycles; cycle++ {
-		cmd, addr := startChild(t, dir)
+		// Cycles alternate the WAL format: each start replays the torn
+		// tail of the other format's segments as well as its own.
+		cmd, addr := startChild(t, dir, childFormatEnv+"="+fmt.Sprint(1+cycle%2))
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -186,10 +195,10 @@ func (l *ledger) check(t *testing.T, n *node.Node, metric string, start int64) {
 	}
 }
 
-func startChild(t *testing.T, dir string) (*exec.Cmd, string) {
+func startChild(t *testing.T, dir string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+dir), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

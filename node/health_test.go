@@ -14,6 +14,7 @@ import (
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/internal/store"
+	"github.com/tributarydb/tributary/node/wal"
 )
 
 // healthOptions flush every 20 ms and close a chunk every 16 samples, so
@@ -450,6 +451,7 @@ func TestHealth_WALQuarantinesAreCountedAcrossRestarts(t *testing.T) {
 	o := healthOptions(t, dir)
 	o.WALRetention = func() uint64 { return 0 }
 	o.WALSegmentBytes = 4096
+	o.WALFormat = wal.FormatV1 // raw records: these writes fill several 4 KiB segments
 	n := mustOpen(t, o)
 	now := o.Now().UnixMilli()
 	acked := ackLedger{}

@@ -188,6 +188,7 @@ func Open(opts Options) (*Node, error) {
 		NodeID:          n.opts.NodeID,
 		MaxSegmentBytes: opts.WALSegmentBytes,
 		MaxSegmentAge:   opts.WALSegmentAge,
+		Format:          opts.WALFormat,
 		Sync:            opts.WALSync,
 		FS:              opts.WALFS,
 		Logger:          opts.Logger,
@@ -199,6 +200,9 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
 	n.wal = w
+	if opts.WALFormat == wal.FormatV2 {
+		n.enc.SetKind(record.KindCompressed)
+	}
 	if err := n.loadLossRecords(); err != nil {
 		w.Close()
 		db.Close()

@@ -41,6 +41,12 @@ type Options struct {
 	WALSync         wal.SyncPolicy
 	WALSegmentBytes int64         // default 4 MiB
 	WALSegmentAge   time.Duration // default 5s
+	// WALFormat is the format version of the WAL segments the node writes:
+	// wal.FormatV2 (the default), compressed records (package record's
+	// kind 2), or wal.FormatV1, raw samples, which coordinators of any
+	// version read. The node replays segments of both versions whatever
+	// it writes.
+	WALFormat uint8
 	// HeadChunkSamples closes an open head chunk at this many samples
 	// (default 480; chunks also close at every hour boundary).
 	HeadChunkSamples int
@@ -58,7 +64,7 @@ type Options struct {
 	// store's memtables are flushed to disk; the store is flushed once they
 	// hold this many bytes (and at idle and shutdown). More means fewer,
 	// larger SST files (less rewriting) but a longer replay after a crash.
-	// Default 32 MiB.
+	// Default 8 MiB with WALFormat 2, 32 MiB with 1.
 	StoreFlushWALBytes int64
 	// IdleFlush: after this long without a write the whole head and the
 	// store are flushed and the WAL segments replication no longer needs
@@ -130,11 +136,19 @@ func (o *Options) Validate() error {
 	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	o.WALSegmentBytes = cmp.Or(o.WALSegmentBytes, 4<<20)
 	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, 5*time.Second)
+	o.WALFormat = cmp.Or(o.WALFormat, wal.FormatV2)
 	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)
 	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
 	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
 	o.FlushInterval = cmp.Or(o.FlushInterval, time.Second)
-	o.StoreFlushWALBytes = cmp.Or(o.StoreFlushWALBytes, 32<<20)
+	if o.StoreFlushWALBytes == 0 {
+		// About as long a replay after a crash either way: 8 MiB of
+		// compressed records hold 10-25 M points, 32 MiB of raw ones 3 M.
+		o.StoreFlushWALBytes = 32 << 20
+		if o.WALFormat == wal.FormatV2 {
+			o.StoreFlushWALBytes = 8 << 20
+		}
+	}
 	o.IdleFlush = cmp.Or(o.IdleFlush, 50*time.Second)
 	o.FailuresBeforeUnhealthy = cmp.Or(o.FailuresBeforeUnhealthy, 3)
 	o.FailingBeforeUnhealthy = cmp.Or(o.FailingBeforeUnhealthy, 10*time.Second)
@@ -160,6 +174,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("node options: StoreFlushWALBytes %d is negative", o.StoreFlushWALBytes)
 	case o.HeadMaxBytes < 1<<20:
 		return fmt.Errorf("node options: HeadMaxBytes %d is below 1 MiB", o.HeadMaxBytes)
+	case o.WALFormat != wal.FormatV1 && o.WALFormat != wal.FormatV2:
+		return fmt.Errorf("node options: WALFormat %d is not a WAL format version (%d or %d)", o.WALFormat, wal.FormatV1, wal.FormatV2)
 	case o.WALSegmentBytes < 4096:
 		return fmt.Errorf("node options: WALSegmentBytes %d is below 4 KiB", o.WALSegmentBytes)
 	case o.OutOfOrderWindow < 0 || o.FutureWindow < 0:

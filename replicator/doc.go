@@ -41,7 +41,11 @@
 //     at most 1 MiB: first the newest Options.FreshSegments, then the
 //     backlog oldest first (after an outage, fresh data arrives first),
 //     with at most WindowSegments / WindowBytes unacknowledged, within
-//     MaxBytesPerSec and, for the backlog, BacklogBytesPerSec.
+//     MaxBytesPerSec and, for the backlog, BacklogBytesPerSec. A segment
+//     of a WAL format version the welcome does not list (segment_formats;
+//     none listed means version 1 only) is not sent: it stays on disk,
+//     the reason is logged once a stream and kept in Stats.LastError, and
+//     it ships on a stream to a coordinator that lists its version.
 //   - A stream that makes no progress for AckTimeout while something is
 //     outstanding (no welcome, no part written, no ack) is dead: a peer that
 //     stopped reading blocks Send under flow control, and the watchdog

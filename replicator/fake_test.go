@@ -54,6 +54,10 @@ type cloud struct {
 	// stream right after the welcome.
 	config       *pb.EdgeConfig
 	afterWelcome []*pb.EdgeConfig
+	// formats go into every welcome's segment_formats (newCloud: 1 and 2,
+	// as a current coordinator says; nil: none listed, as from a
+	// coordinator that reads format 1 only).
+	formats []uint32
 }
 
 // refill is a segment received for numbers the cloud held already.
@@ -81,7 +85,7 @@ type storedSeg struct {
 
 func newCloud(t testing.TB) *cloud {
 	return &cloud{t: t, segs: map[string]map[uint64]storedSeg{}, gaps: map[string]map[uint64]*pb.ShipGap{}, cov: map[string]*seqset.Set{},
-		held: map[string]*seqset.Set{}, refills: map[string][]refill{}}
+		held: map[string]*seqset.Set{}, refills: map[string][]refill{}, formats: []uint32{1, 2}}
 }
 
 func (c *cloud) setFor(node string) *seqset.Set {
@@ -98,7 +102,7 @@ func (c *cloud) setFor(node string) *seqset.Set {
 func (c *cloud) welcome(name, node string, stale bool) *pb.ShipWelcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10, MaxSegmentBytes: c.maxSegmentBytes, Config: c.config}
+	w := &pb.ShipWelcome{CoordinatorId: name, MaxPartBytes: 64 << 10, MaxSegmentBytes: c.maxSegmentBytes, Config: c.config, SegmentFormats: c.formats}
 	if stale {
 		return w // as a replica that has not caught up would answer
 	}
@@ -414,6 +418,9 @@ type walSource struct {
 	replayFrom uint64
 	// raw is the raw retention Retention answers (0: a century).
 	raw time.Duration
+	// format is the WAL's format version (0: version 1), and so the kind
+	// of records sealSegment writes.
+	format uint8
 }
 
 // memStore is a fake of the node's store for ExportRange: one series'
@@ -485,6 +492,9 @@ func (w walSource) sealSegment(t *testing.T, records int, t0 int64) int64 {
 	for r := range records {
 		var enc record.Encoder
 		enc.Reset()
+		if w.format == wal.FormatV2 {
+			enc.SetKind(record.KindCompressed)
+		}
 		enc.DefineSeries(1, key)
 		ts := make([]int64, 50)
 		vs := make([]float64, 50)
@@ -494,14 +504,15 @@ func (w walSource) sealSegment(t *testing.T, records int, t0 int64) int64 {
 		}
 		enc.AddRun(1, ts, vs)
 		w.st.add(ts, vs)
-		pos, err := w.l.Append(wal.Record{Data: enc.AppendTo(nil), MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.Points()})
+		data := enc.AppendTo(nil)
+		pos, err := w.l.Append(wal.Record{Data: data, MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.EncodedPoints()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := w.l.Sync(pos); err != nil {
 			t.Fatal(err)
 		}
-		points += enc.Points()
+		points += enc.EncodedPoints()
 	}
 	if _, err := w.l.Cut(); err != nil {
 		t.Fatal(err)

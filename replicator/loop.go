@@ -394,6 +394,10 @@ func (l *loop) pick(now time.Time) (wal.SegmentInfo, bool, bool) {
 		if l.cov.Contains(seg.Seq) || s.inflight[seg.Seq] != nil {
 			continue
 		}
+		if !s.reads(seg.Version) {
+			l.formatRefused(s, seg)
+			continue
+		}
 		if r, ok := l.retry[seg.Seq]; ok && now.Before(r.notBefore) {
 			if wake.IsZero() || r.notBefore.Before(wake) {
 				wake = r.notBefore
@@ -414,6 +418,26 @@ func (l *loop) pick(now time.Time) (wal.SegmentInfo, bool, bool) {
 		return *backlog, true, true
 	}
 	return wal.SegmentInfo{}, false, false
+}
+
+// reads reports whether the stream's coordinator reads segments of format
+// version v (0, from a SegmentInfo that does not say, is version 1).
+func (s *session) reads(v uint8) bool {
+	return slices.Contains(s.formats, uint32(max(v, wal.FormatV1)))
+}
+
+// formatRefused notes, once a stream, that seg is held back: its
+// coordinator does not read its format version. The segment stays on
+// disk, and ships on a stream to a coordinator that reads it.
+func (l *loop) formatRefused(s *session, seg *wal.SegmentInfo) {
+	if s.formatRefused {
+		return
+	}
+	s.formatRefused = true
+	l.lastErr = fmt.Sprintf("coordinator %q reads WAL segment formats %v, not format %d: segments of that format wait on disk until the coordinators are upgraded (or run the node with --wal-format 1)",
+		s.coordinator, s.formats, seg.Version)
+	l.log.Error("replication held back: the coordinator does not read this node's WAL segment format",
+		"coordinator", s.coordinator, "coordinator_formats", s.formats, "seq", seg.Seq, "format", seg.Version)
 }
 
 // pump hands the sender the next gap declaration or segment, if the
@@ -721,6 +745,10 @@ func (l *loop) onWelcome(s *session, w *pb.ShipWelcome) {
 	s.maxSegmentBytes = w.GetMaxSegmentBytes()
 	if _, ok := l.src.(SeriesSource); ok && l.o.AnnounceInterval > 0 && slices.Contains(w.GetFeatures(), wire.FeatureAnnounce) {
 		s.ann = announceState{on: true, from: 1, due: time.Now()}
+	}
+	s.formats = w.GetSegmentFormats()
+	if len(s.formats) == 0 {
+		s.formats = []uint32{uint32(wal.FormatV1)}
 	}
 	if w.GetAckedThrough() < l.cur.AckedThrough {
 		l.lastErr = fmt.Sprintf("coordinator %q holds this node's segments through %d, below the %d it acknowledged before", s.coordinator, w.GetAckedThrough(), l.cur.AckedThrough)

@@ -323,6 +323,13 @@ func (l *loop) sendReship(s *session, j *reshipJob, it *reshipItem, now time.Tim
 			l.rateTimer.Reset(0) // build it on the next step
 			return
 		}
+		if err == nil && !s.reads(info.Version) {
+			// A backfill built from the store is of format 1, which
+			// every coordinator reads.
+			l.reshipFromStore(j, it, fmt.Sprintf("its WAL file is of format %d, which coordinator %q does not read", info.Version, s.coordinator))
+			l.rateTimer.Reset(0)
+			return
+		}
 	} else {
 		if reason := l.retentionLacks(pc.minT, pc.maxT); reason != "" {
 			l.reshipGiveUp(j, it, reason)

@@ -334,3 +334,48 @@ func TestShipper_ReshipRebuildsAWALFileThatVanishedBeforeItWasSent(t *testing.T)
 		}
 	}
 }
+
+// TestShipper_ReshipOfAFormatTheCoordinatorCannotReadIsRebuilt: the WAL's
+// files are of format 2; asked for them again by a coordinator that lists
+// no formats (format 1 only), the edge rebuilds the run from its store (a
+// format 1 backfill) instead of sending files it cannot read.
+func TestShipper_ReshipOfAFormatTheCoordinatorCannotReadIsRebuilt(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	w := openWAL(t, "pi-7")
+	w.format = wal.FormatV2
+	l, err := wal.Open(wal.Options{Dir: t.TempDir(), NodeID: "pi-7", Format: wal.FormatV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	w.l = l
+	segs := sealN(t, w, 3)
+	if segs[0].Version != wal.FormatV2 {
+		t.Fatalf("segment of version %d, want 2", segs[0].Version)
+	}
+	o := options(t, cursorPath(t), in.addr)
+	s := newShipper(t, o)
+	stop := shipped(t, s, w, segs)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.formats = nil
+	c.mu.Unlock()
+	old := startIntake(t, "coord-old", c)
+	o.Targets = []string{old.addr}
+	s = newShipper(t, o)
+	start(t, s, w)
+	r := reshipOf(segs...)
+	old.reships <- []*pb.ShipReship{r}
+	st := reshipDone(t, s, "run rebuilt", func(st replicator.Stats) bool { return st.ReshippedRebuilt > 0 })
+	refills, unavailable := c.reshipState("pi-7")
+	if len(unavailable) != 0 {
+		t.Fatalf("unavailable %v", unavailable)
+	}
+	checkRebuilt(t, refills, w, segs[0].PrevSeq, segs[2].Seq, r.MinTimeMs, r.MaxTimeMs)
+	if st.ReshippedFromWAL != 0 {
+		t.Fatalf("stats %+v: format 2 files sent to a coordinator that reads format 1", st)
+	}
+}

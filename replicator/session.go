@@ -39,17 +39,22 @@ type session struct {
 	maxPartBytes int
 	// maxSegmentBytes is the welcome's max_segment_bytes (0: not said).
 	maxSegmentBytes uint64
-	sending         bool
-	inflight        map[uint64]*flight // segments sent, not yet acknowledged or refused
-	inflightB       int64
-	gapsInflight    map[uint64]bool // through_seq of gaps sent, not yet acknowledged or refused
-	acked           bool            // an acknowledgement arrived: the link works
-	watch           *time.Timer     // the dead-stream watchdog
-	armed           bool
-	progress        bool
-	sendingSeq      uint64    // the segment the sender is writing (0: a gap)
-	answeredAt      time.Time // the welcome or the latest response
-	ann             announceState
+	// formats are the segment format versions the welcome says the cloud
+	// reads (version 1 alone when it lists none); formatRefused notes that
+	// a segment of another version was held back on this stream.
+	formats       []uint32
+	formatRefused bool
+	sending       bool
+	inflight      map[uint64]*flight // segments sent, not yet acknowledged or refused
+	inflightB     int64
+	gapsInflight  map[uint64]bool // through_seq of gaps sent, not yet acknowledged or refused
+	acked         bool            // an acknowledgement arrived: the link works
+	watch         *time.Timer     // the dead-stream watchdog
+	armed         bool
+	progress      bool
+	sendingSeq    uint64    // the segment the sender is writing (0: a gap)
+	answeredAt    time.Time // the welcome or the latest response
+	ann           announceState
 }
 
 // flight is a segment sent and not yet acknowledged.

@@ -620,3 +620,64 @@ func TestShipper_BacklogRateIsLimitedFreshDataIsNot(t *testing.T) {
 		t.Fatalf("stats with a throttled backlog: %+v", st)
 	}
 }
+
+// TestShipper_HoldsBackSegmentsTheCoordinatorCannotRead: a WAL of format
+// version 1 segments, then version 2 ones. A coordinator whose welcome
+// lists no formats (older than the field) gets the version 1 segments
+// only; the others wait on disk, and the stats say why. A coordinator that
+// lists both gets the rest.
+func TestShipper_HoldsBackSegmentsTheCoordinatorCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	var want []wal.SegmentInfo
+	for _, format := range []uint8{wal.FormatV1, wal.FormatV2} {
+		l, err := wal.Open(wal.Options{Dir: dir, NodeID: "pi-7", Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := walSource{l: l, id: "pi-7", st: &memStore{points: map[int64]float64{}}, format: format}
+		for i := range 2 {
+			w.sealSegment(t, 4, t0+int64(len(want)+i)*1_000_000)
+		}
+		want = sealed(l.Segments())
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := wal.Open(wal.Options{Dir: dir, NodeID: "pi-7", Format: wal.FormatV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	want = sealed(l.Segments())
+	if len(want) != 4 || want[1].Version != wal.FormatV1 || want[2].Version != wal.FormatV2 {
+		t.Fatalf("segments %+v; want two of version 1, then two of version 2", want)
+	}
+	w := walSource{l: l, id: "pi-7", st: &memStore{points: map[int64]float64{}}, format: wal.FormatV2}
+	c := newCloud(t)
+	c.formats = nil
+	old := startIntake(t, "coord-old", c)
+	o := options(t, cursorPath(t), old.addr)
+	o.FreshSegments = -1
+	s := newShipper(t, o)
+	stop := start(t, s, w)
+	eventually(t, "the version 1 segments acknowledged", func() bool { return s.Stats().AckedThrough == want[1].Seq })
+	time.Sleep(200 * time.Millisecond)
+	if st := s.Stats(); st.AckedThrough != want[1].Seq || !strings.Contains(st.LastError, "not format 2") {
+		t.Fatalf("stats %+v; want shipping stopped before the version 2 segments, and the reason", st)
+	}
+	if _, _, order, _ := c.snapshot("pi-7"); len(order) != 2 {
+		t.Fatalf("the old coordinator received segments %v; want the two of version 1", order)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.formats = []uint32{1, 2}
+	c.mu.Unlock()
+	upgraded := startIntake(t, "coord-new", c)
+	o.Targets = []string{upgraded.addr}
+	s = newShipper(t, o)
+	start(t, s, w)
+	eventually(t, "every segment acknowledged", func() bool { return s.Stats().AckedThrough == want[3].Seq })
+	checkHeldOnce(t, c, "pi-7", want)
+}

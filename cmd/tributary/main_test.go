@@ -16,6 +16,7 @@ func TestRun_BadInvocationsSayWhatIsWrong(t *testing.T) {
 		{"no command", nil, 2, "Usage"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"bad wal sync", []string{"node", "--data-dir", "x", "--wal-sync", "sometimes"}, 2, "--wal-sync"},
+		{"bad wal format", []string{"node", "--data-dir", "x", "--wal-format", "3"}, 2, "--wal-format"},
 		{"bad log level", []string{"node", "--log-level", "loud"}, 2, "--log-level"},
 		{"bad selector", []string{"query", `cpu{host=}`}, 2, "offset"},
 		{"two selectors", []string{"query", "a", "b"}, 2, "exactly one selector"},

@@ -31,6 +31,7 @@ import (
 type nodeFlagValues struct {
 	o                            *node.Options
 	walSync, logLevel, logFormat string
+	walFormat                    uint
 }
 
 // nodeFlags binds the node's command-line flags to o, and the others to
@@ -42,9 +43,10 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) *nodeFlagValues {
 	fs.StringVar(&v.walSync, "wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
 	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
+	fs.UintVar(&v.walFormat, "wal-format", uint(wal.FormatV2), "WAL segment format written: 2, compressed records (coordinators from this version on read it), or 1, raw records (for edges that ship to older coordinators); both are read")
 	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
 	fs.DurationVar(&o.IdleFlush, "idle-flush", 50*time.Second, "after this long without a write (default 50s: converged within a minute of the last write), flush the head and the store and release the WAL segments replication no longer needs, so the data dir shrinks to its compressed size (negative: never)")
-	fs.Int64Var(&o.StoreFlushWALBytes, "store-flush-wal-bytes", 32<<20, "flush the store's memtables to disk, and release the WAL segments they cover, once those segments hold this many bytes (larger: less rewriting of the store, longer replay after a crash)")
+	fs.Int64Var(&o.StoreFlushWALBytes, "store-flush-wal-bytes", 0, "flush the store's memtables to disk, and release the WAL segments they cover, once those segments hold this many bytes (larger: less rewriting of the store, longer replay after a crash; 0: 8 MiB with --wal-format 2, 32 MiB with 1)")
 	fs.IntVar(&o.HeadChunkSamples, "head-chunk-samples", 480, "samples per head chunk (chunks also close at each hour boundary)")
 	fs.DurationVar(&o.OutOfOrderWindow, "ooo-window", time.Hour, "accept samples this much older than their series' newest")
 	fs.DurationVar(&o.FutureWindow, "future-window", 10*time.Minute, "reject samples further than this ahead of the clock")
@@ -77,6 +79,10 @@ func (v *nodeFlagValues) parse(fs *flag.FlagSet, args []string, stderr io.Writer
 	if v.o.WALSync, err = parseWALSync(v.walSync); err != nil {
 		return nil, err
 	}
+	if v.walFormat != uint(wal.FormatV1) && v.walFormat != uint(wal.FormatV2) {
+		return nil, fmt.Errorf("%w: --wal-format %d: want 1 or 2", errUsage, v.walFormat)
+	}
+	v.o.WALFormat = uint8(v.walFormat)
 	return log, nil
 }
 

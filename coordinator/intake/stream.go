@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/wire"
 )
@@ -368,8 +369,14 @@ func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, err
 		MaxPartBytes:    uint32(s.o.Limits.MaxPartBytes),
 		Config:          edgeConfig(s.o.Catalog.Config()),
 		Features:        []string{wire.FeatureAnnounce},
+		SegmentFormats:  SegmentFormats,
 	}, nil
 }
+
+// SegmentFormats are the WAL segment format versions a welcome says the
+// cloud reads: the replica store decodes both record kinds (package
+// node/record).
+var SegmentFormats = []uint32{uint32(wal.FormatV1), uint32(wal.FormatV2)}
 
 // edgeConfig is the part of the fleet configuration an edge applies.
 func edgeConfig(c catalog.FleetConfig) *pb.EdgeConfig {

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
 	"github.com/tributarydb/tributary/node/segment"
+	"github.com/tributarydb/tributary/node/wal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,8 +37,15 @@ type shipped struct {
 // and the WAL cuts before a write into a segment older than that.
 func edgeSegments(t testing.TB, edge string, groups ...[]model.Batch) []shipped {
 	t.Helper()
+	return edgeSegmentsFormat(t, edge, 0, groups...)
+}
+
+// edgeSegmentsFormat is edgeSegments from an edge whose WAL writes format
+// version format (0: the node's default).
+func edgeSegmentsFormat(t testing.TB, edge string, format uint8, groups ...[]model.Batch) []shipped {
+	t.Helper()
 	n, err := node.Open(node.Options{
-		DataDir: t.TempDir(), NodeID: edge, Now: clock,
+		DataDir: t.TempDir(), NodeID: edge, Now: clock, WALFormat: format,
 		WALSegmentAge: time.Millisecond, WALRetention: func() uint64 { return 1 },
 		FlushInterval: time.Hour, OutOfOrderWindow: 30 * 24 * time.Hour, RetentionRaw: 60 * 24 * time.Hour,
 	})
@@ -543,4 +552,41 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("%d bytes: %v, want ErrInvalidSegment", len(file), err)
 		}
 	})
+}
+
+// TestApply_BothSegmentFormats: segments of WAL format 1 (raw records)
+// and 2 (compressed records) of the same writes, unsorted and with a
+// duplicate timestamp, apply to the same points.
+func TestApply_BothSegmentFormats(t *testing.T) {
+	ts, vs := points(testNow, 200, func(i int) float64 { return float64(i%17) * 0.25 })
+	// Newest first, and the last timestamp written twice (the second wins).
+	slices.Reverse(ts)
+	slices.Reverse(vs)
+	ts = append(ts, ts[0])
+	vs = append(vs, 99)
+	batch := []model.Batch{{Labels: lbl("__name__", "temp", "room", "1"), Ts: ts, Vs: vs}}
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	var answers [][]got
+	for i, format := range []uint8{wal.FormatV1, wal.FormatV2} {
+		edge := fmt.Sprint("edge-", format)
+		seg := edgeSegmentsFormat(t, edge, format, batch)[0]
+		if seg.file[4] != format {
+			t.Fatalf("segment of format %d has header version %d", format, seg.file[4])
+		}
+		a := mustApply(t, s, edge, seg)
+		if a.Points != int64(len(ts))-int64(i) || a.Rejected != 0 {
+			t.Fatalf("format %d applied %+v", format, a)
+		}
+		res, _ := queryAll(t, s, []string{edge}, rawQuery(t))
+		answers = append(answers, res)
+	}
+	for i, res := range answers {
+		if len(res) != 1 || len(res[0].s.Ts) != 200 || res[0].s.Vs[199] != 99 {
+			t.Fatalf("format %d: %+v", i+1, res)
+		}
+	}
+	if !slices.Equal(answers[0][0].s.Ts, answers[1][0].s.Ts) || !slices.Equal(answers[0][0].s.Vs, answers[1][0].s.Vs) {
+		t.Fatal("the two formats applied to different points")
+	}
 }

@@ -62,3 +62,27 @@ func BenchmarkFitRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ts)), "ns/sample")
 }
+
+// BenchmarkEncode: building a record of 100 series × n samples, raw
+// (kind 1) and compressed (kind 2).
+func BenchmarkEncode(b *testing.B) {
+	for _, kind := range []byte{KindSamples, KindCompressed} {
+		for _, n := range []int{10, 100} {
+			b.Run(fmt.Sprintf("kind=%d/samples=%d", kind, n), func(b *testing.B) {
+				var e Encoder
+				e.SetKind(kind)
+				tsbsLike(&e, 10, n)
+				bytes := len(e.AppendTo(nil))
+				var buf []byte
+				b.ReportAllocs()
+				for b.Loop() {
+					e.Reset()
+					tsbsLike(&e, 10, n)
+					buf = e.AppendTo(buf[:0])
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100*n), "ns/sample")
+				b.ReportMetric(float64(bytes)/float64(100*n), "bytes/sample")
+			})
+		}
+	}
+}

@@ -118,6 +118,12 @@ func FuzzDecode(f *testing.F) {
 	e.AddRun(1, []int64{1, 2, 3}, []float64{1, 2, 3})
 	f.Add(e.AppendTo(nil))
 	f.Add([]byte{1, 0, 1, 1, 200, 1})
+	e.SetKind(KindCompressed)
+	e.DefineSeries(1, []byte{1, 1, 'a', 1, 'b'})
+	e.DefineSeries(2, []byte("literal"))
+	e.AddRun(1, []int64{3, 1, 2, 2}, []float64{1, 2, 3, 4})
+	f.Add(e.AppendTo(nil))
+	e.SetKind(KindSamples)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		defs, runs, err := decodeAll(t, b)
 		if err != nil {

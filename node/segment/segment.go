@@ -9,6 +9,10 @@
 //
 // # What a built file holds
 //
+// A built file is of WAL format version 1 (raw records, package record's
+// kind 1), which every coordinator and node reads: its sizes are counted
+// exactly as it is built, which compressed records do not allow.
+//
 // Series get ids 1, 2, ... in the order they are first added to the file,
 // and each is defined (record.Encoder.DefineSeries) once per file, in the
 // record that holds its first run: the file reads by itself, as a WAL

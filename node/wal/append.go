@@ -152,7 +152,7 @@ func (l *Log) createSegmentLocked(prevSeq uint64) (*segWriter, error) {
 		return nil, fmt.Errorf("create segment %d: %w", seq, err)
 	}
 	now := time.Now()
-	h := header{nodeID: l.opts.NodeID, seq: seq, prevSeq: prevSeq, created: now.UnixNano()}
+	h := header{version: l.opts.Format, nodeID: l.opts.NodeID, seq: seq, prevSeq: prevSeq, created: now.UnixNano()}
 	w := &segWriter{f: f}
 	w.buf = appendHeader(w.buf, h)
 	w.crc = crc32.Checksum(w.buf, castagnoli)
@@ -162,6 +162,7 @@ func (l *Log) createSegmentLocked(prevSeq uint64) (*segWriter, error) {
 			Path:    path,
 			Bytes:   h.size(),
 			NodeID:  h.nodeID,
+			Version: l.opts.Format,
 			PrevSeq: prevSeq,
 			Created: time.Unix(0, h.created),
 		},

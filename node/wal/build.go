@@ -19,15 +19,24 @@ import (
 // empty or too long node id, seq 0, prevSeq not below seq, an invalid
 // record) yield an error, never a panic. Safe for concurrent use.
 func EncodeSegment(nodeID string, seq, prevSeq uint64, recs []Record) ([]byte, SegmentInfo, error) {
+	return EncodeSegmentVersion(FormatV1, nodeID, seq, prevSeq, recs)
+}
+
+// EncodeSegmentVersion is EncodeSegment with the header's format version
+// (FormatV1 or FormatV2) chosen: the caller vouches that the records hold
+// the payload kind that version names.
+func EncodeSegmentVersion(version uint8, nodeID string, seq, prevSeq uint64, recs []Record) ([]byte, SegmentInfo, error) {
 	switch {
 	case nodeID == "" || len(nodeID) > MaxNodeIDBytes:
 		return nil, SegmentInfo{}, fmt.Errorf("encode segment %d: node id of %d bytes (1 to %d)", seq, len(nodeID), MaxNodeIDBytes)
 	case seq == 0:
 		return nil, SegmentInfo{}, fmt.Errorf("encode segment of %q: sequence 0", nodeID)
+	case version != FormatV1 && version != FormatV2:
+		return nil, SegmentInfo{}, fmt.Errorf("encode segment %d of %q: format version %d", seq, nodeID, version)
 	case prevSeq >= seq:
 		return nil, SegmentInfo{}, fmt.Errorf("encode segment %d of %q: prev seq %d is not below it", seq, nodeID, prevSeq)
 	}
-	h := header{nodeID: nodeID, seq: seq, prevSeq: prevSeq}
+	h := header{version: version, nodeID: nodeID, seq: seq, prevSeq: prevSeq}
 	size := h.size() + footerBytes
 	for i, r := range recs {
 		if err := r.check(); err != nil {
@@ -35,7 +44,7 @@ func EncodeSegment(nodeID string, seq, prevSeq uint64, recs []Record) ([]byte, S
 		}
 		size += frameSize(r)
 	}
-	info := SegmentInfo{Seq: seq, PrevSeq: prevSeq, NodeID: nodeID, Sealed: true, Bytes: size}
+	info := SegmentInfo{Seq: seq, PrevSeq: prevSeq, NodeID: nodeID, Sealed: true, Bytes: size, Version: version}
 	b := make([]byte, 0, size)
 	b = appendHeader(b, h)
 	for _, r := range recs {

@@ -94,8 +94,21 @@
 //
 //	+-------+---------+-------+---------+--------+---------+-----------+--------+
 //	| magic | version | idLen | node id |  seq   | prevSeq | createdNs | crc32c |
-//	| TWAL  |    1    |   1   |  idLen  |   8    |    8    |     8     |   4    |
+//	| TWAL  |  1 or 2 |   1   |  idLen  |   8    |    8    |     8     |   4    |
 //	+-------+---------+-------+---------+--------+---------+-----------+--------+
+//
+// version names what the records carry; both versions frame records, and
+// are laid out, alike. Version 1 (FormatV1) holds package record's kind 1
+// payloads, raw samples; version 2 (FormatV2) its kind 2, compressed
+// samples, with series declared through a string table. Options.Format
+// picks the version of the segments a Log creates (1 by default; the node
+// writes 2 unless told otherwise); every reader here (Open, Replay,
+// ReadSealed, VerifySegment) accepts both, so a directory may hold
+// segments of both versions, as after a node is restarted with another
+// format, and each keeps its own. A reader older than version 2 refuses a
+// version 2 segment by its header ("unsupported format version 2") rather
+// than misreading its records; replication keeps version 2 segments from
+// coordinators that do not say they read them (docs/replication.md).
 //
 // seq is the segment's sequence number (it matches the file name); prevSeq is
 // the sequence of the last segment sealed before this one was created (0 if

@@ -9,9 +9,10 @@ import (
 )
 
 const (
-	headerMagic   = "TWAL"
-	footerMagic   = "SEAL"
-	formatVersion = 1
+	headerMagic = "TWAL"
+	footerMagic = "SEAL"
+	// stateVersion is the version byte of the state file.
+	stateVersion = 1
 
 	// headerFixedBytes is the header's size without the node id:
 	// magic, version, id length, seq, prev seq, created, crc.
@@ -64,6 +65,7 @@ func parseSeqPrefix(name string) (uint64, bool) {
 
 // header opens every segment file.
 type header struct {
+	version uint8 // FormatV1 or FormatV2; 0 is written as FormatV1
 	nodeID  string
 	seq     uint64
 	prevSeq uint64
@@ -75,7 +77,11 @@ func (h header) size() int64 { return headerFixedBytes + int64(len(h.nodeID)) }
 func appendHeader(dst []byte, h header) []byte {
 	start := len(dst)
 	dst = append(dst, headerMagic...)
-	dst = append(dst, formatVersion, byte(len(h.nodeID)))
+	v := h.version
+	if v == 0 {
+		v = FormatV1
+	}
+	dst = append(dst, v, byte(len(h.nodeID)))
 	dst = append(dst, h.nodeID...)
 	dst = binary.LittleEndian.AppendUint64(dst, h.seq)
 	dst = binary.LittleEndian.AppendUint64(dst, h.prevSeq)
@@ -93,7 +99,7 @@ func parseHeader(b []byte) (header, int64, string) {
 	if string(b[:4]) != headerMagic {
 		return header{}, 0, fmt.Sprintf("bad header magic %q", b[:4])
 	}
-	if b[4] != formatVersion {
+	if b[4] != FormatV1 && b[4] != FormatV2 {
 		return header{}, 0, fmt.Sprintf("unsupported format version %d", b[4])
 	}
 	idLen := int(b[5])
@@ -109,6 +115,7 @@ func parseHeader(b []byte) (header, int64, string) {
 	}
 	p := b[6+idLen:]
 	h := header{
+		version: b[4],
 		nodeID:  string(b[6 : 6+idLen]),
 		seq:     binary.LittleEndian.Uint64(p),
 		prevSeq: binary.LittleEndian.Uint64(p[8:]),
@@ -296,6 +303,9 @@ type SegmentInfo struct {
 	// 0 until sealed.
 	CRC     uint32
 	Created time.Time // wall clock when the segment was created; for people only
+	// Version is the segment's format version (FormatV1 or FormatV2): which
+	// kind of record payload it holds.
+	Version uint8
 }
 
 // stats returns the counts and time range of info.

@@ -36,6 +36,11 @@ func FuzzReadSegment(f *testing.F) {
 	flipped := bytes.Clone(sealed)
 	flipped[len(flipped)/2] ^= 4
 	f.Add(flipped)
+	if v2, _, err := EncodeSegmentVersion(FormatV2, "fuzz-node", 7, 0, recs); err == nil {
+		f.Add(v2)                       // format version 2
+		f.Add(v2[:len(v2)-footerBytes]) // unsealed
+	}
+	f.Add([]byte("TWAL\x03"))
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfs := vfs.NewCrashFS()

@@ -17,6 +17,15 @@ type FS = vfs.FS
 // File is an open file of an FS.
 type File = vfs.File
 
+// Segment format versions, the header's version byte. Both frame records
+// alike; they differ in what the records carry (package record): kind 1
+// payloads (raw samples) in version 1, kind 2 (compressed samples) in
+// version 2. Readers accept both.
+const (
+	FormatV1 uint8 = 1
+	FormatV2 uint8 = 2
+)
+
 // Defaults and limits of Options and Record.
 const (
 	DefaultMaxSegmentBytes = 4 << 20
@@ -52,6 +61,11 @@ type Options struct {
 	MaxSegmentBytes int64         // MaybeCut cuts once the open segment reaches this; default 4 MiB
 	MaxSegmentAge   time.Duration // MaybeCut cuts once the open segment's first record is this old; default 5s
 	Sync            SyncPolicy
+	// Format is the format version of the segments the Log creates:
+	// FormatV1 (the default) or FormatV2. It only names what the caller's
+	// record payloads are (package record's kind 1 or 2); the Log frames
+	// both alike, and reads segments of either version whatever Format is.
+	Format uint8
 	// RetryInterval: after a failed write or fsync (a full disk, an I/O
 	// error) the Log refuses writes and tries to recover this often;
 	// default 1s.
@@ -90,6 +104,13 @@ func (o *Options) Validate() error {
 		o.MaxSegmentAge = DefaultMaxSegmentAge
 	case o.MaxSegmentAge < 0:
 		bad = append(bad, fmt.Sprintf("MaxSegmentAge %v is negative", o.MaxSegmentAge))
+	}
+	switch o.Format {
+	case 0:
+		o.Format = FormatV1
+	case FormatV1, FormatV2:
+	default:
+		bad = append(bad, fmt.Sprintf("Format %d is not a format version (%d or %d)", o.Format, FormatV1, FormatV2))
 	}
 	switch {
 	case o.RetryInterval == 0:

@@ -189,6 +189,7 @@ func (r *scanResult) info(path string) SegmentInfo {
 		MinT:    r.minT,
 		MaxT:    r.maxT,
 		NodeID:  r.hdr.nodeID,
+		Version: r.hdr.version,
 		PrevSeq: r.hdr.prevSeq,
 		CRC:     r.footer.crc,
 		Created: time.Unix(0, r.hdr.created),

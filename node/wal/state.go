@@ -36,7 +36,7 @@ type state struct {
 func (s state) encode() []byte {
 	b := make([]byte, 0, stateBytes)
 	b = append(b, stateMagic...)
-	b = append(b, formatVersion)
+	b = append(b, stateVersion)
 	b = binary.LittleEndian.AppendUint64(b, s.next)
 	b = binary.LittleEndian.AppendUint64(b, s.lastSealed)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -48,7 +48,7 @@ func decodeState(b []byte) (state, string) {
 		return state{}, fmt.Sprintf("%d bytes, want %d", len(b), stateBytes)
 	case string(b[:4]) != stateMagic:
 		return state{}, "bad magic"
-	case b[4] != formatVersion:
+	case b[4] != stateVersion:
 		return state{}, fmt.Sprintf("unsupported version %d", b[4])
 	case crc32.Checksum(b[:stateBytes-4], castagnoli) != binary.LittleEndian.Uint32(b[stateBytes-4:]):
 		return state{}, "checksum mismatch"

@@ -18,8 +18,8 @@ var errGone = os.ErrNotExist
 
 // edgeSource is a simulated edge: it stands in for a node's WAL behind the
 // real replicator. Every Seal builds one WAL segment file in memory, byte
-// for byte in the node/wal format (header, one record of sensor samples,
-// footer), so the coordinators verify, store and catalogue it exactly as
+// for byte in the node/wal format a node writes by default (version 2:
+// header, one compressed record of sensor samples, footer), so the coordinators verify, store and catalogue it exactly as
 // they would a real edge's. Segments are dropped once the Shipper's
 // RetainFrom passes them, as a node deletes acknowledged segments.
 //
@@ -66,7 +66,7 @@ func (s *edgeSource) Seal(from, to, intervalMs int64, at time.Time) (wal.Segment
 	}
 	vs := make([]float64, n)
 	var enc record.Encoder
-	enc.Reset()
+	enc.SetKind(record.KindCompressed)
 	for i, key := range s.keys {
 		id := uint64(i + 1)
 		enc.DefineSeries(id, key)
@@ -77,12 +77,13 @@ func (s *edgeSource) Seal(from, to, intervalMs int64, at time.Time) (wal.Segment
 		}
 		enc.AddRun(id, ts, vs)
 	}
-	rec := wal.Record{Data: enc.AppendTo(nil), MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.Points()}
+	data := enc.AppendTo(nil)
+	rec := wal.Record{Data: data, MinT: enc.MinT(), MaxT: enc.MaxT(), Points: enc.EncodedPoints()}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := s.seq + 1
-	file, info, err := wal.EncodeSegment(s.id, seq, s.seq, []wal.Record{rec})
+	file, info, err := wal.EncodeSegmentVersion(wal.FormatV2, s.id, seq, s.seq, []wal.Record{rec})
 	if err != nil {
 		return wal.SegmentInfo{}, fmt.Errorf("edge %s: encode segment %d: %w", s.id, seq, err)
 	}

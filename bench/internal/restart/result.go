@@ -16,7 +16,8 @@ import (
 // Targets are the goals, printed next to the measured figures;
 // missing one never fails the run.
 var Targets = struct {
-	// ReadyS: ready to serve within 10 s of a restart with a 256 MiB WAL.
+	// ReadyS: ready to serve within 10 s of a restart with a WAL of
+	// DefaultWALMiB.
 	ReadyS report.Target
 }{
 	ReadyS: report.Target{Value: 10, AtMost: true},
@@ -209,8 +210,8 @@ func notes(r Result, m measurement) []string {
 		ns = append(ns, fmt.Sprintf("the rest of the machine (other processes and kernel threads) used %s (of %d): the restart times may be upper bounds",
 			strings.Join(busy, " and "), m.machine.NProc))
 	}
-	if r.WALTargetMiB != 256 {
-		ns = append(ns, "the target is set for a 256 MiB WAL")
+	if r.WALTargetMiB != DefaultWALMiB {
+		ns = append(ns, fmt.Sprintf("the target is set for a %d MiB WAL", DefaultWALMiB))
 	}
 	return ns
 }

@@ -89,7 +89,7 @@ func TestResult_Notes(t *testing.T) {
 			m.dflt.Ready = 300 * time.Millisecond
 		}, ""},
 		{"unknown contention is no note", func(m *measurement) { m.bigHead.OtherCores = math.NaN() }, ""},
-		{"another WAL size", func(m *measurement) { m.opts.WALBytes = 64 << 20 }, "the target is set for a 256 MiB WAL"},
+		{"another WAL size", func(m *measurement) { m.opts.WALBytes = 64 << 20 }, "the target is set for a 32 MiB WAL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestWriteReport_TableThenJSONLine(t *testing.T) {
 	// collapsed.
 	squeezed := strings.Join(strings.Fields(text), " ")
 	for _, want := range []string{
-		"crash with a 256 MiB WAL",
+		"crash with a 32 MiB WAL",
 		"WAL (MiB) 256.3",
 		"points in WAL 26,800,000",
 		"a. big head: ready after restart (s) 4.20 ≤ 10 met",

@@ -2005,9 +2005,15 @@ type ShipWelcome struct {
 	// Optional protocol features the coordinator understands: "announce"
 	// (it answers ShipRequest.announce). Absent from older coordinators: an
 	// edge sends them no announcement.
-	Features      []string `protobuf:"bytes,7,rep,name=features,proto3" json:"features,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Features []string `protobuf:"bytes,7,rep,name=features,proto3" json:"features,omitempty"`
+	// The segment format versions (the version byte of the node/wal
+	// segment header) the coordinator, and so the cloud, reads. Empty: 1
+	// only, as from coordinators older than this field. An edge never
+	// sends a segment of a version the welcome does not list; it keeps it
+	// and ships it on a later stream to a coordinator that lists it.
+	SegmentFormats []uint32 `protobuf:"varint,8,rep,packed,name=segment_formats,json=segmentFormats,proto3" json:"segment_formats,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShipWelcome) Reset() {
@@ -2085,6 +2091,13 @@ func (x *ShipWelcome) GetConfig() *EdgeConfig {
 func (x *ShipWelcome) GetFeatures() []string {
 	if x != nil {
 		return x.Features
+	}
+	return nil
+}
+
+func (x *ShipWelcome) GetSegmentFormats() []uint32 {
+	if x != nil {
+		return x.SegmentFormats
 	}
 	return nil
 }
@@ -2763,7 +2776,7 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\bfeatures\x18\b \x03(\tR\bfeatures\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xa5\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xce\x02\n" +
 	"\vShipWelcome\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
@@ -2771,7 +2784,8 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x11max_segment_bytes\x18\x04 \x01(\x04R\x0fmaxSegmentBytes\x12$\n" +
 	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
 	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\x12\x1a\n" +
-	"\bfeatures\x18\a \x03(\tR\bfeatures\"\x8b\x04\n" +
+	"\bfeatures\x18\a \x03(\tR\bfeatures\x12'\n" +
+	"\x0fsegment_formats\x18\b \x03(\rR\x0esegmentFormats\"\x8b\x04\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
