@@ -22,6 +22,7 @@ type compressor struct {
 	series  []pending      // in the order of their first run
 	used    int            // slots of series in use
 	encoded int64          // samples appendTo wrote
+	rebuilt int            // bytes of the keys defined through the table
 
 	// scratch of appendTo
 	order  []int32
@@ -41,7 +42,7 @@ func (c *compressor) reset() {
 	c.strs, c.nStrs, c.defs, c.nDefs = c.strs[:0], 0, c.defs[:0], 0
 	clear(c.index)
 	clear(c.byID)
-	c.used, c.encoded = 0, 0
+	c.used, c.encoded, c.rebuilt = 0, 0, 0
 }
 
 // str returns the table index of s, adding it if new.
@@ -80,7 +81,10 @@ func (c *compressor) define(id uint64, key []byte) {
 			parts = append(parts, rest[k:k+int(l)])
 			rest = rest[k+int(l):]
 		}
-		if ok && len(rest) == 0 {
+		// A key the decoder would refuse to rebuild (MaxKeyBytes,
+		// MaxDefinedKeyBytes) is stored literally.
+		if ok && len(rest) == 0 && len(key) <= MaxKeyBytes && c.rebuilt+len(key) <= MaxDefinedKeyBytes {
+			c.rebuilt += len(key)
 			c.defs = binary.AppendUvarint(c.defs, n+1)
 			for _, s := range parts {
 				c.defs = binary.AppendUvarint(c.defs, c.str(s))
@@ -196,6 +200,7 @@ func (d *Decoder) decodeCompressed(b []byte, def func(id uint64, key []byte) err
 		d.strs = append(d.strs, r.Bytes("string"))
 	}
 	nDefs := r.Count("definitions")
+	rebuilt := 0 // bytes of the keys rebuilt so far
 	for i := uint64(0); i < nDefs && r.Err() == nil; i++ {
 		id := r.Uvarint()
 		m := r.Uvarint()
@@ -219,6 +224,13 @@ func (d *Decoder) decodeCompressed(b []byte, def func(id uint64, key []byte) err
 				}
 				d.key = binary.AppendUvarint(d.key, uint64(len(d.strs[j])))
 				d.key = append(d.key, d.strs[j]...)
+				if len(d.key) > MaxKeyBytes {
+					r.Fail(fmt.Errorf("series %d: key rebuilt from the string table exceeds %d bytes", id, MaxKeyBytes))
+					break
+				}
+			}
+			if rebuilt += len(d.key); r.Err() == nil && rebuilt > MaxDefinedKeyBytes {
+				r.Fail(fmt.Errorf("series %d: the record's rebuilt keys exceed %d bytes", id, MaxDefinedKeyBytes))
 			}
 			key = d.key
 		}

@@ -2,11 +2,13 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tributarydb/tributary/node/chunk"
@@ -265,4 +267,74 @@ func FuzzCompressedRoundTrip(f *testing.F) {
 			t.Fatalf("replay differs: %v, want %v", got, want)
 		}
 	})
+}
+
+// bombRecord is a kind 2 record whose string table holds one string of
+// strLen bytes and whose nDefs definitions each name m-1 labels made of
+// that string alone: a few bytes that stand for nDefs × 2(m-1) × strLen.
+func bombRecord(strLen int, nDefs, m uint64) []byte {
+	b := []byte{KindCompressed}
+	b = binary.AppendUvarint(b, 1)
+	b = binary.AppendUvarint(b, uint64(strLen))
+	b = append(b, bytes.Repeat([]byte{'a'}, strLen)...)
+	b = binary.AppendUvarint(b, nDefs)
+	for id := range nDefs {
+		b = binary.AppendUvarint(b, id+1)
+		b = binary.AppendUvarint(b, m)
+		for range 2 * (m - 1) {
+			b = binary.AppendUvarint(b, 0)
+		}
+	}
+	b = binary.AppendVarint(b, 0)
+	return binary.AppendUvarint(b, 0)
+}
+
+func TestCompressed_RebuiltKeysAreBounded(t *testing.T) {
+	defined := func(b []byte) (int, error) {
+		var d Decoder
+		total := 0
+		err := d.Decode(b, func(_ uint64, key []byte) error { total += len(key); return nil },
+			func(uint64, []int64, []float64) error { return nil })
+		return total, err
+	}
+	// Within both bounds: 4 labels of a 1 KiB string, 100 series.
+	if n, err := defined(bombRecord(1024, 100, 5)); err != nil || n < 100*8*1024 {
+		t.Fatalf("a record within the bounds: %d key bytes, %v", n, err)
+	}
+	// One key of 16 × 64 KiB: over MaxKeyBytes.
+	one := bombRecord(64<<10, 1, 9)
+	if _, err := defined(one); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("a %d-byte record standing for a 1 MiB key: want a corrupt record naming the bound, got %v", len(one), err)
+	}
+	// 200 keys of 8 × 64 KiB (512 KiB each, 100 MiB in all): over
+	// MaxDefinedKeyBytes, refused before the callback has seen them all.
+	many := bombRecord(64<<10, 200, 5)
+	n, err := defined(many)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "rebuilt keys exceed") {
+		t.Fatalf("a %d-byte record standing for 100 MiB of keys: want a corrupt record naming the bound, got %v", len(many), err)
+	}
+	if n > MaxDefinedKeyBytes {
+		t.Fatalf("%d key bytes passed to the callback, over the bound %d", n, MaxDefinedKeyBytes)
+	}
+}
+
+// The encoder never writes a definition the decoder's bounds refuse: a
+// key over MaxKeyBytes is stored literally, and so are the keys past
+// MaxDefinedKeyBytes in one record.
+func TestCompressed_EncoderStaysWithinTheKeyBounds(t *testing.T) {
+	long := labels.FromStrings("__name__", "m", "a", strings.Repeat("x", MaxKeyBytes)).AppendKey(nil)
+	var e Encoder
+	e.SetKind(KindCompressed)
+	e.DefineSeries(1, long)
+	e.AddRun(1, []int64{1}, []float64{1})
+	b := e.AppendTo(nil)
+	var d Decoder
+	var got []byte
+	if err := d.Decode(b, func(_ uint64, key []byte) error { got = slices.Clone(key); return nil },
+		func(uint64, []int64, []float64) error { return nil }); err != nil {
+		t.Fatalf("a %d-byte key: %v", len(long), err)
+	}
+	if !bytes.Equal(got, long) {
+		t.Fatalf("the %d-byte key came back as %d bytes", len(long), len(got))
+	}
 }

@@ -63,7 +63,12 @@
 // (package labels: uvarint count, then each name and value as uvarint
 // length and bytes) whose strings are the indexed entries of the table: a
 // label name or value that several series of the record share is stored
-// once. The encoder stores a key that is not of that form literally. The
+// once. A rebuilt key is bounded: at most MaxKeyBytes each, and at most
+// MaxDefinedKeyBytes for all the rebuilt keys of one record together (a
+// table of long strings referenced many times would otherwise stand for
+// far more memory than the record's own size); a decoder refuses a record
+// past either bound as corrupt. The encoder stores a key that is not of
+// that form literally. The
 // same rule as kind 1 holds: every series is defined at least once in each
 // segment, before or in the first record that uses it.
 //
@@ -88,6 +93,14 @@ import (
 	"math"
 
 	"github.com/tributarydb/tributary/internal/binread"
+)
+
+// MaxKeyBytes bounds one series key rebuilt from a kind 2 record's string
+// table (the default label limits allow about 37 KiB), and
+// MaxDefinedKeyBytes all the keys one record rebuilds.
+const (
+	MaxKeyBytes        = 1 << 20
+	MaxDefinedKeyBytes = 64 << 20
 )
 
 // Record kinds: the first byte of a payload.
