@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -13,7 +14,10 @@ import (
 )
 
 // FuzzDecodeCommand: decoding never panics, and whatever decodes
-// re-encodes to the same bytes (the encoding is canonical).
+// re-encodes to the same bytes (the encoding is canonical), except for
+// the earlier layouts a decoder still reads (a set-config without the
+// write quorum and dead-after fields): their re-encoding is the current
+// layout of the same command, and that one is canonical.
 func FuzzDecodeCommand(f *testing.F) {
 	for _, c := range randomCommands(1, 30) {
 		if _, ok := c.(membershipCmd); !ok {
@@ -28,8 +32,16 @@ func FuzzDecodeCommand(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if got := EncodeCommand(c); !bytes.Equal(got, b) {
+		got := EncodeCommand(c)
+		if bytes.Equal(got, b) {
+			return
+		}
+		if _, old := c.(SetConfig); !old || len(got) <= len(b) {
 			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, got)
+		}
+		c2, err := DecodeCommand(got)
+		if err != nil || !reflect.DeepEqual(c2, c) || !bytes.Equal(EncodeCommand(c2), got) {
+			t.Fatalf("an earlier layout re-encodes to a different command (%v):\n in  %x\n out %x", err, b, got)
 		}
 	})
 }
@@ -129,4 +141,18 @@ func FuzzRestore(f *testing.F) {
 			t.Fatal("restored snapshot re-encodes differently")
 		}
 	})
+}
+
+// A set-config of the first layout (no write quorum, no dead-after), as
+// earlier versions proposed it, decodes to the defaults of the new fields.
+func TestDecodeCommand_SetConfigFirstLayout(t *testing.T) {
+	cfg := FleetConfig{RetentionRawMs: 3_600_000, RollupHourly: true, ReplicationFactor: 2, MaxSeries: 10}
+	b := appendConfig([]byte{CommandVersion, byte(KindSetConfig)}, cfg)
+	c, err := DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(SetConfig).Config; got != cfg {
+		t.Fatalf("decoded %+v, want %+v", got, cfg)
+	}
 }
