@@ -9,12 +9,6 @@ import (
 	"github.com/tributarydb/tributary/model"
 )
 
-// FreshThroughHeader is the response header of a query answered with a
-// staleness allowance (max_staleness) by a backend that used it (a
-// coordinator): the RFC 3339 time through which the answer holds every
-// edge's data. The same time is in the answer's infos.
-const FreshThroughHeader = "Tributary-Fresh-Through"
-
 // parseStaleness reads max_staleness (float seconds or a duration, as
 // timeout) as a model.Query.MaxStaleness: 0 asks for the freshest answer
 // (model.AlwaysFresh, whatever the coordinator's default), a positive one

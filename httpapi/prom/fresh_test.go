@@ -97,8 +97,8 @@ func TestQuery_MaxStaleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if h := resp.Header.Get(FreshThroughHeader); h != fresh.UTC().Format(time.RFC3339Nano) {
-		t.Fatalf("%s: %q, want %s", FreshThroughHeader, h, fresh.UTC().Format(time.RFC3339Nano))
+	if h := resp.Header.Get(httpapi.FreshThroughHeader); h != fresh.UTC().Format(time.RFC3339Nano) {
+		t.Fatalf("%s: %q, want %s", httpapi.FreshThroughHeader, h, fresh.UTC().Format(time.RFC3339Nano))
 	}
 
 	for _, bad := range []struct{ value, why string }{

@@ -238,7 +238,7 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 	if t, ok := env.fresh.through(); ok {
 		// Before the body: the header says it too, for clients that show
 		// no infos.
-		w.Header().Set(FreshThroughHeader, fmtFresh(t))
+		httpapi.SetFreshThrough(w, t)
 		info = append(info, freshInfo(t))
 	}
 	respond(w, env.r, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
