@@ -297,7 +297,7 @@ func (c *Coordinator) withHealth(addr string, register func(*grpc.Server)) func(
 func (c *Coordinator) openFrontEnd(*[]func()) (err error) {
 	o := c.opts
 	c.front, err = query.New(query.Options{Catalog: c.fsm, Barrier: c.raft.LinearizableRead,
-		Replica: c.links.replicaSource, Edge: c.links.edgeSource, Logger: o.Logger, MeterProvider: o.MeterProvider})
+		Replica: c.links.replicaSource, Edge: c.links.edgeSource, MaxStaleness: o.QueryMaxStaleness, Logger: o.Logger, MeterProvider: o.MeterProvider})
 	if err != nil {
 		return fmt.Errorf("query front end: %w", err)
 	}

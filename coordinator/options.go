@@ -101,6 +101,13 @@ type Options struct {
 	// DefaultClusterLimits and DefaultIntakeLimits.
 	ClusterLimits, IntakeLimits ListenerLimits
 
+	// QueryMaxStaleness is the staleness allowance of the queries that
+	// set none (query.Options.MaxStaleness): an edge whose replicated data
+	// reaches within it of a query's end is answered from its replicas
+	// alone. 0 (the default): every edge that may hold newer data is
+	// asked.
+	QueryMaxStaleness time.Duration
+
 	// Healing (package heal). DeadAfter overrides the fleet
 	// configuration's dead-after (0: use the fleet's); HealInterval is how
 	// often the healer acts (default 2s); RepairBytesPerSec paces the
@@ -189,6 +196,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DeadAfter < 0 || o.HealInterval < 0 || o.MaxMovesInFlight < 0 {
 		bad = append(bad, fmt.Errorf("negative DeadAfter %s, HealInterval %s or MaxMovesInFlight %d", o.DeadAfter, o.HealInterval, o.MaxMovesInFlight))
+	}
+	if o.QueryMaxStaleness < 0 {
+		bad = append(bad, fmt.Errorf("negative QueryMaxStaleness %s", o.QueryMaxStaleness))
 	}
 	if o.DeadAfter > 0 && o.DeadAfter < time.Second {
 		bad = append(bad, fmt.Errorf("DeadAfter %s is under a second", o.DeadAfter))

@@ -65,6 +65,7 @@ func (a *answerSender) finish(info model.QueryInfo) error {
 		a.pending = &pb.QueryResponse{SeriesIndex: -1, Source: info.Source}
 	}
 	a.pending.Warnings = info.Warnings
+	a.pending.FreshThroughMs = info.FreshThroughMs
 	return a.send(a.pending)
 }
 
@@ -75,7 +76,7 @@ var ErrMalformedAnswer = errors.New("malformed query answer")
 // ReadAnswer reads a Query answer from recv until it returns io.EOF and
 // calls emit once per series, with its messages' points joined, in the
 // order sent. The QueryInfo holds the answer's Source (from its first
-// message), its Warnings, and the number of series and points passed to
+// message), its Warnings and FreshThroughMs (from the last message), and the number of series and points passed to
 // emit. recv's and emit's errors are returned as they are; a malformed
 // answer's wrap ErrMalformedAnswer.
 func ReadAnswer(recv func() (*pb.QueryResponse, error), emit func(model.Series) error) (model.QueryInfo, error) {
@@ -105,6 +106,9 @@ func ReadAnswer(recv func() (*pb.QueryResponse, error), emit func(model.Series) 
 			info.Source, first = msg.Source, false
 		}
 		info.Warnings = append(info.Warnings, msg.Warnings...)
+		if msg.FreshThroughMs != 0 {
+			info.FreshThroughMs = msg.FreshThroughMs
+		}
 		if msg.SeriesIndex < 0 {
 			continue
 		}

@@ -63,7 +63,7 @@ func TestAnswer_WhatIsSentReadsBack(t *testing.T) {
 		{"no series", nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			info := model.QueryInfo{Source: "rollup_1h", Warnings: []string{"edge e1 did not answer", "replica r2 is behind"}}
+			info := model.QueryInfo{Source: "rollup_1h", Warnings: []string{"edge e1 did not answer", "replica r2 is behind"}, FreshThroughMs: 1_700_000_000_123}
 			msgs := sendAll(t, "raw", tc.series, info)
 			if len(msgs) != tc.msgs {
 				t.Fatalf("%d messages, want %d", len(msgs), tc.msgs)
@@ -98,8 +98,11 @@ func TestAnswer_WhatIsSentReadsBack(t *testing.T) {
 			if len(tc.series) == 0 {
 				wantSource = info.Source
 			}
-			if ri.Points != points || ri.Source != wantSource || !slices.Equal(ri.Warnings, info.Warnings) {
-				t.Fatalf("info %+v, want %d points, source %q, warnings %q", ri, points, wantSource, info.Warnings)
+			if ri.Points != points || ri.Source != wantSource || !slices.Equal(ri.Warnings, info.Warnings) || ri.FreshThroughMs != info.FreshThroughMs {
+				t.Fatalf("info %+v, want %d points, source %q, warnings %q, fresh through %d", ri, points, wantSource, info.Warnings, info.FreshThroughMs)
+			}
+			if last := msgs[len(msgs)-1]; last.FreshThroughMs != info.FreshThroughMs {
+				t.Fatalf("last message fresh through %d, want %d", last.FreshThroughMs, info.FreshThroughMs)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package grpcapi
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/rollup"
@@ -93,8 +95,10 @@ func LabelsToProto(ls labels.Labels) *pb.Series {
 
 // QueryFromProto converts a QueryRequest into a model.Query. An
 // unspecified mode is raw without a step and a downsample with one; a
-// downsample without a function averages. The query is not validated
-// (the backend does that, model.Query.Validate).
+// downsample without a function averages. An unset max_staleness_ms is
+// the server's default (MaxStaleness 0), a zero one model.AlwaysFresh; a
+// negative one is refused. The query is not validated otherwise (the
+// backend does that, model.Query.Validate).
 func QueryFromProto(req *pb.QueryRequest) (model.Query, error) {
 	ms, err := MatchersFromProto(req.Matchers)
 	if err != nil {
@@ -109,6 +113,16 @@ func QueryFromProto(req *pb.QueryRequest) (model.Query, error) {
 		GroupBy:     req.GroupBy,
 		Aggregate:   rollup.Func(req.Aggregate),
 		LimitSeries: int(req.LimitSeries),
+	}
+	if req.MaxStalenessMs != nil {
+		switch ms := req.GetMaxStalenessMs(); {
+		case ms < 0:
+			return model.Query{}, fmt.Errorf("max_staleness_ms %d is negative", ms)
+		case ms == 0:
+			q.MaxStaleness = model.AlwaysFresh
+		default:
+			q.MaxStaleness = ms
+		}
 	}
 	switch req.Mode {
 	case pb.QueryMode_QUERY_MODE_RAW:
@@ -148,6 +162,14 @@ func QueryToProto(q model.Query) (*pb.QueryRequest, error) {
 		GroupBy:     q.GroupBy,
 		Aggregate:   pb.Aggregate(q.Aggregate),
 		LimitSeries: int64(q.LimitSeries),
+	}
+	switch {
+	case q.MaxStaleness == model.AlwaysFresh:
+		req.MaxStalenessMs = proto.Int64(0)
+	case q.MaxStaleness > 0:
+		req.MaxStalenessMs = proto.Int64(q.MaxStaleness)
+	case q.MaxStaleness < 0:
+		return nil, fmt.Errorf("%w: max staleness %d ms is negative", model.ErrBadQuery, q.MaxStaleness)
 	}
 	switch q.Mode {
 	case model.ModeRaw:

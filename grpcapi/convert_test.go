@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node/labels"
@@ -69,6 +71,8 @@ func TestConvert_QueryRoundTrips(t *testing.T) {
 		{Matchers: ms, Start: 0, End: 3_600_000, Mode: model.ModeDownsample, Step: 60_000, Downsample: rollup.FuncMax, LimitSeries: 7},
 		{Matchers: ms, End: 1, Mode: model.ModeDownsample, Step: 1000, Offset: 3000, Downsample: rollup.FuncSum, GroupBy: []string{"site"}, Aggregate: rollup.FuncAvg},
 		{Matchers: ms, End: 1, Mode: model.ModeLastPoint},
+		{Matchers: ms, Start: 1, End: 2, Mode: model.ModeRaw, MaxStaleness: 30_000},
+		{Matchers: ms, Start: 1, End: 2, Mode: model.ModeRaw, MaxStaleness: model.AlwaysFresh},
 	} {
 		req, err := grpcapi.QueryToProto(q)
 		if err != nil {
@@ -122,5 +126,40 @@ func TestConvert_QueryFromProtoFillsDefaultsAndNamesBadMatchers(t *testing.T) {
 	_, err = grpcapi.QueryFromProto(&pb.QueryRequest{Matchers: append(eq, &pb.Matcher{Type: pb.Matcher_REGEX, Name: "a", Value: "("})})
 	if err == nil || !strings.Contains(err.Error(), "matcher 1") {
 		t.Fatalf("bad regexp: %v, want it named as matcher 1", err)
+	}
+}
+
+// max_staleness_ms: unset is the server's default, 0 always fresh, a
+// positive value an allowance; a negative one is refused by name.
+func TestConvert_MaxStaleness(t *testing.T) {
+	eq := []*pb.Matcher{{Name: "__name__", Value: "x"}}
+	for _, tc := range []struct {
+		set  *int64
+		want int64
+	}{
+		{nil, 0},
+		{proto.Int64(0), model.AlwaysFresh},
+		{proto.Int64(30_000), 30_000},
+	} {
+		q, err := grpcapi.QueryFromProto(&pb.QueryRequest{Matchers: eq, MaxStalenessMs: tc.set})
+		if err != nil || q.MaxStaleness != tc.want {
+			t.Errorf("max_staleness_ms %v: %d %v, want %d", tc.set, q.MaxStaleness, err, tc.want)
+		}
+		req, err := grpcapi.QueryToProto(q)
+		if err != nil || (req.MaxStalenessMs == nil) != (tc.set == nil) || req.GetMaxStalenessMs() != func() int64 {
+			if tc.set == nil {
+				return 0
+			}
+			return *tc.set
+		}() {
+			t.Errorf("max_staleness_ms %v back to the API: %v %v", tc.set, req.MaxStalenessMs, err)
+		}
+	}
+	_, err := grpcapi.QueryFromProto(&pb.QueryRequest{Matchers: eq, MaxStalenessMs: proto.Int64(-5)})
+	if err == nil || !strings.Contains(err.Error(), "max_staleness_ms -5 is negative") {
+		t.Fatalf("negative max_staleness_ms: %v", err)
+	}
+	if _, err := grpcapi.QueryToProto(model.Query{MaxStaleness: -7}); err == nil {
+		t.Fatal("QueryToProto took a negative max staleness")
 	}
 }

@@ -29,9 +29,11 @@
 //     answered from (model.Query.Source);
 //   - the last message carries the answer's Warnings (QueryInfo.Warnings,
 //     known only at the end, so the newest message is held back until the
-//     next one or the end);
+//     next one or the end) and FreshThroughMs (QueryInfo.FreshThroughMs: a
+//     coordinator's answer given with a staleness allowance,
+//     QueryRequest.max_staleness_ms);
 //   - an empty answer is one message with SeriesIndex -1 that carries
-//     Source and Warnings.
+//     Source, Warnings and FreshThroughMs.
 //
 // ReadAnswer reads that stream back into model.Series.
 //

@@ -299,6 +299,19 @@ func readAtMost(src io.Reader, r *http.Request, limit int64) ([]byte, error) {
 	}
 }
 
+// FreshThroughHeader is the response header of a query answered with a
+// staleness allowance (max_staleness) by a backend that used it (a
+// coordinator): the RFC 3339 time through which the answer holds every
+// edge's data (model.QueryInfo.FreshThroughMs; the oldest of the
+// request's answers).
+const FreshThroughHeader = "Tributary-Fresh-Through"
+
+// SetFreshThrough sets FreshThroughHeader to ms (before the body is
+// written).
+func SetFreshThrough(w http.ResponseWriter, ms int64) {
+	w.Header().Set(FreshThroughHeader, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano))
+}
+
 // RetryAfterSeconds is the pause suggested to clients of an overloaded or
 // unavailable backend.
 const RetryAfterSeconds = 1

@@ -38,7 +38,20 @@ type Query struct {
 	GroupBy     []string
 	Aggregate   rollup.Func
 	LimitSeries int // 0: DefaultQuerySeriesLimit
+	// MaxStaleness (ms) is how far behind End a coordinator's answer may
+	// be for an edge: an edge whose data the cloud holds (its replica
+	// watermark) within MaxStaleness of End is answered from its replicas
+	// alone, without asking the edge for its newest data, and the answer
+	// says how fresh it is (QueryInfo.FreshThroughMs). 0: the server's
+	// default; AlwaysFresh: ask every edge that may hold newer data,
+	// whatever the default. A node answers from its own data and ignores
+	// it.
+	MaxStaleness int64
 }
+
+// AlwaysFresh is the Query.MaxStaleness that asks for the freshest answer
+// (a staleness of zero), overriding a coordinator's default.
+const AlwaysFresh = -1
 
 // MaxBuckets bounds the buckets of a downsampling query per series.
 const MaxBuckets = 1_000_000
@@ -64,6 +77,15 @@ type QueryInfo struct {
 	// leaves them nil; a coordinator's query front end sets them when an
 	// edge or a replica could not answer (partial result).
 	Warnings []string
+	// FreshThroughMs, when not 0, is how fresh an answer given with a
+	// positive staleness allowance (Query.MaxStaleness) is: it holds every
+	// edge's data through this time (the oldest watermark of the edges not
+	// asked for their newest data; the query's end when every edge was
+	// asked), never earlier than End - MaxStaleness. Points after it that
+	// were not asked for are what the allowance permitted, not missing;
+	// what is missing is in Warnings. 0: the answer is as fresh as its
+	// sources (a node; a coordinator asked with no allowance).
+	FreshThroughMs int64
 }
 
 // Validate checks q before anything is read, and sorts and de-duplicates
@@ -88,6 +110,8 @@ func (q *Query) Validate() error {
 		return fmt.Errorf("%w: downsampling needs a function (avg, sum, min, max, count, first, last)", ErrBadQuery)
 	case q.Mode < ModeRaw || q.Mode > ModeLastPoint:
 		return fmt.Errorf("%w: unknown mode %d", ErrBadQuery, q.Mode)
+	case q.MaxStaleness < AlwaysFresh:
+		return fmt.Errorf("%w: max staleness %d ms is negative", ErrBadQuery, q.MaxStaleness)
 	case q.Mode == ModeDownsample && (q.End-q.Start)/q.Step > MaxBuckets:
 		return fmt.Errorf("%w: %d buckets is more than %d; use a larger step or a shorter range", ErrBadQuery, (q.End-q.Start)/q.Step, MaxBuckets)
 	}

@@ -40,6 +40,8 @@ func TestQuery_ValidateRefusesBadQueriesWithErrBadQuery(t *testing.T) {
 		{"unknown downsample function", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeRaw, Downsample: rollup.FuncLast + 1}, "unknown aggregate function"},
 		{"unknown aggregate", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeRaw, Aggregate: -1}, "unknown aggregate function -1"},
 		{"too many buckets", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeDownsample, Step: 1, Downsample: rollup.FuncSum, End: model.MaxBuckets + 1}, "more than 1000000"},
+		{"negative max staleness", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeRaw, MaxStaleness: -2}, "max staleness -2 ms is negative"},
+		{"always fresh", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeRaw, MaxStaleness: model.AlwaysFresh}, ""},
 		{"just enough buckets", model.Query{Matchers: []*labels.Matcher{cpu}, Mode: model.ModeDownsample, Step: 1, Downsample: rollup.FuncSum, End: model.MaxBuckets}, ""},
 		{"only empty-matching matchers", model.Query{Matchers: []*labels.Matcher{anyHost}, Mode: model.ModeRaw}, "must not match the empty string"},
 	} {

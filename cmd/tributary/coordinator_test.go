@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,24 @@ func TestCoordinatorFlags_SharedCARefusedUnlessAllowed(t *testing.T) {
 		if o.IntakeTLS == nil || o.ClusterServerTLS == nil {
 			t.Fatal("TLS options not set")
 		}
+	}
+}
+
+func TestCoordinatorFlags_QueryMaxStaleness(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+		var f coordinatorFlags
+		var o coordinator.Options
+		f.register(fs, &o, local)
+		if err := fs.Parse(nil); err != nil || o.QueryMaxStaleness != 0 {
+			t.Fatalf("local %v: default %s %v, want 0 (always fresh)", local, o.QueryMaxStaleness, err)
+		}
+		if err := fs.Parse([]string{"--query-max-staleness=30s"}); err != nil || o.QueryMaxStaleness != 30*time.Second {
+			t.Fatalf("local %v: --query-max-staleness=30s gave %s %v", local, o.QueryMaxStaleness, err)
+		}
+	}
+	o := coordinator.Options{NodeID: "c1", RaftID: 1, DataDir: "d", QueryMaxStaleness: -time.Second}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "negative QueryMaxStaleness") {
+		t.Fatalf("negative staleness: %v", err)
 	}
 }

@@ -48,11 +48,18 @@ func askReplicasForEdgePart(p *legPlan, o *outcomes, lastPoint bool) bool {
 }
 
 // askEdgeForRepPart says whether the edge is asked for the replicas' part:
-// no replica answered it, the edge answered its own part, and the query
-// is not for last points (the edge's answer to the whole range then
-// stands for the replicas').
+// no replica answered it, and either the plan left the edge unasked for
+// staleness (it then answers the whole range, if it can be asked) or the
+// edge answered its own part and the query is not for last points (the
+// edge's answer to the whole range then stands for the replicas').
 func askEdgeForRepPart(p *legPlan, o *outcomes, lastPoint bool) bool {
-	return !p.repPart.empty() && !o.rep.ok() && o.edge.ok() && !lastPoint
+	if p.repPart.empty() || o.rep.ok() {
+		return false
+	}
+	if p.stale {
+		return p.src != nil
+	}
+	return o.edge.ok() && !lastPoint
 }
 
 // tally collects what one edge's answer lacks.
@@ -113,7 +120,10 @@ func account(p *legPlan, o *outcomes, lastPoint bool) (EdgeCoverage, []string) {
 	if o.rep.asked && o.rep.err != nil {
 		t.reasons = append(t.reasons, fmt.Sprintf("no replica of edge %s answered: %v", p.edge, o.rep.err))
 	}
-	cov.EdgeAnswered = o.edge.ok()
+	cov.EdgeAnswered = o.edge.ok() || o.edgeForRep.ok()
+	// The allowance accepted the replicas' data through the watermark: what
+	// follows was not asked for (not missing).
+	cov.StaleTail = p.stale && o.rep.ok()
 	if o.rep.ok() {
 		cov.ReplicaAnswered = o.rep.from
 		if !(lastPoint && o.edge.ok()) { // the edge's last points cover what the replica lacks

@@ -44,6 +44,12 @@ func TestAccount_FallbackMatrix(t *testing.T) {
 		p.repPart, p.edgePart = span{0, 1000}, span{0, 1000}
 		return p
 	}
+	// stale is p planned under a staleness allowance that accepts its
+	// watermark: the replicas answer the whole range, the edge nothing.
+	stale := func(p legPlan) legPlan {
+		p.repPart, p.edgePart, p.stale = span{0, 1000}, span{1, 0}, true
+		return p
+	}
 	lacking := func(p legPlan) legPlan { // c1 was placed late: it lacks [50, 300]
 		p.holdings["c1"] = catalog.Holding{Lacks: []catalog.LackRange{{FirstSeq: 1, LastSeq: 3, MinTimeMs: 50, MaxTimeMs: 300}}}
 		return p
@@ -58,6 +64,7 @@ func TestAccount_FallbackMatrix(t *testing.T) {
 		askRepForEdge, askEdgeForRep bool
 		replicaAnswered              string
 		edgeAnswered                 bool
+		staleTail                    bool
 		missing                      []TimeRange
 		warnings                     []string
 		reason                       string // a part of Reason ("" : Reason is empty)
@@ -120,6 +127,24 @@ func TestAccount_FallbackMatrix(t *testing.T) {
 			edgeAnswered: true, reason: "coordinator c1 is down"},
 		{name: "last point, lacking replica, edge answers: nothing lacks", p: lacking(lastPoint(plan(600, 601, true))), lastPoint: true,
 			replicaAnswered: "c1", edgeAnswered: true},
+		{name: "stale: the replicas answer it all, the tail is not asked for and not missing", p: stale(plan(600, 601, true)),
+			replicaAnswered: "c1", staleTail: true},
+		{name: "stale, edge unreachable: the same", p: stale(plan(600, 601, false)),
+			replicaAnswered: "c1", staleTail: true},
+		{name: "stale, no replica answers: the edge answers it all", p: stale(plan(600, 601, true)), rep: down,
+			askEdgeForRep: true, edgeAnswered: true, reason: "no replica of edge e1 answered: coordinator c1 is down"},
+		{name: "stale, no replica answers and the edge fails", p: stale(plan(600, 601, true)), rep: down, edgeForRep: refused,
+			askEdgeForRep: true, missing: []TimeRange{{0, 1000}},
+			warnings: []string{"edge e1: neither the edge nor a replica (c1, c2) answered: its series are missing from the answer"},
+			reason:   "no replica of edge e1 answered: coordinator c1 is down; edge e1 unreachable: connection refused"},
+		{name: "stale, no replica answers, edge unreachable", p: stale(plan(600, 601, false)), rep: down,
+			missing:  []TimeRange{{0, 1000}},
+			warnings: []string{"edge e1: neither the edge nor a replica (c1, c2) answered: its series are missing from the answer"},
+			reason:   "coordinator c1 is down; edge e1 unreachable: dial"},
+		{name: "stale last point: the replicas' newest points stand", p: stale(plan(600, 601, true)), lastPoint: true,
+			replicaAnswered: "c1", staleTail: true},
+		{name: "stale last point, no replica answers: the edge answers", p: stale(plan(600, 601, true)), lastPoint: true, rep: down,
+			askEdgeForRep: true, edgeAnswered: true, reason: "coordinator c1 is down"},
 	} {
 		p := tc.p
 		var o outcomes
@@ -150,8 +175,9 @@ func TestAccount_FallbackMatrix(t *testing.T) {
 		if cov.Edge != edge || !slices.Equal(cov.Replicas, p.placed) || cov.WatermarkMs != p.wm {
 			t.Errorf("%s: coverage names %+v", tc.name, cov)
 		}
-		if cov.ReplicaAnswered != tc.replicaAnswered || cov.EdgeAnswered != tc.edgeAnswered {
-			t.Errorf("%s: answered by replica %q, edge %v; want %q, %v", tc.name, cov.ReplicaAnswered, cov.EdgeAnswered, tc.replicaAnswered, tc.edgeAnswered)
+		if cov.ReplicaAnswered != tc.replicaAnswered || cov.EdgeAnswered != tc.edgeAnswered || cov.StaleTail != tc.staleTail {
+			t.Errorf("%s: answered by replica %q, edge %v, stale tail %v; want %q, %v, %v", tc.name, cov.ReplicaAnswered, cov.EdgeAnswered, cov.StaleTail,
+				tc.replicaAnswered, tc.edgeAnswered, tc.staleTail)
 		}
 		if !slices.Equal(cov.Missing, tc.missing) {
 			t.Errorf("%s: missing %v, want %v", tc.name, cov.Missing, tc.missing)

@@ -38,6 +38,19 @@
 // warnings (backend.Warn; the gRPC and Prometheus APIs send them). At
 // most MaxParallelEdges edges are asked at once.
 //
+// A staleness allowance D (model.Query.MaxStaleness, or
+// Options.MaxStaleness for a query that gives none; 0: none) lets a query
+// accept the data the cloud holds: an edge with catalog-matching series
+// whose watermark W is within D of the end has its replicas answer the
+// whole range (legPlan.stale; the edge is asked only when they lack part
+// of it or none answers), and an edge without catalog-matching series is
+// left unasked when the catalog knows its series within D of the end
+// (seriesKnownThrough: its registration watermark, or for an edge that
+// does not announce its data watermark when no recorded gap hides
+// series). The points after W not asked for are not missing: the
+// answer's QueryInfo.FreshThroughMs, the oldest of the end and the
+// watermarks of the edges left unasked, says up to when it is whole.
+//
 // When a source cannot answer, another is asked and the answer says what
 // is missing, never silently less, and never more than may be missing:
 //   - edge unreachable (no address, dial error, timeout): the replicas

@@ -77,10 +77,18 @@ type legPlan struct {
 	// first, when set, is the first replica's answer to repPart, shared
 	// with the other edges that have the same first replica and repPart.
 	first *sharedLeg
+	// stale: the staleness allowance accepts the replicas' data through
+	// wm, so the edge is not asked for what follows (repPart is the whole
+	// range, edgePart empty); it stands in only when no replica answers.
+	stale bool
 }
 
-// planEdge splits q for an edge with catalog-matching series.
-func (f *Frontend) planEdge(edge string, q model.Query) legPlan {
+// planEdge splits q for an edge with catalog-matching series. With a
+// staleness allowance d (ms, 0: none) and a watermark within d of the
+// end, the replicas are planned to answer the whole range (stale), unless
+// they lack part of it (recorded gaps, history not copied), when the edge
+// is asked as without it.
+func (f *Frontend) planEdge(edge string, q model.Query, d int64) legPlan {
 	p := legPlan{edge: edge, wm: q.Start - 1} // nothing recorded: nothing on the replicas
 	prog, hasProg := f.o.Catalog.Progress(edge)
 	if hasProg {
@@ -99,6 +107,9 @@ func (f *Frontend) planEdge(edge string, q model.Query) legPlan {
 	if q.Mode == model.ModeLastPoint {
 		p.repPart, p.edgePart = full, full
 	}
+	if d > 0 && hasProg && p.wm < q.End && within(p.wm, q.End, d) {
+		p.repPart, p.edgePart, p.stale = full, span{1, 0}, true
+	}
 	for i, g := range p.gaps {
 		if !g.known() && !p.repPart.empty() || g.meets(p.repPart) {
 			p.gapsHit = append(p.gapsHit, i)
@@ -114,6 +125,7 @@ func (f *Frontend) planEdge(edge string, q model.Query) legPlan {
 		// after the history they were not given): the edge answers it all.
 		p.repPart, p.edgePart = span{1, 0}, full
 	}
+	p.stale = p.stale && p.edgePart.empty()
 	return p
 }
 

@@ -69,6 +69,11 @@ type Options struct {
 	// an edge that stopped announcing is unreachable or cut off). A
 	// listing does not ask the edges that announce their series.
 	ListingLag time.Duration
+	// MaxStaleness is the staleness allowance of a query that sets none
+	// (model.Query.MaxStaleness 0): an edge whose data the replicas hold
+	// within it of the query's end is not asked for its newest data
+	// (plan). Default 0: every edge that may hold newer data is asked.
+	MaxStaleness time.Duration
 	// Now is the clock that ages registration watermarks (default
 	// time.Now).
 	Now    func() time.Time
@@ -102,6 +107,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("query front end: negative timeout (edge %s, replica %s, hedge after %s)", o.EdgeTimeout, o.ReplicaTimeout, o.HedgeAfter)
 	case o.MaxSeries < 0:
 		return fmt.Errorf("query front end: negative series limit %d", o.MaxSeries)
+	case o.MaxStaleness < 0:
+		return fmt.Errorf("query front end: negative max staleness %s", o.MaxStaleness)
 	case o.ListingLag < 0:
 		return fmt.Errorf("query front end: negative listing lag %s", o.ListingLag)
 	case o.MaxParallelEdges < 0:
@@ -157,6 +164,11 @@ type EdgeCoverage struct {
 	EdgeAnswered bool
 	// WatermarkMs is the edge's watermark time when the query ran.
 	WatermarkMs int64
+	// StaleTail says the edge was not asked for its data after
+	// WatermarkMs: the query's staleness allowance accepted the replicas'
+	// answer (the answer's QueryInfo.FreshThroughMs is at most
+	// WatermarkMs). Those points are not Missing: they were not asked for.
+	StaleTail bool
 	// Missing are the time ranges of the edge's data that the answer
 	// lacks (inclusive), sorted.
 	Missing []TimeRange

@@ -47,6 +47,7 @@ func (f *Frontend) queryWithCoverage(ctx context.Context, q model.Query, emit fu
 	defer merge.End()
 	var list []*seriesData
 	list, info, cov = mergeResults(results, qp.q, qp.matched > 0)
+	info.FreshThroughMs = qp.freshThrough(cov)
 	if len(list) > qp.limit {
 		return info, cov, fmt.Errorf("%w: %d series match, limit is %d; narrow the matchers", model.ErrBadQuery, len(list), qp.limit)
 	}
@@ -67,6 +68,49 @@ type queryPlan struct {
 	// vouched counts the edges not asked: no catalog-matching series, and
 	// a registration watermark at or after the query's end.
 	vouched int
+	// stale is the query's staleness allowance in ms (0: none). With one,
+	// staleVouched counts the edges without catalog-matching series not
+	// asked because the catalog knows their series within it of the end,
+	// and staleThrough is the oldest time through which it knows them
+	// (math.MaxInt64: none).
+	stale        int64
+	staleVouched int
+	staleThrough int64
+}
+
+// staleness is q's allowance in ms: its own, or the front end's default
+// when it sets none (model.AlwaysFresh: none).
+func (f *Frontend) staleness(q model.Query) int64 {
+	switch {
+	case q.MaxStaleness > 0:
+		return q.MaxStaleness
+	case q.MaxStaleness == 0:
+		return f.o.MaxStaleness.Milliseconds()
+	}
+	return 0
+}
+
+// within reports whether wm is at most d before end (without overflow).
+func within(wm, end, d int64) bool {
+	return wm >= end || uint64(end)-uint64(wm) <= uint64(d)
+}
+
+// freshThrough is the answer's QueryInfo.FreshThroughMs: 0 without a
+// staleness allowance; otherwise the oldest of the query's end, the
+// watermarks of the edges whose newest data was not asked for (StaleTail)
+// and the times through which the catalog knows the series of the edges
+// left unasked for new series.
+func (qp *queryPlan) freshThrough(cov Coverage) int64 {
+	if qp.stale == 0 {
+		return 0
+	}
+	t := min(qp.q.End, qp.staleThrough)
+	for _, e := range cov.Edges {
+		if e.StaleTail {
+			t = min(t, e.WatermarkMs)
+		}
+	}
+	return t
 }
 
 // plan validates q and resolves it in the catalog: the matching series,
@@ -100,24 +144,29 @@ func (f *Frontend) plan(ctx context.Context, q model.Query) (*queryPlan, error) 
 	for i, r := range refs {
 		ids[i] = r.ID
 	}
+	qp.stale, qp.staleThrough = f.staleness(q), math.MaxInt64
 	var matched map[string]bool
 	qp.edges, matched, qp.vouched = f.planEdges(ids, q.End)
 	qp.matched = len(matched)
 	qp.sub = q
 	qp.sub.Aggregate, qp.sub.GroupBy = rollup.FuncNone, nil
 	qp.sub.LimitSeries = qp.limit
+	qp.sub.MaxStaleness = 0 // the allowance is the front end's: sources answer from what they hold
+	if qp.stale > 0 {
+		qp.edges = qp.leaveFresh(f, matched)
+	}
 	qp.plans = make([]*legPlan, len(qp.edges))
 	var planned []*legPlan
 	for i, edge := range qp.edges {
 		if matched[edge] {
-			p := f.planEdge(edge, qp.sub)
+			p := f.planEdge(edge, qp.sub, qp.stale)
 			qp.plans[i] = &p
 			planned = append(planned, &p)
 		}
 	}
 	shareReplicaLegs(planned, qp.sub)
 	span.SetAttributes(attribute.Int("tributary.query.edges", len(qp.edges)), attribute.Int("tributary.query.series", len(refs)),
-		attribute.Int("tributary.query.edges_vouched", qp.vouched))
+		attribute.Int("tributary.query.edges_vouched", qp.vouched), attribute.Int("tributary.query.edges_stale", qp.staleVouched))
 	return qp, nil
 }
 
@@ -234,6 +283,49 @@ func (f *Frontend) planEdges(ids []uint64, endMs int64) (edges []string, matched
 	edges = append(edges, others...)
 	slices.Sort(edges)
 	return edges, matched, vouched
+}
+
+// leaveFresh returns qp.edges without the edges without catalog-matching
+// series that the staleness allowance lets the query leave unasked
+// (seriesKnownThrough), counting them in staleVouched and keeping the
+// oldest time through which their series are known in staleThrough.
+func (qp *queryPlan) leaveFresh(f *Frontend, matched map[string]bool) []string {
+	out := qp.edges[:0]
+	for _, edge := range qp.edges {
+		if !matched[edge] {
+			if t, ok := f.seriesKnownThrough(edge, qp.q, qp.stale); ok {
+				qp.staleVouched++
+				qp.staleThrough = min(qp.staleThrough, t)
+				continue
+			}
+		}
+		out = append(out, edge)
+	}
+	return out
+}
+
+// seriesKnownThrough returns, for an edge without catalog-matching series,
+// the time through which the catalog knows every series it created, and
+// whether that is within the allowance d of q's end (the edge need not
+// be asked for new series): its registration watermark when it announces
+// its series; otherwise its data watermark (every series with data at or
+// before it is registered), unless a recorded gap meets q's range below
+// it (the gap may hide series the catalog never saw).
+func (f *Frontend) seriesKnownThrough(edge string, q model.Query, d int64) (int64, bool) {
+	if reg, ok := f.o.Catalog.Registration(edge); ok {
+		return reg, within(reg, q.End, d)
+	}
+	prog, ok := f.o.Catalog.Progress(edge)
+	if !ok || !within(prog.WatermarkTimeMs, q.End, d) {
+		return 0, false
+	}
+	below := span{q.Start, min(prog.WatermarkTimeMs, q.End)}
+	for _, g := range gapsOf(prog) {
+		if !g.known() || g.meets(below) {
+			return 0, false
+		}
+	}
+	return prog.WatermarkTimeMs, true
 }
 
 // maxListedEdges bounds the edge ids named in one warning line.

@@ -65,6 +65,10 @@ type queryRequest struct {
 	// GlobalAnnotations adds the global annotations of the range to every
 	// series of the answer.
 	GlobalAnnotations bool `json:"globalAnnotations"`
+	// MaxStaleness is the staleness allowance of a coordinator's answer
+	// (model.Query.MaxStaleness): a duration such as "30s"; "0": always
+	// fresh; absent: the coordinator's default.
+	MaxStaleness flexText `json:"maxStaleness"`
 }
 
 // flag reads a boolean query parameter the way OpenTSDB does: present
@@ -122,10 +126,17 @@ func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request)
 		a.fail(w, err)
 		return
 	}
+	st := stale{fresh: math.MaxInt64}
+	if req.MaxStaleness.set {
+		if st.ms, err = parseStaleness(req.MaxStaleness.text); err != nil {
+			a.fail(w, badRequestf("maxStaleness: %v", err))
+			return
+		}
+	}
 	budget := a.maxQueryPoints
 	var out []outSeries
 	for _, p := range plans {
-		res, err := a.execute(ctx, p, start, end, &budget)
+		res, err := a.execute(ctx, p, start, end, &budget, &st)
 		if err != nil {
 			a.fail(w, err)
 			return
@@ -148,7 +159,36 @@ func (a *api) query(ctx context.Context, w http.ResponseWriter, r *http.Request)
 			out[i].globals = append([]annotation{}, globals...)
 		}
 	}
+	if st.fresh != math.MaxInt64 {
+		httpapi.SetFreshThrough(w, st.fresh)
+	}
 	writeRaw(w, http.StatusOK, appendAnswer(nil, out, ms, arrays))
+}
+
+// stale is a request's staleness allowance (ms, as
+// model.Query.MaxStaleness) and the freshness of its answers so far (the
+// oldest QueryInfo.FreshThroughMs; math.MaxInt64: none said).
+type stale struct{ ms, fresh int64 }
+
+func (st *stale) add(info model.QueryInfo) {
+	if info.FreshThroughMs != 0 {
+		st.fresh = min(st.fresh, info.FreshThroughMs)
+	}
+}
+
+// parseStaleness reads maxStaleness (max_staleness in a GET): 0 (with or
+// without a unit) is model.AlwaysFresh, anything else an OpenTSDB
+// duration ("30s", "5m").
+func parseStaleness(s string) (int64, error) {
+	num := strings.TrimRight(s, "abcdefghijklmnopqrstuvwxyz")
+	if v, err := strconv.ParseFloat(num, 64); err == nil && v == 0 && (num == s || unitMs[s[len(num):]] != 0) {
+		return model.AlwaysFresh, nil
+	}
+	ms, calendar, err := parseDuration(s)
+	if err == nil && calendar {
+		err = fmt.Errorf("duration %.32q: a staleness has no calendar alignment", s)
+	}
+	return ms, err
 }
 
 // badRequestf is the error of a request found wrong before it is run.
@@ -178,6 +218,7 @@ func (a *api) readQueryRequest(r *http.Request, q url.Values) (queryRequest, err
 	req.UseCalendar = flag(q, "use_calendar")
 	req.Delete = flag(q, "delete")
 	req.GlobalAnnotations = globalAnnotationsParam(q)
+	req.MaxStaleness = flexText{q.Has("max_staleness"), q.Get("max_staleness")}
 	for i, m := range q["m"] {
 		sq, err := parseM(m)
 		if err != nil {
@@ -312,7 +353,7 @@ func (a *api) tooManyPoints() error {
 // or the "none" aggregator; then series are read one by one and combined
 // here. Both ways aggregate the values that series have at the same
 // timestamp (bucket start when downsampling); neither interpolates.
-func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *int) ([]outSeries, error) {
+func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *int, st *stale) ([]outSeries, error) {
 	ms := p.matchers
 	if err := a.checkMetricKnown(ctx, ms, p.metric); err != nil {
 		return nil, err
@@ -333,7 +374,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 			ms = append(ms, m)
 		}
 	}
-	nq := model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery}
+	nq := model.Query{Matchers: ms, Start: start, End: end, Mode: model.ModeRaw, LimitSeries: a.cfg.Limits.MaxSeriesPerQuery, MaxStaleness: st.ms}
 	collate := p.agg.fn
 	if ds := p.ds; ds != nil && ds.agg.dist != nil {
 		// A distribution downsamples here, from raw samples.
@@ -365,7 +406,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	distDS := p.ds != nil && p.ds.agg.dist != nil
 	inPackage := a.forceEngine || p.agg.fn == rollup.FuncNone || p.rate != nil || (p.ds != nil && p.ds.fill != fillNone) || distDS
 	if !inPackage {
-		return a.executeInBackend(ctx, p, nq, collate, fixAll, budget)
+		return a.executeInBackend(ctx, p, nq, collate, fixAll, budget, st)
 	}
 	var grid []int64 // bucket starts, with a fill policy
 	if ds := p.ds; ds != nil && !ds.all && ds.fill != fillNone {
@@ -383,7 +424,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	// but NaN stays in the answer as NaN.
 	groups := aggregate.NewGroups(aggregate.GroupOptions{By: p.groupBy, Func: p.agg.fn, Dist: p.agg.dist, SkipNaN: true})
 	trackers := map[string]*tagTracker{}
-	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
+	info, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		ts, vs := s.Ts, s.Vs
 		if distDS {
 			step := p.ds.stepMs
@@ -422,6 +463,7 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 	if err != nil {
 		return nil, err
 	}
+	st.add(info)
 	for _, g := range groups.Result() {
 		tags, aggTags := trackers[g.Key].result()
 		out = append(out, outSeries{metric: p.metric, tags: tags, aggTags: aggTags, ts: g.Ts, vs: g.Vs, collate: collate})
@@ -433,11 +475,11 @@ func (a *api) execute(ctx context.Context, p *plan, start, end int64, budget *in
 // executeInBackend has the backend aggregate; the tags of each group
 // (tags its series share, and aggregateTags, the keys they differ in) are
 // then computed from the series the query's matchers select.
-func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, collate rollup.Func, fixAll func([]int64), budget *int) ([]outSeries, error) {
+func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, collate rollup.Func, fixAll func([]int64), budget *int, st *stale) ([]outSeries, error) {
 	nq.Aggregate, nq.GroupBy = p.agg.fn, p.groupBy
 	var out []outSeries
 	var keys []string
-	_, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
+	info, err := a.b.Query(model.WithQueryAPI(ctx, model.QueryAPIOpenTSDB), nq, func(s model.Series) error {
 		if *budget -= len(s.Ts); *budget < 0 {
 			return a.tooManyPoints()
 		}
@@ -449,6 +491,7 @@ func (a *api) executeInBackend(ctx context.Context, p *plan, nq model.Query, col
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
+	st.add(info)
 	members, err := a.b.Series(ctx, nq.Matchers, a.cfg.Limits.MaxSeriesPerQuery)
 	if err != nil {
 		return nil, err

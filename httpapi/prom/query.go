@@ -64,6 +64,11 @@ type queryEnv struct {
 	opts   promql.QueryOpts
 	// memo shares Select answers between the evaluations of the request.
 	memo *selectMemo
+	// staleness is the request's max_staleness as model.Query.MaxStaleness
+	// (0: not given, the backend's default); fresh collects the answers'
+	// freshness.
+	staleness int64
+	fresh     freshness
 }
 
 // withQueryEnv serves a query endpoint with serve, given the request's
@@ -106,6 +111,12 @@ func (a *API) queryEnv(w http.ResponseWriter, r *http.Request) (*queryEnv, *apiE
 		if lookback, err = parseDuration(s); err != nil {
 			env.cancel()
 			return nil, invalidParam("lookback_delta", err)
+		}
+	}
+	if s := r.FormValue("max_staleness"); s != "" {
+		if env.staleness, err = parseStaleness(s); err != nil {
+			env.cancel()
+			return nil, invalidParam("max_staleness", err)
 		}
 	}
 	env.opts = promql.NewPrometheusQueryOpts(false, lookback)
@@ -224,13 +235,19 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 		}
 	}
 	warn, info := warnings.AsStrings(qs, 10, 10)
+	if t, ok := env.fresh.through(); ok {
+		// Before the body: the header says it too, for clients that show
+		// no infos.
+		httpapi.SetFreshThrough(w, t)
+		info = append(info, freshInfo(t))
+	}
 	respond(w, env.r, func(b []byte) []byte { return appendResult(b, v) }, warn, info)
 }
 
 // exec creates and evaluates one query; the caller closes it once the
 // result has been used.
 func (a *API) exec(env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) (promql.Query, *promql.Result, *apiError) {
-	q := &queryable{api: a, memo: env.memo}
+	q := &queryable{api: a, memo: env.memo, staleness: env.staleness, fresh: &env.fresh}
 	qry, err := newQuery(q, qs)
 	if err != nil {
 		return nil, nil, invalidParam("query", err)

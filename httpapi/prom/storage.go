@@ -35,6 +35,11 @@ type queryable struct {
 	// memo, when not nil, shares Select answers between the evaluations
 	// of one request (see selectmemo.go).
 	memo *selectMemo
+	// staleness is every backend query's MaxStaleness (the request's
+	// max_staleness); fresh, when not nil, collects the answers'
+	// FreshThroughMs.
+	staleness int64
+	fresh     *freshness
 }
 
 // Querier implements storage.Queryable.
@@ -131,6 +136,7 @@ func compareSeries(a, b series) int { return labels.Compare(a.lset, b.lset) }
 // samples to the query.
 func (qr *querier) query(ctx context.Context, nq model.Query, each func(lset labels.Labels, s model.Series) error) error {
 	nq.LimitSeries = qr.q.api.cfg.Limits.MaxSeriesPerQuery
+	nq.MaxStaleness = qr.q.staleness
 	sb := labels.NewScratchBuilder(8)
 	info, err := qr.q.api.b.Query(model.WithQueryAPI(ctx, model.QueryAPIPromQL), nq, func(s model.Series) error {
 		if err := qr.q.charge(len(s.Ts)); err != nil {
@@ -143,6 +149,9 @@ func (qr *querier) query(ctx context.Context, nq model.Query, each func(lset lab
 		return each(sb.Labels(), s)
 	})
 	qr.warnings = append(qr.warnings, info.Warnings...)
+	if qr.q.fresh != nil {
+		qr.q.fresh.add(info.FreshThroughMs)
+	}
 	var tooMany errTooManySamples
 	switch {
 	case err == nil:

@@ -101,16 +101,22 @@ type Result struct {
 	EdgesAskedEndNow        report.Number `json:"edges_asked_one_series_end_now"`
 	OneSeriesEndNowMs       report.Number `json:"one_series_end_now_ms"`
 	EndNowWarnings          int           `json:"one_series_end_now_warnings"`
-	ListingComplete         bool          `json:"listing_complete"`
-	ListingWarnings         []string      `json:"listing_warnings"`
-	ListingEdgeRequests     int64         `json:"listing_edge_requests"`
-	ListingFlaggedEdges     int           `json:"listing_flagged_edges"`
-	ProcessEdges            int           `json:"process_edges"`
-	SimulatedEdges          int           `json:"simulated_edges"`
-	UnreachableEdges        int           `json:"unreachable_edges"`
-	SimReadyS               float64       `json:"simulated_edges_ready_s"`
-	OneSeriesQueries        int           `json:"one_series_queries"`
-	VisibilityTrials        int           `json:"visibility_trials"`
+	// The same query ending now with max_staleness_ms (EndNowStalenessS).
+	EdgesAskedEndNowStale  report.Number `json:"edges_asked_one_series_end_now_stale"`
+	OneSeriesEndNowStaleMs report.Number `json:"one_series_end_now_stale_ms"`
+	EndNowStaleBehindS     report.Number `json:"one_series_end_now_stale_behind_s"`
+	EndNowStaleWarnings    int           `json:"one_series_end_now_stale_warnings"`
+	EndNowStalenessS       float64       `json:"one_series_end_now_max_staleness_s"`
+	ListingComplete        bool          `json:"listing_complete"`
+	ListingWarnings        []string      `json:"listing_warnings"`
+	ListingEdgeRequests    int64         `json:"listing_edge_requests"`
+	ListingFlaggedEdges    int           `json:"listing_flagged_edges"`
+	ProcessEdges           int           `json:"process_edges"`
+	SimulatedEdges         int           `json:"simulated_edges"`
+	UnreachableEdges       int           `json:"unreachable_edges"`
+	SimReadyS              float64       `json:"simulated_edges_ready_s"`
+	OneSeriesQueries       int           `json:"one_series_queries"`
+	VisibilityTrials       int           `json:"visibility_trials"`
 
 	Targets map[string]string `json:"targets"`
 	Notes   []string          `json:"notes"`
@@ -191,6 +197,8 @@ func (sm scaleMeasurement) fill(res *Result) {
 	res.EdgesAskedOneSeries, res.SeriesVisibleS, res.SeriesVisibleP50S = nan, nan, nan
 	res.OneSeriesP50Ms, res.OneSeriesP99Ms, res.SimEdgeQueriesOneSeries = nan, nan, nan
 	res.EdgesAskedEndNow, res.OneSeriesEndNowMs = nan, nan
+	res.EdgesAskedEndNowStale, res.OneSeriesEndNowStaleMs, res.EndNowStaleBehindS = nan, nan, nan
+	res.EndNowStalenessS = endNowStaleness.Seconds()
 	res.ListingWarnings = []string{}
 	res.SimulatedEdges, res.UnreachableEdges, res.SimReadyS = sm.simEdges, sm.unreachable, report.Round(sm.readyS, 2)
 	res.OneSeriesQueries, res.VisibilityTrials = sm.oneQueries, len(sm.visible)
@@ -207,6 +215,12 @@ func (sm scaleMeasurement) fill(res *Result) {
 		res.EdgesAskedEndNow = report.Number(sm.nowEdgeLegs)
 		res.OneSeriesEndNowMs = report.Number(report.Round(float64(sm.nowLatency)/float64(time.Millisecond), 1))
 		res.EndNowWarnings = sm.nowWarnings
+	}
+	if sm.staleAsked {
+		res.EdgesAskedEndNowStale = report.Number(sm.staleEdgeLegs)
+		res.OneSeriesEndNowStaleMs = report.Number(report.Round(float64(sm.staleLatency)/float64(time.Millisecond), 1))
+		res.EndNowStaleBehindS = report.Number(report.Round(sm.staleBehind.Seconds(), 3))
+		res.EndNowStaleWarnings = sm.staleWarnings
 	}
 	res.ListingComplete, res.ListingEdgeRequests, res.ListingFlaggedEdges = sm.listComplete, sm.listLegs, sm.flagged
 	if sm.listWarnings != nil {
@@ -226,6 +240,9 @@ func (m measurement) notes(o Options, res Result) []string {
 			"the same query ending now asked %s edges and took %s ms (%d warnings): an end past the edges' registration watermarks (up to one announce interval old) must ask every edge or warn",
 			res.Edges, res.ProcessEdges, m.scale.simEdges, m.scale.unreachable, m.scale.oneQueries, o.WarmupQueries,
 			report.Float(float64(res.EdgesAskedEndNow), 0), report.Float(float64(res.OneSeriesEndNowMs), 1), res.EndNowWarnings))
+		notes = append(notes, fmt.Sprintf("the same query ending now with max_staleness_ms %s s asked %s edges and took %s ms (%d warnings); its answer said it was fresh through %s s before its end, and was checked through then",
+			report.Float(res.EndNowStalenessS, 0), report.Float(float64(res.EdgesAskedEndNowStale), 0), report.Float(float64(res.OneSeriesEndNowStaleMs), 1),
+			res.EndNowStaleWarnings, report.Float(float64(res.EndNowStaleBehindS), 3)))
 		notes = append(notes, fmt.Sprintf("series visible: %d new series, each on a random reachable simulated edge, timed from its creation until a coordinator's Series listing (from the catalog) returns it; worst %s s, median %s s",
 			len(m.scale.visible), report.Float(float64(res.SeriesVisibleS), 3), report.Float(float64(res.SeriesVisibleP50S), 3)))
 		notes = append(notes, fmt.Sprintf("listing of the simulated edges: complete %v, %d edge requests, warnings %q; with the %d unreachable edges offline, a listing flagged %d edges",
@@ -276,6 +293,10 @@ func WriteReport(w io.Writer, res Result) error {
 	tb.Add(fmt.Sprintf("edges asked, one series (%d edges)", res.Edges), report.Float(float64(res.EdgesAskedOneSeries), 2), "≤ 2", verdict(targetEdgesAsked, res.EdgesAskedOneSeries))
 	tb.Add("one series over 1 h p99", ms(res.OneSeriesP99Ms), "≤ 50 ms", verdict(targetP99Ms, res.OneSeriesP99Ms))
 	tb.Add("one series over 1 h p50", ms(res.OneSeriesP50Ms), "", "")
+	tb.Add("one series ending now: edges asked", report.Float(float64(res.EdgesAskedEndNow), 0), "", "")
+	tb.Add("one series ending now: latency", ms(res.OneSeriesEndNowMs), "", "")
+	tb.Add(fmt.Sprintf("ending now, max_staleness %s s: edges asked", report.Float(res.EndNowStalenessS, 0)), report.Float(float64(res.EdgesAskedEndNowStale), 0), "", "")
+	tb.Add(fmt.Sprintf("ending now, max_staleness %s s: latency", report.Float(res.EndNowStalenessS, 0)), ms(res.OneSeriesEndNowStaleMs), "", "")
 	tb.Add("series visible, worst", report.Float(float64(res.SeriesVisibleS), 3)+" s", "≤ 2 s", verdict(targetVisibleS, res.SeriesVisibleS))
 	tb.Add("listing flagged offline edges", fmt.Sprintf("%d of %d", res.ListingFlaggedEdges, res.UnreachableEdges), "all", map[bool]string{true: "met", false: "missed"}[res.ListingFlaggedEdges >= res.UnreachableEdges])
 	if err := tb.Write(w); err != nil {

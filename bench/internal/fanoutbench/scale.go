@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/node/labels"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -29,20 +31,28 @@ type scaleMeasurement struct {
 
 	// One series over 1 h, 1-minute average, ending at the current
 	// minute (as a dashboard aligns its range to the step).
-	oneLatency   []time.Duration
-	edgeLegs     int64 // edge requests the coordinators sent for them
-	simCalls     int64 // Query requests the simulated edges received
-	oneQueries   int
-	oneWrong     int
-	nowEdgeLegs  int64 // the same query ending now: edge requests
-	nowLatency   time.Duration
-	nowWarnings  int
-	nowAsked     bool
-	listComplete bool // listing of every simulated edge, from the catalog
-	listWarnings []string
-	listLegs     int64
-	flagged      int // edges a listing warned about once the unreachable ones went offline
-	visible      []time.Duration
+	oneLatency  []time.Duration
+	edgeLegs    int64 // edge requests the coordinators sent for them
+	simCalls    int64 // Query requests the simulated edges received
+	oneQueries  int
+	oneWrong    int
+	nowEdgeLegs int64 // the same query ending now: edge requests
+	nowLatency  time.Duration
+	// The same query ending now with the staleness allowance
+	// endNowStaleness: edge requests, latency, warnings, and how far the
+	// answer's freshness was behind its end.
+	staleAsked    bool
+	staleEdgeLegs int64
+	staleLatency  time.Duration
+	staleWarnings int
+	staleBehind   time.Duration
+	nowWarnings   int
+	nowAsked      bool
+	listComplete  bool // listing of every simulated edge, from the catalog
+	listWarnings  []string
+	listLegs      int64
+	flagged       int // edges a listing warned about once the unreachable ones went offline
+	visible       []time.Duration
 }
 
 // edgeLegsMetric counts the requests a coordinator's front end sent to
@@ -284,7 +294,77 @@ func (r *runner) oneSeries(ctx context.Context, qc tributaryv1.QueryServiceClien
 	} else {
 		sm.nowAsked, sm.nowEdgeLegs, sm.nowLatency, sm.nowWarnings = true, legs2-legs1, d, len(got.Warnings)
 	}
+	if err := r.endNowStale(ctx, qc, reachable[rng.IntN(len(reachable))]); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// endNowStaleness is the staleness allowance of the one-series query
+// ending now that endNowStale times.
+const endNowStaleness = 30 * time.Second
+
+// endNowStale asks the one-series query ending now on e with the
+// staleness allowance endNowStaleness: the edges whose data and series
+// the coordinators hold within it of now are not asked. The answer must
+// say it is fresh through a time within the allowance, and be right
+// through it: every bucket that ends by then is checked.
+func (r *runner) endNowStale(ctx context.Context, qc tributaryv1.QueryServiceClient, e *simEdge) error {
+	sm := &r.m.scale
+	legs0, err := r.c.edgeLegs(ctx)
+	if err != nil {
+		return err
+	}
+	end := time.Now().UnixMilli()
+	q := oneSpec(e.id, end)
+	req := q.request()
+	req.MaxStalenessMs = proto.Int64(endNowStaleness.Milliseconds())
+	cctx, cancel := context.WithTimeout(ctx, r.o.CallTimeout)
+	defer cancel()
+	t0 := time.Now()
+	got, err := nodeclient.Query(cctx, qc, req)
+	d := time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("one-series query ending now with max staleness %s: %w", endNowStaleness, err)
+	}
+	legs1, err := r.c.edgeLegs(ctx)
+	if err != nil {
+		return err
+	}
+	r.m.checked++
+	fresh := got.FreshThroughMs
+	if fresh < end-endNowStaleness.Milliseconds() || fresh > end {
+		r.m.wrong++
+		return fmt.Errorf("one-series query ending now with max staleness %s: fresh through %d ms, want within [%d, %d]", endNowStaleness, fresh, end-endNowStaleness.Milliseconds(), end)
+	}
+	// The buckets that end by the freshness time hold all their points.
+	through := q
+	through.endMs = (fresh+1)/q.stepMs*q.stepMs - 1
+	want, err := expected(e.data(q.match, q.startMs, through.endMs), through)
+	if err == nil {
+		err = compare(through, clip(got, through.endMs), want)
+	}
+	if err != nil {
+		r.m.wrong++
+		return fmt.Errorf("one-series query ending now with max staleness %s: %w", endNowStaleness, err)
+	}
+	sm.staleAsked, sm.staleEdgeLegs, sm.staleLatency, sm.staleWarnings = true, legs1-legs0, d, len(got.Warnings)
+	sm.staleBehind = time.Duration(end-fresh) * time.Millisecond
+	return nil
+}
+
+// clip returns a copy of a with the points after endMs left out.
+func clip(a nodeclient.Answer, endMs int64) nodeclient.Answer {
+	out := a
+	out.Series = make([]nodeclient.Series, len(a.Series))
+	for i, s := range a.Series {
+		n := 0
+		for n < len(s.TimestampsMs) && s.TimestampsMs[n] <= endMs {
+			n++
+		}
+		out.Series[i] = nodeclient.Series{Labels: s.Labels, TimestampsMs: s.TimestampsMs[:n], Values: s.Values[:n]}
+	}
+	return out
 }
 
 // listings checks that the coordinators list every simulated edge from

@@ -72,6 +72,9 @@ type Answer struct {
 	Source string
 	// Warnings say what is missing from a partial answer.
 	Warnings []string
+	// FreshThroughMs is how fresh a coordinator's answer given with a
+	// staleness allowance (max_staleness_ms) is; 0 when not said.
+	FreshThroughMs int64
 }
 
 // Query runs req and collects the streamed answer, joining messages that
@@ -98,6 +101,9 @@ func Query(ctx context.Context, qc tributaryv1.QueryServiceClient, req *tributar
 			ans.Source, first = msg.GetSource(), false
 		}
 		ans.Warnings = append(ans.Warnings, msg.GetWarnings()...)
+		if t := msg.GetFreshThroughMs(); t != 0 {
+			ans.FreshThroughMs = t
+		}
 		if len(msg.GetTimestampsMs()) != len(msg.GetValues()) {
 			return ans, fmt.Errorf("query: series %d: %d timestamps but %d values", msg.GetSeriesIndex(), len(msg.GetTimestampsMs()), len(msg.GetValues()))
 		}

@@ -709,9 +709,17 @@ type QueryRequest struct {
 	GroupBy    []string               `protobuf:"bytes,7,rep,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
 	Aggregate  Aggregate              `protobuf:"varint,8,opt,name=aggregate,proto3,enum=tributary.v1.Aggregate" json:"aggregate,omitempty"`
 	// Upper bound on series returned; 0 means the server default.
-	LimitSeries   int64 `protobuf:"varint,9,opt,name=limit_series,json=limitSeries,proto3" json:"limit_series,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LimitSeries int64 `protobuf:"varint,9,opt,name=limit_series,json=limitSeries,proto3" json:"limit_series,omitempty"`
+	// How far behind end_ms a coordinator's answer may be for an edge: an
+	// edge whose replicated data reaches within this many milliseconds of
+	// end_ms is answered from its replicas alone, without asking the edge
+	// (the answer's fresh_through_ms says how fresh it is). Unset: the
+	// coordinator's default (--query-max-staleness, 0 unless configured);
+	// 0: ask every edge that may hold newer data. Must not be negative. A
+	// node ignores it.
+	MaxStalenessMs *int64 `protobuf:"varint,10,opt,name=max_staleness_ms,json=maxStalenessMs,proto3,oneof" json:"max_staleness_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueryRequest) Reset() {
@@ -807,6 +815,13 @@ func (x *QueryRequest) GetLimitSeries() int64 {
 	return 0
 }
 
+func (x *QueryRequest) GetMaxStalenessMs() int64 {
+	if x != nil && x.MaxStalenessMs != nil {
+		return *x.MaxStalenessMs
+	}
+	return 0
+}
+
 // QueryResponse is one message of a streamed answer. A series may span
 // several messages: a message with the same series_index continues it.
 type QueryResponse struct {
@@ -821,9 +836,15 @@ type QueryResponse struct {
 	// e.g. "rollup_1h", "rollup_1d", "raw".
 	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	// Set on the last message when the answer is incomplete; says what is missing.
-	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Warnings []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Set on the last message of a coordinator's answer given with a
+	// positive max_staleness_ms: the answer holds every edge's data through
+	// this time (Unix ms; the oldest watermark of the edges not asked for
+	// their newest data, or end_ms when all were asked). Points after it
+	// were not asked for, not lost. 0: as fresh as the sources.
+	FreshThroughMs int64 `protobuf:"varint,7,opt,name=fresh_through_ms,json=freshThroughMs,proto3" json:"fresh_through_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueryResponse) Reset() {
@@ -896,6 +917,13 @@ func (x *QueryResponse) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *QueryResponse) GetFreshThroughMs() int64 {
+	if x != nil {
+		return x.FreshThroughMs
+	}
+	return 0
 }
 
 type SeriesRequest struct {
@@ -1729,7 +1757,7 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\x05EQUAL\x10\x00\x12\r\n" +
 	"\tNOT_EQUAL\x10\x01\x12\t\n" +
 	"\x05REGEX\x10\x02\x12\r\n" +
-	"\tNOT_REGEX\x10\x03\"\xe7\x02\n" +
+	"\tNOT_REGEX\x10\x03\"\xab\x03\n" +
 	"\fQueryRequest\x121\n" +
 	"\bmatchers\x18\x01 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
@@ -1741,14 +1769,18 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"downsample\x12\x19\n" +
 	"\bgroup_by\x18\a \x03(\tR\agroupBy\x125\n" +
 	"\taggregate\x18\b \x01(\x0e2\x17.tributary.v1.AggregateR\taggregate\x12!\n" +
-	"\flimit_series\x18\t \x01(\x03R\vlimitSeries\"\xd9\x01\n" +
+	"\flimit_series\x18\t \x01(\x03R\vlimitSeries\x12-\n" +
+	"\x10max_staleness_ms\x18\n" +
+	" \x01(\x03H\x00R\x0emaxStalenessMs\x88\x01\x01B\x13\n" +
+	"\x11_max_staleness_ms\"\x83\x02\n" +
 	"\rQueryResponse\x12,\n" +
 	"\x06series\x18\x01 \x01(\v2\x14.tributary.v1.SeriesR\x06series\x12!\n" +
 	"\fseries_index\x18\x02 \x01(\x03R\vseriesIndex\x12'\n" +
 	"\rtimestamps_ms\x18\x03 \x03(\x03B\x02\x10\x01R\ftimestampsMs\x12\x1a\n" +
 	"\x06values\x18\x04 \x03(\x01B\x02\x10\x01R\x06values\x12\x16\n" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1a\n" +
-	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"\x8a\x01\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\x12(\n" +
+	"\x10fresh_through_ms\x18\a \x01(\x03R\x0efreshThroughMs\"\x8a\x01\n" +
 	"\rSeriesRequest\x121\n" +
 	"\bmatchers\x18\x01 \x03(\v2\x15.tributary.v1.MatcherR\bmatchers\x12\x19\n" +
 	"\bstart_ms\x18\x02 \x01(\x03R\astartMs\x12\x15\n" +
@@ -1932,6 +1964,7 @@ func file_tributary_v1_tributary_proto_init() {
 	if File_tributary_v1_tributary_proto != nil {
 		return
 	}
+	file_tributary_v1_tributary_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -23,3 +23,6 @@ func (p RetryPolicy) Backoff(attempt int) time.Duration { return p.backoff(attem
 
 // IsLoopback exposes the loopback test of Dial.
 var IsLoopback = isLoopback
+
+// Request exposes the API request a Query becomes.
+func (q Query) Request(now time.Time) (*pb.QueryRequest, error) { return q.request(now) }

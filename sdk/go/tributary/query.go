@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tributarydb/tributary/internal/enum"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -72,7 +73,18 @@ type Query struct {
 	// LimitSeries bounds the series the query may touch (0: the server's
 	// default); more is an error, not a truncated answer.
 	LimitSeries int
+	// MaxStaleness lets a coordinator answer up to this much behind End:
+	// edges whose data it holds within it of End are not asked, and
+	// SeriesIter.FreshThrough says how fresh the answer is. 0: the
+	// coordinator's default (--query-max-staleness); AlwaysFresh: ask
+	// every edge that may hold newer data. A node ignores it. Whole
+	// milliseconds (rounded up).
+	MaxStaleness time.Duration
 }
+
+// AlwaysFresh is the Query.MaxStaleness that asks a coordinator for the
+// freshest answer whatever its default.
+const AlwaysFresh time.Duration = -1
 
 // Raw asks for the raw samples of the series matching selector.
 func Raw(selector string, start, end time.Time) Query {
@@ -146,6 +158,14 @@ func (q Query) request(now time.Time) (*pb.QueryRequest, error) {
 		req.Mode = pb.QueryMode_QUERY_MODE_RAW
 	}
 	req.Aggregate = pb.Aggregate(q.Aggregate)
+	switch {
+	case q.MaxStaleness == AlwaysFresh:
+		req.MaxStalenessMs = proto.Int64(0)
+	case q.MaxStaleness > 0:
+		req.MaxStalenessMs = proto.Int64(int64((q.MaxStaleness + time.Millisecond - 1) / time.Millisecond))
+	case q.MaxStaleness < 0:
+		return nil, fmt.Errorf("query: max staleness %s is negative", q.MaxStaleness)
+	}
 	return req, nil
 }
 
@@ -191,6 +211,7 @@ type SeriesIter struct {
 	err     error
 	source  string
 	warns   []string
+	fresh   int64
 }
 
 // Query starts q. The call is sent on the first Next; retryable failures
@@ -343,6 +364,9 @@ func (it *SeriesIter) note(msg *pb.QueryResponse) {
 		it.source = msg.Source
 	}
 	it.warns = append(it.warns, msg.Warnings...)
+	if msg.FreshThroughMs != 0 {
+		it.fresh = msg.FreshThroughMs
+	}
 }
 
 func (it *SeriesIter) fail(err error) {
@@ -369,6 +393,17 @@ func (it *SeriesIter) Source() string { return it.source }
 // example a coordinator that could not reach a node), complete once Next
 // has returned false.
 func (it *SeriesIter) Warnings() []string { return it.warns }
+
+// FreshThrough returns, once Next has returned false, the time through
+// which a coordinator's answer given with a staleness allowance
+// (Query.MaxStaleness) holds every edge's data: points after it were not
+// asked for. The zero time: the answer is as fresh as its sources.
+func (it *SeriesIter) FreshThrough() time.Time {
+	if it.fresh == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(it.fresh).UTC()
+}
 
 // Close abandons the rest of the answer and releases the stream. It is
 // safe to call more than once and after the end.

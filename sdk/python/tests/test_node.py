@@ -202,6 +202,17 @@ class NodeTest(unittest.TestCase):
         self.assertEqual(stream.source, "raw")
         self.assertEqual(list(self.client.query(unique("absent"), last=True)), [])
 
+    def test_max_staleness_is_sent_and_a_node_ignores_it(self):
+        m = unique("stale")
+        base = minute_aligned(10)
+        self.client.write([Point(m, {}, base, 1.5)])
+        for ms in (0, 30_000, dt.timedelta(seconds=30), dt.timedelta(microseconds=1500)):
+            with self.subTest(ms=ms):
+                stream = self.client.query(m, start=base, end=base, max_staleness=ms)
+                got = list(stream)
+                self.assertEqual([s.values for s in got], [[1.5]])
+                self.assertEqual(stream.fresh_through_ms, 0)
+
     def test_query_stream_can_be_closed_early(self):
         m = unique("close")
         base = minute_aligned(10)
@@ -242,6 +253,8 @@ class NodeTest(unittest.TestCase):
             "bad step": (dict(selector="cpu", start=base, step=0), "step: must be positive"),
             "float start": (dict(selector="cpu", start=1.7e9), "start: 1700000000.0 is a float"),
             "bad selector": (dict(selector="cpu{", start=base), "bad selector"),
+            "negative max_staleness": (dict(selector="cpu", start=base, max_staleness=-1), "max_staleness must not be negative"),
+            "float max_staleness": (dict(selector="cpu", start=base, max_staleness=1.5), "max_staleness: want int milliseconds"),
         }
         for name, (kw, msg) in cases.items():
             with self.subTest(name):

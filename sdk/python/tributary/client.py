@@ -331,6 +331,7 @@ class Client:
         agg: Optional[str] = None,
         *,
         limit_series: int = 0,
+        max_staleness: Union[int, _dt.timedelta, None] = None,
         timeout: Optional[float] = None,
     ) -> "QueryStream":
         """Query samples; returns a stream of :class:`Series`.
@@ -354,6 +355,12 @@ class Client:
                 min, max, count, first, last), per group.
             limit_series: refuse the query if more series match (0: server
                 default).
+            max_staleness: through a coordinator, how far behind ``end`` the
+                answer may be (int ms or a timedelta): edges whose data the
+                coordinators hold within it are not asked, and the stream's
+                ``fresh_through_ms`` says how fresh the answer is. None: the
+                coordinator's default; 0: the freshest answer. A node
+                ignores it.
             timeout: seconds for the whole stream (default: the client's).
 
         The stream is opened before this returns, so a bad request raises
@@ -397,6 +404,17 @@ class Client:
         if isinstance(limit_series, bool) or not isinstance(limit_series, int) or limit_series < 0:
             raise InvalidArgument("query: limit_series must be an int >= 0, got %r" % (limit_series,))
         req.limit_series = limit_series
+        if max_staleness is not None:
+            if isinstance(max_staleness, _dt.timedelta):
+                # Rounded up to whole milliseconds.
+                ms = -(-max_staleness // _dt.timedelta(microseconds=1) // 1000)
+            elif isinstance(max_staleness, numbers.Integral) and not isinstance(max_staleness, bool):
+                ms = int(max_staleness)
+            else:
+                raise InvalidArgument("query: max_staleness: want int milliseconds or a timedelta, got %s" % type(max_staleness).__name__)
+            if not 0 <= ms < 1 << 63:
+                raise InvalidArgument("query: max_staleness must not be negative (and within int64), got %d ms" % ms)
+            req.max_staleness_ms = ms
         return QueryStream(self, req, self._deadline(timeout))
 
     def series(
@@ -454,8 +472,11 @@ class QueryStream(Iterator[Series]):
 
     A series that the server sends in several messages is joined; only one
     series is held in memory at a time. ``source`` says where the answer
-    came from (``"raw"``, ``"rollup_1h"``, ``"rollup_1d"``, ``"last"``) and
-    ``warnings`` lists what the server says is missing, once read.
+    came from (``"raw"``, ``"rollup_1h"``, ``"rollup_1d"``, ``"last"``),
+    ``warnings`` lists what the server says is missing, once read, and
+    ``fresh_through_ms`` (once read) is the time through which a
+    coordinator's answer given with ``max_staleness`` holds every edge's
+    data (0: as fresh as its sources).
 
     Close it (or use it as a context manager, or exhaust it) to free the
     call; breaking out of a for loop early without closing leaves the call
@@ -465,6 +486,7 @@ class QueryStream(Iterator[Series]):
     def __init__(self, client: Client, request: pb.QueryRequest, timeout: Optional[float]) -> None:
         self.source = ""
         self.warnings: List[str] = []
+        self.fresh_through_ms = 0
         self._client = client
         self._done = False
         self._current: Optional[Series] = None
@@ -517,6 +539,8 @@ class QueryStream(Iterator[Series]):
             if msg.source and not self.source:
                 self.source = msg.source
             self.warnings.extend(msg.warnings)
+            if msg.fresh_through_ms:
+                self.fresh_through_ms = msg.fresh_through_ms
             if msg.series_index < 0:
                 continue
             if self._current is not None and msg.series_index == self._current_index:

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctributary/v1/tributary.proto\x12\x0ctributary.v1\"$\n\x05Label\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"-\n\x06Series\x12#\n\x06labels\x18\x01 \x03(\x0b\x32\x13.tributary.v1.Label\"b\n\x0bSeriesBatch\x12$\n\x06series\x18\x01 \x01(\x0b\x32\x14.tributary.v1.Series\x12\x19\n\rtimestamps_ms\x18\x02 \x03(\x03\x42\x02\x10\x01\x12\x12\n\x06values\x18\x03 \x03(\x01\x42\x02\x10\x01\":\n\x0cWriteRequest\x12*\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x19.tributary.v1.SeriesBatch\"\x82\x01\n\tRejection\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x13\n\x0bpoint_index\x18\x02 \x01(\x05\x12*\n\x06reason\x18\x03 \x01(\x0e\x32\x1a.tributary.v1.RejectReason\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0e\n\x06points\x18\x05 \x01(\x03\"`\n\rWriteResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x12+\n\nrejections\x18\x03 \x03(\x0b\x32\x17.tributary.v1.Rejection\"\x8c\x01\n\x07Matcher\x12(\n\x04type\x18\x01 \x01(\x0e\x32\x1a.tributary.v1.Matcher.Type\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\":\n\x04Type\x12\t\n\x05\x45QUAL\x10\x00\x12\r\n\tNOT_EQUAL\x10\x01\x12\t\n\x05REGEX\x10\x02\x12\r\n\tNOT_REGEX\x10\x03\"\x92\x02\n\x0cQueryRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.tributary.v1.QueryMode\x12\x0f\n\x07step_ms\x18\x05 \x01(\x03\x12+\n\ndownsample\x18\x06 \x01(\x0e\x32\x17.tributary.v1.Aggregate\x12\x10\n\x08group_by\x18\x07 \x03(\t\x12*\n\taggregate\x18\x08 \x01(\x0e\x32\x17.tributary.v1.Aggregate\x12\x14\n\x0climit_series\x18\t \x01(\x03\"\x9c\x01\n\rQueryResponse\x12$\n\x06series\x18\x01 \x01(\x0b\x32\x14.tributary.v1.Series\x12\x14\n\x0cseries_index\x18\x02 \x01(\x03\x12\x19\n\rtimestamps_ms\x18\x03 \x03(\x03\x42\x02\x10\x01\x12\x12\n\x06values\x18\x04 \x03(\x01\x42\x02\x10\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x10\n\x08warnings\x18\x06 \x03(\t\"i\n\rSeriesRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12\r\n\x05limit\x18\x04 \x01(\x03\"H\n\x0eSeriesResponse\x12$\n\x06series\x18\x01 \x03(\x0b\x32\x14.tributary.v1.Series\x12\x10\n\x08warnings\x18\x02 \x03(\t\"<\n\x11LabelNamesRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\"5\n\x12LabelNamesResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x10\n\x08warnings\x18\x02 \x03(\t\"K\n\x12LabelValuesRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x08matchers\x18\x02 \x03(\x0b\x32\x15.tributary.v1.Matcher\"7\n\x13LabelValuesResponse\x12\x0e\n\x06values\x18\x01 \x03(\t\x12\x10\n\x08warnings\x18\x02 \x03(\t\"\x0f\n\rStatusRequest\"\x85\x03\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0e\n\x06series\x18\x04 \x01(\x03\x12\x13\n\x0bhead_series\x18\x05 \x01(\x03\x12\x14\n\x0chead_samples\x18\x06 \x01(\x03\x12\x17\n\x0fwal_segment_seq\x18\x07 \x01(\x04\x12\x11\n\twal_bytes\x18\x08 \x01(\x03\x12\x1d\n\x15points_accepted_total\x18\t \x01(\x03\x12\x1d\n\x15points_rejected_total\x18\n \x01(\x03\x12\x11\n\tuptime_ms\x18\x0b \x01(\x03\x12$\n\x1c\x63orrupt_segments_quarantined\x18\x0c \x01(\x03\x12\x34\n\x0breplication\x18\r \x01(\x0b\x32\x1f.tributary.v1.ReplicationStatus\x12/\n\x0cstore_health\x18\x0e \x01(\x0b\x32\x19.tributary.v1.StoreHealth\"\xcb\x01\n\x0bStoreHealth\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x18\n\x10\x66\x61iling_since_ms\x18\x04 \x01(\x03\x12\x16\n\x0ewrites_refused\x18\x05 \x01(\x08\x12\x0f\n\x07\x64\x61maged\x18\x06 \x01(\x08\x12\x19\n\x11quarantined_files\x18\x07 \x01(\x03\x12\x13\n\x0blost_points\x18\x08 \x01(\x03\x12\x19\n\x11unrestored_ranges\x18\t \x01(\x03\"\xd0\x02\n\x11ReplicationStatus\x12\x11\n\tconnected\x18\x01 \x01(\x08\x12\x13\n\x0b\x63oordinator\x18\x02 \x01(\t\x12\x15\n\racked_through\x18\x03 \x01(\x04\x12\x19\n\x11newest_sealed_seq\x18\x04 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x05 \x01(\x01\x12\x11\n\tlag_bytes\x18\x06 \x01(\x03\x12\x18\n\x10\x62\x61\x63klog_segments\x18\x07 \x01(\x03\x12\x15\n\rbacklog_bytes\x18\x08 \x01(\x03\x12\x14\n\x0cgap_segments\x18\t \x01(\x04\x12\x12\n\ngap_points\x18\n \x01(\x04\x12\x16\n\x0e\x64ropped_points\x18\x0b \x01(\x04\x12\x19\n\x11\x62\x61\x63kfilled_points\x18\x0c \x01(\x04\x12\x17\n\x0f\x62ytes_per_point\x18\r \x01(\x01\x12\x12\n\nlast_error\x18\x0e \x01(\t*\xf5\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cREJECT_REASON_INVALID_SERIES\x10\x01\x12!\n\x1dREJECT_REASON_LENGTH_MISMATCH\x10\x02\x12\x19\n\x15REJECT_REASON_TOO_OLD\x10\x03\x12#\n\x1fREJECT_REASON_TOO_FAR_IN_FUTURE\x10\x04\x12\x1f\n\x1bREJECT_REASON_INVALID_VALUE\x10\x05\x12 \n\x1cREJECT_REASON_LIMIT_EXCEEDED\x10\x06*\xb0\x01\n\tAggregate\x12\x19\n\x15\x41GGREGATE_UNSPECIFIED\x10\x00\x12\x11\n\rAGGREGATE_AVG\x10\x01\x12\x11\n\rAGGREGATE_SUM\x10\x02\x12\x11\n\rAGGREGATE_MIN\x10\x03\x12\x11\n\rAGGREGATE_MAX\x10\x04\x12\x13\n\x0f\x41GGREGATE_COUNT\x10\x05\x12\x13\n\x0f\x41GGREGATE_FIRST\x10\x06\x12\x12\n\x0e\x41GGREGATE_LAST\x10\x07*q\n\tQueryMode\x12\x1a\n\x16QUERY_MODE_UNSPECIFIED\x10\x00\x12\x12\n\x0eQUERY_MODE_RAW\x10\x01\x12\x19\n\x15QUERY_MODE_DOWNSAMPLE\x10\x02\x12\x19\n\x15QUERY_MODE_LAST_POINT\x10\x03\x32\x9a\x01\n\x0cWriteService\x12@\n\x05Write\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse\x12H\n\x0bWriteStream\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse(\x01\x32\x81\x03\n\x0cQueryService\x12\x42\n\x05Query\x12\x1a.tributary.v1.QueryRequest\x1a\x1b.tributary.v1.QueryResponse0\x01\x12\x43\n\x06Series\x12\x1b.tributary.v1.SeriesRequest\x1a\x1c.tributary.v1.SeriesResponse\x12O\n\nLabelNames\x12\x1f.tributary.v1.LabelNamesRequest\x1a .tributary.v1.LabelNamesResponse\x12R\n\x0bLabelValues\x12 .tributary.v1.LabelValuesRequest\x1a!.tributary.v1.LabelValuesResponse\x12\x43\n\x06Status\x12\x1b.tributary.v1.StatusRequest\x1a\x1c.tributary.v1.StatusResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctributary/v1/tributary.proto\x12\x0ctributary.v1\"$\n\x05Label\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"-\n\x06Series\x12#\n\x06labels\x18\x01 \x03(\x0b\x32\x13.tributary.v1.Label\"b\n\x0bSeriesBatch\x12$\n\x06series\x18\x01 \x01(\x0b\x32\x14.tributary.v1.Series\x12\x19\n\rtimestamps_ms\x18\x02 \x03(\x03\x42\x02\x10\x01\x12\x12\n\x06values\x18\x03 \x03(\x01\x42\x02\x10\x01\":\n\x0cWriteRequest\x12*\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x19.tributary.v1.SeriesBatch\"\x82\x01\n\tRejection\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x13\n\x0bpoint_index\x18\x02 \x01(\x05\x12*\n\x06reason\x18\x03 \x01(\x0e\x32\x1a.tributary.v1.RejectReason\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0e\n\x06points\x18\x05 \x01(\x03\"`\n\rWriteResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x03\x12\x10\n\x08rejected\x18\x02 \x01(\x03\x12+\n\nrejections\x18\x03 \x03(\x0b\x32\x17.tributary.v1.Rejection\"\x8c\x01\n\x07Matcher\x12(\n\x04type\x18\x01 \x01(\x0e\x32\x1a.tributary.v1.Matcher.Type\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\":\n\x04Type\x12\t\n\x05\x45QUAL\x10\x00\x12\r\n\tNOT_EQUAL\x10\x01\x12\t\n\x05REGEX\x10\x02\x12\r\n\tNOT_REGEX\x10\x03\"\xc6\x02\n\x0cQueryRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.tributary.v1.QueryMode\x12\x0f\n\x07step_ms\x18\x05 \x01(\x03\x12+\n\ndownsample\x18\x06 \x01(\x0e\x32\x17.tributary.v1.Aggregate\x12\x10\n\x08group_by\x18\x07 \x03(\t\x12*\n\taggregate\x18\x08 \x01(\x0e\x32\x17.tributary.v1.Aggregate\x12\x14\n\x0climit_series\x18\t \x01(\x03\x12\x1d\n\x10max_staleness_ms\x18\n \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_max_staleness_ms\"\xb6\x01\n\rQueryResponse\x12$\n\x06series\x18\x01 \x01(\x0b\x32\x14.tributary.v1.Series\x12\x14\n\x0cseries_index\x18\x02 \x01(\x03\x12\x19\n\rtimestamps_ms\x18\x03 \x03(\x03\x42\x02\x10\x01\x12\x12\n\x06values\x18\x04 \x03(\x01\x42\x02\x10\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x10\n\x08warnings\x18\x06 \x03(\t\x12\x18\n\x10\x66resh_through_ms\x18\x07 \x01(\x03\"i\n\rSeriesRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12\r\n\x05limit\x18\x04 \x01(\x03\"H\n\x0eSeriesResponse\x12$\n\x06series\x18\x01 \x03(\x0b\x32\x14.tributary.v1.Series\x12\x10\n\x08warnings\x18\x02 \x03(\t\"<\n\x11LabelNamesRequest\x12\'\n\x08matchers\x18\x01 \x03(\x0b\x32\x15.tributary.v1.Matcher\"5\n\x12LabelNamesResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x10\n\x08warnings\x18\x02 \x03(\t\"K\n\x12LabelValuesRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x08matchers\x18\x02 \x03(\x0b\x32\x15.tributary.v1.Matcher\"7\n\x13LabelValuesResponse\x12\x0e\n\x06values\x18\x01 \x03(\t\x12\x10\n\x08warnings\x18\x02 \x03(\t\"\x0f\n\rStatusRequest\"\x85\x03\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0e\n\x06series\x18\x04 \x01(\x03\x12\x13\n\x0bhead_series\x18\x05 \x01(\x03\x12\x14\n\x0chead_samples\x18\x06 \x01(\x03\x12\x17\n\x0fwal_segment_seq\x18\x07 \x01(\x04\x12\x11\n\twal_bytes\x18\x08 \x01(\x03\x12\x1d\n\x15points_accepted_total\x18\t \x01(\x03\x12\x1d\n\x15points_rejected_total\x18\n \x01(\x03\x12\x11\n\tuptime_ms\x18\x0b \x01(\x03\x12$\n\x1c\x63orrupt_segments_quarantined\x18\x0c \x01(\x03\x12\x34\n\x0breplication\x18\r \x01(\x0b\x32\x1f.tributary.v1.ReplicationStatus\x12/\n\x0cstore_health\x18\x0e \x01(\x0b\x32\x19.tributary.v1.StoreHealth\"\xcb\x01\n\x0bStoreHealth\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x18\n\x10\x66\x61iling_since_ms\x18\x04 \x01(\x03\x12\x16\n\x0ewrites_refused\x18\x05 \x01(\x08\x12\x0f\n\x07\x64\x61maged\x18\x06 \x01(\x08\x12\x19\n\x11quarantined_files\x18\x07 \x01(\x03\x12\x13\n\x0blost_points\x18\x08 \x01(\x03\x12\x19\n\x11unrestored_ranges\x18\t \x01(\x03\"\xd0\x02\n\x11ReplicationStatus\x12\x11\n\tconnected\x18\x01 \x01(\x08\x12\x13\n\x0b\x63oordinator\x18\x02 \x01(\t\x12\x15\n\racked_through\x18\x03 \x01(\x04\x12\x19\n\x11newest_sealed_seq\x18\x04 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x05 \x01(\x01\x12\x11\n\tlag_bytes\x18\x06 \x01(\x03\x12\x18\n\x10\x62\x61\x63klog_segments\x18\x07 \x01(\x03\x12\x15\n\rbacklog_bytes\x18\x08 \x01(\x03\x12\x14\n\x0cgap_segments\x18\t \x01(\x04\x12\x12\n\ngap_points\x18\n \x01(\x04\x12\x16\n\x0e\x64ropped_points\x18\x0b \x01(\x04\x12\x19\n\x11\x62\x61\x63kfilled_points\x18\x0c \x01(\x04\x12\x17\n\x0f\x62ytes_per_point\x18\r \x01(\x01\x12\x12\n\nlast_error\x18\x0e \x01(\t*\xf5\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cREJECT_REASON_INVALID_SERIES\x10\x01\x12!\n\x1dREJECT_REASON_LENGTH_MISMATCH\x10\x02\x12\x19\n\x15REJECT_REASON_TOO_OLD\x10\x03\x12#\n\x1fREJECT_REASON_TOO_FAR_IN_FUTURE\x10\x04\x12\x1f\n\x1bREJECT_REASON_INVALID_VALUE\x10\x05\x12 \n\x1cREJECT_REASON_LIMIT_EXCEEDED\x10\x06*\xb0\x01\n\tAggregate\x12\x19\n\x15\x41GGREGATE_UNSPECIFIED\x10\x00\x12\x11\n\rAGGREGATE_AVG\x10\x01\x12\x11\n\rAGGREGATE_SUM\x10\x02\x12\x11\n\rAGGREGATE_MIN\x10\x03\x12\x11\n\rAGGREGATE_MAX\x10\x04\x12\x13\n\x0f\x41GGREGATE_COUNT\x10\x05\x12\x13\n\x0f\x41GGREGATE_FIRST\x10\x06\x12\x12\n\x0e\x41GGREGATE_LAST\x10\x07*q\n\tQueryMode\x12\x1a\n\x16QUERY_MODE_UNSPECIFIED\x10\x00\x12\x12\n\x0eQUERY_MODE_RAW\x10\x01\x12\x19\n\x15QUERY_MODE_DOWNSAMPLE\x10\x02\x12\x19\n\x15QUERY_MODE_LAST_POINT\x10\x03\x32\x9a\x01\n\x0cWriteService\x12@\n\x05Write\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse\x12H\n\x0bWriteStream\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse(\x01\x32\x81\x03\n\x0cQueryService\x12\x42\n\x05Query\x12\x1a.tributary.v1.QueryRequest\x1a\x1b.tributary.v1.QueryResponse0\x01\x12\x43\n\x06Series\x12\x1b.tributary.v1.SeriesRequest\x1a\x1c.tributary.v1.SeriesResponse\x12O\n\nLabelNames\x12\x1f.tributary.v1.LabelNamesRequest\x1a .tributary.v1.LabelNamesResponse\x12R\n\x0bLabelValues\x12 .tributary.v1.LabelValuesRequest\x1a!.tributary.v1.LabelValuesResponse\x12\x43\n\x06Status\x12\x1b.tributary.v1.StatusRequest\x1a\x1c.tributary.v1.StatusResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tributary._gen.tributary_pb2', globals())
@@ -29,12 +29,12 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _QUERYRESPONSE.fields_by_name['timestamps_ms']._serialized_options = b'\020\001'
   _QUERYRESPONSE.fields_by_name['values']._options = None
   _QUERYRESPONSE.fields_by_name['values']._serialized_options = b'\020\001'
-  _REJECTREASON._serialized_start=2488
-  _REJECTREASON._serialized_end=2733
-  _AGGREGATE._serialized_start=2736
-  _AGGREGATE._serialized_end=2912
-  _QUERYMODE._serialized_start=2914
-  _QUERYMODE._serialized_end=3027
+  _REJECTREASON._serialized_start=2566
+  _REJECTREASON._serialized_end=2811
+  _AGGREGATE._serialized_start=2814
+  _AGGREGATE._serialized_end=2990
+  _QUERYMODE._serialized_start=2992
+  _QUERYMODE._serialized_end=3105
   _LABEL._serialized_start=46
   _LABEL._serialized_end=82
   _SERIES._serialized_start=84
@@ -52,31 +52,31 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _MATCHER_TYPE._serialized_start=605
   _MATCHER_TYPE._serialized_end=663
   _QUERYREQUEST._serialized_start=666
-  _QUERYREQUEST._serialized_end=940
-  _QUERYRESPONSE._serialized_start=943
-  _QUERYRESPONSE._serialized_end=1099
-  _SERIESREQUEST._serialized_start=1101
-  _SERIESREQUEST._serialized_end=1206
-  _SERIESRESPONSE._serialized_start=1208
-  _SERIESRESPONSE._serialized_end=1280
-  _LABELNAMESREQUEST._serialized_start=1282
-  _LABELNAMESREQUEST._serialized_end=1342
-  _LABELNAMESRESPONSE._serialized_start=1344
-  _LABELNAMESRESPONSE._serialized_end=1397
-  _LABELVALUESREQUEST._serialized_start=1399
-  _LABELVALUESREQUEST._serialized_end=1474
-  _LABELVALUESRESPONSE._serialized_start=1476
-  _LABELVALUESRESPONSE._serialized_end=1531
-  _STATUSREQUEST._serialized_start=1533
-  _STATUSREQUEST._serialized_end=1548
-  _STATUSRESPONSE._serialized_start=1551
-  _STATUSRESPONSE._serialized_end=1940
-  _STOREHEALTH._serialized_start=1943
-  _STOREHEALTH._serialized_end=2146
-  _REPLICATIONSTATUS._serialized_start=2149
-  _REPLICATIONSTATUS._serialized_end=2485
-  _WRITESERVICE._serialized_start=3030
-  _WRITESERVICE._serialized_end=3184
-  _QUERYSERVICE._serialized_start=3187
-  _QUERYSERVICE._serialized_end=3572
+  _QUERYREQUEST._serialized_end=992
+  _QUERYRESPONSE._serialized_start=995
+  _QUERYRESPONSE._serialized_end=1177
+  _SERIESREQUEST._serialized_start=1179
+  _SERIESREQUEST._serialized_end=1284
+  _SERIESRESPONSE._serialized_start=1286
+  _SERIESRESPONSE._serialized_end=1358
+  _LABELNAMESREQUEST._serialized_start=1360
+  _LABELNAMESREQUEST._serialized_end=1420
+  _LABELNAMESRESPONSE._serialized_start=1422
+  _LABELNAMESRESPONSE._serialized_end=1475
+  _LABELVALUESREQUEST._serialized_start=1477
+  _LABELVALUESREQUEST._serialized_end=1552
+  _LABELVALUESRESPONSE._serialized_start=1554
+  _LABELVALUESRESPONSE._serialized_end=1609
+  _STATUSREQUEST._serialized_start=1611
+  _STATUSREQUEST._serialized_end=1626
+  _STATUSRESPONSE._serialized_start=1629
+  _STATUSRESPONSE._serialized_end=2018
+  _STOREHEALTH._serialized_start=2021
+  _STOREHEALTH._serialized_end=2224
+  _REPLICATIONSTATUS._serialized_start=2227
+  _REPLICATIONSTATUS._serialized_end=2563
+  _WRITESERVICE._serialized_start=3108
+  _WRITESERVICE._serialized_end=3262
+  _QUERYSERVICE._serialized_start=3265
+  _QUERYSERVICE._serialized_end=3650
 # @@protoc_insertion_point(module_scope)
