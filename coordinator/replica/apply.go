@@ -116,11 +116,49 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	return a, nil
 }
 
+// decoded is a segment file verified and decoded: its contents and, when
+// they fit in singlePassPoints, its points (else the file is decoded
+// again as it is written).
+type decoded struct {
+	*segment.Contents
+	// runs holds the points by series, each series' points in file order
+	// (Labels unset: write adds them); nil when not kept.
+	runs []model.Batch
+}
+
+// singlePassPoints bounds the points decodeSegment keeps from the pass
+// that verifies a file (16 bytes a point: 16 MiB), so that the file is
+// decoded once; a file with more is decoded again as it is written.
+var singlePassPoints int64 = 1 << 20
+
 // decodeSegment verifies the whole file (named name in errors), a segment
 // of edge, and decodes every record without storing anything, so that a
-// damaged segment stores nothing.
-func decodeSegment(name, edge string, file []byte) (*segment.Contents, error) {
-	c, err := segment.Read(name, file, nil)
+// damaged segment stores nothing. It keeps the points it decodes up to
+// singlePassPoints.
+func decodeSegment(name, edge string, file []byte) (*decoded, error) {
+	d := &decoded{}
+	slot := map[uint64]int{}
+	var kept int64
+	keep := func(id uint64, ts []int64, vs []float64) error {
+		if kept += int64(len(ts)); kept > singlePassPoints {
+			d.runs, slot = nil, nil // too many: decoded again by write
+			return nil
+		}
+		if slot == nil {
+			return nil
+		}
+		i, ok := slot[id]
+		if !ok {
+			i = len(d.runs)
+			slot[id] = i
+			d.runs = append(d.runs, model.Batch{})
+		}
+		b := &d.runs[i]
+		b.Ts = append(b.Ts, ts...)
+		b.Vs = append(b.Vs, vs...)
+		return nil
+	}
+	c, err := segment.ReadRuns(name, file, nil, keep)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
@@ -129,20 +167,29 @@ func decodeSegment(name, edge string, file []byte) (*segment.Contents, error) {
 	case c.Points != c.Info.Points:
 		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, c.Points, c.Info.Points)
 	}
-	return &c, nil
+	d.Contents = &c
+	if d.runs != nil {
+		ids := make([]uint64, len(slot))
+		for id, i := range slot {
+			ids[i] = id
+		}
+		for i, id := range ids {
+			d.runs[i].Labels = withEdgeLabel(c.Series[id], edge)
+		}
+	}
+	return d, nil
 }
 
-// write stores the segment's points, with the edge label, in batches of
-// about applyBatchPoints points. Samples keep the file's order, so
-// duplicate timestamps stay last-write-wins.
-func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.Contents, a *Applied) error {
-	withEdge := make(map[uint64][]labels.Label, len(d.Series))
-	for id, ls := range d.Series {
-		withEdge[id] = append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
-	}
+func withEdgeLabel(ls labels.Labels, edge string) []labels.Label {
+	return append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
+}
+
+// write stores the segment's points, with the edge label, in engine
+// writes of about applyBatchPoints points. Each series' points keep the
+// file's order, so duplicate timestamps stay last-write-wins.
+func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied) error {
 	var (
 		batches []model.Batch
-		slot    = map[uint64]int{}
 		pending int
 	)
 	flush := func() error {
@@ -169,9 +216,29 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.
 		s.stats.points.Add(res.Accepted)
 		s.stats.rejected.Add(res.Rejected)
 		batches, pending = batches[:0], 0
-		clear(slot)
 		return nil
 	}
+	if d.runs != nil {
+		// Decoded once: cut the kept runs into writes.
+		for _, r := range d.runs {
+			for len(r.Ts) > 0 {
+				n := min(len(r.Ts), applyBatchPoints-pending)
+				batches = append(batches, model.Batch{Labels: r.Labels, Ts: r.Ts[:n:n], Vs: r.Vs[:n:n]})
+				r.Ts, r.Vs = r.Ts[n:], r.Vs[n:]
+				if pending += n; pending >= applyBatchPoints {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return flush()
+	}
+	withEdge := make(map[uint64][]labels.Label, len(d.Series))
+	for id, ls := range d.Series {
+		withEdge[id] = withEdgeLabel(ls, edge)
+	}
+	slot := map[uint64]int{}
 	var dec record.Decoder
 	var werr error
 	_, err := wal.VerifySegment("", file, func(r wal.Record) error {
@@ -190,6 +257,7 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.
 				if werr = flush(); werr != nil {
 					return werr
 				}
+				clear(slot)
 			}
 			return nil
 		})

@@ -18,9 +18,10 @@
 //
 // Apply verifies the whole file (wal.VerifySegment) and decodes every
 // record (record.Decoder) before it writes anything, so a damaged segment
-// stores nothing. It then writes the points, with the edge label, through
-// node.Node.Write in bounded batches; Write returns once the engine's WAL
-// is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
+// stores nothing. The points that pass keeps (up to 1 Mi points, 16 MiB;
+// a larger file is decoded a second time as it is written) are then
+// written, with the edge label, through node.Node.Write in batches of up
+// to 256 Ki points; Write returns once the engine's WAL is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
 // index (the engine's store meta, under node's replica prefix): a crash in
 // between leaves points without an index entry, and the resend applies the
 // same points again, which changes nothing (duplicate timestamps are

@@ -27,7 +27,7 @@ const (
 	DefaultFutureWindow = 365 * 24 * time.Hour
 	// applyBatchPoints bounds the points of one engine write while a
 	// segment is applied.
-	applyBatchPoints = 64 << 10
+	applyBatchPoints = 256 << 10
 )
 
 // Options configure a Store.

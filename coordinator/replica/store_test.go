@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -463,8 +464,19 @@ func TestOptions_Validate(t *testing.T) {
 // TestApply_WritingTwiceChangesNothing: a crash between writing a
 // segment's points and recording it makes the resend write them again;
 // that must not change any answer, also with duplicate timestamps inside
-// the segment (last write wins).
+// the segment (last write wins). Both ways of writing: the points kept
+// from the verifying pass, and a file too large for that decoded again.
 func TestApply_WritingTwiceChangesNothing(t *testing.T) {
+	for _, limit := range []int64{singlePassPoints, 7} {
+		t.Run(fmt.Sprintf("single-pass-limit-%d", limit), func(t *testing.T) {
+			defer func(was int64) { singlePassPoints = was }(singlePassPoints)
+			singlePassPoints = limit
+			testWritingTwiceChangesNothing(t, limit >= 33)
+		})
+	}
+}
+
+func testWritingTwiceChangesNothing(t *testing.T, kept bool) {
 	ts, vs := points(testNow, 30, func(i int) float64 { return float64(i) })
 	dupT := []int64{ts[5], ts[5], ts[6]}
 	dupV := []float64{100, 200, 300}
@@ -477,6 +489,9 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 	d, err := decodeSegment("e", "e", seg.file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if (d.runs != nil) != kept {
+		t.Fatalf("points kept from the verifying pass: %v, want %v", d.runs != nil, kept)
 	}
 	var a Applied
 	if err := s.write(context.Background(), "e", seg.file, d, &a); err != nil { // the write before the "crash"
