@@ -102,7 +102,10 @@
 // ServerOptions.MaxSegmentBytes); the grpc.Server needs GRPCServerOptions
 // for its message limit. Export streams one file a message, compressed as
 // the request asks (Client asks for S2: between coordinators zstd's CPU
-// cost bounds a copy's rate more than S2's third more bytes), then a final
+// cost bounds a copy's rate more than S2's third more bytes; a Client of
+// ClientOptions.Uncompressed, which a coordinator uses for a peer at a
+// loopback address, asks for none and stores segments uncompressed:
+// on one host compressing only spends both processes' CPU), then a final
 // message with the number of files; the client decompresses with an
 // output bound of the file size it asked for. ExportRollups streams
 // entries of about 1 MiB, several to a message, then a final message with
