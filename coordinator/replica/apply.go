@@ -76,7 +76,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	if seq == 0 {
 		return Applied{}, fmt.Errorf("%w: sequence number 0", ErrInvalidSegment)
 	}
-	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file)
+	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file, applyKeepPoints)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -101,7 +101,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	case ok:
 		return Applied{}, fmt.Errorf("%w: held with crc32c %08x, this one has %08x", ErrConflict, held, crc)
 	}
-	if err := s.write(ctx, edge, file, d, &a); err != nil {
+	if err := s.write(ctx, edge, file, d, &a, applyBatchPoints); err != nil {
 		return Applied{}, err
 	}
 	// Only now are the points durable; a crash before this line makes the
@@ -117,30 +117,25 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 }
 
 // decoded is a segment file verified and decoded: its contents and, when
-// they fit in singlePassPoints, its points (else the file is decoded
-// again as it is written).
+// they fit in the bound decodeSegment was given, its points (else the
+// file is decoded again as it is written).
 type decoded struct {
 	*segment.Contents
 	// runs holds the points by series, each series' points in file order
-	// (Labels unset: write adds them); nil when not kept.
+	// (Labels: the series' with the edge label); nil when not kept.
 	runs []model.Batch
 }
 
-// singlePassPoints bounds the points decodeSegment keeps from the pass
-// that verifies a file (16 bytes a point: 16 MiB), so that the file is
-// decoded once; a file with more is decoded again as it is written.
-var singlePassPoints int64 = 1 << 20
-
 // decodeSegment verifies the whole file (named name in errors), a segment
 // of edge, and decodes every record without storing anything, so that a
-// damaged segment stores nothing. It keeps the points it decodes up to
-// singlePassPoints.
-func decodeSegment(name, edge string, file []byte) (*decoded, error) {
+// damaged segment stores nothing. It keeps the points it decodes when
+// there are at most keep of them (16 bytes a point).
+func decodeSegment(name, edge string, file []byte, keep int64) (*decoded, error) {
 	d := &decoded{}
 	slot := map[uint64]int{}
 	var kept int64
-	keep := func(id uint64, ts []int64, vs []float64) error {
-		if kept += int64(len(ts)); kept > singlePassPoints {
+	keepRun := func(id uint64, ts []int64, vs []float64) error {
+		if kept += int64(len(ts)); kept > keep {
 			d.runs, slot = nil, nil // too many: decoded again by write
 			return nil
 		}
@@ -158,7 +153,7 @@ func decodeSegment(name, edge string, file []byte) (*decoded, error) {
 		b.Vs = append(b.Vs, vs...)
 		return nil
 	}
-	c, err := segment.ReadRuns(name, file, nil, keep)
+	c, err := segment.ReadRuns(name, file, nil, keepRun)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
@@ -185,9 +180,9 @@ func withEdgeLabel(ls labels.Labels, edge string) []labels.Label {
 }
 
 // write stores the segment's points, with the edge label, in engine
-// writes of about applyBatchPoints points. Each series' points keep the
-// file's order, so duplicate timestamps stay last-write-wins.
-func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied) error {
+// writes of about batchPoints points. Each series' points keep the file's
+// order, so duplicate timestamps stay last-write-wins.
+func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied, batchPoints int) error {
 	var (
 		batches []model.Batch
 		pending int
@@ -222,10 +217,10 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 		// Decoded once: cut the kept runs into writes.
 		for _, r := range d.runs {
 			for len(r.Ts) > 0 {
-				n := min(len(r.Ts), applyBatchPoints-pending)
+				n := min(len(r.Ts), batchPoints-pending)
 				batches = append(batches, model.Batch{Labels: r.Labels, Ts: r.Ts[:n:n], Vs: r.Vs[:n:n]})
 				r.Ts, r.Vs = r.Ts[n:], r.Vs[n:]
-				if pending += n; pending >= applyBatchPoints {
+				if pending += n; pending >= batchPoints {
 					if err := flush(); err != nil {
 						return err
 					}
@@ -253,7 +248,7 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded,
 			b.Ts = append(b.Ts, ts...)
 			b.Vs = append(b.Vs, vs...)
 			pending += len(ts)
-			if pending >= applyBatchPoints {
+			if pending >= batchPoints {
 				if werr = flush(); werr != nil {
 					return werr
 				}

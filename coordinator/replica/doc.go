@@ -18,10 +18,10 @@
 //
 // Apply verifies the whole file (wal.VerifySegment) and decodes every
 // record (record.Decoder) before it writes anything, so a damaged segment
-// stores nothing. The points that pass keeps (up to 1 Mi points, 16 MiB;
-// a larger file is decoded a second time as it is written) are then
+// stores nothing. The points that pass keeps (up to 64 Ki points, 1 MiB;
+// a larger segment is decoded a second time as it is written) are then
 // written, with the edge label, through node.Node.Write in batches of up
-// to 256 Ki points; Write returns once the engine's WAL is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
+// to 64 Ki points; Write returns once the engine's WAL is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
 // index (the engine's store meta, under node's replica prefix): a crash in
 // between leaves points without an index entry, and the resend applies the
 // same points again, which changes nothing (duplicate timestamps are
@@ -72,8 +72,11 @@
 // node/segment builds them), all with the header (edge, seq = last,
 // prev = first - 1): files of one export differ only by their order.
 // ApplyCopy verifies and decodes a whole file before writing its points
-// (a damaged file stores nothing) and writes them like Apply; RecordCopy
-// then records the range. Copy drives both from an ExportSource (a peer's
+// (a damaged file stores nothing) and writes them like Apply, keeping up
+// to 1 Mi points (a whole file of the default size: decoded once) and
+// writing 256 Ki points at a time (fewer WAL syncs; a few copies run at
+// once, many segments may be applied at once); RecordCopy then records
+// the range. Copy drives both from an ExportSource (a peer's
 // store through Client, or a local Store): it walks the time range in
 // windows that start at an hour and double while their files stay small
 // (a sparse month is a dozen round trips), applies each window's files,
