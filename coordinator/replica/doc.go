@@ -123,9 +123,10 @@
 // and errors.Is with the sentinel.
 //
 // BenchmarkApply (2 vCPUs): a 2 MB segment of 100 series applies at about
-// 43 MB/s, 4.3 M points/s. BenchmarkCopy (2 vCPUs shared with other work,
-// both stores in one process, loopback TCP): 200 MB of segment bytes copy
-// at 58 to 67 MiB/s, about 6 M points/s (38 MiB/s with zstd instead of S2).
+// 43 MB/s, 4.3 M points/s. BenchmarkCopy (200 MB of segment bytes, both
+// stores in one process, loopback TCP, 2 vCPUs shared with other work):
+// 49 MiB of segment bytes per second of CPU with S2, 57 uncompressed;
+// wall-clock rates of 28 to 90 MiB/s followed the machine's other load.
 //
 // # Concurrency
 //
