@@ -73,6 +73,9 @@ type Coordinator struct {
 	healths    []*grpcapi.Health // of the cluster and intake listeners
 	front      *query.Frontend
 	healer     *heal.Healer
+	// repairPace paces every repair copy of this coordinator together
+	// (Options.RepairBytesPerSec).
+	repairPace *replica.CopyPacer
 	links      *links
 	// book is the set of raft ids in the transport's address book.
 	// REQUIRES: only used by the maintain goroutine after Open.
@@ -106,7 +109,7 @@ func Open(o Options) (_ *Coordinator, err error) {
 		return nil, err
 	}
 	c := &Coordinator{opts: o, log: o.Logger.With("component", "coordinator", "coordinator", o.NodeID),
-		fsm: catalog.New(), errc: make(chan error, 4), start: time.Now()}
+		fsm: catalog.New(), errc: make(chan error, 4), start: time.Now(), repairPace: replica.NewCopyPacer(o.RepairBytesPerSec)}
 	// closers undo what is open so far, in reverse, when Open fails.
 	var closers []func()
 	defer func() {

@@ -111,8 +111,8 @@ type Options struct {
 	// Healing (package heal). DeadAfter overrides the fleet
 	// configuration's dead-after (0: use the fleet's); HealInterval is how
 	// often the healer acts (default 2s); RepairBytesPerSec paces the
-	// copies this coordinator makes of what it lacks (default 64 MiB/s;
-	// negative: unlimited); ScrubInterval is how often the replica store is
+	// copies this coordinator makes of what it lacks, all together
+	// (default 64 MiB/s; negative: unlimited); ScrubInterval is how often the replica store is
 	// compared with the catalog (default 10m; negative: never);
 	// MaxMovesInFlight bounds the balancing moves not finished (default 4).
 	DeadAfter, HealInterval, ScrubInterval time.Duration

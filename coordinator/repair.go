@@ -32,11 +32,8 @@ func (r storeRepairer) Copy(ctx context.Context, t catalog.RepairTask, source st
 	if r.c.opts.RetentionRaw > 0 {
 		rawFrom = max(minT, min(now.Add(-r.c.opts.RetentionRaw).UnixMilli(), maxT))
 	}
-	bps := r.c.opts.RepairBytesPerSec
-	if bps < 0 {
-		bps = 0
-	}
-	st, err := r.c.store.Copy(ctx, src, t.Edge, t.Run.FirstSeq, t.Run.LastSeq, rawFrom, maxT, replica.CopyOptions{BytesPerSec: bps})
+	// One pace for all the copies running (Options.RepairBytesPerSec).
+	st, err := r.c.store.Copy(ctx, src, t.Edge, t.Run.FirstSeq, t.Run.LastSeq, rawFrom, maxT, replica.CopyOptions{Pacer: r.c.repairPace})
 	if err != nil {
 		return st.Bytes, err
 	}

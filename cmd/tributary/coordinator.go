@@ -79,7 +79,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.BoolVar(&f.rejoin, "rejoin", false, "when the data directory holds no raft log but the cluster knows this coordinator (its disk was lost or replaced): join as a new member under a new raft id, replacing the old one, and get its share of the data back by re-replication (the leader is asked as --auto-join asks it). Without it such a coordinator refuses to start, saying so")
 		fs.DurationVar(&o.DeadAfter, "dead-after", 0, "mark a coordinator down once it has not heartbeated for this long, so that its replicas move (0: the fleet configuration's, default 5m; `tributary cluster config --dead-after` sets that)")
 		fs.DurationVar(&o.HealInterval, "heal-interval", 2*time.Second, "how often the healer judges health and balance (as leader) and looks for runs this coordinator's replicas lack")
-		fs.Int64Var(&o.RepairBytesPerSec, "repair-bytes-per-sec", 64<<20, "pace of the copies this coordinator makes of what its replicas lack, in segment bytes per second (negative: unlimited)")
+		fs.Int64Var(&o.RepairBytesPerSec, "repair-bytes-per-sec", 64<<20, "pace of the copies this coordinator makes of what its replicas lack, all of them together, in segment bytes per second (negative: unlimited)")
 		fs.DurationVar(&o.ScrubInterval, "scrub-interval", 10*time.Minute, "how often the replica store is compared with the catalog (negative: never)")
 		fs.IntVar(&o.MaxMovesInFlight, "max-moves-in-flight", 4, "balancing moves whose copies may be unfinished at once (the leader proposes more only below it)")
 		fs.Uint64Var(&o.SnapshotEntries, "raft-snapshot-entries", 10_000, "snapshot the catalog every this many applied raft entries")

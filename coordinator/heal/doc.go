@@ -26,10 +26,12 @@
 //     move is a copy, so copies are rate-limited by their number.
 //   - Repair (every member): for each run of held segments this
 //     coordinator's active replicas lack (catalog.FSM.RepairsOf), copy it
-//     from the first source replica (Repairer.Copy: throttled, resumable,
-//     idempotent) and record it (catalog.RecordReplicated). Runs without a
-//     source are the edge's to ship again (the intake asks it). A failed
-//     copy is retried after a backoff that doubles up to a minute.
+//     from a source replica — the one serving the fewest of this
+//     coordinator's running copies, the first listed among equals
+//     (Repairer.Copy: throttled, resumable, idempotent) — and record it
+//     (catalog.RecordReplicated). Runs without a source are the edge's to
+//     ship again (the intake asks it). A failed copy is retried after a
+//     backoff that doubles up to a minute.
 //   - Scrub (every member, every Options.ScrubInterval): compare what the
 //     store holds of each edge placed here (Repairer.Holdings) with what the
 //     catalog says it holds; segments the catalog credits it with but the

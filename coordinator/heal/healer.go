@@ -102,6 +102,7 @@ type Healer struct {
 	leaderSince time.Time            // zero while not leader
 	running     map[string]bool      // repair task keys being copied
 	copying     map[string]bool      // edge/replica pairs with a copy running
+	sourcing    map[string]int       // copies running by source coordinator
 	copied      chan struct{}        // a copy ended: look for the next at once
 	retryAt     map[string]time.Time // task key → earliest retry
 	backoff     map[string]time.Duration
@@ -133,7 +134,7 @@ func New(o Options) (*Healer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Healer{o: o, log: o.Logger.With("component", "heal"), running: map[string]bool{}, copying: map[string]bool{},
+	return &Healer{o: o, log: o.Logger.With("component", "heal"), running: map[string]bool{}, copying: map[string]bool{}, sourcing: map[string]int{},
 		copied: make(chan struct{}, 1), retryAt: map[string]time.Time{}, backoff: map[string]time.Duration{}, lastScrub: o.Now()}, nil
 }
 
@@ -266,7 +267,10 @@ func taskKey(t catalog.RepairTask) string {
 // repair starts copies of the runs this coordinator lacks, up to
 // CopyParallelism at once and one at a time per edge and replica: a run
 // that grows while its copy runs (a segment recorded as lacking next to
-// it) waits for that copy instead of being copied beside it.
+// it) waits for that copy instead of being copied beside it. Each copy
+// reads from the source that serves the fewest of this coordinator's
+// running copies (the first listed among equals), so that copies running
+// together read from different coordinators when they can.
 func (h *Healer) repair(ctx context.Context, now time.Time, wg *sync.WaitGroup) {
 	for _, t := range h.o.Catalog.RepairsOf(h.o.Self) {
 		if len(t.Sources) == 0 {
@@ -276,9 +280,17 @@ func (h *Healer) repair(ctx context.Context, now time.Time, wg *sync.WaitGroup) 
 		h.mu.Lock()
 		busy := len(h.running) >= h.o.CopyParallelism
 		skip := h.running[key] || h.copying[pair] || now.Before(h.retryAt[key])
+		var src string
 		if !busy && !skip {
 			h.running[key] = true
 			h.copying[pair] = true
+			src = t.Sources[0]
+			for _, s := range t.Sources[1:] {
+				if h.sourcing[s] < h.sourcing[src] {
+					src = s
+				}
+			}
+			h.sourcing[src]++
 		}
 		h.mu.Unlock()
 		if busy {
@@ -294,19 +306,21 @@ func (h *Healer) repair(ctx context.Context, now time.Time, wg *sync.WaitGroup) 
 				h.mu.Lock()
 				delete(h.running, key)
 				delete(h.copying, pair)
+				if h.sourcing[src]--; h.sourcing[src] == 0 {
+					delete(h.sourcing, src)
+				}
 				h.mu.Unlock()
 				select {
 				case h.copied <- struct{}{}:
 				default: // a look is already due
 				}
 			}()
-			h.copyOne(ctx, t, key)
+			h.copyOne(ctx, t, key, src)
 		})
 	}
 }
 
-func (h *Healer) copyOne(ctx context.Context, t catalog.RepairTask, key string) {
-	src := t.Sources[0]
+func (h *Healer) copyOne(ctx context.Context, t catalog.RepairTask, key, src string) {
 	start := h.o.Now()
 	n, err := h.o.Repairer.Copy(ctx, t, src)
 	if err == nil {

@@ -433,3 +433,42 @@ func holdingIndex(t *testing.T, w *world, edge string) uint64 {
 	}
 	return h.Index
 }
+
+// TestHealer_CopiesRunningTogetherReadFromDifferentSources: two runs that
+// both other replicas can give are copied at once, one from each.
+func TestHealer_CopiesRunningTogetherReadFromDifferentSources(t *testing.T) {
+	var ps *pacedStore
+	w := newWorld(t, func(o *heal.Options) {
+		o.CopyParallelism = 2
+		ps = &pacedStore{fakeStore: o.Repairer.(*fakeStore), running: map[string]int{}}
+		o.Repairer = ps
+	})
+	cfg := w.raft.fsm.Config()
+	cfg.ReplicationFactor = 3
+	w.raft.apply(t, catalog.SetConfig{Config: cfg})
+	for _, e := range []string{"e1", "e2"} {
+		w.raft.apply(t, catalog.SetPlacement{Edge: e, Replicas: []string{"c1", "c2", "c3"}})
+		pl, _ := w.raft.fsm.Placement(e)
+		w.raft.apply(t, catalog.RecordHeld{Edge: e, Epoch: pl.Epoch, Holders: []string{"c2", "c3"},
+			Ranges: []catalog.HeldRange{{FirstSeq: 1, LastSeq: 5, Points: 10, MinTimeMs: 1000, MaxTimeMs: 5000}}})
+	}
+	tasks := w.raft.fsm.RepairsOf("c1")
+	if len(tasks) != 2 || !slices.Equal(tasks[0].Sources, []string{"c2", "c3"}) || !slices.Equal(tasks[1].Sources, []string{"c2", "c3"}) {
+		t.Fatalf("repair tasks %+v, want two from c2 or c3", tasks)
+	}
+	w.round(t)
+	if st := w.h.Stats(); st.Copies != 2 {
+		t.Fatalf("stats %+v, want 2 copies", st)
+	}
+	got := slices.Sorted(slices.Values(ps.sources))
+	if !slices.Equal(got, []string{"c2", "c3"}) {
+		t.Fatalf("copies read from %v, want one from c2 and one from c3", ps.sources)
+	}
+	// One at a time: each reads from the first source again.
+	w.raft.apply(t, catalog.RecordMissing{Edge: "e1", Replica: "c1", PlacedIndex: holdingIndex(t, w, "e1"),
+		Ranges: []catalog.SeqRange{{FirstSeq: 1, LastSeq: 5}}})
+	w.round(t)
+	if n := len(ps.sources); n != 3 || ps.sources[2] != "c2" {
+		t.Fatalf("copies read from %v, want a third from c2", ps.sources)
+	}
+}

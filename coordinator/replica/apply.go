@@ -76,7 +76,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	if seq == 0 {
 		return Applied{}, fmt.Errorf("%w: sequence number 0", ErrInvalidSegment)
 	}
-	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file)
+	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file, applyKeepPoints)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -101,7 +101,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	case ok:
 		return Applied{}, fmt.Errorf("%w: held with crc32c %08x, this one has %08x", ErrConflict, held, crc)
 	}
-	if err := s.write(ctx, edge, file, d, &a); err != nil {
+	if err := s.write(ctx, edge, file, d, &a, applyBatchPoints); err != nil {
 		return Applied{}, err
 	}
 	// Only now are the points durable; a crash before this line makes the
@@ -116,11 +116,44 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	return a, nil
 }
 
+// decoded is a segment file verified and decoded: its contents and, when
+// they fit in the bound decodeSegment was given, its points (else the
+// file is decoded again as it is written).
+type decoded struct {
+	*segment.Contents
+	// runs holds the points by series, each series' points in file order
+	// (Labels: the series' with the edge label); nil when not kept.
+	runs []model.Batch
+}
+
 // decodeSegment verifies the whole file (named name in errors), a segment
 // of edge, and decodes every record without storing anything, so that a
-// damaged segment stores nothing.
-func decodeSegment(name, edge string, file []byte) (*segment.Contents, error) {
-	c, err := segment.Read(name, file, nil)
+// damaged segment stores nothing. It keeps the points it decodes when
+// there are at most keep of them (16 bytes a point).
+func decodeSegment(name, edge string, file []byte, keep int64) (*decoded, error) {
+	d := &decoded{}
+	slot := map[uint64]int{}
+	var kept int64
+	keepRun := func(id uint64, ts []int64, vs []float64) error {
+		if kept += int64(len(ts)); kept > keep {
+			d.runs, slot = nil, nil // too many: decoded again by write
+			return nil
+		}
+		if slot == nil {
+			return nil
+		}
+		i, ok := slot[id]
+		if !ok {
+			i = len(d.runs)
+			slot[id] = i
+			d.runs = append(d.runs, model.Batch{})
+		}
+		b := &d.runs[i]
+		b.Ts = append(b.Ts, ts...)
+		b.Vs = append(b.Vs, vs...)
+		return nil
+	}
+	c, err := segment.ReadRuns(name, file, nil, keepRun)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSegment, err)
@@ -129,20 +162,29 @@ func decodeSegment(name, edge string, file []byte) (*segment.Contents, error) {
 	case c.Points != c.Info.Points:
 		return nil, fmt.Errorf("%w: records hold %d points, the footer says %d", ErrInvalidSegment, c.Points, c.Info.Points)
 	}
-	return &c, nil
+	d.Contents = &c
+	if d.runs != nil {
+		ids := make([]uint64, len(slot))
+		for id, i := range slot {
+			ids[i] = id
+		}
+		for i, id := range ids {
+			d.runs[i].Labels = withEdgeLabel(c.Series[id], edge)
+		}
+	}
+	return d, nil
 }
 
-// write stores the segment's points, with the edge label, in batches of
-// about applyBatchPoints points. Samples keep the file's order, so
-// duplicate timestamps stay last-write-wins.
-func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.Contents, a *Applied) error {
-	withEdge := make(map[uint64][]labels.Label, len(d.Series))
-	for id, ls := range d.Series {
-		withEdge[id] = append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
-	}
+func withEdgeLabel(ls labels.Labels, edge string) []labels.Label {
+	return append(slices.Clone([]labels.Label(ls)), labels.Label{Name: EdgeLabel, Value: edge})
+}
+
+// write stores the segment's points, with the edge label, in engine
+// writes of about batchPoints points. Each series' points keep the file's
+// order, so duplicate timestamps stay last-write-wins.
+func (s *Store) write(ctx context.Context, edge string, file []byte, d *decoded, a *Applied, batchPoints int) error {
 	var (
 		batches []model.Batch
-		slot    = map[uint64]int{}
 		pending int
 	)
 	flush := func() error {
@@ -169,9 +211,29 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.
 		s.stats.points.Add(res.Accepted)
 		s.stats.rejected.Add(res.Rejected)
 		batches, pending = batches[:0], 0
-		clear(slot)
 		return nil
 	}
+	if d.runs != nil {
+		// Decoded once: cut the kept runs into writes.
+		for _, r := range d.runs {
+			for len(r.Ts) > 0 {
+				n := min(len(r.Ts), batchPoints-pending)
+				batches = append(batches, model.Batch{Labels: r.Labels, Ts: r.Ts[:n:n], Vs: r.Vs[:n:n]})
+				r.Ts, r.Vs = r.Ts[n:], r.Vs[n:]
+				if pending += n; pending >= batchPoints {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return flush()
+	}
+	withEdge := make(map[uint64][]labels.Label, len(d.Series))
+	for id, ls := range d.Series {
+		withEdge[id] = withEdgeLabel(ls, edge)
+	}
+	slot := map[uint64]int{}
 	var dec record.Decoder
 	var werr error
 	_, err := wal.VerifySegment("", file, func(r wal.Record) error {
@@ -186,10 +248,11 @@ func (s *Store) write(ctx context.Context, edge string, file []byte, d *segment.
 			b.Ts = append(b.Ts, ts...)
 			b.Vs = append(b.Vs, vs...)
 			pending += len(ts)
-			if pending >= applyBatchPoints {
+			if pending >= batchPoints {
 				if werr = flush(); werr != nil {
 					return werr
 				}
+				clear(slot)
 			}
 			return nil
 		})

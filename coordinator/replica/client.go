@@ -16,19 +16,33 @@ import (
 
 // Client calls a peer coordinator's ReplicaService. Safe for concurrent use.
 type Client struct {
-	rpc clusterv1.ReplicaServiceClient
-	enc *zstd.Encoder
-	dec *zstd.Decoder // of exported files
+	rpc  clusterv1.ReplicaServiceClient
+	enc  *zstd.Encoder
+	dec  *zstd.Decoder // of exported files
+	opts ClientOptions
 }
 
-// NewClient wraps a connection to a peer (the caller owns and closes cc).
-func NewClient(cc grpc.ClientConnInterface) *Client {
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Uncompressed sends stored segments and asks for exported files as
+	// they are, for a peer on the same host (a loopback address): there
+	// compressing costs CPU on both sides and saves no network.
+	Uncompressed bool
+}
+
+// NewClient wraps a connection to a peer (the caller owns and closes cc),
+// with the default options.
+func NewClient(cc grpc.ClientConnInterface) *Client { return NewClientWith(cc, ClientOptions{}) }
+
+// NewClientWith wraps a connection to a peer (the caller owns and closes
+// cc).
+func NewClientWith(cc grpc.ClientConnInterface, o ClientOptions) *Client {
 	// The decoder's options are constants, so NewReader cannot fail.
 	dec, err := newDecoder(DefaultMaxSegmentBytes)
 	if err != nil {
 		panic("BUG: replica client: zstd decoder: " + err.Error())
 	}
-	return &Client{rpc: clusterv1.NewReplicaServiceClient(cc), enc: newEncoder(), dec: dec}
+	return &Client{rpc: clusterv1.NewReplicaServiceClient(cc), enc: newEncoder(), dec: dec, opts: o}
 }
 
 // Store stores one segment on the peer. ErrConflict, ErrInvalidSegment and
@@ -38,9 +52,11 @@ func NewClient(cc grpc.ClientConnInterface) *Client {
 // Unavailable and others (retryable).
 func (c *Client) Store(ctx context.Context, edge string, seq uint64, crc uint32, file []byte) (Applied, error) {
 	req := &clusterv1.StoreRequest{Edge: edge, Seq: seq, Crc32C: crc, UncompressedBytes: uint64(len(file)),
-		Compression: clusterv1.Compression_COMPRESSION_ZSTD, Data: zstdFrame(c.enc, file)}
-	if len(req.Data) >= len(file) {
-		req.Compression, req.Data = clusterv1.Compression_COMPRESSION_NONE, file
+		Compression: clusterv1.Compression_COMPRESSION_NONE, Data: file}
+	if !c.opts.Uncompressed {
+		if z := zstdFrame(c.enc, file); len(z) < len(file) {
+			req.Compression, req.Data = clusterv1.Compression_COMPRESSION_ZSTD, z
+		}
 	}
 	limit := MaxStoreMessageBytes(max(int64(len(file)), DefaultMaxSegmentBytes))
 	resp, err := c.rpc.Store(ctx, req, grpc.MaxCallSendMsgSize(limit))
@@ -114,8 +130,9 @@ func (c *Client) Query(ctx context.Context, edges []string, q model.Query, emit 
 // Export has the contract of Store.Export, over the peer's store: it calls
 // fn with each file the peer sends, decompressed (never past
 // maxFileBytes) but not verified (ApplyCopy verifies). It asks for S2
-// compression: between coordinators, zstd's CPU cost would bound a copy's
-// rate more than the third more bytes S2 sends. A response that
+// compression (none with ClientOptions.Uncompressed): between
+// coordinators, zstd's CPU cost would bound a copy's rate more than the
+// third more bytes S2 sends. A response that
 // breaks the protocol (a file over the limit, a bad frame, counts that do
 // not add up, an answer without its final message) is an error wrapping
 // ErrInvalidSegment; errors.Is(err, model.ErrBadQuery) survives the round
@@ -128,6 +145,9 @@ func (c *Client) Export(ctx context.Context, edge string, minT, maxT int64, firs
 	defer cancel() // ends the stream when fn fails
 	req := &clusterv1.ExportRequest{Edge: edge, FirstSeq: firstSeq, LastSeq: lastSeq, MinTimeMs: minT, MaxTimeMs: maxT,
 		MaxFileBytes: uint64(maxFileBytes), Compression: clusterv1.Compression_COMPRESSION_S2}
+	if c.opts.Uncompressed {
+		req.Compression = clusterv1.Compression_COMPRESSION_NONE
+	}
 	stream, err := c.rpc.Export(ctx, req, grpc.MaxCallRecvMsgSize(MaxStoreMessageBytes(maxFileBytes)))
 	if err != nil {
 		return fmt.Errorf("export %d..%d of %q from peer: %w", firstSeq, lastSeq, edge, fromStatus(err, model.ErrBadQuery))

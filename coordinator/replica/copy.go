@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/internal/pace"
@@ -32,8 +33,12 @@ const (
 // CopyOptions configure a Copy.
 type CopyOptions struct {
 	// BytesPerSec paces the copy in file bytes (uncompressed) per second,
-	// with bursts of one second's worth; 0: unlimited.
+	// with bursts of one second's worth; 0: unlimited. Ignored when Pacer
+	// is set.
 	BytesPerSec int64
+	// Pacer, if set, paces this copy together with every other copy that
+	// shares it (a coordinator's repairs share one rate).
+	Pacer *CopyPacer
 	// MaxFileBytes is the size of the files asked of the source (default
 	// DefaultExportFileBytes; MinExportFileBytes to DefaultMaxSegmentBytes).
 	MaxFileBytes int64
@@ -44,6 +49,29 @@ type CopyOptions struct {
 	// WindowBytes defaults to 4 × MaxFileBytes.
 	InitialWindow, MaxWindow time.Duration
 	WindowBytes              int64
+}
+
+// CopyPacer paces the copies that share it to one rate in file bytes
+// (uncompressed) per second, with bursts of one second's worth: a token
+// bucket that a copy spends a file's bytes from before applying it, and
+// waits on while it is in debt. Safe for concurrent use.
+type CopyPacer struct {
+	mu sync.Mutex
+	b  pace.Bucket
+}
+
+// NewCopyPacer returns a pacer of bytesPerSec (0 or negative: unlimited).
+func NewCopyPacer(bytesPerSec int64) *CopyPacer {
+	return &CopyPacer{b: pace.Bucket{Rate: max(bytesPerSec, 0)}}
+}
+
+// take spends n bytes at now and returns how long to wait before using
+// them.
+func (p *CopyPacer) take(n int64, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.b.Take(n, now)
+	return p.b.Delay(now)
 }
 
 // Validate fills defaults and rejects impossible values.
@@ -91,8 +119,9 @@ type CopyStats struct {
 // Idempotent: the files of a window re-copied after an interruption write
 // the same points again, which changes nothing, and a range already
 // recorded is not copied again (AlreadyHeld). Throttled by
-// opts.BytesPerSec. Exports of the next files run while the current file
-// is applied (at most copyQueueFiles ahead).
+// opts.BytesPerSec, or by opts.Pacer together with the copies sharing it.
+// Exports of the next files run while the current file is applied (at
+// most copyQueueFiles ahead).
 //
 // A point the source holds in the range that belongs to another segment
 // (the files carry every point of the edge in the time range) is copied
@@ -244,7 +273,10 @@ func (s *Store) copyWindows(ctx context.Context, src ExportSource, edge, key str
 		s.exportWindows(ctx, src, edge, firstSeq, lastSeq, from, maxT, window, opts, items)
 	}()
 
-	bucket := pace.Bucket{Rate: opts.BytesPerSec}
+	pacer := opts.Pacer
+	if pacer == nil {
+		pacer = NewCopyPacer(opts.BytesPerSec)
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -267,9 +299,7 @@ func (s *Store) copyWindows(ctx context.Context, src ExportSource, edge, key str
 			continue
 		}
 		f := it.file
-		now := time.Now()
-		bucket.Take(int64(len(f.Data)), now)
-		if d := bucket.Delay(now); d > 0 {
+		if d := pacer.take(int64(len(f.Data)), time.Now()); d > 0 {
 			if timer == nil {
 				timer = time.NewTimer(d)
 			} else {

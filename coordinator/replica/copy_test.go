@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -588,6 +589,45 @@ func TestCopy_PacedToBytesPerSec(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCopy_SharedPacerPacesCopiesTogether: two copies running at once
+// with one CopyPacer take together what their bytes at its rate take
+// (less one second's burst), not what each alone would.
+func TestCopy_SharedPacerPacesCopiesTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := openStore(t, t.TempDir())
+		defer src.Close()
+		dst := openStore(t, t.TempDir())
+		defer dst.Close()
+		minT, maxT := testNow.Add(-6*time.Hour).UnixMilli(), testNow.UnixMilli()
+		var total int64
+		for i, edge := range []string{"e", "f"} {
+			writeEdge(t, src, oracle{}, edge, rand.New(rand.NewPCG(7, uint64(i))), 10, 4, 1000, 6*time.Hour)
+			for _, f := range exportAll(t, src, edge, minT, maxT, 1, 1, MinExportFileBytes) {
+				total += int64(len(f.Data))
+			}
+		}
+		pacer := NewCopyPacer(total / 4)
+		start := time.Now()
+		var wg sync.WaitGroup
+		var copied atomic.Int64
+		for _, edge := range []string{"e", "f"} {
+			wg.Go(func() {
+				st, err := dst.Copy(context.Background(), src, edge, 1, 1, minT, maxT,
+					CopyOptions{BytesPerSec: total, Pacer: pacer, MaxFileBytes: MinExportFileBytes, InitialWindow: 7 * time.Hour})
+				if err != nil {
+					t.Error(err)
+				}
+				copied.Add(st.Bytes)
+			})
+		}
+		wg.Wait()
+		took, want := time.Since(start), 3*time.Second
+		if copied.Load() != total || took < want*9/10 || took > want*11/10+50*time.Millisecond {
+			t.Fatalf("copied %d of %d bytes in %s, want about %s", copied.Load(), total, took, want)
+		}
+	})
 }
 
 // TestCopy_OneAtATimePerRange: a second Copy of a running range is

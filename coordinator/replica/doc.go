@@ -18,9 +18,10 @@
 //
 // Apply verifies the whole file (wal.VerifySegment) and decodes every
 // record (record.Decoder) before it writes anything, so a damaged segment
-// stores nothing. It then writes the points, with the edge label, through
-// node.Node.Write in bounded batches; Write returns once the engine's WAL
-// is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
+// stores nothing. The points that pass keeps (up to 64 Ki points, 1 MiB;
+// a larger segment is decoded a second time as it is written) are then
+// written, with the edge label, through node.Node.Write in batches of up
+// to 64 Ki points; Write returns once the engine's WAL is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
 // index (the engine's store meta, under node's replica prefix): a crash in
 // between leaves points without an index entry, and the resend applies the
 // same points again, which changes nothing (duplicate timestamps are
@@ -71,8 +72,11 @@
 // node/segment builds them), all with the header (edge, seq = last,
 // prev = first - 1): files of one export differ only by their order.
 // ApplyCopy verifies and decodes a whole file before writing its points
-// (a damaged file stores nothing) and writes them like Apply; RecordCopy
-// then records the range. Copy drives both from an ExportSource (a peer's
+// (a damaged file stores nothing) and writes them like Apply, keeping up
+// to 1 Mi points (a whole file of the default size: decoded once) and
+// writing 256 Ki points at a time (fewer WAL syncs; a few copies run at
+// once, many segments may be applied at once); RecordCopy then records
+// the range. Copy drives both from an ExportSource (a peer's
 // store through Client, or a local Store): it walks the time range in
 // windows that start at an hour and double while their files stay small
 // (a sparse month is a dozen round trips), applies each window's files,
@@ -101,7 +105,10 @@
 // ServerOptions.MaxSegmentBytes); the grpc.Server needs GRPCServerOptions
 // for its message limit. Export streams one file a message, compressed as
 // the request asks (Client asks for S2: between coordinators zstd's CPU
-// cost bounds a copy's rate more than S2's third more bytes), then a final
+// cost bounds a copy's rate more than S2's third more bytes; a Client of
+// ClientOptions.Uncompressed, which a coordinator uses for a peer at a
+// loopback address, asks for none and stores segments uncompressed:
+// on one host compressing only spends both processes' CPU), then a final
 // message with the number of files; the client decompresses with an
 // output bound of the file size it asked for. ExportRollups streams
 // entries of about 1 MiB, several to a message, then a final message with
@@ -116,9 +123,10 @@
 // and errors.Is with the sentinel.
 //
 // BenchmarkApply (2 vCPUs): a 2 MB segment of 100 series applies at about
-// 43 MB/s, 4.3 M points/s. BenchmarkCopy (2 vCPUs shared with other work,
-// both stores in one process, loopback TCP): 200 MB of segment bytes copy
-// at 58 to 67 MiB/s, about 6 M points/s (38 MiB/s with zstd instead of S2).
+// 43 MB/s, 4.3 M points/s. BenchmarkCopy (200 MB of segment bytes, both
+// stores in one process, loopback TCP, 2 vCPUs shared with other work):
+// 49 MiB of segment bytes per second of CPU with S2, 57 uncompressed;
+// wall-clock rates of 28 to 90 MiB/s followed the machine's other load.
 //
 // # Concurrency
 //

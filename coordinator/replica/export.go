@@ -163,7 +163,7 @@ func (s *Store) applyCopyFile(ctx context.Context, edge string, firstSeq, lastSe
 	if err := checkRange(edge, firstSeq, lastSeq); err != nil {
 		return Applied{}, err
 	}
-	d, err := decodeSegment(fmt.Sprintf("copy %d..%d of %s", firstSeq, lastSeq, edge), edge, file)
+	d, err := decodeSegment(fmt.Sprintf("copy %d..%d of %s", firstSeq, lastSeq, edge), edge, file, copyKeepPoints)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -183,7 +183,7 @@ func (s *Store) applyCopyFile(ctx context.Context, edge string, firstSeq, lastSe
 		a.Duplicate = true
 		return a, nil
 	}
-	if err := s.write(ctx, edge, file, d, &a); err != nil {
+	if err := s.write(ctx, edge, file, d, &a, copyBatchPoints); err != nil {
 		return Applied{}, err
 	}
 	if a.Rejected > 0 {

@@ -26,8 +26,17 @@ const (
 	// edge's business.
 	DefaultFutureWindow = 365 * 24 * time.Hour
 	// applyBatchPoints bounds the points of one engine write while a
-	// segment is applied.
+	// segment is applied, and applyKeepPoints the points an Apply keeps
+	// from the verifying pass (more: decoded again as they are written):
+	// 1 MiB of points each, per segment being applied.
 	applyBatchPoints = 64 << 10
+	applyKeepPoints  = 64 << 10
+	// copyBatchPoints and copyKeepPoints are the same for a copied file
+	// (a few copies run at once): 4 MiB of points a write (four times
+	// fewer WAL syncs), and the points of a whole file of the default
+	// size (about 10 bytes a point) kept.
+	copyBatchPoints = 256 << 10
+	copyKeepPoints  = 1 << 20
 )
 
 // Options configure a Store.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +31,13 @@ import (
 // a client of it; everything stops when the test ends.
 func serve(t *testing.T, o ServerOptions) *Client {
 	t.Helper()
+	return serveWith(t, o, ClientOptions{})
+}
+
+// serveWith is serve with a client of options co; extra are more dial
+// options.
+func serveWith(t *testing.T, o ServerOptions, co ClientOptions, extra ...grpc.DialOption) *Client {
+	t.Helper()
 	srv, err := NewServer(o)
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +47,9 @@ func serve(t *testing.T, o ServerOptions) *Client {
 	srv.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(lis) }()
-	cc, err := grpc.NewClient("passthrough:///bufnet",
+	cc, err := grpc.NewClient("passthrough:///bufnet", append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials())}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +58,56 @@ func serve(t *testing.T, o ServerOptions) *Client {
 		g.Stop()
 		<-done
 	})
-	return NewClient(cc)
+	return NewClientWith(cc, co)
+}
+
+// compressionSeen records the compression of the store requests a client
+// sends, the export requests it makes and the export files it receives.
+type compressionSeen struct {
+	mu                   sync.Mutex
+	store, asked, served map[clusterv1.Compression]int
+}
+
+func (c *compressionSeen) add(m map[clusterv1.Compression]int, k clusterv1.Compression) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m[k]++
+}
+
+// dialOptions are the interceptors that record.
+func (c *compressionSeen) dialOptions() []grpc.DialOption {
+	c.store, c.asked, c.served = map[clusterv1.Compression]int{}, map[clusterv1.Compression]int{}, map[clusterv1.Compression]int{}
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*clusterv1.StoreRequest); ok {
+			c.add(c.store, r.GetCompression())
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return &seenStream{ClientStream: s, c: c}, err
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}
+
+type seenStream struct {
+	grpc.ClientStream
+	c *compressionSeen
+}
+
+func (s *seenStream) SendMsg(m any) error {
+	if r, ok := m.(*clusterv1.ExportRequest); ok {
+		s.c.add(s.c.asked, r.GetCompression())
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *seenStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*clusterv1.ExportResponse); ok && err == nil && !r.GetDone() {
+		s.c.add(s.c.served, r.GetCompression())
+	}
+	return err
 }
 
 func TestGRPC_StoreAndQueryRoundTrip(t *testing.T) {
@@ -190,8 +248,15 @@ func TestGRPC_AuthorizeAndBoundedDecompression(t *testing.T) {
 // TestGRPC_CopyFromAPeer: a Copy whose source is a peer's store behind
 // the service ends with exactly the peer's answer; Holdings over the wire
 // is the store's; an unauthorised caller gets PermissionDenied for both
-// methods and nothing is read for it.
+// methods and nothing is read for it. Both with S2-compressed files and,
+// for a client of ClientOptions.Uncompressed, files as they are.
 func TestGRPC_CopyFromAPeer(t *testing.T) {
+	for _, uncompressed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("uncompressed=%v", uncompressed), func(t *testing.T) { testCopyFromAPeer(t, uncompressed) })
+	}
+}
+
+func testCopyFromAPeer(t *testing.T, uncompressed bool) {
 	peer := openStore(t, t.TempDir())
 	defer peer.Close()
 	o := oracle{}
@@ -200,7 +265,9 @@ func TestGRPC_CopyFromAPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int64
-	c := serve(t, ServerOptions{Store: peer, Authorize: func(context.Context) error { calls.Add(1); return nil }})
+	var seen compressionSeen
+	c := serveWith(t, ServerOptions{Store: peer, Authorize: func(context.Context) error { calls.Add(1); return nil }},
+		ClientOptions{Uncompressed: uncompressed}, seen.dialOptions()...)
 	minT, maxT := testNow.Add(-10*time.Hour).UnixMilli(), testNow.UnixMilli()
 
 	local := exportAll(t, peer, "e", minT, maxT, 1, 40, MinExportFileBytes)
@@ -224,6 +291,29 @@ func TestGRPC_CopyFromAPeer(t *testing.T) {
 	if err := sameAnswer(answer(t, dst, "e", minT, maxT), o.answer(minT, maxT)); err != nil {
 		t.Fatalf("copy over gRPC: %v (%+v)", err, st)
 	}
+	want := clusterv1.Compression_COMPRESSION_S2
+	if uncompressed {
+		want = clusterv1.Compression_COMPRESSION_NONE
+	}
+	seen.mu.Lock()
+	if len(seen.asked) != 1 || seen.asked[want] == 0 || len(seen.served) != 1 || seen.served[want] == 0 {
+		t.Errorf("exports asked for %v and got files in %v; want %v only", seen.asked, seen.served, want)
+	}
+	seen.mu.Unlock()
+	// A segment stored through the same client: zstd, or as it is.
+	segs := edgeSegments(t, "f", []model.Batch{{Labels: lbl("__name__", "temp"), Ts: []int64{testNow.UnixMilli()}, Vs: []float64{1}}})
+	if a, err := c.Store(context.Background(), "f", segs[0].seq, segs[0].crc, segs[0].file); err != nil || a.Points != 1 {
+		t.Fatalf("store through the client: %+v, %v", a, err)
+	}
+	want = clusterv1.Compression_COMPRESSION_ZSTD
+	if uncompressed {
+		want = clusterv1.Compression_COMPRESSION_NONE
+	}
+	seen.mu.Lock()
+	if len(seen.store) != 1 || seen.store[want] != 1 {
+		t.Errorf("store requests in %v; want one in %v", seen.store, want)
+	}
+	seen.mu.Unlock()
 	runs, truncated, err := c.Holdings(context.Background(), "e")
 	if err != nil || truncated || !slices.Equal(runs, []SeqRange{{First: 1, Last: 40}}) {
 		t.Fatalf("holdings over the wire: %v %v %v", runs, truncated, err)

@@ -472,8 +472,15 @@ func TestOptions_Validate(t *testing.T) {
 // TestApply_WritingTwiceChangesNothing: a crash between writing a
 // segment's points and recording it makes the resend write them again;
 // that must not change any answer, also with duplicate timestamps inside
-// the segment (last write wins).
+// the segment (last write wins). Both ways of writing: the points kept
+// from the verifying pass, and a file too large for that decoded again.
 func TestApply_WritingTwiceChangesNothing(t *testing.T) {
+	for _, keep := range []int64{applyKeepPoints, 7} {
+		t.Run(fmt.Sprintf("keep-%d", keep), func(t *testing.T) { testWritingTwiceChangesNothing(t, keep) })
+	}
+}
+
+func testWritingTwiceChangesNothing(t *testing.T, keep int64) {
 	ts, vs := points(testNow, 30, func(i int) float64 { return float64(i) })
 	dupT := []int64{ts[5], ts[5], ts[6]}
 	dupV := []float64{100, 200, 300}
@@ -483,12 +490,15 @@ func TestApply_WritingTwiceChangesNothing(t *testing.T) {
 	})[0]
 	s := openStore(t, t.TempDir())
 	defer s.Close()
-	d, err := decodeSegment("e", "e", seg.file)
+	d, err := decodeSegment("e", "e", seg.file, keep)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if kept := keep >= 33; (d.runs != nil) != kept {
+		t.Fatalf("points kept from the verifying pass: %v, want %v", d.runs != nil, kept)
+	}
 	var a Applied
-	if err := s.write(context.Background(), "e", seg.file, d, &a); err != nil { // the write before the "crash"
+	if err := s.write(context.Background(), "e", seg.file, d, &a, 5); err != nil { // the write before the "crash"
 		t.Fatal(err)
 	}
 	first, _ := queryAll(t, s, []string{"e"}, rawQuery(t))

@@ -27,6 +27,16 @@ type Contents struct {
 // Read checks neither the node the header names nor Points against the
 // footer's count: the caller words those refusals.
 func Read(name string, file []byte, accept func(labels.Labels) (labels.Labels, error)) (Contents, error) {
+	return ReadRuns(name, file, accept, nil)
+}
+
+// ReadRuns is Read, and also calls fn, if not nil, with every run of
+// points in file order, once its series is known to be defined (ts and vs
+// are valid only during the call): a reader that keeps the points gets
+// them in the same pass. The runs come before the whole file is verified:
+// nothing may be stored from them before ReadRuns returns nil. An error
+// of fn stops the read and is returned wrapped.
+func ReadRuns(name string, file []byte, accept func(labels.Labels) (labels.Labels, error), fn func(id uint64, ts []int64, vs []float64) error) (Contents, error) {
 	c := Contents{Series: map[uint64]labels.Labels{}}
 	keys := map[uint64]string{} // canonical key by id, to check redefinitions
 	var dec record.Decoder
@@ -48,11 +58,14 @@ func Read(name string, file []byte, accept func(labels.Labels) (labels.Labels, e
 		keys[id], c.Series[id] = string(key), ls
 		return nil
 	}
-	run := func(id uint64, ts []int64, _ []float64) error {
+	run := func(id uint64, ts []int64, vs []float64) error {
 		if _, ok := c.Series[id]; !ok {
 			return fmt.Errorf("run of series %d, which the segment does not define", id)
 		}
 		c.Points += int64(len(ts))
+		if fn != nil {
+			return fn(id, ts, vs)
+		}
 		return nil
 	}
 	info, err := wal.VerifySegment(name, file, func(r wal.Record) error {

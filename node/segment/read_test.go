@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,5 +91,47 @@ func TestRead_RefusesInconsistentDefinitionsAndRuns(t *testing.T) {
 	file := fileOf(t, func(e *record.Encoder) { e.DefineSeries(1, cpu) }, func(e *record.Encoder) { e.DefineSeries(1, cpu) })
 	if _, err := segment.Read("x", file, nil); err != nil {
 		t.Fatalf("a repeated definition: %v", err)
+	}
+}
+
+// TestReadRuns_HandsOverEveryRunInFileOrder: the runs come with their
+// series' ids, in the file's order, every point once; an error of fn
+// stops the read and is returned wrapped.
+func TestReadRuns_HandsOverEveryRunInFileOrder(t *testing.T) {
+	cpu := labels.FromStrings("__name__", "cpu").AppendKey(nil)
+	mem := labels.FromStrings("__name__", "mem").AppendKey(nil)
+	file := fileOf(t,
+		func(e *record.Encoder) {
+			e.DefineSeries(1, cpu)
+			e.DefineSeries(2, mem)
+			e.AddRun(1, []int64{1, 2}, []float64{10, 20})
+			e.AddRun(2, []int64{1}, []float64{5})
+		},
+		func(e *record.Encoder) { e.AddRun(1, []int64{3}, []float64{30}) })
+	type run struct {
+		id uint64
+		ts []int64
+		vs []float64
+	}
+	var got []run
+	c, err := segment.ReadRuns("x", file, nil, func(id uint64, ts []int64, vs []float64) error {
+		got = append(got, run{id, append([]int64(nil), ts...), append([]float64(nil), vs...)})
+		return nil
+	})
+	if err != nil || c.Points != 4 || len(c.Series) != 2 {
+		t.Fatalf("ReadRuns = %+v, %v", c, err)
+	}
+	want := []run{{1, []int64{1, 2}, []float64{10, 20}}, {2, []int64{1}, []float64{5}}, {1, []int64{3}, []float64{30}}}
+	if len(got) != len(want) {
+		t.Fatalf("runs %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].id != want[i].id || !slices.Equal(got[i].ts, want[i].ts) || !slices.Equal(got[i].vs, want[i].vs) {
+			t.Fatalf("run %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	stop := errors.New("stop")
+	if _, err := segment.ReadRuns("x", file, nil, func(uint64, []int64, []float64) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("fn's error: %v", err)
 	}
 }

@@ -97,22 +97,31 @@ var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 // gauge reads the unlabelled sample of name from GET /metrics at addr.
 func gauge(ctx context.Context, addr, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	m, err := metricsOf(ctx, addr)
 	if err != nil {
 		return 0, err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	m, err := promtext.Parse(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	v, ok := m[name]
 	if !ok {
 		return 0, fmt.Errorf("metrics of %s: no sample of %s", addr, name)
 	}
 	return v, nil
+}
+
+// metricsOf reads the unlabelled samples of GET /metrics at addr, by name.
+func metricsOf(ctx context.Context, addr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	m, err := promtext.Parse(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", addr, err)
+	}
+	return m, nil
 }

@@ -29,9 +29,10 @@
 //     replica lacks anything (no leaving replica, nothing under-replicated
 //     or unsourced); rereplicate_mib_per_s is the segment bytes the
 //     restarted coordinator copied (tributary_heal_copied_bytes_total) over
-//     the time from its first copied byte to history_restored (and, from
-//     its log, history_mib_per_s: each edge's largest copy, its history
-//     once, over the same time);
+//     the time from the start of its first copy (the last read before
+//     tributary_heal_copies_running was first above 0) to
+//     history_restored (and, from its log, history_mib_per_s: each edge's
+//     largest copy, its history once, over the same time);
 //  6. stops the load, waits until the cloud holds every acknowledged point
 //     on every replica, and checks every replica store alone
 //     (ReplicaService/Query on its cluster listener) and every

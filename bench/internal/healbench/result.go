@@ -42,7 +42,7 @@ type measurement struct {
 	copiedBytes   float64
 	victimLogFrom int64     // the restarted coordinator's log offset at its start
 	copies        []copyLog // the copies it logged until history_restored
-	firstCopy     time.Time // the last sample before the first copied byte
+	firstCopy     time.Time // the last sample before the first copy ran
 	lastNoCopy    time.Time
 	lastCopy      time.Time
 
@@ -146,7 +146,7 @@ func (m measurement) notes(o Options, res Result) []string {
 		fmt.Sprintf("the %s was killed with SIGKILL and its data directory deleted; %v later it was started with its flags plus --rejoin (ready %.2f s after the kill); dead-after %v",
 			o.Victim, o.RestartDelay, m.restarted.Seconds(), o.DeadAfter),
 		fmt.Sprintf("ack_pause_s: the longest time an edge's acked-through gauge (read every %v) did not move, over the steady load (%s); a pause of about the segment age (%v) is normal", o.AckPoll, m.ackPauseEdge, o.SegmentAge),
-		fmt.Sprintf("rereplicate_mib_per_s: %.1f MiB of segment bytes copied by the restarted coordinator, from its first copied byte to history_restored (repairs paced at --repair-bytes-per-sec, 64 MiB/s by default)", m.copiedBytes/(1<<20)),
+		fmt.Sprintf("rereplicate_mib_per_s: %.1f MiB of segment bytes copied by the restarted coordinator, from the start of its first copy to history_restored (repairs paced at --repair-bytes-per-sec, 64 MiB/s by default)", m.copiedBytes/(1<<20)),
 		fmt.Sprintf("history_mib_per_s: of those, %.1f MiB are each edge's largest copy (its history once), over the same time; %d copies for %d edges (a copy goes by time span: a few segments lacked later are copied with the whole span of the run they touched)",
 			res.HistoryMiB, res.Copies, o.Edges),
 		fmt.Sprintf("checked: %d replica stores asked alone and %d front-end answers after the heal; %d answers compared with the ledger while healing (%d flagged as incomplete, %d complete with a warning, %d failed)",

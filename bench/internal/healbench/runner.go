@@ -21,8 +21,12 @@ import (
 )
 
 // copiedBytesMetric counts the segment bytes repairs copied into a
-// coordinator's replica store.
-const copiedBytesMetric = "tributary_heal_copied_bytes_total"
+// coordinator's replica store (a copy's bytes once it is done);
+// copiesRunningMetric is the number of repair copies running.
+const (
+	copiedBytesMetric   = "tributary_heal_copied_bytes_total"
+	copiesRunningMetric = "tributary_heal_copies_running"
+)
 
 // ackedThroughMetric is an edge's newest segment the cloud acknowledged
 // contiguously.
@@ -289,17 +293,22 @@ func (r *runner) watchCopies(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		b, err := gauge(cctx, v.http, copiedBytesMetric)
+		m, err := metricsOf(cctx, v.http)
 		cancel()
-		if err != nil {
+		b, ok := m[copiedBytesMetric]
+		if err != nil || !ok {
 			continue
 		}
+		// The copied bytes count a copy once it is done: the first copy
+		// starts when a copy is first seen running (a binary without the
+		// gauge: when the first is done).
+		started := b > 0 || m[copiesRunningMetric] > 0
 		now := time.Now()
 		r.mu.Lock()
-		if b > 0 && r.m.firstCopy.IsZero() {
+		if started && r.m.firstCopy.IsZero() {
 			r.m.firstCopy = r.m.lastNoCopy
 		}
-		if b == 0 {
+		if !started {
 			r.m.lastNoCopy = now
 		}
 		if b > r.m.copiedBytes {
