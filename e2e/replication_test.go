@@ -181,7 +181,15 @@ func (f *replFleet) waitDrained(want int64, timeout time.Duration) cluster.Fleet
 	f.t.Helper()
 	start := time.Now()
 	var m map[string]float64
+	// The last points may wait in the open segment until its age seals it;
+	// the cloud's count alone cannot tell (points of writes in doubt that
+	// were stored count too), so nothing counts as drained before the
+	// segment age has passed since the load stopped.
+	sealed := start.Add(f.c.Opts.WALSegmentAge + time.Second)
 	fl, err := f.c.WaitFleet(context.Background(), timeout, func(fl cluster.Fleet) bool {
+		if time.Now().Before(sealed) {
+			return false
+		}
 		n := edgeOf(fl, f.c.Edge.ID)
 		var err error
 		if m, err = f.c.EdgeMetrics(context.Background(), "tributary_replication_"); err != nil {
