@@ -132,7 +132,34 @@ func (c *compat) write() error {
 		return err
 	}
 	fmt.Fprintf(c.w, "204 No Content in %.1f ms\n", float64(time.Since(t0).Microseconds())/1000)
+	c.waitVisible(len(rooms) * 2)
 	return nil
+}
+
+// waitVisible waits until GET /api/v1/series lists the n series just
+// written (at once on a node; through a coordinator, once the edge's
+// announcement is in the catalog, about a second), and says how long
+// that took.
+func (c *compat) waitVisible(n int) {
+	t0 := time.Now()
+	u := c.base + "/api/v1/series?" + url.Values{"match[]": {`{db="demo"}`}}.Encode()
+	var got int
+	var err error
+	for {
+		var res struct {
+			Data []map[string]string `json:"data"`
+		}
+		err = getJSON(c.ctx, c.hc, u, &res)
+		if got = len(res.Data); err == nil && got >= n {
+			fmt.Fprintf(c.w, "%d series listed %.2f s after the write\n", got, time.Since(t0).Seconds())
+			return
+		}
+		if time.Since(t0) > 10*time.Second || c.ctx.Err() != nil {
+			fmt.Fprintf(c.w, "only %d of %d series listed %.0f s after the write (last error: %v)\n", got, n, time.Since(t0).Seconds(), err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // meanTempQuery is an instant PromQL query: the mean temperature of each

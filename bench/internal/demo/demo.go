@@ -162,6 +162,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			return sum, err
 		}
 		fmt.Fprintf(w, "done in %.2f s (%s points/s)\n", sum.WriteElapsed.Seconds(), report.Int(int64(float64(sum.Points)/sum.WriteElapsed.Seconds())))
+		waitVisible(ctx, w, qc, gen.NumSeries(), o)
 	}
 
 	for i, q := range queries(data, o) {
@@ -184,6 +185,33 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return sum, fmt.Errorf("%d of %d queries failed or answered wrongly: %w", len(failed), len(sum.Queries), errors.Join(failed...))
 	}
 	return sum, nil
+}
+
+// waitVisible waits until a listing through o.Addr shows the n series
+// just written, and says how long that took. A node lists a series as
+// soon as it is written; a coordinator learns new series from the edge's
+// announcements (about a second, docs/coordinator.md), and a query
+// through it does not ask an edge for series the catalog does not list
+// yet.
+func waitVisible(ctx context.Context, w io.Writer, qc tributaryv1.QueryServiceClient, n int, o Options) {
+	req := &tributaryv1.SeriesRequest{Matchers: []*tributaryv1.Matcher{{Type: tributaryv1.Matcher_REGEX, Name: "vehicle", Value: ".+"}}}
+	t0 := time.Now()
+	deadline := t0.Add(10 * time.Second)
+	got := 0
+	for {
+		cctx, cancel := context.WithTimeout(ctx, o.CallTimeout)
+		resp, err := qc.Series(cctx, req)
+		cancel()
+		if got = len(resp.GetSeries()); err == nil && got >= n {
+			fmt.Fprintf(w, "%d series listed through %s %.2f s after the write\n", got, o.Addr, time.Since(t0).Seconds())
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			fmt.Fprintf(w, "only %d of %d series listed through %s %.0f s after the write (last error: %v)\n", got, n, o.Addr, time.Since(t0).Seconds(), err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // printStatus shows who answers, when the node implements Status.
