@@ -451,7 +451,17 @@ func (n *Node) Close() error {
 		errs = append(errs, fmt.Errorf("close wal: %w", err))
 	}
 	if err := n.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close store: %w", err))
+		n.health.observe(err)
+		if st := n.health.state(); !st.Healthy {
+			// The store refused its last flush (a damaged store stops
+			// taking writes). What its memtables held is in WAL segments
+			// that were not released: those are released only after a
+			// store flush, so the next start replays them.
+			n.log.Error("store closed without its last flush: it is unhealthy; what it did not persist is replayed from the WAL at the next start",
+				"reason", st.Reason, "err", err)
+		} else {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
