@@ -107,7 +107,9 @@ func damageDataBlocks(t *testing.T, path string) {
 //     hour, out of order) must turn /readyz to 503 within 5 s, with the
 //     reason, and the gRPC health NOT_SERVING;
 //   - writes to existing series go on into the WAL until unflushed data
-//     reaches --wal-max-unflushed-bytes, then are refused with UNAVAILABLE
+//     reaches --wal-max-unflushed-bytes or twice --head-max-bytes (with
+//     compressed WAL records the head bound comes first), then are
+//     refused with UNAVAILABLE
 //     (HTTP 503 with Retry-After), naming the reason;
 //   - SIGTERM exits cleanly; tributary node repair quarantines the damaged
 //     file and reports its time partitions; the node restarts ready;
@@ -116,7 +118,7 @@ func damageDataBlocks(t *testing.T, path string) {
 //     the ones the node counts on /metrics (tributary_node_store_lost_points_total),
 //     all inside the reported partitions.
 func TestCorrupt_StoreSSTRepairedWithCountedLoss(t *testing.T) {
-	n := startStoreNode(t, "--head-chunk-samples", "8", "--ooo-window", "3h", "--wal-max-unflushed-bytes", "1048576", "--wal-segment-bytes", "262144")
+	n := startStoreNode(t, "--head-chunk-samples", "8", "--ooo-window", "3h", "--wal-max-unflushed-bytes", "1048576", "--wal-segment-bytes", "262144", "--head-max-bytes", "1048576")
 	ctx := context.Background()
 	hour := time.Now().Add(-2 * time.Hour).Truncate(time.Hour)
 	before := hour.Add(30 * time.Minute).UnixMilli()
