@@ -107,8 +107,11 @@ func TestRestore_PiSDCardReplaced(t *testing.T) {
 		t.Errorf("%d writes to the restored edge failed: %v", after.Failed, after.FirstErr)
 	}
 	held = waitHeld(t, c, after.Acked, 60*time.Second)
-	if held.HeldPoints != uint64(after.Acked) {
-		t.Errorf("the catalog holds %d points of %s, %d were acknowledged (a segment shipped twice, or lost)", held.HeldPoints, c.Edge.ID, after.Acked)
+	// A write in doubt (no answer within the writer's timeout) may have
+	// been stored: the catalog holds every acknowledged point and at most
+	// those in doubt besides.
+	if held.HeldPoints < uint64(after.Acked) || held.HeldPoints > uint64(after.Acked+after.InDoubt) {
+		t.Errorf("the catalog holds %d points of %s, %d were acknowledged and %d in doubt (a segment shipped twice, or lost)", held.HeldPoints, c.Edge.ID, after.Acked, after.InDoubt)
 	}
 	if len(held.Gaps) > 0 {
 		t.Errorf("%s declared gaps: %+v", c.Edge.ID, held.Gaps)
