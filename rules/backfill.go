@@ -65,24 +65,18 @@ func (e EngineEvaluator) Instant(ctx context.Context, expr string, t time.Time) 
 // Matrix implements Evaluator.
 func (e EngineEvaluator) Matrix(ctx context.Context, expr string, t time.Time) (promql.Matrix, error) {
 	q, err := e.Engine.NewInstantQuery(ctx, e.Queryable, nil, expr, t)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
-	res := q.Exec(ctx)
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	m, ok := res.Value.(promql.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("%s: the expression gives a %s, not a range vector", expr, res.Value.Type())
-	}
-	return m, nil
+	return execMatrix(ctx, q, err, expr, "the expression gives a %s, not a range vector")
 }
 
 // Range implements Evaluator.
 func (e EngineEvaluator) Range(ctx context.Context, expr string, start, end time.Time, step time.Duration) (promql.Matrix, error) {
 	q, err := e.Engine.NewRangeQuery(ctx, e.Queryable, nil, expr, start, end, step)
+	return execMatrix(ctx, q, err, expr, "a range query gave a %s")
+}
+
+// execMatrix runs a query just made (err: its making failed) and returns
+// its matrix; notMatrix, with the value's type, says what else came.
+func execMatrix(ctx context.Context, q promql.Query, err error, expr, notMatrix string) (promql.Matrix, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +87,7 @@ func (e EngineEvaluator) Range(ctx context.Context, expr string, start, end time
 	}
 	m, ok := res.Value.(promql.Matrix)
 	if !ok {
-		return nil, fmt.Errorf("%s: a range query gave a %s", expr, res.Value.Type())
+		return nil, fmt.Errorf("%s: "+notMatrix, expr, res.Value.Type())
 	}
 	return m, nil
 }
