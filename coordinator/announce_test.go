@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -28,14 +27,7 @@ func TestCluster_NewSeriesAreListedBeforeTheirSegmentShips(t *testing.T) {
 		t.Skip("starts three coordinators and an edge")
 	}
 	addrs := freeAddrs(t, 3)
-	var peers []Peer
-	for i := range 3 {
-		peers = append(peers, Peer{RaftID: uint64(i + 1), NodeID: fmt.Sprintf("coord-%d", i+1), Addr: addrs[i]})
-	}
-	var ms []*member
-	for _, p := range peers {
-		ms = append(ms, startMember(t, p.RaftID, p.NodeID, p.Addr, peers, nil))
-	}
+	ms := startBootstrapped(t, addrs[:3])
 	leader(t, ms)
 	for _, m := range ms {
 		eventually(t, m.nodeID+" sees every member able to apply announcements", func() bool {

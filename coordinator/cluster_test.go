@@ -82,6 +82,21 @@ func freeAddrs(t *testing.T, n int) []string {
 	return out
 }
 
+// startBootstrapped starts one coordinator per address, raft ids 1..n and
+// node ids coord-1..coord-n, bootstrapped together.
+func startBootstrapped(t *testing.T, addrs []string) []*member {
+	t.Helper()
+	var peers []Peer
+	for i, a := range addrs {
+		peers = append(peers, Peer{RaftID: uint64(i + 1), NodeID: fmt.Sprintf("coord-%d", i+1), Addr: a})
+	}
+	var ms []*member
+	for _, p := range peers {
+		ms = append(ms, startMember(t, p.RaftID, p.NodeID, p.Addr, peers, nil))
+	}
+	return ms
+}
+
 func startMember(t *testing.T, raftID uint64, nodeID, clusterAddr string, peers, join []Peer) *member {
 	t.Helper()
 	return startMemberWith(t, raftID, nodeID, clusterAddr, peers, join, nil)
@@ -431,14 +446,7 @@ func TestCluster_MembershipAndFailover(t *testing.T) {
 		t.Skip("starts four coordinators and an edge")
 	}
 	addrs := freeAddrs(t, 4)
-	var peers []Peer
-	for i := range 3 {
-		peers = append(peers, Peer{RaftID: uint64(i + 1), NodeID: fmt.Sprintf("coord-%d", i+1), Addr: addrs[i]})
-	}
-	var ms []*member
-	for _, p := range peers {
-		ms = append(ms, startMember(t, p.RaftID, p.NodeID, p.Addr, peers, nil))
-	}
+	ms := startBootstrapped(t, addrs[:3])
 	start := time.Now()
 	leader(t, ms)
 	t.Logf("%s: leader elected", time.Since(start))

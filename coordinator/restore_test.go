@@ -237,14 +237,7 @@ func TestRestore_PiComesBack(t *testing.T) {
 		t.Skip("starts three coordinators and two edges")
 	}
 	addrs := freeAddrs(t, 3)
-	var peers []Peer
-	for i := range 3 {
-		peers = append(peers, Peer{RaftID: uint64(i + 1), NodeID: fmt.Sprintf("coord-%d", i+1), Addr: addrs[i]})
-	}
-	var ms []*member
-	for _, p := range peers {
-		ms = append(ms, startMember(t, p.RaftID, p.NodeID, p.Addr, peers, nil))
-	}
+	ms := startBootstrapped(t, addrs[:3])
 	leader(t, ms)
 	for _, m := range ms {
 		eventually(t, m.nodeID+" ready with all three coordinators registered", func() bool {
