@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -141,54 +142,42 @@ type probeWriter struct {
 func (pw *probeWriter) run(ctx context.Context) {
 	series := &tributaryv1.Series{Labels: []*tributaryv1.Label{
 		{Name: "__name__", Value: "fanout_probe"}, {Name: "edge", Value: pw.edge}}}
-	tick := time.NewTicker(probeEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
-				TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
-			cctx, cancel := context.WithTimeout(ctx, pw.callTimeout)
-			resp, err := pw.wc.Write(cctx, req)
-			cancel()
-			if err == nil {
-				err = nodeclient.CheckWrite(resp, 1)
-			}
-			pw.mu.Lock()
-			if err != nil && ctx.Err() == nil {
-				pw.errs = append(pw.errs, err)
-			} else if err == nil {
-				pw.probes++
-			}
-			pw.mu.Unlock()
+	tick.Every(ctx, probeEvery, func(now time.Time) bool {
+		req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
+			TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
+		cctx, cancel := context.WithTimeout(ctx, pw.callTimeout)
+		resp, err := pw.wc.Write(cctx, req)
+		cancel()
+		if err == nil {
+			err = nodeclient.CheckWrite(resp, 1)
 		}
-	}
+		pw.mu.Lock()
+		if err != nil && ctx.Err() == nil {
+			pw.errs = append(pw.errs, err)
+		} else if err == nil {
+			pw.probes++
+		}
+		pw.mu.Unlock()
+		return true
+	})
 }
 
 // poll records edge's acknowledged-through sequence in adv every
 // pollEvery until ctx ends.
 func (r *runner) poll(ctx context.Context, edge *proc, adv *advanceLog) {
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			seq, err := r.c.ackedThrough(cctx, edge)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					adv.failed(err)
-				}
-				continue
+	tick.Every(ctx, pollEvery, func(time.Time) bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		seq, err := r.c.ackedThrough(cctx, edge)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				adv.failed(err)
 			}
-			adv.observe(time.Now(), seq)
+			return true
 		}
-	}
+		adv.observe(time.Now(), seq)
+		return true
+	})
 }
 
 // killLeader kills the raft leader (kill number k), restarts it at once,

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/ackwatch"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -204,9 +205,7 @@ func (r *runner) startLoad() {
 			l := r.ledgers[e.Name]
 			_, last := l.span()
 			next := max(time.Now().UnixMilli(), last+stepMs)
-			t := time.NewTicker(o.Interval)
-			defer t.Stop()
-			for {
+			tick.Paced(ctx, o.Interval, func() bool {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 				err := write(cctx, wc, e.Name, l, next, stepMs, o.PointsPerWrite)
 				ccancel()
@@ -214,12 +213,8 @@ func (r *runner) startLoad() {
 				if err != nil && ctx.Err() == nil {
 					r.setLoadErr(err)
 				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
+				return true
+			})
 		})
 	}
 }
@@ -278,26 +273,19 @@ func (r *runner) stopWatchers() {
 
 // watchCopies samples the restarted coordinator's copied bytes.
 func (r *runner) watchCopies(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, 250*time.Millisecond, func(time.Time) bool {
 		r.mu.Lock()
 		v := r.victim
 		r.mu.Unlock()
 		if v == nil || !v.Running() {
-			continue
+			return true
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		m, err := metricsOf(cctx, v.http)
 		cancel()
 		b, ok := m[copiedBytesMetric]
 		if err != nil || !ok {
-			continue
+			return true
 		}
 		// The copied bytes count a copy once it is done: the first copy
 		// starts when a copy is first seen running (a binary without the
@@ -315,7 +303,8 @@ func (r *runner) watchCopies(ctx context.Context) {
 			r.m.copiedBytes, r.m.lastCopy = b, now
 		}
 		r.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // probe compares a query answer with the ledger every second: one
@@ -323,68 +312,70 @@ func (r *runner) watchCopies(ctx context.Context) {
 // history (the oldest tenth every other time: what a replaced replica
 // gets back last).
 func (r *runner) probe(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	i := 0
+	tick.Every(ctx, time.Second, func(time.Time) bool {
+		i++
+		return r.probeOnce(ctx, i-1)
+	})
+}
+
+// probeOnce is probe's i-th comparison; it returns false once ctx has
+// ended.
+func (r *runner) probeOnce(ctx context.Context, i int) bool {
+	var cos []*proc
+	for _, c := range r.f.coords {
+		if c.Running() {
+			cos = append(cos, c)
 		}
-		var cos []*proc
-		for _, c := range r.f.coords {
-			if c.Running() {
-				cos = append(cos, c)
-			}
-		}
-		if len(cos) == 0 {
-			continue
-		}
-		co := cos[i%len(cos)]
-		e := r.f.edges[(i/len(cos))%len(r.f.edges)]
-		l := r.ledgers[e.Name]
-		first, last := l.span()
-		if last == 0 {
-			continue
-		}
-		span := min((last-first)/10, (10 * time.Minute).Milliseconds())
-		from := first
-		if i%2 == 1 {
-			from = first + rand.Int64N(last-first-span+1)
-		}
-		to := from + span
-		conn, err := dial(co.grpc)
-		if err != nil {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
-		cancel()
-		conn.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		r.mu.Lock()
-		r.m.probes++
-		if err != nil {
-			r.m.probeErrors++
-			r.mu.Unlock()
-			continue
-		}
-		v := l.check(ans, from, to)
-		switch {
-		case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
-			r.m.wrong++
-			if len(r.m.wrongSamples) < 5 {
-				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
-			}
-		case v.lost > 0:
-			r.m.flagged++
-		case len(warnings) > 0:
-			r.m.falseAlarms++
-		}
-		r.mu.Unlock()
 	}
+	if len(cos) == 0 {
+		return true
+	}
+	co := cos[i%len(cos)]
+	e := r.f.edges[(i/len(cos))%len(r.f.edges)]
+	l := r.ledgers[e.Name]
+	first, last := l.span()
+	if last == 0 {
+		return true
+	}
+	span := min((last-first)/10, (10 * time.Minute).Milliseconds())
+	from := first
+	if i%2 == 1 {
+		from = first + rand.Int64N(last-first-span+1)
+	}
+	to := from + span
+	conn, err := dial(co.grpc)
+	if err != nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
+	cancel()
+	conn.Close()
+	if ctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	r.m.probes++
+	if err != nil {
+		r.m.probeErrors++
+		r.mu.Unlock()
+		return true
+	}
+	v := l.check(ans, from, to)
+	switch {
+	case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
+		r.m.wrong++
+		if len(r.m.wrongSamples) < 5 {
+			r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
+		}
+	case v.lost > 0:
+		r.m.flagged++
+	case len(warnings) > 0:
+		r.m.falseAlarms++
+	}
+	r.mu.Unlock()
+	return true
 }
 
 // fault kills the victim, deletes its data directory, restarts it with

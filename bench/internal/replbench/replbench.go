@@ -42,6 +42,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
@@ -430,9 +431,7 @@ type poller struct {
 }
 
 func (p *poller) run(ctx context.Context, m *metricsReader, every time.Duration, lag *lagTracker) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
+	tick.Paced(ctx, every, func() bool {
 		s, err := m.read(ctx)
 		p.mu.Lock()
 		if err != nil {
@@ -445,12 +444,8 @@ func (p *poller) run(ctx context.Context, m *metricsReader, every time.Duration,
 		if err == nil {
 			lag.observe(s.At, s.AckedThrough)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return true
+	})
 }
 
 func (p *poller) latest() (sample, bool) {
