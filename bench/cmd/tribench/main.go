@@ -155,55 +155,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var err error
-	switch args[0] {
-	case "ingest":
-		err = runIngest(ctx, args[1:], stdout, stderr, logger)
-	case "restart":
-		err = runRestart(ctx, args[1:], stdout, stderr, logger)
-	case "demo":
-		err = runDemo(ctx, args[1:], stdout, stderr, logger)
-	case "rollup":
-		err = runRollup(ctx, args[1:], stdout, stderr)
-	case "lp":
-		err = runLP(ctx, args[1:], stdout, stderr, logger)
-	case "lowrate":
-		err = runLowRate(ctx, args[1:], stdout, stderr, logger)
-	case "fanout":
-		err = runFanout(ctx, args[1:], stdout, stderr, logger)
-	case "replication":
-		err = runReplication(ctx, args[1:], stdout, stderr, logger)
-	case "load":
-		err = runLoad(ctx, args[1:], stderr, logger)
-	case "telemetry":
-		err = runTelemetry(ctx, args[1:], stdout, stderr, logger)
-	case "iotdb":
-		err = runIoTDB(ctx, args[1:], stdout, stderr, logger)
-	case "tsbs-cpu":
-		err = runTSBSCPU(ctx, args[1:], stdout, stderr, logger)
-	case "canbus":
-		err = runCANBus(ctx, args[1:], stdout, stderr, logger)
-	case "rollup-cold":
-		err = runRollupCold(ctx, args[1:], stdout, stderr)
-	case "fleet":
-		err = runFleet(ctx, args[1:], stdout, stderr, logger)
-	case "heal":
-		err = runHeal(ctx, args[1:], stdout, stderr, logger)
-	case "pi":
-		err = runPi(ctx, args[1:], stdout, stderr, logger)
-	case "arm64-smoke":
-		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
-	case "rules":
-		err = runRulesBench(ctx, args[1:], stdout, stderr, logger)
-	case "hostile":
-		err = runHostile(ctx, args[1:], stdout, stderr, logger)
-	case "hostile-attacker": // the child process of hostile
-		err = runHostileAttacker(ctx)
-	default:
+	w, ok := workloads[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
 	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	err := w(ctx, args[1:], stdout, stderr, logger)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -214,6 +172,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// workload runs one workload with its command-line arguments (those after
+// its name).
+type workload func(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error
+
+// workloads are the workloads by name.
+var workloads = map[string]workload{
+	"ingest":      runIngest,
+	"restart":     runRestart,
+	"demo":        runDemo,
+	"lp":          runLP,
+	"lowrate":     runLowRate,
+	"fanout":      runFanout,
+	"replication": runReplication,
+	"telemetry":   runTelemetry,
+	"iotdb":       runIoTDB,
+	"tsbs-cpu":    runTSBSCPU,
+	"canbus":      runCANBus,
+	"fleet":       runFleet,
+	"heal":        runHeal,
+	"pi":          runPi,
+	"arm64-smoke": runARM64Smoke,
+	"rules":       runRulesBench,
+	"hostile":     runHostile,
+	"rollup": func(ctx context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
+		return runRollup(ctx, args, stdout, stderr)
+	},
+	// The child process of rollup that times one cold query.
+	"rollup-cold": func(ctx context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
+		return runRollupCold(ctx, args, stdout, stderr)
+	},
+	"load": func(ctx context.Context, args []string, _, stderr io.Writer, logger *slog.Logger) error {
+		return runLoad(ctx, args, stderr, logger)
+	},
+	// The child process of hostile.
+	"hostile-attacker": func(ctx context.Context, _ []string, _, _ io.Writer, _ *slog.Logger) error {
+		return runHostileAttacker(ctx)
+	},
 }
 
 // errUsage marks a command-line mistake, already reported by the flag set.
