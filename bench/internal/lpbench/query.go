@@ -99,26 +99,9 @@ func (p *queryPlan) setBaseURL(base string) {
 // expected is the answer the query must get: the value at each evaluation
 // time, computed from the generated data.
 func (p *queryPlan) expected(s querySpec) []float64 {
-	g := p.gen
-	vals := p.values[s.host]
 	out := make([]float64, queryPoints)
 	for j := range out {
-		tNs := (s.hourS + int64(j+1)*queryStepS) * 1e9
-		// Rows with a timestamp in (tNs-range, tNs].
-		lo := tNs - queryRangeS*1e9 - g.StartNs()
-		first := int64(0)
-		if lo >= 0 {
-			first = lo/g.IntervalNs() + 1
-		}
-		last := min((tNs-g.StartNs())/g.IntervalNs(), int64(g.Rows()-1))
-		if first > last {
-			panic(fmt.Sprintf("BUG: query hour %d has an empty window at %d", s.hourS, tNs/1e9))
-		}
-		m := vals[first]
-		for _, v := range vals[first+1 : last+1] {
-			m = max(m, v)
-		}
-		out[j] = float64(m)
+		out[j] = windowMax(p.gen, p.values[s.host], s.hourS+int64(j+1)*queryStepS, queryRangeS)
 	}
 	return out
 }
