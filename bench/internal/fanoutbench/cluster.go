@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
 
@@ -192,30 +193,30 @@ func (c *cluster) anyFleet(ctx context.Context) (fleet, error) {
 // waitFleet polls the fleet every period until cond holds, ctx ends or
 // timeout passes; it returns the last fleet seen and when cond held.
 func (c *cluster) waitFleet(ctx context.Context, period, timeout time.Duration, what string, cond func(fleet) bool) (fleet, time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	var last fleet
-	var lastErr error
-	for {
+	var (
+		last    fleet
+		lastErr error
+		at      time.Time
+	)
+	err := tick.Until(ctx, period, timeout, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		f, err := c.anyFleet(cctx)
 		cancel()
-		now := time.Now()
-		if err == nil {
-			last = f
-			if cond(f) {
-				return f, now, nil
-			}
+		at, lastErr = time.Now(), err
+		if err != nil {
+			return false
 		}
-		lastErr = err
-		if now.After(deadline) {
-			return last, now, fmt.Errorf("wait for %s: not after %v (last error: %v)", what, timeout, lastErr)
-		}
-		select {
-		case <-ctx.Done():
-			return last, now, fmt.Errorf("wait for %s: %w", what, ctx.Err())
-		case <-time.After(period):
-		}
+		last = f
+		return cond(f)
+	})
+	var te *tick.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return last, at, fmt.Errorf("wait for %s: not after %v (last error: %v)", what, timeout, lastErr)
+	case err != nil:
+		return last, at, fmt.Errorf("wait for %s: %w", what, err)
 	}
+	return last, at, nil
 }
 
 // ackedThroughMetric is the edge's gauge of the last WAL segment the cloud

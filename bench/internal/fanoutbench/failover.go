@@ -109,7 +109,7 @@ func (r *runner) failover(ctx context.Context) error {
 
 	// Replication must be moving before the first kill.
 	start := time.Now()
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
 		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.Name, err, adv.lastErr())
 	}
 	for k := range r.o.Kills {
@@ -209,11 +209,11 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 		return fmt.Errorf("restart: %w", err)
 	}
 	r.m.restarts = append(r.m.restarts, time.Since(kill))
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
 		r.m.gaps = append(r.m.gaps, time.Since(kill))
 		return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.Name, edge.Name, err)
 	}
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		f, err := r.c.fleetOf(cctx, leader)
@@ -229,22 +229,5 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 	gap := worstPause(adv.snapshot(), kill, time.Now())
 	r.logger.Info("failover", "kill", k+1, "coordinator", leader.Name, "gap_s", gap.Seconds())
 	r.m.gaps = append(r.m.gaps, gap)
-	return nil
-}
-
-// waitUntil polls cond every pollEvery until it holds, ctx ends or timeout
-// passes.
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollEvery):
-		}
-	}
 	return nil
 }

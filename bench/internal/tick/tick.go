@@ -1,7 +1,8 @@
 // Package tick runs the periodic work of the system benchmarks: the pollers
 // that sample a process's metrics, the probes and the paced writers. Each
 // of them is one loop over a time.Ticker that ends with its context; this
-// package is that loop, written once.
+// package is that loop, written once, and the wait for a condition that
+// polls it.
 //
 // The functions run f on the calling goroutine, never concurrently with
 // itself; a slow f makes the ticker drop ticks (time.Ticker's rule), it
@@ -10,6 +11,7 @@ package tick
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -48,4 +50,27 @@ func Paced(ctx context.Context, d time.Duration, f func() bool) {
 		case <-t.C:
 		}
 	}
+}
+
+// TimeoutError is what Until returns when its timeout passes first.
+type TimeoutError struct{ Timeout time.Duration }
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("not within %v", e.Timeout) }
+
+// Until calls cond at once and then every period until it holds (nil), ctx
+// ends (ctx.Err()) or timeout has passed since the start with cond still
+// false (a *TimeoutError).
+func Until(ctx context.Context, period, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return &TimeoutError{Timeout: timeout}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(period):
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -74,6 +75,31 @@ func TestPaced_StopsWhenFReturnsFalseOrContextEnds(t *testing.T) {
 		Paced(ctx, time.Second, func() bool { n++; return true })
 		if n != 1 {
 			t.Fatalf("with an ended context: %d calls, want 1 (the first is at once)", n)
+		}
+	})
+}
+
+func TestUntil_ReturnsWhenTheConditionHoldsTheTimeoutPassesOrTheContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		calls := 0
+		err := Until(t.Context(), time.Second, time.Minute, func() bool { calls++; return calls == 3 })
+		if err != nil || calls != 3 || time.Since(start) != 2*time.Second {
+			t.Errorf("met at the third call: err %v, %d calls, after %v", err, calls, time.Since(start))
+		}
+
+		start = time.Now()
+		err = Until(t.Context(), time.Second, 5*time.Second, func() bool { return false })
+		var te *TimeoutError
+		if !errors.As(err, &te) || te.Timeout != 5*time.Second || err.Error() != "not within 5s" || time.Since(start) != 6*time.Second {
+			t.Errorf("never met: err %v after %v", err, time.Since(start))
+		}
+
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		err = Until(ctx, time.Second, time.Minute, func() bool { return false })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("context ended: err %v", err)
 		}
 	})
 }
