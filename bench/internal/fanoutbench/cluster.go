@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
@@ -93,36 +92,9 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 
 func cloneProcs(ps []*proc) []*proc { return append([]*proc(nil), ps...) }
 
-// startAll starts ps concurrently (the coordinators need a quorum before
-// any is ready) and returns once all are ready.
-func startAll(ctx context.Context, ps []*proc) error {
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = p.Start(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // stopAll stops every process that runs, concurrently.
 func (c *cluster) stopAll(timeout time.Duration) error {
-	all := append(cloneProcs(c.edges), c.coords...)
-	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, p := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = p.Stop(timeout)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return nodeproc.StopAll(timeout, append(cloneProcs(c.edges), c.coords...))
 }
 
 // fleet is the part of GET /api/v1/fleet the benchmark reads.

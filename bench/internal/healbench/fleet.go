@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
@@ -79,17 +78,6 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 		}
 	}
 	return f, nil
-}
-
-// startAll starts ps concurrently and returns once all are ready.
-func startAll(ctx context.Context, ps []*proc) error {
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() { errs[i] = p.Start(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // killAll SIGKILLs every process still running.

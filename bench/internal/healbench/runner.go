@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/ackwatch"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
@@ -65,11 +66,11 @@ func (r *runner) run(ctx context.Context) error {
 		r.ledgers[e.Name] = newLedger(o.SeriesPerEdge)
 	}
 	r.logger.Info("starting coordinators", "n", len(r.f.coords))
-	if err := startAll(ctx, r.f.coords); err != nil {
+	if err := nodeproc.StartAll(ctx, r.f.coords); err != nil {
 		return err
 	}
 	r.logger.Info("starting edges", "n", len(r.f.edges))
-	if err := startAll(ctx, r.f.edges); err != nil {
+	if err := nodeproc.StartAll(ctx, r.f.edges); err != nil {
 		return err
 	}
 	if err := r.loadHistory(ctx); err != nil {

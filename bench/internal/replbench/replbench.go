@@ -492,13 +492,11 @@ func (r *run) coordSpecs() ([]coordSpec, string, error) {
 // needs its quorum up to elect a leader).
 func (r *run) startCoords(ctx context.Context, specs []coordSpec) ([]*coordProc, error) {
 	procs := make([]*coordProc, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, s := range specs {
-		wg.Go(func() { procs[i], errs[i] = startCoord(ctx, s, r.o.ReadyTimeout, r.logger) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := nodeproc.Concurrently(len(specs), func(i int) (err error) {
+		procs[i], err = startCoord(ctx, specs[i], r.o.ReadyTimeout, r.logger)
+		return err
+	})
+	if err != nil {
 		for _, p := range procs {
 			if p != nil {
 				p.kill()
