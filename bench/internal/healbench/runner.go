@@ -161,10 +161,15 @@ func (r *runner) loadHistory(ctx context.Context) error {
 		r.m.historyPoints += l.acked()
 	}
 	r.logger.Info("history written; waiting for the cloud to hold it", "points", r.m.historyPoints, "took", r.m.historyWrite.Round(time.Millisecond))
-	_, err := waitFor(ctx, time.Second, o.LoadTimeout, "the cloud holds the history", func(ctx context.Context) string {
-		return r.heldAll(ctx)
-	})
+	err := r.waitHeldAll(ctx, "the cloud holds the history")
 	r.m.historyReplicated = time.Since(start)
+	return err
+}
+
+// waitHeldAll waits (up to LoadTimeout) until heldAll finds every
+// acknowledged point held; what names the wait in its error.
+func (r *runner) waitHeldAll(ctx context.Context, what string) error {
+	_, err := waitFor(ctx, time.Second, r.o.LoadTimeout, what, r.heldAll)
 	return err
 }
 
@@ -593,9 +598,7 @@ func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) s
 // replicas lacking nothing.
 func (r *runner) settle(ctx context.Context) error {
 	start := time.Now()
-	_, err := waitFor(ctx, time.Second, r.o.LoadTimeout, "the cloud holds every acknowledged point", func(ctx context.Context) string {
-		return r.heldAll(ctx)
-	})
+	err := r.waitHeldAll(ctx, "the cloud holds every acknowledged point")
 	r.m.settled = time.Since(start)
 	return err
 }
