@@ -294,15 +294,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	o := ingest.DefaultOptions()
 	fs := newFlagSet("tribench ingest", stderr)
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
-	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
-	fs.IntVar(&o.Series, "series", o.Series, "number of series")
-	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
-	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
-	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	ingestFlags(fs, &o)
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long to write")
-	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	settleFlag(fs, &o.Settle)
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
@@ -317,11 +311,8 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	walMiB := fs.Int64("wal-mib", o.WALBytes>>20, "write until the node's WAL segments hold this many `MiB`, then kill -9 it")
 	fs.IntVar(&o.Series, "series", o.Series, "number of sensor series (each gets at most 1h / interval points)")
-	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
-	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
-	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	writeLoadFlags(fs, &o.BatchPoints, &o.PointsPerSeriesPerBatch, &o.Clients, &o.Seed)
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	fs.DurationVar(&o.MaxLoad, "max-load", o.MaxLoad, "give up if the WAL is not full after this long (at most 9m: the node flushes chunks open for 10m)")
 	fs.DurationVar(&o.QueryTimeout, "query-timeout", o.QueryTimeout, "how long each verification query (one metric name) may take")
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
@@ -481,6 +472,24 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.WriteJSONLine(stdout, res)
+}
+
+// writeLoadFlags registers the flags of a gRPC write load (ingest,
+// telemetry, restart): the shape of a request, the writers and the seed.
+func writeLoadFlags(fs *flag.FlagSet, batchPoints, pointsPerSeriesPerBatch, clients *int, seed *uint64) {
+	fs.IntVar(batchPoints, "batch-points", *batchPoints, "points per Write request")
+	fs.IntVar(pointsPerSeriesPerBatch, "points-per-series-per-batch", *pointsPerSeriesPerBatch, "consecutive points of each series in a request")
+	fs.IntVar(clients, "clients", *clients, "concurrent writers, one gRPC connection each")
+	fs.Uint64Var(seed, "seed", *seed, "seed of the generated values")
+}
+
+// ingestFlags registers the flags of the ingest workload that telemetry
+// runs too: what is written, how, and the node's WAL policy.
+func ingestFlags(fs *flag.FlagSet, o *ingest.Options) {
+	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
+	fs.IntVar(&o.Series, "series", o.Series, "number of series")
+	writeLoadFlags(fs, &o.BatchPoints, &o.PointsPerSeriesPerBatch, &o.Clients, &o.Seed)
+	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 }
 
 // settleFlag registers --settle, the wait after a load before the node's
