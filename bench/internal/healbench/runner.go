@@ -422,25 +422,13 @@ func (r *runner) fault(ctx context.Context) error {
 	r.mu.Lock()
 	r.victim = v
 	r.mu.Unlock()
-	at, err := waitFor(ctx, 250*time.Millisecond, o.DeadAfter+60*time.Second+5*time.Minute, "every edge at RF healthy replicas", func(ctx context.Context) string {
-		vw, err := r.edges(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		return r.healthy(ctx, vw, false)
-	})
+	at, err := waitFor(ctx, 250*time.Millisecond, o.DeadAfter+60*time.Second+5*time.Minute, "every edge at RF healthy replicas", r.healthyEdges(false))
 	if err != nil {
 		return err
 	}
 	r.m.replaced = at.Sub(killed)
 	r.logger.Info("every edge at RF healthy replicas", "after", r.m.replaced.Round(time.Millisecond))
-	at, err = waitFor(ctx, 250*time.Millisecond, o.HealTimeout, "every edge's history at RF", func(ctx context.Context) string {
-		vw, err := r.edges(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		return r.healthy(ctx, vw, true)
-	})
+	at, err = waitFor(ctx, 250*time.Millisecond, o.HealTimeout, "every edge's history at RF", r.healthyEdges(true))
 	if err != nil {
 		return err
 	}
@@ -559,6 +547,18 @@ func edgeInfo(v *pb.EdgesResponse, id string) *pb.EdgeInfo {
 		}
 	}
 	return nil
+}
+
+// healthyEdges is healthy as a condition of waitFor, over the edges the
+// catalog lists at each call.
+func (r *runner) healthyEdges(whole bool) func(context.Context) string {
+	return func(ctx context.Context) string {
+		vw, err := r.edges(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return r.healthy(ctx, vw, whole)
+	}
 }
 
 // healthy says why v does not show every edge at RF active replicas on
