@@ -3,6 +3,7 @@ package tick
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,13 +20,8 @@ func TestEvery_CallsOncePerPeriodAfterTheFirstPeriod(t *testing.T) {
 			return true
 		})
 		want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
-		if len(at) != len(want) {
+		if !slices.Equal(at, want) {
 			t.Fatalf("calls at %v, want %v", at, want)
-		}
-		for i := range want {
-			if at[i] != want[i] {
-				t.Fatalf("calls at %v, want %v", at, want)
-			}
 		}
 	})
 }
@@ -51,13 +47,8 @@ func TestPaced_CallsAtOnceThenEveryPeriod(t *testing.T) {
 			return true
 		})
 		want := []time.Duration{0, time.Second, 2 * time.Second}
-		if len(at) != len(want) {
+		if !slices.Equal(at, want) {
 			t.Fatalf("calls at %v, want %v", at, want)
-		}
-		for i := range want {
-			if at[i] != want[i] {
-				t.Fatalf("calls at %v, want %v", at, want)
-			}
 		}
 	})
 }
