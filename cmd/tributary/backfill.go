@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,13 +171,9 @@ func (f backfillFlags) client() (*nodeHTTP, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
+		pool, err := caPool("tls-ca", f.tlsCA)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: --tls-ca %s holds no PEM certificate", errUsage, f.tlsCA)
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

@@ -20,19 +20,9 @@ import (
 // internal/auth follows: the client listeners, and the cluster, intake
 // and replication links.
 func startCredentialReload(interval time.Duration, log *slog.Logger) []*background {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	bg := []*background{goBackground("SIGHUP handler", func(ctx context.Context) error {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-hup:
-				log.Info("SIGHUP: reloading certificates, CA bundles and token files")
-				auth.Reload(log)
-			}
-		}
+	bg := []*background{goOnSIGHUP("SIGHUP handler", func() {
+		log.Info("SIGHUP: reloading certificates, CA bundles and token files")
+		auth.Reload(log)
 	}, log)}
 	if interval > 0 {
 		bg = append(bg, goBackground("credential watch", func(ctx context.Context) error {
@@ -41,6 +31,24 @@ func startCredentialReload(interval time.Duration, log *slog.Logger) []*backgrou
 		}, log))
 	}
 	return bg
+}
+
+// goOnSIGHUP calls reload on every SIGHUP this process receives, in a
+// background loop named what, until the loop is stopped.
+func goOnSIGHUP(what string, reload func(), log *slog.Logger) *background {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return goBackground(what, func(ctx context.Context) error {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				reload()
+			}
+		}
+	}, log)
 }
 
 // registerCredentialMetrics adds the reload counters of internal/auth:

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,13 +197,9 @@ func (f *clientFlags) tlsConfig(addr string) (*tls.Config, error) {
 		cfg.ServerName = h
 	}
 	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
+		pool, err := caPool("tls-ca", f.tlsCA)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: --tls-ca %s: no PEM certificate in it", errUsage, f.tlsCA)
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		cfg.RootCAs = pool
 	}

@@ -134,6 +134,20 @@ func (f *mqttFlags) validate(lim labels.Limits, parse httpapi.Limits) error {
 	return nil
 }
 
+// caPool reads the PEM CA bundle at path, given by flag --name; its error
+// names the flag.
+func caPool(name, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", name, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--%s %s: no PEM certificate in it", name, path)
+	}
+	return pool, nil
+}
+
 // mqttTLS builds the client TLS configuration of the broker connection.
 func mqttTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
@@ -141,14 +155,11 @@ func mqttTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := caPool("mqtt-ca", caFile)
 		if err != nil {
-			return nil, fmt.Errorf("--mqtt-ca: %w", err)
+			return nil, err
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--mqtt-ca %s: no PEM certificate in it", caFile)
-		}
+		cfg.RootCAs = pool
 	}
 	if (certFile == "") != (keyFile == "") {
 		return nil, fmt.Errorf("--mqtt-cert and --mqtt-key go together")

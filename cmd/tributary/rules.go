@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -102,21 +98,11 @@ func (r *ruleRunner) start(log *slog.Logger) {
 		return
 	}
 	r.m.Start()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	r.hup = goBackground("rules SIGHUP handler", func(ctx context.Context) error {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-hup:
-				if err := r.m.Reload(); err != nil {
-					log.Error("SIGHUP: rule files not reloaded; the rules in force stay", "err", err)
-				} else {
-					log.Info("SIGHUP: rule files reloaded", "files", len(r.m.LoadedFiles()))
-				}
-			}
+	r.hup = goOnSIGHUP("rules SIGHUP handler", func() {
+		if err := r.m.Reload(); err != nil {
+			log.Error("SIGHUP: rule files not reloaded; the rules in force stay", "err", err)
+		} else {
+			log.Info("SIGHUP: rule files reloaded", "files", len(r.m.LoadedFiles()))
 		}
 	}, log)
 }

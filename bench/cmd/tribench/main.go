@@ -155,55 +155,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var err error
-	switch args[0] {
-	case "ingest":
-		err = runIngest(ctx, args[1:], stdout, stderr, logger)
-	case "restart":
-		err = runRestart(ctx, args[1:], stdout, stderr, logger)
-	case "demo":
-		err = runDemo(ctx, args[1:], stdout, stderr, logger)
-	case "rollup":
-		err = runRollup(ctx, args[1:], stdout, stderr)
-	case "lp":
-		err = runLP(ctx, args[1:], stdout, stderr, logger)
-	case "lowrate":
-		err = runLowRate(ctx, args[1:], stdout, stderr, logger)
-	case "fanout":
-		err = runFanout(ctx, args[1:], stdout, stderr, logger)
-	case "replication":
-		err = runReplication(ctx, args[1:], stdout, stderr, logger)
-	case "load":
-		err = runLoad(ctx, args[1:], stderr, logger)
-	case "telemetry":
-		err = runTelemetry(ctx, args[1:], stdout, stderr, logger)
-	case "iotdb":
-		err = runIoTDB(ctx, args[1:], stdout, stderr, logger)
-	case "tsbs-cpu":
-		err = runTSBSCPU(ctx, args[1:], stdout, stderr, logger)
-	case "canbus":
-		err = runCANBus(ctx, args[1:], stdout, stderr, logger)
-	case "rollup-cold":
-		err = runRollupCold(ctx, args[1:], stdout, stderr)
-	case "fleet":
-		err = runFleet(ctx, args[1:], stdout, stderr, logger)
-	case "heal":
-		err = runHeal(ctx, args[1:], stdout, stderr, logger)
-	case "pi":
-		err = runPi(ctx, args[1:], stdout, stderr, logger)
-	case "arm64-smoke":
-		err = runARM64Smoke(ctx, args[1:], stdout, stderr, logger)
-	case "rules":
-		err = runRulesBench(ctx, args[1:], stdout, stderr, logger)
-	case "hostile":
-		err = runHostile(ctx, args[1:], stdout, stderr, logger)
-	case "hostile-attacker": // the child process of hostile
-		err = runHostileAttacker(ctx)
-	default:
+	w, ok := workloads[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "tribench: unknown workload %q\n\n%s", args[0], usage)
 		return 2
 	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	err := w(ctx, args[1:], stdout, stderr, logger)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -214,6 +172,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// workload runs one workload with its command-line arguments (those after
+// its name).
+type workload func(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error
+
+// workloads are the workloads by name.
+var workloads = map[string]workload{
+	"ingest":      runIngest,
+	"restart":     runRestart,
+	"demo":        runDemo,
+	"lp":          runLP,
+	"lowrate":     runLowRate,
+	"fanout":      runFanout,
+	"replication": runReplication,
+	"telemetry":   runTelemetry,
+	"iotdb":       runIoTDB,
+	"tsbs-cpu":    runTSBSCPU,
+	"canbus":      runCANBus,
+	"fleet":       runFleet,
+	"heal":        runHeal,
+	"pi":          runPi,
+	"arm64-smoke": runARM64Smoke,
+	"rules":       runRulesBench,
+	"hostile":     runHostile,
+	"rollup": func(ctx context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
+		return runRollup(ctx, args, stdout, stderr)
+	},
+	// The child process of rollup that times one cold query.
+	"rollup-cold": func(ctx context.Context, args []string, stdout, stderr io.Writer, _ *slog.Logger) error {
+		return runRollupCold(ctx, args, stdout, stderr)
+	},
+	"load": func(ctx context.Context, args []string, _, stderr io.Writer, logger *slog.Logger) error {
+		return runLoad(ctx, args, stderr, logger)
+	},
+	// The child process of hostile.
+	"hostile-attacker": func(ctx context.Context, _ []string, _, _ io.Writer, _ *slog.Logger) error {
+		return runHostileAttacker(ctx)
+	},
 }
 
 // errUsage marks a command-line mistake, already reported by the flag set.
@@ -297,15 +294,9 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	o := ingest.DefaultOptions()
 	fs := newFlagSet("tribench ingest", stderr)
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
-	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
-	fs.IntVar(&o.Series, "series", o.Series, "number of series")
-	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
-	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
-	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	ingestFlags(fs, &o)
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long to write")
-	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	settleFlag(fs, &o.Settle)
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
@@ -320,11 +311,8 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	procFlags(fs, &o.Procs, "the node", "keep", "node-arg", "ready-timeout", "stop-timeout")
 	walMiB := fs.Int64("wal-mib", o.WALBytes>>20, "write until the node's WAL segments hold this many `MiB`, then kill -9 it")
 	fs.IntVar(&o.Series, "series", o.Series, "number of sensor series (each gets at most 1h / interval points)")
-	fs.IntVar(&o.BatchPoints, "batch-points", o.BatchPoints, "points per Write request")
-	fs.IntVar(&o.PointsPerSeriesPerBatch, "points-per-series-per-batch", o.PointsPerSeriesPerBatch, "consecutive points of each series in a request")
-	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
+	writeLoadFlags(fs, &o.BatchPoints, &o.PointsPerSeriesPerBatch, &o.Clients, &o.Seed)
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	fs.DurationVar(&o.MaxLoad, "max-load", o.MaxLoad, "give up if the WAL is not full after this long (at most 9m: the node flushes chunks open for 10m)")
 	fs.DurationVar(&o.QueryTimeout, "query-timeout", o.QueryTimeout, "how long each verification query (one metric name) may take")
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
@@ -484,6 +472,24 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	return report.WriteJSONLine(stdout, res)
+}
+
+// writeLoadFlags registers the flags of a gRPC write load (ingest,
+// telemetry, restart): the shape of a request, the writers and the seed.
+func writeLoadFlags(fs *flag.FlagSet, batchPoints, pointsPerSeriesPerBatch, clients *int, seed *uint64) {
+	fs.IntVar(batchPoints, "batch-points", *batchPoints, "points per Write request")
+	fs.IntVar(pointsPerSeriesPerBatch, "points-per-series-per-batch", *pointsPerSeriesPerBatch, "consecutive points of each series in a request")
+	fs.IntVar(clients, "clients", *clients, "concurrent writers, one gRPC connection each")
+	fs.Uint64Var(seed, "seed", *seed, "seed of the generated values")
+}
+
+// ingestFlags registers the flags of the ingest workload that telemetry
+// runs too: what is written, how, and the node's WAL policy.
+func ingestFlags(fs *flag.FlagSet, o *ingest.Options) {
+	fs.StringVar(&o.Workload, "workload", o.Workload, "sensor or canbus (22 channels per vehicle at 10 Hz)")
+	fs.IntVar(&o.Series, "series", o.Series, "number of series")
+	writeLoadFlags(fs, &o.BatchPoints, &o.PointsPerSeriesPerBatch, &o.Clients, &o.Seed)
+	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 }
 
 // settleFlag registers --settle, the wait after a load before the node's

@@ -42,3 +42,31 @@ func TestRun_ExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkloads_UsageListsEveryWorkload holds the usage text and the
+// workloads table to each other: every workload the usage names runs, and
+// every workload that runs is in the usage, but the child processes of
+// hostile and rollup.
+func TestWorkloads_UsageListsEveryWorkload(t *testing.T) {
+	_, list, ok := strings.Cut(usage, "workloads:\n")
+	if !ok {
+		t.Fatal("no workloads: section in the usage")
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			listed[strings.Fields(line)[0]] = true
+		}
+	}
+	for name := range listed {
+		if workloads[name] == nil {
+			t.Errorf("the usage lists %q, which does not run", name)
+		}
+	}
+	for name := range workloads {
+		if !listed[name] && name != "hostile-attacker" && name != "rollup-cold" {
+			t.Errorf("workload %q is not in the usage", name)
+		}
+	}
+}

@@ -19,11 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/report"
 )
 
 // DefaultSettle is how long after the load the benchmarks wait, node
@@ -100,11 +103,30 @@ type Figures struct {
 	Settle time.Duration
 }
 
-// PerPoint divides each figure by points; a figure not measured (or no
-// points) gives NaN through div.
-func (f Figures) PerPoint(points int64, div func(a, b float64) float64) (write, atRest, afterStop float64) {
-	p := float64(points)
-	return div(float64(f.StorageWrite), p), div(float64(f.AtRest), p), div(float64(f.AfterStop), p)
+// PerPointResult is Figures per point as the benchmarks that load a node
+// report them in their JSON lines; a figure over no points is NaN (null).
+type PerPointResult struct {
+	StorageWriteBytesPerPoint  report.Number `json:"storage_write_bytes_per_point"`   // node write_bytes (/proc/PID/io), load start through SettleS after it
+	DiskAtRestBytesPerPoint    report.Number `json:"disk_at_rest_bytes_per_point"`    // du of the data directory SettleS after the load, node running
+	DiskAfterStopBytesPerPoint report.Number `json:"disk_after_stop_bytes_per_point"` // du of the data directory after SIGTERM, before compaction
+	SettleS                    report.Number `json:"settle_s"`
+}
+
+// PerPoint divides each figure by points, to 4 decimals, and gives the
+// settle wait in seconds, to 1.
+func (f Figures) PerPoint(points int64) PerPointResult {
+	div := func(bytes int64) report.Number {
+		if points == 0 {
+			return report.Number(math.NaN())
+		}
+		return report.Number(report.Round(float64(bytes)/float64(points), 4))
+	}
+	return PerPointResult{
+		StorageWriteBytesPerPoint:  div(f.StorageWrite),
+		DiskAtRestBytesPerPoint:    div(f.AtRest),
+		DiskAfterStopBytesPerPoint: div(f.AfterStop),
+		SettleS:                    report.Number(report.Round(f.Settle.Seconds(), 1)),
+	}
 }
 
 // Probe follows one load on one node process and its data directory.

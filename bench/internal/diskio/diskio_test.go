@@ -2,6 +2,7 @@ package diskio
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -82,4 +83,16 @@ func TestProbe_CountsThisProcessWrites(t *testing.T) {
 		t.Fatalf("write_bytes grew by %d, want at least the 1 MiB synced", fig.StorageWrite)
 	}
 	t.Logf("write_bytes +%d, at rest %d", fig.StorageWrite, fig.AtRest)
+}
+
+func TestFigures_PerPointRoundsAndIsNaNWithoutPoints(t *testing.T) {
+	f := Figures{StorageWrite: 1000, AtRest: 2000, AfterStop: 1, Settle: 1250 * time.Millisecond}
+	got := f.PerPoint(3)
+	if got.StorageWriteBytesPerPoint != 333.3333 || got.DiskAtRestBytesPerPoint != 666.6667 || got.DiskAfterStopBytesPerPoint != 0.3333 || got.SettleS != 1.3 {
+		t.Errorf("per point of 3: %+v", got)
+	}
+	none := f.PerPoint(0)
+	if !math.IsNaN(float64(none.StorageWriteBytesPerPoint)) || !math.IsNaN(float64(none.DiskAtRestBytesPerPoint)) || !math.IsNaN(float64(none.DiskAfterStopBytesPerPoint)) {
+		t.Errorf("per point of none: %+v, want NaN figures", none)
+	}
 }

@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
 
@@ -92,36 +92,9 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 
 func cloneProcs(ps []*proc) []*proc { return append([]*proc(nil), ps...) }
 
-// startAll starts ps concurrently (the coordinators need a quorum before
-// any is ready) and returns once all are ready.
-func startAll(ctx context.Context, ps []*proc) error {
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = p.Start(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // stopAll stops every process that runs, concurrently.
 func (c *cluster) stopAll(timeout time.Duration) error {
-	all := append(cloneProcs(c.edges), c.coords...)
-	errs := make([]error, len(all))
-	var wg sync.WaitGroup
-	for i, p := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = p.Stop(timeout)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return nodeproc.StopAll(timeout, append(cloneProcs(c.edges), c.coords...))
 }
 
 // fleet is the part of GET /api/v1/fleet the benchmark reads.
@@ -192,30 +165,30 @@ func (c *cluster) anyFleet(ctx context.Context) (fleet, error) {
 // waitFleet polls the fleet every period until cond holds, ctx ends or
 // timeout passes; it returns the last fleet seen and when cond held.
 func (c *cluster) waitFleet(ctx context.Context, period, timeout time.Duration, what string, cond func(fleet) bool) (fleet, time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	var last fleet
-	var lastErr error
-	for {
+	var (
+		last    fleet
+		lastErr error
+		at      time.Time
+	)
+	err := tick.Until(ctx, period, timeout, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		f, err := c.anyFleet(cctx)
 		cancel()
-		now := time.Now()
-		if err == nil {
-			last = f
-			if cond(f) {
-				return f, now, nil
-			}
+		at, lastErr = time.Now(), err
+		if err != nil {
+			return false
 		}
-		lastErr = err
-		if now.After(deadline) {
-			return last, now, fmt.Errorf("wait for %s: not after %v (last error: %v)", what, timeout, lastErr)
-		}
-		select {
-		case <-ctx.Done():
-			return last, now, fmt.Errorf("wait for %s: %w", what, ctx.Err())
-		case <-time.After(period):
-		}
+		last = f
+		return cond(f)
+	})
+	var te *tick.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return last, at, fmt.Errorf("wait for %s: not after %v (last error: %v)", what, timeout, lastErr)
+	case err != nil:
+		return last, at, fmt.Errorf("wait for %s: %w", what, err)
 	}
+	return last, at, nil
 }
 
 // ackedThroughMetric is the edge's gauge of the last WAL segment the cloud

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -108,7 +109,7 @@ func (r *runner) failover(ctx context.Context) error {
 
 	// Replication must be moving before the first kill.
 	start := time.Now()
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(start) }); err != nil {
 		return fmt.Errorf("wait for %s's acked-through sequence to advance: %w (last poll error: %v)", edge.Name, err, adv.lastErr())
 	}
 	for k := range r.o.Kills {
@@ -141,54 +142,42 @@ type probeWriter struct {
 func (pw *probeWriter) run(ctx context.Context) {
 	series := &tributaryv1.Series{Labels: []*tributaryv1.Label{
 		{Name: "__name__", Value: "fanout_probe"}, {Name: "edge", Value: pw.edge}}}
-	tick := time.NewTicker(probeEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
-				TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
-			cctx, cancel := context.WithTimeout(ctx, pw.callTimeout)
-			resp, err := pw.wc.Write(cctx, req)
-			cancel()
-			if err == nil {
-				err = nodeclient.CheckWrite(resp, 1)
-			}
-			pw.mu.Lock()
-			if err != nil && ctx.Err() == nil {
-				pw.errs = append(pw.errs, err)
-			} else if err == nil {
-				pw.probes++
-			}
-			pw.mu.Unlock()
+	tick.Every(ctx, probeEvery, func(now time.Time) bool {
+		req := &tributaryv1.WriteRequest{Batches: []*tributaryv1.SeriesBatch{{Series: series,
+			TimestampsMs: []int64{now.UnixMilli()}, Values: []float64{float64(now.UnixMilli() % 1000)}}}}
+		cctx, cancel := context.WithTimeout(ctx, pw.callTimeout)
+		resp, err := pw.wc.Write(cctx, req)
+		cancel()
+		if err == nil {
+			err = nodeclient.CheckWrite(resp, 1)
 		}
-	}
+		pw.mu.Lock()
+		if err != nil && ctx.Err() == nil {
+			pw.errs = append(pw.errs, err)
+		} else if err == nil {
+			pw.probes++
+		}
+		pw.mu.Unlock()
+		return true
+	})
 }
 
 // poll records edge's acknowledged-through sequence in adv every
 // pollEvery until ctx ends.
 func (r *runner) poll(ctx context.Context, edge *proc, adv *advanceLog) {
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			seq, err := r.c.ackedThrough(cctx, edge)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					adv.failed(err)
-				}
-				continue
+	tick.Every(ctx, pollEvery, func(time.Time) bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		seq, err := r.c.ackedThrough(cctx, edge)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				adv.failed(err)
 			}
-			adv.observe(time.Now(), seq)
+			return true
 		}
-	}
+		adv.observe(time.Now(), seq)
+		return true
+	})
 }
 
 // killLeader kills the raft leader (kill number k), restarts it at once,
@@ -220,11 +209,11 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 		return fmt.Errorf("restart: %w", err)
 	}
 	r.m.restarts = append(r.m.restarts, time.Since(kill))
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool { return adv.firstAfter(kill) }); err != nil {
 		r.m.gaps = append(r.m.gaps, time.Since(kill))
 		return fmt.Errorf("after killing and restarting %s, %s's replication did not advance: %w", leader.Name, edge.Name, err)
 	}
-	if err := waitUntil(ctx, r.o.ReplicationTimeout, func() bool {
+	if err := tick.Until(ctx, pollEvery, r.o.ReplicationTimeout, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		f, err := r.c.fleetOf(cctx, leader)
@@ -240,22 +229,5 @@ func (r *runner) killLeader(ctx context.Context, k int, edge *proc, adv *advance
 	gap := worstPause(adv.snapshot(), kill, time.Now())
 	r.logger.Info("failover", "kill", k+1, "coordinator", leader.Name, "gap_s", gap.Seconds())
 	r.m.gaps = append(r.m.gaps, gap)
-	return nil
-}
-
-// waitUntil polls cond every pollEvery until it holds, ctx ends or timeout
-// passes.
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollEvery):
-		}
-	}
 	return nil
 }

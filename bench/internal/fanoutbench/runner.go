@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -37,7 +38,7 @@ type runner struct {
 // fails.
 func (r *runner) run(ctx context.Context) error {
 	r.logger.Info("starting coordinators", "n", len(r.c.coords))
-	if err := startAll(ctx, r.c.coords); err != nil {
+	if err := nodeproc.StartAll(ctx, r.c.coords); err != nil {
 		return err
 	}
 	if _, _, err := r.c.waitFleet(ctx, 100*time.Millisecond, r.o.ReadyTimeout, "a raft leader",
@@ -45,7 +46,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	r.logger.Info("starting edges", "n", len(r.c.edges))
-	if err := startAll(ctx, r.c.edges); err != nil {
+	if err := nodeproc.StartAll(ctx, r.c.edges); err != nil {
 		return err
 	}
 	if err := r.load(ctx); err != nil {

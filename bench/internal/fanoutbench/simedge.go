@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -282,41 +283,41 @@ func (s simQuery) Series(_ context.Context, req *tributaryv1.SeriesRequest) (*tr
 }
 
 func (s simQuery) LabelNames(_ context.Context, req *tributaryv1.LabelNamesRequest) (*tributaryv1.LabelNamesResponse, error) {
-	match, err := matchOf(req.GetMatchers())
+	names, err := s.distinct(req.GetMatchers(), func(labels map[string]string, seen map[string]bool) {
+		for n := range labels {
+			seen[n] = true
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, d := range s.e.data(match, 1, 0) {
-		for n := range d.labels {
-			seen[n] = true
-		}
-	}
-	out := &tributaryv1.LabelNamesResponse{}
-	for n := range seen {
-		out.Names = append(out.Names, n)
-	}
-	slices.Sort(out.Names)
-	return out, nil
+	return &tributaryv1.LabelNamesResponse{Names: names}, nil
 }
 
 func (s simQuery) LabelValues(_ context.Context, req *tributaryv1.LabelValuesRequest) (*tributaryv1.LabelValuesResponse, error) {
-	match, err := matchOf(req.GetMatchers())
+	values, err := s.distinct(req.GetMatchers(), func(labels map[string]string, seen map[string]bool) {
+		if v := labels[req.GetName()]; v != "" {
+			seen[v] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tributaryv1.LabelValuesResponse{Values: values}, nil
+}
+
+// distinct is the sorted set that add collects from the labels of every
+// series that ms select.
+func (s simQuery) distinct(ms []*tributaryv1.Matcher, add func(labels map[string]string, seen map[string]bool)) ([]string, error) {
+	match, err := matchOf(ms)
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, d := range s.e.data(match, 1, 0) {
-		if v := d.labels[req.GetName()]; v != "" {
-			seen[v] = true
-		}
+		add(d.labels, seen)
 	}
-	out := &tributaryv1.LabelValuesResponse{}
-	for v := range seen {
-		out.Values = append(out.Values, v)
-	}
-	slices.Sort(out.Values)
-	return out, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // protoSeries is ls as the API sends it, sorted by name.

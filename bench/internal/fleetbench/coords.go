@@ -2,7 +2,6 @@ package fleetbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -49,24 +47,19 @@ func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog
 			ReadyTimeout: o.ReadyTimeout, Logger: logger}
 		cs[i] = c
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
 	for i := range cs {
 		opts[i].ExtraArgs = append(opts[i].ExtraArgs, "--peers", strings.Join(peers, ","))
 		opts[i].ExtraArgs = append(opts[i].ExtraArgs, o.CoordinatorArgs...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			node, err := nodeproc.Start(ctx, opts[i])
-			if err != nil {
-				errs[i] = fmt.Errorf("coordinator %s: %w", cs[i].name, err)
-				return
-			}
-			cs[i].node = node
-		}()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := nodeproc.Concurrently(n, func(i int) error {
+		node, err := nodeproc.Start(ctx, opts[i])
+		if err != nil {
+			return fmt.Errorf("coordinator %s: %w", cs[i].name, err)
+		}
+		cs[i].node = node
+		return nil
+	})
+	if err != nil {
 		stopCoords(cs, o.StopTimeout)
 		return nil, err
 	}
@@ -75,23 +68,18 @@ func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog
 
 // stopCoords stops every running coordinator, concurrently.
 func stopCoords(cs []*coord, timeout time.Duration) error {
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
+	return nodeproc.Concurrently(len(cs), func(i int) error {
+		c := cs[i]
 		if c == nil || c.node == nil {
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := c.node.Stop(timeout); err != nil {
-				errs[i] = fmt.Errorf("stop coordinator %s: %w", c.name, err)
-			}
-			c.node = nil
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+		_, err := c.node.Stop(timeout)
+		c.node = nil
+		if err != nil {
+			return fmt.Errorf("stop coordinator %s: %w", c.name, err)
+		}
+		return nil
+	})
 }
 
 // coordSample is what one poll of a coordinator reads: its process usage

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/replicator"
 )
 
@@ -118,46 +119,34 @@ func (f *fleet) generate(e *edge, phase time.Duration) {
 		return
 	case <-time.After(phase):
 	}
-	t := time.NewTicker(f.o.SealEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.ctx.Done():
-			return
-		case now := <-t.C:
-			to := now.UnixMilli()
-			if (to/intervalMs)*intervalMs <= e.lastTo {
-				continue
-			}
-			info, err := e.src.Seal(e.lastTo, to, intervalMs, now)
-			if err != nil {
-				f.runErrs <- err
-				return
-			}
-			e.mu.Lock()
-			e.lastTo = (to / intervalMs) * intervalMs
-			e.pending = append(e.pending, pendingSeg{seq: info.Seq, points: info.Points, at: now})
-			e.mu.Unlock()
-			f.w.sealed(now, info.Points)
+	tick.Every(f.ctx, f.o.SealEvery, func(now time.Time) bool {
+		to := now.UnixMilli()
+		if (to/intervalMs)*intervalMs <= e.lastTo {
+			return true
 		}
-	}
+		info, err := e.src.Seal(e.lastTo, to, intervalMs, now)
+		if err != nil {
+			f.runErrs <- err
+			return false
+		}
+		e.mu.Lock()
+		e.lastTo = (to / intervalMs) * intervalMs
+		e.pending = append(e.pending, pendingSeg{seq: info.Seq, points: info.Points, at: now})
+		e.mu.Unlock()
+		f.w.sealed(now, info.Points)
+		return true
+	})
 }
 
 // poll reads every Shipper's RetainFrom each PollInterval; a segment is
 // acknowledged at the first poll that finds it released.
 func (f *fleet) poll() {
-	t := time.NewTicker(f.o.PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.ctx.Done():
-			return
-		case now := <-t.C:
-			for _, e := range f.edges {
-				e.release(e.shipper.RetainFrom(), func(p pendingSeg) { f.w.acked(now, p) })
-			}
+	tick.Every(f.ctx, f.o.PollInterval, func(now time.Time) bool {
+		for _, e := range f.edges {
+			e.release(e.shipper.RetainFrom(), func(p pendingSeg) { f.w.acked(now, p) })
 		}
-	}
+		return true
+	})
 }
 
 // wait returns after d, or the first failure of an edge, or the end of

@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
 
@@ -80,17 +80,6 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 	return f, nil
 }
 
-// startAll starts ps concurrently and returns once all are ready.
-func startAll(ctx context.Context, ps []*proc) error {
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() { errs[i] = p.Start(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // killAll SIGKILLs every process still running.
 func (f *fleet) killAll() {
 	for _, p := range append(slices.Clone(f.edges), f.coords...) {
@@ -111,19 +100,18 @@ func (f *fleet) coordinator(id string) *proc {
 // waitFor polls cond every period until it returns "" (done) or timeout
 // passes; it returns when cond was met, or the last reason with an error.
 func waitFor(ctx context.Context, period, timeout time.Duration, what string, cond func(context.Context) string) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
 	last := "not asked yet"
-	for {
-		if last = cond(ctx); last == "" {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%s: not within %v: %s", what, timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(period):
-		}
+	var metAt time.Time
+	err := tick.Until(ctx, period, timeout, func() bool {
+		last, metAt = cond(ctx), time.Now()
+		return last == ""
+	})
+	var te *tick.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return time.Time{}, fmt.Errorf("%s: %v: %s", what, err, last)
+	case err != nil:
+		return time.Time{}, fmt.Errorf("%s: %w", what, err)
 	}
+	return metAt, nil
 }

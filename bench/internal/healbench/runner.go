@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/ackwatch"
 	clusterv1 "github.com/tributarydb/tributary/proto/tributary/cluster/v1"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -64,11 +66,11 @@ func (r *runner) run(ctx context.Context) error {
 		r.ledgers[e.Name] = newLedger(o.SeriesPerEdge)
 	}
 	r.logger.Info("starting coordinators", "n", len(r.f.coords))
-	if err := startAll(ctx, r.f.coords); err != nil {
+	if err := nodeproc.StartAll(ctx, r.f.coords); err != nil {
 		return err
 	}
 	r.logger.Info("starting edges", "n", len(r.f.edges))
-	if err := startAll(ctx, r.f.edges); err != nil {
+	if err := nodeproc.StartAll(ctx, r.f.edges); err != nil {
 		return err
 	}
 	if err := r.loadHistory(ctx); err != nil {
@@ -159,10 +161,15 @@ func (r *runner) loadHistory(ctx context.Context) error {
 		r.m.historyPoints += l.acked()
 	}
 	r.logger.Info("history written; waiting for the cloud to hold it", "points", r.m.historyPoints, "took", r.m.historyWrite.Round(time.Millisecond))
-	_, err := waitFor(ctx, time.Second, o.LoadTimeout, "the cloud holds the history", func(ctx context.Context) string {
-		return r.heldAll(ctx)
-	})
+	err := r.waitHeldAll(ctx, "the cloud holds the history")
 	r.m.historyReplicated = time.Since(start)
+	return err
+}
+
+// waitHeldAll waits (up to LoadTimeout) until heldAll finds every
+// acknowledged point held; what names the wait in its error.
+func (r *runner) waitHeldAll(ctx context.Context, what string) error {
+	_, err := waitFor(ctx, time.Second, r.o.LoadTimeout, what, r.heldAll)
 	return err
 }
 
@@ -204,9 +211,7 @@ func (r *runner) startLoad() {
 			l := r.ledgers[e.Name]
 			_, last := l.span()
 			next := max(time.Now().UnixMilli(), last+stepMs)
-			t := time.NewTicker(o.Interval)
-			defer t.Stop()
-			for {
+			tick.Paced(ctx, o.Interval, func() bool {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 				err := write(cctx, wc, e.Name, l, next, stepMs, o.PointsPerWrite)
 				ccancel()
@@ -214,12 +219,8 @@ func (r *runner) startLoad() {
 				if err != nil && ctx.Err() == nil {
 					r.setLoadErr(err)
 				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
+				return true
+			})
 		})
 	}
 }
@@ -278,26 +279,19 @@ func (r *runner) stopWatchers() {
 
 // watchCopies samples the restarted coordinator's copied bytes.
 func (r *runner) watchCopies(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, 250*time.Millisecond, func(time.Time) bool {
 		r.mu.Lock()
 		v := r.victim
 		r.mu.Unlock()
 		if v == nil || !v.Running() {
-			continue
+			return true
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		m, err := metricsOf(cctx, v.http)
 		cancel()
 		b, ok := m[copiedBytesMetric]
 		if err != nil || !ok {
-			continue
+			return true
 		}
 		// The copied bytes count a copy once it is done: the first copy
 		// starts when a copy is first seen running (a binary without the
@@ -315,7 +309,8 @@ func (r *runner) watchCopies(ctx context.Context) {
 			r.m.copiedBytes, r.m.lastCopy = b, now
 		}
 		r.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // probe compares a query answer with the ledger every second: one
@@ -323,68 +318,70 @@ func (r *runner) watchCopies(ctx context.Context) {
 // history (the oldest tenth every other time: what a replaced replica
 // gets back last).
 func (r *runner) probe(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	i := 0
+	tick.Every(ctx, time.Second, func(time.Time) bool {
+		i++
+		return r.probeOnce(ctx, i-1)
+	})
+}
+
+// probeOnce is probe's i-th comparison; it returns false once ctx has
+// ended.
+func (r *runner) probeOnce(ctx context.Context, i int) bool {
+	var cos []*proc
+	for _, c := range r.f.coords {
+		if c.Running() {
+			cos = append(cos, c)
 		}
-		var cos []*proc
-		for _, c := range r.f.coords {
-			if c.Running() {
-				cos = append(cos, c)
-			}
-		}
-		if len(cos) == 0 {
-			continue
-		}
-		co := cos[i%len(cos)]
-		e := r.f.edges[(i/len(cos))%len(r.f.edges)]
-		l := r.ledgers[e.Name]
-		first, last := l.span()
-		if last == 0 {
-			continue
-		}
-		span := min((last-first)/10, (10 * time.Minute).Milliseconds())
-		from := first
-		if i%2 == 1 {
-			from = first + rand.Int64N(last-first-span+1)
-		}
-		to := from + span
-		conn, err := dial(co.grpc)
-		if err != nil {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
-		cancel()
-		conn.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		r.mu.Lock()
-		r.m.probes++
-		if err != nil {
-			r.m.probeErrors++
-			r.mu.Unlock()
-			continue
-		}
-		v := l.check(ans, from, to)
-		switch {
-		case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
-			r.m.wrong++
-			if len(r.m.wrongSamples) < 5 {
-				r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
-			}
-		case v.lost > 0:
-			r.m.flagged++
-		case len(warnings) > 0:
-			r.m.falseAlarms++
-		}
-		r.mu.Unlock()
 	}
+	if len(cos) == 0 {
+		return true
+	}
+	co := cos[i%len(cos)]
+	e := r.f.edges[(i/len(cos))%len(r.f.edges)]
+	l := r.ledgers[e.Name]
+	first, last := l.span()
+	if last == 0 {
+		return true
+	}
+	span := min((last-first)/10, (10 * time.Minute).Milliseconds())
+	from := first
+	if i%2 == 1 {
+		from = first + rand.Int64N(last-first-span+1)
+	}
+	to := from + span
+	conn, err := dial(co.grpc)
+	if err != nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ans, warnings, err := queryFront(cctx, pb.NewQueryServiceClient(conn), e.Name, from, to)
+	cancel()
+	conn.Close()
+	if ctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	r.m.probes++
+	if err != nil {
+		r.m.probeErrors++
+		r.mu.Unlock()
+		return true
+	}
+	v := l.check(ans, from, to)
+	switch {
+	case v.duplicated+v.phantom+v.wrongValue > 0 || (v.lost > 0 && len(warnings) == 0):
+		r.m.wrong++
+		if len(r.m.wrongSamples) < 5 {
+			r.m.wrongSamples = append(r.m.wrongSamples, fmt.Sprintf("%s about %s [%d, %d]: %v, warnings %q", co.Name, e.Name, from, to, v, warnings))
+		}
+	case v.lost > 0:
+		r.m.flagged++
+	case len(warnings) > 0:
+		r.m.falseAlarms++
+	}
+	r.mu.Unlock()
+	return true
 }
 
 // fault kills the victim, deletes its data directory, restarts it with
@@ -425,25 +422,13 @@ func (r *runner) fault(ctx context.Context) error {
 	r.mu.Lock()
 	r.victim = v
 	r.mu.Unlock()
-	at, err := waitFor(ctx, 250*time.Millisecond, o.DeadAfter+60*time.Second+5*time.Minute, "every edge at RF healthy replicas", func(ctx context.Context) string {
-		vw, err := r.edges(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		return r.healthy(ctx, vw, false)
-	})
+	at, err := waitFor(ctx, 250*time.Millisecond, o.DeadAfter+60*time.Second+5*time.Minute, "every edge at RF healthy replicas", r.healthyEdges(false))
 	if err != nil {
 		return err
 	}
 	r.m.replaced = at.Sub(killed)
 	r.logger.Info("every edge at RF healthy replicas", "after", r.m.replaced.Round(time.Millisecond))
-	at, err = waitFor(ctx, 250*time.Millisecond, o.HealTimeout, "every edge's history at RF", func(ctx context.Context) string {
-		vw, err := r.edges(ctx)
-		if err != nil {
-			return err.Error()
-		}
-		return r.healthy(ctx, vw, true)
-	})
+	at, err = waitFor(ctx, 250*time.Millisecond, o.HealTimeout, "every edge's history at RF", r.healthyEdges(true))
 	if err != nil {
 		return err
 	}
@@ -564,6 +549,18 @@ func edgeInfo(v *pb.EdgesResponse, id string) *pb.EdgeInfo {
 	return nil
 }
 
+// healthyEdges is healthy as a condition of waitFor, over the edges the
+// catalog lists at each call.
+func (r *runner) healthyEdges(whole bool) func(context.Context) string {
+	return func(ctx context.Context) string {
+		vw, err := r.edges(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return r.healthy(ctx, vw, whole)
+	}
+}
+
 // healthy says why v does not show every edge at RF active replicas on
 // live, active coordinators ("" when it does); with whole, also none of
 // its replicas lacking anything and none leaving.
@@ -601,9 +598,7 @@ func (r *runner) healthy(ctx context.Context, v *pb.EdgesResponse, whole bool) s
 // replicas lacking nothing.
 func (r *runner) settle(ctx context.Context) error {
 	start := time.Now()
-	_, err := waitFor(ctx, time.Second, r.o.LoadTimeout, "the cloud holds every acknowledged point", func(ctx context.Context) string {
-		return r.heldAll(ctx)
-	})
+	err := r.waitHeldAll(ctx, "the cloud holds every acknowledged point")
 	r.m.settled = time.Since(start)
 	return err
 }

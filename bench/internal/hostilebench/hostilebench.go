@@ -51,6 +51,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/internal/hostile"
 	"github.com/tributarydb/tributary/internal/procstat"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -549,10 +550,8 @@ func startWriter(addr string, cfg *tls.Config, token string, o Options) (*writer
 	cl := pb.NewWriteServiceClient(conn)
 	go func() {
 		defer close(w.done)
-		tick := time.NewTicker(o.Interval)
-		defer tick.Stop()
 		nextMs := time.Now().UnixMilli()
-		for {
+		tick.Paced(ctx, o.Interval, func() bool {
 			req := &pb.WriteRequest{}
 			for i := range o.Series {
 				b := &pb.SeriesBatch{Series: &pb.Series{Labels: []*pb.Label{{Name: "__name__", Value: "hostile_legit"}, {Name: "series", Value: fmt.Sprintf("s%03d", i)}}}}
@@ -578,12 +577,8 @@ func startWriter(addr string, cfg *tls.Config, token string, o Options) (*writer
 				}
 			}
 			w.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
+			return true
+		})
 	}()
 	return w, nil
 }

@@ -50,10 +50,7 @@ type Result struct {
 	PeakRSSMiB           report.Number `json:"peak_rss_mib"`             // node peak RSS over its whole life
 	BytesPerPoint        report.Number `json:"bytes_per_point"`          // SST bytes after full compaction / points
 
-	StorageWriteBytesPerPoint  report.Number `json:"storage_write_bytes_per_point"`   // node write_bytes (/proc/PID/io), load start through SettleS after it
-	DiskAtRestBytesPerPoint    report.Number `json:"disk_at_rest_bytes_per_point"`    // du of the data directory SettleS after the load, node running
-	DiskAfterStopBytesPerPoint report.Number `json:"disk_after_stop_bytes_per_point"` // du of the data directory after SIGTERM, before compaction
-	SettleS                    report.Number `json:"settle_s"`
+	diskio.PerPointResult
 
 	WriteP50Ms report.Number `json:"write_p50_ms"`
 	WriteP99Ms report.Number `json:"write_p99_ms"`
@@ -129,7 +126,6 @@ func (m measurement) result() Result {
 		}
 		return report.Number(report.Round(a/b, 4))
 	}
-	storageWrite, atRest, afterStop := m.disk.PerPoint(m.stats.Points, func(a, b float64) float64 { return float64(ratio(a, b)) })
 	r := Result{
 		Workload:                m.gen.Name(),
 		Series:                  m.gen.NumSeries(),
@@ -149,10 +145,7 @@ func (m measurement) result() Result {
 		PeakRSSMiB:           report.Number(report.Round(float64(max(m.after.HWMBytes, m.exit.MaxRSSBytes))/mib, 1)),
 		BytesPerPoint:        ratio(float64(m.compact.SSTBytes), float64(m.stats.Points)),
 
-		StorageWriteBytesPerPoint:  report.Number(storageWrite),
-		DiskAtRestBytesPerPoint:    report.Number(atRest),
-		DiskAfterStopBytesPerPoint: report.Number(afterStop),
-		SettleS:                    report.Number(report.Round(m.disk.Settle.Seconds(), 1)),
+		PerPointResult: m.disk.PerPoint(m.stats.Points),
 
 		WriteP50Ms: ms(load.Percentile(lat, 0.50)),
 		WriteP99Ms: ms(load.Percentile(lat, 0.99)),

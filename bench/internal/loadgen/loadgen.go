@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -219,24 +220,18 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	for _, t := range targets {
 		wg.Go(func() {
 			wc := tributaryv1.NewWriteServiceClient(t.conn)
-			tick := time.NewTicker(o.Flush)
-			defer tick.Stop()
-			for {
+			tick.Paced(ctx, o.Flush, func() bool {
 				for _, r := range t.reqs {
 					if ctx.Err() != nil {
-						return
+						return false
 					}
 					st := writeDue(ctx, o, wc, r, capN, t.name)
 					t.mu.Lock()
 					t.stats.add(st)
 					t.mu.Unlock()
 				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
+				return true
+			})
 		})
 	}
 	snapshot := func() (Stats, []any) {
@@ -253,17 +248,11 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	}
 	if o.Report > 0 {
 		wg.Go(func() {
-			tick := time.NewTicker(o.Report)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
+			tick.Every(ctx, o.Report, func(time.Time) bool {
 				total, attrs := snapshot()
 				o.Logger.Info("load", append([]any{"acked_points", total.AckedPoints, "failed_points", total.FailedPoints}, attrs...)...)
-			}
+				return true
+			})
 		})
 	}
 	wg.Wait()

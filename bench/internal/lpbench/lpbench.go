@@ -249,18 +249,11 @@ type phases struct {
 // its usage and the machine's CPU, stops it, and compacts its store.
 func (ph phases) write(batches [][]batch) (err error) {
 	o, m := ph.m.opts, ph.m
-	writeLog := filepath.Join(ph.wd.Path, "node-write.log")
-	node, httpAddr, err := startNode(ph.ctx, o, ph.binary, ph.wd.DataDir, writeLog, ph.logger)
+	node, err := ph.startNode("node-write.log")
 	if err != nil {
 		return err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_, _ = node.Stop(o.StopTimeout)
-		}
-	}()
-	hwm := watchHWM(node, hwmEvery)
+	defer func() { _, _ = node.stop(o.StopTimeout) }()
 	if m.before, err = node.Usage(); err != nil {
 		return err
 	}
@@ -273,7 +266,7 @@ func (ph phases) write(batches [][]batch) (err error) {
 	q := url.Values{"db": {o.DB}, "precision": {"ns"}}
 	ph.logger.Info("writing", "clients", o.Clients, "requests", m.plannedRequests, "lines_per_request", o.BatchLines)
 	m.write, err = runWrites(ph.ctx, writeConfig{
-		URL:         "http://" + httpAddr + "/write?" + q.Encode(),
+		URL:         "http://" + node.httpAddr + "/write?" + q.Encode(),
 		Batches:     batches,
 		CallTimeout: o.CallTimeout,
 		NodeExited:  node.Exited(),
@@ -282,7 +275,7 @@ func (ph phases) write(batches [][]batch) (err error) {
 	selfAfter, selfErr2 := nodeproc.SelfCPU()
 	machBusy1, machTotal1, machErr2 := nodeproc.MachineCPU()
 	if err != nil {
-		return fmt.Errorf("write: %w\nnode log %s ends with:\n%s", err, writeLog, node.LogTail())
+		return node.failed(fmt.Errorf("write: %w", err))
 	}
 	if usageErr != nil {
 		return usageErr
@@ -297,16 +290,15 @@ func (ph phases) write(batches [][]batch) (err error) {
 	if err := probe.Settle(ph.ctx, o.Settle, node.Exited()); err != nil {
 		return err
 	}
-	stopped = true
-	if m.exit, err = node.Stop(o.StopTimeout); err != nil {
+	if m.exit, err = node.stop(o.StopTimeout); err != nil {
 		return err
 	}
 	if err := probe.AfterStop(); err != nil {
 		return err
 	}
 	m.disk = probe.Figures()
-	m.hwm = hwm.Final()
-	logf, err := os.OpenFile(writeLog, os.O_WRONLY|os.O_APPEND, 0)
+	m.hwm = node.hwm.Final()
+	logf, err := os.OpenFile(node.log, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("open node log: %w", err)
 	}
@@ -314,7 +306,7 @@ func (ph phases) write(batches [][]batch) (err error) {
 	m.compact, err = nodeproc.Compact(ph.ctx, ph.binary, ph.wd.DataDir, o.Env, logf)
 	logf.Close()
 	if err != nil {
-		return fmt.Errorf("%w (log: %s)", err, writeLog)
+		return fmt.Errorf("%w (log: %s)", err, node.log)
 	}
 	return nil
 }
@@ -323,20 +315,14 @@ func (ph phases) write(batches [][]batch) (err error) {
 // HTTP round trip, runs the query plan and stops the node.
 func (ph phases) query(plan *queryPlan, types []tsbsType) (err error) {
 	o, m := ph.m.opts, ph.m
-	queryLog := filepath.Join(ph.wd.Path, "node-query.log")
-	qnode, httpAddr, err := startNode(ph.ctx, o, ph.binary, ph.wd.DataDir, queryLog, ph.logger)
+	qnode, err := ph.startNode("node-query.log")
 	if err != nil {
 		return err
 	}
-	qstopped := false
-	defer func() {
-		if !qstopped {
-			_, _ = qnode.Stop(o.StopTimeout)
-		}
-	}()
-	qhwm := watchHWM(qnode, hwmEvery)
-	plan.setBaseURL("http://" + httpAddr)
-	m.pings = runPings(ph.ctx, "http://"+httpAddr+"/ping", o.QueryClients, pings, o.CallTimeout)
+	defer func() { _, _ = qnode.stop(o.StopTimeout) }()
+	base := "http://" + qnode.httpAddr
+	plan.setBaseURL(base)
+	m.pings = runPings(ph.ctx, base+"/ping", o.QueryClients, pings, o.CallTimeout)
 	if m.qBefore, err = qnode.Usage(); err != nil {
 		return err
 	}
@@ -350,21 +336,57 @@ func (ph phases) query(plan *queryPlan, types []tsbsType) (err error) {
 	})
 	qAfter, usageErr := qnode.Usage()
 	if err != nil {
-		return fmt.Errorf("query: %w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
+		return qnode.failed(fmt.Errorf("query: %w", err))
 	}
 	if usageErr != nil {
 		return usageErr
 	}
-	if err := ph.queryTSBS(types, "http://"+httpAddr, qnode.Exited()); err != nil {
-		return fmt.Errorf("%w\nnode log %s ends with:\n%s", err, queryLog, qnode.LogTail())
+	if err := ph.queryTSBS(types, base, qnode.Exited()); err != nil {
+		return qnode.failed(err)
 	}
 	m.qAfter = qAfter
-	qstopped = true
-	if m.qExit, err = qnode.Stop(o.StopTimeout); err != nil {
+	if m.qExit, err = qnode.stop(o.StopTimeout); err != nil {
 		return err
 	}
-	m.qHWM = qhwm.Final()
+	m.qHWM = qnode.hwm.Final()
 	return nil
+}
+
+// phaseNode is the node of one phase, with its log, its HTTP address and
+// the watch on its peak memory.
+type phaseNode struct {
+	*nodeproc.Node
+	log      string
+	httpAddr string
+	hwm      *hwmWatch
+	stopped  bool
+}
+
+// startNode starts a node over the work directory's data directory,
+// logging to logName in the work directory, and watches its peak memory.
+func (ph phases) startNode(logName string) (*phaseNode, error) {
+	log := filepath.Join(ph.wd.Path, logName)
+	node, httpAddr, err := startNode(ph.ctx, ph.m.opts, ph.binary, ph.wd.DataDir, log, ph.logger)
+	if err != nil {
+		return nil, err
+	}
+	return &phaseNode{Node: node, log: log, httpAddr: httpAddr, hwm: watchHWM(node, hwmEvery)}, nil
+}
+
+// stop stops the node (see nodeproc.Node.Stop) the first time it is
+// called and does nothing after: a phase stops its node where it measures
+// the stop and again, deferred, on every way out.
+func (n *phaseNode) stop(timeout time.Duration) (nodeproc.Exit, error) {
+	if n.stopped {
+		return nodeproc.Exit{}, nil
+	}
+	n.stopped = true
+	return n.Node.Stop(timeout)
+}
+
+// failed is err followed by the end of the node's log.
+func (n *phaseNode) failed(err error) error {
+	return fmt.Errorf("%w\nnode log %s ends with:\n%s", err, n.log, n.LogTail())
 }
 
 // check is the run's verdict: no acknowledged point lost, every checked

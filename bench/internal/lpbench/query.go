@@ -99,26 +99,9 @@ func (p *queryPlan) setBaseURL(base string) {
 // expected is the answer the query must get: the value at each evaluation
 // time, computed from the generated data.
 func (p *queryPlan) expected(s querySpec) []float64 {
-	g := p.gen
-	vals := p.values[s.host]
 	out := make([]float64, queryPoints)
 	for j := range out {
-		tNs := (s.hourS + int64(j+1)*queryStepS) * 1e9
-		// Rows with a timestamp in (tNs-range, tNs].
-		lo := tNs - queryRangeS*1e9 - g.StartNs()
-		first := int64(0)
-		if lo >= 0 {
-			first = lo/g.IntervalNs() + 1
-		}
-		last := min((tNs-g.StartNs())/g.IntervalNs(), int64(g.Rows()-1))
-		if first > last {
-			panic(fmt.Sprintf("BUG: query hour %d has an empty window at %d", s.hourS, tNs/1e9))
-		}
-		m := vals[first]
-		for _, v := range vals[first+1 : last+1] {
-			m = max(m, v)
-		}
-		out[j] = float64(m)
+		out[j] = windowMax(p.gen, p.values[s.host], s.hourS+int64(j+1)*queryStepS, queryRangeS)
 	}
 	return out
 }
@@ -209,75 +192,86 @@ const maxExamples = 5
 func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
 	ctx, stop := watchNode(ctx, cfg.NodeExited)
 	defer stop(nil)
-	clients := make([]*http.Client, cfg.Clients)
-	for c := range clients {
-		clients[c] = newHTTPClient(cfg.CallTimeout)
-	}
+	clients := newHTTPClients(cfg.Clients, cfg.CallTimeout)
 	defer closeClients(clients)
 
 	st := queryStats{Warmup: cfg.Warmup}
 	var mu sync.Mutex
-	round := func(specs []querySpec, timed bool) error {
-		var (
-			next     atomic.Int64
-			firstErr error
-			wg       sync.WaitGroup
-		)
-		for c := range clients {
-			wg.Go(func() {
-				var body bytes.Buffer
-				var lats []time.Duration
-				for {
-					i := next.Add(1) - 1
-					if i >= int64(len(specs)) || ctx.Err() != nil {
-						break
-					}
-					s := specs[i]
-					t0 := time.Now()
-					err := get(ctx, clients[c], s.url, &body)
-					lat := time.Since(t0)
-					if err != nil {
-						mu.Lock()
-						if firstErr == nil && ctx.Err() == nil {
-							firstErr = fmt.Errorf("client %d, query %d (%s): %w", c, i+1, s.url, err)
-							stop(firstErr)
-						}
-						mu.Unlock()
-						break
-					}
-					lats = append(lats, lat)
-					wrong := cfg.Plan.check(s, body.Bytes())
-					mu.Lock()
-					st.Checked++
-					if wrong != nil {
-						st.Wrong++
-						if len(st.Examples) < maxExamples {
-							st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", s.url, wrong))
-						}
-					}
-					mu.Unlock()
-				}
-				if timed {
-					mu.Lock()
-					st.Latencies = append(st.Latencies, lats...)
-					st.Queries += int64(len(lats))
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		return phaseError(ctx, firstErr)
-	}
-
 	specs := cfg.Plan.specs
+	url := func(i int) string { return specs[i].url }
+	check := func(i int, body []byte) {
+		wrong := cfg.Plan.check(specs[i], body)
+		mu.Lock()
+		defer mu.Unlock()
+		st.Checked++
+		if wrong != nil {
+			st.Wrong++
+			if len(st.Examples) < maxExamples {
+				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", specs[i].url, wrong))
+			}
+		}
+	}
 	warm := min(cfg.Warmup, len(specs))
-	if err := round(specs[:warm], false); err != nil {
+	if _, err := queryRound(ctx, stop, clients, "", 0, warm, url, check); err != nil {
 		return st, fmt.Errorf("warm-up: %w", err)
 	}
 	t0 := time.Now()
-	err := round(specs[warm:], true)
+	lats, err := queryRound(ctx, stop, clients, "", warm, len(specs), url, check)
 	st.Elapsed = time.Since(t0)
+	st.Latencies, st.Queries = lats, int64(len(lats))
 	return st, err
+}
+
+// queryRound sends the queries lo ≤ i < hi (their URLs given by url) from
+// every client in clients at once, each client taking the next query not
+// yet sent, and hands each answer to answer on the client's goroutine. The
+// first failure (a transport error or a status other than 200; what, if
+// not empty, leads its message) ends ctx through stop and the round. It
+// returns the round trips of the answered queries, body read included.
+func queryRound(ctx context.Context, stop func(error), clients []*http.Client, what string, lo, hi int,
+	url func(i int) string, answer func(i int, body []byte)) ([]time.Duration, error) {
+	if what != "" {
+		what += ", "
+	}
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		lats     []time.Duration
+		wg       sync.WaitGroup
+	)
+	next.Store(int64(lo))
+	for c := range clients {
+		wg.Go(func() {
+			var body bytes.Buffer
+			var mine []time.Duration
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= hi || ctx.Err() != nil {
+					break
+				}
+				t0 := time.Now()
+				err := get(ctx, clients[c], url(i), &body)
+				lat := time.Since(t0)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil && ctx.Err() == nil {
+						firstErr = fmt.Errorf("%sclient %d, query %d (%s): %w", what, c, i+1, url(i), err)
+						stop(firstErr)
+					}
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, lat)
+				answer(i, body.Bytes())
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return lats, phaseError(ctx, firstErr)
 }
 
 // maxAnswerBytes caps one answer; a one-hour answer is a few KiB.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -176,5 +177,50 @@ func TestRunPings_MeasuresTheFloorOrNothing(t *testing.T) {
 	}
 	if lats := runPings(context.Background(), base+"/no-such-path", 2, 30, 10*time.Second); lats != nil {
 		t.Errorf("pings answered 404 but %d latencies were kept", len(lats))
+	}
+}
+
+func TestQueryRound_SendsEachQueryOnceAndStopsAtTheFirstFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("i") == "7" {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		w.Write([]byte(r.URL.Query().Get("i")))
+	}))
+	defer srv.Close()
+	clients := newHTTPClients(3, 10*time.Second)
+	defer closeClients(clients)
+	url := func(i int) string { return srv.URL + "/q?i=" + strconv.Itoa(i) }
+
+	ctx, stop := watchNode(context.Background(), nil)
+	var mu sync.Mutex
+	seen := map[int]int{}
+	lats, err := queryRound(ctx, stop, clients, "type-a", 2, 7, url, func(i int, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(body) != strconv.Itoa(i) {
+			t.Errorf("answer to query %d is %q", i, body)
+		}
+		seen[i]++
+	})
+	stop(nil)
+	if err != nil || len(lats) != 5 || len(seen) != 5 {
+		t.Fatalf("queries 2 to 6: err %v, %d latencies, answers %v", err, len(lats), seen)
+	}
+	for i := 2; i < 7; i++ {
+		if seen[i] != 1 {
+			t.Errorf("query %d answered %d times, want once", i, seen[i])
+		}
+	}
+
+	ctx, stop = watchNode(context.Background(), nil)
+	defer stop(nil)
+	_, err = queryRound(ctx, stop, clients, "type-a", 0, 10, url, func(int, []byte) {})
+	if err == nil || !strings.HasPrefix(err.Error(), "type-a, client ") || !strings.Contains(err.Error(), "query 8 (") {
+		t.Fatalf("a failing query 7: got %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Error("the failure did not end the round's context")
 	}
 }

@@ -45,10 +45,7 @@ type Result struct {
 	PeakRSSMiB           report.Number `json:"peak_rss_mib"`                // node VmHWM, start through exit of the write phase
 	PromQLP50Ms          report.Number `json:"promql_1h_max_by_min_p50_ms"` // client round trip
 
-	StorageWriteBytesPerPoint  report.Number `json:"storage_write_bytes_per_point"`   // node write_bytes (/proc/PID/io), write start through SettleS after the writes
-	DiskAtRestBytesPerPoint    report.Number `json:"disk_at_rest_bytes_per_point"`    // du of the data directory SettleS after the writes, node running
-	DiskAfterStopBytesPerPoint report.Number `json:"disk_after_stop_bytes_per_point"` // du of the data directory after SIGTERM, before compaction
-	SettleS                    report.Number `json:"settle_s"`
+	diskio.PerPointResult
 
 	PromQLP99Ms           report.Number `json:"promql_1h_max_by_min_p99_ms"`
 	PingP50Ms             report.Number `json:"http_ping_p50_ms"` // GET /ping round trip: the floor under the query latency
@@ -164,8 +161,6 @@ func (m measurement) result() Result {
 	wlat := append([]time.Duration(nil), m.write.Latencies...)
 	qlat := append([]time.Duration(nil), m.query.Latencies...)
 	qCount := float64(m.query.Queries) + float64(m.query.Warmup)
-	div := func(a, b float64) float64 { return float64(ratio(a, b, 4)) }
-	storageWrite, atRest, afterStop := m.disk.PerPoint(points, div)
 
 	r := Result{
 		PointsPerS:           ratio(float64(points), secs, 0),
@@ -174,10 +169,7 @@ func (m measurement) result() Result {
 		PeakRSSMiB:           round(float64(max(m.after.HWMBytes, m.hwm))/mib, 1),
 		PromQLP50Ms:          ms(qlat, 0.50),
 
-		StorageWriteBytesPerPoint:  report.Number(storageWrite),
-		DiskAtRestBytesPerPoint:    report.Number(atRest),
-		DiskAfterStopBytesPerPoint: report.Number(afterStop),
-		SettleS:                    round(m.disk.Settle.Seconds(), 1),
+		PerPointResult: m.disk.PerPoint(points),
 
 		PromQLP99Ms:        ms(qlat, 0.99),
 		PingP50Ms:          ms(append([]time.Duration(nil), m.pings...), 0.50),

@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/workload"
@@ -298,10 +296,7 @@ func (q *tsbsQuery) check(body []byte) error {
 func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (tsbsStats, error) {
 	ctx, stop := watchNode(ctx, nodeExited)
 	defer stop(nil)
-	clients := make([]*http.Client, clientCount)
-	for c := range clients {
-		clients[c] = newHTTPClient(timeout)
-	}
+	clients := newHTTPClients(clientCount, timeout)
 	defer closeClients(clients)
 	var (
 		st   tsbsStats
@@ -319,62 +314,27 @@ func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout
 			}
 		}
 	}
-	round := func(lo, hi int, timed bool) error {
-		var (
-			next     atomic.Int64
-			firstErr error
-			wg       sync.WaitGroup
-		)
-		next.Store(int64(lo))
-		for c := range clients {
-			wg.Go(func() {
-				var body bytes.Buffer
-				var lats []time.Duration
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= hi || ctx.Err() != nil {
-						break
-					}
-					t0 := time.Now()
-					err := get(ctx, clients[c], t.queries[i].url, &body)
-					lat := time.Since(t0)
-					mu.Lock()
-					switch {
-					case err != nil:
-						if firstErr == nil && ctx.Err() == nil {
-							firstErr = fmt.Errorf("%s, client %d, query %d (%s): %w", t.name, c, i+1, t.queries[i].url, err)
-							stop(firstErr)
-						}
-					case !timed:
-						verdict(i, body.Bytes())
-					case size+body.Len() <= tsbsKeepBytes:
-						kept[i] = bytes.Clone(body.Bytes())
-						size += body.Len()
-					}
-					mu.Unlock()
-					if err != nil {
-						break
-					}
-					lats = append(lats, lat)
-				}
-				if timed {
-					mu.Lock()
-					st.Latencies = append(st.Latencies, lats...)
-					st.Queries += int64(len(lats))
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		return phaseError(ctx, firstErr)
-	}
+	url := func(i int) string { return t.queries[i].url }
 	warm = min(warm, len(t.queries))
-	if err := round(0, warm, false); err != nil {
+	_, err := queryRound(ctx, stop, clients, t.name, 0, warm, url, func(i int, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		verdict(i, body)
+	})
+	if err != nil {
 		return st, fmt.Errorf("warm-up: %w", err)
 	}
 	t0 := time.Now()
-	err := round(warm, len(t.queries), true)
+	lats, err := queryRound(ctx, stop, clients, t.name, warm, len(t.queries), url, func(i int, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if size+len(body) <= tsbsKeepBytes {
+			kept[i] = bytes.Clone(body)
+			size += len(body)
+		}
+	})
 	st.Elapsed = time.Since(t0)
+	st.Latencies, st.Queries = lats, int64(len(lats))
 	for i, body := range kept {
 		verdict(i, body)
 	}

@@ -62,6 +62,16 @@ func newHTTPClient(timeout time.Duration) *http.Client {
 }
 
 // closeClients closes the clients' idle connections.
+// newHTTPClients is n clients of newHTTPClient, each with its own
+// connection; closeClients releases them.
+func newHTTPClients(n int, timeout time.Duration) []*http.Client {
+	cs := make([]*http.Client, n)
+	for c := range cs {
+		cs[c] = newHTTPClient(timeout)
+	}
+	return cs
+}
+
 func closeClients(cs []*http.Client) {
 	for _, c := range cs {
 		c.CloseIdleConnections()
@@ -108,10 +118,7 @@ func runWrites(ctx context.Context, cfg writeConfig) (writeStats, error) {
 		firstErr error
 		wg       sync.WaitGroup
 	)
-	clients := make([]*http.Client, len(cfg.Batches))
-	for c := range clients {
-		clients[c] = newHTTPClient(cfg.CallTimeout)
-	}
+	clients := newHTTPClients(len(cfg.Batches), cfg.CallTimeout)
 	defer closeClients(clients)
 	start := time.Now()
 	for c := range cfg.Batches {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -62,6 +63,18 @@ func (s Series) Label(name string) string {
 		}
 	}
 	return ""
+}
+
+// SeriesKey identifies a series by its labels whatever order they come in,
+// as "{name=value, ...}" in name order: a map key for comparing what was
+// written with what a node answers, and readable in a message.
+func SeriesKey(ls []*tributaryv1.Label) string {
+	pairs := make([]string, len(ls))
+	for i, l := range ls {
+		pairs[i] = l.GetName() + "=" + l.GetValue()
+	}
+	slices.Sort(pairs)
+	return "{" + strings.Join(pairs, ", ") + "}"
 }
 
 // Answer is a whole query answer.

@@ -40,3 +40,11 @@ func TestCheckWrite(t *testing.T) {
 		})
 	}
 }
+
+func TestSeriesKey_IgnoresLabelOrder(t *testing.T) {
+	a := []*tributaryv1.Label{{Name: "__name__", Value: "t"}, {Name: "site", Value: "s1"}, {Name: "device", Value: "d"}}
+	b := []*tributaryv1.Label{{Name: "device", Value: "d"}, {Name: "__name__", Value: "t"}, {Name: "site", Value: "s1"}}
+	if SeriesKey(a) != SeriesKey(b) || SeriesKey(a) != "{__name__=t, device=d, site=s1}" {
+		t.Errorf("%s vs %s", SeriesKey(a), SeriesKey(b))
+	}
+}

@@ -34,8 +34,8 @@ func TestCompareSeries_CountsEveryKindOfDifference(t *testing.T) {
 	aSorted := []*tributaryv1.Label{{Name: "device", Value: "d1"}, {Name: "__name__", Value: "t"}}
 	b := []*tributaryv1.Label{{Name: "__name__", Value: "t"}, {Name: "device", Value: "d2"}}
 	want := map[string]nodeclient.Series{
-		labelKey(a): {Labels: a, TimestampsMs: []int64{1, 2}, Values: []float64{1.5, 2.5}},
-		labelKey(b): {Labels: b, TimestampsMs: []int64{1}, Values: []float64{3}},
+		nodeclient.SeriesKey(a): {Labels: a, TimestampsMs: []int64{1, 2}, Values: []float64{1.5, 2.5}},
+		nodeclient.SeriesKey(b): {Labels: b, TimestampsMs: []int64{1}, Values: []float64{3}},
 	}
 	same := []nodeclient.Series{
 		{Labels: aSorted, TimestampsMs: []int64{1, 2}, Values: []float64{1.5, 2.5}},

@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
@@ -229,7 +227,7 @@ func (r *smokeRun) workload() ([]*workload.Request, error) {
 	for _, req := range reqs {
 		req.Next(o.Points)
 		for _, b := range req.Msg.Batches {
-			r.want[labelKey(b.GetSeries().GetLabels())] = nodeclient.Series{Labels: b.GetSeries().GetLabels(),
+			r.want[nodeclient.SeriesKey(b.GetSeries().GetLabels())] = nodeclient.Series{Labels: b.GetSeries().GetLabels(),
 				TimestampsMs: append([]int64(nil), b.TimestampsMs...), Values: append([]float64(nil), b.Values...)}
 		}
 	}
@@ -291,23 +289,13 @@ func (r *smokeRun) stop() error {
 	return err
 }
 
-// labelKey is a series' identity, whatever order its labels come in.
-func labelKey(ls []*tributaryv1.Label) string {
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = l.GetName() + "\x00" + l.GetValue()
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "\x00")
-}
-
 // compareSeries counts the series of want that got lacks or holds with any
 // other point, plus the series got has that want does not.
 func compareSeries(want map[string]nodeclient.Series, got []nodeclient.Series) int {
 	bad := 0
 	seen := map[string]bool{}
 	for _, g := range got {
-		k := labelKey(g.Labels)
+		k := nodeclient.SeriesKey(g.Labels)
 		seen[k] = true
 		w, ok := want[k]
 		if !ok || len(w.TimestampsMs) != len(g.TimestampsMs) || len(g.Values) != len(g.TimestampsMs) {

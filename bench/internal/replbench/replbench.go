@@ -42,6 +42,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
@@ -420,6 +421,9 @@ func (on *onResult) fill(res *Result) {
 	res.Notes = append(res.Notes, on.notes...)
 }
 
+// waitEvery is how often a wait checks its condition again.
+const waitEvery = 50 * time.Millisecond
+
 // poller reads the edge's metrics every interval, feeds the lag tracker and
 // keeps every sample.
 type poller struct {
@@ -430,9 +434,7 @@ type poller struct {
 }
 
 func (p *poller) run(ctx context.Context, m *metricsReader, every time.Duration, lag *lagTracker) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
+	tick.Paced(ctx, every, func() bool {
 		s, err := m.read(ctx)
 		p.mu.Lock()
 		if err != nil {
@@ -445,12 +447,8 @@ func (p *poller) run(ctx context.Context, m *metricsReader, every time.Duration,
 		if err == nil {
 			lag.observe(s.At, s.AckedThrough)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		return true
+	})
 }
 
 func (p *poller) latest() (sample, bool) {
@@ -494,13 +492,11 @@ func (r *run) coordSpecs() ([]coordSpec, string, error) {
 // needs its quorum up to elect a leader).
 func (r *run) startCoords(ctx context.Context, specs []coordSpec) ([]*coordProc, error) {
 	procs := make([]*coordProc, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, s := range specs {
-		wg.Go(func() { procs[i], errs[i] = startCoord(ctx, s, r.o.ReadyTimeout, r.logger) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := nodeproc.Concurrently(len(specs), func(i int) (err error) {
+		procs[i], err = startCoord(ctx, specs[i], r.o.ReadyTimeout, r.logger)
+		return err
+	})
+	if err != nil {
 		for _, p := range procs {
 			if p != nil {
 				p.kill()
@@ -553,7 +549,7 @@ func (r *run) onRun(ctx context.Context) (on onResult, err error) {
 
 	// Wait for the stream to be open, so that the lag does not include the
 	// first connection.
-	if err := waitFor(ctx, 60*time.Second, func() bool { s, ok := p.latest(); return ok && s.Connected }); err != nil {
+	if err := tick.Until(ctx, waitEvery, 60*time.Second, func() bool { s, ok := p.latest(); return ok && s.Connected }); err != nil {
 		return on, fmt.Errorf("edge never connected to the coordinators: %w", err)
 	}
 
@@ -608,7 +604,7 @@ func (r *run) onRun(ctx context.Context) (on onResult, err error) {
 	r.logger.Info("lag phase done", "points_per_s", math.Round(on.lag.pointsPerS), "pending_batches", lag.pendingCount())
 
 	// Let the lag phase's writes reach the cloud, the load going on.
-	_ = waitFor(ctx, r.o.SettleTimeout, func() bool { return lag.pendingCount() == 0 || l.failed() != nil })
+	_ = tick.Until(ctx, waitEvery, r.o.SettleTimeout, func() bool { return lag.pendingCount() == 0 || l.failed() != nil })
 	if err := l.failed(); err != nil {
 		return on, err
 	}
@@ -659,7 +655,7 @@ func (r *run) outage(ctx context.Context, on *onResult, l *pacedLoad, specs []co
 	back := time.Now()
 	const threshold = 1
 	deadline := r.o.drainTimeout()
-	_ = waitFor(ctx, deadline, func() bool {
+	_ = tick.Until(ctx, waitEvery, deadline, func() bool {
 		d := computeDrain(p.all(), back, threshold)
 		return d.Drained || l.failed() != nil
 	})
@@ -673,21 +669,5 @@ func (r *run) outage(ctx context.Context, on *onResult, l *pacedLoad, specs []co
 		on.notes = append(on.notes, fmt.Sprintf("the backlog had not drained %v after the coordinators returned; the drain rate is that of the part that did", deadline))
 	}
 	r.logger.Info("drain", "drained", on.drain.Drained, "seconds", on.drain.Seconds, "points_per_s", math.Round(on.drain.PointsPerS))
-	return nil
-}
-
-// waitFor polls cond every 50 ms until it holds, timeout passes or ctx ends.
-func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v", timeout)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/bench/internal/fakenode"
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -168,7 +169,7 @@ func newFakeHead() *fakeHead { return &fakeHead{chunkPoints: 50, series: map[str
 func (h *fakeHead) add(b *tributaryv1.SeriesBatch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	key := seriesKey(b.GetSeries().GetLabels())
+	key := nodeclient.SeriesKey(b.GetSeries().GetLabels())
 	s := h.series[key]
 	if s == nil {
 		s = &fakeSeries{labels: b.GetSeries().GetLabels()}

@@ -37,6 +37,7 @@ import (
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
+	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/bench/internal/workdir"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -396,14 +397,8 @@ func (r *runner) watchWAL(ctx context.Context, cancel context.CancelCauseFunc, s
 	lastLog := t0
 	// NB: often, so the WAL overshoots the target by little: a node can
 	// write 50 MiB/s of WAL.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
+	full := false
+	tick.Every(ctx, 20*time.Millisecond, func(time.Time) bool {
 		ws, err := measureWAL(walDir(r.dataDir))
 		if err != nil {
 			cancel(err)
@@ -411,7 +406,8 @@ func (r *runner) watchWAL(ctx context.Context, cancel context.CancelCauseFunc, s
 		}
 		if ws.Bytes >= r.o.WALBytes {
 			close(stop)
-			return true
+			full = true
+			return false
 		}
 		if time.Since(lastLog) >= progressEvery {
 			lastLog = time.Now()
@@ -420,7 +416,9 @@ func (r *runner) watchWAL(ctx context.Context, cancel context.CancelCauseFunc, s
 				"target_mib", report.Round(float64(r.o.WALBytes)/mib, 1), "wal_mib_per_s", report.Round(float64(ws.Bytes)/mib/secs, 1),
 				"segments", ws.Segments, "elapsed_s", report.Round(secs, 1))
 		}
-	}
+		return true
+	})
+	return full
 }
 
 // restart starts the node in phase p and measures its start: time to ready,

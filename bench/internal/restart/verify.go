@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/nodeclient"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -22,7 +23,7 @@ import (
 // contiguous run of Counts[key] samples from StartMs.
 type expectation struct {
 	StartMs, IntervalMs int64
-	Counts              map[string]int64 // seriesKey → acknowledged points
+	Counts              map[string]int64 // nodeclient.SeriesKey → acknowledged points
 	Points              int64
 	// MetricNames are the distinct __name__ values, one query each.
 	MetricNames []string
@@ -42,7 +43,7 @@ func expect(gen *workload.Generator, reqs []*workload.Request, pointsPerSeries i
 			continue
 		}
 		for _, b := range r.Msg.GetBatches() {
-			e.Counts[seriesKey(b.GetSeries().GetLabels())] = n
+			e.Counts[nodeclient.SeriesKey(b.GetSeries().GetLabels())] = n
 			e.Points += n
 		}
 	}
@@ -55,17 +56,6 @@ func expect(gen *workload.Generator, reqs []*workload.Request, pointsPerSeries i
 	}
 	slices.Sort(e.MetricNames)
 	return e
-}
-
-// seriesKey identifies a series by its labels in name order, which is how a
-// node answers whatever order they were written in.
-func seriesKey(ls []*tributaryv1.Label) string {
-	pairs := make([]string, len(ls))
-	for i, l := range ls {
-		pairs[i] = l.GetName() + "=" + l.GetValue()
-	}
-	slices.Sort(pairs)
-	return "{" + strings.Join(pairs, ", ") + "}"
 }
 
 // verification is what the node answered.
@@ -152,7 +142,7 @@ func verifyMetric(ctx context.Context, qc tributaryv1.QueryServiceClient, e expe
 			if msg.GetSeries() == nil {
 				return fmt.Errorf("query %s: series %d starts without its labels", name, msg.GetSeriesIndex())
 			}
-			key := seriesKey(msg.GetSeries().GetLabels())
+			key := nodeclient.SeriesKey(msg.GetSeries().GetLabels())
 			if seen[key] {
 				return fmt.Errorf("query %s: series %s answered twice", name, key)
 			}

@@ -37,20 +37,12 @@ func TestExpect_CountsAcknowledgedWindowsPerSeries(t *testing.T) {
 		t.Errorf("%d series, want the 4 written: %v", len(e.Counts), e.Counts)
 	}
 	for _, b := range reqs[1].Msg.Batches {
-		if n := e.Counts[seriesKey(b.Series.Labels)]; n != 20 {
-			t.Errorf("%s: %d, want 20", seriesKey(b.Series.Labels), n)
+		if n := e.Counts[nodeclient.SeriesKey(b.Series.Labels)]; n != 20 {
+			t.Errorf("%s: %d, want 20", nodeclient.SeriesKey(b.Series.Labels), n)
 		}
 	}
 	if strings.Join(e.MetricNames, " ") != "humidity pressure temperature voltage" {
 		t.Errorf("metric names %v", e.MetricNames)
-	}
-}
-
-func TestSeriesKey_IgnoresLabelOrder(t *testing.T) {
-	a := []*tributaryv1.Label{{Name: "__name__", Value: "t"}, {Name: "site", Value: "s1"}, {Name: "device", Value: "d"}}
-	b := []*tributaryv1.Label{{Name: "device", Value: "d"}, {Name: "__name__", Value: "t"}, {Name: "site", Value: "s1"}}
-	if seriesKey(a) != seriesKey(b) || seriesKey(a) != "{__name__=t, device=d, site=s1}" {
-		t.Errorf("%s vs %s", seriesKey(a), seriesKey(b))
 	}
 }
 
@@ -89,7 +81,7 @@ func TestVerify_FindsEveryKindOfDifference(t *testing.T) {
 			}
 			e := expectation{StartMs: testStartMs, IntervalMs: 1000, Counts: map[string]int64{}, MetricNames: []string{"t"}}
 			for sensor, n := range tc.expected {
-				e.Counts[seriesKey(ls("t", sensor))] = n
+				e.Counts[nodeclient.SeriesKey(ls("t", sensor))] = n
 				e.Points += n
 			}
 			v, err := verify(context.Background(), queryClient(t, h), e, 10*time.Second)

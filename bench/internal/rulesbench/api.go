@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/tick"
 )
 
 // apiClient talks to the node's Prometheus API and its reload endpoint.
@@ -147,16 +149,10 @@ func newEvalPoller(api *apiClient, ruleName string) *evalPoller {
 }
 
 func (p *evalPoller) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func(time.Time) bool {
 		g, err := p.api.group(ctx, p.ruleName)
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		switch {
 		case err == errNoGroup || (err == nil && g.LastEvaluation.IsZero()):
 		case err != nil:
@@ -167,8 +163,8 @@ func (p *evalPoller) run(ctx context.Context, every time.Duration) {
 			p.last = g.LastEvaluation
 			p.evals = append(p.evals, time.Duration(g.EvaluationTime*float64(time.Second)))
 		}
-		p.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // count is the number of evaluations seen so far.
