@@ -16,6 +16,10 @@ import (
 // maxStoredChunkSamples bounds a chunk rewritten by the merge path.
 const maxStoredChunkSamples = 1024
 
+// flushBatchBytes is the size at which a flush writes its batch to the
+// store and starts the next: about a quarter of a default memtable.
+const flushBatchBytes = 1 << 20
+
 // flushLoop flushes the head every FlushInterval, and when woken, until
 // the node stops.
 func (n *Node) flushLoop() {
@@ -168,10 +172,55 @@ func (n *Node) flushRound(all, force bool) error {
 	}
 	n.idxMu.RUnlock()
 
+	// The store is written in batches of at most about flushBatchBytes,
+	// each holding whole series (a series' chunks and rollups must reach
+	// the store together): RocksDB copies a batch into its memtables, which
+	// grow past their size to take it, so one batch for a whole head would
+	// cost the process the head's size twice more.
 	b := n.db.NewBatch()
 	defer b.Close()
-	var work []taken
-	var buf []byte
+	var (
+		work   []taken
+		stored int // work[:stored] is in the store
+		synced bool
+		buf    []byte
+	)
+	commit := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if !synced {
+			// Every sample taken was appended to the WAL before it reached
+			// the head. Make those records durable first (under an interval
+			// sync policy they may not be yet), or a power cut could leave
+			// the store holding points the WAL, and so the cloud, never gets.
+			if err := n.wal.SyncAll(); err != nil {
+				return fmt.Errorf("sync wal before writing to the store: %w", err)
+			}
+			synced = true
+		}
+		err := n.injectedFault()
+		if err == nil {
+			// Unlogged: the WAL segments holding these samples stay until
+			// truncateWAL has flushed the store.
+			err = n.db.WriteUnlogged(b)
+		}
+		if err != nil {
+			return fmt.Errorf("write batch: %w", err)
+		}
+		n.stats.flushBatches.Add(1)
+		b.Reset()
+		stored = len(work)
+		return nil
+	}
+	// What reached the store leaves the head, also when a later batch
+	// fails: a flush that took it again would only merge it again.
+	released := false
+	defer func() {
+		if !released {
+			n.releaseTaken(work[:stored])
+		}
+	}()
 	for _, s := range list {
 		if n.flushSkip[s.id] != nil {
 			continue
@@ -195,27 +244,25 @@ func (n *Node) flushRound(all, force bool) error {
 		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
 			return &seriesFlushError{id: s.id, lset: s.lset, err: err}
 		}
-	}
-	if len(work) > 0 {
-		// Every sample taken was appended to the WAL before it reached the
-		// head. Make those records durable first (under an interval sync
-		// policy they may not be yet), or a power cut could leave the store
-		// holding points the WAL, and so the cloud, never gets.
-		if err := n.wal.SyncAll(); err != nil {
-			return fmt.Errorf("sync wal before writing to the store: %w", err)
-		}
-		err := n.injectedFault()
-		if err == nil {
-			// Unlogged: the WAL segments holding these samples stay until
-			// truncateWAL has flushed the store.
-			err = n.db.WriteUnlogged(b)
-		}
-		if err != nil {
-			return fmt.Errorf("write batch: %w", err)
+		if b.Bytes() >= flushBatchBytes {
+			if err := commit(); err != nil {
+				return err
+			}
 		}
 	}
+	if err := commit(); err != nil {
+		return err
+	}
+	n.releaseTaken(work)
+	released = true
+	return n.truncateWAL(list, force)
+}
+
+// releaseTaken removes from the head what tks took, once it is in the
+// store. REQUIRES: n.flushMu held.
+func (n *Node) releaseTaken(tks []taken) {
 	var removed, freed int64
-	for _, tk := range work {
+	for _, tk := range tks {
 		s := tk.s
 		s.mu.Lock()
 		for _, c := range tk.closed {
@@ -233,7 +280,6 @@ func (n *Node) flushRound(all, force bool) error {
 	}
 	n.headSamples.Add(-removed)
 	n.headBytes.Add(-freed)
-	return n.truncateWAL(list, force)
 }
 
 // truncateWAL records how far the WAL is flushed and removes the segments
