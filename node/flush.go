@@ -107,6 +107,28 @@ type decoded struct {
 	vs []float64
 }
 
+// flushScratch holds the buffers one flush round reuses from series to
+// series.
+type flushScratch struct {
+	buf []byte    // an encoded chunk or rollup pack
+	ts  []int64   // a series' closed chunks, decoded
+	vs  []float64 // (with ts)
+}
+
+// maxScratchKeptSamples bounds the decode buffers a flush round keeps for
+// the next series: a series that held many chunks (after a long store
+// outage, say) does not pin their size.
+const maxScratchKeptSamples = 1 << 16
+
+// keep makes ts and vs the decode buffers of the next series, unless they
+// grew past maxScratchKeptSamples.
+func (sc *flushScratch) keep(ts []int64, vs []float64) {
+	if cap(ts) > maxScratchKeptSamples || cap(vs) > maxScratchKeptSamples {
+		ts, vs = nil, nil
+	}
+	sc.ts, sc.vs = ts, vs
+}
+
 // taken is what one flush round took from a series.
 type taken struct {
 	s       *memSeries
@@ -183,7 +205,7 @@ func (n *Node) flushRound(all, force bool) error {
 		work   []taken
 		stored int // work[:stored] is in the store
 		synced bool
-		buf    []byte
+		sc     flushScratch
 	)
 	commit := func() error {
 		if b.Len() == 0 {
@@ -241,7 +263,7 @@ func (n *Node) flushRound(all, force bool) error {
 		s.mu.Unlock()
 		work = append(work, tk)
 		var err error
-		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
+		if err = n.flushSeries(b, &work[len(work)-1], &sc); err != nil {
 			return &seriesFlushError{id: s.id, lset: s.lset, err: err}
 		}
 		if b.Bytes() >= flushBatchBytes {
@@ -346,7 +368,9 @@ func (n *Node) walBytesIn(from, to uint64) int64 {
 
 // flushSeries adds to b the chunks and rollups for what tk took. Hours are
 // handled in time order, a day's packed hourly rollups loaded once.
-func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error) {
+func (n *Node) flushSeries(b *store.Batch, tk *taken, sc *flushScratch) error {
+	buf := sc.buf
+	defer func() { sc.buf = buf }()
 	s := tk.s
 	type hourWork struct {
 		hour   int64
@@ -363,9 +387,21 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		hours = append(hours, hourWork{hour: h})
 		return &hours[len(hours)-1]
 	}
-	for _, hc := range tk.closed {
-		var c decoded
-		c.ts, c.vs = hc.c.AppendSamples(nil, nil)
+	// Every closed chunk decoded into one reused buffer: ends[i] is where
+	// chunk i's samples end.
+	ts, vs := sc.ts[:0], sc.vs[:0]
+	ends := make([]int, len(tk.closed))
+	for i, hc := range tk.closed {
+		ts, vs = hc.c.AppendSamples(ts, vs)
+		ends[i] = len(ts)
+	}
+	sc.keep(ts, vs)
+	for i := range tk.closed {
+		from := 0
+		if i > 0 {
+			from = ends[i-1]
+		}
+		c := decoded{ts: ts[from:ends[i]:ends[i]], vs: vs[from:ends[i]:ends[i]]}
 		hw := at(rollup.BucketStart(c.ts[0], rollup.Hour))
 		hw.chunks = append(hw.chunks, c)
 		tk.nSample += int64(len(c.ts))
@@ -410,11 +446,11 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 	for _, hw := range hours {
 		if d := rollup.BucketStart(hw.hour, rollup.Day); d != curDay {
 			if err := finishDay(); err != nil {
-				return buf, err
+				return err
 			}
 			var err error
 			if day, err = n.readHourly(s.id, d); err != nil {
-				return buf, err
+				return err
 			}
 			curDay = d
 		}
@@ -434,7 +470,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 			agg, nbuf, err := n.mergeHour(b, s, hw.hour, hw.chunks, hw.ooo, buf)
 			buf = nbuf
 			if err != nil {
-				return buf, err
+				return err
 			}
 			*stored = agg
 			continue
@@ -448,10 +484,10 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		}
 	}
 	if err := finishDay(); err != nil {
-		return buf, err
+		return err
 	}
 	finishPack()
-	return buf, nil
+	return nil
 }
 
 // readDaily loads the packed daily rollups of one series for one pack.
