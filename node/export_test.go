@@ -37,3 +37,6 @@ func (n *Node) HoldWriteLockForTest() (release func()) {
 	n.mu.Lock()
 	return n.mu.Unlock
 }
+
+// FlushBatchesForTest is the number of store batches flushes have written.
+func (n *Node) FlushBatchesForTest() int64 { return n.stats.flushBatches.Load() }

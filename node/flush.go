@@ -16,6 +16,10 @@ import (
 // maxStoredChunkSamples bounds a chunk rewritten by the merge path.
 const maxStoredChunkSamples = 1024
 
+// flushBatchBytes is the size at which a flush writes its batch to the
+// store and starts the next: about a quarter of a default memtable.
+const flushBatchBytes = 1 << 20
+
 // flushLoop flushes the head every FlushInterval, and when woken, until
 // the node stops.
 func (n *Node) flushLoop() {
@@ -103,6 +107,28 @@ type decoded struct {
 	vs []float64
 }
 
+// flushScratch holds the buffers one flush round reuses from series to
+// series.
+type flushScratch struct {
+	buf []byte    // an encoded chunk or rollup pack
+	ts  []int64   // a series' closed chunks, decoded
+	vs  []float64 // (with ts)
+}
+
+// maxScratchKeptSamples bounds the decode buffers a flush round keeps for
+// the next series: a series that held many chunks (after a long store
+// outage, say) does not pin their size.
+const maxScratchKeptSamples = 1 << 16
+
+// keep makes ts and vs the decode buffers of the next series, unless they
+// grew past maxScratchKeptSamples.
+func (sc *flushScratch) keep(ts []int64, vs []float64) {
+	if cap(ts) > maxScratchKeptSamples || cap(vs) > maxScratchKeptSamples {
+		ts, vs = nil, nil
+	}
+	sc.ts, sc.vs = ts, vs
+}
+
 // taken is what one flush round took from a series.
 type taken struct {
 	s       *memSeries
@@ -168,10 +194,55 @@ func (n *Node) flushRound(all, force bool) error {
 	}
 	n.idxMu.RUnlock()
 
+	// The store is written in batches of at most about flushBatchBytes,
+	// each holding whole series (a series' chunks and rollups must reach
+	// the store together): RocksDB copies a batch into its memtables, which
+	// grow past their size to take it, so one batch for a whole head would
+	// cost the process the head's size twice more.
 	b := n.db.NewBatch()
 	defer b.Close()
-	var work []taken
-	var buf []byte
+	var (
+		work   []taken
+		stored int // work[:stored] is in the store
+		synced bool
+		sc     flushScratch
+	)
+	commit := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		if !synced {
+			// Every sample taken was appended to the WAL before it reached
+			// the head. Make those records durable first (under an interval
+			// sync policy they may not be yet), or a power cut could leave
+			// the store holding points the WAL, and so the cloud, never gets.
+			if err := n.wal.SyncAll(); err != nil {
+				return fmt.Errorf("sync wal before writing to the store: %w", err)
+			}
+			synced = true
+		}
+		err := n.injectedFault()
+		if err == nil {
+			// Unlogged: the WAL segments holding these samples stay until
+			// truncateWAL has flushed the store.
+			err = n.db.WriteUnlogged(b)
+		}
+		if err != nil {
+			return fmt.Errorf("write batch: %w", err)
+		}
+		n.stats.flushBatches.Add(1)
+		b.Reset()
+		stored = len(work)
+		return nil
+	}
+	// What reached the store leaves the head, also when a later batch
+	// fails: a flush that took it again would only merge it again.
+	released := false
+	defer func() {
+		if !released {
+			n.releaseTaken(work[:stored])
+		}
+	}()
 	for _, s := range list {
 		if n.flushSkip[s.id] != nil {
 			continue
@@ -192,30 +263,28 @@ func (n *Node) flushRound(all, force bool) error {
 		s.mu.Unlock()
 		work = append(work, tk)
 		var err error
-		if buf, err = n.flushSeries(b, &work[len(work)-1], buf); err != nil {
+		if err = n.flushSeries(b, &work[len(work)-1], &sc); err != nil {
 			return &seriesFlushError{id: s.id, lset: s.lset, err: err}
 		}
-	}
-	if len(work) > 0 {
-		// Every sample taken was appended to the WAL before it reached the
-		// head. Make those records durable first (under an interval sync
-		// policy they may not be yet), or a power cut could leave the store
-		// holding points the WAL, and so the cloud, never gets.
-		if err := n.wal.SyncAll(); err != nil {
-			return fmt.Errorf("sync wal before writing to the store: %w", err)
-		}
-		err := n.injectedFault()
-		if err == nil {
-			// Unlogged: the WAL segments holding these samples stay until
-			// truncateWAL has flushed the store.
-			err = n.db.WriteUnlogged(b)
-		}
-		if err != nil {
-			return fmt.Errorf("write batch: %w", err)
+		if b.Bytes() >= flushBatchBytes {
+			if err := commit(); err != nil {
+				return err
+			}
 		}
 	}
+	if err := commit(); err != nil {
+		return err
+	}
+	n.releaseTaken(work)
+	released = true
+	return n.truncateWAL(list, force)
+}
+
+// releaseTaken removes from the head what tks took, once it is in the
+// store. REQUIRES: n.flushMu held.
+func (n *Node) releaseTaken(tks []taken) {
 	var removed, freed int64
-	for _, tk := range work {
+	for _, tk := range tks {
 		s := tk.s
 		s.mu.Lock()
 		for _, c := range tk.closed {
@@ -233,7 +302,6 @@ func (n *Node) flushRound(all, force bool) error {
 	}
 	n.headSamples.Add(-removed)
 	n.headBytes.Add(-freed)
-	return n.truncateWAL(list, force)
 }
 
 // truncateWAL records how far the WAL is flushed and removes the segments
@@ -300,7 +368,9 @@ func (n *Node) walBytesIn(from, to uint64) int64 {
 
 // flushSeries adds to b the chunks and rollups for what tk took. Hours are
 // handled in time order, a day's packed hourly rollups loaded once.
-func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error) {
+func (n *Node) flushSeries(b *store.Batch, tk *taken, sc *flushScratch) error {
+	buf := sc.buf
+	defer func() { sc.buf = buf }()
 	s := tk.s
 	type hourWork struct {
 		hour   int64
@@ -317,9 +387,21 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		hours = append(hours, hourWork{hour: h})
 		return &hours[len(hours)-1]
 	}
-	for _, hc := range tk.closed {
-		var c decoded
-		c.ts, c.vs = hc.c.AppendSamples(nil, nil)
+	// Every closed chunk decoded into one reused buffer: ends[i] is where
+	// chunk i's samples end.
+	ts, vs := sc.ts[:0], sc.vs[:0]
+	ends := make([]int, len(tk.closed))
+	for i, hc := range tk.closed {
+		ts, vs = hc.c.AppendSamples(ts, vs)
+		ends[i] = len(ts)
+	}
+	sc.keep(ts, vs)
+	for i := range tk.closed {
+		from := 0
+		if i > 0 {
+			from = ends[i-1]
+		}
+		c := decoded{ts: ts[from:ends[i]:ends[i]], vs: vs[from:ends[i]:ends[i]]}
 		hw := at(rollup.BucketStart(c.ts[0], rollup.Hour))
 		hw.chunks = append(hw.chunks, c)
 		tk.nSample += int64(len(c.ts))
@@ -364,11 +446,11 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 	for _, hw := range hours {
 		if d := rollup.BucketStart(hw.hour, rollup.Day); d != curDay {
 			if err := finishDay(); err != nil {
-				return buf, err
+				return err
 			}
 			var err error
 			if day, err = n.readHourly(s.id, d); err != nil {
-				return buf, err
+				return err
 			}
 			curDay = d
 		}
@@ -388,7 +470,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 			agg, nbuf, err := n.mergeHour(b, s, hw.hour, hw.chunks, hw.ooo, buf)
 			buf = nbuf
 			if err != nil {
-				return buf, err
+				return err
 			}
 			*stored = agg
 			continue
@@ -402,10 +484,10 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, buf []byte) ([]byte, error
 		}
 	}
 	if err := finishDay(); err != nil {
-		return buf, err
+		return err
 	}
 	finishPack()
-	return buf, nil
+	return nil
 }
 
 // readDaily loads the packed daily rollups of one series for one pack.

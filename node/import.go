@@ -179,7 +179,7 @@ func (n *Node) importDay(s *memSeries, samples []sample) error {
 	b := n.db.NewBatch()
 	defer b.Close()
 	tk := taken{s: s, ooo: samples}
-	if _, err := n.flushSeries(b, &tk, nil); err != nil {
+	if err := n.flushSeries(b, &tk, &flushScratch{}); err != nil {
 		return err
 	}
 	if err := n.db.Write(b); err != nil {

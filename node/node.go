@@ -119,6 +119,7 @@ type counters struct {
 	accepted, rejected atomic.Int64
 	rejectedBy         [model.NumRejectReasons]atomic.Int64
 	flushedChunks      atomic.Int64
+	flushBatches       atomic.Int64 // store batches written by flushes (flushBatchBytes)
 	flushes            atomic.Int64
 	storeFlushes       atomic.Int64 // store flushes that let WAL segments go (truncateWAL)
 	idleFlushes        atomic.Int64

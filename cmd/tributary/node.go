@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
+	"github.com/tributarydb/tributary/internal/memlimit"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -110,6 +112,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer c.startMemoryLimit()()
 	tp, err := c.sf.telemetry("node", c.o.NodeID)
 	if err != nil {
 		return err
@@ -137,9 +140,31 @@ type nodeCmd struct {
 	rulesf      rulesFlags
 	ignoreFleet bool
 	queryTunnel bool
+	goMemLimit  int64 // --go-memory-limit
 	log         *slog.Logger
 	ro          *replicator.Options // nil: no replication
 	certID      string              // the node id --replicate-cert names
+}
+
+// nodeGoMemoryBase is the Go memory of a node beyond its head (series
+// index, request and parser buffers, flush scratch) that the default
+// --go-memory-limit allows for.
+const nodeGoMemoryBase = 32 << 20
+
+// startMemoryLimit puts the Go runtime's soft memory limit of
+// --go-memory-limit in place and returns what removes it. GOMEMLIMIT in the
+// environment wins: the runtime has applied it already.
+func (c *nodeCmd) startMemoryLimit() (stop func()) {
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		c.log.Info("GOMEMLIMIT is set: --go-memory-limit is ignored", "GOMEMLIMIT", v)
+		return func() {}
+	}
+	budget := c.goMemLimit
+	if budget == 0 {
+		head := cmp.Or(c.o.HeadMaxBytes, 32<<20)
+		budget = 2*head + nodeGoMemoryBase
+	}
+	return memlimit.Start(memlimit.Options{Budget: budget, Logger: c.log})
 }
 
 // parseNodeArgs parses and checks the flags of `tributary node`.
@@ -151,6 +176,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	c.rf.register(fs)
 	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
+	fs.Int64Var(&c.goMemLimit, "go-memory-limit", 0, "soft limit, in bytes, of the Go runtime's memory (heap and stacks; RocksDB's memtables and block cache come on top): the garbage collector works to stay within it, and it follows the live heap (+25%) when that outgrows it, so a node holding more never collects continuously (0: 2 x --head-max-bytes + 32 MiB; negative: none, the heap grows to twice what is live; GOMEMLIMIT, when set, takes precedence)")
 	c.smf.register(fs)
 	c.mqf.register(fs)
 	c.rulesf.register(fs)

@@ -19,7 +19,14 @@ type Batch struct {
 	val []byte
 
 	maxSpanMs int64 // longest maxT-minT of the chunks put
+	// bytes approximates the batch's memory: the keys and values put, plus
+	// a few bytes of framing each.
+	bytes int
 }
+
+// batchEntryOverhead approximates RocksDB's framing of one batch entry (a
+// tag, a column family id and two length varints).
+const batchEntryOverhead = 8
 
 // NewBatch returns an empty batch for db.
 func (db *DB) NewBatch() *Batch {
@@ -45,12 +52,14 @@ func (b *Batch) PutSeries(id uint64, ls labels.Labels) {
 	b.key = appendID(b.key[:0], id)
 	b.val = ls.AppendKey(b.val[:0])
 	b.wb.PutCF(b.db.series, b.key, b.val)
+	b.bytes += len(b.key) + len(b.val) + batchEntryOverhead
 	for _, l := range ls {
 		if l.Value == "" {
 			continue
 		}
 		b.key = appendPostingsKey(b.key[:0], l.Name, l.Value, id)
 		b.wb.PutCF(b.db.postings, b.key, nil)
+		b.bytes += len(b.key) + batchEntryOverhead
 	}
 }
 
@@ -72,6 +81,7 @@ func (b *Batch) PutChunk(seriesID uint64, minT, maxT int64, data []byte) {
 	b.val = binary.AppendUvarint(b.val[:0], uint64(maxT-minT))
 	b.val = append(b.val, data...)
 	b.wb.PutCF(b.db.timeCFs[KindChunks], b.key, b.val)
+	b.bytes += len(b.key) + len(b.val) + batchEntryOverhead
 }
 
 // DeleteChunk deletes the chunk of seriesID that starts at minT, if any.
@@ -83,6 +93,7 @@ func (b *Batch) DeleteChunk(seriesID uint64, minT int64) {
 	}
 	b.key = appendTimeKey(b.key[:0], partitionStart(minT, b.db.chunkWidthMs), seriesID, minT)
 	b.wb.DeleteCF(b.db.timeCFs[KindChunks], b.key)
+	b.bytes += len(b.key) + batchEntryOverhead
 }
 
 // PutRollup stores the rollup value of one bucket; k is KindRollup1h or
@@ -99,6 +110,7 @@ func (b *Batch) PutRollup(k Kind, seriesID uint64, bucketStart int64, val []byte
 	}
 	b.key = appendTimeKey(b.key[:0], partitionStart(bucketStart, b.db.widthMs(k)), seriesID, bucketStart)
 	b.wb.PutCF(b.db.timeCFs[k], b.key, val)
+	b.bytes += len(b.key) + len(val) + batchEntryOverhead
 }
 
 // PutMeta sets a metadata key. Keys starting with "store." are reserved.
@@ -109,6 +121,7 @@ func (b *Batch) PutMeta(key string, val []byte) {
 		panic(fmt.Sprintf("BUG: store: meta key %q is reserved", key))
 	}
 	b.wb.PutCF(b.db.meta, []byte(key), val)
+	b.bytes += len(key) + len(val) + batchEntryOverhead
 }
 
 // DeleteMeta deletes a metadata key. Keys starting with "store." are
@@ -120,6 +133,7 @@ func (b *Batch) DeleteMeta(key string) {
 		panic(fmt.Sprintf("BUG: store: meta key %q is reserved", key))
 	}
 	b.wb.DeleteCF(b.db.meta, []byte(key))
+	b.bytes += len(key) + batchEntryOverhead
 }
 
 // DeleteMetaPrefix deletes every metadata key that starts with prefix
@@ -132,6 +146,7 @@ func (b *Batch) DeleteMetaPrefix(prefix string) {
 		panic(fmt.Sprintf("BUG: store: meta prefix %q covers reserved keys", prefix))
 	}
 	b.wb.DeleteRangeCF(b.db.meta, []byte(prefix), PrefixEnd([]byte(prefix)))
+	b.bytes += 2*len(prefix) + batchEntryOverhead
 }
 
 // Len returns the number of RocksDB operations in the batch (PutSeries
@@ -143,12 +158,17 @@ func (b *Batch) Len() int {
 	return b.wb.Count()
 }
 
+// Bytes approximates the memory the batch holds: what RocksDB copied into
+// it, which its memtables copy again when it is written.
+func (b *Batch) Bytes() int { return b.bytes }
+
 // Reset empties the batch for reuse.
 func (b *Batch) Reset() {
 	if b.wb != nil {
 		b.wb.Clear()
 	}
 	b.maxSpanMs = 0
+	b.bytes = 0
 }
 
 // Close frees the batch. Closing twice is a no-op.

@@ -127,9 +127,9 @@ func openRocks(o *Options, paranoid bool) (*DB, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	comp := chooseCompressions()
-	if comp.upper != grocksdb.LZ4Compression || comp.bottom != grocksdb.ZSTDCompression {
+	if comp.hot != grocksdb.LZ4Compression || comp.cold != grocksdb.ZSTDCompression {
 		o.Logger.Warn("store: librocksdb lacks lz4 or zstd; using fallbacks",
-			"upper_levels", compressionName(comp.upper), "bottommost_level", compressionName(comp.bottom))
+			"hot_column_families", compressionName(comp.hot), "other_column_families", compressionName(comp.cold))
 	}
 
 	db := &DB{
@@ -187,7 +187,7 @@ func openRocks(o *Options, paranoid bool) (*DB, error) {
 	db.unloggedOpts = grocksdb.NewDefaultWriteOptions()
 	db.unloggedOpts.DisableWAL(true)
 	db.readDefault = grocksdb.NewDefaultReadOptions()
-	db.compression = compressionName(comp.upper) + "/" + compressionName(comp.bottom)
+	db.compression = compressionName(comp.hot) + "/" + compressionName(comp.cold)
 	ok = true
 	return db, nil
 }

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/linxGnu/grocksdb"
 
 	"github.com/tributarydb/tributary/node/labels"
 )
@@ -257,9 +261,68 @@ func TestBatch_LenAndReset(t *testing.T) {
 	if b.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", b.Len())
 	}
+	before := b.Bytes()
+	b.PutChunk(1, 1000, 2000, make([]byte, 10_000))
+	if grown := b.Bytes() - before; grown < 10_000 || grown > 10_100 {
+		t.Fatalf("a 10,000-byte chunk grew Bytes by %d", grown)
+	}
 	b.Reset()
-	if b.Len() != 0 {
-		t.Fatalf("Len after Reset = %d", b.Len())
+	if b.Len() != 0 || b.Bytes() != 0 {
+		t.Fatalf("Len, Bytes after Reset = %d, %d", b.Len(), b.Bytes())
+	}
+}
+
+// TestOptions_ColdColumnFamiliesUseTheDenseCodecAtEveryLevel: the OPTIONS
+// file RocksDB writes shows each column family's codecs; level 0 (what a
+// memtable flush writes) of chunks uses the dense one, rollups the cheap
+// one everywhere.
+func TestOptions_ColdColumnFamiliesUseTheDenseCodecAtEveryLevel(t *testing.T) {
+	comp := chooseCompressions()
+	if comp.hot != grocksdb.LZ4Compression || comp.cold != grocksdb.ZSTDCompression {
+		t.Skipf("librocksdb lacks lz4 or zstd (%s, %s)", compressionName(comp.hot), compressionName(comp.cold))
+	}
+	dir := t.TempDir()
+	openTest(t, Options{Dir: dir})
+	names, err := filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no OPTIONS file in the store directory (%v)", err)
+	}
+	text, err := os.ReadFile(names[len(names)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CFOptions section of each column family, as name -> value.
+	sections := map[string]map[string]string{}
+	var cur map[string]string
+	for line := range strings.Lines(string(text)) {
+		line = strings.TrimSpace(line)
+		if name, ok := strings.CutPrefix(line, "[CFOptions \""); ok {
+			cur = map[string]string{}
+			sections[strings.TrimSuffix(name, "\"]")] = cur
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			cur = nil
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && cur != nil {
+			cur[k] = v
+		}
+	}
+	for _, tt := range []struct{ cf, want string }{
+		{cfChunks, "kZSTD"},
+		{cfSeries, "kZSTD"},
+		{cfRollup1h, "kLZ4Compression"},
+		{cfRollup1d, "kLZ4Compression"},
+	} {
+		opts := sections[tt.cf]
+		if opts == nil {
+			t.Fatalf("no CFOptions section for %s", tt.cf)
+		}
+		if opts["compression"] != tt.want || opts["bottommost_compression"] != tt.want {
+			t.Errorf("%s: compression %q, bottommost_compression %q; want %s for both",
+				tt.cf, opts["compression"], opts["bottommost_compression"], tt.want)
+		}
 	}
 }
 

@@ -114,5 +114,5 @@ func TestCompressionLinked(t *testing.T) {
 		})
 	}
 	c := chooseCompressions()
-	t.Logf("chosen: %s upper, %s bottommost", compressionName(c.upper), compressionName(c.bottom))
+	t.Logf("chosen: %s for hot column families, %s for the others", compressionName(c.hot), compressionName(c.cold))
 }

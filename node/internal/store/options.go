@@ -107,12 +107,13 @@ func (o *Options) memtableBudget() uint64 {
 
 // compressions is what the linked librocksdb supports, in preference order.
 type compressions struct {
-	upper, bottom grocksdb.CompressionType
+	hot, cold grocksdb.CompressionType // see cfSpec.hot
 }
 
 // chooseCompressions probes the linked librocksdb once per process: LZ4 for
-// the upper levels (cheap on a Pi CPU), ZSTD for the bottommost level (where
-// most bytes rest), each falling back to Snappy and then to none.
+// the column families queries read in bulk (cheap to decode on a Pi CPU),
+// ZSTD for the others (where most bytes rest), each falling back to Snappy
+// and then to none.
 var chooseCompressions = sync.OnceValue(func() compressions {
 	pick := func(prefs ...grocksdb.CompressionType) grocksdb.CompressionType {
 		for _, c := range prefs {
@@ -123,8 +124,8 @@ var chooseCompressions = sync.OnceValue(func() compressions {
 		return grocksdb.NoCompression
 	}
 	return compressions{
-		upper:  pick(grocksdb.LZ4Compression, grocksdb.SnappyCompression),
-		bottom: pick(grocksdb.ZSTDCompression, grocksdb.LZ4Compression, grocksdb.SnappyCompression),
+		hot:  pick(grocksdb.LZ4Compression, grocksdb.SnappyCompression),
+		cold: pick(grocksdb.ZSTDCompression, grocksdb.LZ4Compression, grocksdb.SnappyCompression),
 	}
 })
 
@@ -208,8 +209,8 @@ type cfSpec struct {
 	prefixBloom bool // bloom over the partition|series prefix
 	keyBloom    bool // bloom over whole keys
 	blockBytes  int
-	// hot: read in bulk by queries, so the bottommost level keeps the
-	// cheap-to-decompress upper-level codec instead of the denser one.
+	// hot: read in bulk by queries, so every level keeps the
+	// cheap-to-decompress codec; the others use the denser one.
 	hot bool
 }
 
@@ -242,11 +243,18 @@ func cfOptions(o *Options, spec cfSpec, cache *grocksdb.Cache, comp compressions
 	opts.SetLevelCompactionDynamicLevelBytes(true)
 	opts.SetMaxBytesForLevelBase(levelBaseBytes)
 	opts.SetTargetFileSizeBase(targetFileBytes)
-	opts.SetCompression(comp.upper)
+	// Cold column families use the dense codec at every level, the
+	// memtable flushes' level 0 included: with the node's few, large store
+	// flushes most of a store at rest is level-0 output not yet compacted,
+	// and the codec's CPU is small beside the ingest (chunks arrive
+	// compressed, under a byte a point). Reads of compacted data pay it
+	// already.
 	if spec.hot {
-		opts.SetBottommostCompression(comp.upper)
+		opts.SetCompression(comp.hot)
+		opts.SetBottommostCompression(comp.hot)
 	} else {
-		opts.SetBottommostCompression(comp.bottom)
+		opts.SetCompression(comp.cold)
+		opts.SetBottommostCompression(comp.cold)
 	}
 	if !spec.prefixBloom {
 		return opts, nil
