@@ -164,8 +164,10 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
-	started time.Time                 // for /api/v1/status/runtimeinfo
-	rules   atomic.Pointer[ruleState] // nil: no rules (rules.go)
+	// literals: see literal.go.
+	literals literalCache
+	started  time.Time                 // for /api/v1/status/runtimeinfo
+	rules    atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.
