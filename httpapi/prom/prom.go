@@ -147,6 +147,7 @@ const (
 	StatSelectsRaw         = "prom_selects_raw"
 	StatSelectsDownsampled = "prom_selects_downsampled"
 	StatWindowsFromRaw     = "prom_downsampled_series_with_raw_windows"
+	StatSelectsFolded      = "prom_selects_folded_by_group"
 	StatSamplesRead        = "prom_samples_read"
 	StatReadRequests       = "prom_read_requests"
 	StatReadErrors         = "prom_read_errors"

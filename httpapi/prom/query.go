@@ -258,6 +258,9 @@ func (a *API) exec(env *queryEnv, qs string, newQuery func(*queryable, string) (
 		return nil, nil, invalidParam("query", err)
 	}
 	q.downsample = !a.opts.DisableDownsampling && downsamplable(qry.Statement())
+	if q.downsample && !a.opts.DisableDelayedNameRemoval {
+		q.folds = groupFolds(qry.Statement())
+	}
 	return qry, qry.Exec(env.ctx), nil
 }
 

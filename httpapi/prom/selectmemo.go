@@ -52,10 +52,17 @@ func newSelectMemo(qs string) *selectMemo {
 
 // selectKey identifies a Select by everything that decides its answer:
 // the range, the hints plan reads, whether the statement allows
-// downsampling, and the matchers.
-func selectKey(downsample bool, start, end int64, h *storage.SelectHints, ms []*labels.Matcher) string {
+// downsampling and the fold by groups, and the matchers.
+func selectKey(downsample bool, fold *groupFold, start, end int64, h *storage.SelectHints, ms []*labels.Matcher) string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatBool(downsample))
+	if fold != nil {
+		b.WriteString(strconv.FormatBool(fold.max))
+		for _, g := range fold.by {
+			b.WriteByte(1)
+			b.WriteString(g)
+		}
+	}
 	for _, x := range []int64{start, end} {
 		b.WriteByte(0)
 		b.WriteString(strconv.FormatInt(x, 10))
