@@ -11,12 +11,12 @@ import (
 )
 
 // TestBucketFold_MatchesDownsampler folds random ascending samples (some
-// before the epoch, some on bucket edges, with NaN and infinities) with
-// random steps and offsets: the buckets and values must be bit for bit
-// those of aggregate.Downsample.
+// before the epoch, some on bucket edges, with NaN, infinities and zeros
+// of both signs) with random steps and offsets: the buckets and values
+// must be bit for bit those of aggregate.Downsample.
 func TestBucketFold_MatchesDownsampler(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	funcs := []rollup.Func{rollup.FuncMin, rollup.FuncMax, rollup.FuncFirst, rollup.FuncLast,
+	funcs := []rollup.Func{rollup.FuncNone, rollup.FuncMin, rollup.FuncMax, rollup.FuncFirst, rollup.FuncLast,
 		rollup.FuncSum, rollup.FuncAvg, rollup.FuncCount}
 	for range 2000 {
 		step := []int64{1, 7, 1000, 60_000, 3600_000}[rng.IntN(5)]
@@ -38,6 +38,8 @@ func TestBucketFold_MatchesDownsampler(t *testing.T) {
 				v = math.NaN()
 			case 1:
 				v = math.Inf(1 - 2*rng.IntN(2))
+			case 2, 3, 4: // zeros of both signs: which one a fold keeps shows
+				v = math.Copysign(0, float64(1-2*rng.IntN(2)))
 			}
 			ts, vs = append(ts, tm), append(vs, v)
 		}
