@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -269,7 +270,7 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 // groupFold is the aggregation a selector's series are folded with.
 type groupFold struct {
 	max bool     // max, else min
-	by  []string // the grouping labels
+	by  []string // the grouping labels, sorted
 }
 
 // foldFuncs are the range functions whose per-window value the node
@@ -305,7 +306,9 @@ func groupFolds(stmt parser.Statement) map[*labels.Matcher]*groupFold {
 		if folds == nil {
 			folds = map[*labels.Matcher]*groupFold{}
 		}
-		folds[vs.LabelMatchers[0]] = &groupFold{max: a.Op == parser.MAX, by: a.Grouping}
+		by := slices.Clone(a.Grouping)
+		slices.Sort(by)
+		folds[vs.LabelMatchers[0]] = &groupFold{max: a.Op == parser.MAX, by: slices.Compact(by)}
 		return nil
 	})
 	return folds
@@ -326,22 +329,29 @@ func unparen(e parser.Expr) parser.Expr {
 // the order of each group's first series. When every group has one
 // series, it returns list as it is.
 func foldGroups(list []series, f *groupFold) []series {
-	var out []series
-	index := map[string]int{}
+	type group struct {
+		first int // in list
+		ts    []int64
+		vs    []float64
+	}
+	groups := make([]group, 0, len(list))
+	index := make(map[string]int, len(list))
 	var key []byte
-	for _, s := range list {
-		g := s.lset.MatchLabels(true, f.by...)
-		key = g.Bytes(key[:0])
-		i, ok := index[string(key)]
-		if !ok {
-			index[string(key)] = len(out)
-			out = append(out, series{lset: g, ts: s.ts, vs: s.vs})
+	for i, s := range list {
+		key = s.lset.BytesWithLabels(key[:0], f.by...)
+		if g, ok := index[string(key)]; ok {
+			groups[g].ts, groups[g].vs = foldSeries(groups[g].ts, groups[g].vs, s.ts, s.vs, f.max)
 			continue
 		}
-		out[i].ts, out[i].vs = foldSeries(out[i].ts, out[i].vs, s.ts, s.vs, f.max)
+		index[string(key)] = len(groups)
+		groups = append(groups, group{first: i, ts: s.ts, vs: s.vs})
 	}
-	if len(out) == len(list) {
+	if len(groups) == len(list) {
 		return list // groups of one: nothing folds
+	}
+	out := make([]series, len(groups))
+	for i, g := range groups {
+		out[i] = series{lset: list[g.first].lset.MatchLabels(true, f.by...), ts: g.ts, vs: g.vs}
 	}
 	return out
 }

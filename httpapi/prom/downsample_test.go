@@ -299,7 +299,7 @@ func TestFold_RandomQueriesMatchEngine(t *testing.T) {
 	ng := refEngine()
 
 	aggs := []string{"max", "min"}
-	groupings := []string{"", " by (host)", " by (dc)", " by (__name__)", " by (__name__, dc)", " by (nope)", " without (host)"}
+	groupings := []string{"", " by (host)", " by (dc)", " by (__name__)", " by (dc, __name__)", " by (nope)", " without (host)"}
 	funcs := []string{"max_over_time", "min_over_time", "last_over_time"} // first_over_time is experimental
 	sels := []string{`gauge`, `{__name__=~"gauge|counter_total"}`, `gauge{host=~"h1|h2"}`, `{__name__=~"gauge|special"}`, `special`, `sparse`}
 	windows := []int64{10_000, 60_000, 300_000, 3600_000}
@@ -346,7 +346,7 @@ func TestGroupFolds(t *testing.T) {
 		want string // "max by [..]" per selector with a fold, in order
 	}{
 		{`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"h1|h2"}[1m])) by (__name__)`, "max [__name__]"},
-		{`min by (a, b) (last_over_time(x[5m]))`, "min [a b]"},
+		{`min by (b, a, b) (last_over_time(x[5m]))`, "min [a b]"},
 		{`max((min_over_time(x[5m])))`, "max []"},
 		{`max without (a) (max_over_time(x[5m]))`, ""},
 		{`sum by (a) (max_over_time(x[5m]))`, ""},
