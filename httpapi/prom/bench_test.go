@@ -188,3 +188,123 @@ func BenchmarkQueryTSBS(b *testing.B) {
 		})
 	}
 }
+
+// benchNodeTSBS holds TSBS cpu-only data as `make bench-lp` writes it:
+// hosts × 10 cpu metrics, one sample every 10 s over span, all of it
+// flushed to RocksDB and compacted (bench-lp restarts and compacts the
+// node before it queries, so the head is empty).
+func benchNodeTSBS(b *testing.B, hosts int, span time.Duration) (*node.Node, time.Time) {
+	b.Helper()
+	end := time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC)
+	n, err := node.Open(node.Options{DataDir: b.TempDir(), Now: func() time.Time { return end }, FlushInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	fields := []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait", "usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+	const interval = 10_000
+	start := end.Add(-span).UnixMilli()
+	for lo := start; lo < end.UnixMilli(); lo += 3600_000 {
+		var batches []model.Batch
+		for h := range hosts {
+			for _, f := range fields {
+				bt := model.Batch{Labels: []nlabels.Label{{Name: "__name__", Value: "cpu_" + f}, {Name: "hostname", Value: fmt.Sprintf("host_%d", h)},
+					{Name: "region", Value: "eu-west-1"}, {Name: "datacenter", Value: "eu-west-1a"}}}
+				for t := lo; t < lo+3600_000; t += interval {
+					bt.Ts = append(bt.Ts, t)
+					bt.Vs = append(bt.Vs, float64(rng.IntN(10000))/100)
+				}
+				batches = append(batches, bt)
+			}
+		}
+		res, err := n.Write(context.Background(), batches)
+		if err != nil || res.Rejected != 0 {
+			b.Fatalf("write: %v %+v", err, res.Rejections)
+		}
+	}
+	if err := n.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	// As `tributary compact` does before bench-lp queries: no background
+	// compaction runs while queries are timed.
+	if _, err := n.CompactStore(); err != nil {
+		b.Fatal(err)
+	}
+	return n, end
+}
+
+// BenchmarkQueryTSBSScale runs the query types of `make bench-lp` over its
+// data set (100 hosts × 1 day), served in process by the handler; each
+// query draws a random host and a random whole-minute window.
+func BenchmarkQueryTSBSScale(b *testing.B) {
+	const hosts = 100
+	n, end := benchNodeTSBS(b, hosts, 24*time.Hour)
+	cfg := httpapi.Config{}
+	api, err := New(n, &cfg, Options{Now: func() time.Time { return end }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	rng := rand.New(rand.NewPCG(5, 6))
+	rangeForm := func(q string, window, step time.Duration) url.Values {
+		s := end.Add(-window - time.Duration(1+rng.IntN(int((24*time.Hour-window)/time.Minute-2)))*time.Minute)
+		return url.Values{"query": {q}, "start": {fmt.Sprint(s.Add(step).Unix())}, "end": {fmt.Sprint(s.Add(window).Unix())}, "step": {fmt.Sprint(int(step.Seconds()))}}
+	}
+	host := func() string { return fmt.Sprintf("host_%d", rng.IntN(hosts)) }
+	cases := []struct {
+		name, path string
+		form       func() url.Values
+		series     int
+	}{
+		{"1-1-1", "/api/v1/query_range", func() url.Values {
+			return rangeForm(`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"`+host()+`"}[1m])) by (__name__)`, time.Hour, time.Minute)
+		}, 1},
+		{"1-1-12", "/api/v1/query_range", func() url.Values {
+			return rangeForm(`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"`+host()+`"}[1m])) by (__name__)`, 12*time.Hour, time.Minute)
+		}, 1},
+		{"1-8-1", "/api/v1/query_range", func() url.Values {
+			var hs []string
+			for _, h := range rng.Perm(hosts)[:8] {
+				hs = append(hs, fmt.Sprintf("host_%d", h))
+			}
+			return rangeForm(`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"`+strings.Join(hs, "|")+`"}[1m])) by (__name__)`, time.Hour, time.Minute)
+		}, 1},
+		{"cpu-max-all-1", "/api/v1/query_range", func() url.Values {
+			return rangeForm(`max(max_over_time({__name__=~"cpu_.*",hostname="`+host()+`"}[1h])) by (__name__)`, 8*time.Hour, time.Hour)
+		}, 10},
+		{"lastpoint", "/api/v1/query", func() url.Values {
+			return url.Values{"query": {`last_over_time(cpu_usage_user[1h])`}, "time": {fmt.Sprint(end.Unix())}}
+		}, hosts},
+		{"kdb-1h-max-by-min", "/api/v1/query_range", func() url.Values {
+			return rangeForm(`max_over_time(cpu_usage_user{hostname="`+host()+`"}[1m])`, time.Hour, time.Minute)
+		}, 1},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			bodies := make([]string, 64)
+			for i := range bodies {
+				bodies[i] = c.form().Encode()
+			}
+			serve := func(body string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, req)
+				return rec
+			}
+			for _, body := range bodies {
+				if rec := serve(body); rec.Code != http.StatusOK || strings.Count(rec.Body.String(), `"metric"`) != c.series {
+					b.Fatalf("%d, want %d series: %s", rec.Code, c.series, rec.Body.String())
+				}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				serve(bodies[i%len(bodies)])
+				i++
+			}
+		})
+	}
+}

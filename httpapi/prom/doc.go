@@ -85,6 +85,9 @@
 // execution 422, canceled 499, timeout 503, unavailable 503, internal
 // 500, not_found 404), encoded by hand (response.go). Range functions whose
 // window equals the step are answered from per-window samples computed by
-// the node when that gives exactly the engine's answer on raw data; the
-// rules are in downsample.go and docs/prometheus.md.
+// the node when that gives exactly the engine's answer on raw data, and a
+// max or min aggregation by labels over them may get one folded series per
+// group; the rules are in downsample.go and docs/prometheus.md. Regular
+// expression matchers that match one string reach the engine as equality
+// matchers, byte offsets kept (literal.go).
 package prom

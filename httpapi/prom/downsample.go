@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -107,6 +108,9 @@ type plan struct {
 	// stored rollups, and raw chunks only for a window that cuts an hour
 	// short) instead of scanning the window.
 	newest bool
+	// fold, when not nil, says the engine reads the series only through a
+	// max or min aggregation by labels (see groupFolds).
+	fold *groupFold
 }
 
 // windowOf returns the window (inclusive bounds) that the node bucket
@@ -210,6 +214,13 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 		return nil
 	})
 	qr.q.api.stats.Add(StatSamplesRead, read)
+	if err == nil && len(fallbacks) == 0 && p.fold != nil && len(out) > 1 {
+		folded := foldGroups(out, p.fold)
+		if len(folded) < len(out) {
+			qr.q.api.stats.Inc(StatSelectsFolded)
+		}
+		return folded, nil
+	}
 	if err != nil || len(fallbacks) == 0 {
 		return out, err
 	}
@@ -230,6 +241,147 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 		s.ts, s.vs = mergeWindows(s.ts, s.vs, fb, raw[key], p.approx)
 	}
 	return out, nil
+}
+
+// Folding the series of a group before the engine sees them.
+//
+// In `max by (g) (max_over_time(x[R]))` evaluated every R (likewise min,
+// and min_over_time, first_over_time and last_over_time inside), the
+// engine computes one value per series and window, then at each step
+// folds the values of the series of each group, in the order Select
+// returned them, keeping a value that is larger (smaller) than the one it
+// holds. When every per-window value the node returned is a number (no
+// window fell back to raw samples: see NaN above), Select may do that fold
+// itself and return one series per group, labelled with the group's
+// labels alone: the engine then evaluates the function over one sample
+// per window of that series, which is the folded value, and the
+// aggregation of one series per group, which keeps it. The answer is the
+// same, bit for bit (the fold compares as the engine does, in the same
+// order, so even +0 and -0 come out alike); the engine just evaluates one
+// series per group instead of all of them, which is most of its work for
+// `max(max_over_time({hostname=~"a|b|…"}[1m]))`.
+//
+// Only `by` groupings fold (`without` keeps labels that differ between
+// the series of a group), and only with delayed name removal (without it,
+// the function drops __name__ and series that then collide are an error,
+// which folding would hide). A statement whose shape does not match, or a
+// Select with a window answered from raw samples, is answered per series.
+
+// groupFold is the aggregation a selector's series are folded with.
+type groupFold struct {
+	max bool     // max, else min
+	by  []string // the grouping labels, sorted
+}
+
+// foldFuncs are the range functions whose per-window value the node
+// gives exactly (exactFuncs) and that a max or min may fold.
+var foldFuncs = map[string]bool{"max_over_time": true, "min_over_time": true, "first_over_time": true, "last_over_time": true}
+
+// groupFolds returns the selectors of a downsamplable statement whose
+// series may be folded, by their first matcher (the engine passes the
+// selector's own matchers to Select), or nil.
+func groupFolds(stmt parser.Statement) map[*labels.Matcher]*groupFold {
+	es, ok := stmt.(*parser.EvalStmt)
+	if !ok {
+		return nil
+	}
+	var folds map[*labels.Matcher]*groupFold
+	parser.Inspect(es.Expr, func(n parser.Node, _ []parser.Node) error {
+		a, ok := n.(*parser.AggregateExpr)
+		if !ok || (a.Op != parser.MAX && a.Op != parser.MIN) || a.Without || a.Param != nil {
+			return nil
+		}
+		c, ok := unparen(a.Expr).(*parser.Call)
+		if !ok || !foldFuncs[c.Func.Name] || len(c.Args) != 1 {
+			return nil
+		}
+		m, ok := unparen(c.Args[0]).(*parser.MatrixSelector)
+		if !ok {
+			return nil
+		}
+		vs, ok := m.VectorSelector.(*parser.VectorSelector)
+		if !ok || len(vs.LabelMatchers) == 0 {
+			return nil
+		}
+		if folds == nil {
+			folds = map[*labels.Matcher]*groupFold{}
+		}
+		by := slices.Clone(a.Grouping)
+		slices.Sort(by)
+		folds[vs.LabelMatchers[0]] = &groupFold{max: a.Op == parser.MAX, by: slices.Compact(by)}
+		return nil
+	})
+	return folds
+}
+
+func unparen(e parser.Expr) parser.Expr {
+	for {
+		p, ok := e.(*parser.ParenExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+// foldGroups folds the per-window samples of list, sorted by labels, by
+// f's groups: one series per group, labelled with the group's labels, in
+// the order of each group's first series. When every group has one
+// series, it returns list as it is.
+func foldGroups(list []series, f *groupFold) []series {
+	type group struct {
+		first int // in list
+		ts    []int64
+		vs    []float64
+	}
+	groups := make([]group, 0, len(list))
+	index := make(map[string]int, len(list))
+	var key []byte
+	for i, s := range list {
+		key = s.lset.BytesWithLabels(key[:0], f.by...)
+		if g, ok := index[string(key)]; ok {
+			groups[g].ts, groups[g].vs = foldSeries(groups[g].ts, groups[g].vs, s.ts, s.vs, f.max)
+			continue
+		}
+		index[string(key)] = len(groups)
+		groups = append(groups, group{first: i, ts: s.ts, vs: s.vs})
+	}
+	if len(groups) == len(list) {
+		return list // groups of one: nothing folds
+	}
+	out := make([]series, len(groups))
+	for i, g := range groups {
+		out[i] = series{lset: list[g.first].lset.MatchLabels(true, f.by...), ts: g.ts, vs: g.vs}
+	}
+	return out
+}
+
+// foldSeries folds the samples (bt, bv) into (at, av), both sorted by
+// time: at a time both have, b's value replaces a's when it is larger
+// (max) or smaller, as the engine's max and min aggregations compare.
+func foldSeries(at []int64, av []float64, bt []int64, bv []float64, isMax bool) ([]int64, []float64) {
+	ot := make([]int64, 0, max(len(at), len(bt)))
+	ov := make([]float64, 0, max(len(at), len(bt)))
+	i, j := 0, 0
+	for i < len(at) || j < len(bt) {
+		switch {
+		case j >= len(bt) || (i < len(at) && at[i] < bt[j]):
+			ot, ov = append(ot, at[i]), append(ov, av[i])
+			i++
+		case i >= len(at) || bt[j] < at[i]:
+			ot, ov = append(ot, bt[j]), append(ov, bv[j])
+			j++
+		default:
+			v := av[i]
+			if (isMax && v < bv[j]) || (!isMax && v > bv[j]) {
+				v = bv[j]
+			}
+			ot, ov = append(ot, at[i]), append(ov, v)
+			i++
+			j++
+		}
+	}
+	return ot, ov
 }
 
 // mergeWindows merges the per-window samples of a series with the raw

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,5 +279,97 @@ func TestDownsample_NewestSampleMatchesRaw(t *testing.T) {
 	}
 	if n := e.stats.Get(StatSelectsDownsampled) - before; n < 250 {
 		t.Fatalf("only %d of 300 selects used the last-point read", n)
+	}
+}
+
+// TestFold_RandomQueriesMatchEngine: max and min aggregations by labels
+// over max/min/first/last_over_time evaluated every window, which Select
+// folds by group when no window needs raw samples, must answer byte for
+// byte as the engine over an in-memory copy, and as the API without
+// downsampling; over series with NaN and staleness markers too, whose
+// windows then come from raw samples and are not folded.
+func TestFold_RandomQueriesMatchEngine(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	ref := &refStorage{}
+	e.writeChunked(genData(rand.New(rand.NewPCG(seed, 4))), ref)
+	plain := newTestEnvFor(t, e.node, e.b, httpapi.Config{}, Options{DisableDownsampling: true})
+	ng := refEngine()
+
+	aggs := []string{"max", "min"}
+	groupings := []string{"", " by (host)", " by (dc)", " by (__name__)", " by (dc, __name__)", " by (nope)", " without (host)"}
+	funcs := []string{"max_over_time", "min_over_time", "last_over_time"} // first_over_time is experimental
+	sels := []string{`gauge`, `{__name__=~"gauge|counter_total"}`, `gauge{host=~"h1|h2"}`, `{__name__=~"gauge|special"}`, `special`, `sparse`}
+	windows := []int64{10_000, 60_000, 300_000, 3600_000}
+	dataStart, dataEnd := ms(testNow.Add(-dataSpan)), ms(testNow)
+	const queries = 400
+	for range queries {
+		r := windows[rng.IntN(len(windows))]
+		start := dataStart + rng.Int64N(dataEnd-dataStart)
+		if rng.IntN(2) == 0 {
+			start -= floorMod(start, 10_000) // samples on window edges
+		}
+		end, step := start+rng.Int64N(60)*r, r
+		if rng.IntN(6) == 0 {
+			end, step = start, 0 // instant query
+		}
+		inner := fmt.Sprintf("%s(%s[%s])", funcs[rng.IntN(len(funcs))], sels[rng.IntN(len(sels))], pmodel.Duration(time.Duration(r)*time.Millisecond))
+		if rng.IntN(8) == 0 {
+			inner = "(" + inner + ")"
+		}
+		qs := aggs[rng.IntN(len(aggs))] + groupings[rng.IntN(len(groupings))] + " (" + inner + ")"
+		// The engine refuses some aggregations by __name__ that the API
+		// answers (keepname.go): compare with the API without
+		// downsampling, and with the engine when it answers.
+		path, params := queryParams(qs, start, end, time.Duration(step)*time.Millisecond)
+		wantCode, want := plain.serve(http.MethodGet, path, params)
+		code, got := e.serve(http.MethodGet, path, params)
+		if code != wantCode || string(got) != string(want) {
+			t.Fatalf("%s [%d, %d] step %d:\ngot  %d %s\nwant %d %s", qs, start, end, step, code, got, wantCode, want)
+		}
+		if !strings.Contains(string(got), "__name__ kept") {
+			e.compareWithRef(ng, ref, qs, start, end, time.Duration(step)*time.Millisecond)
+		}
+	}
+	folded := e.stats.Get(StatSelectsFolded)
+	t.Logf("%d of %d selects folded by group", folded, e.stats.Get(StatSelectsDownsampled)+e.stats.Get(StatSelectsRaw))
+	if folded < queries/10 {
+		t.Fatalf("only %d selects folded", folded)
+	}
+}
+
+func TestGroupFolds(t *testing.T) {
+	cases := []struct {
+		qs   string
+		want string // "max by [..]" per selector with a fold, in order
+	}{
+		{`max(max_over_time({__name__=~"cpu_(usage_user)",hostname=~"h1|h2"}[1m])) by (__name__)`, "max [__name__]"},
+		{`min by (b, a, b) (last_over_time(x[5m]))`, "min [a b]"},
+		{`max((min_over_time(x[5m])))`, "max []"},
+		{`max without (a) (max_over_time(x[5m]))`, ""},
+		{`sum by (a) (max_over_time(x[5m]))`, ""},
+		{`max by (a) (avg_over_time(x[5m]))`, ""},
+		{`max by (a) (max_over_time(x[5m]) + 1)`, ""},
+		{`max by (a) (x)`, ""},
+		{`max(max_over_time(x[5m])) + min(min_over_time(y[5m]))`, "max []min []"},
+	}
+	for _, c := range cases {
+		expr, err := parser.ParseExpr(c.qs)
+		must(t, err)
+		folds := groupFolds(&parser.EvalStmt{Expr: expr})
+		got := ""
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok {
+				if f := folds[vs.LabelMatchers[0]]; f != nil {
+					got += fmt.Sprintf("%s %v", map[bool]string{true: "max", false: "min"}[f.max], f.by)
+				}
+			}
+			return nil
+		})
+		if got != c.want {
+			t.Errorf("%s: folds %q, want %q", c.qs, got, c.want)
+		}
 	}
 }

@@ -147,6 +147,7 @@ const (
 	StatSelectsRaw         = "prom_selects_raw"
 	StatSelectsDownsampled = "prom_selects_downsampled"
 	StatWindowsFromRaw     = "prom_downsampled_series_with_raw_windows"
+	StatSelectsFolded      = "prom_selects_folded_by_group"
 	StatSamplesRead        = "prom_samples_read"
 	StatReadRequests       = "prom_read_requests"
 	StatReadErrors         = "prom_read_errors"
@@ -164,8 +165,10 @@ type API struct {
 	writes  chan struct{} // remote_write slots
 	meta    *metadataCache
 	regexps regexpCache
-	started time.Time                 // for /api/v1/status/runtimeinfo
-	rules   atomic.Pointer[ruleState] // nil: no rules (rules.go)
+	// literals: see literal.go.
+	literals literalCache
+	started  time.Time                 // for /api/v1/status/runtimeinfo
+	rules    atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.

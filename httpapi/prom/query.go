@@ -248,11 +248,19 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 // result has been used.
 func (a *API) exec(env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) (promql.Query, *promql.Result, *apiError) {
 	q := &queryable{api: a, memo: env.memo, staleness: env.staleness, fresh: &env.fresh}
-	qry, err := newQuery(q, qs)
+	// The engine parses the query; see literal.go for the rewrite.
+	rqs := a.literals.rewriteLiteralRegexps(qs)
+	qry, err := newQuery(q, rqs)
+	if err != nil && rqs != qs {
+		qry, err = newQuery(q, qs) // the original query's error
+	}
 	if err != nil {
 		return nil, nil, invalidParam("query", err)
 	}
 	q.downsample = !a.opts.DisableDownsampling && downsamplable(qry.Statement())
+	if q.downsample && !a.opts.DisableDelayedNameRemoval {
+		q.folds = groupFolds(qry.Statement())
+	}
 	return qry, qry.Exec(env.ctx), nil
 }
 

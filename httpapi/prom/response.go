@@ -254,6 +254,11 @@ func appendValue(b []byte, f float64) []byte {
 		b = append(b, "+Inf"...)
 	case math.IsInf(f, -1):
 		b = append(b, "-Inf"...)
+	case f == math.Trunc(f) && math.Abs(f) < 1<<53 && (f != 0 || !math.Signbit(f)):
+		// An integer (TSBS's and most counters' values): the digits
+		// AppendFloat would write, without its shortest-digits search.
+		// Not -0, which AppendFloat writes as "-0".
+		b = strconv.AppendInt(b, int64(f), 10)
 	default:
 		format := byte('f')
 		if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {

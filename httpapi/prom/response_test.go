@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,29 @@ func TestAppendTimestampAndValue(t *testing.T) {
 	} {
 		if got := string(appendValue(nil, tc.v)); got != tc.want {
 			t.Errorf("value %v: %s, want %s", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestAppendValue_IntegersAsAppendFloat: the integer shortcut writes what
+// the general path writes, around zero, the powers of two and 2^53.
+func TestAppendValue_IntegersAsAppendFloat(t *testing.T) {
+	general := func(f float64) string {
+		format := byte('f')
+		if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+			format = 'e'
+		}
+		return `"` + strconv.FormatFloat(f, format, -1, 64) + `"`
+	}
+	vals := []float64{0, math.Copysign(0, -1), 1, -1, 58, 100, 1e15, 1e16, -1e17, 1 << 52, 1<<53 - 1, 1 << 53, 1<<53 + 2, -(1 << 53), 1e20, 0.5, -0.5, 1.0000000000000002}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 10000 {
+		f := float64(rng.Int64N(1<<54) - 1<<53)
+		vals = append(vals, f, f/float64(1+rng.IntN(1000)), math.Ldexp(f, rng.IntN(20)-10))
+	}
+	for _, f := range vals {
+		if got, want := string(appendValue(nil, f)), general(f); got != want {
+			t.Fatalf("value %v (%x): %s, want %s", f, math.Float64bits(f), got, want)
 		}
 	}
 }

@@ -52,27 +52,37 @@ func newSelectMemo(qs string) *selectMemo {
 
 // selectKey identifies a Select by everything that decides its answer:
 // the range, the hints plan reads, whether the statement allows
-// downsampling, and the matchers.
-func selectKey(downsample bool, start, end int64, h *storage.SelectHints, ms []*labels.Matcher) string {
-	var b strings.Builder
-	b.WriteString(strconv.FormatBool(downsample))
+// downsampling and the fold by groups, and the matchers.
+func selectKey(downsample bool, fold *groupFold, start, end int64, h *storage.SelectHints, ms []*labels.Matcher) string {
+	b := make([]byte, 0, 128)
+	b = strconv.AppendBool(b, downsample)
+	if fold != nil {
+		b = strconv.AppendBool(b, fold.max)
+		for _, g := range fold.by {
+			b = append(b, 1)
+			b = append(b, g...)
+		}
+	}
 	for _, x := range []int64{start, end} {
-		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(x, 10))
+		b = append(b, 0)
+		b = strconv.AppendInt(b, x, 10)
 	}
 	if h != nil {
 		for _, x := range []int64{h.Start, h.End, h.Step, h.Range} {
-			b.WriteByte(0)
-			b.WriteString(strconv.FormatInt(x, 10))
+			b = append(b, 0)
+			b = strconv.AppendInt(b, x, 10)
 		}
-		b.WriteByte(0)
-		b.WriteString(h.Func)
+		b = append(b, 0)
+		b = append(b, h.Func...)
 	}
 	for _, m := range ms {
-		b.WriteByte(0)
-		b.WriteString(m.String())
+		// Both quoted: a name may hold any character.
+		b = append(b, 0)
+		b = strconv.AppendQuote(b, m.Name)
+		b = append(b, m.Type.String()...)
+		b = strconv.AppendQuote(b, m.Value)
 	}
-	return b.String()
+	return string(b)
 }
 
 func (m *selectMemo) get(key string) (memoSet, bool) {

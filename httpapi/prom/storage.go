@@ -30,6 +30,9 @@ type queryable struct {
 	// with one sample per window (no subqueries, no @, no extended range
 	// selectors); set by the handler after parsing, before Exec.
 	downsample bool
+	// folds are the selectors whose series Select may fold by group (see
+	// groupFolds), set with downsample.
+	folds map[*labels.Matcher]*groupFold
 	// loaded counts samples read by all Selects of the query.
 	loaded atomic.Int64
 	// memo, when not nil, shares Select answers between the evaluations
@@ -89,8 +92,12 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		return storage.EmptySeriesSet()
 	}
 	key := ""
+	var fold *groupFold
+	if len(ms) > 0 {
+		fold = qr.q.folds[ms[0]]
+	}
 	if qr.q.memo != nil {
-		key = selectKey(qr.q.downsample, start, end, hints, ms)
+		key = selectKey(qr.q.downsample, fold, start, end, hints, ms)
 		if m, ok := qr.q.memo.get(key); ok {
 			if err := qr.q.charge(m.samples); err != nil {
 				return storage.ErrSeriesSet(err)
@@ -108,6 +115,7 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 	loaded := qr.q.loaded.Load()
 	var list []series
 	if p, ok := qr.q.plan(hints); ok {
+		p.fold = fold
 		qr.q.api.stats.Inc(StatSelectsDownsampled)
 		list, err = qr.selectDownsampled(ctx, nms, p)
 	} else {
