@@ -204,22 +204,20 @@ func (n *Node) flushRound(all, force bool) error {
 	var (
 		work   []taken
 		stored int // work[:stored] is in the store
-		synced bool
 		sc     flushScratch
 	)
 	commit := func() error {
 		if b.Len() == 0 {
 			return nil
 		}
-		if !synced {
-			// Every sample taken was appended to the WAL before it reached
-			// the head. Make those records durable first (under an interval
-			// sync policy they may not be yet), or a power cut could leave
-			// the store holding points the WAL, and so the cloud, never gets.
-			if err := n.wal.SyncAll(); err != nil {
-				return fmt.Errorf("sync wal before writing to the store: %w", err)
-			}
-			synced = true
+		// Every sample taken was appended to the WAL before it reached the
+		// head. Make those records durable first (under an interval sync
+		// policy they may not be yet), or a power cut could leave the store
+		// holding points the WAL, and so the cloud, never gets. Before every
+		// batch: series taken after the last sync may hold newer samples
+		// (a sync that finds everything durable returns at once).
+		if err := n.wal.SyncAll(); err != nil {
+			return fmt.Errorf("sync wal before writing to the store: %w", err)
 		}
 		err := n.injectedFault()
 		if err == nil {
