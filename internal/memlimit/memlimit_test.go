@@ -33,7 +33,7 @@ func TestLimit_IsTheBudgetUntilTheLiveHeapOutgrowsIt(t *testing.T) {
 // previous one back.
 func TestStart_SetsTheLimitAndStopRestoresIt(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
-	const budget = 1 << 40 // far above anything this test holds
+	const budget int64 = 1 << 40 // far above anything this test holds
 	stop := Start(Options{Budget: budget, Interval: time.Millisecond})
 	time.Sleep(10 * time.Millisecond)
 	if got := debug.SetMemoryLimit(-1); got != budget {
