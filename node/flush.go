@@ -129,6 +129,25 @@ func (sc *flushScratch) keep(ts []int64, vs []float64) {
 	sc.ts, sc.vs = ts, vs
 }
 
+// decode decodes every closed chunk into the scratch buffers, which the
+// result's slices share until the next call.
+func (sc *flushScratch) decode(closed []headChunk) []decoded {
+	ts, vs := sc.ts[:0], sc.vs[:0]
+	ends := make([]int, len(closed)) // ends[i]: where chunk i's samples end
+	for i, hc := range closed {
+		ts, vs = hc.c.AppendSamples(ts, vs)
+		ends[i] = len(ts)
+	}
+	sc.keep(ts, vs)
+	out := make([]decoded, len(closed))
+	from := 0
+	for i, end := range ends {
+		out[i] = decoded{ts: ts[from:end:end], vs: vs[from:end:end]}
+		from = end
+	}
+	return out
+}
+
 // taken is what one flush round took from a series.
 type taken struct {
 	s       *memSeries
@@ -385,21 +404,7 @@ func (n *Node) flushSeries(b *store.Batch, tk *taken, sc *flushScratch) error {
 		hours = append(hours, hourWork{hour: h})
 		return &hours[len(hours)-1]
 	}
-	// Every closed chunk decoded into one reused buffer: ends[i] is where
-	// chunk i's samples end.
-	ts, vs := sc.ts[:0], sc.vs[:0]
-	ends := make([]int, len(tk.closed))
-	for i, hc := range tk.closed {
-		ts, vs = hc.c.AppendSamples(ts, vs)
-		ends[i] = len(ts)
-	}
-	sc.keep(ts, vs)
-	for i := range tk.closed {
-		from := 0
-		if i > 0 {
-			from = ends[i-1]
-		}
-		c := decoded{ts: ts[from:ends[i]:ends[i]], vs: vs[from:ends[i]:ends[i]]}
+	for _, c := range sc.decode(tk.closed) {
 		hw := at(rollup.BucketStart(c.ts[0], rollup.Hour))
 		hw.chunks = append(hw.chunks, c)
 		tk.nSample += int64(len(c.ts))
