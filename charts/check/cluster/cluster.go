@@ -10,8 +10,9 @@
 //
 // Everything Start creates is recorded and Stop removes it: processes
 // (including the containerd shims), mounts, the bridge, kube-proxy's
-// nftables tables, the network namespaces and cgroups of the pods, and the
-// working directory. It needs root.
+// nftables tables, the two FORWARD rules that let the bridge's traffic
+// through, the network namespaces and cgroups of the pods, and the working
+// directory. It needs root.
 //
 // A Cluster is not safe for concurrent use, except Client, Config and
 // Kubeconfig, which are read-only once Start returns.
@@ -94,6 +95,7 @@ type Cluster struct {
 	netnsKnown []string // /var/run/netns entries before Start
 	bridgeUp   bool
 	proxyUp    bool
+	fwdRules   int // FORWARD rules inserted (forwardRules)
 	log        io.Writer
 	apiLog     *os.File
 	stopping   atomic.Bool // Stop has begun: exits are expected
@@ -209,7 +211,7 @@ func (c *Cluster) checkTools() error {
 		{filepath.Join(c.opts.CNIBinDir, "bridge"), "containernetworking-plugins"},
 		{filepath.Join(c.opts.CNIBinDir, "host-local"), "containernetworking-plugins"},
 		{filepath.Join(c.opts.CNIBinDir, "loopback"), "containernetworking-plugins"},
-		{"nft", "nftables"}, {"ip", "iproute2"}, {"etcd", "etcd-server"},
+		{"nft", "nftables"}, {"ip", "iproute2"}, {"iptables", "iptables"}, {"etcd", "etcd-server"},
 	} {
 		if _, err := exec.LookPath(t.path); err != nil {
 			return fmt.Errorf("%s not found (Debian package %s; scripts/deps.sh k8s-e2e installs it)", t.path, t.pkg)
@@ -226,7 +228,7 @@ func (c *Cluster) checkTools() error {
 // hostIP is the address of the interface holding the default route: the
 // kubelet refuses a loopback node IP.
 func hostIP() (string, error) {
-	conn, err := net.Dial("udp4", "192.0.2.255:9") // no packet is sent
+	conn, err := net.Dial("udp4", "198.51.100.1:9") // no packet is sent
 	if err != nil {
 		return "", fmt.Errorf("find the host's address: %w", err)
 	}
@@ -284,7 +286,28 @@ func (c *Cluster) addBridge() error {
 	if err := run("ip", "addr", "add", fmt.Sprintf("%s/%d", c.Gateway, ones), "dev", c.opts.Bridge); err != nil {
 		return err
 	}
-	return run("ip", "link", "set", c.opts.Bridge, "up")
+	if err := run("ip", "link", "set", c.opts.Bridge, "up"); err != nil {
+		return err
+	}
+	// With br_netfilter, traffic between two pods on the bridge passes the
+	// FORWARD chain, whose policy docker sets to DROP: accept the bridge's
+	// traffic in front of it (Stop deletes the two rules).
+	for _, r := range c.forwardRules() {
+		if err := run("iptables", append([]string{"-I", "FORWARD", "1"}, r...)...); err != nil {
+			return err
+		}
+		c.fwdRules++
+	}
+	return nil
+}
+
+// forwardRules are the FORWARD rules addBridge inserts.
+func (c *Cluster) forwardRules() [][]string {
+	tag := []string{"-m", "comment", "--comment", "tributary k8s-e2e", "-j", "ACCEPT"}
+	return [][]string{
+		append([]string{"-i", c.opts.Bridge}, tag...),
+		append([]string{"-o", c.opts.Bridge}, tag...),
+	}
 }
 
 func mustMask(cidr string) (int, int) {
@@ -681,6 +704,9 @@ func (c *Cluster) Stop() []error {
 				note(run("nft", "delete", "table", fam, "kube-proxy"))
 			}
 		}
+	}
+	for _, r := range c.forwardRules()[:c.fwdRules] {
+		note(run("iptables", append([]string{"-D", "FORWARD"}, r...)...))
 	}
 	if c.bridgeUp {
 		note(run("ip", "link", "del", c.opts.Bridge))

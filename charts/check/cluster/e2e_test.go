@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -439,12 +440,12 @@ func (s *scenario) fleetView(voters int) {
 // the edge chart's Service over TLS, and returns its address.
 func (s *scenario) startLoad() string {
 	url := fmt.Sprintf("https://%s.%s.%s:7071/api/v2/write?bucket=e2e&precision=ms", edgeName, namespace, zone)
-	nonRoot, uid := true, int64(65532)
+	nonRoot, noToken, uid := true, false, int64(65532)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "loadgen", Labels: map[string]string{"app": "loadgen"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: &nonRoot,
+			AutomountServiceAccountToken: &noToken,
 			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot, RunAsUser: &uid, RunAsGroup: &uid},
 			Containers: []corev1.Container{{
 				Name:            "loadgen",
@@ -460,8 +461,6 @@ func (s *scenario) startLoad() string {
 			Volumes: []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "e2e-ca"}}}},
 		},
 	}
-	f := false
-	pod.Spec.AutomountServiceAccountToken = &f
 	if _, err := s.c.Client.CoreV1().Pods(namespace).Create(s.ctx, pod, metav1.CreateOptions{}); err != nil {
 		s.fatal("create load generator: %v", err)
 	}
@@ -752,10 +751,17 @@ func (s *scenario) dumpPods() {
 }
 
 // checkTornDown fails the test if anything the cluster created survived
-// Stop: the bridge, kube-proxy's tables, kubepods cgroups.
+// Stop: the bridge, the FORWARD rules, kube-proxy's tables, the kubepods
+// cgroups.
 func checkTornDown(t *testing.T) {
 	if _, err := os.Stat("/sys/class/net/trib-e2e0"); err == nil {
 		t.Errorf("teardown: bridge trib-e2e0 still exists")
+	}
+	if out, err := exec.Command("iptables", "-S", "FORWARD").Output(); err == nil && strings.Contains(string(out), "tributary k8s-e2e") {
+		t.Errorf("teardown: FORWARD rules left:\n%s", out)
+	}
+	if exec.Command("nft", "list", "table", "ip", "kube-proxy").Run() == nil {
+		t.Errorf("teardown: nftables table ip kube-proxy left")
 	}
 	if left, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods"); len(left) > 0 {
 		t.Errorf("teardown: cgroups left: %v", left)
