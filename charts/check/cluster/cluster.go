@@ -11,8 +11,8 @@
 // Everything Start creates is recorded and Stop removes it: processes
 // (including the containerd shims), mounts, the bridge, kube-proxy's
 // nftables tables, the two FORWARD rules that let the bridge's traffic
-// through, the network namespaces and cgroups of the pods, and the working
-// directory. It needs root.
+// through, the network namespaces and cgroups of the pods, the kernel
+// settings the kubelet changes, and the working directory. It needs root.
 //
 // A Cluster is not safe for concurrent use, except Client, Config and
 // Kubeconfig, which are read-only once Start returns.
@@ -95,7 +95,8 @@ type Cluster struct {
 	netnsKnown []string // /var/run/netns entries before Start
 	bridgeUp   bool
 	proxyUp    bool
-	fwdRules   int // FORWARD rules inserted (forwardRules)
+	fwdRules   int               // FORWARD rules inserted (forwardRules)
+	sysctls    map[string]string // kubeletSysctls before the kubelet started
 	log        io.Writer
 	apiLog     *os.File
 	stopping   atomic.Bool // Stop has begun: exits are expected
@@ -531,9 +532,18 @@ evictionHard:
   nodefs.inodesFree: 1%%
 serializeImagePulls: false
 maxPods: 30
+# No KUBE-FIREWALL / KUBE-IPTABLES-HINT chains in the machine's iptables:
+# nothing here needs them (kube-proxy runs in nftables mode).
+makeIPTablesUtilChains: false
 `, c.sock, ports[4], ports[5], c.Gateway.String(), c.opts.PodCIDR, c.path("pod-logs"))
 	if err := os.WriteFile(c.path("kubelet.yaml"), []byte(kubeletConf), 0o644); err != nil {
 		return err
+	}
+	c.sysctls = map[string]string{}
+	for _, k := range kubeletSysctls {
+		if v, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			c.sysctls[k] = strings.TrimSpace(string(v))
+		}
 	}
 	_, err := c.spawn("kubelet", bin("kubelet"),
 		"--config", c.path("kubelet.yaml"),
@@ -684,6 +694,7 @@ func (c *Cluster) Stop() []error {
 		}
 	}
 	c.procs = nil
+	note(c.restoreSysctls())
 	if c.sock != "" {
 		note(c.killShims())
 	}
@@ -718,6 +729,29 @@ func (c *Cluster) Stop() []error {
 	return errs
 }
 
+// kubeletSysctls are the kernel settings the kubelet sets at start
+// (protectKernelDefaults: false); Stop puts back the values they had.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// restoreSysctls writes back the settings saved before the kubelet started.
+func (c *Cluster) restoreSysctls() error {
+	var errs []error
+	for k, want := range c.sysctls {
+		p := filepath.Join("/proc/sys", k)
+		if v, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(v)) == want {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(want+"\n"), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restore sysctl %s=%s: %w", k, want, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitExit waits until p has exited (or is a zombie) or d has passed.
 func waitExit(p *exec.Cmd, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
