@@ -161,13 +161,15 @@ func (s *scenario) fatal(format string, a ...any) {
 
 func (s *scenario) run() {
 	s.res = map[string]any{}
+	// The table and the JSON line also come out when a step fails (a
+	// failing step ends the test through runtime.Goexit, which runs this).
+	defer s.report()
 	s.setup()
 	s.install()
 	s.fleetView(3)
 	s.rollingUpgrade()
 	s.scale()
 	s.loseDisk()
-	s.report()
 }
 
 // setup creates the namespace, the CA, the coordinators' Secret, the
