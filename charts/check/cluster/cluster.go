@@ -368,6 +368,10 @@ state = %q
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
     enable_selinux = false
+    # This machine's root lacks CAP_SYS_RESOURCE (it is not in the bounding
+    # set), so runc cannot lower a container's oom_score_adj below its own
+    # (the kubelet asks -998 for every sandbox): clamp it to containerd's.
+    restrict_oom_score_adj = %v
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"
@@ -380,7 +384,7 @@ state = %q
       conf_dir = %q
       max_conf_num = 1
 `, c.path("containerd", "root"), c.path("containerd", "state"), c.sock, c.sock+".ttrpc",
-		c.path("containerd", "opt"), PauseImage, c.opts.CNIBinDir, c.path("cni", "net.d"))
+		c.path("containerd", "opt"), PauseImage, !hasCapSysResource(), c.opts.CNIBinDir, c.path("cni", "net.d"))
 	if err := os.WriteFile(c.path("containerd", "config.toml"), []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -421,6 +425,22 @@ state = %q
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// hasCapSysResource reports whether this process has CAP_SYS_RESOURCE (bit
+// 24 of CapEff), which lowering an oom_score_adj needs.
+func hasCapSysResource() bool {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<24) != 0
+		}
+	}
+	return false
 }
 
 // ImportImages imports image archives (docker save or OCI) into the

@@ -12,10 +12,12 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +120,19 @@ func TestK8sE2E(t *testing.T) {
 			t.Errorf("teardown left something behind: %v", errs)
 		}
 		checkTornDown(t)
+	}()
+	// Interrupted (make k8s-e2e stopped with ^C or killed with SIGTERM):
+	// tear down before exiting, since deferred calls would not run.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			fmt.Fprintln(os.Stderr, "k8s-e2e: interrupted: tearing down")
+			c.Stop()
+			RemoveImages(specs)
+			os.Exit(2)
+		}
 	}()
 	if err := c.ImportImages(ctx, archive); err != nil {
 		t.Fatal(err)
