@@ -398,6 +398,7 @@ state = %q
       "type": "bridge",
       "bridge": %q,
       "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {

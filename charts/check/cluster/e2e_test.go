@@ -131,6 +131,7 @@ func TestK8sE2E(t *testing.T) {
 			fmt.Fprintln(os.Stderr, "k8s-e2e: interrupted: tearing down")
 			c.Stop()
 			RemoveImages(specs)
+			os.RemoveAll(work)
 			os.Exit(2)
 		}
 	}()
