@@ -559,6 +559,9 @@ func (s *scenario) rollingUpgrade() {
 	s.res["rolling_upgrade_duplicated"] = dup
 	s.res["rolling_upgrade_acked"] = acked
 	s.add("rolling upgrade "+tagA+" -> "+tagB+" under load", "%.1f s; %d points acknowledged, %d in doubt (%d of %d requests failed)", roll, acked, doubt, led.Failed, led.Requests)
+	if led.Failed > 0 {
+		s.t.Logf("load generator: last failed write: %s", led.LastErr)
+	}
 	s.add("ledger vs coordinators", "lost %d, duplicated %d, phantom %d, wrong value %d (caught up %.1f s after the load stopped)", lost, dup, phantom, wrong, time.Since(t1).Seconds())
 	if lost != 0 || dup != 0 || phantom != 0 || wrong != 0 {
 		s.t.Errorf("rolling upgrade: lost %d, duplicated %d, phantom %d, wrong %d", lost, dup, phantom, wrong)
@@ -652,37 +655,38 @@ func (s *scenario) checkLedger(led *loadLedger) (lost, dup, phantom, wrong int, 
 	return lost, dup, phantom, wrong, nil
 }
 
-// scale scales the StatefulSet 3 -> 5 -> 3 through its scale subresource,
-// as kubectl scale does: the new pods join raft by themselves
-// (--auto-join) and the leader removes the members whose pods are gone
-// (--expected-members, --auto-leave-after).
+// scale scales the coordinators 3 -> 5 -> 3 the way the chart documents
+// it: helm upgrade with a new replicas value, which also sets
+// --expected-members in the pod template (so every pod rolls). The new
+// pods join raft by themselves (--auto-join); after the scale-down the
+// leader removes the members whose pods are gone (--auto-leave-after).
+// The StatefulSet's scale subresource alone (kubectl scale) is not
+// enough: a pod beyond --expected-members refuses to join ("beyond the
+// expected members"), as it would during a scale-down.
 func (s *scenario) scale() {
-	sts := s.c.Client.AppsV1().StatefulSets(namespace)
-	setScale := func(n int32) {
-		sc, err := sts.GetScale(s.ctx, fullname, metav1.GetOptions{})
-		if err != nil {
-			s.fatal("get scale: %v", err)
-		}
-		sc.Spec.Replicas = n
-		if _, err := sts.UpdateScale(s.ctx, fullname, sc, metav1.UpdateOptions{}); err != nil {
-			s.fatal("scale to %d: %v", n, err)
+	helmScale := func(n int) {
+		up := action.NewUpgrade(s.helm)
+		up.Namespace, up.Wait, up.Timeout = namespace, true, 10*time.Minute
+		s.vals["replicas"] = n
+		if _, err := up.RunWithContext(s.ctx, release, s.chart, s.vals); err != nil {
+			s.fatal("helm upgrade --set replicas=%d: %v", n, err)
 		}
 	}
 	t0 := time.Now()
-	setScale(5)
+	helmScale(5)
 	s.waitReady("app.kubernetes.io/instance="+release, 5, 5*time.Minute)
 	f, _ := s.waitFleet(5, 3*time.Minute)
 	up := time.Since(t0).Seconds()
 	s.res["scale_up_s"] = round1(up)
-	s.add("scale 3 -> 5 (pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
+	s.add("scale 3 -> 5 (helm upgrade; pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
 
 	t0 = time.Now()
-	setScale(3)
+	helmScale(3)
 	s.waitReady("app.kubernetes.io/instance="+release, 3, 3*time.Minute)
 	f, _ = s.waitFleet(3, 3*time.Minute)
 	down := time.Since(t0).Seconds()
 	s.res["scale_down_s"] = round1(down)
-	s.add("scale 5 -> 3 (pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	s.add("scale 5 -> 3 (helm upgrade; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
 }
 
 // loseDisk deletes coordinator pod 2 together with its claim: the
