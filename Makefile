@@ -240,6 +240,12 @@ charts: ## Render the Helm charts and k3s manifests, decode every object strictl
 	cd charts/check && $(GO) test -count=1 ./...
 
 K8S_APISERVER := bin/k8stest/kube-apiserver
+# The version the binaries report (GET /version, Helm's kubeVersion check):
+# a build from the module cache has no git tree to take it from.
+K8S_VERSION := v1.37.0
+K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
+  -X k8s.io/component-base/version.gitTreeState=clean
 
 .PHONY: k8s-test
 k8s-test: $(K8S_APISERVER) ## Create the rendered charts and k3s manifests in a real kube-apiserver on etcd (not in make test; installs etcd-server).
@@ -250,7 +256,37 @@ k8s-test: $(K8S_APISERVER) ## Create the rendered charts and k3s manifests in a 
 # kube-apiserver from the k8s.io/kubernetes module pinned in charts/k8stest/apiserver.
 $(K8S_APISERVER): charts/k8stest/apiserver/go.mod charts/k8stest/apiserver/go.sum charts/k8stest/apiserver/main.go
 	@mkdir -p $(@D)
-	cd charts/k8stest/apiserver && $(GO) build -trimpath -o $(CURDIR)/$@ .
+	cd charts/k8stest/apiserver && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $(CURDIR)/$@ .
+
+K8S_COMPONENTS := kubelet kube-controller-manager kube-scheduler kube-proxy
+K8S_COMPONENT_BINS := $(addprefix bin/k8stest/,$(K8S_COMPONENTS))
+
+.PHONY: k8s-e2e
+k8s-e2e: $(K8S_APISERVER) $(K8S_COMPONENT_BINS) bin/k8stest/pause bin/k8stest/loadgen ## A real single-node Kubernetes (kubelet, containerd, runc, CNI bridge, kube-proxy) runs the Helm chart: pods Ready, fleet view, rolling upgrade under load (ledger), scale 3->5->3, a lost claim; table + one JSON line. Needs root; installs its Debian packages.
+	@scripts/deps.sh k8s-e2e
+	@mkdir -p bin
+	CGO_LDFLAGS="$(STATIC_CGO_LDFLAGS)" $(GO) build -tags netgo,osusergo \
+	  -ldflags '$(LDFLAGS) -linkmode external -extldflags -static' -o $(E2E_STATIC_BIN) ./cmd/tributary
+	cd charts/check && TRIBUTARY_K8S_BIN=$(CURDIR)/bin/k8stest \
+	  TRIBUTARY_K8S_TRIBUTARY=$(CURDIR)/$(E2E_STATIC_BIN) \
+	  TRIBUTARY_K8S_PAUSE=$(CURDIR)/bin/k8stest/pause TRIBUTARY_K8S_LOADGEN=$(CURDIR)/bin/k8stest/loadgen \
+	  $(GO) test -count=1 -timeout 45m -v -run TestK8sE2E ./cluster/
+
+# kubelet, kube-controller-manager, kube-scheduler and kube-proxy from the
+# same k8s.io/kubernetes release (charts/k8stest/components).
+K8S_COMPONENT_SRC := charts/k8stest/components/go.mod charts/k8stest/components/go.sum
+$(K8S_COMPONENT_BINS): bin/k8stest/%: $(K8S_COMPONENT_SRC) charts/k8stest/components/%/main.go
+	@mkdir -p $(@D)
+	cd charts/k8stest/components && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $(CURDIR)/$@ ./$*
+
+# The sandbox image's binary and the load generator pod's: static, no cgo.
+bin/k8stest/pause: charts/k8stest/pause/go.mod charts/k8stest/pause/main.go
+	@mkdir -p $(@D)
+	cd charts/k8stest/pause && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ .
+
+bin/k8stest/loadgen: charts/k8stest/loadgen/go.mod charts/k8stest/loadgen/main.go
+	@mkdir -p $(@D)
+	cd charts/k8stest/loadgen && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ .
 
 clean: ## Remove build outputs.
 	rm -rf bin dist

@@ -4,6 +4,10 @@
 #
 #   scripts/deps.sh        build and test packages
 #   scripts/deps.sh k8s    also etcd-server, for make k8s-test
+#   scripts/deps.sh k8s-e2e also what make k8s-e2e runs a node with:
+#                          etcd-server, containerd, runc,
+#                          containernetworking-plugins, nftables, iproute2
+#                          and docker.io (to build the images)
 #   scripts/deps.sh compat also the clients of make compat (prometheus,
 #                          collectd, mosquitto with its clients, python3-influxdb)
 set -euo pipefail
@@ -21,8 +25,9 @@ esac
 case "${1:-}" in
   "") ;;
   k8s) pkgs+=(etcd-server) ;;
+  k8s-e2e) pkgs+=(etcd-server containerd runc containernetworking-plugins nftables iproute2 docker.io) ;;
   compat) pkgs+=(prometheus collectd-core mosquitto-clients python3-influxdb) ;;
-  *) echo "usage: scripts/deps.sh [k8s|compat]" >&2; exit 2 ;;
+  *) echo "usage: scripts/deps.sh [k8s|k8s-e2e|compat]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do
