@@ -15,8 +15,8 @@ func TestSelectKey_DistinguishesSelects(t *testing.T) {
 	base := func() string {
 		return selectKey(true, nil, 1, 60_000, h, []*labels.Matcher{m(labels.MatchEqual, "a", "b")})
 	}
-	if base() != base() {
-		t.Fatal("the same Select has two keys")
+	if k1, k2 := base(), base(); k1 != k2 {
+		t.Fatalf("the same Select has two keys: %q and %q", k1, k2)
 	}
 	others := map[string]string{
 		"no downsampling": selectKey(false, nil, 1, 60_000, h, []*labels.Matcher{m(labels.MatchEqual, "a", "b")}),
