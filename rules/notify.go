@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	commonconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
@@ -29,7 +28,7 @@ func newNotifier(opts Options, reg prometheus.Registerer) (*notifier.Manager, er
 		am.PathPrefix = u.Path
 		am.Timeout = model.Duration(opts.AlertmanagerTimeout)
 		am.APIVersion = config.AlertmanagerAPIVersionV2
-		am.HTTPClientConfig = commonconfig.DefaultHTTPClientConfig
+		am.HTTPClientConfig = opts.AlertmanagerHTTP.clientConfig()
 		cfg.AlertingConfig.AlertmanagerConfigs = append(cfg.AlertingConfig.AlertmanagerConfigs, &am)
 	}
 	if err := n.ApplyConfig(cfg); err != nil {

@@ -35,6 +35,10 @@ type Options struct {
 	// Alertmanagers are the base URLs (http or https, host:port and an
 	// optional path prefix) of the Alertmanagers alerts are sent to.
 	Alertmanagers []string
+	// AlertmanagerHTTP is how the process authenticates to the
+	// Alertmanagers and checks their certificates (the same for all of
+	// them). The zero value: no credentials, the system's CAs.
+	AlertmanagerHTTP AlertmanagerHTTP
 	// AlertmanagerTimeout bounds one request to an Alertmanager. Default 10s.
 	AlertmanagerTimeout time.Duration
 	// NotificationQueueCapacity bounds the alerts waiting to be sent to one
@@ -84,6 +88,9 @@ func (o *Options) Validate() error {
 		if _, err := parseAlertmanagerURL(u); err != nil {
 			return err
 		}
+	}
+	if err := o.AlertmanagerHTTP.validate(); err != nil {
+		return err
 	}
 	if o.ExternalURL != "" {
 		if _, err := url.Parse(o.ExternalURL); err != nil {

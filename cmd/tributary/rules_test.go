@@ -174,9 +174,12 @@ func TestRulesCheck_ExitStatusAndMessages(t *testing.T) {
 
 func TestRulesFlags_Refused(t *testing.T) {
 	for name, args := range map[string][]string{
-		"alertmanager without rules": {"--alertmanager-url", "http://127.0.0.1:9093"},
-		"alertmanager bad scheme":    {"--rules", "x.yml", "--alertmanager-url", "tcp://127.0.0.1:9093"},
-		"negative interval":          {"--rules", "x.yml", "--rules-evaluation-interval", "-1s"},
+		"alertmanager without rules":  {"--alertmanager-url", "http://127.0.0.1:9093"},
+		"alertmanager bad scheme":     {"--rules", "x.yml", "--alertmanager-url", "tcp://127.0.0.1:9093"},
+		"negative interval":           {"--rules", "x.yml", "--rules-evaluation-interval", "-1s"},
+		"basic auth without password": {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-basic-auth-user", "pi"},
+		"missing token file":          {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-bearer-token-file", "/nonexistent/token"},
+		"cert without key":            {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-cert", "rules.go"},
 	} {
 		var rf rulesFlags
 		fs := newFlagSet("test", io.Discard, "")
