@@ -194,10 +194,13 @@ const (
 	// FeatureAnnounceSeries: the coordinator applies AnnounceSeries
 	// (kind 15) and reads snapshot version 5.
 	FeatureAnnounceSeries = "announce-series"
+	// FeatureRuleGroups: the coordinator applies SetRuleGroup and
+	// DeleteRuleGroup (kinds 16 and 17) and reads snapshot version 6.
+	FeatureRuleGroups = "rule-groups"
 )
 
 // Features is the FeaturesLabel value of this version's coordinators.
-var Features = strings.Join([]string{FeatureAnnounceSeries}, ",")
+var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRuleGroups}, ",")
 
 // HasFeature reports whether a node's labels list feature in FeaturesLabel.
 func HasFeature(ls labels.Labels, feature string) bool {
@@ -211,7 +214,13 @@ func HasFeature(ls labels.Labels, feature string) bool {
 // others apply it, and the catalogs would differ; so until every member
 // says it applies the command, edges' announcements are registered with
 // RegisterSeries, without a watermark.
-func (f *FSM) AnnounceReady() bool {
+func (f *FSM) AnnounceReady() bool { return f.FeatureReady(FeatureAnnounceSeries) }
+
+// FeatureReady reports whether every raft member (voter or learner) is a
+// registered coordinator whose FeaturesLabel lists feature: only then may
+// the commands of that feature be proposed (see "Version skew" in the
+// package documentation).
+func (f *FSM) FeatureReady(feature string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if len(f.st.members) == 0 {
@@ -225,7 +234,7 @@ func (f *FSM) AnnounceReady() bool {
 	}
 	for id := range f.st.members {
 		n := byRaft[id]
-		if n == nil || !HasFeature(n.Labels, FeatureAnnounceSeries) {
+		if n == nil || !HasFeature(n.Labels, feature) {
 			return false
 		}
 	}

@@ -166,8 +166,8 @@ func TestAnnounceSeries_SnapshotRestore(t *testing.T) {
 	applyOK(t, f, 6, ann("pi-2", -5, series("__name__", "y")))
 	applyOK(t, f, 7, ann("pi-1", 1<<40))
 	snap := f.Snapshot()
-	if snap[4] != SnapshotVersion {
-		t.Fatalf("snapshot version %d, want %d", snap[4], SnapshotVersion)
+	if snap[4] != snapshotVersionNoRules {
+		t.Fatalf("snapshot version %d, want %d", snap[4], snapshotVersionNoRules)
 	}
 	g := New()
 	if err := g.Restore(snap); err != nil {

@@ -38,6 +38,8 @@ const (
 	KindSetRevoked       Kind = 13
 	KindRecordMissing    Kind = 14
 	KindAnnounceSeries   Kind = 15
+	KindSetRuleGroup     Kind = 16
+	KindDeleteRuleGroup  Kind = 17
 )
 
 var kindNames = []string{
@@ -56,6 +58,8 @@ var kindNames = []string{
 	KindSetRevoked:       "set-revoked",
 	KindRecordMissing:    "record-missing",
 	KindAnnounceSeries:   "announce-series",
+	KindSetRuleGroup:     "set-rule-group",
+	KindDeleteRuleGroup:  "delete-rule-group",
 }
 
 func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
@@ -463,6 +467,10 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = d.recordGap()
 	case KindAnnounceSeries:
 		c = d.announceSeries()
+	case KindSetRuleGroup:
+		c = d.setRuleGroup()
+	case KindDeleteRuleGroup:
+		c = DeleteRuleGroup{Name: d.string("rule group name", MaxRuleGroupNameBytes)}
 	default:
 		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
 	}

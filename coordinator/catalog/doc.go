@@ -11,7 +11,8 @@
 // holds of each edge (held segment ranges with point counts, the gaps the
 // edge declared, and the watermark), and the fleet configuration edges
 // pull (retention, rollups, rate limits, replication factor, write quorum,
-// dead-after, series limit).
+// dead-after, series limit), and the fleet's rule groups, which edges
+// evaluate when their labels match a group's selector.
 //
 // # Determinism
 //
@@ -69,6 +70,8 @@
 //	set-revoked   (13) = string id, bool revoked
 //	record-missing(14) = as record-replicated
 //	announce-series (15) = uvarint n, n × (string edge, varint throughMs, uvarint k, k × labels)
+//	set-rule-group (16) = string name, string selector, string yaml
+//	delete-rule-group (17) = string name
 //	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
 //	                 varint minTimeMs, varint maxTimeMs
 //	gap            = uvarint afterSeq, uvarint throughSeq, u8 reason
@@ -97,6 +100,24 @@
 // earlier version (a downgrade once the feature is in use) cannot read
 // snapshot version 5 and refuses it rather than diverge; downgrading
 // below the version that wrote AnnounceSeries entries is not supported.
+// Rule groups are gated the same way: SetRuleGroup and DeleteRuleGroup
+// (kinds 16 and 17) are proposed only when FeatureReady(FeatureRuleGroups)
+// (every member lists "rule-groups"), and snapshot version 6 is written
+// only once a rule group was set.
+//
+// # Rule groups
+//
+// SetRuleGroup holds a rule group by name: the Prometheus rule file of
+// one group (at most MaxRuleGroupBytes), an edge selector (at most
+// MaxRuleSelectorBytes; PromQL label matchers over the edges' labels, ""
+// for every edge) and the index that set it; at most MaxRuleGroups. The
+// state machine checks bounds and UTF-8 only, so that its decisions do
+// not depend on a YAML or PromQL parser's version; the proposing
+// coordinator checks the rule file and parses the selector first. An
+// edge's labels are those of its RegisterNode (the intake registers the
+// labels of the edge's hello). The rule groups' version (the index of
+// the last SetRuleGroup or DeleteRuleGroup that changed something) tells
+// the intake when to send edges their groups again.
 //
 // # Registration watermark
 //
@@ -179,16 +200,16 @@
 // coordinator whose raft member was removed may register again under a
 // new raft id (a new member with a new disk).
 
-// # Snapshot encoding (version 5)
+// # Snapshot encoding (version 6)
 //
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
-//	| magic | version | uvarint applied  | section 1 | ... | section 7 | crc32c |
-//	| TCAT  |  u8 (3) |                  |           |     |           | u32 LE |
+//	| magic | version | uvarint applied  | section 1 | ... | section 9 | crc32c |
+//	| TCAT  |  u8 (6) |                  |           |     |           | u32 LE |
 //	+-------+---------+------------------+-----------+-----+-----------+--------+
 //
 // The CRC-32C (Castagnoli) covers every byte before it. Each section is
-// tag:u8, uvarint(length), body; the seven sections always appear, in tag
-// order:
+// tag:u8, uvarint(length), body; the sections appear in tag order (the
+// first seven always, 8 and 9 by version, below):
 //
 //	1 config      config, config-ext (as above), uvarint version
 //	2 members     uvarint n, n × (uvarint raftID, bool learner, string addr)     sorted by raftID
@@ -209,13 +230,20 @@
 //	7 progress    uvarint n, n × (string edge, uvarint watermarkSeq,
 //	              varint watermarkTimeMs, uvarint k, k × range,
 //	              uvarint g, g × gap)                                            sorted by edge
-//	8 registration uvarint n (> 0), n × (string edge, varint throughMs)          sorted by edge;
-//	              version 5 only
+//	8 registration uvarint n, n × (string edge, varint throughMs)                sorted by edge;
+//	              versions 5 (n > 0) and 6
+//	9 rule groups uvarint rulesVersion (> 0), uvarint n (<= MaxRuleGroups),
+//	              n × (string name, string selector, string yaml,
+//	              uvarint version (1..rulesVersion))                             sorted by name;
+//	              version 6 only
 //
-// Snapshot writes version 5 only when some edge has a registration
-// watermark, and otherwise version 4 (the same sections without the
-// eighth), byte for byte what the version before wrote: a cluster that
-// never enabled announcements stays readable by members of that version.
+// Snapshot writes version 6 only once a rule group was ever set
+// (rulesVersion > 0); otherwise version 5 when some edge has a
+// registration watermark, and otherwise version 4 (the same sections
+// without the eighth), byte for byte what the versions before wrote: a
+// cluster that never used a feature stays readable by members of the
+// version before it. Restore reads versions 6 and 5 alike but for section
+// 9, which a snapshot of version 5 has not (no rule groups).
 // Restore also reads version 4, and version 3: the configuration and nodes without the
 // fields added in version 4 (dead-after taken as the default), and
 // placements with, per replica, (uvarint fromSeq, varint lacksThroughMs,
@@ -224,7 +252,7 @@
 // [math.MinInt64, lacksThroughMs]. Version 2 is version 3 with
 // placements listing only coordinator ids (every replica holds the whole
 // history, Index 0), and version 1 is version 2 without the gap lists.
-// Snapshot writes version 4 or 5.
+// Snapshot writes version 4, 5 or 6.
 //
 // Postings and coordinator loads are derived and rebuilt by Restore.
 // Restore checks the checksum, the encoding, canonical forms and every

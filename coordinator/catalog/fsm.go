@@ -159,6 +159,10 @@ type state struct {
 	// registered[edge] is the edge's registration watermark
 	// (AnnounceSeries), for the edges that announced.
 	registered map[string]int64
+	// ruleGroups are the fleet's rule groups by name; rulesVersion is the
+	// index of the last change to them (0: none ever).
+	ruleGroups   map[string]*RuleGroup
+	rulesVersion uint64
 	// load[coordinator] counts the placements holding it (derived).
 	load map[string]int
 	// eligibleCache holds eligible() while eligibleOK (derived).
@@ -177,6 +181,7 @@ func newState() *state {
 		placement:  map[string]*Placement{},
 		progress:   map[string]*EdgeProgress{},
 		registered: map[string]int64{},
+		ruleGroups: map[string]*RuleGroup{},
 		load:       map[string]int{},
 	}
 }
@@ -274,6 +279,10 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return s.recordGap(c)
 	case AnnounceSeries:
 		return s.announceSeries(c)
+	case SetRuleGroup:
+		return s.setRuleGroup(index, c)
+	case DeleteRuleGroup:
+		return nil, s.deleteRuleGroup(index, c)
 	}
 	return nil, cmdErr(c.Kind(), ErrBadCommand, "unknown command")
 }

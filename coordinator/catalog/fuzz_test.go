@@ -27,6 +27,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte{CommandVersion, byte(KindHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(EncodeCommand(gapSeed))
 	f.Add(EncodeCommand(announceSeed))
+	f.Add(EncodeCommand(SetRuleGroup{Group: RuleGroup{Name: "can", Selector: `site="berlin"`, YAML: testGroupYAML}}))
+	f.Add(EncodeCommand(DeleteRuleGroup{Name: "can"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -113,6 +115,9 @@ func FuzzRestore(f *testing.F) {
 		v2 := snapshotV2(f, st) // placements without ReplicaFrom
 		f.Add(v2[:len(v2)-4])
 	}
+	applyStream(f, withGaps, []Command{SetRuleGroup{Group: RuleGroup{Name: "can", Selector: `site="berlin"`, YAML: testGroupYAML}}}, 300)
+	snap = withGaps.Snapshot() // version 6
+	f.Add(snap[:len(snap)-4])
 	if v1, err := os.ReadFile("testdata/snapshot-v1.bin"); err == nil {
 		f.Add(v1[:len(v1)-4])
 	}

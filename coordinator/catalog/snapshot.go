@@ -17,7 +17,12 @@ import (
 // Snapshot framing; see the package documentation.
 const (
 	snapshotMagic   = "TCAT"
-	SnapshotVersion = 5
+	SnapshotVersion = 6
+	// snapshotVersionNoRules is version 6 without the rule groups
+	// section (and with a registration section only when not empty).
+	// Snapshot writes it, or version 4, while no rule group was ever set,
+	// so that members of the versions before can restore the catalog.
+	snapshotVersionNoRules = 5
 	// snapshotVersionNoRegistration is version 5 without the registration
 	// section. Snapshot writes it while no edge has announced series, so
 	// that members of the version before (which read up to 4) can still
@@ -44,8 +49,10 @@ const (
 	secEdgeSeries = 5
 	secPlacements = 6
 	secProgress   = 7
-	// secRegistration is in version 5 only.
+	// secRegistration is in versions 5 and 6.
 	secRegistration = 8
+	// secRuleGroups is in version 6 only.
+	secRuleGroups = 9
 )
 
 // ErrCorruptSnapshot is wrapped by every error Restore returns for bytes
@@ -82,7 +89,11 @@ func appendSection(b []byte, tag byte, body []byte) []byte {
 func (s *state) appendSnapshot(b []byte) []byte {
 	b = append(b, snapshotMagic...)
 	version := byte(SnapshotVersion)
-	if len(s.registered) == 0 {
+	switch {
+	case s.rulesVersion != 0:
+	case len(s.registered) != 0:
+		version = snapshotVersionNoRules
+	default:
 		version = snapshotVersionNoRegistration
 	}
 	b = append(b, version)
@@ -172,13 +183,16 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	}
 	b = appendSection(b, secProgress, sec)
 
-	if version >= SnapshotVersion {
+	if version >= snapshotVersionNoRules {
 		sec = appendUvarint(sec[:0], uint64(len(s.registered)))
 		for _, e := range sortedKeys(s.registered) {
 			sec = appendString(sec, e)
 			sec = appendVarint(sec, s.registered[e])
 		}
 		b = appendSection(b, secRegistration, sec)
+	}
+	if version >= SnapshotVersion {
+		b = appendSection(b, secRuleGroups, s.appendRuleGroups(sec[:0]))
 	}
 
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -258,7 +272,13 @@ func decodeSnapshot(data []byte) (*state, error) {
 		sections = append(sections, struct {
 			tag    byte
 			decode func(*decoder) error
-		}{secRegistration, s.decodeRegistration})
+		}{secRegistration, func(d *decoder) error { return s.decodeRegistration(d, version == snapshotVersionNoRules) }})
+	}
+	if version >= SnapshotVersion {
+		sections = append(sections, struct {
+			tag    byte
+			decode func(*decoder) error
+		}{secRuleGroups, s.decodeRuleGroups})
 	}
 	for _, sec := range sections {
 		tag := d.byte()
@@ -515,9 +535,10 @@ func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 	return d.err
 }
 
-// decodeRegistration reads the registration section (version 5): the
-// registration watermark of each edge that announced, sorted by edge.
-func (s *state) decodeRegistration(d *decoder) error {
+// decodeRegistration reads the registration section (versions 5 and 6):
+// the registration watermark of each edge that announced, sorted by edge;
+// nonEmpty (version 5) refuses an empty section.
+func (s *state) decodeRegistration(d *decoder, nonEmpty bool) error {
 	n := d.count("registration", 2)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
@@ -534,7 +555,7 @@ func (s *state) decodeRegistration(d *decoder) error {
 		prev = e
 		s.registered[e] = ms
 	}
-	if d.err == nil && n == 0 {
+	if d.err == nil && n == 0 && nonEmpty {
 		return fmt.Errorf("an empty registration section is written; version 4 leaves it out")
 	}
 	return d.err

@@ -1142,8 +1142,10 @@ type EdgeInfo struct {
 	UnderReplicatedSegments uint64 `protobuf:"varint,8,opt,name=under_replicated_segments,json=underReplicatedSegments,proto3" json:"under_replicated_segments,omitempty"`
 	UnsourcedSegments       uint64 `protobuf:"varint,9,opt,name=unsourced_segments,json=unsourcedSegments,proto3" json:"unsourced_segments,omitempty"`
 	Pinned                  bool   `protobuf:"varint,10,opt,name=pinned,proto3" json:"pinned,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The edge's labels, as its last hello gave them (--edge-label).
+	Labels        map[string]string `protobuf:"bytes,20,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EdgeInfo) Reset() {
@@ -1244,6 +1246,13 @@ func (x *EdgeInfo) GetPinned() bool {
 		return x.Pinned
 	}
 	return false
+}
+
+func (x *EdgeInfo) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // ReplicaInfo is one replica of an edge.
@@ -1851,6 +1860,356 @@ func (*RevokeEdgeResponse) Descriptor() ([]byte, []int) {
 	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
+// FleetRuleGroup is one rule group of the fleet, evaluated by the edges
+// whose labels its selector matches.
+type FleetRuleGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the group's name, unique in the fleet (1 to 256 bytes of
+	// UTF-8); it must equal the name of the group in yaml.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// selector chooses the edges by their labels: PromQL label matchers
+	// without braces or a metric name, such as `site="berlin",
+	// model=~"pi4.*"` (the matchers are ANDed; the empty string selects
+	// every edge). At most 4 KiB.
+	Selector string `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	// yaml is a Prometheus rule file holding exactly this one group
+	// ("groups:" with one element), at most 64 KiB.
+	Yaml string `protobuf:"bytes,3,opt,name=yaml,proto3" json:"yaml,omitempty"`
+	// version is the raft index of the change that set the group. Ignored
+	// in a SetRuleGroupRequest.
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetRuleGroup) Reset() {
+	*x = FleetRuleGroup{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetRuleGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetRuleGroup) ProtoMessage() {}
+
+func (x *FleetRuleGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetRuleGroup.ProtoReflect.Descriptor instead.
+func (*FleetRuleGroup) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FleetRuleGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FleetRuleGroup) GetSelector() string {
+	if x != nil {
+		return x.Selector
+	}
+	return ""
+}
+
+func (x *FleetRuleGroup) GetYaml() string {
+	if x != nil {
+		return x.Yaml
+	}
+	return ""
+}
+
+func (x *FleetRuleGroup) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type SetRuleGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         *FleetRuleGroup        `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleGroupRequest) Reset() {
+	*x = SetRuleGroupRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleGroupRequest) ProtoMessage() {}
+
+func (x *SetRuleGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleGroupRequest.ProtoReflect.Descriptor instead.
+func (*SetRuleGroupRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetRuleGroupRequest) GetGroup() *FleetRuleGroup {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+type SetRuleGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// group is the group as applied, with its version.
+	Group         *FleetRuleGroup `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRuleGroupResponse) Reset() {
+	*x = SetRuleGroupResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRuleGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRuleGroupResponse) ProtoMessage() {}
+
+func (x *SetRuleGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRuleGroupResponse.ProtoReflect.Descriptor instead.
+func (*SetRuleGroupResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetRuleGroupResponse) GetGroup() *FleetRuleGroup {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+type GetRuleGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// edge, when set, lists only the groups that select this edge by the
+	// labels the catalog holds for it (NOT_FOUND for an unknown edge).
+	Edge          string `protobuf:"bytes,1,opt,name=edge,proto3" json:"edge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleGroupsRequest) Reset() {
+	*x = GetRuleGroupsRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleGroupsRequest) ProtoMessage() {}
+
+func (x *GetRuleGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleGroupsRequest.ProtoReflect.Descriptor instead.
+func (*GetRuleGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetRuleGroupsRequest) GetEdge() string {
+	if x != nil {
+		return x.Edge
+	}
+	return ""
+}
+
+type GetRuleGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// groups are sorted by name.
+	Groups []*FleetRuleGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// version is the raft index of the last change to the fleet's rule
+	// groups (0: none ever).
+	Version       uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRuleGroupsResponse) Reset() {
+	*x = GetRuleGroupsResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRuleGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRuleGroupsResponse) ProtoMessage() {}
+
+func (x *GetRuleGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRuleGroupsResponse.ProtoReflect.Descriptor instead.
+func (*GetRuleGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetRuleGroupsResponse) GetGroups() []*FleetRuleGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *GetRuleGroupsResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type DeleteRuleGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRuleGroupRequest) Reset() {
+	*x = DeleteRuleGroupRequest{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRuleGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRuleGroupRequest) ProtoMessage() {}
+
+func (x *DeleteRuleGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRuleGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRuleGroupRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DeleteRuleGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteRuleGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRuleGroupResponse) Reset() {
+	*x = DeleteRuleGroupResponse{}
+	mi := &file_tributary_v1_cluster_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRuleGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRuleGroupResponse) ProtoMessage() {}
+
+func (x *DeleteRuleGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_cluster_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRuleGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRuleGroupResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_cluster_proto_rawDescGZIP(), []int{37}
+}
+
 var File_tributary_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_cluster_proto_rawDesc = "" +
@@ -1920,7 +2279,7 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\rEdgesResponse\x12\x1f\n" +
 	"\vanswered_by\x18\x01 \x01(\tR\n" +
 	"answeredBy\x12,\n" +
-	"\x05edges\x18\x02 \x03(\v2\x16.tributary.v1.EdgeInfoR\x05edges\"\xa1\x03\n" +
+	"\x05edges\x18\x02 \x03(\v2\x16.tributary.v1.EdgeInfoR\x05edges\"\x98\x04\n" +
 	"\bEdgeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\breplicas\x18\x02 \x03(\v2\x19.tributary.v1.ReplicaInfoR\breplicas\x126\n" +
@@ -1933,7 +2292,11 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\x19under_replicated_segments\x18\b \x01(\x04R\x17underReplicatedSegments\x12-\n" +
 	"\x12unsourced_segments\x18\t \x01(\x04R\x11unsourcedSegments\x12\x16\n" +
 	"\x06pinned\x18\n" +
-	" \x01(\bR\x06pinned\"\x8c\x01\n" +
+	" \x01(\bR\x06pinned\x12:\n" +
+	"\x06labels\x18\x14 \x03(\v2\".tributary.v1.EdgeInfo.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\vReplicaInfo\x12 \n" +
 	"\vcoordinator\x18\x01 \x01(\tR\vcoordinator\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\x12+\n" +
@@ -1966,11 +2329,28 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\x11RevokeEdgeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\arevoked\x18\x02 \x01(\bR\arevoked\"\x14\n" +
-	"\x12RevokeEdgeResponse*s\n" +
+	"\x12RevokeEdgeResponse\"n\n" +
+	"\x0eFleetRuleGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bselector\x18\x02 \x01(\tR\bselector\x12\x12\n" +
+	"\x04yaml\x18\x03 \x01(\tR\x04yaml\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"I\n" +
+	"\x13SetRuleGroupRequest\x122\n" +
+	"\x05group\x18\x01 \x01(\v2\x1c.tributary.v1.FleetRuleGroupR\x05group\"J\n" +
+	"\x14SetRuleGroupResponse\x122\n" +
+	"\x05group\x18\x01 \x01(\v2\x1c.tributary.v1.FleetRuleGroupR\x05group\"*\n" +
+	"\x14GetRuleGroupsRequest\x12\x12\n" +
+	"\x04edge\x18\x01 \x01(\tR\x04edge\"g\n" +
+	"\x15GetRuleGroupsResponse\x124\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1c.tributary.v1.FleetRuleGroupR\x06groups\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\",\n" +
+	"\x16DeleteRuleGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x19\n" +
+	"\x17DeleteRuleGroupResponse*s\n" +
 	"\x10CoordinatorState\x12!\n" +
 	"\x1dCOORDINATOR_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COORDINATOR_STATE_ACTIVE\x10\x01\x12\x1e\n" +
-	"\x1aCOORDINATOR_STATE_DRAINING\x10\x022\xf8\b\n" +
+	"\x1aCOORDINATOR_STATE_DRAINING\x10\x022\x89\v\n" +
 	"\x0eClusterService\x12L\n" +
 	"\tAddMember\x12\x1e.tributary.v1.AddMemberRequest\x1a\x1f.tributary.v1.AddMemberResponse\x12X\n" +
 	"\rPromoteMember\x12\".tributary.v1.PromoteMemberRequest\x1a#.tributary.v1.PromoteMemberResponse\x12U\n" +
@@ -1985,7 +2365,10 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\tRebalance\x12\x1e.tributary.v1.RebalanceRequest\x1a\x1f.tributary.v1.RebalanceResponse\x12j\n" +
 	"\x13SetCoordinatorState\x12(.tributary.v1.SetCoordinatorStateRequest\x1a).tributary.v1.SetCoordinatorStateResponse\x12O\n" +
 	"\n" +
-	"RevokeEdge\x12\x1f.tributary.v1.RevokeEdgeRequest\x1a .tributary.v1.RevokeEdgeResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"RevokeEdge\x12\x1f.tributary.v1.RevokeEdgeRequest\x1a .tributary.v1.RevokeEdgeResponse\x12U\n" +
+	"\fSetRuleGroup\x12!.tributary.v1.SetRuleGroupRequest\x1a\".tributary.v1.SetRuleGroupResponse\x12X\n" +
+	"\rGetRuleGroups\x12\".tributary.v1.GetRuleGroupsRequest\x1a#.tributary.v1.GetRuleGroupsResponse\x12^\n" +
+	"\x0fDeleteRuleGroup\x12$.tributary.v1.DeleteRuleGroupRequest\x1a%.tributary.v1.DeleteRuleGroupResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_cluster_proto_rawDescOnce sync.Once
@@ -2000,7 +2383,7 @@ func file_tributary_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_tributary_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_tributary_v1_cluster_proto_goTypes = []any{
 	(CoordinatorState)(0),               // 0: tributary.v1.CoordinatorState
 	(*FleetConfig)(nil),                 // 1: tributary.v1.FleetConfig
@@ -2034,6 +2417,14 @@ var file_tributary_v1_cluster_proto_goTypes = []any{
 	(*SetCoordinatorStateResponse)(nil), // 29: tributary.v1.SetCoordinatorStateResponse
 	(*RevokeEdgeRequest)(nil),           // 30: tributary.v1.RevokeEdgeRequest
 	(*RevokeEdgeResponse)(nil),          // 31: tributary.v1.RevokeEdgeResponse
+	(*FleetRuleGroup)(nil),              // 32: tributary.v1.FleetRuleGroup
+	(*SetRuleGroupRequest)(nil),         // 33: tributary.v1.SetRuleGroupRequest
+	(*SetRuleGroupResponse)(nil),        // 34: tributary.v1.SetRuleGroupResponse
+	(*GetRuleGroupsRequest)(nil),        // 35: tributary.v1.GetRuleGroupsRequest
+	(*GetRuleGroupsResponse)(nil),       // 36: tributary.v1.GetRuleGroupsResponse
+	(*DeleteRuleGroupRequest)(nil),      // 37: tributary.v1.DeleteRuleGroupRequest
+	(*DeleteRuleGroupResponse)(nil),     // 38: tributary.v1.DeleteRuleGroupResponse
+	nil,                                 // 39: tributary.v1.EdgeInfo.LabelsEntry
 }
 var file_tributary_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: tributary.v1.GetFleetConfigResponse.config:type_name -> tributary.v1.FleetConfig
@@ -2045,40 +2436,50 @@ var file_tributary_v1_cluster_proto_depIdxs = []int32{
 	16, // 6: tributary.v1.MembersResponse.members:type_name -> tributary.v1.Member
 	19, // 7: tributary.v1.EdgesResponse.edges:type_name -> tributary.v1.EdgeInfo
 	20, // 8: tributary.v1.EdgeInfo.replicas:type_name -> tributary.v1.ReplicaInfo
-	21, // 9: tributary.v1.ReplicaInfo.lacks:type_name -> tributary.v1.LackRun
-	20, // 10: tributary.v1.PlaceEdgeResponse.replicas:type_name -> tributary.v1.ReplicaInfo
-	0,  // 11: tributary.v1.SetCoordinatorStateRequest.state:type_name -> tributary.v1.CoordinatorState
-	6,  // 12: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
-	8,  // 13: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
-	10, // 14: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
-	12, // 15: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
-	14, // 16: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
-	2,  // 17: tributary.v1.ClusterService.GetFleetConfig:input_type -> tributary.v1.GetFleetConfigRequest
-	4,  // 18: tributary.v1.ClusterService.SetFleetConfig:input_type -> tributary.v1.SetFleetConfigRequest
-	17, // 19: tributary.v1.ClusterService.Edges:input_type -> tributary.v1.EdgesRequest
-	22, // 20: tributary.v1.ClusterService.DecommissionEdge:input_type -> tributary.v1.DecommissionEdgeRequest
-	24, // 21: tributary.v1.ClusterService.PlaceEdge:input_type -> tributary.v1.PlaceEdgeRequest
-	26, // 22: tributary.v1.ClusterService.Rebalance:input_type -> tributary.v1.RebalanceRequest
-	28, // 23: tributary.v1.ClusterService.SetCoordinatorState:input_type -> tributary.v1.SetCoordinatorStateRequest
-	30, // 24: tributary.v1.ClusterService.RevokeEdge:input_type -> tributary.v1.RevokeEdgeRequest
-	7,  // 25: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
-	9,  // 26: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
-	11, // 27: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
-	13, // 28: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
-	15, // 29: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
-	3,  // 30: tributary.v1.ClusterService.GetFleetConfig:output_type -> tributary.v1.GetFleetConfigResponse
-	5,  // 31: tributary.v1.ClusterService.SetFleetConfig:output_type -> tributary.v1.SetFleetConfigResponse
-	18, // 32: tributary.v1.ClusterService.Edges:output_type -> tributary.v1.EdgesResponse
-	23, // 33: tributary.v1.ClusterService.DecommissionEdge:output_type -> tributary.v1.DecommissionEdgeResponse
-	25, // 34: tributary.v1.ClusterService.PlaceEdge:output_type -> tributary.v1.PlaceEdgeResponse
-	27, // 35: tributary.v1.ClusterService.Rebalance:output_type -> tributary.v1.RebalanceResponse
-	29, // 36: tributary.v1.ClusterService.SetCoordinatorState:output_type -> tributary.v1.SetCoordinatorStateResponse
-	31, // 37: tributary.v1.ClusterService.RevokeEdge:output_type -> tributary.v1.RevokeEdgeResponse
-	25, // [25:38] is the sub-list for method output_type
-	12, // [12:25] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	39, // 9: tributary.v1.EdgeInfo.labels:type_name -> tributary.v1.EdgeInfo.LabelsEntry
+	21, // 10: tributary.v1.ReplicaInfo.lacks:type_name -> tributary.v1.LackRun
+	20, // 11: tributary.v1.PlaceEdgeResponse.replicas:type_name -> tributary.v1.ReplicaInfo
+	0,  // 12: tributary.v1.SetCoordinatorStateRequest.state:type_name -> tributary.v1.CoordinatorState
+	32, // 13: tributary.v1.SetRuleGroupRequest.group:type_name -> tributary.v1.FleetRuleGroup
+	32, // 14: tributary.v1.SetRuleGroupResponse.group:type_name -> tributary.v1.FleetRuleGroup
+	32, // 15: tributary.v1.GetRuleGroupsResponse.groups:type_name -> tributary.v1.FleetRuleGroup
+	6,  // 16: tributary.v1.ClusterService.AddMember:input_type -> tributary.v1.AddMemberRequest
+	8,  // 17: tributary.v1.ClusterService.PromoteMember:input_type -> tributary.v1.PromoteMemberRequest
+	10, // 18: tributary.v1.ClusterService.RemoveMember:input_type -> tributary.v1.RemoveMemberRequest
+	12, // 19: tributary.v1.ClusterService.TransferLeadership:input_type -> tributary.v1.TransferLeadershipRequest
+	14, // 20: tributary.v1.ClusterService.Members:input_type -> tributary.v1.MembersRequest
+	2,  // 21: tributary.v1.ClusterService.GetFleetConfig:input_type -> tributary.v1.GetFleetConfigRequest
+	4,  // 22: tributary.v1.ClusterService.SetFleetConfig:input_type -> tributary.v1.SetFleetConfigRequest
+	17, // 23: tributary.v1.ClusterService.Edges:input_type -> tributary.v1.EdgesRequest
+	22, // 24: tributary.v1.ClusterService.DecommissionEdge:input_type -> tributary.v1.DecommissionEdgeRequest
+	24, // 25: tributary.v1.ClusterService.PlaceEdge:input_type -> tributary.v1.PlaceEdgeRequest
+	26, // 26: tributary.v1.ClusterService.Rebalance:input_type -> tributary.v1.RebalanceRequest
+	28, // 27: tributary.v1.ClusterService.SetCoordinatorState:input_type -> tributary.v1.SetCoordinatorStateRequest
+	30, // 28: tributary.v1.ClusterService.RevokeEdge:input_type -> tributary.v1.RevokeEdgeRequest
+	33, // 29: tributary.v1.ClusterService.SetRuleGroup:input_type -> tributary.v1.SetRuleGroupRequest
+	35, // 30: tributary.v1.ClusterService.GetRuleGroups:input_type -> tributary.v1.GetRuleGroupsRequest
+	37, // 31: tributary.v1.ClusterService.DeleteRuleGroup:input_type -> tributary.v1.DeleteRuleGroupRequest
+	7,  // 32: tributary.v1.ClusterService.AddMember:output_type -> tributary.v1.AddMemberResponse
+	9,  // 33: tributary.v1.ClusterService.PromoteMember:output_type -> tributary.v1.PromoteMemberResponse
+	11, // 34: tributary.v1.ClusterService.RemoveMember:output_type -> tributary.v1.RemoveMemberResponse
+	13, // 35: tributary.v1.ClusterService.TransferLeadership:output_type -> tributary.v1.TransferLeadershipResponse
+	15, // 36: tributary.v1.ClusterService.Members:output_type -> tributary.v1.MembersResponse
+	3,  // 37: tributary.v1.ClusterService.GetFleetConfig:output_type -> tributary.v1.GetFleetConfigResponse
+	5,  // 38: tributary.v1.ClusterService.SetFleetConfig:output_type -> tributary.v1.SetFleetConfigResponse
+	18, // 39: tributary.v1.ClusterService.Edges:output_type -> tributary.v1.EdgesResponse
+	23, // 40: tributary.v1.ClusterService.DecommissionEdge:output_type -> tributary.v1.DecommissionEdgeResponse
+	25, // 41: tributary.v1.ClusterService.PlaceEdge:output_type -> tributary.v1.PlaceEdgeResponse
+	27, // 42: tributary.v1.ClusterService.Rebalance:output_type -> tributary.v1.RebalanceResponse
+	29, // 43: tributary.v1.ClusterService.SetCoordinatorState:output_type -> tributary.v1.SetCoordinatorStateResponse
+	31, // 44: tributary.v1.ClusterService.RevokeEdge:output_type -> tributary.v1.RevokeEdgeResponse
+	34, // 45: tributary.v1.ClusterService.SetRuleGroup:output_type -> tributary.v1.SetRuleGroupResponse
+	36, // 46: tributary.v1.ClusterService.GetRuleGroups:output_type -> tributary.v1.GetRuleGroupsResponse
+	38, // 47: tributary.v1.ClusterService.DeleteRuleGroup:output_type -> tributary.v1.DeleteRuleGroupResponse
+	32, // [32:48] is the sub-list for method output_type
+	16, // [16:32] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_cluster_proto_init() }
@@ -2092,7 +2493,7 @@ func file_tributary_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_cluster_proto_rawDesc), len(file_tributary_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

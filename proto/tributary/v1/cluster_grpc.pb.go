@@ -60,6 +60,9 @@ const (
 	ClusterService_Rebalance_FullMethodName           = "/tributary.v1.ClusterService/Rebalance"
 	ClusterService_SetCoordinatorState_FullMethodName = "/tributary.v1.ClusterService/SetCoordinatorState"
 	ClusterService_RevokeEdge_FullMethodName          = "/tributary.v1.ClusterService/RevokeEdge"
+	ClusterService_SetRuleGroup_FullMethodName        = "/tributary.v1.ClusterService/SetRuleGroup"
+	ClusterService_GetRuleGroups_FullMethodName       = "/tributary.v1.ClusterService/GetRuleGroups"
+	ClusterService_DeleteRuleGroup_FullMethodName     = "/tributary.v1.ClusterService/DeleteRuleGroup"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -116,6 +119,21 @@ type ClusterServiceClient interface {
 	// RevokeEdge refuses an edge's replication streams and query tunnels on
 	// every coordinator (revoked = false lifts it); its data stays.
 	RevokeEdge(ctx context.Context, in *RevokeEdgeRequest, opts ...grpc.CallOption) (*RevokeEdgeResponse, error)
+	// SetRuleGroup adds a rule group to the fleet's, or replaces the group
+	// of the same name. The group is checked as `tributary rules check`
+	// checks a rule file, and the selector parsed, before the change is
+	// proposed; an invalid one is INVALID_ARGUMENT. Any member accepts it
+	// and answers once it is applied. Edges whose labels the selector
+	// matches receive it on their replication streams (see
+	// replication.proto, EdgeRuleGroups). FAILED_PRECONDITION while some
+	// coordinator of the cluster is of a version that cannot apply it.
+	SetRuleGroup(ctx context.Context, in *SetRuleGroupRequest, opts ...grpc.CallOption) (*SetRuleGroupResponse, error)
+	// GetRuleGroups lists the fleet's rule groups (or those selecting one
+	// edge), as the answering coordinator's catalog holds them.
+	GetRuleGroups(ctx context.Context, in *GetRuleGroupsRequest, opts ...grpc.CallOption) (*GetRuleGroupsResponse, error)
+	// DeleteRuleGroup removes a rule group from the fleet's; the edges stop
+	// evaluating it. NOT_FOUND when there is none of that name.
+	DeleteRuleGroup(ctx context.Context, in *DeleteRuleGroupRequest, opts ...grpc.CallOption) (*DeleteRuleGroupResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -256,6 +274,36 @@ func (c *clusterServiceClient) RevokeEdge(ctx context.Context, in *RevokeEdgeReq
 	return out, nil
 }
 
+func (c *clusterServiceClient) SetRuleGroup(ctx context.Context, in *SetRuleGroupRequest, opts ...grpc.CallOption) (*SetRuleGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRuleGroupResponse)
+	err := c.cc.Invoke(ctx, ClusterService_SetRuleGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) GetRuleGroups(ctx context.Context, in *GetRuleGroupsRequest, opts ...grpc.CallOption) (*GetRuleGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRuleGroupsResponse)
+	err := c.cc.Invoke(ctx, ClusterService_GetRuleGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) DeleteRuleGroup(ctx context.Context, in *DeleteRuleGroupRequest, opts ...grpc.CallOption) (*DeleteRuleGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRuleGroupResponse)
+	err := c.cc.Invoke(ctx, ClusterService_DeleteRuleGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -310,6 +358,21 @@ type ClusterServiceServer interface {
 	// RevokeEdge refuses an edge's replication streams and query tunnels on
 	// every coordinator (revoked = false lifts it); its data stays.
 	RevokeEdge(context.Context, *RevokeEdgeRequest) (*RevokeEdgeResponse, error)
+	// SetRuleGroup adds a rule group to the fleet's, or replaces the group
+	// of the same name. The group is checked as `tributary rules check`
+	// checks a rule file, and the selector parsed, before the change is
+	// proposed; an invalid one is INVALID_ARGUMENT. Any member accepts it
+	// and answers once it is applied. Edges whose labels the selector
+	// matches receive it on their replication streams (see
+	// replication.proto, EdgeRuleGroups). FAILED_PRECONDITION while some
+	// coordinator of the cluster is of a version that cannot apply it.
+	SetRuleGroup(context.Context, *SetRuleGroupRequest) (*SetRuleGroupResponse, error)
+	// GetRuleGroups lists the fleet's rule groups (or those selecting one
+	// edge), as the answering coordinator's catalog holds them.
+	GetRuleGroups(context.Context, *GetRuleGroupsRequest) (*GetRuleGroupsResponse, error)
+	// DeleteRuleGroup removes a rule group from the fleet's; the edges stop
+	// evaluating it. NOT_FOUND when there is none of that name.
+	DeleteRuleGroup(context.Context, *DeleteRuleGroupRequest) (*DeleteRuleGroupResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -358,6 +421,15 @@ func (UnimplementedClusterServiceServer) SetCoordinatorState(context.Context, *S
 }
 func (UnimplementedClusterServiceServer) RevokeEdge(context.Context, *RevokeEdgeRequest) (*RevokeEdgeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RevokeEdge not implemented")
+}
+func (UnimplementedClusterServiceServer) SetRuleGroup(context.Context, *SetRuleGroupRequest) (*SetRuleGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetRuleGroup not implemented")
+}
+func (UnimplementedClusterServiceServer) GetRuleGroups(context.Context, *GetRuleGroupsRequest) (*GetRuleGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetRuleGroups not implemented")
+}
+func (UnimplementedClusterServiceServer) DeleteRuleGroup(context.Context, *DeleteRuleGroupRequest) (*DeleteRuleGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteRuleGroup not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -614,6 +686,60 @@ func _ClusterService_RevokeEdge_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_SetRuleGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRuleGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).SetRuleGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_SetRuleGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).SetRuleGroup(ctx, req.(*SetRuleGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_GetRuleGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRuleGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetRuleGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetRuleGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetRuleGroups(ctx, req.(*GetRuleGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_DeleteRuleGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRuleGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).DeleteRuleGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_DeleteRuleGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).DeleteRuleGroup(ctx, req.(*DeleteRuleGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -672,6 +798,18 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeEdge",
 			Handler:    _ClusterService_RevokeEdge_Handler,
+		},
+		{
+			MethodName: "SetRuleGroup",
+			Handler:    _ClusterService_SetRuleGroup_Handler,
+		},
+		{
+			MethodName: "GetRuleGroups",
+			Handler:    _ClusterService_GetRuleGroups_Handler,
+		},
+		{
+			MethodName: "DeleteRuleGroup",
+			Handler:    _ClusterService_DeleteRuleGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1321,6 +1321,7 @@ type ShipResponse struct {
 	//	*ShipResponse_Config
 	//	*ShipResponse_Reship
 	//	*ShipResponse_Announced
+	//	*ShipResponse_RuleGroups
 	Body          isShipResponse_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1417,6 +1418,15 @@ func (x *ShipResponse) GetAnnounced() *ShipAnnounced {
 	return nil
 }
 
+func (x *ShipResponse) GetRuleGroups() *EdgeRuleGroups {
+	if x != nil {
+		if x, ok := x.Body.(*ShipResponse_RuleGroups); ok {
+			return x.RuleGroups
+		}
+	}
+	return nil
+}
+
 type isShipResponse_Body interface {
 	isShipResponse_Body()
 }
@@ -1457,6 +1467,13 @@ type ShipResponse_Announced struct {
 	Announced *ShipAnnounced `protobuf:"bytes,6,opt,name=announced,proto3,oneof"`
 }
 
+type ShipResponse_RuleGroups struct {
+	// The fleet's rule groups that select this edge changed after the
+	// welcome (or the last rule_groups on this stream); version is
+	// higher than any sent before on the stream.
+	RuleGroups *EdgeRuleGroups `protobuf:"bytes,20,opt,name=rule_groups,json=ruleGroups,proto3,oneof"`
+}
+
 func (*ShipResponse_Welcome) isShipResponse_Body() {}
 
 func (*ShipResponse_Ack) isShipResponse_Body() {}
@@ -1468,6 +1485,8 @@ func (*ShipResponse_Config) isShipResponse_Body() {}
 func (*ShipResponse_Reship) isShipResponse_Body() {}
 
 func (*ShipResponse_Announced) isShipResponse_Body() {}
+
+func (*ShipResponse_RuleGroups) isShipResponse_Body() {}
 
 // ShipAnnounce announces series the edge created: every series it created
 // before its clock read through_ms is in this message or an earlier one
@@ -1838,7 +1857,12 @@ type ShipHello struct {
 	QueryAddr string `protobuf:"bytes,7,opt,name=query_addr,json=queryAddr,proto3" json:"query_addr,omitempty"`
 	// Optional protocol features the edge understands: "reship" (it answers
 	// ShipResponse.reship).
-	Features      []string `protobuf:"bytes,8,rep,name=features,proto3" json:"features,omitempty"`
+	Features []string `protobuf:"bytes,8,rep,name=features,proto3" json:"features,omitempty"`
+	// The edge's labels (--edge-label), at most 32, names as for series
+	// labels, empty values dropped. The catalog records them for the edge
+	// (replacing the ones it had) and selects the fleet's rule groups by
+	// them (ClusterService.SetRuleGroup).
+	Labels        []*Label `protobuf:"bytes,20,rep,name=labels,proto3" json:"labels,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1929,6 +1953,13 @@ func (x *ShipHello) GetFeatures() []string {
 	return nil
 }
 
+func (x *ShipHello) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // SeqRange is an inclusive run of sequence numbers.
 type SeqRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2012,8 +2043,12 @@ type ShipWelcome struct {
 	// sends a segment of a version the welcome does not list; it keeps it
 	// and ships it on a later stream to a coordinator that lists it.
 	SegmentFormats []uint32 `protobuf:"varint,8,rep,packed,name=segment_formats,json=segmentFormats,proto3" json:"segment_formats,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The fleet's rule groups that select this edge, at welcome time
+	// (absent from coordinators older than this field). Later changes
+	// arrive as ShipResponse.rule_groups.
+	RuleGroups    *EdgeRuleGroups `protobuf:"bytes,20,opt,name=rule_groups,json=ruleGroups,proto3" json:"rule_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShipWelcome) Reset() {
@@ -2098,6 +2133,13 @@ func (x *ShipWelcome) GetFeatures() []string {
 func (x *ShipWelcome) GetSegmentFormats() []uint32 {
 	if x != nil {
 		return x.SegmentFormats
+	}
+	return nil
+}
+
+func (x *ShipWelcome) GetRuleGroups() *EdgeRuleGroups {
+	if x != nil {
+		return x.RuleGroups
 	}
 	return nil
 }
@@ -2657,6 +2699,141 @@ func (x *EdgeConfig) GetRateLimitBurstPoints() uint64 {
 	return 0
 }
 
+// EdgeRuleGroups is the whole set of the fleet's rule groups whose
+// selector matches the edge's labels (ClusterService.SetRuleGroup). It
+// replaces the set the edge had: a group absent from it is no longer
+// evaluated. An edge applies a set only when its version is higher than
+// the last one it applied, and keeps the set it applied (in its data
+// directory) across restarts.
+type EdgeRuleGroups struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the catalog's applied raft index when the set was taken:
+	// every change to the rule groups or to the edge's labels up to that
+	// index is in it (0: no rule group was ever set).
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The groups, sorted by name.
+	Groups        []*EdgeRuleGroup `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EdgeRuleGroups) Reset() {
+	*x = EdgeRuleGroups{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeRuleGroups) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeRuleGroups) ProtoMessage() {}
+
+func (x *EdgeRuleGroups) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeRuleGroups.ProtoReflect.Descriptor instead.
+func (*EdgeRuleGroups) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EdgeRuleGroups) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EdgeRuleGroups) GetGroups() []*EdgeRuleGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// EdgeRuleGroup is one rule group of the fleet.
+type EdgeRuleGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the group's name (unique in the fleet).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// yaml is a Prometheus rule file holding exactly this group.
+	Yaml string `protobuf:"bytes,2,opt,name=yaml,proto3" json:"yaml,omitempty"`
+	// selector is the edge selector that chose the edge, for logs.
+	Selector string `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`
+	// version is the raft index of the change that set the group.
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EdgeRuleGroup) Reset() {
+	*x = EdgeRuleGroup{}
+	mi := &file_tributary_v1_replication_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EdgeRuleGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EdgeRuleGroup) ProtoMessage() {}
+
+func (x *EdgeRuleGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_replication_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EdgeRuleGroup.ProtoReflect.Descriptor instead.
+func (*EdgeRuleGroup) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_replication_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EdgeRuleGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EdgeRuleGroup) GetYaml() string {
+	if x != nil {
+		return x.Yaml
+	}
+	return ""
+}
+
+func (x *EdgeRuleGroup) GetSelector() string {
+	if x != nil {
+		return x.Selector
+	}
+	return ""
+}
+
+func (x *EdgeRuleGroup) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_tributary_v1_replication_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_replication_proto_rawDesc = "" +
@@ -2729,14 +2906,16 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x03gap\x18\x03 \x01(\v2\x15.tributary.v1.ShipGapH\x00R\x03gap\x12T\n" +
 	"\x12reship_unavailable\x18\x04 \x01(\v2#.tributary.v1.ShipReshipUnavailableH\x00R\x11reshipUnavailable\x128\n" +
 	"\bannounce\x18\x05 \x01(\v2\x1a.tributary.v1.ShipAnnounceH\x00R\bannounceB\x06\n" +
-	"\x04body\"\xce\x02\n" +
+	"\x04body\"\x8f\x03\n" +
 	"\fShipResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.tributary.v1.ShipWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.tributary.v1.ShipAckH\x00R\x03ack\x12/\n" +
 	"\x05error\x18\x03 \x01(\v2\x17.tributary.v1.ShipErrorH\x00R\x05error\x122\n" +
 	"\x06config\x18\x04 \x01(\v2\x18.tributary.v1.EdgeConfigH\x00R\x06config\x122\n" +
 	"\x06reship\x18\x05 \x01(\v2\x18.tributary.v1.ShipReshipH\x00R\x06reship\x12;\n" +
-	"\tannounced\x18\x06 \x01(\v2\x1b.tributary.v1.ShipAnnouncedH\x00R\tannouncedB\x06\n" +
+	"\tannounced\x18\x06 \x01(\v2\x1b.tributary.v1.ShipAnnouncedH\x00R\tannounced\x12?\n" +
+	"\vrule_groups\x18\x14 \x01(\v2\x1c.tributary.v1.EdgeRuleGroupsH\x00R\n" +
+	"ruleGroupsB\x06\n" +
 	"\x04body\"\x88\x01\n" +
 	"\fShipAnnounce\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
@@ -2763,7 +2942,7 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x15ShipReshipUnavailable\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb6\x02\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xe3\x02\n" +
 	"\tShipHello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
 	"\x10software_version\x18\x02 \x01(\tR\x0fsoftwareVersion\x12)\n" +
@@ -2773,10 +2952,11 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x11newest_sealed_seq\x18\x06 \x01(\x04R\x0fnewestSealedSeq\x12\x1d\n" +
 	"\n" +
 	"query_addr\x18\a \x01(\tR\tqueryAddr\x12\x1a\n" +
-	"\bfeatures\x18\b \x03(\tR\bfeatures\"B\n" +
+	"\bfeatures\x18\b \x03(\tR\bfeatures\x12+\n" +
+	"\x06labels\x18\x14 \x03(\v2\x13.tributary.v1.LabelR\x06labels\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xce\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\x8d\x03\n" +
 	"\vShipWelcome\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12#\n" +
 	"\racked_through\x18\x02 \x01(\x04R\fackedThrough\x12*\n" +
@@ -2785,7 +2965,9 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\x0emax_part_bytes\x18\x05 \x01(\rR\fmaxPartBytes\x120\n" +
 	"\x06config\x18\x06 \x01(\v2\x18.tributary.v1.EdgeConfigR\x06config\x12\x1a\n" +
 	"\bfeatures\x18\a \x03(\tR\bfeatures\x12'\n" +
-	"\x0fsegment_formats\x18\b \x03(\rR\x0esegmentFormats\"\x8b\x04\n" +
+	"\x0fsegment_formats\x18\b \x03(\rR\x0esegmentFormats\x12=\n" +
+	"\vrule_groups\x18\x14 \x01(\v2\x1c.tributary.v1.EdgeRuleGroupsR\n" +
+	"ruleGroups\"\x8b\x04\n" +
 	"\vShipSegment\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x19\n" +
@@ -2835,7 +3017,15 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\rrollup_hourly\x18\x05 \x01(\bR\frollupHourly\x12!\n" +
 	"\frollup_daily\x18\x06 \x01(\bR\vrollupDaily\x128\n" +
 	"\x19rate_limit_points_per_sec\x18\a \x01(\x04R\x15rateLimitPointsPerSec\x125\n" +
-	"\x17rate_limit_burst_points\x18\b \x01(\x04R\x14rateLimitBurstPoints*u\n" +
+	"\x17rate_limit_burst_points\x18\b \x01(\x04R\x14rateLimitBurstPoints\"_\n" +
+	"\x0eEdgeRuleGroups\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x123\n" +
+	"\x06groups\x18\x02 \x03(\v2\x1b.tributary.v1.EdgeRuleGroupR\x06groups\"m\n" +
+	"\rEdgeRuleGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04yaml\x18\x02 \x01(\tR\x04yaml\x12\x1a\n" +
+	"\bselector\x18\x03 \x01(\tR\bselector\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion*u\n" +
 	"\x12SegmentCompression\x12#\n" +
 	"\x1fSEGMENT_COMPRESSION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SEGMENT_COMPRESSION_NONE\x10\x01\x12\x1c\n" +
@@ -2870,7 +3060,7 @@ func file_tributary_v1_replication_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_replication_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tributary_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tributary_v1_replication_proto_goTypes = []any{
 	(SegmentCompression)(0),       // 0: tributary.v1.SegmentCompression
 	(GapReason)(0),                // 1: tributary.v1.GapReason
@@ -2901,7 +3091,9 @@ var file_tributary_v1_replication_proto_goTypes = []any{
 	(*ShipAck)(nil),               // 26: tributary.v1.ShipAck
 	(*ShipError)(nil),             // 27: tributary.v1.ShipError
 	(*EdgeConfig)(nil),            // 28: tributary.v1.EdgeConfig
-	(*Label)(nil),                 // 29: tributary.v1.Label
+	(*EdgeRuleGroups)(nil),        // 29: tributary.v1.EdgeRuleGroups
+	(*EdgeRuleGroup)(nil),         // 30: tributary.v1.EdgeRuleGroup
+	(*Label)(nil),                 // 31: tributary.v1.Label
 }
 var file_tributary_v1_replication_proto_depIdxs = []int32{
 	5,  // 0: tributary.v1.RestoreResponse.header:type_name -> tributary.v1.RestoreHeader
@@ -2911,7 +3103,7 @@ var file_tributary_v1_replication_proto_depIdxs = []int32{
 	22, // 4: tributary.v1.RestoreHeader.missing:type_name -> tributary.v1.SeqRange
 	0,  // 5: tributary.v1.RestoreFile.compression:type_name -> tributary.v1.SegmentCompression
 	8,  // 6: tributary.v1.RestoreRollups.series:type_name -> tributary.v1.RestoreRollupSeries
-	29, // 7: tributary.v1.RestoreRollupSeries.labels:type_name -> tributary.v1.Label
+	31, // 7: tributary.v1.RestoreRollupSeries.labels:type_name -> tributary.v1.Label
 	9,  // 8: tributary.v1.RestoreRollupSeries.hourly:type_name -> tributary.v1.RestoreRollupPack
 	9,  // 9: tributary.v1.RestoreRollupSeries.daily:type_name -> tributary.v1.RestoreRollupPack
 	13, // 10: tributary.v1.TunnelRequest.hello:type_name -> tributary.v1.TunnelHello
@@ -2926,24 +3118,28 @@ var file_tributary_v1_replication_proto_depIdxs = []int32{
 	28, // 19: tributary.v1.ShipResponse.config:type_name -> tributary.v1.EdgeConfig
 	19, // 20: tributary.v1.ShipResponse.reship:type_name -> tributary.v1.ShipReship
 	18, // 21: tributary.v1.ShipResponse.announced:type_name -> tributary.v1.ShipAnnounced
-	17, // 22: tributary.v1.ShipAnnounce.series:type_name -> tributary.v1.AnnouncedSeries
-	29, // 23: tributary.v1.AnnouncedSeries.labels:type_name -> tributary.v1.Label
-	22, // 24: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
-	28, // 25: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
-	0,  // 26: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
-	1,  // 27: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
-	2,  // 28: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
-	14, // 29: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
-	11, // 30: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
-	3,  // 31: tributary.v1.ReplicationService.Restore:input_type -> tributary.v1.RestoreRequest
-	15, // 32: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
-	12, // 33: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
-	4,  // 34: tributary.v1.ReplicationService.Restore:output_type -> tributary.v1.RestoreResponse
-	32, // [32:35] is the sub-list for method output_type
-	29, // [29:32] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	29, // 22: tributary.v1.ShipResponse.rule_groups:type_name -> tributary.v1.EdgeRuleGroups
+	17, // 23: tributary.v1.ShipAnnounce.series:type_name -> tributary.v1.AnnouncedSeries
+	31, // 24: tributary.v1.AnnouncedSeries.labels:type_name -> tributary.v1.Label
+	31, // 25: tributary.v1.ShipHello.labels:type_name -> tributary.v1.Label
+	22, // 26: tributary.v1.ShipWelcome.held:type_name -> tributary.v1.SeqRange
+	28, // 27: tributary.v1.ShipWelcome.config:type_name -> tributary.v1.EdgeConfig
+	29, // 28: tributary.v1.ShipWelcome.rule_groups:type_name -> tributary.v1.EdgeRuleGroups
+	0,  // 29: tributary.v1.ShipSegment.compression:type_name -> tributary.v1.SegmentCompression
+	1,  // 30: tributary.v1.ShipGap.reason:type_name -> tributary.v1.GapReason
+	2,  // 31: tributary.v1.ShipError.code:type_name -> tributary.v1.ShipErrorCode
+	30, // 32: tributary.v1.EdgeRuleGroups.groups:type_name -> tributary.v1.EdgeRuleGroup
+	14, // 33: tributary.v1.ReplicationService.Ship:input_type -> tributary.v1.ShipRequest
+	11, // 34: tributary.v1.ReplicationService.Tunnel:input_type -> tributary.v1.TunnelRequest
+	3,  // 35: tributary.v1.ReplicationService.Restore:input_type -> tributary.v1.RestoreRequest
+	15, // 36: tributary.v1.ReplicationService.Ship:output_type -> tributary.v1.ShipResponse
+	12, // 37: tributary.v1.ReplicationService.Tunnel:output_type -> tributary.v1.TunnelResponse
+	4,  // 38: tributary.v1.ReplicationService.Restore:output_type -> tributary.v1.RestoreResponse
+	36, // [36:39] is the sub-list for method output_type
+	33, // [33:36] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_replication_proto_init() }
@@ -2976,6 +3172,7 @@ func file_tributary_v1_replication_proto_init() {
 		(*ShipResponse_Config)(nil),
 		(*ShipResponse_Reship)(nil),
 		(*ShipResponse_Announced)(nil),
+		(*ShipResponse_RuleGroups)(nil),
 	}
 	file_tributary_v1_replication_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
@@ -2984,7 +3181,7 @@ func file_tributary_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_replication_proto_rawDesc), len(file_tributary_v1_replication_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
