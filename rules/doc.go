@@ -52,6 +52,29 @@
 // minutes), which is how Prometheus retries, so an Alertmanager that was
 // unreachable gets the alerts still active when it is back.
 //
+// # Fleet rule groups
+//
+// Besides its rule files, a node evaluates the rule groups the fleet's
+// catalog pushes to it (those whose edge selector matches its labels;
+// package rules/selector): ApplyFleetRules takes the whole set, with the
+// version (a raft index) the coordinators sent, and applies it only when
+// that version is higher than the one in force. The set is written
+// first, atomically (temporary file, fsync, rename, fsync of the
+// directory), to Options.FleetRulesFile, which is then loaded with the
+// rule files, so that a restarted node evaluates the fleet's groups with
+// no coordinator reachable. The file is a Prometheus rule file whose
+// first line carries the version:
+//
+//	# tributary fleet rule groups version <decimal raft index>
+//	# Written by the node from the fleet's catalog (tributary cluster rules); do not edit.
+//	groups:
+//	  - name: ...
+//
+// A file whose first line is not that is not loaded (logged; the next set
+// from the coordinators replaces it). The fleet's groups are groups of
+// that file: a group of a local rule file with the same name is another
+// group (Prometheus keys groups by file and name), evaluated as well.
+//
 // # Backfill
 //
 // Backfill evaluates the recording rules of rule files over a past range

@@ -32,6 +32,9 @@ type Manager struct {
 
 	mu      sync.Mutex // serialises Reload and Stop
 	files   []string   // the files of the rules in force
+	// fleetVersion is the version of the fleet's rule groups in
+	// FleetRulesFile (0: none).
+	fleetVersion uint64
 	started bool
 	stopped bool
 	wg      sync.WaitGroup
@@ -77,6 +80,14 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 		MaxConcurrentEvals:     int64(opts.MaxConcurrentEvals),
 	})
 	var err error
+	if opts.FleetRulesFile != "" {
+		// A damaged fleet file does not stop the node: its groups are
+		// not evaluated until the coordinators send the fleet's again.
+		if m.fleetVersion, _, err = readFleetVersion(opts.FleetRulesFile); err != nil {
+			opts.Logger.Error("fleet rule groups not loaded; waiting for the coordinators to send them", "err", err)
+			m.fleetVersion = 0
+		}
+	}
 	if m.metrics, err = newMetrics(opts.MeterProvider, m.reg); err != nil {
 		cancel()
 		return nil, err
@@ -105,7 +116,13 @@ func (m *Manager) expand() ([]string, error) {
 		files = append(files, matches...)
 	}
 	slices.Sort(files)
-	return slices.Compact(files), nil
+	files = slices.Compact(files)
+	if m.fleetVersion > 0 && !slices.Contains(files, m.opts.FleetRulesFile) {
+		// The fleet's groups come last, from their own file: a group of
+		// the same name as one of a local file is another group.
+		files = append(files, m.opts.FleetRulesFile)
+	}
+	return files, nil
 }
 
 // load reads the rule files and applies them. REQUIRES: m.mu held or m not

@@ -19,6 +19,11 @@ type Options struct {
 	// syntax), expanded at every load. A pattern that matches nothing
 	// loads nothing and is logged.
 	Files []string
+	// FleetRulesFile is where the rule groups the fleet pushes to this
+	// node are kept (ApplyFleetRules), in its data directory; they are
+	// evaluated with Files, and after a restart from this file. Empty:
+	// no fleet rule groups.
+	FleetRulesFile string
 	// EvaluationInterval is how often a group without an interval of its
 	// own is evaluated. Default 1m, as in Prometheus.
 	EvaluationInterval time.Duration
