@@ -30,14 +30,14 @@ type Manager struct {
 	cancel   context.CancelFunc
 	b        backend.Backend
 
-	mu      sync.Mutex // serialises Reload and Stop
-	files   []string   // the files of the rules in force
+	mu    sync.Mutex // serialises Reload and Stop
+	files []string   // the files of the rules in force
 	// fleetVersion is the version of the fleet's rule groups in
 	// FleetRulesFile (0: none).
 	fleetVersion uint64
-	started bool
-	stopped bool
-	wg      sync.WaitGroup
+	started      bool
+	stopped      bool
+	wg           sync.WaitGroup
 }
 
 // New builds a Manager whose rules are evaluated by engine over q and
