@@ -1,6 +1,8 @@
 package replicator
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
@@ -54,4 +56,55 @@ func (l *loop) onConfig(c *pb.EdgeConfig) {
 	if l.o.OnConfig != nil {
 		l.o.OnConfig(cfg)
 	}
+}
+
+// RuleGroups is the set of the fleet's rule groups that select the edge,
+// as the coordinators send it (tributary.v1.EdgeRuleGroups): the whole
+// set, which replaces the one before.
+type RuleGroups struct {
+	// Version is the catalog's applied raft index when the set was taken;
+	// higher is newer.
+	Version uint64
+	Groups  []RuleGroup
+}
+
+// RuleGroup is one rule group of the fleet.
+type RuleGroup struct {
+	// Name is the group's name; YAML a Prometheus rule file holding this
+	// one group; Selector the edge selector that chose the edge.
+	Name, YAML, Selector string
+	// Version is the raft index that set the group.
+	Version uint64
+}
+
+// onRuleGroups hands a set of rule groups from the cloud to
+// Options.OnRuleGroups when its version is higher than the last one
+// handed over. Version 0 (no rule group ever set) is not handed over.
+//
+// REQUIRES: called from the loop goroutine.
+func (l *loop) onRuleGroups(rg *pb.EdgeRuleGroups) {
+	if rg == nil || rg.GetVersion() <= l.ruleGroupsVersion {
+		return
+	}
+	l.ruleGroupsVersion = rg.GetVersion()
+	out := RuleGroups{Version: rg.GetVersion(), Groups: make([]RuleGroup, 0, len(rg.GetGroups()))}
+	names := make([]string, 0, len(rg.GetGroups()))
+	for _, g := range rg.GetGroups() {
+		out.Groups = append(out.Groups, RuleGroup{Name: g.GetName(), YAML: g.GetYaml(), Selector: g.GetSelector(), Version: g.GetVersion()})
+		names = append(names, g.GetName())
+	}
+	l.log.Info("fleet rule groups received", "version", out.Version, "groups", names)
+	if l.o.OnRuleGroups != nil {
+		l.o.OnRuleGroups(out)
+	}
+}
+
+// helloLabels is Options.Labels as the hello carries them, sorted by
+// name.
+func helloLabels(m map[string]string) []*pb.Label {
+	out := make([]*pb.Label, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, &pb.Label{Name: k, Value: m[k]})
+	}
+	return out
 }

@@ -82,6 +82,9 @@ type loop struct {
 	// configVersion is the version of the last fleet configuration
 	// handed to Options.OnConfig (0: none).
 	configVersion uint64
+	// ruleGroupsVersion is the version of the last set of rule groups
+	// handed to Options.OnRuleGroups (0: none).
+	ruleGroupsVersion uint64
 
 	sess      *session
 	sessID    uint64
@@ -607,6 +610,7 @@ func (l *loop) startSession() {
 		AckedThrough:    l.cur.AckedThrough,
 		NewestSealedSeq: l.newest,
 		Features:        []string{wire.FeatureReship},
+		Labels:          helloLabels(l.o.Labels),
 	}
 	if len(l.segs) > 0 {
 		hello.OldestRetainedSeq = l.segs[0].Seq
@@ -687,6 +691,7 @@ func (l *loop) handle(ev event) {
 		s.answeredAt = time.Now()
 		l.onWelcome(s, ev.welcome)
 		l.onConfig(ev.welcome.GetConfig())
+		l.onRuleGroups(ev.welcome.GetRuleGroups())
 	case evSent:
 		s.sending = false
 		s.progress = true
@@ -703,6 +708,8 @@ func (l *loop) handle(ev event) {
 			l.onRefusal(s, b.Error)
 		case *pb.ShipResponse_Config:
 			l.onConfig(b.Config)
+		case *pb.ShipResponse_RuleGroups:
+			l.onRuleGroups(b.RuleGroups)
 		case *pb.ShipResponse_Reship:
 			if s.welcomed {
 				l.onReship(s, b.Reship)

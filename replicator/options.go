@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,6 +152,16 @@ type Options struct {
 	// EdgeConfig; never version 0). It is called from the Shipper's
 	// goroutine: it must be fast and must not call the Shipper.
 	OnConfig func(EdgeConfig)
+	// OnRuleGroups, if set, receives the fleet's rule groups that select
+	// this node (by Labels) each time the cloud sends a set with a higher
+	// version than the last handed over since the Shipper started (the
+	// receiver keeps its own version across restarts). Called from the
+	// Shipper's goroutine: it must be fast and must not call the Shipper.
+	OnRuleGroups func(RuleGroups)
+	// Labels are the node's labels (--edge-label), sent in every hello:
+	// the catalog records them and selects the fleet's rule groups by
+	// them. At most 32; names as for series labels.
+	Labels map[string]string
 
 	Logger *slog.Logger
 
@@ -168,6 +180,7 @@ func (o *Options) Validate() error {
 	if o.CursorPath == "" {
 		bad = append(bad, "CursorPath is required")
 	}
+	bad = append(bad, checkLabels(o.Labels)...)
 	defInt := func(p *int, v int) {
 		if *p == 0 {
 			*p = v
@@ -250,4 +263,40 @@ func checkLink(targets []string, tlsCfg *tls.Config, insecure bool) []string {
 		bad = append(bad, "set exactly one of TLS and Insecure")
 	}
 	return bad
+}
+
+// MaxLabels bounds Options.Labels (the catalog's bound on a node's labels).
+const MaxLabels = 32
+
+// checkLabels checks the node's labels as the catalog will: at most
+// MaxLabels, names as for series labels, values not empty.
+func checkLabels(m map[string]string) []string {
+	var bad []string
+	if len(m) > MaxLabels {
+		bad = append(bad, fmt.Sprintf("%d labels, limit is %d", len(m), MaxLabels))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !validLabelName(k) {
+			bad = append(bad, fmt.Sprintf("label name %.64q: want [A-Za-z_] then [A-Za-z0-9_.:-]", k))
+		}
+		if m[k] == "" {
+			bad = append(bad, fmt.Sprintf("label %q has an empty value", k))
+		}
+	}
+	return bad
+}
+
+func validLabelName(n string) bool {
+	if n == "" || len(n) > 256 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		ok := c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-' || c == ':'))
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

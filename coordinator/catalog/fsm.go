@@ -422,6 +422,10 @@ func (s *state) registerNode(index uint64, c RegisterNode) (any, error) {
 	return RegisterNodeResult{Created: true}, nil
 }
 
+// NodeLabels validates and sorts a node's labels as RegisterNode does
+// (see nodeLabels), for a caller that compares them with the catalog's.
+func NodeLabels(in labels.Labels) (labels.Labels, error) { return nodeLabels(in) }
+
 // nodeLabels validates and sorts a node's labels: names as for series
 // labels, no duplicates, values valid UTF-8, empty values dropped, the
 // series limits on lengths and at most MaxNodeLabels labels.

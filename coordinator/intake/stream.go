@@ -16,9 +16,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/wire"
+	"github.com/tributarydb/tributary/rules/selector"
 )
 
 // service adapts a Server to the generated interface, so that Ship is not
@@ -60,7 +62,7 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	if st.edge, err = s.hello(ctx, first.GetHello()); err != nil {
 		return err
 	}
-	welcome, err := s.welcome(ctx, st.edge)
+	welcome, rulesSeen, err := s.welcome(ctx, st.edge)
 	if err != nil {
 		return err
 	}
@@ -82,6 +84,7 @@ func (s *Server) ship(stream grpc.BidiStreamingServer[pb.ShipRequest, pb.ShipRes
 	// The fleet configuration: the welcome carried the version in force
 	// then; a newer one is sent when the catalog's changes.
 	st.configSent = welcome.GetConfig().GetVersion()
+	st.rulesSeen = rulesSeen
 	st.reship = newReshipper(s, st.edge, slices.Contains(first.GetHello().GetFeatures(), wire.FeatureReship))
 	return st.run()
 }
@@ -127,6 +130,9 @@ type shipStream struct {
 	wg         sync.WaitGroup
 	inflight   int
 	configSent uint64 // version of the fleet configuration the edge has
+	// rulesSeen is the catalog's rule groups version (FSM.RulesVersion)
+	// of the last rule groups sent (in the welcome or later).
+	rulesSeen uint64
 }
 
 // next waits for the stream's next message.
@@ -202,6 +208,16 @@ func (st *shipStream) tick() error {
 		}
 		st.configSent = cfg.Version
 		st.log.Info("fleet config sent", "version", cfg.Version)
+	}
+	if st.s.o.Catalog.RulesVersion() > st.rulesSeen {
+		rg, seen := st.s.edgeRuleGroups(st.edge)
+		if rg != nil {
+			if err := st.send(&pb.ShipResponse{Body: &pb.ShipResponse_RuleGroups{RuleGroups: rg}}); err != nil {
+				return err
+			}
+			st.log.Info("fleet rule groups sent", "version", rg.Version, "groups", len(rg.Groups))
+		}
+		st.rulesSeen = seen
 	}
 	return nil
 }
@@ -288,16 +304,25 @@ func (s *Server) hello(ctx context.Context, h *pb.ShipHello) (string, error) {
 		return "", status.Error(codes.FailedPrecondition, err.Error())
 	}
 	edge := h.GetNodeId()
+	hl := make(labels.Labels, 0, len(h.GetLabels()))
+	for _, l := range h.GetLabels() {
+		hl = append(hl, labels.Label{Name: l.GetName(), Value: l.GetValue()})
+	}
+	edgeLabels, err := catalog.NodeLabels(hl)
+	if err != nil {
+		return "", status.Errorf(codes.InvalidArgument, "hello of edge %q: labels: %v", edge, err)
+	}
 	n, known, err := s.admitEdge(edge, identity)
 	if err != nil {
 		return "", err
 	}
-	if known && n.Addr == h.GetQueryAddr() && (identity == "" || n.Identity == identity) {
+	if known && n.Addr == h.GetQueryAddr() && (identity == "" || n.Identity == identity) && labels.Equal(n.Labels, edgeLabels) {
 		return edge, nil
 	}
-	reg := catalog.RegisterNode{ID: edge, Role: catalog.RoleEdge, Addr: h.GetQueryAddr(), Identity: identity, TimeMs: s.o.Now().UnixMilli()}
+	// The hello's labels replace the ones the catalog had.
+	reg := catalog.RegisterNode{ID: edge, Role: catalog.RoleEdge, Addr: h.GetQueryAddr(), Identity: identity,
+		Labels: edgeLabels, TimeMs: s.o.Now().UnixMilli()}
 	if known {
-		reg.Labels = n.Labels
 		if identity == "" {
 			reg.Identity = n.Identity // insecure mode keeps what a certificate proved before
 		}
@@ -352,16 +377,19 @@ func (s *Server) admitEdge(edge, identity string) (catalog.Node, bool, error) {
 	return n, known, nil
 }
 
-// welcome reads the edge's progress linearizably.
-func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, error) {
+// welcome reads the edge's progress linearizably. It also returns the
+// rule groups' version its rule groups were read at.
+func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
 	defer cancel()
 	if err := s.o.Raft.LinearizableRead(rctx); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "read the catalog for edge %q: %v", edge, err)
+		return nil, 0, status.Errorf(codes.Unavailable, "read the catalog for edge %q: %v", edge, err)
 	}
 	p, _ := s.o.Catalog.Progress(edge)
 	through := p.AckedThrough()
+	rg, rulesSeen := s.edgeRuleGroups(edge)
 	return &pb.ShipWelcome{
+		RuleGroups:      rg,
 		CoordinatorId:   s.o.CoordinatorID,
 		AckedThrough:    through,
 		Held:            coveredAbove(p, through, wire.MaxHeldRuns),
@@ -370,7 +398,32 @@ func (s *Server) welcome(ctx context.Context, edge string) (*pb.ShipWelcome, err
 		Config:          edgeConfig(s.o.Catalog.Config()),
 		Features:        []string{wire.FeatureAnnounce},
 		SegmentFormats:  SegmentFormats,
-	}, nil
+	}, rulesSeen, nil
+}
+
+// edgeRuleGroups returns the fleet's rule groups whose selector matches
+// the edge's labels, versioned by the catalog's applied index, and the
+// rule groups' version it read them at; nil while no rule group was ever
+// set (or the edge is unknown). A selector that does not parse (the
+// catalog checks none; the proposer did, perhaps with another parser
+// version) selects no edge and is logged.
+func (s *Server) edgeRuleGroups(edge string) (*pb.EdgeRuleGroups, uint64) {
+	er, ok := s.o.Catalog.EdgeRules(edge)
+	if !ok || er.RulesVersion == 0 {
+		return nil, er.RulesVersion
+	}
+	out := &pb.EdgeRuleGroups{Version: er.Applied}
+	for _, g := range er.Groups {
+		sel, err := selector.Parse(g.Selector)
+		if err != nil {
+			s.o.Logger.Warn("fleet rule group selects no edge: its selector does not parse", "group", g.Name, "err", err)
+			continue
+		}
+		if sel.Matches(er.Labels) {
+			out.Groups = append(out.Groups, &pb.EdgeRuleGroup{Name: g.Name, Yaml: g.YAML, Selector: g.Selector, Version: g.Version})
+		}
+	}
+	return out, er.RulesVersion
 }
 
 // SegmentFormats are the WAL segment format versions a welcome says the
