@@ -145,7 +145,7 @@ func (c *Coordinator) edges(nowMs int64) *pb.EdgesResponse {
 		if n.Role != catalog.RoleEdge {
 			continue
 		}
-		e := &pb.EdgeInfo{NodeId: n.ID, Revoked: n.Revoked, SecondsSinceHeartbeat: -1}
+		e := &pb.EdgeInfo{NodeId: n.ID, Revoked: n.Revoked, SecondsSinceHeartbeat: -1, Labels: labelMap(n.Labels)}
 		if n.LastHeartbeatMs > 0 {
 			e.SecondsSinceHeartbeat = float64(nowMs-n.LastHeartbeatMs) / 1000
 		}

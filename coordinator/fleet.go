@@ -39,6 +39,9 @@ type FleetNode struct {
 	// State is a coordinator's placement state: active, draining or down.
 	State   string `json:"state,omitempty"`
 	StoreID string `json:"store_id,omitempty"`
+	// Labels are the node's labels: an edge's from its hello
+	// (--edge-label), a coordinator's the catalog features it applies.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Revoked edges are refused by the intake and the query tunnels.
 	Revoked bool `json:"revoked,omitempty"`
 	// SecondsSinceHeartbeat is judged against the answering coordinator's clock.
@@ -113,7 +116,7 @@ func (c *Coordinator) Fleet(ctx context.Context) (Fleet, error) {
 	for _, n := range c.fsm.Nodes() {
 		fn := FleetNode{ID: n.ID, Role: n.Role.String(), RaftID: n.RaftID, Addr: n.Addr,
 			LastHeartbeatMs: n.LastHeartbeatMs, SecondsSinceHeartbeat: float64(now-n.LastHeartbeatMs) / 1000,
-			StoreID: n.StoreID, Revoked: n.Revoked}
+			StoreID: n.StoreID, Revoked: n.Revoked, Labels: labelMap(n.Labels)}
 		if n.Role == catalog.RoleCoordinator {
 			fn.State = n.State.String()
 		}
