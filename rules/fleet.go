@@ -157,3 +157,22 @@ func (m *Manager) ApplyFleetRules(version uint64, groups []FleetGroup) error {
 	m.opts.Logger.Info("fleet rule groups applied", "version", version, "groups", names)
 	return nil
 }
+
+// SplitFile checks a rule file as CheckFile does and returns each of its
+// groups as a rule file of its own (what the fleet's catalog holds per
+// group: tributary cluster rules set). Comments are not kept.
+func SplitFile(path string) ([]FleetGroup, error) {
+	rgs, errs := rulefmt.ParseFile(path, false, model.UTF8Validation)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := make([]FleetGroup, 0, len(rgs.Groups))
+	for _, g := range rgs.Groups {
+		b, err := yaml.Marshal(&rulefmt.RuleGroups{Groups: []rulefmt.RuleGroup{g}})
+		if err != nil {
+			panic(fmt.Sprintf("BUG: marshal rule group: %v", err))
+		}
+		out = append(out, FleetGroup{Name: g.Name, YAML: string(b)})
+	}
+	return out, nil
+}

@@ -144,3 +144,25 @@ func TestManager_FleetRulesFileDamagedIsSkipped(t *testing.T) {
 		t.Fatalf("groups %s", got)
 	}
 }
+
+// TestSplitFile: each group of a file becomes a rule file of its own that
+// CheckGroup accepts and that means the same.
+func TestSplitFile(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "two.yml", fleetCanGroup+strings.TrimPrefix(fleetClimateGroup, "groups:\n"))
+	gs, err := SplitFile(p)
+	if err != nil || len(gs) != 2 || gs[0].Name != "can-bus" || gs[1].Name != "climate" {
+		t.Fatalf("split %+v %v", gs, err)
+	}
+	for _, g := range gs {
+		if sum, err := CheckGroup(g.Name, g.YAML); err != nil || sum.Recording != 1 {
+			t.Errorf("group %s: %+v %v\n%s", g.Name, sum, err, g.YAML)
+		}
+	}
+	if !strings.Contains(gs[1].YAML, "avg by (building) (temperature)") || !strings.Contains(gs[0].YAML, "interval: 1s") {
+		t.Errorf("split YAML lost something:\n%s\n%s", gs[0].YAML, gs[1].YAML)
+	}
+	bad := writeFile(t, t.TempDir(), "bad.yml", "groups:\n  - name: g\n    rules:\n      - record: r\n        expr: sum(\n")
+	if _, err := SplitFile(bad); err == nil || !strings.Contains(err.Error(), "bad.yml") {
+		t.Errorf("split of an invalid file: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -51,6 +52,20 @@ Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
                                 acknowledged, 0: automatic), --dead-after (a
                                 coordinator silent this long loses its
                                 replicas, 0: 5m), --max-series
+
+Rule groups of the fleet (evaluated by the edges whose labels, from their
+--edge-label flags, match the group's selector; docs/rules.md):
+  rules set [--selector SEL] FILE
+                                set every group of a Prometheus rule file
+                                (checked as tributary rules check does),
+                                each replacing the fleet's group of its
+                                name; SEL: label matchers such as
+                                'site="berlin", model=~"pi4.*"' (default:
+                                every edge)
+  rules get [--edge EDGE] [NAME]
+                                list the fleet's groups (those selecting
+                                EDGE), or print group NAME's YAML
+  rules delete NAME...          delete groups; the edges stop evaluating them
 
 Placement and healing:
   edges                         every edge: replicas (* leaving), segments each
@@ -128,6 +143,7 @@ type clusterArgs struct {
 	on                  string
 	maxMoves            uint
 	cfg                 fleetConfigFlags
+	selector, edge      string
 }
 
 // parseClusterArgs parses the flags of subcommand sub.
@@ -149,6 +165,9 @@ func parseClusterArgs(sub string, args []string, stderr io.Writer) (*clusterArgs
 		fs.UintVar(&a.maxMoves, "max-moves", 0, "move at most this many replicas (0: until balanced)")
 	case "config":
 		a.cfg.register(fs)
+	case "rules":
+		fs.StringVar(&a.selector, "selector", "", `rules set: the edges the groups apply to, label matchers such as 'site="berlin", model=~"pi4.*"' (default: every edge)`)
+		fs.StringVar(&a.edge, "edge", "", "rules get: only the groups that select this edge")
 	}
 	var err error
 	if a.pos, err = parseArgs(fs, args); err != nil {
@@ -202,6 +221,8 @@ func (a *clusterArgs) call() (clusterCall, error) {
 		return a.edgeCall()
 	case "place", "rebalance", "drain", "undrain":
 		return a.placementCall()
+	case "rules":
+		return a.rulesCall()
 	}
 	fmt.Fprintln(a.stderr, clusterUsage)
 	return nil, fmt.Errorf("%w: unknown subcommand %q", errUsage, a.sub)
@@ -512,6 +533,22 @@ func printCluster(w io.Writer, format string, resp any, now time.Time) error {
 		return printFleetConfig(w, r.GetConfig())
 	case *pb.EdgesResponse:
 		return printEdges(w, r, now)
+	case *pb.GetRuleGroupsResponse:
+		return printRuleGroups(w, r.GetVersion(), r.GetGroups())
+	case ruleGroupShown:
+		fmt.Fprintf(w, "# rule group %s, version %d, selector %q\n", r.Group.GetName(), r.Group.GetVersion(), r.Group.GetSelector())
+		_, err := io.WriteString(w, r.Group.GetYaml())
+		return err
+	case ruleGroupsSet:
+		for _, g := range r.Groups {
+			fmt.Fprintf(w, "rule group %s set, version %d\n", g.GetName(), g.GetVersion())
+		}
+		return nil
+	case ruleGroupsDeleted:
+		for _, n := range r.Names {
+			fmt.Fprintf(w, "rule group %s deleted\n", n)
+		}
+		return nil
 	case edgeChange:
 		var err error
 		switch r.Change {
@@ -603,7 +640,7 @@ func edgeLag(e *pb.EdgeInfo, now time.Time) (float64, bool) {
 func printEdges(w io.Writer, r *pb.EdgesResponse, now time.Time) error {
 	fmt.Fprintf(w, "answered by %s: %s\n", r.GetAnsweredBy(), plural(len(r.GetEdges()), "edge"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EDGE\tREPLICAS\tLACKING\tUNDER-REPL\tUNSOURCED\tLAG\tHEARTBEAT\tFLAGS")
+	fmt.Fprintln(tw, "EDGE\tREPLICAS\tLACKING\tUNDER-REPL\tUNSOURCED\tLAG\tHEARTBEAT\tFLAGS\tLABELS")
 	leaving := false
 	for _, e := range r.GetEdges() {
 		var lacking []string
@@ -634,8 +671,8 @@ func printEdges(w io.Writer, r *pb.EdgesResponse, now time.Time) error {
 		if len(flags) > 0 {
 			fl = strings.Join(flags, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.GetNodeId(), replicaList(e.GetReplicas()), lack,
-			e.GetUnderReplicatedSegments(), e.GetUnsourcedSegments(), lag, beat, fl)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", e.GetNodeId(), replicaList(e.GetReplicas()), lack,
+			e.GetUnderReplicatedSegments(), e.GetUnsourcedSegments(), lag, beat, fl, edgeLabels(e.GetLabels()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -644,6 +681,19 @@ func printEdges(w io.Writer, r *pb.EdgesResponse, now time.Time) error {
 		fmt.Fprintln(w, leavingNote)
 	}
 	return nil
+}
+
+// edgeLabels prints an edge's labels as name=value,... ("-": none).
+func edgeLabels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
 
 func printMembers(w io.Writer, ms []*pb.Member) error {
@@ -689,17 +739,18 @@ type edgesJSON struct {
 }
 
 type edgeJSON struct {
-	NodeID                  string        `json:"node_id"`
-	Replicas                []replicaJSON `json:"replicas"`
-	SecondsSinceHeartbeat   float64       `json:"seconds_since_heartbeat"` // -1: never
-	Revoked                 bool          `json:"revoked"`
-	Pinned                  bool          `json:"pinned"`
-	AckedThrough            uint64        `json:"acked_through"`
-	WatermarkTimeMs         int64         `json:"watermark_time_ms"`
-	LagSeconds              *float64      `json:"lag_seconds"` // null: nothing held yet
-	HeldPoints              uint64        `json:"held_points"`
-	UnderReplicatedSegments uint64        `json:"under_replicated_segments"`
-	UnsourcedSegments       uint64        `json:"unsourced_segments"`
+	NodeID                  string            `json:"node_id"`
+	Replicas                []replicaJSON     `json:"replicas"`
+	SecondsSinceHeartbeat   float64           `json:"seconds_since_heartbeat"` // -1: never
+	Revoked                 bool              `json:"revoked"`
+	Pinned                  bool              `json:"pinned"`
+	AckedThrough            uint64            `json:"acked_through"`
+	WatermarkTimeMs         int64             `json:"watermark_time_ms"`
+	LagSeconds              *float64          `json:"lag_seconds"` // null: nothing held yet
+	HeldPoints              uint64            `json:"held_points"`
+	UnderReplicatedSegments uint64            `json:"under_replicated_segments"`
+	UnsourcedSegments       uint64            `json:"unsourced_segments"`
+	Labels                  map[string]string `json:"labels,omitempty"`
 }
 
 type replicaJSON struct {
@@ -769,13 +820,29 @@ func clusterJSON(resp any, now time.Time) any {
 			ej := edgeJSON{NodeID: e.GetNodeId(), Replicas: replicasJSON(e.GetReplicas()),
 				SecondsSinceHeartbeat: e.GetSecondsSinceHeartbeat(), Revoked: e.GetRevoked(), Pinned: e.GetPinned(),
 				AckedThrough: e.GetAckedThrough(), WatermarkTimeMs: e.GetWatermarkTimeMs(), HeldPoints: e.GetHeldPoints(),
-				UnderReplicatedSegments: e.GetUnderReplicatedSegments(), UnsourcedSegments: e.GetUnsourcedSegments()}
+				UnderReplicatedSegments: e.GetUnderReplicatedSegments(), UnsourcedSegments: e.GetUnsourcedSegments(),
+				Labels: e.GetLabels()}
 			if l, ok := edgeLag(e, now); ok {
 				ej.LagSeconds = &l
 			}
 			out.Edges = append(out.Edges, ej)
 		}
 		return out
+	case *pb.GetRuleGroupsResponse:
+		return struct {
+			Version uint64          `json:"version"`
+			Groups  []ruleGroupJSON `json:"groups"`
+		}{r.GetVersion(), ruleGroupsJSON(r.GetGroups())}
+	case ruleGroupShown:
+		return ruleGroupsJSON([]*pb.FleetRuleGroup{r.Group})[0]
+	case ruleGroupsSet:
+		return struct {
+			Groups []ruleGroupJSON `json:"groups"`
+		}{ruleGroupsJSON(r.Groups)}
+	case ruleGroupsDeleted:
+		return struct {
+			Deleted []string `json:"deleted"`
+		}{r.Names}
 	case edgeChange:
 		return map[string]any{"node_id": r.Edge, r.Change: true}
 	case placed:

@@ -258,7 +258,7 @@ func TestClusterEdges_TableMarksLeavingReplicasAndStates(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &pb.EdgesResponse{AnsweredBy: "c1", Edges: []*pb.EdgeInfo{
 		{NodeId: "pi-1", SecondsSinceHeartbeat: 3.2, WatermarkTimeMs: now.UnixMilli() - 81_000, UnderReplicatedSegments: 52, UnsourcedSegments: 12,
-			Pinned: true, Replicas: []*pb.ReplicaInfo{
+			Pinned: true, Labels: map[string]string{"site": "berlin", "model": "pi4b"}, Replicas: []*pb.ReplicaInfo{
 				{Coordinator: "c1", State: "active"},
 				{Coordinator: "c3", State: "active", Lacks: []*pb.LackRun{{FirstSeq: 1, LastSeq: 40}, {FirstSeq: 50, LastSeq: 61}}},
 				{Coordinator: "c2", State: "down", Leaving: true, Lacks: []*pb.LackRun{{FirstSeq: 7, LastSeq: 7}}},
@@ -271,9 +271,9 @@ func TestClusterEdges_TableMarksLeavingReplicasAndStates(t *testing.T) {
 	}
 	want := []string{
 		"answered by c1: 2 edges",
-		"EDGE  REPLICAS             LACKING         UNDER-REPL  UNSOURCED  LAG  HEARTBEAT  FLAGS",
-		"pi-1  c1 c3 c2*(down)      c3:52 c2:1      52          12         1m21s  3.2s ago   pinned",
-		"pi-2  c1(draining)         -               0           0          -    never      revoked",
+		"EDGE  REPLICAS             LACKING         UNDER-REPL  UNSOURCED  LAG  HEARTBEAT  FLAGS  LABELS",
+		"pi-1  c1 c3 c2*(down)      c3:52 c2:1      52          12         1m21s  3.2s ago   pinned  model=pi4b,site=berlin",
+		"pi-2  c1(draining)         -               0           0          -    never      revoked  -",
 		"* leaving: being replaced; still read, and kept until the active replicas hold what it holds",
 	}
 	got := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")

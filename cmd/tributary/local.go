@@ -108,7 +108,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	var cf coordinatorFlags
 	cf.register(fs, &co, true)
 	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
-	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention and no ingest rate limit instead of applying the fleet configuration (tributary cluster config)")
+	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention, no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration (tributary cluster config, tributary cluster rules)")
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
@@ -135,7 +135,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	co.GRPCReflection = sf.reflection
-	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits), rulesf.validate()); err != nil {
+	if err := errors.Join(smf.validate(), mqf.validate(no.Limits, sf.limits), rulesf.validate(!*ignoreFleet)); err != nil {
 		return err
 	}
 	tp, err := sf.telemetry("local", co.NodeID)
@@ -159,8 +159,13 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log,
 		MeterProvider: no.MeterProvider, TracerProvider: no.TracerProvider}
 	var fleetTarget atomic.Pointer[node.Node]
+	var fleetRulesHook *fleetRules
+	fleetFile := ""
 	if !*ignoreFleet {
 		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
+		fleetRulesHook = &fleetRules{log: log.With("component", "rules")}
+		ro.OnRuleGroups = fleetRulesHook.hook
+		fleetFile = fleetRulesFile(no.DataDir)
 	}
 	if err := ro.Validate(); err != nil {
 		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))
@@ -199,10 +204,11 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	lb := &localBackend{edge: n, edgeAPI: edgeAPI, cloud: c.Backend(), ship: ship}
 	sf.limits.Labels = no.Limits // the HTTP parsers refuse what the edge node would
 	// Rules evaluate over the edge node and write into it, as on a Pi.
-	if rr, err = rulesf.open(n, &sf, no.MeterProvider, log); err != nil {
+	if rr, err = rulesf.open(n, &sf, fleetFile, no.MeterProvider, log); err != nil {
 		closeEdge()
 		return fail(err)
 	}
+	fleetRulesHook.attach(rr)
 	fe, gh, err := serveCoordinator(c, &sf, lb, tp, log)
 	if err != nil {
 		closeEdge()

@@ -139,6 +139,9 @@ type nodeCmd struct {
 	mqf         mqttFlags
 	rulesf      rulesFlags
 	ignoreFleet bool
+	// fleetRules passes the fleet's rule groups to the rule manager (nil
+	// without replication or with --ignore-fleet-config).
+	fleetRules *fleetRules
 	queryTunnel bool
 	goMemLimit  int64 // --go-memory-limit
 	log         *slog.Logger
@@ -174,7 +177,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	nf := nodeFlags(fs, &c.o)
 	c.sf.register(fs)
 	c.rf.register(fs)
-	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention and no ingest rate limit instead of applying the fleet configuration the coordinators send")
+	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention, no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration the coordinators send")
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	fs.Int64Var(&c.goMemLimit, "go-memory-limit", 0, "soft limit, in bytes, of the Go runtime's memory (heap and stacks; RocksDB's memtables and block cache come on top): the garbage collector works to stay within it, and it follows the live heap (+25%) when that outgrows it, so a node holding more never collects continuously (0: 2 x --head-max-bytes + 32 MiB; negative: none, the heap grows to twice what is live; GOMEMLIMIT, when set, takes precedence)")
 	c.smf.register(fs)
@@ -187,7 +190,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	if err := c.sf.check(); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(c.smf.validate(), c.rulesf.validate()); err != nil {
+	if err := errors.Join(c.smf.validate(), c.rulesf.validate(c.rf.targets != "" && !c.ignoreFleet)); err != nil {
 		return nil, err
 	}
 	if err := c.mqf.validate(c.o.Limits, c.sf.limits); err != nil {
@@ -219,6 +222,8 @@ func (c *nodeCmd) open() (*node.Node, *shipping, error) {
 	var fleetTarget atomic.Pointer[node.Node]
 	if c.ro != nil && !c.ignoreFleet {
 		c.ro.OnConfig = fleetConfigHook(&fleetTarget, c.log)
+		c.fleetRules = &fleetRules{log: c.log.With("component", "rules")}
+		c.ro.OnRuleGroups = c.fleetRules.hook
 	}
 	if c.ro != nil {
 		var err error
@@ -253,11 +258,16 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	c.sf.limits.Labels = c.o.Limits // the HTTP parsers refuse what the node would
-	rr, err := c.rulesf.open(n, &c.sf, c.o.MeterProvider, c.log)
+	fleetFile := ""
+	if c.fleetRules != nil {
+		fleetFile = fleetRulesFile(c.o.DataDir)
+	}
+	rr, err := c.rulesf.open(n, &c.sf, fleetFile, c.o.MeterProvider, c.log)
 	if err != nil {
 		n.Close()
 		return err
 	}
+	c.fleetRules.attach(rr)
 	gh := nodeGRPCHealth(n)
 	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {

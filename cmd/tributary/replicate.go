@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,37 @@ type replicateFlags struct {
 	ackTimeout       time.Duration
 	backoffMax       time.Duration
 	announceInterval time.Duration
+	labels           map[string]string
+}
+
+// labelFlag is a repeatable key=value flag.
+type labelFlag struct{ m *map[string]string }
+
+func (f labelFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	var parts []string
+	for k, v := range *f.m {
+		parts = append(parts, k+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (f labelFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" || v == "" {
+		return fmt.Errorf("%q: want name=value", s)
+	}
+	if *f.m == nil {
+		*f.m = map[string]string{}
+	}
+	if _, dup := (*f.m)[k]; dup {
+		return fmt.Errorf("label %q given twice", k)
+	}
+	(*f.m)[k] = v
+	return nil
 }
 
 func (f *replicateFlags) register(fs *flag.FlagSet) {
@@ -47,13 +79,14 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.backlogBytesPerS, "replication-backlog-bytes-per-sec", 0, "further limit for draining a backlog after an outage (0: none)")
 	fs.DurationVar(&f.ackTimeout, "replication-ack-timeout", 30*time.Second, "a stream with something outstanding and no progress for this long is dead (half-open link) and is replaced")
 	fs.DurationVar(&f.backoffMax, "replication-backoff-max", time.Minute, "longest wait between reconnection attempts (jittered exponential backoff from 500ms)")
+	fs.Var(labelFlag{&f.labels}, "edge-label", "with --replicate-to: a label of this edge, name=value (repeatable, at most 32), sent to the coordinators; the fleet's rule groups select edges by them (tributary cluster rules)")
 	fs.DurationVar(&f.announceInterval, "replication-announce-interval", time.Second, "how often new series are announced to the coordinators' catalog ahead of their segments (negative: never; queries then keep asking this node)")
 }
 
 // options builds the Shipper options; nil when replication is off.
 func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.Options, error) {
 	if f.targets == "" {
-		if f.cert != "" || f.key != "" || f.ca != "" || f.insecure || f.insecureAnywhere {
+		if f.cert != "" || f.key != "" || f.ca != "" || f.insecure || f.insecureAnywhere || len(f.labels) > 0 {
 			return nil, fmt.Errorf("%w: replication flags given without --replicate-to", errUsage)
 		}
 		return nil, nil
@@ -61,7 +94,7 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
 		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
 		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax,
-		AnnounceInterval: f.announceInterval, Logger: log}
+		AnnounceInterval: f.announceInterval, Labels: f.labels, Logger: log}
 	for _, t := range strings.Split(f.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Targets = append(o.Targets, t)

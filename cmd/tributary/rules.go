@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tributarydb/tributary/backend"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/prom"
+	"github.com/tributarydb/tributary/replicator"
 	"github.com/tributarydb/tributary/rules"
 )
 
@@ -61,15 +64,70 @@ func (f *rulesFlags) register(fs *flag.FlagSet) {
 }
 
 // validate checks the flags (on a copy: defaults are filled at start).
-func (f *rulesFlags) validate() error {
+// fleet says whether the process takes the fleet's rule groups (an edge
+// that replicates without --ignore-fleet-config).
+func (f *rulesFlags) validate(fleet bool) error {
 	o := f.o
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if len(f.o.Alertmanagers) > 0 && len(f.o.Files) == 0 {
-		return fmt.Errorf("%w: --alertmanager-url needs --rules (alerts come from alerting rules)", errUsage)
+	if len(f.o.Alertmanagers) > 0 && len(f.o.Files) == 0 && !fleet {
+		return fmt.Errorf("%w: --alertmanager-url needs --rules, or the fleet's rule groups (--replicate-to) (alerts come from alerting rules)", errUsage)
 	}
 	return nil
+}
+
+// fleetRulesFile is where an edge keeps the fleet's rule groups.
+func fleetRulesFile(dataDir string) string { return filepath.Join(dataDir, "fleet-rules.yml") }
+
+// fleetRules hands the fleet's rule groups the Shipper receives to the
+// rule manager, once it is open; a set that arrives before is kept and
+// applied then. Applying writes the set to the data directory (one small
+// fsynced file) and reloads the rules, which happens on a change of the
+// fleet's rule groups and when a stream opens: rare enough to do on the
+// Shipper's goroutine.
+type fleetRules struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	m       *rules.Manager
+	pending *replicator.RuleGroups
+}
+
+// hook is the Shipper's OnRuleGroups.
+func (f *fleetRules) hook(rg replicator.RuleGroups) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.pending = &rg
+		return
+	}
+	f.apply(rg)
+}
+
+// attach sets the manager and applies a pending set. A nil fleetRules
+// does nothing.
+func (f *fleetRules) attach(r *ruleRunner) {
+	if f == nil || r == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m = r.m
+	if f.pending != nil {
+		f.apply(*f.pending)
+		f.pending = nil
+	}
+}
+
+// apply applies rg. REQUIRES: f.mu held, f.m set.
+func (f *fleetRules) apply(rg replicator.RuleGroups) {
+	groups := make([]rules.FleetGroup, 0, len(rg.Groups))
+	for _, g := range rg.Groups {
+		groups = append(groups, rules.FleetGroup{Name: g.Name, YAML: g.YAML, Selector: g.Selector, Version: g.Version})
+	}
+	if err := f.m.ApplyFleetRules(rg.Version, groups); err != nil {
+		f.log.Error("fleet rule groups not applied; the ones in force stay", "version", rg.Version, "err", err)
+	}
 }
 
 // ruleRunner is a rule manager with its SIGHUP reload.
@@ -78,11 +136,13 @@ type ruleRunner struct {
 	hup *background
 }
 
-// open builds the rule manager over b (nil without --rules) and loads the
-// rule files: a file that does not load stops the start. Rules are
-// evaluated by a PromQL engine of their own with sf's query limits.
-func (f *rulesFlags) open(b backend.Backend, sf *serveFlags, mp metric.MeterProvider, log *slog.Logger) (*ruleRunner, error) {
-	if len(f.o.Files) == 0 {
+// open builds the rule manager over b (nil without --rules and without
+// fleetFile) and loads the rule files: a file that does not load stops
+// the start. fleetFile, when not empty, keeps the fleet's rule groups
+// (fleetRules). Rules are evaluated by a PromQL engine of their own with
+// sf's query limits.
+func (f *rulesFlags) open(b backend.Backend, sf *serveFlags, fleetFile string, mp metric.MeterProvider, log *slog.Logger) (*ruleRunner, error) {
+	if len(f.o.Files) == 0 && fleetFile == "" {
 		return nil, nil
 	}
 	po := sf.prom
@@ -93,11 +153,16 @@ func (f *rulesFlags) open(b backend.Backend, sf *serveFlags, mp metric.MeterProv
 	}
 	o := f.o
 	o.Logger, o.MeterProvider = log.With("component", "rules"), mp
+	o.FleetRulesFile = fleetFile
 	m, err := rules.New(b, api.Engine(), api.Queryable(), o)
 	if err != nil {
 		return nil, err
 	}
-	sf.rules = m
+	if len(f.o.Files) > 0 || !sf.alertsFromSeries {
+		// tributary local without --rules keeps its fleet view of the
+		// alerts (the ALERTS series, the fleet groups' included).
+		sf.rules = m
+	}
 	return &ruleRunner{m: m}, nil
 }
 

@@ -50,7 +50,7 @@ func TestRules_NodeServesItsRulesAndReloads(t *testing.T) {
 	if err := fs.Parse([]string{"--rules", filepath.Join(dir, "*.yml")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rf.validate(); err != nil {
+	if err := rf.validate(false); err != nil {
 		t.Fatal(err)
 	}
 	sf := serveFlags{grpcListen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
@@ -60,7 +60,7 @@ func TestRules_NodeServesItsRulesAndReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tp.Shutdown(context.Background())
-	rr, err := rf.open(n, &sf, tp.MeterProvider(), log)
+	rr, err := rf.open(n, &sf, "", tp.MeterProvider(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestRulesFlags_Refused(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		if err := rf.validate(); err == nil {
+		if err := rf.validate(false); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
