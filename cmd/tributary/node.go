@@ -141,7 +141,7 @@ type nodeCmd struct {
 	ignoreFleet bool
 	// fleetRules passes the fleet's rule groups to the rule manager (nil
 	// without replication or with --ignore-fleet-config).
-	fleetRules *fleetRules
+	fleetRules  *fleetRules
 	queryTunnel bool
 	goMemLimit  int64 // --go-memory-limit
 	log         *slog.Logger
