@@ -159,14 +159,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log,
 		MeterProvider: no.MeterProvider, TracerProvider: no.TracerProvider}
 	var fleetTarget atomic.Pointer[node.Node]
-	var fleetRulesHook *fleetRules
-	fleetFile := ""
-	if !*ignoreFleet {
-		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
-		fleetRulesHook = &fleetRules{log: log.With("component", "rules")}
-		ro.OnRuleGroups = fleetRulesHook.hook
-		fleetFile = fleetRulesFile(no.DataDir)
-	}
+	fleetRulesHook, fleetFile := fleetHooks(&ro, &fleetTarget, no.DataDir, *ignoreFleet, log)
 	if err := ro.Validate(); err != nil {
 		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))
 	}

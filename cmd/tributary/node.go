@@ -140,8 +140,10 @@ type nodeCmd struct {
 	rulesf      rulesFlags
 	ignoreFleet bool
 	// fleetRules passes the fleet's rule groups to the rule manager (nil
-	// without replication or with --ignore-fleet-config).
+	// without replication or with --ignore-fleet-config), kept in
+	// fleetFile.
 	fleetRules  *fleetRules
+	fleetFile   string
 	queryTunnel bool
 	goMemLimit  int64 // --go-memory-limit
 	log         *slog.Logger
@@ -220,10 +222,8 @@ func (c *nodeCmd) open() (*node.Node, *shipping, error) {
 	}
 	var ship *shipping
 	var fleetTarget atomic.Pointer[node.Node]
-	if c.ro != nil && !c.ignoreFleet {
-		c.ro.OnConfig = fleetConfigHook(&fleetTarget, c.log)
-		c.fleetRules = &fleetRules{log: c.log.With("component", "rules")}
-		c.ro.OnRuleGroups = c.fleetRules.hook
+	if c.ro != nil {
+		c.fleetRules, c.fleetFile = fleetHooks(c.ro, &fleetTarget, c.o.DataDir, c.ignoreFleet, c.log)
 	}
 	if c.ro != nil {
 		var err error
@@ -258,11 +258,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		httpapi.RegisterHealth(mux, nodeReady(n))
 	}
 	c.sf.limits.Labels = c.o.Limits // the HTTP parsers refuse what the node would
-	fleetFile := ""
-	if c.fleetRules != nil {
-		fleetFile = fleetRulesFile(c.o.DataDir)
-	}
-	rr, err := c.rulesf.open(n, &c.sf, fleetFile, c.o.MeterProvider, c.log)
+	rr, err := c.rulesf.open(n, &c.sf, c.fleetFile, c.o.MeterProvider, c.log)
 	if err != nil {
 		n.Close()
 		return err
@@ -315,6 +311,19 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 	}
 	c.log.Info("node stopped cleanly")
 	return err
+}
+
+// fleetHooks sets the Shipper's hooks of the fleet configuration and the
+// fleet's rule groups, and returns the rule groups' receiver and the file
+// that keeps them; with ignore, none (nil and "").
+func fleetHooks(ro *replicator.Options, target *atomic.Pointer[node.Node], dataDir string, ignore bool, log *slog.Logger) (*fleetRules, string) {
+	if ignore {
+		return nil, ""
+	}
+	ro.OnConfig = fleetConfigHook(target, log)
+	fr := &fleetRules{log: log.With("component", "rules")}
+	ro.OnRuleGroups = fr.hook
+	return fr, fleetRulesFile(dataDir)
 }
 
 // fleetConfigHook is the replicator's OnConfig: it applies the fleet
