@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	promlabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -46,7 +47,7 @@ func Parse(s string) (Selector, error) {
 		return Selector{}, fmt.Errorf("edge selector %.128q: %w", s, err)
 	}
 	for _, m := range ms {
-		if m.Name == promlabels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			return Selector{}, fmt.Errorf("edge selector %.128q: edges have no metric name (%s)", s, m)
 		}
 	}
