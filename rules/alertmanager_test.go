@@ -80,6 +80,13 @@ func freePort(t *testing.T) string {
 // every alert to the webhook at hookURL within a second.
 func startAlertmanager(t *testing.T, addr, hookURL string) {
 	t.Helper()
+	startAlertmanagerWeb(t, addr, hookURL, "", http.DefaultClient, "http")
+}
+
+// startAlertmanagerWeb is startAlertmanager with a --web.config.file of
+// webConfig (none when empty), checked ready with client over scheme.
+func startAlertmanagerWeb(t *testing.T, addr, hookURL, webConfig string, client *http.Client, scheme string) {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus-alertmanager")
 	if err != nil {
 		t.Skip("prometheus-alertmanager is not installed (scripts/deps.sh installs it)")
@@ -101,8 +108,16 @@ receivers:
 `, hookURL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--cluster.listen-address=", "--log.level=warn")
+	args := []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--cluster.listen-address=", "--log.level=warn"}
+	if webConfig != "" {
+		wc := filepath.Join(dir, "web.yml")
+		if err := os.WriteFile(wc, []byte(webConfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--web.config.file="+wc)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -112,7 +127,7 @@ receivers:
 		_ = cmd.Wait()
 	})
 	eventually(t, 20*time.Second, "alertmanager ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/-/ready")
+		resp, err := client.Get(scheme + "://" + addr + "/-/ready")
 		if err != nil {
 			return false
 		}

@@ -3,12 +3,22 @@ package rules
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -214,5 +224,107 @@ func TestAlertmanagerHTTP_Validate(t *testing.T) {
 				t.Errorf("Validate: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// amPassword and amPasswordHash (bcrypt, cost 4) are the basic auth
+// credentials of the Alertmanager behind authentication.
+const (
+	amPassword     = "am-test-password"
+	amPasswordHash = "$2a$04$fkANxAEXlViHjeKn0/XcXeUP5ICtw4hVKW.1Vvg37ux1y1UnfX1Bq"
+)
+
+// writeTestCA writes into dir a CA certificate (ca.pem) and a server
+// certificate for 127.0.0.1 signed by it (server.pem, server-key.pem).
+func writeTestCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test alertmanager CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "alertmanager"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	for f, b := range map[string]*pem.Block{caFile: {Type: "CERTIFICATE", Bytes: caDER}, certFile: {Type: "CERTIFICATE", Bytes: der},
+		keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return caFile, certFile, keyFile
+}
+
+// basicAuthTransport adds basic auth to every request.
+type basicAuthTransport struct {
+	user, password string
+	base           http.RoundTripper
+}
+
+func (b basicAuthTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.SetBasicAuth(b.user, b.password)
+	return b.base.RoundTrip(r)
+}
+
+// TestManager_AlertsReachARealAlertmanagerBehindAuthAndTLS runs Debian's
+// Alertmanager with a web config that serves TLS (a private CA) and
+// requires basic auth: the alert reaches its webhook receiver.
+func TestManager_AlertsReachARealAlertmanagerBehindAuthAndTLS(t *testing.T) {
+	if _, err := exec.LookPath("prometheus-alertmanager"); err != nil {
+		t.Skip("prometheus-alertmanager is not installed (scripts/deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeTestCA(t, dir)
+	hook := &webhook{}
+	hsrv := httptest.NewServer(hook)
+	defer hsrv.Close()
+	amAddr := freePort(t)
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: basicAuthTransport{"pi-7", amPassword,
+		&http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+	startAlertmanagerWeb(t, amAddr, hsrv.URL, fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  pi-7: %q\n",
+		certFile, keyFile, amPasswordHash), client, "https")
+	// The Alertmanager refuses a request without credentials.
+	noAuth := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if resp, err := noAuth.Get("https://" + amAddr + "/api/v2/status"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without credentials: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	pw := writeFile(t, dir, "am-password", amPassword+"\n")
+	files := writeFile(t, t.TempDir(), "can.yml", overheatRules)
+	e := newEnv(t, t.TempDir(), Options{Files: []string{files}, Alertmanagers: []string{"https://" + amAddr},
+		AlertmanagerHTTP: AlertmanagerHTTP{BasicAuthUser: "pi-7", BasicAuthPasswordFile: pw, CAFile: caFile},
+		ResendDelay:      time.Second, AlertmanagerTimeout: 2 * time.Second})
+	e.write(time.Now(), 110, "coolant_temp", "vehicle", "truck-1")
+	eventually(t, 30*time.Second, "the firing alert forwarded by the Alertmanager behind auth and TLS", func() bool {
+		return len(hook.status("CoolantOverheat")) > 0
+	})
+	if m := hook.status("CoolantOverheat")[0]; m.Status != "firing" || m.Alerts[0].Labels["vehicle"] != "truck-1" {
+		t.Errorf("forwarded %+v", m)
 	}
 }
