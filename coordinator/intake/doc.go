@@ -8,8 +8,9 @@
 //  1. Hello: the edge's identity comes from Options.Identity (the verified
 //     mTLS client certificate in production); a hello naming another node
 //     ends the stream with PERMISSION_DENIED. An edge the catalog does not
-//     know, or whose query address changed, is registered
-//     (catalog.RegisterNode). The welcome is answered from a linearizable
+//     know, or whose query address or labels (ShipHello.labels) changed, is
+//     registered (catalog.RegisterNode; the hello's labels replace the
+//     catalog's). The welcome is answered from a linearizable
 //     read of the catalog: acked_through and the covered runs above it.
 //  2. Segments: parts go through a wire.Assembler (protocol checks, limits,
 //     decompression, verification; its refusals are sent as they are and
@@ -36,7 +37,11 @@
 //     (the edge-relevant part, pb.EdgeConfig); every
 //     Options.ConfigPollInterval the stream reads the catalog again and
 //     sends a ShipResponse.config when the version is higher than the last
-//     one sent.
+//     one sent. The fleet's rule groups likewise: the welcome carries the
+//     groups whose selector (package rules/selector) matches the edge's
+//     labels, versioned by the catalog's applied index, and the stream
+//     sends a ShipResponse.rule_groups at a poll that finds the catalog's
+//     rule groups changed (catalog.FSM.RulesVersion).
 //  5. Revocation: a revoked edge's hello is refused (PERMISSION_DENIED),
 //     and an open stream of an edge revoked since ends within
 //     Options.ConfigPollInterval.

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/e2e/internal/cluster"
+)
+
+// nodeRuleGroups lists the names of the rule groups a node's
+// /api/v1/rules reports, with the file of each.
+func nodeRuleGroups(t *testing.T, httpAddr string) map[string]string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Groups []struct {
+				Name string `json:"name"`
+				File string `json:"file"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, g := range body.Data.Groups {
+		out[g.Name] = filepath.Base(g.File)
+	}
+	return out
+}
+
+// TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline sets
+// two rule groups with `tributary cluster rules set`: one selecting the
+// edge's --edge-label, one selecting another site. The edge evaluates the
+// first only; then the coordinator is killed and the edge restarted: it
+// evaluates the group again from its data directory, with no coordinator.
+func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts processes; skipped under -short")
+	}
+	dir := t.TempDir()
+	berlin, paris := filepath.Join(dir, "berlin.yml"), filepath.Join(dir, "paris.yml")
+	for f, body := range map[string]string{
+		berlin: "groups:\n  - name: can-bus\n    interval: 1s\n    rules:\n      - record: vehicle:coolant_temp:max\n        expr: max by (vehicle) (coolant_temp)\n",
+		paris:  "groups:\n  - name: paris-only\n    interval: 1s\n    rules:\n      - record: paris:up\n        expr: vector(1)\n",
+	} {
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := cluster.New(cluster.Options{Bin: bin, Dir: dir, Coordinators: 1,
+		EdgeArgs: []string{"--replication-backoff-max", "1s", "--edge-label", "site=berlin", "--edge-label", "model=pi4b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.KillAll)
+	cluster.ReportOnFailure(t, 30, c.Processes()...)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	edge := c.Edge.HTTP
+	for sel, f := range map[string]string{`site="berlin", model=~"pi4.*"`: berlin, `site="paris"`: paris} {
+		out, err := exec.Command(bin, "cluster", "rules", "--addr", c.Coordinators[0].GRPC, "--selector", sel, "set", f).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster rules set %s: %v\n%s", f, err, out)
+		}
+		t.Logf("%s", out)
+	}
+	waitFor := func(what string, d time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %v: %s", d, what)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("the edge evaluates the group that selects it", 20*time.Second, func() bool {
+		return nodeRuleGroups(t, edge)["can-bus"] == "fleet-rules.yml"
+	})
+	// recorded: the rule's series holds samples in the last 2 s.
+	recorded := func() bool {
+		putCoolant(t, edge, 97)
+		for _, vs := range promRaw(t, edge, `vehicle:coolant_temp:max[2s]`, time.Now()) {
+			if len(vs) > 0 && vs[len(vs)-1][1] == "97" {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor("the fleet group's series on the edge", 20*time.Second, recorded)
+	if _, ok := nodeRuleGroups(t, edge)["paris-only"]; ok {
+		t.Fatal("the edge evaluates a group selecting another site")
+	}
+
+	// The coordinator goes; the edge restarts without it.
+	c.Coordinators[0].Kill()
+	if err := c.Edge.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Edge.Start(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	groups := nodeRuleGroups(t, edge)
+	if groups["can-bus"] != "fleet-rules.yml" || len(groups) != 1 {
+		t.Fatalf("after a restart with no coordinator, the edge evaluates %v, want the fleet's can-bus", groups)
+	}
+	// Samples of the last 2 s, 4 s after the restart: evaluated since.
+	waitFor("the fleet group evaluated after the restart", 20*time.Second, func() bool {
+		return time.Since(restarted) > 4*time.Second && recorded()
+	})
+	if r := promRaw(t, edge, `paris:up[1m]`, time.Now()); len(r) != 0 {
+		t.Fatalf("paris:up recorded on the Berlin edge: %v", r)
+	}
+}
