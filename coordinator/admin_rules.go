@@ -43,7 +43,7 @@ func (s *adminServer) SetRuleGroup(ctx context.Context, req *pb.SetRuleGroupRequ
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
 	}
 	if !s.c.fsm.FeatureReady(catalog.FeatureRuleGroups) {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s: some coordinator of the cluster does not apply rule groups yet (upgrade every member first)", what)
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: not every raft member is a registered coordinator that applies rule groups (a member just started registers within seconds: retry; one of an earlier version must be upgraded first)", what)
 	}
 	res, err := s.propose(ctx, what, catalog.SetRuleGroup{Group: catalog.RuleGroup{Name: g.GetName(), Selector: g.GetSelector(), YAML: g.GetYaml()}})
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *adminServer) DeleteRuleGroup(ctx context.Context, req *pb.DeleteRuleGro
 		return nil, status.Error(codes.InvalidArgument, "delete rule group: name is required")
 	}
 	if !s.c.fsm.FeatureReady(catalog.FeatureRuleGroups) {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s: some coordinator of the cluster does not apply rule groups yet (upgrade every member first)", what)
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: not every raft member is a registered coordinator that applies rule groups (a member just started registers within seconds: retry; one of an earlier version must be upgraded first)", what)
 	}
 	if _, err := s.propose(ctx, what, catalog.DeleteRuleGroup{Name: req.GetName()}); err != nil {
 		return nil, err

@@ -70,11 +70,18 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 	}
 	edge := c.Edge.HTTP
 	for sel, f := range map[string]string{`site="berlin", model=~"pi4.*"`: berlin, `site="paris"`: paris} {
-		out, err := exec.Command(bin, "cluster", "rules", "--addr", c.Coordinators[0].GRPC, "--selector", sel, "set", f).CombinedOutput()
-		if err != nil {
-			t.Fatalf("cluster rules set %s: %v\n%s", f, err, out)
+		// Refused (FAILED_PRECONDITION) until the coordinator registered
+		// itself with its catalog features, a moment after its start.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			out, err := exec.Command(bin, "cluster", "rules", "--addr", c.Coordinators[0].GRPC, "--selector", sel, "set", f).CombinedOutput()
+			if err == nil {
+				t.Logf("%s", out)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster rules set %s: %v\n%s", f, err, out)
+			}
 		}
-		t.Logf("%s", out)
 	}
 	waitFor := func(what string, d time.Duration, cond func() bool) {
 		t.Helper()
