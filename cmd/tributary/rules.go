@@ -71,6 +71,9 @@ func (f *rulesFlags) validate(fleet bool) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if f.o.AlertmanagerHTTP != (rules.AlertmanagerHTTP{}) && len(f.o.Alertmanagers) == 0 {
+		return fmt.Errorf("%w: the --alertmanager-* authentication and TLS flags need --alertmanager-url", errUsage)
+	}
 	if len(f.o.Alertmanagers) > 0 && len(f.o.Files) == 0 && !fleet {
 		return fmt.Errorf("%w: --alertmanager-url needs --rules, or the fleet's rule groups (--replicate-to) (alerts come from alerting rules)", errUsage)
 	}

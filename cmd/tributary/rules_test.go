@@ -180,6 +180,7 @@ func TestRulesFlags_Refused(t *testing.T) {
 		"basic auth without password": {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-basic-auth-user", "pi"},
 		"missing token file":          {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-bearer-token-file", "/nonexistent/token"},
 		"cert without key":            {"--rules", "x.yml", "--alertmanager-url", "https://am:9093", "--alertmanager-cert", "rules.go"},
+		"auth without alertmanager":   {"--rules", "x.yml", "--alertmanager-ca", "rules.go"},
 	} {
 		var rf rulesFlags
 		fs := newFlagSet("test", io.Discard, "")
