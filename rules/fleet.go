@@ -147,6 +147,7 @@ func (m *Manager) ApplyFleetRules(version uint64, groups []FleetGroup) error {
 		return fmt.Errorf("apply fleet rules version %d: %w", version, err)
 	}
 	m.fleetVersion = version
+	m.fleetGauge.Store(version)
 	if err := m.load(); err != nil {
 		return fmt.Errorf("apply fleet rules version %d: %w", version, err)
 	}

@@ -1,12 +1,36 @@
 package rules
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
+
+// sumGauge adds up the data points of the gauge name.
+func sumGauge(t *testing.T, reader *sdkmetric.ManualReader, name string) float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == name {
+				for _, p := range g.DataPoints {
+					total += p.Value
+				}
+			}
+		}
+	}
+	return total
+}
 
 const fleetCanGroup = `groups:
   - name: can-bus
@@ -61,7 +85,9 @@ func TestManager_FleetRulesPersistAndApplyOnlyNewer(t *testing.T) {
 	dir := t.TempDir()
 	fleetFile := filepath.Join(dir, "fleet-rules.yml")
 	local := writeFile(t, t.TempDir(), "local.yml", fleetCanGroup)
-	e := newEnv(t, dir, Options{Files: []string{local}, FleetRulesFile: fleetFile})
+	reader := sdkmetric.NewManualReader()
+	e := newEnv(t, dir, Options{Files: []string{local}, FleetRulesFile: fleetFile,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	if got := groupNames(e.m); len(got) != 1 || e.m.FleetVersion() != 0 {
 		t.Fatalf("before: %v, version %d", got, e.m.FleetVersion())
 	}
@@ -96,6 +122,9 @@ func TestManager_FleetRulesPersistAndApplyOnlyNewer(t *testing.T) {
 	want = "fleet-rules.yml;climate,local.yml;can-bus"
 	if got := strings.Join(groupNames(e.m), ","); got != want {
 		t.Fatalf("after version 9: %s, want %s", got, want)
+	}
+	if v := sumGauge(t, reader, "tributary.rules.fleet.version"); v != 9 {
+		t.Errorf("fleet version metric %v, want 9", v)
 	}
 	e.close()
 

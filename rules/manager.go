@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,8 +34,9 @@ type Manager struct {
 	mu    sync.Mutex // serialises Reload and Stop
 	files []string   // the files of the rules in force
 	// fleetVersion is the version of the fleet's rule groups in
-	// FleetRulesFile (0: none).
+	// FleetRulesFile (0: none); fleetGauge mirrors it for the metric.
 	fleetVersion uint64
+	fleetGauge   atomic.Uint64
 	started      bool
 	stopped      bool
 	wg           sync.WaitGroup
@@ -88,6 +90,9 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 			m.fleetVersion = 0
 		}
 	}
+	m.fleetGauge.Store(m.fleetVersion)
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tributary_rules_fleet_version",
+		Help: "Version of the fleet's rule groups in force."}, func() float64 { return float64(m.fleetGauge.Load()) }))
 	if m.metrics, err = newMetrics(opts.MeterProvider, m.reg); err != nil {
 		cancel()
 		return nil, err

@@ -31,6 +31,7 @@ var bridged = []struct {
 	{"prometheus_notifications_errors_total", "tributary.rules.notifications.errors", "{alert}", "Alerts whose send to an Alertmanager failed.", true},
 	{"prometheus_notifications_dropped_total", "tributary.rules.notifications.dropped", "{alert}", "Alerts dropped: queue full, or an error sending to every Alertmanager.", true},
 	{"prometheus_notifications_queue_length", "tributary.rules.notifications.queue_length", "{alert}", "Alerts waiting to be sent to an Alertmanager.", false},
+	{"tributary_rules_fleet_version", "tributary.rules.fleet.version", "1", "Version (catalog raft index) of the fleet's rule groups in force on this node; 0: none received.", false},
 }
 
 // metrics holds the Manager's instruments.
