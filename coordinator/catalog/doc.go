@@ -110,7 +110,8 @@
 // SetRuleGroup holds a rule group by name: the Prometheus rule file of
 // one group (at most MaxRuleGroupBytes), an edge selector (at most
 // MaxRuleSelectorBytes; PromQL label matchers over the edges' labels, ""
-// for every edge) and the index that set it; at most MaxRuleGroups. The
+// for every edge) and the index that set it; at most MaxRuleGroups, of
+// at most MaxRuleGroupsBytes together (names, selectors and YAML). The
 // state machine checks bounds and UTF-8 only, so that its decisions do
 // not depend on a YAML or PromQL parser's version; the proposing
 // coordinator checks the rule file and parses the selector first. An

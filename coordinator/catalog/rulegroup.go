@@ -18,7 +18,14 @@ const (
 	MaxRuleSelectorBytes = 4 << 10
 	// MaxRuleGroupBytes bounds a rule group's YAML text.
 	MaxRuleGroupBytes = 64 << 10
+	// MaxRuleGroupsBytes bounds the names, selectors and YAML of all the
+	// fleet's rule groups together: what one welcome to an edge may carry
+	// stays well under gRPC's default 4 MiB message limit.
+	MaxRuleGroupsBytes = 1 << 20
 )
+
+// ruleGroupBytes is what a group counts towards MaxRuleGroupsBytes.
+func ruleGroupBytes(g *RuleGroup) int { return len(g.Name) + len(g.Selector) + len(g.YAML) }
 
 // RuleGroup is one of the fleet's rule groups: a Prometheus rule file
 // holding one group (YAML), evaluated by the edges whose labels Selector
@@ -91,12 +98,21 @@ func (s *state) setRuleGroup(index uint64, c SetRuleGroup) (any, error) {
 	if err := validRuleGroup(g); err != nil {
 		return nil, cmdErr(c.Kind(), ErrBadCommand, "%v", err)
 	}
+	total := ruleGroupBytes(&g)
+	for name, o := range s.ruleGroups {
+		if name != g.Name {
+			total += ruleGroupBytes(o)
+		}
+	}
 	if old := s.ruleGroups[g.Name]; old != nil {
 		if old.Selector == g.Selector && old.YAML == g.YAML {
 			return *old, nil
 		}
 	} else if len(s.ruleGroups) >= MaxRuleGroups {
 		return nil, cmdErr(c.Kind(), ErrLimit, "rule group %q: the fleet holds %d rule groups, the limit", g.Name, MaxRuleGroups)
+	}
+	if total > MaxRuleGroupsBytes {
+		return nil, cmdErr(c.Kind(), ErrLimit, "rule group %q: the fleet's rule groups would hold %d bytes, limit is %d", g.Name, total, MaxRuleGroupsBytes)
 	}
 	g.Version = index
 	s.ruleGroups[g.Name] = &g
@@ -181,7 +197,7 @@ func (s *state) decodeRuleGroups(d *decoder) error {
 	if d.err == nil && n > MaxRuleGroups {
 		return fmt.Errorf("%d rule groups, limit is %d", n, MaxRuleGroups)
 	}
-	prev := ""
+	prev, total := "", 0
 	for i := 0; i < n && d.err == nil; i++ {
 		g := RuleGroup{
 			Name:     d.string("rule group name", MaxRuleGroupNameBytes),
@@ -200,6 +216,9 @@ func (s *state) decodeRuleGroups(d *decoder) error {
 		}
 		if g.Version == 0 || g.Version > s.rulesVersion {
 			return fmt.Errorf("rule group %q: version %d, the rule groups' is %d", g.Name, g.Version, s.rulesVersion)
+		}
+		if total += ruleGroupBytes(&g); total > MaxRuleGroupsBytes {
+			return fmt.Errorf("rule groups hold more than %d bytes", MaxRuleGroupsBytes)
 		}
 		prev = g.Name
 		s.ruleGroups[g.Name] = &g

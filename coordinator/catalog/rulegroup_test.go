@@ -64,6 +64,19 @@ func TestFSM_RuleGroupsLimit(t *testing.T) {
 	applyOK(t, f, MaxRuleGroups+2, SetRuleGroup{Group: RuleGroup{Name: "g000", Selector: `a="b"`, YAML: testGroupYAML}})
 }
 
+func TestFSM_RuleGroupsBytesLimit(t *testing.T) {
+	f := New()
+	big := strings.Repeat("#", MaxRuleGroupBytes-100) + "\n" + testGroupYAML
+	n := MaxRuleGroupsBytes / len(big)
+	for i := range n {
+		applyOK(t, f, uint64(i+1), SetRuleGroup{Group: RuleGroup{Name: fmt.Sprintf("g%02d", i), YAML: big}})
+	}
+	applyErr(t, f, uint64(n+1), SetRuleGroup{Group: RuleGroup{Name: "one-more", YAML: big}}, ErrLimit)
+	// Replacing a group with a smaller one is within the limit.
+	applyOK(t, f, uint64(n+2), SetRuleGroup{Group: RuleGroup{Name: "g00", YAML: testGroupYAML}})
+	applyOK(t, f, uint64(n+3), SetRuleGroup{Group: RuleGroup{Name: "one-more", YAML: testGroupYAML}})
+}
+
 func TestFSM_RuleGroupsSnapshotRoundTrip(t *testing.T) {
 	f := newCatalogWithEdges(t, "pi-1")
 	if v := f.Snapshot()[4]; v != snapshotVersionNoRegistration {

@@ -1873,7 +1873,8 @@ type FleetRuleGroup struct {
 	// every edge). At most 4 KiB.
 	Selector string `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
 	// yaml is a Prometheus rule file holding exactly this one group
-	// ("groups:" with one element), at most 64 KiB.
+	// ("groups:" with one element), at most 64 KiB. The fleet holds at most
+	// 256 groups, of at most 1 MiB together (names, selectors and YAML).
 	Yaml string `protobuf:"bytes,3,opt,name=yaml,proto3" json:"yaml,omitempty"`
 	// version is the raft index of the change that set the group. Ignored
 	// in a SetRuleGroupRequest.
