@@ -110,6 +110,17 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 	if _, ok := nodeRuleGroups(t, edge)["paris-only"]; ok {
 		t.Fatal("the edge evaluates a group selecting another site")
 	}
+	// The catalog shows the edge's labels.
+	out, err := exec.Command(bin, "cluster", "edges", "--addr", c.Coordinators[0].GRPC, "--format", "json").CombinedOutput()
+	var edges struct {
+		Edges []struct {
+			NodeID string            `json:"node_id"`
+			Labels map[string]string `json:"labels"`
+		} `json:"edges"`
+	}
+	if err != nil || json.Unmarshal(out, &edges) != nil || len(edges.Edges) != 1 || edges.Edges[0].Labels["site"] != "berlin" || edges.Edges[0].Labels["model"] != "pi4b" {
+		t.Fatalf("cluster edges: %v\n%s", err, out)
+	}
 
 	// The coordinator goes; the edge restarts without it.
 	c.Coordinators[0].Kill()
