@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -20,6 +21,7 @@ import (
 	"github.com/tributarydb/tributary/internal/enum"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/internal/vfs"
+	"github.com/tributarydb/tributary/node/labels"
 )
 
 // OverflowPolicy says what the Shipper does when the segments it keeps
@@ -269,25 +271,30 @@ func checkLink(targets []string, tlsCfg *tls.Config, insecure bool) []string {
 const MaxLabels = 32
 
 // checkLabels checks the node's labels as the catalog will: at most
-// MaxLabels, names as for series labels, values not empty.
+// MaxLabels, names as for series labels, values not empty, valid UTF-8,
+// lengths within labels.DefaultLimits.
 func checkLabels(m map[string]string) []string {
 	var bad []string
 	if len(m) > MaxLabels {
 		bad = append(bad, fmt.Sprintf("%d labels, limit is %d", len(m), MaxLabels))
 	}
+	lim := labels.DefaultLimits
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !validLabelName(k) {
-			bad = append(bad, fmt.Sprintf("label name %.64q: want [A-Za-z_] then [A-Za-z0-9_.:-]", k))
-		}
-		if m[k] == "" {
+		v := m[k]
+		switch {
+		case !validLabelName(k) || len(k) > lim.MaxNameBytes:
+			bad = append(bad, fmt.Sprintf("label name %.64q: want [A-Za-z_] then [A-Za-z0-9_.:-], at most %d bytes", k, lim.MaxNameBytes))
+		case v == "":
 			bad = append(bad, fmt.Sprintf("label %q has an empty value", k))
+		case len(v) > lim.MaxValueBytes || !utf8.ValidString(v):
+			bad = append(bad, fmt.Sprintf("label %q: the value must be UTF-8 of at most %d bytes", k, lim.MaxValueBytes))
 		}
 	}
 	return bad
 }
 
 func validLabelName(n string) bool {
-	if n == "" || len(n) > 256 {
+	if n == "" {
 		return false
 	}
 	for i := 0; i < len(n); i++ {

@@ -1,6 +1,7 @@
 package replicator_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -152,4 +153,37 @@ func TestShipper_FleetRuleGroupsReachMatchingEdgesAndSurviveRestart(t *testing.T
 	// A deletion reaches the edge that still streams.
 	r.propose(t, catalog.DeleteRuleGroup{Name: "every-edge"})
 	eventually(t, "paris drops the deleted group", func() bool { return len(paris.groups()) == 0 })
+}
+
+func TestOptions_LabelsAreCheckedAsTheCatalogChecksThem(t *testing.T) {
+	long := make([]byte, 1025)
+	for i := range long {
+		long[i] = 'v'
+	}
+	for name, tc := range map[string]struct {
+		labels map[string]string
+		ok     bool
+	}{
+		"none":        {nil, true},
+		"good":        {map[string]string{"site": "berlin", "model_2": "pi4.b"}, true},
+		"digit first": {map[string]string{"1site": "x"}, false},
+		"dash first":  {map[string]string{"-site": "x"}, false},
+		"empty value": {map[string]string{"site": ""}, false},
+		"long value":  {map[string]string{"site": string(long)}, false},
+		"bad utf-8":   {map[string]string{"site": "\xff"}, false},
+	} {
+		o := options(t, cursorPath(t), "127.0.0.1:1")
+		o.Labels = tc.labels
+		if err := o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate %v, want ok=%v", name, err, tc.ok)
+		}
+	}
+	o := options(t, cursorPath(t), "127.0.0.1:1")
+	o.Labels = map[string]string{}
+	for i := range replicator.MaxLabels + 1 {
+		o.Labels[fmt.Sprintf("l%d", i)] = "x"
+	}
+	if err := o.Validate(); err == nil {
+		t.Error("33 labels accepted")
+	}
 }

@@ -87,5 +87,5 @@
 //
 // A Manager is safe for concurrent use. Each group evaluates in its own
 // goroutine (its independent rules up to Options.MaxConcurrentEvals at
-// once); Reload and Stop are serialised.
+// once); Reload, ApplyFleetRules and Stop are serialised.
 package rules
