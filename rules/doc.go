@@ -62,7 +62,9 @@
 // first, atomically (temporary file, fsync, rename, fsync of the
 // directory), to Options.FleetRulesFile, which is then loaded with the
 // rule files, so that a restarted node evaluates the fleet's groups with
-// no coordinator reachable. The file is a Prometheus rule file whose
+// no coordinator reachable. A set equal to the one in force (a new
+// stream's welcome) only moves the version: the rule files are not read
+// again. The file is a Prometheus rule file whose
 // first line carries the version:
 //
 //	# tributary fleet rule groups version <decimal raft index>

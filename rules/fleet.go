@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -57,11 +56,17 @@ func CheckGroup(name, text string) (FileSummary, error) {
 	return sum, nil
 }
 
+// maxFleetRulesFileBytes bounds the fleet rules file a node reads at
+// start: the catalog holds at most 1 MiB of rule groups, which the merged
+// file restates with little more.
+const maxFleetRulesFileBytes = 4 << 20
+
 // fleetFile builds the fleet rules file of groups at version: the header
-// line, then one rule file holding every group. A group that does not
-// parse (it passed CheckGroup on a coordinator whose parser differs) is
-// left out and returned in skipped with why.
-func fleetFile(version uint64, groups []FleetGroup) (content []byte, skipped []error) {
+// line (with the version), then the body: a comment line and one rule
+// file holding every group. A group that does not parse (it passed
+// CheckGroup on a coordinator whose parser differs) is left out and
+// returned in skipped with why.
+func fleetFile(version uint64, groups []FleetGroup) (header, body []byte, skipped []error) {
 	var all rulefmt.RuleGroups
 	for _, g := range groups {
 		rgs, errs := rulefmt.Parse([]byte(g.YAML), false, model.UTF8Validation)
@@ -75,37 +80,35 @@ func fleetFile(version uint64, groups []FleetGroup) (content []byte, skipped []e
 		}
 		all.Groups = append(all.Groups, rgs.Groups[0])
 	}
-	body, err := yaml.Marshal(&all)
+	y, err := yaml.Marshal(&all)
 	if err != nil {
 		// rulefmt's types always marshal.
 		panic(fmt.Sprintf("BUG: marshal fleet rule groups: %v", err))
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s%d\n# Written by the node from the fleet's catalog (tributary cluster rules); do not edit.\n", fleetHeader, version)
-	b.Write(body)
-	return b.Bytes(), skipped
+	header = fmt.Appendf(nil, "%s%d\n", fleetHeader, version)
+	body = append([]byte("# Written by the node from the fleet's catalog (tributary cluster rules); do not edit.\n"), y...)
+	return header, body, skipped
 }
 
-// readFleetVersion returns the version of the fleet rules file at path,
-// and false when there is none.
-func readFleetVersion(path string) (uint64, bool, error) {
-	f, err := os.Open(path)
+// readFleetFile returns the version and the body of the fleet rules file
+// at path, and false when there is none.
+func readFleetFile(path string) (version uint64, body []byte, ok bool, err error) {
+	b, err := vfs.ReadFile(vfs.OS{}, path, maxFleetRulesFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, false, nil
+		return 0, nil, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("fleet rules file: %w", err)
+		return 0, nil, false, fmt.Errorf("fleet rules file: %w", err)
 	}
-	defer f.Close()
-	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, fleetHeader) {
-		return 0, false, fmt.Errorf("fleet rules file %s: the first line is not %q followed by a version", path, fleetHeader)
+	line, rest, found := bytes.Cut(b, []byte("\n"))
+	if !found || !bytes.HasPrefix(line, []byte(fleetHeader)) {
+		return 0, nil, false, fmt.Errorf("fleet rules file %s: the first line is not %q followed by a version", path, fleetHeader)
 	}
-	v, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, fleetHeader)), 10, 64)
+	v, err := strconv.ParseUint(strings.TrimSpace(string(line[len(fleetHeader):])), 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("fleet rules file %s: version: %w", path, err)
+		return 0, nil, false, fmt.Errorf("fleet rules file %s: version: %w", path, err)
 	}
-	return v, true, nil
+	return v, rest, true, nil
 }
 
 // FleetVersion returns the version of the fleet's rule groups in force
@@ -134,22 +137,30 @@ func (m *Manager) ApplyFleetRules(version uint64, groups []FleetGroup) error {
 	case version <= m.fleetVersion:
 		return nil
 	}
-	content, skipped := fleetFile(version, groups)
+	header, body, skipped := fleetFile(version, groups)
 	for _, err := range skipped {
 		m.opts.Logger.Error("fleet rule group not evaluated", "version", version, "err", err)
 	}
+	unchanged := m.fleetVersion > 0 && bytes.Equal(body, m.fleetBody)
 	// The merged file must load (so that a restart does): two groups of one
 	// name, say, would not.
-	if _, errs := rulefmt.Parse(content, false, model.UTF8Validation); len(errs) > 0 {
+	if _, errs := rulefmt.Parse(body, false, model.UTF8Validation); len(errs) > 0 {
 		return fmt.Errorf("apply fleet rules version %d: %w", version, errors.Join(errs...))
 	}
-	if err := vfs.WriteFileAtomic(vfs.OS{}, m.opts.FleetRulesFile, 0o644, content); err != nil {
+	if err := vfs.WriteFileAtomic(vfs.OS{}, m.opts.FleetRulesFile, 0o644, header, body); err != nil {
 		return fmt.Errorf("apply fleet rules version %d: %w", version, err)
 	}
-	m.fleetVersion = version
+	m.fleetVersion, m.fleetBody = version, body
 	m.fleetGauge.Store(version)
+	if unchanged {
+		// The same groups under a newer version (a new stream's welcome):
+		// nothing to load, and the rule files are not read again behind
+		// the operator's back.
+		m.opts.Logger.Debug("fleet rule groups unchanged", "version", version)
+		return nil
+	}
 	if err := m.load(); err != nil {
-		return fmt.Errorf("apply fleet rules version %d: %w", version, err)
+		return fmt.Errorf("apply fleet rules version %d: written, and loaded at the next reload that succeeds: %w", version, err)
 	}
 	names := make([]string, 0, len(groups))
 	for _, g := range groups {

@@ -195,3 +195,47 @@ func TestSplitFile(t *testing.T) {
 		t.Errorf("split of an invalid file: %v", err)
 	}
 }
+
+// TestManager_FleetRulesUnchangedDoNotReloadTheFiles: the same groups
+// under a newer version (a new stream's welcome) are not loaded again, so
+// a rule file edited on disk is not read behind the operator's back;
+// changed groups load the files too.
+func TestManager_FleetRulesUnchangedDoNotReloadTheFiles(t *testing.T) {
+	dir := t.TempDir()
+	fleetFile := filepath.Join(dir, "fleet-rules.yml")
+	local := writeFile(t, t.TempDir(), "local.yml", fleetCanGroup)
+	e := newEnv(t, dir, Options{Files: []string{local}, FleetRulesFile: fleetFile})
+	climate := []FleetGroup{{Name: "climate", YAML: fleetClimateGroup}}
+	if err := e.m.ApplyFleetRules(5, climate); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(local, []byte("groups:\n  - name: broken\n    rules:\n      - record: r\n        expr: sum(\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.ApplyFleetRules(6, climate); err != nil {
+		t.Fatalf("the same groups again read the edited rule file: %v", err)
+	}
+	if v := e.m.FleetVersion(); v != 6 {
+		t.Fatalf("version %d, want 6", v)
+	}
+	if v, _, _, err := readFleetFile(fleetFile); err != nil || v != 6 {
+		t.Fatalf("file version %d %v, want 6", v, err)
+	}
+	err := e.m.ApplyFleetRules(7, append(climate, FleetGroup{Name: "can-bus", YAML: fleetCanGroup}))
+	if err == nil || !strings.Contains(err.Error(), "local.yml") {
+		t.Fatalf("changed groups with a broken rule file: %v", err)
+	}
+	// The rules in force stay; the new set is kept for the next reload.
+	if got := strings.Join(groupNames(e.m), ","); got != "fleet-rules.yml;climate,local.yml;can-bus" || e.m.FleetVersion() != 7 {
+		t.Fatalf("groups %s, version %d", got, e.m.FleetVersion())
+	}
+	if err := os.WriteFile(local, []byte(fleetClimateGroup), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(groupNames(e.m), ","); got != "fleet-rules.yml;can-bus,fleet-rules.yml;climate,local.yml;climate" {
+		t.Fatalf("after the reload: %s", got)
+	}
+}

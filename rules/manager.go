@@ -37,9 +37,11 @@ type Manager struct {
 	// FleetRulesFile (0: none); fleetGauge mirrors it for the metric.
 	fleetVersion uint64
 	fleetGauge   atomic.Uint64
-	started      bool
-	stopped      bool
-	wg           sync.WaitGroup
+	// fleetBody is the fleet rules file past its header line.
+	fleetBody []byte
+	started   bool
+	stopped   bool
+	wg        sync.WaitGroup
 }
 
 // New builds a Manager whose rules are evaluated by engine over q and
@@ -85,9 +87,9 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 	if opts.FleetRulesFile != "" {
 		// A damaged fleet file does not stop the node: its groups are
 		// not evaluated until the coordinators send the fleet's again.
-		if m.fleetVersion, _, err = readFleetVersion(opts.FleetRulesFile); err != nil {
+		if m.fleetVersion, m.fleetBody, _, err = readFleetFile(opts.FleetRulesFile); err != nil {
 			opts.Logger.Error("fleet rule groups not loaded; waiting for the coordinators to send them", "err", err)
-			m.fleetVersion = 0
+			m.fleetVersion, m.fleetBody = 0, nil
 		}
 	}
 	m.fleetGauge.Store(m.fleetVersion)
