@@ -386,9 +386,12 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 	}
 	mo := membership.Options{
 		Self:     membership.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
-		Replaces: f.replaces, ExpectedMembers: f.expectedMembers, LeaveAfter: f.autoLeaveAfter,
+		Replaces: f.replaces, LeaveAfter: f.autoLeaveAfter,
 		Cluster: &membership.GRPCCluster{ClientAddr: membership.ClientAddrAtPort(port), DialOptions: dialOpts},
 		Logger:  log,
+	}
+	if f.expectedMembers > 0 {
+		mo.Expected = membership.FixedExpected(f.expectedMembers)
 	}
 	if join {
 		for _, p := range o.JoinPeers {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -98,8 +99,8 @@ func TestCoordinatorFlags_MembershipOptions(t *testing.T) {
 	if mo.Self != (membership.Peer{RaftID: 4, NodeID: "co-3", Addr: "co-3.h.ns.svc:7444"}) {
 		t.Errorf("self %+v: want the advertised cluster address", mo.Self)
 	}
-	if len(mo.Join) != 1 || mo.Join[0].NodeID != "co-0" || mo.ExpectedMembers != 0 {
-		t.Errorf("join %+v, expected %d: want co-0 and no leaving", mo.Join, mo.ExpectedMembers)
+	if len(mo.Join) != 1 || mo.Join[0].NodeID != "co-0" || mo.Expected != nil {
+		t.Errorf("join %+v, expected set %v: want co-0 and no leaving", mo.Join, mo.Expected != nil)
 	}
 	gc, ok := mo.Cluster.(*membership.GRPCCluster)
 	if !ok {
@@ -114,8 +115,10 @@ func TestCoordinatorFlags_MembershipOptions(t *testing.T) {
 	}
 	// --expected-members alone leaves, and does not join.
 	f = coordinatorFlags{expectedMembers: 3, autoLeaveAfter: time.Minute}
-	if mo, members, err = f.membership(o, "10.0.0.4:7444", &sf, log); err != nil || !members || len(mo.Join) != 0 || mo.ExpectedMembers != 3 {
-		t.Errorf("--expected-members: members %v join %v expected %d, %v", members, mo.Join, mo.ExpectedMembers, err)
+	if mo, members, err = f.membership(o, "10.0.0.4:7444", &sf, log); err != nil || !members || len(mo.Join) != 0 || mo.Expected == nil {
+		t.Errorf("--expected-members: members %v join %v expected set %v, %v", members, mo.Join, mo.Expected != nil, err)
+	} else if n, err := mo.Expected(context.Background()); n != 3 || err != nil {
+		t.Errorf("--expected-members 3: the count reads %d, %v", n, err)
 	}
 	sf.grpcListen = "nonsense"
 	if _, _, err := f.membership(o, "x:1", &sf, log); !errors.Is(err, errUsage) {
