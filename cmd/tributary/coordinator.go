@@ -30,6 +30,7 @@ import (
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/k8sapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -62,6 +63,11 @@ type coordinatorFlags struct {
 	// members beyond the expected ones (coordinator/membership).
 	expectedMembers uint64
 	autoLeaveAfter  time.Duration
+	// expectedFromStatefulSet ([NAMESPACE/]NAME, "": off) reads the
+	// expected member count live from the StatefulSet's scale subresource;
+	// k8sConfig is its seam (nil: k8sapi.InCluster).
+	expectedFromStatefulSet string
+	k8sConfig               func() (k8sapi.Config, error)
 }
 
 func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
@@ -75,7 +81,8 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&f.join, "join", "", "join an existing cluster whose current members are these: RAFTID=NODEID@HOST:PORT,... (their raft messages are accepted before the catalog arrives); then add this coordinator with `tributary cluster add` (excludes --peers)")
 		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
 		fs.Uint64Var(&f.expectedMembers, "expected-members", 0, "with --identity-from-hostname: the StatefulSet's replica count; the leader removes from raft the members beyond it (raft id > N) once they have not answered for --auto-leave-after, never below a quorum, and a pod beyond it does not auto-join (0: off)")
-		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members: how long a member beyond it must be unreachable before the leader removes it")
+		fs.StringVar(&f.expectedFromStatefulSet, "expected-members-from-statefulset", "", "with --identity-from-hostname: as --expected-members, but read live from the replica count of this StatefulSet ([NAMESPACE/]NAME; default namespace: the pod's) through the Kubernetes API with the pod's service account (get on statefulsets/scale), so that `kubectl scale` works; when it cannot be read the leader removes nobody, and a joining pod goes by the last count read (none read yet: it waits); excludes --expected-members")
+		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members or --expected-members-from-statefulset: how long a member beyond the count must be unreachable before the leader removes it")
 		fs.BoolVar(&f.rejoin, "rejoin", false, "when the data directory holds no raft log but the cluster knows this coordinator (its disk was lost or replaced): join as a new member under a new raft id, replacing the old one, and get its share of the data back by re-replication (the leader is asked as --auto-join asks it). Without it such a coordinator refuses to start, saying so")
 		fs.DurationVar(&o.DeadAfter, "dead-after", 0, "mark a coordinator down once it has not heartbeated for this long, so that its replicas move (0: the fleet configuration's, default 5m; `tributary cluster config --dead-after` sets that)")
 		fs.DurationVar(&o.HealInterval, "heal-interval", 2*time.Second, "how often the healer judges health and balance (as leader) and looks for runs this coordinator's replicas lack")
@@ -148,6 +155,9 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	}
 	if f.expectedMembers > 0 && (!f.identityFromHostname || f.autoLeaveAfter <= 0) {
 		return fmt.Errorf("%w: --expected-members needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage)
+	}
+	if err := f.checkStatefulSet(o.NodeID); err != nil {
+		return err
 	}
 	if o.Peers, err = parsePeers("--peers", f.peers); err != nil {
 		return err
@@ -365,7 +375,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 // not the bound listener ([::]:7444); boundAddr is the fallback.
 func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, sf *serveFlags, log *slog.Logger) (_ membership.Options, members bool, _ error) {
 	join := (f.autoJoin || f.replaces != 0) && len(o.JoinPeers) > 0
-	if !join && f.expectedMembers == 0 {
+	if !join && f.expectedMembers == 0 && f.expectedFromStatefulSet == "" {
 		return membership.Options{}, false, nil
 	}
 	_, port, err := net.SplitHostPort(sf.grpcListen)
@@ -390,8 +400,13 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 		Cluster: &membership.GRPCCluster{ClientAddr: membership.ClientAddrAtPort(port), DialOptions: dialOpts},
 		Logger:  log,
 	}
-	if f.expectedMembers > 0 {
+	switch {
+	case f.expectedMembers > 0:
 		mo.Expected = membership.FixedExpected(f.expectedMembers)
+	case f.expectedFromStatefulSet != "":
+		if mo.Expected, err = f.statefulSetExpected(log); err != nil {
+			return membership.Options{}, false, err
+		}
 	}
 	if join {
 		for _, p := range o.JoinPeers {
@@ -399,6 +414,59 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 		}
 	}
 	return mo, true, mo.Validate()
+}
+
+// checkStatefulSet checks --expected-members-from-statefulset against the
+// other flags and this pod's name (nodeID, from the host name), which
+// must be one of the StatefulSet's: NAME-ORDINAL.
+func (f *coordinatorFlags) checkStatefulSet(nodeID string) error {
+	if f.expectedFromStatefulSet == "" {
+		return nil
+	}
+	flag := "--expected-members-from-statefulset"
+	if f.expectedMembers > 0 {
+		return fmt.Errorf("%w: --expected-members and %s exclude each other", errUsage, flag)
+	}
+	if !f.identityFromHostname || f.autoLeaveAfter <= 0 {
+		return fmt.Errorf("%w: %s needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage, flag)
+	}
+	_, name := splitStatefulSet(f.expectedFromStatefulSet)
+	if ord, ok := strings.CutPrefix(nodeID, name+"-"); !ok || strings.ContainsRune(ord, '-') {
+		return fmt.Errorf("%w: %s %q: this pod, %s, is not one of its pods (NAME-ORDINAL)", errUsage, flag, f.expectedFromStatefulSet, nodeID)
+	}
+	return nil
+}
+
+// splitStatefulSet splits [NAMESPACE/]NAME.
+func splitStatefulSet(v string) (ns, name string) {
+	if i := strings.IndexByte(v, '/'); i >= 0 {
+		return v[:i], v[i+1:]
+	}
+	return "", v
+}
+
+// statefulSetExpected is the membership loops' source of the expected
+// member count: the StatefulSet's replica count, read through the
+// Kubernetes API with the pod's service account each time.
+func (f *coordinatorFlags) statefulSetExpected(log *slog.Logger) (membership.ExpectedFunc, error) {
+	inCluster := f.k8sConfig
+	if inCluster == nil {
+		inCluster = k8sapi.InCluster
+	}
+	cfg, err := inCluster()
+	if err != nil {
+		return nil, fmt.Errorf("--expected-members-from-statefulset: %w", err)
+	}
+	c, err := k8sapi.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--expected-members-from-statefulset: %w", err)
+	}
+	ns, name := splitStatefulSet(f.expectedFromStatefulSet)
+	if ns == "" {
+		ns = c.Namespace()
+	}
+	log.Info("membership: the expected member count is the StatefulSet's replica count", "statefulset", ns+"/"+name, "api_server", cfg.Server)
+	return func(ctx context.Context) (uint64, error) { return c.StatefulSetReplicas(ctx, ns, name) }, nil
 }
 
 // serveCoordinator serves the client APIs of a coordinator: every query

@@ -2,13 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/coordinator/membership"
+	"github.com/tributarydb/tributary/internal/k8sapi"
 )
 
 // identityOptions applies f with the given host name to empty options.
@@ -123,5 +130,67 @@ func TestCoordinatorFlags_MembershipOptions(t *testing.T) {
 	sf.grpcListen = "nonsense"
 	if _, _, err := f.membership(o, "x:1", &sf, log); !errors.Is(err, errUsage) {
 		t.Errorf("--listen without a port: err = %v, want a usage error", err)
+	}
+}
+
+func TestCoordinatorFlags_ExpectedMembersFromStatefulSet(t *testing.T) {
+	const peers = "1=co-0@co-0.h:7444,2=co-1@co-1.h:7444,3=co-2@co-2.h:7444"
+	ok := coordinatorFlags{peers: peers, expectedFromStatefulSet: "co", autoLeaveAfter: time.Minute}
+	if _, err := identityOptions(ok, "co-1"); err != nil {
+		t.Fatalf("the pod's own StatefulSet: %v", err)
+	}
+	ok.expectedFromStatefulSet = "tsdb/co"
+	if _, err := identityOptions(ok, "co-4"); err != nil {
+		t.Fatalf("NAMESPACE/NAME: %v", err)
+	}
+	for name, f := range map[string]coordinatorFlags{
+		"another StatefulSet's pod": {peers: peers, expectedFromStatefulSet: "c", autoLeaveAfter: time.Minute},
+		"a longer name":             {peers: peers, expectedFromStatefulSet: "co-1", autoLeaveAfter: time.Minute},
+		"with --expected-members":   {peers: peers, expectedFromStatefulSet: "co", expectedMembers: 3, autoLeaveAfter: time.Minute},
+		"no --auto-leave-after":     {peers: peers, expectedFromStatefulSet: "co"},
+	} {
+		if _, err := identityOptions(f, "co-1"); !errors.Is(err, errUsage) {
+			t.Errorf("%s: err = %v, want a usage error", name, err)
+		}
+	}
+}
+
+func TestCoordinatorFlags_MembershipReadsTheStatefulSet(t *testing.T) {
+	var path string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.URL.Path
+		w.Write([]byte(`{"kind":"Scale","apiVersion":"autoscaling/v1","spec":{"replicas":5}}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	must(os.WriteFile(filepath.Join(dir, "token"), []byte("tok"), 0o600))
+	cfg := k8sapi.Config{Server: srv.URL, TokenFile: filepath.Join(dir, "token"), CAFile: filepath.Join(dir, "ca.crt"), Namespace: "tsdb"}
+	f := coordinatorFlags{expectedFromStatefulSet: "co", autoLeaveAfter: time.Minute,
+		k8sConfig: func() (k8sapi.Config, error) { return cfg, nil }}
+	o := coordinator.Options{RaftID: 2, NodeID: "co-1", ClusterAddr: "co-1.h.tsdb.svc:7444", Insecure: true}
+	sf := serveFlags{grpcListen: "0.0.0.0:7070"}
+	mo, members, err := f.membership(o, "x:1", &sf, slog.New(slog.DiscardHandler))
+	if err != nil || !members || mo.Expected == nil {
+		t.Fatalf("members %v expected set %v, %v", members, mo.Expected != nil, err)
+	}
+	if n, err := mo.Expected(context.Background()); n != 5 || err != nil {
+		t.Fatalf("count = %d, %v; want 5", n, err)
+	}
+	if path != "/apis/apps/v1/namespaces/tsdb/statefulsets/co/scale" {
+		t.Fatalf("asked %q, want the scale of tsdb/co", path)
+	}
+	// Not in a pod: the start fails, saying why.
+	f.k8sConfig = func() (k8sapi.Config, error) {
+		return k8sapi.Config{}, errors.New("KUBERNETES_SERVICE_HOST is not set")
+	}
+	if _, _, err := f.membership(o, "x:1", &sf, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--expected-members-from-statefulset: KUBERNETES_SERVICE_HOST") {
+		t.Fatalf("outside a pod: err = %v", err)
 	}
 }
