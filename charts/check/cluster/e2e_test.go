@@ -493,6 +493,7 @@ type loadLedger struct {
 	Requests int                `json:"requests"`
 	Failed   int                `json:"failed"`
 	LastErr  string             `json:"last_error"`
+	Errors   map[string]int     `json:"errors"`
 }
 
 func (l *loadLedger) points(m map[string][]int64) int {
@@ -560,7 +561,11 @@ func (s *scenario) rollingUpgrade() {
 	s.res["rolling_upgrade_acked"] = acked
 	s.add("rolling upgrade "+tagA+" -> "+tagB+" under load", "%.1f s; %d points acknowledged, %d in doubt (%d of %d requests failed)", roll, acked, doubt, led.Failed, led.Requests)
 	if led.Failed > 0 {
-		s.t.Logf("load generator: last failed write: %s", led.LastErr)
+		for msg, n := range led.Errors {
+			s.t.Logf("load generator: %d writes failed with: %s", n, msg)
+		}
+		s.t.Logf("--- load generator log (when each write failed):\n%s", s.c.PodLog(namespace, "loadgen", 40))
+		s.t.Logf("--- pods and restarts after the upgrade:\n%s", s.podSummary())
 	}
 	s.add("ledger vs coordinators", "lost %d, duplicated %d, phantom %d, wrong value %d (caught up %.1f s after the load stopped)", lost, dup, phantom, wrong, time.Since(t1).Seconds())
 	if lost != 0 || dup != 0 || phantom != 0 || wrong != 0 {
@@ -655,38 +660,53 @@ func (s *scenario) checkLedger(led *loadLedger) (lost, dup, phantom, wrong int, 
 	return lost, dup, phantom, wrong, nil
 }
 
-// scale scales the coordinators 3 -> 5 -> 3 the way the chart documents
-// it: helm upgrade with a new replicas value, which also sets
-// --expected-members in the pod template (so every pod rolls). The new
-// pods join raft by themselves (--auto-join); after the scale-down the
+// scale scales the coordinators 3 -> 5 -> 3 the way `kubectl scale`
+// does: through the StatefulSet's scale subresource, which leaves the pod
+// template (and the Helm release) alone. The pods read the count from the
+// API with their ServiceAccount (--expected-members-from-statefulset,
+// allowed by the chart's Role): the new pods join raft by themselves
+// (--auto-join) once the count reaches them, and after the scale-down the
 // leader removes the members whose pods are gone (--auto-leave-after).
-// The StatefulSet's scale subresource alone (kubectl scale) is not
-// enough: a pod beyond --expected-members refuses to join ("beyond the
-// expected members"), as it would during a scale-down.
 func (s *scenario) scale() {
-	helmScale := func(n int) {
-		up := action.NewUpgrade(s.helm)
-		up.Namespace, up.Wait, up.Timeout = namespace, true, 10*time.Minute
-		s.vals["replicas"] = n
-		if _, err := up.RunWithContext(s.ctx, release, s.chart, s.vals); err != nil {
-			s.fatal("helm upgrade --set replicas=%d: %v", n, err)
+	sts := s.c.Client.AppsV1().StatefulSets(namespace)
+	kubectlScale := func(n int32) {
+		sc, err := sts.GetScale(s.ctx, fullname, metav1.GetOptions{})
+		if err != nil {
+			s.fatal("get the scale of statefulset %s: %v", fullname, err)
+		}
+		sc.Spec.Replicas = n
+		if _, err := sts.UpdateScale(s.ctx, fullname, sc, metav1.UpdateOptions{}); err != nil {
+			s.fatal("scale statefulset %s to %d: %v", fullname, n, err)
 		}
 	}
+	before, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
+	if err != nil {
+		s.fatal("get statefulset %s: %v", fullname, err)
+	}
 	t0 := time.Now()
-	helmScale(5)
+	kubectlScale(5)
 	s.waitReady("app.kubernetes.io/instance="+release, 5, 5*time.Minute)
 	f, _ := s.waitFleet(5, 3*time.Minute)
 	up := time.Since(t0).Seconds()
 	s.res["scale_up_s"] = round1(up)
-	s.add("scale 3 -> 5 (helm upgrade; pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
+	s.add("scale 3 -> 5 (kubectl scale; pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
 
 	t0 = time.Now()
-	helmScale(3)
+	kubectlScale(3)
 	s.waitReady("app.kubernetes.io/instance="+release, 3, 3*time.Minute)
 	f, _ = s.waitFleet(3, 3*time.Minute)
 	down := time.Since(t0).Seconds()
 	s.res["scale_down_s"] = round1(down)
-	s.add("scale 5 -> 3 (helm upgrade; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	s.add("scale 5 -> 3 (kubectl scale; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	// The scale subresource changed no pod template: pods 0..2 never
+	// restarted.
+	after, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
+	if err != nil {
+		s.fatal("get statefulset %s: %v", fullname, err)
+	}
+	if after.Status.UpdateRevision != before.Status.UpdateRevision {
+		s.t.Errorf("kubectl scale rolled the pods: revision %s -> %s", before.Status.UpdateRevision, after.Status.UpdateRevision)
+	}
 }
 
 // loseDisk deletes coordinator pod 2 together with its claim: the
@@ -805,4 +825,28 @@ type testLog struct{ t *testing.T }
 func (l *testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// podSummary lists the pods with their restarts and readiness, and the
+// events that are not Normal, for a report.
+func (s *scenario) podSummary() string {
+	var b strings.Builder
+	pods, err := s.c.Client.CoreV1().Pods(namespace).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "pod %s: ready %v, restarts %d, started %v\n", p.Name, cs.Ready, cs.RestartCount, p.Status.StartTime)
+		}
+	}
+	evs, err := s.c.Client.CoreV1().Events(namespace).List(s.ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range evs.Items {
+			if e.Type != corev1.EventTypeNormal || strings.HasPrefix(e.InvolvedObject.Name, edgeName) {
+				fmt.Fprintf(&b, "event %s %s %s: %s\n", e.LastTimestamp.Format("15:04:05"), e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+	}
+	return b.String()
 }
