@@ -364,12 +364,13 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// membership maps --auto-join, --rejoin and --expected-members to the
-// options of the membership loops (coordinator/membership); members is
-// false when none applies. The members' client listeners are dialled with
-// the coordinator's cluster TLS identity (its certificate, verified
-// against --peer-ca) and the first accepted client token, on the host of
-// their cluster address at this coordinator's --listen port.
+// membership maps --auto-join, --rejoin, --expected-members and
+// --expected-members-from-statefulset to the options of the membership
+// loops (coordinator/membership); members is false when none applies.
+// The members' client listeners are dialled with the coordinator's
+// cluster TLS identity (its certificate, verified against --peer-ca) and
+// the first accepted client token, on the host of their cluster address
+// at this coordinator's --listen port.
 //
 // The leader is told the advertised cluster address (a pod's DNS name),
 // not the bound listener ([::]:7444); boundAddr is the fallback.
