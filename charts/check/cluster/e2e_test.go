@@ -324,6 +324,12 @@ func (s *scenario) install() {
 	if _, err := einst.RunWithContext(s.ctx, edgeChart, evals); err != nil {
 		s.fatal("helm install %s: %v", edgeRelease, err)
 	}
+	// NB: helm's --wait counts a DaemonSet as ready when no more pods than
+	// its maxUnavailable (1) are unready, so with one node it returns
+	// before the edge pod is Ready; until then the edge Service has no
+	// endpoint and kube-proxy refuses connections to it (the load
+	// generator's first writes were refused so, before the upgrade began).
+	s.waitReady("app.kubernetes.io/instance="+edgeRelease, 1, 2*time.Minute)
 	s.add("helm install edge chart, DaemonSet pod Ready", "%.1f s", time.Since(t0).Seconds())
 }
 
