@@ -753,11 +753,14 @@ func (s *scenario) loseDisk() {
 		}
 		time.Sleep(time.Second)
 	}
+	bound := time.Since(t0).Seconds()
 	s.waitReady("app.kubernetes.io/instance="+release, 3, 5*time.Minute)
+	ready := time.Since(t0).Seconds()
 	f, _ := s.waitFleet(3, 4*time.Minute)
 	d := time.Since(t0).Seconds()
 	s.res["disk_loss_recovered_s"] = round1(d)
-	s.add("delete pod 2 and its claim (rejoin on a new volume)", "%.1f s; voters %v -> %v", d, before.Raft.Voters, f.Raft.Voters)
+	s.add("delete pod 2 and its claim (rejoin on a new volume)", "%.1f s (new claim bound %.1f s, pods Ready %.1f s); voters %v -> %v",
+		d, bound, ready, before.Raft.Voters, f.Raft.Voters)
 }
 
 func (s *scenario) report() {
