@@ -24,6 +24,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -685,6 +686,7 @@ func (s *scenario) scale() {
 			s.fatal("scale statefulset %s to %d: %v", fullname, n, err)
 		}
 	}
+	s.checkServiceAccount()
 	before, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
 	if err != nil {
 		s.fatal("get statefulset %s: %v", fullname, err)
@@ -713,6 +715,37 @@ func (s *scenario) scale() {
 	if after.Status.UpdateRevision != before.Status.UpdateRevision {
 		s.t.Errorf("kubectl scale rolled the pods: revision %s -> %s", before.Status.UpdateRevision, after.Status.UpdateRevision)
 	}
+}
+
+// checkServiceAccount asks the API server (RBAC) what the coordinators'
+// ServiceAccount may do: get its StatefulSet's scale, and not change it,
+// read another StatefulSet's, or read a Secret.
+func (s *scenario) checkServiceAccount() {
+	user := "system:serviceaccount:" + namespace + ":" + fullname
+	for _, c := range []struct {
+		verb, group, resource, sub, name string
+		want                             bool
+	}{
+		{"get", "apps", "statefulsets", "scale", fullname, true},
+		{"get", "apps", "statefulsets", "", fullname, true},
+		{"update", "apps", "statefulsets", "scale", fullname, false},
+		{"get", "apps", "statefulsets", "scale", "another", false},
+		{"get", "", "secrets", "", "coordinator-tls", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: c.verb, Group: c.group,
+				Resource: c.resource, Subresource: c.sub, Name: c.name},
+		}}
+		got, err := s.c.Client.AuthorizationV1().SubjectAccessReviews().Create(s.ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			s.fatal("subject access review: %v", err)
+		}
+		if got.Status.Allowed != c.want {
+			s.t.Errorf("%s may %s %s/%s %s: %v, want %v (%s)", user, c.verb, c.resource, c.sub, c.name, got.Status.Allowed, c.want, got.Status.Reason)
+		}
+	}
+	s.add("coordinators' ServiceAccount under RBAC", "may get statefulsets/scale %s; may not update it, get another's, or get a Secret", fullname)
 }
 
 // loseDisk deletes coordinator pod 2 together with its claim: the
