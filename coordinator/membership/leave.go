@@ -28,8 +28,9 @@ import (
 //     up-to-date voter within N and removes nothing;
 //   - when N cannot be read (the Kubernetes API does not answer, the
 //     service account may not read the StatefulSet), nothing is removed
-//     and the round says why; silences keep being timed, so a member
-//     already gone past the grace is removed once N is read again.
+//     and the round says why; the silences already seen are kept, so a
+//     member silent past the grace is removed once N is read again (if
+//     it still does not answer).
 //
 // Members within N are never touched: rolling restarts, node drains and
 // crashes of those pods change nothing. A member beyond N that still
