@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -18,9 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -408,6 +412,9 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 		if mo.Expected, err = f.statefulSetExpected(log); err != nil {
 			return membership.Options{}, false, err
 		}
+		if o.MeterProvider != nil {
+			mo.Expected = countExpectedReads(mo.Expected, o.MeterProvider.Meter("github.com/tributarydb/tributary/coordinator/membership"))
+		}
 	}
 	if join {
 		for _, p := range o.JoinPeers {
@@ -468,6 +475,44 @@ func (f *coordinatorFlags) statefulSetExpected(log *slog.Logger) (membership.Exp
 	}
 	log.Info("membership: the expected member count is the StatefulSet's replica count", "statefulset", ns+"/"+name, "api_server", cfg.Server)
 	return func(ctx context.Context) (uint64, error) { return c.StatefulSetReplicas(ctx, ns, name) }, nil
+}
+
+// expectedReads counts the reads of the expected member count by result
+// and keeps the last count read (-1: none yet).
+type expectedReads struct {
+	ok, failed, last atomic.Int64
+}
+
+// countExpectedReads wraps read so that its results are exported:
+// tributary_membership_expected_reads_total{result} and
+// tributary_membership_expected_members (the last count read). A count
+// that cannot be read stops the removal of members, so the error rate is
+// what to alert on.
+func countExpectedReads(read membership.ExpectedFunc, meter metric.Meter) membership.ExpectedFunc {
+	var st expectedReads
+	st.last.Store(-1)
+	reads, _ := meter.Int64ObservableCounter("tributary.membership.expected_reads", metric.WithUnit("{read}"),
+		metric.WithDescription("Reads of the expected member count from the Kubernetes API, by result; while they fail, the leader removes no member."))
+	last, _ := meter.Int64ObservableGauge("tributary.membership.expected_members", metric.WithUnit("{member}"),
+		metric.WithDescription("The expected member count last read (the StatefulSet's replica count)."))
+	_, _ = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(reads, st.ok.Load(), metric.WithAttributes(attribute.String("result", "ok")))
+		o.ObserveInt64(reads, st.failed.Load(), metric.WithAttributes(attribute.String("result", "error")))
+		if n := st.last.Load(); n >= 0 {
+			o.ObserveInt64(last, n)
+		}
+		return nil
+	}, reads, last)
+	return func(ctx context.Context) (uint64, error) {
+		n, err := read(ctx)
+		if err != nil {
+			st.failed.Add(1)
+			return n, err
+		}
+		st.ok.Add(1)
+		st.last.Store(int64(min(n, math.MaxInt64)))
+		return n, nil
+	}
 }
 
 // serveCoordinator serves the client APIs of a coordinator: every query

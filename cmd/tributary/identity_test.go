@@ -16,6 +16,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/coordinator/membership"
 	"github.com/tributarydb/tributary/internal/k8sapi"
+	"github.com/tributarydb/tributary/internal/telemetry"
 )
 
 // identityOptions applies f with the given host name to empty options.
@@ -192,5 +193,44 @@ func TestCoordinatorFlags_MembershipReadsTheStatefulSet(t *testing.T) {
 	}
 	if _, _, err := f.membership(o, "x:1", &sf, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--expected-members-from-statefulset: KUBERNETES_SERVICE_HOST") {
 		t.Fatalf("outside a pod: err = %v", err)
+	}
+}
+
+func TestCountExpectedReads_ExportsResultsAndTheLastCount(t *testing.T) {
+	tp, err := telemetry.Setup(context.Background(), telemetry.Config{Role: "coordinator", Instance: "co-0", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Shutdown(context.Background())
+	var n uint64 = 5
+	var fail error
+	read := countExpectedReads(func(context.Context) (uint64, error) { return n, fail }, tp.MeterProvider().Meter("test"))
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		tp.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	if body := scrape(); strings.Contains(body, "tributary_membership_expected_members ") {
+		t.Fatalf("a count exported before any was read:\n%s", body)
+	}
+	read(context.Background())
+	n = 3
+	read(context.Background())
+	fail = errors.New("403 Forbidden")
+	if _, err := read(context.Background()); err != fail {
+		t.Fatalf("the read's error was not passed on: %v", err)
+	}
+	body := scrape()
+	for _, want := range []string{
+		"tributary_membership_expected_reads_total{result=\"ok\"} 2\n",
+		"tributary_membership_expected_reads_total{result=\"error\"} 1\n",
+		"tributary_membership_expected_members 3\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
 	}
 }
