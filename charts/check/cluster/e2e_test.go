@@ -706,6 +706,7 @@ func (s *scenario) scale() {
 	down := time.Since(t0).Seconds()
 	s.res["scale_down_s"] = round1(down)
 	s.add("scale 5 -> 3 (kubectl scale; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	s.checkExpectedReads(3)
 	// The scale subresource changed no pod template: pods 0..2 never
 	// restarted.
 	after, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
@@ -714,6 +715,46 @@ func (s *scenario) scale() {
 	}
 	if after.Status.UpdateRevision != before.Status.UpdateRevision {
 		s.t.Errorf("kubectl scale rolled the pods: revision %s -> %s", before.Status.UpdateRevision, after.Status.UpdateRevision)
+	}
+}
+
+// checkExpectedReads scrapes /metrics of every coordinator pod: the leader
+// must have read the replica count n from the API, and no read may have
+// failed (the ServiceAccount's token and Role work).
+func (s *scenario) checkExpectedReads(n int) {
+	pods, err := s.c.Client.CoreV1().Pods(namespace).List(s.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+	if err != nil {
+		s.fatal("list coordinator pods: %v", err)
+	}
+	var ok, failed, sawN int
+	for _, p := range pods.Items {
+		resp, err := s.httpClient().Get("https://" + p.Status.PodIP + ":7071/metrics")
+		if err != nil {
+			s.fatal("GET /metrics of %s: %v", p.Name, err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			name, val, found := strings.Cut(line, " ")
+			v, perr := strconv.ParseFloat(val, 64)
+			if !found || perr != nil {
+				continue
+			}
+			switch name {
+			case `tributary_membership_expected_reads_total{result="ok"}`:
+				ok += int(v)
+			case `tributary_membership_expected_reads_total{result="error"}`:
+				failed += int(v)
+			case "tributary_membership_expected_members":
+				if int(v) == n {
+					sawN++
+				}
+			}
+		}
+	}
+	s.add("replica count reads (/metrics of the coordinators)", "%d ok, %d failed; %d pod(s) last read %d", ok, failed, sawN, n)
+	if ok == 0 || failed != 0 || sawN == 0 {
+		s.t.Errorf("reads of the replica count: %d ok, %d failed, %d pods last read %d: want some, none failed, the leader at %d", ok, failed, sawN, n, n)
 	}
 }
 
