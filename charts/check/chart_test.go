@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
@@ -41,6 +42,9 @@ type rendered struct {
 	pdb      *policyv1.PodDisruptionBudget
 	cert     *Certificate
 	monitor  *ServiceMonitor
+	sa       *corev1.ServiceAccount
+	role     *rbacv1.Role
+	binding  *rbacv1.RoleBinding
 }
 
 func renderCoordinators(t *testing.T, values map[string]any) rendered {
@@ -65,6 +69,12 @@ func renderCoordinators(t *testing.T, values map[string]any) rendered {
 			r.cert = v
 		case *ServiceMonitor:
 			r.monitor = v
+		case *corev1.ServiceAccount:
+			r.sa = v
+		case *rbacv1.Role:
+			r.role = v
+		case *rbacv1.RoleBinding:
+			r.binding = v
 		default:
 			t.Fatalf("%s: unexpected %T", o.Source, o.Obj)
 		}
@@ -339,8 +349,8 @@ func TestCoordinatorChart_Plaintext(t *testing.T) {
 	if r.cert != nil || r.monitor != nil {
 		t.Error("Certificate or ServiceMonitor rendered though off")
 	}
-	if len(r.objs) != 5 {
-		t.Errorf("%d objects, want StatefulSet, 3 Services, PDB", len(r.objs))
+	if len(r.objs) != 8 {
+		t.Errorf("%d objects, want StatefulSet, 3 Services, PDB, ServiceAccount, Role, RoleBinding", len(r.objs))
 	}
 }
 
@@ -449,24 +459,74 @@ func TestCoordinatorChart_AutoJoinOff(t *testing.T) {
 }
 
 func TestCoordinatorChart_AutoLeave(t *testing.T) {
-	// Every pod knows the replica count, so the leader removes the members
-	// beyond it after a scale-down.
+	// Every pod reads the StatefulSet's replica count from the API, so the
+	// leader removes the members beyond it after a scale-down (kubectl
+	// scale or helm upgrade), with a Role allowing that read only.
 	for _, replicas := range []int{3, 5} {
 		r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "replicas": replicas, "bootstrapReplicas": 3})
-		args := r.sts.Spec.Template.Spec.Containers[0].Args
-		if got := oneFlag(t, args, "expected-members"); got != fmt.Sprint(replicas) {
-			t.Errorf("replicas %d: --expected-members=%s", replicas, got)
+		spec := r.sts.Spec.Template.Spec
+		args := spec.Containers[0].Args
+		if got := oneFlag(t, args, "expected-members-from-statefulset"); got != r.sts.Name {
+			t.Errorf("replicas %d: --expected-members-from-statefulset=%s, want the StatefulSet %s", replicas, got, r.sts.Name)
+		}
+		if flagValues(args, "expected-members") != nil {
+			t.Errorf("replicas %d: a fixed --expected-members as well: %q", replicas, args)
 		}
 		if got := oneFlag(t, args, "auto-leave-after"); got != "1m" {
 			t.Errorf("--auto-leave-after=%s, want the default 1m", got)
 		}
+		if spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+			t.Errorf("the pods get no service account token: they cannot read the replica count")
+		}
+		checkReplicaCountRBAC(t, r)
 	}
 	r := renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "autoLeave": map[string]any{"enabled": false}})
-	if args := r.sts.Spec.Template.Spec.Containers[0].Args; flagValues(args, "expected-members") != nil || flagValues(args, "auto-leave-after") != nil {
+	spec := r.sts.Spec.Template.Spec
+	if args := spec.Containers[0].Args; flagValues(args, "expected-members-from-statefulset") != nil || flagValues(args, "auto-leave-after") != nil {
 		t.Errorf("autoLeave off still passes its flags: %q", args)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || r.role != nil || r.binding != nil {
+		t.Errorf("autoLeave off: token mounted %v, role %v, binding %v; want no API access", spec.AutomountServiceAccountToken, r.role, r.binding)
 	}
 	if _, err := Render(coordinatorChart, map[string]any{"tls": map[string]any{"enabled": false}, "autoLeave": map[string]any{"after": "soon"}}, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "autoLeave") {
 		t.Errorf("autoLeave.after=soon: err = %v, want the schema to refuse it", err)
+	}
+	// A ServiceAccount of the user's: bound, not created.
+	r = renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "serviceAccount": map[string]any{"create": false, "name": "mine"}})
+	if r.sa != nil || r.sts.Spec.Template.Spec.ServiceAccountName != "mine" {
+		t.Errorf("serviceAccount.create=false name=mine: created %v, pods use %q", r.sa, r.sts.Spec.Template.Spec.ServiceAccountName)
+	}
+	checkReplicaCountRBAC(t, r)
+	r = renderCoordinators(t, map[string]any{"tls": map[string]any{"enabled": false}, "rbac": map[string]any{"create": false}})
+	if r.role != nil || r.binding != nil {
+		t.Errorf("rbac.create=false: role %v binding %v", r.role, r.binding)
+	}
+}
+
+// checkReplicaCountRBAC requires a Role allowing get on the release's
+// StatefulSet and its scale subresource and nothing else, bound to the
+// pods' ServiceAccount.
+func checkReplicaCountRBAC(t *testing.T, r rendered) {
+	t.Helper()
+	sa := r.sts.Spec.Template.Spec.ServiceAccountName
+	if r.role == nil || r.binding == nil {
+		t.Fatalf("role %v binding %v: want both", r.role, r.binding)
+	}
+	if len(r.role.Rules) != 1 {
+		t.Fatalf("role rules %+v, want one", r.role.Rules)
+	}
+	rule := r.role.Rules[0]
+	if !slices.Equal(rule.APIGroups, []string{"apps"}) || !slices.Equal(rule.Verbs, []string{"get"}) ||
+		!slices.Equal(rule.ResourceNames, []string{r.sts.Name}) ||
+		!slices.Equal(rule.Resources, []string{"statefulsets", "statefulsets/scale"}) {
+		t.Errorf("role rule %+v: want get on apps statefulsets and statefulsets/scale named %s only", rule, r.sts.Name)
+	}
+	if r.binding.RoleRef.Kind != "Role" || r.binding.RoleRef.Name != r.role.Name || len(r.binding.Subjects) != 1 ||
+		r.binding.Subjects[0].Kind != "ServiceAccount" || r.binding.Subjects[0].Name != sa || r.binding.Subjects[0].Namespace != "tsdb" {
+		t.Errorf("role binding %+v: want the role bound to the pods' ServiceAccount %s", r.binding, sa)
+	}
+	if r.sa != nil && r.sa.Name != sa {
+		t.Errorf("ServiceAccount %s created, pods use %s", r.sa.Name, sa)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -18,9 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,6 +34,7 @@ import (
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/k8sapi"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -62,6 +67,11 @@ type coordinatorFlags struct {
 	// members beyond the expected ones (coordinator/membership).
 	expectedMembers uint64
 	autoLeaveAfter  time.Duration
+	// expectedFromStatefulSet ([NAMESPACE/]NAME, "": off) reads the
+	// expected member count live from the StatefulSet's scale subresource;
+	// k8sConfig is its seam (nil: k8sapi.InCluster).
+	expectedFromStatefulSet string
+	k8sConfig               func() (k8sapi.Config, error)
 }
 
 func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, local bool) {
@@ -75,7 +85,8 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.StringVar(&f.join, "join", "", "join an existing cluster whose current members are these: RAFTID=NODEID@HOST:PORT,... (their raft messages are accepted before the catalog arrives); then add this coordinator with `tributary cluster add` (excludes --peers)")
 		fs.BoolVar(&f.autoJoin, "auto-join", false, "when joining (--join, or beyond --peers with --identity-from-hostname): ask the leader to add this coordinator as a learner and to promote it once caught up, instead of `tributary cluster add`/`promote` by hand; members are asked on their cluster host at this coordinator's --listen port (no effect when bootstrapping)")
 		fs.Uint64Var(&f.expectedMembers, "expected-members", 0, "with --identity-from-hostname: the StatefulSet's replica count; the leader removes from raft the members beyond it (raft id > N) once they have not answered for --auto-leave-after, never below a quorum, and a pod beyond it does not auto-join (0: off)")
-		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members: how long a member beyond it must be unreachable before the leader removes it")
+		fs.StringVar(&f.expectedFromStatefulSet, "expected-members-from-statefulset", "", "with --identity-from-hostname: as --expected-members, but read live from the replica count of this StatefulSet ([NAMESPACE/]NAME; default namespace: the pod's) through the Kubernetes API with the pod's service account (get on statefulsets/scale), so that `kubectl scale` works; when it cannot be read the leader removes nobody, and a joining pod goes by the last count read (none read yet: it waits); excludes --expected-members")
+		fs.DurationVar(&f.autoLeaveAfter, "auto-leave-after", time.Minute, "with --expected-members or --expected-members-from-statefulset: how long a member beyond the count must be unreachable before the leader removes it")
 		fs.BoolVar(&f.rejoin, "rejoin", false, "when the data directory holds no raft log but the cluster knows this coordinator (its disk was lost or replaced): join as a new member under a new raft id, replacing the old one, and get its share of the data back by re-replication (the leader is asked as --auto-join asks it). Without it such a coordinator refuses to start, saying so")
 		fs.DurationVar(&o.DeadAfter, "dead-after", 0, "mark a coordinator down once it has not heartbeated for this long, so that its replicas move (0: the fleet configuration's, default 5m; `tributary cluster config --dead-after` sets that)")
 		fs.DurationVar(&o.HealInterval, "heal-interval", 2*time.Second, "how often the healer judges health and balance (as leader) and looks for runs this coordinator's replicas lack")
@@ -148,6 +159,9 @@ func (f *coordinatorFlags) apply(o *coordinator.Options, insecureListen bool) er
 	}
 	if f.expectedMembers > 0 && (!f.identityFromHostname || f.autoLeaveAfter <= 0) {
 		return fmt.Errorf("%w: --expected-members needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage)
+	}
+	if err := f.checkStatefulSet(o.NodeID); err != nil {
+		return err
 	}
 	if o.Peers, err = parsePeers("--peers", f.peers); err != nil {
 		return err
@@ -354,18 +368,19 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// membership maps --auto-join, --rejoin and --expected-members to the
-// options of the membership loops (coordinator/membership); members is
-// false when none applies. The members' client listeners are dialled with
-// the coordinator's cluster TLS identity (its certificate, verified
-// against --peer-ca) and the first accepted client token, on the host of
-// their cluster address at this coordinator's --listen port.
+// membership maps --auto-join, --rejoin, --expected-members and
+// --expected-members-from-statefulset to the options of the membership
+// loops (coordinator/membership); members is false when none applies.
+// The members' client listeners are dialled with the coordinator's
+// cluster TLS identity (its certificate, verified against --peer-ca) and
+// the first accepted client token, on the host of their cluster address
+// at this coordinator's --listen port.
 //
 // The leader is told the advertised cluster address (a pod's DNS name),
 // not the bound listener ([::]:7444); boundAddr is the fallback.
 func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, sf *serveFlags, log *slog.Logger) (_ membership.Options, members bool, _ error) {
 	join := (f.autoJoin || f.replaces != 0) && len(o.JoinPeers) > 0
-	if !join && f.expectedMembers == 0 {
+	if !join && f.expectedMembers == 0 && f.expectedFromStatefulSet == "" {
 		return membership.Options{}, false, nil
 	}
 	_, port, err := net.SplitHostPort(sf.grpcListen)
@@ -386,9 +401,20 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 	}
 	mo := membership.Options{
 		Self:     membership.Peer{RaftID: o.RaftID, NodeID: o.NodeID, Addr: cmp.Or(o.ClusterAddr, boundAddr)},
-		Replaces: f.replaces, ExpectedMembers: f.expectedMembers, LeaveAfter: f.autoLeaveAfter,
+		Replaces: f.replaces, LeaveAfter: f.autoLeaveAfter,
 		Cluster: &membership.GRPCCluster{ClientAddr: membership.ClientAddrAtPort(port), DialOptions: dialOpts},
 		Logger:  log,
+	}
+	switch {
+	case f.expectedMembers > 0:
+		mo.Expected = membership.FixedExpected(f.expectedMembers)
+	case f.expectedFromStatefulSet != "":
+		if mo.Expected, err = f.statefulSetExpected(log); err != nil {
+			return membership.Options{}, false, err
+		}
+		if o.MeterProvider != nil {
+			mo.Expected = countExpectedReads(mo.Expected, o.MeterProvider.Meter("github.com/tributarydb/tributary/coordinator/membership"))
+		}
 	}
 	if join {
 		for _, p := range o.JoinPeers {
@@ -396,6 +422,97 @@ func (f *coordinatorFlags) membership(o coordinator.Options, boundAddr string, s
 		}
 	}
 	return mo, true, mo.Validate()
+}
+
+// checkStatefulSet checks --expected-members-from-statefulset against the
+// other flags and this pod's name (nodeID, from the host name), which
+// must be one of the StatefulSet's: NAME-ORDINAL.
+func (f *coordinatorFlags) checkStatefulSet(nodeID string) error {
+	if f.expectedFromStatefulSet == "" {
+		return nil
+	}
+	flag := "--expected-members-from-statefulset"
+	if f.expectedMembers > 0 {
+		return fmt.Errorf("%w: --expected-members and %s exclude each other", errUsage, flag)
+	}
+	if !f.identityFromHostname || f.autoLeaveAfter <= 0 {
+		return fmt.Errorf("%w: %s needs --identity-from-hostname (raft ids from ordinals) and a positive --auto-leave-after", errUsage, flag)
+	}
+	_, name := splitStatefulSet(f.expectedFromStatefulSet)
+	if ord, ok := strings.CutPrefix(nodeID, name+"-"); !ok || strings.ContainsRune(ord, '-') {
+		return fmt.Errorf("%w: %s %q: this pod, %s, is not one of its pods (NAME-ORDINAL)", errUsage, flag, f.expectedFromStatefulSet, nodeID)
+	}
+	return nil
+}
+
+// splitStatefulSet splits [NAMESPACE/]NAME.
+func splitStatefulSet(v string) (ns, name string) {
+	if i := strings.IndexByte(v, '/'); i >= 0 {
+		return v[:i], v[i+1:]
+	}
+	return "", v
+}
+
+// statefulSetExpected is the membership loops' source of the expected
+// member count: the StatefulSet's replica count, read through the
+// Kubernetes API with the pod's service account each time.
+func (f *coordinatorFlags) statefulSetExpected(log *slog.Logger) (membership.ExpectedFunc, error) {
+	inCluster := f.k8sConfig
+	if inCluster == nil {
+		inCluster = k8sapi.InCluster
+	}
+	cfg, err := inCluster()
+	if err != nil {
+		return nil, fmt.Errorf("--expected-members-from-statefulset: %w", err)
+	}
+	c, err := k8sapi.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--expected-members-from-statefulset: %w", err)
+	}
+	ns, name := splitStatefulSet(f.expectedFromStatefulSet)
+	if ns == "" {
+		ns = c.Namespace()
+	}
+	log.Info("membership: the expected member count is the StatefulSet's replica count", "statefulset", ns+"/"+name, "api_server", cfg.Server)
+	return func(ctx context.Context) (uint64, error) { return c.StatefulSetReplicas(ctx, ns, name) }, nil
+}
+
+// expectedReads counts the reads of the expected member count by result
+// and keeps the last count read (-1: none yet).
+type expectedReads struct {
+	ok, failed, last atomic.Int64
+}
+
+// countExpectedReads wraps read so that its results are exported:
+// tributary_membership_expected_reads_total{result} and
+// tributary_membership_expected_members (the last count read). A count
+// that cannot be read stops the removal of members, so the error rate is
+// what to alert on.
+func countExpectedReads(read membership.ExpectedFunc, meter metric.Meter) membership.ExpectedFunc {
+	var st expectedReads
+	st.last.Store(-1)
+	reads, _ := meter.Int64ObservableCounter("tributary.membership.expected_reads", metric.WithUnit("{read}"),
+		metric.WithDescription("Reads of the expected member count from the Kubernetes API, by result; while they fail, the leader removes no member."))
+	last, _ := meter.Int64ObservableGauge("tributary.membership.expected_members", metric.WithUnit("{member}"),
+		metric.WithDescription("The expected member count last read (the StatefulSet's replica count)."))
+	_, _ = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(reads, st.ok.Load(), metric.WithAttributes(attribute.String("result", "ok")))
+		o.ObserveInt64(reads, st.failed.Load(), metric.WithAttributes(attribute.String("result", "error")))
+		if n := st.last.Load(); n >= 0 {
+			o.ObserveInt64(last, n)
+		}
+		return nil
+	}, reads, last)
+	return func(ctx context.Context) (uint64, error) {
+		n, err := read(ctx)
+		if err != nil {
+			st.failed.Add(1)
+			return n, err
+		}
+		st.ok.Add(1)
+		st.last.Store(int64(min(n, math.MaxInt64)))
+		return n, nil
+	}
 }
 
 // serveCoordinator serves the client APIs of a coordinator: every query

@@ -8,13 +8,16 @@
 //     under a new raft id first has the member it replaces removed: that
 //     member's log and votes are gone, so it can only stall the quorum.
 //   - leave: with an expected member count N (a StatefulSet's replica
-//     count), the leader removes the members beyond it (raft id ordinal
-//     > N) once they have not answered for a grace period: learners
-//     first, then voters from the highest raft id, one per round, and a
-//     voter only if the voters left still hold a quorum of members that
-//     answer. A leader beyond N hands leadership over instead. Members
-//     within N, and members beyond it that still answer, are never
-//     touched.
+//     count, fixed or read live from the Kubernetes API each round), the
+//     leader removes the members beyond it (raft id ordinal > N) once
+//     they have not answered for a grace period: learners first, then
+//     voters from the highest raft id, one per round, and a voter only if
+//     the voters left still hold a quorum of members that answer. A
+//     leader beyond N hands leadership over instead. Members within N,
+//     and members beyond it that still answer, are never touched; when N
+//     cannot be read, nobody is. A joining coordinator beyond N waits
+//     (with N unreadable, the last N read decides; with none read yet, it
+//     waits until one is).
 //
 // It also holds the raft id scheme of StatefulSet pods: ordinal k is raft
 // id k+1, and a pod that rejoins with a new disk takes the next

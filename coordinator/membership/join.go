@@ -15,6 +15,14 @@ import (
 // add it as a learner, waits until it has caught up, and asks for its
 // promotion. A StatefulSet scaled up needs no operator. It is run by one
 // goroutine; run returns when this coordinator is a voter or ctx ends.
+//
+// With a source of the expected member count N, every step that changes
+// the membership first reads N, and a coordinator whose ordinal is beyond
+// it waits instead (its StatefulSet is being scaled down, or a scale-up
+// has not reached the count yet): it would be removed again. When N
+// cannot be read the last count read decides; when none was ever read,
+// it waits, and says why, until one is. A coordinator that is already a
+// voter changes nothing either way.
 type joiner struct {
 	self     Peer // this coordinator, Addr its cluster address
 	peers    []Peer
@@ -26,26 +34,41 @@ type joiner struct {
 	// disk and rejoins under a new raft id): removed before this one is
 	// added. 0: none.
 	replaces uint64
+	// expected reads N (nil: no limit); lastN is the count last read and
+	// readN whether one was. Only run's goroutine uses them.
+	expected ExpectedFunc
+	lastN    uint64
+	readN    bool
 	log      *slog.Logger
 }
 
 func newJoiner(o Options) *joiner {
 	return &joiner{self: o.Self, peers: o.Join, cluster: o.Cluster, interval: o.JoinInterval, maxLag: o.MaxLag,
-		callTime: joinCallTimeout, replaces: o.Replaces, log: o.Logger}
+		callTime: joinCallTimeout, replaces: o.Replaces, expected: o.Expected, log: o.Logger}
 }
 
 // errNotYet ends a round that must be retried.
 var errNotYet = errors.New("not yet")
 
+// errWaiting marks a round that waits for the expected member count: it is
+// logged once each time its reason changes, not every round.
+var errWaiting = errors.New("auto-join: waiting")
+
 // run repeats rounds until this coordinator is a voter or ctx ends.
 func (j *joiner) run(ctx context.Context) error {
+	var waitingFor string
 	return repeatRounds(ctx, j.interval, func(ctx context.Context) bool {
 		err := j.round(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			j.log.Info("auto-join: this coordinator is a voter", "raft_id", j.self.RaftID)
 			return true
-		}
-		if !errors.Is(err, errNotYet) {
+		case errors.Is(err, errWaiting):
+			if err.Error() != waitingFor {
+				waitingFor = err.Error()
+				j.log.Warn("auto-join: not joining yet", "err", err)
+			}
+		case !errors.Is(err, errNotYet):
 			j.log.Warn("auto-join: retrying", "err", err)
 		}
 		return false
@@ -80,6 +103,9 @@ func (j *joiner) round(ctx context.Context) error {
 	if leader == nil || leader.Addr == "" {
 		return fmt.Errorf("leader %d is not in %s's member list", view.LeaderRaftId, view.AnsweredBy)
 	}
+	if err := j.withinExpected(ctx); err != nil {
+		return err
+	}
 	switch {
 	case j.replaces != 0 && slices.ContainsFunc(view.Members, func(m *pb.Member) bool { return m.RaftId == j.replaces }):
 		return j.removeReplaced(ctx, leader)
@@ -87,6 +113,32 @@ func (j *joiner) round(ctx context.Context) error {
 		return j.addLearner(ctx, leader)
 	}
 	return j.promote(ctx, leader)
+}
+
+// withinExpected reports (an errWaiting error) when this coordinator's
+// ordinal is beyond the expected member count, or when no count was ever
+// read; a count that cannot be read now leaves the last one in force.
+func (j *joiner) withinExpected(ctx context.Context) error {
+	if j.expected == nil {
+		return nil
+	}
+	var n uint64
+	err := callWithin(ctx, expectedTimeout, func(ctx context.Context) (err error) {
+		n, err = j.expected(ctx)
+		return err
+	})
+	switch {
+	case err == nil:
+		j.lastN, j.readN = n, true
+	case !j.readN:
+		return fmt.Errorf("%w: the expected member count was never read: %v", errWaiting, err)
+	default:
+		j.log.Debug("auto-join: the expected member count cannot be read: the last one read counts", "err", err, "expected_members", j.lastN)
+	}
+	if Ordinal(j.self.RaftID) > j.lastN {
+		return fmt.Errorf("%w: raft id %d is beyond the %d expected members (its StatefulSet is being scaled down, or not yet up)", errWaiting, j.self.RaftID, j.lastN)
+	}
+	return nil
 }
 
 // view asks the peers for the membership until one names a leader: any

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net"
 	"slices"
@@ -219,6 +220,76 @@ func TestAutoJoin_RemovesTheReplacedMemberFirst(t *testing.T) {
 	}
 	if len(f.adds) != 1 || f.adds[0].RaftId != 1004 || f.members[1004] == nil || f.members[1004].Learner {
 		t.Fatalf("adds %v, member 1004 %v: want 1004 added and promoted", f.adds, f.members[1004])
+	}
+}
+
+// joinRounds runs n rounds of j and returns their errors.
+func joinRounds(j *joiner, n int) []error {
+	var errs []error
+	for range n {
+		if err := j.round(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func TestAutoJoin_WaitsUntilTheCountReachesItsOrdinal(t *testing.T) {
+	// Raft id 4 (ordinal 3) while the count is 3: it waits, saying why.
+	// kubectl scale raises the count to 5: it joins.
+	f := newFakeRaft()
+	j := testJoiner(inMemory(f))
+	count := &liveCount{n: 3}
+	j.expected = count.read
+	errs := joinRounds(j, 3)
+	if len(f.adds) != 0 || len(errs) != 3 || !errors.Is(errs[0], errWaiting) {
+		t.Fatalf("count 3: adds %v errs %v, want no add and three waits", f.adds, errs)
+	}
+	if want := "auto-join: waiting: raft id 4 is beyond the 3 expected members (its StatefulSet is being scaled down, or not yet up)"; errs[0].Error() != want {
+		t.Fatalf("error %q, want %q", errs[0], want)
+	}
+	count.set(5, nil)
+	runJoiner(t, j)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.adds) != 1 || f.members[4] == nil || f.members[4].Learner {
+		t.Fatalf("count 5: adds %v member 4 %v, want added and promoted", f.adds, f.members[4])
+	}
+}
+
+func TestAutoJoin_UnreadableCount(t *testing.T) {
+	// Never read: it waits. Read once (5), then unreadable: the last count
+	// read lets it join.
+	f := newFakeRaft()
+	j := testJoiner(inMemory(f))
+	count := &liveCount{err: errors.New("connection refused")}
+	j.expected = count.read
+	errs := joinRounds(j, 3)
+	if len(f.adds) != 0 || len(errs) != 3 || !errors.Is(errs[0], errWaiting) {
+		t.Fatalf("no count read: adds %v errs %v, want no add and three waits", f.adds, errs)
+	}
+	count.set(5, nil)
+	if err := j.withinExpected(context.Background()); err != nil {
+		t.Fatalf("count 5: %v", err)
+	}
+	count.set(0, errors.New("connection refused"))
+	runJoiner(t, j)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.adds) != 1 || f.members[4] == nil || f.members[4].Learner {
+		t.Fatalf("last count 5: adds %v member 4 %v, want added and promoted", f.adds, f.members[4])
+	}
+}
+
+func TestAutoJoin_CountFallsBeforePromotion(t *testing.T) {
+	// Added as a learner with the count at 5, then scaled back to 3: the
+	// learner is not promoted (the leader removes it once its pod is gone).
+	f := newFakeRaft()
+	f.members[4] = &pb.Member{RaftId: 4, NodeId: "coord-3", Addr: "127.0.0.1:7444", Learner: true, MatchIndex: 500}
+	j := testJoiner(inMemory(f))
+	j.expected = FixedExpected(3)
+	if errs := joinRounds(j, 3); len(f.promotes) != 0 || len(errs) != 3 {
+		t.Fatalf("promotes %v errs %v: want no promotion", f.promotes, errs)
 	}
 }
 

@@ -14,8 +14,9 @@ import (
 
 // leaver removes from the raft group the members a StatefulSet no longer
 // has, which is what `tributary cluster remove` does by hand after its
-// replica count was lowered. It runs on every coordinator given an expected
-// member count N, and acts only while this coordinator leads:
+// replica count was lowered. It runs on every coordinator given a source
+// of the expected member count N, and acts only while this coordinator
+// leads; it reads N in each round it leads:
 //
 //   - members beyond N (raft id ordinal > N) that have not answered for
 //     goneAfter are removed, learners first, then voters from the highest
@@ -24,7 +25,12 @@ import (
 //     of members that answer, so a removal never costs the cluster its
 //     majority;
 //   - a leader that is itself beyond N hands leadership to the most
-//     up-to-date voter within N and removes nothing.
+//     up-to-date voter within N and removes nothing;
+//   - when N cannot be read (the Kubernetes API does not answer, the
+//     service account may not read the StatefulSet), nothing is removed
+//     and the round says why; the silences already seen are kept, so a
+//     member silent past the grace is removed once N is read again (if
+//     it still does not answer).
 //
 // Members within N are never touched: rolling restarts, node drains and
 // crashes of those pods change nothing. A member beyond N that still
@@ -34,8 +40,8 @@ import (
 //
 // It is run by one goroutine; run returns when ctx ends.
 type leaver struct {
-	self      Peer   // this coordinator, Addr its cluster address
-	expected  uint64 // members wanted: ordinals 1..expected
+	self      Peer         // this coordinator, Addr its cluster address
+	expected  ExpectedFunc // members wanted: ordinals 1..N
 	cluster   Cluster
 	interval  time.Duration // between rounds
 	goneAfter time.Duration // silence before a member beyond expected is removed
@@ -44,12 +50,14 @@ type leaver struct {
 	log       *slog.Logger
 
 	// goneSince is when each member beyond expected first failed to
-	// answer, while this coordinator leads. Only run's goroutine uses it.
+	// answer, while this coordinator leads. lastN is the count last read
+	// (0: none yet), for the log. Only run's goroutine uses them.
 	goneSince map[uint64]time.Time
+	lastN     uint64
 }
 
 func newLeaver(o Options) *leaver {
-	return &leaver{self: o.Self, expected: o.ExpectedMembers, cluster: o.Cluster, interval: o.LeaveInterval,
+	return &leaver{self: o.Self, expected: o.Expected, cluster: o.Cluster, interval: o.LeaveInterval,
 		goneAfter: o.LeaveAfter, callTime: leaveCallTimeout, now: o.Now, log: o.Logger, goneSince: map[uint64]time.Time{}}
 }
 
@@ -94,10 +102,14 @@ func (l *leaver) round(ctx context.Context) error {
 		clear(l.goneSince)
 		return nil
 	}
-	var beyond, keep []*pb.Member // beyond: ordinal > expected; keep: the voters within
+	n, err := l.readExpected(ctx)
+	if err != nil {
+		return err
+	}
+	var beyond, keep []*pb.Member // beyond: ordinal > n; keep: the voters within
 	for _, m := range view.Members {
 		switch {
-		case Ordinal(m.RaftId) > l.expected:
+		case Ordinal(m.RaftId) > n:
 			beyond = append(beyond, m)
 		case !m.Learner:
 			keep = append(keep, m)
@@ -112,10 +124,10 @@ func (l *leaver) round(ctx context.Context) error {
 		return nil
 	}
 	if len(keep) == 0 {
-		return fmt.Errorf("no voter within the %d expected members (voters: %s): nothing removed", l.expected, raftIDs(view.Members))
+		return fmt.Errorf("no voter within the %d expected members (voters: %s): nothing removed", n, raftIDs(view.Members))
 	}
-	if Ordinal(l.self.RaftID) > l.expected {
-		return l.handOver(ctx, keep)
+	if Ordinal(l.self.RaftID) > n {
+		return l.handOver(ctx, keep, n)
 	}
 	// Learners first (no effect on the quorum), then voters from the
 	// highest raft id: the order the StatefulSet deletes the pods in.
@@ -130,7 +142,7 @@ func (l *leaver) round(ctx context.Context) error {
 	})
 	now := l.now()
 	for _, m := range beyond {
-		if done, err := l.consider(ctx, view.Members, m, now); done || err != nil {
+		if done, err := l.consider(ctx, view.Members, m, n, now); done || err != nil {
 			return err // one change per round: the next round sees the new configuration
 		}
 	}
@@ -140,7 +152,7 @@ func (l *leaver) round(ctx context.Context) error {
 // consider removes member m, beyond the expected ones, once it has been
 // silent past the grace period and its removal keeps a quorum. done: it
 // was removed.
-func (l *leaver) consider(ctx context.Context, members []*pb.Member, m *pb.Member, now time.Time) (done bool, err error) {
+func (l *leaver) consider(ctx context.Context, members []*pb.Member, m *pb.Member, n uint64, now time.Time) (done bool, err error) {
 	if l.answers(ctx, m) {
 		delete(l.goneSince, m.RaftId)
 		return false, nil
@@ -149,7 +161,7 @@ func (l *leaver) consider(ctx context.Context, members []*pb.Member, m *pb.Membe
 	if !ok {
 		l.goneSince[m.RaftId] = now
 		l.log.Info("auto-leave: a member beyond the expected ones does not answer", "raft_id", m.RaftId,
-			"node", m.NodeId, "expected_members", l.expected, "remove_after", l.goneAfter)
+			"node", m.NodeId, "expected_members", n, "remove_after", l.goneAfter)
 		return false, nil
 	}
 	if now.Sub(since) < l.goneAfter {
@@ -171,8 +183,25 @@ func (l *leaver) consider(ctx context.Context, members []*pb.Member, m *pb.Membe
 	}
 	delete(l.goneSince, m.RaftId)
 	l.log.Info("auto-leave: removed a member beyond the expected ones", "raft_id", m.RaftId, "node", m.NodeId,
-		"learner", m.Learner, "silent_for", now.Sub(since).Round(time.Second), "expected_members", l.expected)
+		"learner", m.Learner, "silent_for", now.Sub(since).Round(time.Second), "expected_members", n)
 	return true, nil
+}
+
+// readExpected reads the expected member count, logging when it changes.
+// An error ends the round: with no count, nothing is removed.
+func (l *leaver) readExpected(ctx context.Context) (uint64, error) {
+	var n uint64
+	if err := callWithin(ctx, expectedTimeout, func(ctx context.Context) (err error) {
+		n, err = l.expected(ctx)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("read the expected member count: %w: nothing removed", err)
+	}
+	if n != l.lastN {
+		l.log.Info("auto-leave: expected member count", "expected_members", n, "was", l.lastN)
+		l.lastN = n
+	}
+	return n, nil
 }
 
 // checkQuorum refuses the removal of voter gone unless the voters left
@@ -199,7 +228,7 @@ func (l *leaver) checkQuorum(ctx context.Context, members []*pb.Member, gone *pb
 
 // handOver transfers leadership from this coordinator, which is beyond the
 // expected members, to the most up-to-date voter within them that answers.
-func (l *leaver) handOver(ctx context.Context, keep []*pb.Member) error {
+func (l *leaver) handOver(ctx context.Context, keep []*pb.Member, n uint64) error {
 	var to *pb.Member
 	for _, m := range keep {
 		if (to == nil || m.MatchIndex > to.MatchIndex) && l.answers(ctx, m) {
@@ -217,7 +246,7 @@ func (l *leaver) handOver(ctx context.Context, keep []*pb.Member) error {
 		return fmt.Errorf("transfer leadership to %d: %w", to.RaftId, err)
 	}
 	l.log.Info("auto-leave: this leader is beyond the expected members: leadership transferred",
-		"raft_id", l.self.RaftID, "expected_members", l.expected, "to", to.RaftId, "leader", leader)
+		"raft_id", l.self.RaftID, "expected_members", n, "to", to.RaftId, "leader", leader)
 	return nil
 }
 

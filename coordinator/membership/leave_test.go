@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,7 +96,7 @@ func (f *leaveCluster) ids() []uint64 {
 func testLeaver(f *leaveCluster, self, expected uint64, clock *time.Time) *leaver {
 	return &leaver{
 		self:     Peer{RaftID: self, NodeID: fmt.Sprintf("coord-%d", self-1), Addr: fmt.Sprintf("coord-%d:7444", self-1)},
-		expected: expected, cluster: f.cluster,
+		expected: FixedExpected(expected), cluster: f.cluster,
 		interval: time.Millisecond, goneAfter: time.Minute, callTime: 2 * time.Second,
 		now: func() time.Time { return *clock }, log: discard(),
 		goneSince: map[uint64]time.Time{},
@@ -150,6 +151,97 @@ func TestAutoLeave_LeavesMembersWithinExpectedAndAnsweringOnes(t *testing.T) {
 				t.Fatalf("removes %v errs %v, want none", f.removes, errs)
 			}
 		})
+	}
+}
+
+// liveCount is an expected member count the test changes between rounds,
+// as `kubectl scale` changes a StatefulSet's: err set means it cannot be
+// read.
+type liveCount struct {
+	mu  sync.Mutex
+	n   uint64
+	err error
+}
+
+func (c *liveCount) set(n uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n, c.err = n, err
+}
+
+func (c *liveCount) read(context.Context) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, c.err
+}
+
+func TestAutoLeave_CountFallsThenMembersBeyondAreRemovedAfterGrace(t *testing.T) {
+	// Five voters, 4 and 5 silent (their pods restart, say) while the
+	// count is 5: nobody is removed. Then the count falls to 3 (kubectl
+	// scale): 5 and 4 go once the grace has passed since the count fell.
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 2, 3})
+	clock := time.Unix(1000, 0)
+	l := testLeaver(f, 1, 5, &clock)
+	count := &liveCount{n: 5}
+	l.expected = count.read
+	if errs := rounds(t, l, &clock, 5, time.Hour); len(errs) > 0 || len(f.removes) > 0 {
+		t.Fatalf("count 5: removes %v errs %v, want none", f.removes, errs)
+	}
+	count.set(3, nil)
+	if errs := rounds(t, l, &clock, 2, 30*time.Second); len(errs) > 0 || len(f.removes) > 0 {
+		t.Fatalf("count 3, within the grace: removes %v errs %v, want none", f.removes, errs)
+	}
+	if errs := rounds(t, l, &clock, 6, 30*time.Second); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(f.removes, []uint64{5, 4}) || !slices.Equal(f.ids(), []uint64{1, 2, 3}) {
+		t.Fatalf("removed %v, members %v: want 5 then 4 removed, 1..3 left", f.removes, f.ids())
+	}
+}
+
+func TestAutoLeave_CountRisesBeforeGraceKeepsTheMembers(t *testing.T) {
+	// Scaled 5 -> 3 and back to 5 before the grace ran out: 4 and 5 stay,
+	// however long they are silent afterwards (they are pods again).
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 2, 3})
+	clock := time.Unix(1000, 0)
+	l := testLeaver(f, 1, 3, &clock)
+	count := &liveCount{n: 3}
+	l.expected = count.read
+	rounds(t, l, &clock, 2, 10*time.Second)
+	count.set(5, nil)
+	if errs := rounds(t, l, &clock, 5, time.Hour); len(errs) > 0 || len(f.removes) > 0 {
+		t.Fatalf("count back to 5: removes %v errs %v, want none", f.removes, errs)
+	}
+}
+
+func TestAutoLeave_UnreadableCountRemovesNothing(t *testing.T) {
+	// 4 and 5 are gone with the count at 3, but the count cannot be read
+	// (the API server is down, the Role was deleted): nothing is removed
+	// and each round says why. Once it is read again, the members silent
+	// past the grace go.
+	f := newLeaveCluster(5, 1, nil, []uint64{1, 2, 3})
+	clock := time.Unix(1000, 0)
+	l := testLeaver(f, 1, 3, &clock)
+	count := &liveCount{n: 3}
+	l.expected = count.read
+	rounds(t, l, &clock, 1, time.Second) // 5 is seen silent
+	count.set(0, errors.New("403 Forbidden"))
+	errs := rounds(t, l, &clock, 5, time.Hour)
+	if len(f.removes) > 0 {
+		t.Fatalf("removed %v with no count", f.removes)
+	}
+	if len(errs) != 5 {
+		t.Fatalf("%d errors in 5 rounds without a count, want 5", len(errs))
+	}
+	if got, want := errs[0].Error(), "read the expected member count: 403 Forbidden: nothing removed"; got != want {
+		t.Fatalf("error %q, want %q", got, want)
+	}
+	count.set(3, nil)
+	if errs := rounds(t, l, &clock, 6, time.Hour); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(f.removes, []uint64{5, 4}) {
+		t.Fatalf("removed %v once the count is read again, want 5 then 4", f.removes)
 	}
 }
 
@@ -346,7 +438,7 @@ func TestAutoLeave_RealClusterScaledFrom5To3(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, m := range ms {
 		p := peers[m.raftID-1]
-		o := Options{Self: Peer{RaftID: p.RaftID, NodeID: p.NodeID, Addr: p.Addr}, ExpectedMembers: expected,
+		o := Options{Self: Peer{RaftID: p.RaftID, NodeID: p.NodeID, Addr: p.Addr}, Expected: FixedExpected(expected),
 			LeaveAfter: 500 * time.Millisecond, LeaveInterval: 50 * time.Millisecond, Logger: discard(),
 			Cluster: &GRPCCluster{ClientAddr: clientAddr,
 				DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}}}

@@ -48,12 +48,15 @@ type Options struct {
 	// Replaces is the raft id of the member this one replaces after
 	// losing its disk, removed before this one is added. 0: none.
 	Replaces uint64
-	// ExpectedMembers (0: off) is the number of members wanted, raft id
-	// ordinals 1..ExpectedMembers (Ordinal): the leader removes the
-	// members beyond it once they have not answered for LeaveAfter, and a
-	// coordinator beyond it does not join. Default LeaveAfter 1m.
-	ExpectedMembers uint64
-	LeaveAfter      time.Duration
+	// Expected (nil: off) reads the number of members wanted, raft id
+	// ordinals 1..N (Ordinal): a StatefulSet's replica count, fixed
+	// (FixedExpected) or read live from the Kubernetes API. The leader
+	// reads it each round and removes the members beyond it once they
+	// have not answered for LeaveAfter; when it cannot be read, nothing is
+	// removed. A joining coordinator beyond it waits instead of joining
+	// (see joiner). Default LeaveAfter 1m.
+	Expected   ExpectedFunc
+	LeaveAfter time.Duration
 	// Cluster reaches the members. Required.
 	Cluster Cluster
 	// JoinInterval and LeaveInterval are the pauses between rounds of the
@@ -67,10 +70,24 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Limits of one ClusterService call of each loop.
+// ExpectedFunc reads the number of members wanted. It is called from the
+// loops' goroutines (one at a time per loop, both loops at once), with
+// ctx bounding the read; it must be safe for concurrent use.
+type ExpectedFunc func(ctx context.Context) (uint64, error)
+
+// FixedExpected is the ExpectedFunc of a count that never changes
+// (--expected-members).
+func FixedExpected(n uint64) ExpectedFunc {
+	return func(context.Context) (uint64, error) { return n, nil }
+}
+
+// Limits of one ClusterService call of each loop, and of one read of the
+// expected member count.
+
 const (
 	joinCallTimeout  = 10 * time.Second
 	leaveCallTimeout = 5 * time.Second
+	expectedTimeout  = 5 * time.Second
 )
 
 // Validate fills in defaults and rejects impossible values.
@@ -100,24 +117,20 @@ func (o *Options) Validate() error {
 }
 
 // Run joins this coordinator (when o.Join names members) and removes the
-// members beyond o.ExpectedMembers (when set) until ctx ends, then returns
-// ctx's error; it returns nil at once when it has nothing to do, and when
-// joining is done and nothing else is. Only Validate's error is returned
-// before that: a round that fails is logged and retried.
+// members beyond the expected count (when o.Expected is set) until ctx
+// ends, then returns ctx's error; it returns nil at once when it has
+// nothing to do, and when joining is done and nothing else is. Only
+// Validate's error is returned before that: a round that fails is logged
+// and retried.
 func Run(ctx context.Context, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	var loops []func(context.Context) error
 	if len(o.Join) > 0 {
-		if o.ExpectedMembers > 0 && Ordinal(o.Self.RaftID) > o.ExpectedMembers {
-			o.Logger.Warn("auto-join: not joining: this coordinator is beyond the expected members (its StatefulSet is being scaled down)",
-				"raft_id", o.Self.RaftID, "expected_members", o.ExpectedMembers)
-		} else {
-			loops = append(loops, newJoiner(o).run)
-		}
+		loops = append(loops, newJoiner(o).run)
 	}
-	if o.ExpectedMembers > 0 {
+	if o.Expected != nil {
 		loops = append(loops, newLeaver(o).run)
 	}
 	var wg sync.WaitGroup

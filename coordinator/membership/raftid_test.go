@@ -83,8 +83,8 @@ func TestRun_BeyondExpectedDoesNotJoin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := Run(ctx, Options{Self: Peer{RaftID: 5, NodeID: "co-4", Addr: "127.0.0.1:7444"}, Cluster: c,
-		Join:            []Peer{{RaftID: 1, NodeID: "co-0", Addr: "127.0.0.1:7444"}},
-		ExpectedMembers: 3, LeaveInterval: time.Millisecond, Logger: discard()})
+		Join:     []Peer{{RaftID: 1, NodeID: "co-0", Addr: "127.0.0.1:7444"}},
+		Expected: FixedExpected(3), LeaveInterval: time.Millisecond, Logger: discard()})
 	if err != context.DeadlineExceeded {
 		t.Fatalf("Run = %v, want the context's error", err)
 	}

@@ -131,9 +131,9 @@ func readValues(t *testing.T, path string) map[string]any {
 // with: every template is rendered by at least one of them.
 func coordinatorCases(t *testing.T) map[string]map[string]any {
 	return map[string]map[string]any{
-		"defaults":  {"tls": map[string]any{"secretName": "tributary-tls"}},
+		"defaults":  {"tls": map[string]any{"secretName": "tributary-tls", "edgeCASecretName": "tributary-edge-ca"}},
 		"plaintext": {"tls": map[string]any{"enabled": false}},
-		"cert-manager": {"tls": map[string]any{"certManager": map[string]any{
+		"cert-manager": {"tls": map[string]any{"edgeCASecretName": "tributary-edge-ca", "certManager": map[string]any{
 			"enabled": true, "issuerRef": map[string]any{"name": "tributary-ca"}}}, "serviceMonitor": map[string]any{"enabled": true}},
 		"scaled": {"tls": map[string]any{"enabled": false}, "replicas": 5, "bootstrapReplicas": 3},
 		"ha":     readValues(t, filepath.Join(coordinatorChart, "ci/ha-values.yaml")),

@@ -91,8 +91,9 @@ type Cluster struct {
 	api        *apply.Server
 	procs      []*exec.Cmd
 	dns        *dnsServer
-	sock       string   // containerd's socket
-	netnsKnown []string // /var/run/netns entries before Start
+	apiProxy   *apiProxy // the pods' way to the API server
+	sock       string    // containerd's socket
+	netnsKnown []string  // /var/run/netns entries before Start
 	bridgeUp   bool
 	proxyUp    bool
 	fwdRules   int               // FORWARD rules inserted (forwardRules)
@@ -188,6 +189,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		c.dns, err = startDNS(ctx, c.Client, gw.String()+":53", c.log)
 		return err
 	}); err != nil {
+		return nil, err
+	}
+	if err := step("api server for the pods on "+gw.String()+" (Service default/kubernetes)", func() error { return c.publishAPIServer(ctx) }); err != nil {
 		return nil, err
 	}
 	if err := step("containerd", func() error { return c.startContainerd(ctx) }); err != nil {
@@ -721,6 +725,9 @@ func (c *Cluster) Stop() []error {
 	}
 	if c.dns != nil {
 		c.dns.Close()
+	}
+	if c.apiProxy != nil {
+		c.apiProxy.Close()
 	}
 	if c.api != nil {
 		c.api.Stop()

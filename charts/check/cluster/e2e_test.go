@@ -24,6 +24,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -324,6 +325,12 @@ func (s *scenario) install() {
 	if _, err := einst.RunWithContext(s.ctx, edgeChart, evals); err != nil {
 		s.fatal("helm install %s: %v", edgeRelease, err)
 	}
+	// NB: helm's --wait counts a DaemonSet as ready when no more pods than
+	// its maxUnavailable (1) are unready, so with one node it returns
+	// before the edge pod is Ready; until then the edge Service has no
+	// endpoint and kube-proxy refuses connections to it (the load
+	// generator's first writes were refused so, before the upgrade began).
+	s.waitReady("app.kubernetes.io/instance="+edgeRelease, 1, 2*time.Minute)
 	s.add("helm install edge chart, DaemonSet pod Ready", "%.1f s", time.Since(t0).Seconds())
 }
 
@@ -493,6 +500,7 @@ type loadLedger struct {
 	Requests int                `json:"requests"`
 	Failed   int                `json:"failed"`
 	LastErr  string             `json:"last_error"`
+	Errors   map[string]int     `json:"errors"`
 }
 
 func (l *loadLedger) points(m map[string][]int64) int {
@@ -560,7 +568,11 @@ func (s *scenario) rollingUpgrade() {
 	s.res["rolling_upgrade_acked"] = acked
 	s.add("rolling upgrade "+tagA+" -> "+tagB+" under load", "%.1f s; %d points acknowledged, %d in doubt (%d of %d requests failed)", roll, acked, doubt, led.Failed, led.Requests)
 	if led.Failed > 0 {
-		s.t.Logf("load generator: last failed write: %s", led.LastErr)
+		for msg, n := range led.Errors {
+			s.t.Logf("load generator: %d writes failed with: %s", n, msg)
+		}
+		s.t.Logf("--- load generator log (when each write failed):\n%s", s.c.PodLog(namespace, "loadgen", 40))
+		s.t.Logf("--- pods and restarts after the upgrade:\n%s", s.podSummary())
 	}
 	s.add("ledger vs coordinators", "lost %d, duplicated %d, phantom %d, wrong value %d (caught up %.1f s after the load stopped)", lost, dup, phantom, wrong, time.Since(t1).Seconds())
 	if lost != 0 || dup != 0 || phantom != 0 || wrong != 0 {
@@ -655,38 +667,126 @@ func (s *scenario) checkLedger(led *loadLedger) (lost, dup, phantom, wrong int, 
 	return lost, dup, phantom, wrong, nil
 }
 
-// scale scales the coordinators 3 -> 5 -> 3 the way the chart documents
-// it: helm upgrade with a new replicas value, which also sets
-// --expected-members in the pod template (so every pod rolls). The new
-// pods join raft by themselves (--auto-join); after the scale-down the
+// scale scales the coordinators 3 -> 5 -> 3 the way `kubectl scale`
+// does: through the StatefulSet's scale subresource, which leaves the pod
+// template (and the Helm release) alone. The pods read the count from the
+// API with their ServiceAccount (--expected-members-from-statefulset,
+// allowed by the chart's Role): the new pods join raft by themselves
+// (--auto-join) once the count reaches them, and after the scale-down the
 // leader removes the members whose pods are gone (--auto-leave-after).
-// The StatefulSet's scale subresource alone (kubectl scale) is not
-// enough: a pod beyond --expected-members refuses to join ("beyond the
-// expected members"), as it would during a scale-down.
 func (s *scenario) scale() {
-	helmScale := func(n int) {
-		up := action.NewUpgrade(s.helm)
-		up.Namespace, up.Wait, up.Timeout = namespace, true, 10*time.Minute
-		s.vals["replicas"] = n
-		if _, err := up.RunWithContext(s.ctx, release, s.chart, s.vals); err != nil {
-			s.fatal("helm upgrade --set replicas=%d: %v", n, err)
+	sts := s.c.Client.AppsV1().StatefulSets(namespace)
+	kubectlScale := func(n int32) {
+		sc, err := sts.GetScale(s.ctx, fullname, metav1.GetOptions{})
+		if err != nil {
+			s.fatal("get the scale of statefulset %s: %v", fullname, err)
+		}
+		sc.Spec.Replicas = n
+		if _, err := sts.UpdateScale(s.ctx, fullname, sc, metav1.UpdateOptions{}); err != nil {
+			s.fatal("scale statefulset %s to %d: %v", fullname, n, err)
 		}
 	}
+	s.checkServiceAccount()
+	before, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
+	if err != nil {
+		s.fatal("get statefulset %s: %v", fullname, err)
+	}
 	t0 := time.Now()
-	helmScale(5)
+	kubectlScale(5)
 	s.waitReady("app.kubernetes.io/instance="+release, 5, 5*time.Minute)
 	f, _ := s.waitFleet(5, 3*time.Minute)
 	up := time.Since(t0).Seconds()
 	s.res["scale_up_s"] = round1(up)
-	s.add("scale 3 -> 5 (helm upgrade; pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
+	s.add("scale 3 -> 5 (kubectl scale; pods Ready, 5 voters)", "%.1f s, voters %v", up, f.Raft.Voters)
 
 	t0 = time.Now()
-	helmScale(3)
+	kubectlScale(3)
 	s.waitReady("app.kubernetes.io/instance="+release, 3, 3*time.Minute)
 	f, _ = s.waitFleet(3, 3*time.Minute)
 	down := time.Since(t0).Seconds()
 	s.res["scale_down_s"] = round1(down)
-	s.add("scale 5 -> 3 (helm upgrade; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	s.add("scale 5 -> 3 (kubectl scale; pods gone, 3 voters)", "%.1f s, voters %v (auto-leave after 20s)", down, f.Raft.Voters)
+	s.checkExpectedReads(3)
+	// The scale subresource changed no pod template: pods 0..2 never
+	// restarted.
+	after, err := sts.Get(s.ctx, fullname, metav1.GetOptions{})
+	if err != nil {
+		s.fatal("get statefulset %s: %v", fullname, err)
+	}
+	if after.Status.UpdateRevision != before.Status.UpdateRevision {
+		s.t.Errorf("kubectl scale rolled the pods: revision %s -> %s", before.Status.UpdateRevision, after.Status.UpdateRevision)
+	}
+}
+
+// checkExpectedReads scrapes /metrics of every coordinator pod: the leader
+// must have read the replica count n from the API, and no read may have
+// failed (the ServiceAccount's token and Role work).
+func (s *scenario) checkExpectedReads(n int) {
+	pods, err := s.c.Client.CoreV1().Pods(namespace).List(s.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+	if err != nil {
+		s.fatal("list coordinator pods: %v", err)
+	}
+	var ok, failed, sawN int
+	for _, p := range pods.Items {
+		resp, err := s.httpClient().Get("https://" + p.Status.PodIP + ":7071/metrics")
+		if err != nil {
+			s.fatal("GET /metrics of %s: %v", p.Name, err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			name, val, found := strings.Cut(line, " ")
+			v, perr := strconv.ParseFloat(val, 64)
+			if !found || perr != nil {
+				continue
+			}
+			switch name {
+			case `tributary_membership_expected_reads_total{result="ok"}`:
+				ok += int(v)
+			case `tributary_membership_expected_reads_total{result="error"}`:
+				failed += int(v)
+			case "tributary_membership_expected_members":
+				if int(v) == n {
+					sawN++
+				}
+			}
+		}
+	}
+	s.add("replica count reads (/metrics of the coordinators)", "%d ok, %d failed; %d pod(s) last read %d", ok, failed, sawN, n)
+	if ok == 0 || failed != 0 || sawN == 0 {
+		s.t.Errorf("reads of the replica count: %d ok, %d failed, %d pods last read %d: want some, none failed, the leader at %d", ok, failed, sawN, n, n)
+	}
+}
+
+// checkServiceAccount asks the API server (RBAC) what the coordinators'
+// ServiceAccount may do: get its StatefulSet's scale, and not change it,
+// read another StatefulSet's, or read a Secret.
+func (s *scenario) checkServiceAccount() {
+	user := "system:serviceaccount:" + namespace + ":" + fullname
+	for _, c := range []struct {
+		verb, group, resource, sub, name string
+		want                             bool
+	}{
+		{"get", "apps", "statefulsets", "scale", fullname, true},
+		{"get", "apps", "statefulsets", "", fullname, true},
+		{"update", "apps", "statefulsets", "scale", fullname, false},
+		{"get", "apps", "statefulsets", "scale", "another", false},
+		{"get", "", "secrets", "", "coordinator-tls", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: c.verb, Group: c.group,
+				Resource: c.resource, Subresource: c.sub, Name: c.name},
+		}}
+		got, err := s.c.Client.AuthorizationV1().SubjectAccessReviews().Create(s.ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			s.fatal("subject access review: %v", err)
+		}
+		if got.Status.Allowed != c.want {
+			s.t.Errorf("%s may %s %s/%s %s: %v, want %v (%s)", user, c.verb, c.resource, c.sub, c.name, got.Status.Allowed, c.want, got.Status.Reason)
+		}
+	}
+	s.add("coordinators' ServiceAccount under RBAC", "may get statefulsets/scale %s; may not update it, get another's, or get a Secret", fullname)
 }
 
 // loseDisk deletes coordinator pod 2 together with its claim: the
@@ -727,11 +827,14 @@ func (s *scenario) loseDisk() {
 		}
 		time.Sleep(time.Second)
 	}
+	bound := time.Since(t0).Seconds()
 	s.waitReady("app.kubernetes.io/instance="+release, 3, 5*time.Minute)
+	ready := time.Since(t0).Seconds()
 	f, _ := s.waitFleet(3, 4*time.Minute)
 	d := time.Since(t0).Seconds()
 	s.res["disk_loss_recovered_s"] = round1(d)
-	s.add("delete pod 2 and its claim (rejoin on a new volume)", "%.1f s; voters %v -> %v", d, before.Raft.Voters, f.Raft.Voters)
+	s.add("delete pod 2 and its claim (rejoin on a new volume)", "%.1f s (new claim bound %.1f s, pods Ready %.1f s); voters %v -> %v",
+		d, bound, ready, before.Raft.Voters, f.Raft.Voters)
 }
 
 func (s *scenario) report() {
@@ -805,4 +908,28 @@ type testLog struct{ t *testing.T }
 func (l *testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// podSummary lists the pods with their restarts and readiness, and the
+// events that are not Normal, for a report.
+func (s *scenario) podSummary() string {
+	var b strings.Builder
+	pods, err := s.c.Client.CoreV1().Pods(namespace).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "pod %s: ready %v, restarts %d, started %v\n", p.Name, cs.Ready, cs.RestartCount, p.Status.StartTime)
+		}
+	}
+	evs, err := s.c.Client.CoreV1().Events(namespace).List(s.ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range evs.Items {
+			if e.Type != corev1.EventTypeNormal || strings.HasPrefix(e.InvolvedObject.Name, edgeName) {
+				fmt.Fprintf(&b, "event %s %s %s: %s\n", e.LastTimestamp.Format("15:04:05"), e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+	}
+	return b.String()
 }

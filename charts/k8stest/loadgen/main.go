@@ -42,7 +42,13 @@ type ledger struct {
 	Failed   int                `json:"failed"`
 	Stopped  bool               `json:"stopped"`
 	LastErr  string             `json:"last_error,omitempty"`
+	// Errors counts the failed requests by error message, at most
+	// maxErrorKinds messages (further ones count under "other").
+	Errors map[string]int `json:"errors,omitempty"`
 }
+
+// maxErrorKinds bounds the ledger's Errors map.
+const maxErrorKinds = 32
 
 type generator struct {
 	url    string
@@ -150,7 +156,10 @@ func (g *generator) run() {
 		if err != nil {
 			g.led.Failed++
 			g.led.LastErr = err.Error()
+			g.led.countError(err.Error())
 			m = g.led.InDoubt
+			// The pod log says when each failure happened.
+			log.Printf("loadgen: write of %d points at %d failed: %v", g.series, ms, err)
 		}
 		for s := range g.series {
 			k := fmt.Sprintf("s%03d", s)
@@ -158,6 +167,17 @@ func (g *generator) run() {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// countError counts one failed request under its message.
+func (l *ledger) countError(msg string) {
+	if l.Errors == nil {
+		l.Errors = map[string]int{}
+	}
+	if _, ok := l.Errors[msg]; !ok && len(l.Errors) >= maxErrorKinds {
+		msg = "other"
+	}
+	l.Errors[msg]++
 }
 
 func (g *generator) post(body []byte) error {
