@@ -71,7 +71,7 @@ type Options struct {
 	// MinPointsWaitFactor × MaxSegmentAge. It never holds back a cut for
 	// size. SetSealPolicy changes both while the Log runs.
 	MinSegmentPoints int64
-	Sync            SyncPolicy
+	Sync             SyncPolicy
 	// Format is the format version of the segments the Log creates:
 	// FormatV1 (the default) or FormatV2. It only names what the caller's
 	// record payloads are (package record's kind 1 or 2); the Log frames
