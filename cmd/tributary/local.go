@@ -108,7 +108,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	var cf coordinatorFlags
 	cf.register(fs, &co, true)
 	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
-	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention and no ingest rate limit instead of applying the fleet configuration (tributary cluster config)")
+	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention, seal policy (--wal-segment-age) and no ingest rate limit instead of applying the fleet configuration (tributary cluster config)")
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
@@ -160,7 +160,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		MeterProvider: no.MeterProvider, TracerProvider: no.TracerProvider}
 	var fleetTarget atomic.Pointer[node.Node]
 	if !*ignoreFleet {
-		ro.OnConfig = fleetConfigHook(&fleetTarget, log)
+		ro.OnConfig = fleetConfigHook(&fleetTarget, nf.sealFixed, log)
 	}
 	if err := ro.Validate(); err != nil {
 		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))

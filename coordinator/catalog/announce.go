@@ -194,10 +194,14 @@ const (
 	// FeatureAnnounceSeries: the coordinator applies AnnounceSeries
 	// (kind 15) and reads snapshot version 5.
 	FeatureAnnounceSeries = "announce-series"
+	// FeatureSealPolicy: the coordinator decodes a SetConfig and a
+	// snapshot's configuration with a lag budget and minimum points per
+	// segment (config-ext2).
+	FeatureSealPolicy = "seal-policy"
 )
 
 // Features is the FeaturesLabel value of this version's coordinators.
-var Features = strings.Join([]string{FeatureAnnounceSeries}, ",")
+var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureSealPolicy}, ",")
 
 // HasFeature reports whether a node's labels list feature in FeaturesLabel.
 func HasFeature(ls labels.Labels, feature string) bool {
@@ -211,7 +215,11 @@ func HasFeature(ls labels.Labels, feature string) bool {
 // others apply it, and the catalogs would differ; so until every member
 // says it applies the command, edges' announcements are registered with
 // RegisterSeries, without a watermark.
-func (f *FSM) AnnounceReady() bool {
+func (f *FSM) AnnounceReady() bool { return f.MembersHave(FeatureAnnounceSeries) }
+
+// MembersHave reports whether every raft member (voter or learner) is a
+// registered coordinator whose FeaturesLabel lists feature.
+func (f *FSM) MembersHave(feature string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if len(f.st.members) == 0 {
@@ -225,7 +233,7 @@ func (f *FSM) AnnounceReady() bool {
 	}
 	for id := range f.st.members {
 		n := byRaft[id]
-		if n == nil || !HasFeature(n.Labels, FeatureAnnounceSeries) {
+		if n == nil || !HasFeature(n.Labels, feature) {
 			return false
 		}
 	}
