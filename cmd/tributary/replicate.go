@@ -31,6 +31,7 @@ type replicateFlags struct {
 	ackTimeout       time.Duration
 	backoffMax       time.Duration
 	announceInterval time.Duration
+	compact          bool
 }
 
 func (f *replicateFlags) register(fs *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (f *replicateFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.backlogBytesPerS, "replication-backlog-bytes-per-sec", 0, "further limit for draining a backlog after an outage (0: none)")
 	fs.DurationVar(&f.ackTimeout, "replication-ack-timeout", 30*time.Second, "a stream with something outstanding and no progress for this long is dead (half-open link) and is replaced")
 	fs.DurationVar(&f.backoffMax, "replication-backoff-max", time.Minute, "longest wait between reconnection attempts (jittered exponential backoff from 500ms)")
+	fs.BoolVar(&f.compact, "replication-compact", true, "ship a WAL segment of compressed records compacted, its records merged into one (about a third of the bytes at a few points a second; every coordinator that reads --wal-format 2 reads it); false: as written")
 	fs.DurationVar(&f.announceInterval, "replication-announce-interval", time.Second, "how often new series are announced to the coordinators' catalog ahead of their segments (negative: never; queries then keep asking this node)")
 }
 
@@ -61,7 +63,7 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
 		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
 		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax,
-		AnnounceInterval: f.announceInterval, Logger: log}
+		AnnounceInterval: f.announceInterval, ShipAsWritten: !f.compact, Logger: log}
 	for _, t := range strings.Split(f.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Targets = append(o.Targets, t)
