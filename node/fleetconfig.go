@@ -70,7 +70,7 @@ func (n *Node) Retention() (raw, hourly, daily time.Duration) {
 // budget of an edge that no fleet configuration sets (and the catalog's
 // default). At 8 series × 1 Hz it brings the bytes shipped per point within
 // the uplink target (docs/operations.md, "SD card and uplink budget").
-const DefaultWALSegmentAge = 5 * time.Second
+const DefaultWALSegmentAge = 30 * time.Second
 
 // SetSealPolicy changes the WAL's seal policy while the node runs: a
 // segment is sealed (and shipped) once it is age old and holds minPoints

@@ -387,7 +387,7 @@ const DefaultDeadAfterMs = 5 * 60 * 1000
 // seals alike whether or not an operator ever set the fleet's
 // configuration.
 const (
-	DefaultLagBudgetMs  = 5 * 1000
+	DefaultLagBudgetMs  = 30 * 1000
 	MinLagBudgetMs      = 1000
 	MaxLagBudgetMs      = 3600 * 1000
 	MaxMinSegmentPoints = 10_000_000
