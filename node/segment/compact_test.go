@@ -35,7 +35,7 @@ func lowRateSegment(t *testing.T, writes, nSeries int, messy bool) ([]byte, map[
 				e.DefineSeries(id, []byte(key))
 				defined[id] = true
 			}
-			ts := int64(1_700_000_000_000 + w*1000)
+			ts := int64(1_700_000_000_000) + int64(w)*1000
 			if messy && rng.IntN(5) == 0 {
 				ts -= int64(rng.IntN(3)) * 1000 // a late or repeated sample
 			}
