@@ -19,7 +19,7 @@ import (
 // out-of-order and duplicate timestamps. It returns the file and, per
 // series key, the samples replaying its records in order leaves (last
 // write wins).
-func lowRateSegment(t *testing.T, writes, nSeries int, messy bool) ([]byte, map[string]map[int64]float64) {
+func lowRateSegment(t testing.TB, writes, nSeries int, messy bool) ([]byte, map[string]map[int64]float64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 11))
 	want := map[string]map[int64]float64{}
@@ -144,4 +144,29 @@ func TestCompact_LeavesWhatItCannotImprove(t *testing.T) {
 	if _, _, ok, err := segment.Compact(bad); ok || err == nil {
 		t.Fatalf("a damaged segment: ok %v, err %v", ok, err)
 	}
+}
+
+// FuzzCompact: Compact never panics on any input, and what it compacts is
+// a valid segment of one record holding the points it says.
+func FuzzCompact(f *testing.F) {
+	for _, n := range []int{2, 5} {
+		file, _ := lowRateSegment(f, n, 3, true)
+		f.Add(file)
+	}
+	f.Fuzz(func(t *testing.T, file []byte) {
+		out, info, ok, err := segment.Compact(file)
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("ok with an error: %v", err)
+		}
+		c, err := segment.Read("compacted", out, nil)
+		if err != nil {
+			t.Fatalf("the compacted file does not read: %v", err)
+		}
+		if c.Info.Records != 1 || c.Points != info.Points || c.Info.CRC != info.CRC || len(out) >= len(file) {
+			t.Fatalf("compacted %+v, read %+v (%d points)", info, c.Info, c.Points)
+		}
+	})
 }
