@@ -3,6 +3,7 @@ package wal
 import (
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"time"
 )
@@ -110,7 +111,11 @@ func sealDue(size, points int64, age time.Duration, o Options) bool {
 		// NB: a segment short of its points waits a bounded time only:
 		// the WAL keeps it durable meanwhile, but the cloud, the fresh
 		// tail's watermark and the release of WAL files all wait with it.
-		return age >= MinPointsWaitFactor*o.MaxSegmentAge
+		limit := MinPointsWaitFactor * o.MaxSegmentAge
+		if limit/MinPointsWaitFactor != o.MaxSegmentAge {
+			limit = math.MaxInt64 // an age of centuries: no overflow to a negative limit
+		}
+		return age >= limit
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -661,12 +662,17 @@ func TestSealDue(t *testing.T) {
 		{"old short of points", 10, 99, 39 * time.Second, false},
 		{"short of points at the bound", 10, 99, 40 * time.Second, true},
 		{"no minimum", 10, 0, 10 * time.Second, true},
+		{"an age of centuries does not overflow", 10, 99, 40 * time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := o
-			if tt.name == "no minimum" {
+			switch tt.name {
+			case "no minimum":
 				o.MinSegmentPoints = 0
+			case "an age of centuries does not overflow":
+				o.MaxSegmentAge = time.Duration(math.MaxInt64 / 3) // 4 × it overflows int64
+				tt.age = o.MaxSegmentAge + time.Second
 			}
 			if got := sealDue(tt.size, tt.points, tt.age, o); got != tt.want {
 				t.Fatalf("sealDue(%d bytes, %d points, %v) = %v, want %v", tt.size, tt.points, tt.age, got, tt.want)
