@@ -324,6 +324,11 @@ func (s *adminServer) SetFleetConfig(ctx context.Context, req *pb.SetFleetConfig
 		return nil, status.Error(codes.InvalidArgument, "set fleet config: config is required")
 	}
 	cfg := fleetConfigFromProto(req.GetConfig())
+	if (cfg.LagBudgetMs != 0 || cfg.MinSegmentPoints != 0) && !s.c.fsm.FeatureReady(catalog.FeatureSealPolicy) {
+		// NB: a member of an earlier version could not decode the entry
+		// and its catalog would differ from the others'.
+		return nil, status.Errorf(codes.FailedPrecondition, "set fleet config: a lag budget or a minimum of points per segment needs every coordinator to apply it (catalog feature %q); upgrade them all first", catalog.FeatureSealPolicy)
+	}
 	res, err := s.c.raft.Propose(ctx, catalog.EncodeCommand(catalog.SetConfig{Config: cfg}))
 	if err != nil {
 		var ce *catalog.CommandError
@@ -344,7 +349,7 @@ func (s *adminServer) SetFleetConfig(ctx context.Context, req *pb.SetFleetConfig
 	s.c.log.Info("fleet config set", "version", applied.Version, "retention_raw_ms", applied.RetentionRawMs,
 		"rate_limit_points_per_sec", applied.RateLimitPointsPerSec, "rate_limit_burst_points", applied.RateLimitBurstPoints,
 		"replication_factor", applied.ReplicationFactor, "write_quorum", applied.WriteQuorum, "dead_after_ms", applied.DeadAfterMs,
-		"max_series", applied.MaxSeries)
+		"max_series", applied.MaxSeries, "lag_budget_ms", applied.LagBudgetMs, "min_segment_points", applied.MinSegmentPoints)
 	return &pb.SetFleetConfigResponse{Config: fleetConfigProto(applied)}, nil
 }
 
@@ -355,12 +360,14 @@ func fleetConfigProto(c catalog.FleetConfig) *pb.FleetConfig {
 		RateLimitPointsPerSec: c.RateLimitPointsPerSec, RateLimitBurstPoints: c.RateLimitBurstPoints,
 		ReplicationFactor: c.ReplicationFactor, MaxSeries: c.MaxSeries, Version: c.Version,
 		WriteQuorum: c.WriteQuorum, DeadAfterMs: c.DeadAfterMs,
+		LagBudgetMs: c.LagBudgetMs, MinSegmentPoints: c.MinSegmentPoints,
 	}
 }
 
 // fleetConfigFromProto is the inverse of fleetConfigProto. Every field
 // counts: a client that read the configuration, changed one field and
-// sent it back keeps the others, write quorum and dead-after included.
+// sent it back keeps the others, write quorum, dead-after and the seal
+// policy included (0 lag budget: the default, as stored).
 func fleetConfigFromProto(p *pb.FleetConfig) catalog.FleetConfig {
 	return catalog.FleetConfig{
 		RetentionRawMs: p.GetRetentionRawMs(), Retention1hMs: p.GetRetention_1HMs(), Retention1dMs: p.GetRetention_1DMs(),
@@ -368,6 +375,7 @@ func fleetConfigFromProto(p *pb.FleetConfig) catalog.FleetConfig {
 		RateLimitPointsPerSec: p.GetRateLimitPointsPerSec(), RateLimitBurstPoints: p.GetRateLimitBurstPoints(),
 		ReplicationFactor: p.GetReplicationFactor(), MaxSeries: p.GetMaxSeries(),
 		WriteQuorum: p.GetWriteQuorum(), DeadAfterMs: p.GetDeadAfterMs(),
+		LagBudgetMs: p.GetLagBudgetMs(), MinSegmentPoints: p.GetMinSegmentPoints(),
 	}
 }
 

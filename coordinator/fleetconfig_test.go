@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
@@ -101,6 +102,22 @@ func TestFleetConfig_SetOnAFollowerReachesAConnectedEdge(t *testing.T) {
 	if err := write(50); err != nil {
 		t.Fatalf("a write within the limit: %v", err)
 	}
+
+	// The seal policy: every member applies it (catalog.FeatureSealPolicy),
+	// so it may be set; out of range it is refused.
+	cfg = set.GetConfig()
+	cfg.LagBudgetMs = 500
+	if _, err := follower.cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("set a lag budget under 1s: %v, want INVALID_ARGUMENT", err)
+	}
+	cfg.LagBudgetMs, cfg.MinSegmentPoints = 45_000, 300
+	eventually(t, "both members registered with their catalog features", func() bool { return follower.c.fsm.FeatureReady(catalog.FeatureSealPolicy) })
+	set, err = follower.cl.SetFleetConfig(ctx, &pb.SetFleetConfigRequest{Config: cfg})
+	if err != nil || set.GetConfig().GetLagBudgetMs() != 45_000 || set.GetConfig().GetMinSegmentPoints() != 300 {
+		t.Fatalf("set the lag budget: %v, %v", set.GetConfig(), err)
+	}
+	v = set.GetConfig().GetVersion()
+	eventually(t, fmt.Sprintf("the edge applied version %d", v), func() bool { return applied.Load() == v })
 }
 
 // configuredEdge is a node shipping through a Shipper whose OnConfig

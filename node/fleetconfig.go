@@ -66,6 +66,31 @@ func (n *Node) Retention() (raw, hourly, daily time.Duration) {
 		get(&n.fleet.retention1d, n.opts.Retention1d)
 }
 
+// DefaultWALSegmentAge is Options.WALSegmentAge when not set: the lag
+// budget of an edge that no fleet configuration sets (and the catalog's
+// default). At 8 series × 1 Hz it brings the bytes shipped per point within
+// the uplink target (docs/operations.md, "SD card and uplink budget").
+const DefaultWALSegmentAge = 30 * time.Second
+
+// SetSealPolicy changes the WAL's seal policy while the node runs: a
+// segment is sealed (and shipped) once it is age old and holds minPoints
+// points, or at wal.MinPointsWaitFactor × age whatever it holds (a fleet's
+// lag budget and minimum points per segment). The open segment is judged
+// by the new policy within a second (the flush loop). Safe for concurrent
+// use.
+func (n *Node) SetSealPolicy(age time.Duration, minPoints int64) error {
+	if err := n.wal.SetSealPolicy(age, minPoints); err != nil {
+		return fmt.Errorf("set seal policy: %w", err)
+	}
+	return nil
+}
+
+// SealPolicy reports the WAL's seal policy in force: the segment age and
+// the minimum points per segment.
+func (n *Node) SealPolicy() (age time.Duration, minPoints int64) {
+	return n.wal.SealPolicy()
+}
+
 // SetRateLimit limits ingest to pointsPerSec points per second with a
 // token bucket of burst points (0: one second of the rate); pointsPerSec 0
 // removes the limit. A write whose points (valid or not) exceed the tokens

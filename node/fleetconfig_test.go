@@ -125,3 +125,63 @@ func TestSetRetention_RetentionDropsWithTheNewValues(t *testing.T) {
 		t.Fatalf("raw after retention of 48h: %d samples from %d (now %d)", len(raw.Ts), raw.Ts, now.UnixMilli())
 	}
 }
+
+func TestSetSealPolicy_SealsTheOpenSegmentByTheNewAge(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.FlushInterval = 50 * time.Millisecond // the flush loop seals aged segments
+	o.WALSegmentAge = time.Hour
+	n := mustOpen(t, o)
+	defer n.Close()
+	ts := o.Now().UnixMilli()
+	if _, err := n.Write(context.Background(), []model.Batch{{Labels: lbl("__name__", "seal"), Ts: []int64{ts}, Vs: []float64{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	sealed := func() int64 {
+		var points int64
+		for _, s := range n.WALSegments() {
+			if s.Sealed {
+				points += s.Points
+			}
+		}
+		return points
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p := sealed(); p != 0 {
+		t.Fatalf("%d points sealed under a 1h segment age", p)
+	}
+	if err := n.SetSealPolicy(100*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	if age, pts := n.SealPolicy(); age != 100*time.Millisecond || pts != 0 {
+		t.Fatalf("SealPolicy() = %v, %d", age, pts)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sealed() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the open segment was not sealed by the new age within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := n.SetSealPolicy(0, 0); err == nil {
+		t.Fatal("SetSealPolicy accepted a zero age")
+	}
+}
+
+func TestOptions_RejectsABadSealPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(*node.Options)
+		want string
+	}{
+		{"negative age", func(o *node.Options) { o.WALSegmentAge = -time.Second }, "WALSegmentAge"},
+		{"negative min points", func(o *node.Options) { o.WALSegmentMinPoints = -1 }, "WALSegmentMinPoints"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := testOptions(t, t.TempDir())
+			tt.set(&o)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

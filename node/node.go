@@ -185,16 +185,17 @@ func Open(opts Options) (*Node, error) {
 		return nil, n.damaged(err)
 	}
 	w, err := wal.Open(wal.Options{
-		Dir:             opts.walDir(),
-		NodeID:          n.opts.NodeID,
-		MaxSegmentBytes: opts.WALSegmentBytes,
-		MaxSegmentAge:   opts.WALSegmentAge,
-		Format:          opts.WALFormat,
-		Sync:            opts.WALSync,
-		FS:              opts.WALFS,
-		Logger:          opts.Logger,
-		OnFsync:         n.observeFsync,
-		OnSeal:          n.onSeal,
+		Dir:              opts.walDir(),
+		NodeID:           n.opts.NodeID,
+		MaxSegmentBytes:  opts.WALSegmentBytes,
+		MaxSegmentAge:    opts.WALSegmentAge,
+		MinSegmentPoints: opts.WALSegmentMinPoints,
+		Format:           opts.WALFormat,
+		Sync:             opts.WALSync,
+		FS:               opts.WALFS,
+		Logger:           opts.Logger,
+		OnFsync:          n.observeFsync,
+		OnSeal:           n.onSeal,
 	})
 	if err != nil {
 		db.Close()

@@ -39,8 +39,16 @@ type Options struct {
 	// commit). Interval > 0 fsyncs at most that often and may lose up to
 	// that much acknowledged data on power loss.
 	WALSync         wal.SyncPolicy
-	WALSegmentBytes int64         // default 4 MiB
-	WALSegmentAge   time.Duration // default 5s
+	WALSegmentBytes int64 // default 4 MiB
+	// WALSegmentAge and WALSegmentMinPoints are the WAL's seal policy
+	// (wal.Options MaxSegmentAge and MinSegmentPoints): a segment is
+	// sealed, and can be shipped, once its first record is WALSegmentAge
+	// old (default DefaultWALSegmentAge) and it holds WALSegmentMinPoints
+	// points (default 0: any), or at wal.MinPointsWaitFactor times the age
+	// whatever it holds. SetSealPolicy changes both while the node runs
+	// (a fleet's lag budget).
+	WALSegmentAge       time.Duration
+	WALSegmentMinPoints int64
 	// WALFormat is the format version of the WAL segments the node writes:
 	// wal.FormatV2 (the default), compressed records (package record's
 	// kind 2), or wal.FormatV1, raw samples, which coordinators of any
@@ -135,7 +143,7 @@ func (o *Options) Validate() error {
 	}
 	telemetry.Defaults(&o.Logger, &o.MeterProvider, &o.TracerProvider)
 	o.WALSegmentBytes = cmp.Or(o.WALSegmentBytes, 4<<20)
-	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, 5*time.Second)
+	o.WALSegmentAge = cmp.Or(o.WALSegmentAge, DefaultWALSegmentAge)
 	o.WALFormat = cmp.Or(o.WALFormat, wal.FormatV2)
 	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)
 	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
@@ -178,6 +186,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("node options: WALFormat %d is not a WAL format version (%d or %d)", o.WALFormat, wal.FormatV1, wal.FormatV2)
 	case o.WALSegmentBytes < 4096:
 		return fmt.Errorf("node options: WALSegmentBytes %d is below 4 KiB", o.WALSegmentBytes)
+	case o.WALSegmentAge < 0:
+		return fmt.Errorf("node options: WALSegmentAge %s is negative", o.WALSegmentAge)
+	case o.WALSegmentMinPoints < 0 || o.WALSegmentMinPoints > wal.MaxMinSegmentPoints:
+		return fmt.Errorf("node options: WALSegmentMinPoints %d is outside 0..%d", o.WALSegmentMinPoints, wal.MaxMinSegmentPoints)
 	case o.OutOfOrderWindow < 0 || o.FutureWindow < 0:
 		return errors.New("node options: OutOfOrderWindow and FutureWindow must not be negative")
 	case o.RetentionRaw < time.Hour || o.Retention1h < time.Hour || o.Retention1d < 24*time.Hour:

@@ -23,6 +23,13 @@ type EdgeConfig struct {
 	// RateLimitBurstPoints is the token-bucket burst (0: one second of the
 	// rate).
 	RateLimitPointsPerSec, RateLimitBurstPoints uint64
+	// LagBudget is the seal policy's segment age: how long a point may
+	// wait on the edge before its segment is sealed and shipped (0: the
+	// coordinators predate it; keep the node's own). MinSegmentPoints
+	// holds an old segment with fewer points for more, up to four times
+	// the lag budget (0: none).
+	LagBudget        time.Duration
+	MinSegmentPoints uint64
 }
 
 func edgeConfigFromProto(c *pb.EdgeConfig) EdgeConfig {
@@ -35,6 +42,8 @@ func edgeConfigFromProto(c *pb.EdgeConfig) EdgeConfig {
 		RollupDaily:           c.GetRollupDaily(),
 		RateLimitPointsPerSec: c.GetRateLimitPointsPerSec(),
 		RateLimitBurstPoints:  c.GetRateLimitBurstPoints(),
+		LagBudget:             time.Duration(c.GetLagBudgetMs()) * time.Millisecond,
+		MinSegmentPoints:      c.GetMinSegmentPoints(),
 	}
 }
 
@@ -52,7 +61,8 @@ func (l *loop) onConfig(c *pb.EdgeConfig) {
 	cfg := edgeConfigFromProto(c)
 	l.log.Info("fleet config received", "version", cfg.Version, "retention_raw", cfg.RetentionRaw,
 		"retention_1h", cfg.Retention1h, "retention_1d", cfg.Retention1d,
-		"rate_limit_points_per_sec", cfg.RateLimitPointsPerSec, "rate_limit_burst_points", cfg.RateLimitBurstPoints)
+		"rate_limit_points_per_sec", cfg.RateLimitPointsPerSec, "rate_limit_burst_points", cfg.RateLimitBurstPoints,
+		"lag_budget", cfg.LagBudget, "min_segment_points", cfg.MinSegmentPoints)
 	if l.o.OnConfig != nil {
 		l.o.OnConfig(cfg)
 	}

@@ -16,7 +16,7 @@ func TestShipper_OnConfigIsCalledOncePerNewerVersion(t *testing.T) {
 	// The same version again, an older one (from a lagging coordinator),
 	// then a newer one.
 	c.afterWelcome = []*pb.EdgeConfig{{Version: 5}, {Version: 3, RateLimitPointsPerSec: 1}, {Version: 7, RetentionRawMs: 7_200_000,
-		Retention_1HMs: 7_200_000, Retention_1DMs: 86_400_000}}
+		Retention_1HMs: 7_200_000, Retention_1DMs: 86_400_000, LagBudgetMs: 30_000, MinSegmentPoints: 240}}
 	a, b := startIntake(t, "coord-a", c), startIntake(t, "coord-b", c)
 	w := openWAL(t, "pi-cfg")
 	var mu sync.Mutex
@@ -47,7 +47,8 @@ func TestShipper_OnConfigIsCalledOncePerNewerVersion(t *testing.T) {
 	want := []replicator.EdgeConfig{
 		{Version: 5, RetentionRaw: time.Hour, Retention1h: 2 * time.Hour, Retention1d: 24 * time.Hour, RollupHourly: true,
 			RateLimitPointsPerSec: 100, RateLimitBurstPoints: 200},
-		{Version: 7, RetentionRaw: 2 * time.Hour, Retention1h: 2 * time.Hour, Retention1d: 24 * time.Hour},
+		{Version: 7, RetentionRaw: 2 * time.Hour, Retention1h: 2 * time.Hour, Retention1d: 24 * time.Hour,
+			LagBudget: 30 * time.Second, MinSegmentPoints: 240},
 	}
 	g := calls()
 	if len(g) != len(want) {

@@ -37,8 +37,10 @@
 //     coordinator. Segments missing from the node's disk (deleted before
 //     replication began, quarantined) are declared as MISSING gaps, and
 //     so are segments that turn out damaged or gone when read.
-//   - Send each sealed segment not yet held, zstd-compressed, in parts of
-//     at most 1 MiB: first the newest Options.FreshSegments, then the
+//   - Send each sealed segment not yet held, compacted into one record
+//     (segment.Compact; as written with Options.ShipAsWritten, or after
+//     the cloud refused the compacted form as a CONFLICT) and
+//     zstd-compressed, in parts of at most 1 MiB: first the newest Options.FreshSegments, then the
 //     backlog oldest first (after an outage, fresh data arrives first),
 //     with at most WindowSegments / WindowBytes unacknowledged, within
 //     MaxBytesPerSec and, for the backlog, BacklogBytesPerSec. A segment

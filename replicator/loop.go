@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributarydb/tributary/internal/pace"
 	"github.com/tributarydb/tributary/internal/seqset"
+	"github.com/tributarydb/tributary/node/segment"
 	"github.com/tributarydb/tributary/node/wal"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 	"github.com/tributarydb/tributary/replicator/internal/cursor"
@@ -131,6 +132,9 @@ type retryState struct {
 	// make it durable, e.g. a replica was down); the next acknowledgement
 	// shows it can again, and releases the wait.
 	refused bool
+	// asWritten: the cloud refused the compacted form as a conflict;
+	// ship the segment as written (compact).
+	asWritten bool
 }
 
 func newLoop(s *Shipper, src Source) (*loop, error) {
@@ -497,12 +501,14 @@ func (l *loop) pump(now time.Time) {
 		l.unreadable(seg, err, now)
 		return
 	}
+	file, info, compacted := l.compact(file, info)
 	enc, err := l.encode(s, info, file)
 	if err != nil {
 		l.unreadable(seg, err, now)
 		return
 	}
-	f := &flight{seq: seg.Seq, prev: info.PrevSeq, points: info.Points, span: l.startShip(seg.Seq, enc, info.Points, backlog)}
+	f := &flight{seq: seg.Seq, prev: info.PrevSeq, points: info.Points, compacted: compacted,
+		span: l.startShip(seg.Seq, enc, info.Points, backlog)}
 	l.sendSegment(s, f, enc, backlog, now)
 }
 
@@ -523,6 +529,29 @@ func (l *loop) sendSegment(s *session, f *flight, enc wire.Encoded, backlog bool
 	s.inflightB += enc.CompressedBytes
 	l.sends++
 	l.send(s, &outgoing{seq: f.seq, msgs: msgs})
+}
+
+// compact returns the form in which WAL segment file is shipped: compacted
+// (segment.Compact), and then compacted is true, unless
+// Options.ShipAsWritten, or the cloud refused the compacted form as a
+// conflict (it holds the segment as written, shipped by an earlier
+// version whose acknowledgement was lost), or the segment does not
+// compact. A segment that fails to compact is shipped as written: the
+// cloud verifies it and refuses damage by itself.
+func (l *loop) compact(file []byte, info wal.SegmentInfo) ([]byte, wal.SegmentInfo, bool) {
+	if l.o.ShipAsWritten || l.retry[info.Seq].asWritten {
+		return file, info, false
+	}
+	out, ci, ok, err := segment.Compact(file)
+	if err != nil {
+		l.log.Warn("segment not compacted; shipping it as written", "seq", info.Seq, "err", err)
+		return file, info, false
+	}
+	if !ok {
+		return file, info, false
+	}
+	ci.Path, ci.Created = info.Path, info.Created
+	return out, ci, true
 }
 
 // encode splits a segment into the parts of a message to session s: at
@@ -858,6 +887,13 @@ func (l *loop) onRefusal(s *session, m *pb.ShipError) {
 		s.inflightB -= f.bytes
 		endShip(f.span, 0, e)
 		r := l.retry[e.Seq]
+		if f.compacted && e.Code == pb.ShipErrorCode_SHIP_ERROR_CODE_CONFLICT {
+			// NB: the cloud holds this segment in another form: as
+			// written, shipped before compaction existed. The same bytes
+			// are a duplicate it acknowledges.
+			r.asWritten = true
+			l.log.Info("the cloud holds the segment as written; shipping it so", "seq", e.Seq)
+		}
 		r.attempts++
 		r.notBefore = now.Add(l.retryDelay(r.attempts, e.Retryable))
 		r.refused = e.Retryable

@@ -106,6 +106,11 @@ type Options struct {
 	// Compression is the zstd level. Default zstd.SpeedDefault (on sensor
 	// data about as fast as SpeedFastest and 20% smaller).
 	Compression zstd.EncoderLevel
+	// ShipAsWritten ships WAL segments as the node wrote them. By default
+	// a segment of compressed records is shipped compacted, its records
+	// merged into one (segment.Compact): at a few points a second that
+	// ships about a third of the bytes.
+	ShipAsWritten bool
 
 	// Reconnection backoff: attempt k waits a random duration in
 	// [d*(1-BackoffJitter), d] with d = min(BackoffInitial*2^k, BackoffMax).

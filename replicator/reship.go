@@ -348,6 +348,11 @@ func (l *loop) sendReship(s *session, j *reshipJob, it *reshipItem, now time.Tim
 			return
 		}
 	}
+	if err == nil && it.wal {
+		// The form a first shipment took (and a conflict falls back to
+		// the store, as for a file the cloud holds otherwise).
+		file, info, _ = l.compact(file, info)
+	}
 	var enc wire.Encoded
 	if err == nil {
 		enc, err = l.encode(s, info, file)

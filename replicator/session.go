@@ -69,6 +69,8 @@ type flight struct {
 	backfill bool
 	// reship: a file of a run the cloud asked to ship again (reship.go).
 	reship bool
+	// compacted: a WAL segment shipped compacted (loop.compact).
+	compacted bool
 }
 
 // outgoing is what the sender writes to the stream in one go: the parts of

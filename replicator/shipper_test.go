@@ -681,3 +681,35 @@ func TestShipper_HoldsBackSegmentsTheCoordinatorCannotRead(t *testing.T) {
 	eventually(t, "every segment acknowledged", func() bool { return s.Stats().AckedThrough == want[3].Seq })
 	checkHeldOnce(t, c, "pi-7", want)
 }
+
+// TestShipper_ShipsAsWrittenWhatTheCloudHoldsSo: a segment the cloud
+// already holds as written (shipped by an earlier version whose
+// acknowledgement was lost) is refused compacted as a conflict; the edge
+// then ships it as written, and the cloud acknowledges a duplicate.
+func TestShipper_ShipsAsWrittenWhatTheCloudHoldsSo(t *testing.T) {
+	c := newCloud(t)
+	in := startIntake(t, "coord-a", c)
+	l, err := wal.Open(wal.Options{Dir: t.TempDir(), NodeID: "pi-7", Format: wal.FormatV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	w := walSource{l: l, id: "pi-7", st: &memStore{points: map[int64]float64{}}, format: wal.FormatV2}
+	w.sealSegment(t, 5, 1_000_000)
+	w.sealSegment(t, 5, 2_000_000)
+	segs := sealed(l.Segments())
+	if len(segs) != 2 || shippedCRC(t, segs[0]) == segs[0].CRC {
+		t.Fatalf("want two sealed segments that compact, got %+v", segs)
+	}
+	c.preload("pi-7", segs[0])
+	s := newShipper(t, options(t, cursorPath(t), in.addr))
+	start(t, s, w)
+	eventually(t, "both segments acknowledged", func() bool { return s.Stats().AckedThrough == segs[1].Seq })
+	held, _, _, dups := c.snapshot("pi-7")
+	if held[segs[0].Seq].crc != segs[0].CRC || held[segs[1].Seq].crc != shippedCRC(t, segs[1]) || dups != 1 {
+		t.Fatalf("cloud holds %+v with %d duplicates; want the first as written, the second compacted, one duplicate", held, dups)
+	}
+	if st := s.Stats(); st.Refusals != 1 {
+		t.Fatalf("%d refusals, want the one conflict", st.Refusals)
+	}
+}

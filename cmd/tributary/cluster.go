@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/internal/auth"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -51,7 +52,11 @@ Subcommands (flags: --addr of a coordinator's client gRPC listener, --token,
                                 that must hold a segment before it is
                                 acknowledged, 0: automatic), --dead-after (a
                                 coordinator silent this long loses its
-                                replicas, 0: 5m), --max-series
+                                replicas, 0: 5m), --max-series,
+                                --lag-budget (how long a point may wait on an
+                                edge before its segment ships, 1s..1h, 0: the
+                                default), --min-segment-points (an old segment
+                                with fewer waits, up to 4 x the lag budget)
 
 Rule groups of the fleet (evaluated by the edges whose labels, from their
 --edge-label flags, match the group's selector; docs/rules.md):
@@ -921,6 +926,8 @@ type fleetConfigFlags struct {
 	rollupHourly, rollupDaily       bool
 	rate, burst, maxSeries          uint64
 	replicationFactor, writeQuorum  uint
+	lagBudget                       string
+	minSegmentPoints                uint64
 }
 
 func (f *fleetConfigFlags) register(fs *flag.FlagSet) {
@@ -935,7 +942,12 @@ func (f *fleetConfigFlags) register(fs *flag.FlagSet) {
 	fs.UintVar(&f.writeQuorum, "write-quorum", 0, "replicas that must hold a segment before it is acknowledged to the edge (0: automatic, max(1, replicas-1); at most the replication factor)")
 	fs.StringVar(&f.deadAfter, "dead-after", "", "a coordinator without a heartbeat this long is marked down and its replicas move (at least 1s; 0: the default, 5m)")
 	fs.Uint64Var(&f.maxSeries, "max-series", 0, "fleet-wide series limit")
+	fs.StringVar(&f.lagBudget, "lag-budget", "", "how long a point may wait on an edge before its WAL segment is sealed and shipped: the edges' segment age (1s..1h; 0: the default, "+defaultLagBudget+"; longer ships fewer bytes a point at low rates, see docs/operations.md); edges started with --wal-segment-age, --wal-segment-min-points or --ignore-fleet-config keep their own")
+	fs.Uint64Var(&f.minSegmentPoints, "min-segment-points", 0, "a segment as old as the lag budget with fewer points waits for more, up to 4 x the lag budget (0: none)")
 }
+
+// defaultLagBudget is the catalog's default lag budget, for help texts.
+var defaultLagBudget = (time.Duration(catalog.DefaultLagBudgetMs) * time.Millisecond).String()
 
 // changes returns one edit per config flag given on the command line.
 func (f *fleetConfigFlags) changes(fs *flag.FlagSet) ([]func(*pb.FleetConfig), error) {
@@ -984,6 +996,24 @@ func (f *fleetConfigFlags) changes(fs *flag.FlagSet) ([]func(*pb.FleetConfig), e
 			out = append(out, func(c *pb.FleetConfig) { c.DeadAfterMs = ms })
 		case "max-series":
 			out = append(out, func(c *pb.FleetConfig) { c.MaxSeries = f.maxSeries })
+		case "lag-budget":
+			if f.lagBudget == "0" {
+				out = append(out, func(c *pb.FleetConfig) { c.LagBudgetMs = 0 })
+				return
+			}
+			d, err := parseDuration(f.lagBudget)
+			if err != nil || d < time.Second || d > time.Hour || d%time.Millisecond != 0 {
+				bad = fmt.Errorf("%w: cluster config: --lag-budget %q: want a duration from 1s to 1h such as 30s (0: the default, %s)", errUsage, f.lagBudget, defaultLagBudget)
+				return
+			}
+			ms := d.Milliseconds()
+			out = append(out, func(c *pb.FleetConfig) { c.LagBudgetMs = ms })
+		case "min-segment-points":
+			if f.minSegmentPoints > catalog.MaxMinSegmentPoints {
+				bad = fmt.Errorf("%w: cluster config: --min-segment-points %d: want 0..%d", errUsage, f.minSegmentPoints, catalog.MaxMinSegmentPoints)
+				return
+			}
+			out = append(out, func(c *pb.FleetConfig) { c.MinSegmentPoints = f.minSegmentPoints })
 		}
 	})
 	return out, bad
@@ -1004,12 +1034,15 @@ type fleetConfigJSON struct {
 	WriteQuorum           uint32 `json:"write_quorum"`  // 0: automatic
 	DeadAfterMs           int64  `json:"dead_after_ms"` // 0: the default
 	MaxSeries             uint64 `json:"max_series"`
+	LagBudgetMs           int64  `json:"lag_budget_ms"` // 0: the default
+	MinSegmentPoints      uint64 `json:"min_segment_points"`
 }
 
 func fleetConfigJSONOf(c *pb.FleetConfig) fleetConfigJSON {
 	return fleetConfigJSON{c.GetVersion(), c.GetRetentionRawMs(), c.GetRetention_1HMs(), c.GetRetention_1DMs(),
 		c.GetRollupHourly(), c.GetRollupDaily(), c.GetRateLimitPointsPerSec(), c.GetRateLimitBurstPoints(),
-		c.GetReplicationFactor(), c.GetWriteQuorum(), c.GetDeadAfterMs(), c.GetMaxSeries()}
+		c.GetReplicationFactor(), c.GetWriteQuorum(), c.GetDeadAfterMs(), c.GetMaxSeries(),
+		c.GetLagBudgetMs(), c.GetMinSegmentPoints()}
 }
 
 func printFleetConfig(w io.Writer, c *pb.FleetConfig) error {
@@ -1037,5 +1070,15 @@ func printFleetConfig(w io.Writer, c *pb.FleetConfig) error {
 	}
 	fmt.Fprintf(tw, "dead after\t%s\n", dead)
 	fmt.Fprintf(tw, "max series\t%d\n", c.GetMaxSeries())
+	lag := defaultLagBudget + " (default)"
+	if d := c.GetLagBudgetMs(); d > 0 {
+		lag = ms(d)
+	}
+	fmt.Fprintf(tw, "lag budget\t%s\n", lag)
+	minPoints := "none"
+	if p := c.GetMinSegmentPoints(); p > 0 {
+		minPoints = fmt.Sprintf("%d (waiting at most 4 x the lag budget)", p)
+	}
+	fmt.Fprintf(tw, "min segment points\t%s\n", minPoints)
 	return tw.Flush()
 }

@@ -234,6 +234,8 @@ func TestCluster_BadInvocations(t *testing.T) {
 		{[]string{"remove", "--force"}, "takes 1 to 1 arguments"},
 		{[]string{"config", "--dead-after", "10ms"}, "--dead-after"},
 		{[]string{"config", "--dead-after", "soon"}, "--dead-after"},
+		{[]string{"config", "--lag-budget", "100ms"}, "--lag-budget"},
+		{[]string{"config", "--min-segment-points", "20000000"}, "--min-segment-points"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"cluster"}, c.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {

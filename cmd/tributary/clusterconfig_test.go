@@ -87,4 +87,20 @@ func TestClusterConfig_PrintsAndChangesOnlyTheGivenFields(t *testing.T) {
 	if out, code := cli("--dead-after", "0"); code != 0 || f.cfg.DeadAfterMs != 0 || !strings.Contains(out, "(default)") {
 		t.Fatalf("dead-after back to the default: exit %d, %v:\n%s", code, f.cfg, out)
 	}
+	if out, code := cli("--lag-budget", "2m", "--min-segment-points", "500"); code != 0 || !strings.Contains(out, "lag budget") || !strings.Contains(out, "2m0s") || !strings.Contains(out, "500 (waiting") {
+		t.Fatalf("set lag budget: exit %d:\n%s", code, out)
+	}
+	if f.cfg.LagBudgetMs != 120_000 || f.cfg.MinSegmentPoints != 500 || f.cfg.WriteQuorum != 1 {
+		t.Fatalf("config after setting the lag budget: %v", f.cfg)
+	}
+	sets := f.sets
+	for _, bad := range []string{"500ms", "2h", "soon"} {
+		if out, code := cli("--lag-budget", bad); code == 0 || !strings.Contains(out, "--lag-budget") || f.sets != sets {
+			t.Fatalf("--lag-budget %s: exit %d, %d sets:\n%s", bad, code, f.sets, out)
+		}
+	}
+	if out, code := cli("--lag-budget", "0", "--min-segment-points", "0"); code != 0 || f.cfg.LagBudgetMs != 0 || f.cfg.MinSegmentPoints != 0 ||
+		!strings.Contains(out, defaultLagBudget+" (default)") {
+		t.Fatalf("lag budget back to the default: exit %d, %v:\n%s", code, f.cfg, out)
+	}
 }

@@ -108,7 +108,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 	var cf coordinatorFlags
 	cf.register(fs, &co, true)
 	fs.StringVar(&co.NodeID, "coordinator-id", "local-coordinator", "the coordinator's node id")
-	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention, no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration (tributary cluster config, tributary cluster rules)")
+	ignoreFleet := fs.Bool("ignore-fleet-config", false, "the edge keeps its own retention, seal policy (--wal-segment-age), no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration (tributary cluster config, tributary cluster rules)")
 	budget := fs.Int64("replication-budget-bytes", 1<<30, "disk budget for sealed WAL segments kept until the coordinator holds them")
 	var smf selfMonitorFlags
 	smf.register(fs)
@@ -159,7 +159,7 @@ func runLocal(args []string, stdout, stderr io.Writer) error {
 		CursorPath: filepath.Join(no.DataDir, "replication.cursor"), BudgetBytes: *budget, Logger: log,
 		MeterProvider: no.MeterProvider, TracerProvider: no.TracerProvider}
 	var fleetTarget atomic.Pointer[node.Node]
-	fleetRulesHook, fleetFile := fleetHooks(&ro, &fleetTarget, no.DataDir, *ignoreFleet, log)
+	fleetRulesHook, fleetFile := fleetHooks(&ro, &fleetTarget, no.DataDir, *ignoreFleet, nf.sealFixed, log)
 	if err := ro.Validate(); err != nil {
 		return fail(fmt.Errorf("%w: replication: %v", errUsage, err))
 	}

@@ -34,6 +34,9 @@ type nodeFlagValues struct {
 	o                            *node.Options
 	walSync, logLevel, logFormat string
 	walFormat                    uint
+	// sealFixed: --wal-segment-age or --wal-segment-min-points was given,
+	// so the fleet's lag budget does not replace the node's seal policy.
+	sealFixed bool
 }
 
 // nodeFlags binds the node's command-line flags to o, and the others to
@@ -44,7 +47,8 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) *nodeFlagValues {
 	fs.StringVar(&o.NodeID, "node-id", "", "this node's id in WAL segments and in the fleet (default: the id the data dir was created with, or \"local\")")
 	fs.StringVar(&v.walSync, "wal-sync", "always", "WAL fsync policy: 'always' (fsync before every acknowledgement, group commit) or 'interval:DURATION' (faster; a power cut may lose up to DURATION of acknowledged writes)")
 	fs.Int64Var(&o.WALSegmentBytes, "wal-segment-bytes", 4<<20, "cut a WAL segment at this size")
-	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", 5*time.Second, "cut a WAL segment at this age")
+	fs.DurationVar(&o.WALSegmentAge, "wal-segment-age", node.DefaultWALSegmentAge, "seal a WAL segment (and ship it, with --replicate-to) once its first record is this old: the lag budget; given explicitly, it (and --wal-segment-min-points) wins over the fleet's lag budget")
+	fs.Int64Var(&o.WALSegmentMinPoints, "wal-segment-min-points", 0, "a segment --wal-segment-age old with fewer points than this waits for more, up to 4 x --wal-segment-age, so that a slow edge ships fewer, fuller segments (0: none; given explicitly, wins over the fleet's)")
 	fs.UintVar(&v.walFormat, "wal-format", uint(wal.FormatV2), "WAL segment format written: 2, compressed records (coordinators from this version on read it), or 1, raw records (for edges that ship to older coordinators); both are read")
 	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
 	fs.DurationVar(&o.IdleFlush, "idle-flush", 50*time.Second, "after this long without a write (default 50s: converged within a minute of the last write), flush the head and the store and release the WAL segments replication no longer needs, so the data dir shrinks to its compressed size (negative: never)")
@@ -85,6 +89,17 @@ func (v *nodeFlagValues) parse(fs *flag.FlagSet, args []string, stderr io.Writer
 		return nil, fmt.Errorf("%w: --wal-format %d: want 1 or 2", errUsage, v.walFormat)
 	}
 	v.o.WALFormat = uint8(v.walFormat)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "wal-segment-age" || f.Name == "wal-segment-min-points" {
+			v.sealFixed = true
+		}
+	})
+	if v.o.WALSegmentAge <= 0 {
+		return nil, fmt.Errorf("%w: --wal-segment-age %v: want a positive duration such as 30s", errUsage, v.o.WALSegmentAge)
+	}
+	if n := v.o.WALSegmentMinPoints; n < 0 || n > wal.MaxMinSegmentPoints {
+		return nil, fmt.Errorf("%w: --wal-segment-min-points %d: want 0..%d", errUsage, n, wal.MaxMinSegmentPoints)
+	}
 	return log, nil
 }
 
@@ -144,6 +159,7 @@ type nodeCmd struct {
 	// fleetFile.
 	fleetRules  *fleetRules
 	fleetFile   string
+	sealFixed   bool // --wal-segment-age or --wal-segment-min-points given
 	queryTunnel bool
 	goMemLimit  int64 // --go-memory-limit
 	log         *slog.Logger
@@ -179,7 +195,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	nf := nodeFlags(fs, &c.o)
 	c.sf.register(fs)
 	c.rf.register(fs)
-	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention, no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration the coordinators send")
+	fs.BoolVar(&c.ignoreFleet, "ignore-fleet-config", false, "with --replicate-to: keep this node's own retention, seal policy (--wal-segment-age), no ingest rate limit and no rule groups of the fleet instead of applying the fleet configuration the coordinators send")
 	fs.BoolVar(&c.queryTunnel, "query-tunnel", true, "with --replicate-to: keep a query tunnel open to every coordinator, so they can query this node behind NAT")
 	fs.Int64Var(&c.goMemLimit, "go-memory-limit", 0, "soft limit, in bytes, of the Go runtime's memory (heap and stacks; RocksDB's memtables and block cache come on top): the garbage collector works to stay within it, and it follows the live heap (+25%) when that outgrows it, so a node holding more never collects continuously (0: 2 x --head-max-bytes + 32 MiB; negative: none, the heap grows to twice what is live; GOMEMLIMIT, when set, takes precedence)")
 	c.smf.register(fs)
@@ -189,6 +205,7 @@ func parseNodeArgs(args []string, stderr io.Writer) (*nodeCmd, error) {
 	if c.log, err = nf.parse(fs, args, stderr); err != nil {
 		return nil, err
 	}
+	c.sealFixed = nf.sealFixed
 	if err := c.sf.check(); err != nil {
 		return nil, err
 	}
@@ -223,7 +240,7 @@ func (c *nodeCmd) open() (*node.Node, *shipping, error) {
 	var ship *shipping
 	var fleetTarget atomic.Pointer[node.Node]
 	if c.ro != nil {
-		c.fleetRules, c.fleetFile = fleetHooks(c.ro, &fleetTarget, c.o.DataDir, c.ignoreFleet, c.log)
+		c.fleetRules, c.fleetFile = fleetHooks(c.ro, &fleetTarget, c.o.DataDir, c.ignoreFleet, c.sealFixed, c.log)
 	}
 	if c.ro != nil {
 		var err error
@@ -315,12 +332,13 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 
 // fleetHooks sets the Shipper's hooks of the fleet configuration and the
 // fleet's rule groups, and returns the rule groups' receiver and the file
-// that keeps them; with ignore, none (nil and "").
-func fleetHooks(ro *replicator.Options, target *atomic.Pointer[node.Node], dataDir string, ignore bool, log *slog.Logger) (*fleetRules, string) {
+// that keeps them; with ignore, none (nil and ""). sealFixed: the
+// operator fixed the node's seal policy (fleetConfigHook).
+func fleetHooks(ro *replicator.Options, target *atomic.Pointer[node.Node], dataDir string, ignore, sealFixed bool, log *slog.Logger) (*fleetRules, string) {
 	if ignore {
 		return nil, ""
 	}
-	ro.OnConfig = fleetConfigHook(target, log)
+	ro.OnConfig = fleetConfigHook(target, sealFixed, log)
 	fr := &fleetRules{log: log.With("component", "rules")}
 	ro.OnRuleGroups = fr.hook
 	return fr, fleetRulesFile(dataDir)
@@ -330,8 +348,11 @@ func fleetHooks(ro *replicator.Options, target *atomic.Pointer[node.Node], dataD
 // configuration the coordinators send to the node in target (stored once
 // the node is open, before shipping starts). Retention is validated by the
 // node; a configuration it refuses leaves the retention as it was. The
+// lag budget and minimum points per segment become the WAL's seal policy
+// unless sealFixed (the operator gave --wal-segment-age or
+// --wal-segment-min-points) or the coordinators did not send one. The
 // rollup tiers are informational: the node always computes both.
-func fleetConfigHook(target *atomic.Pointer[node.Node], log *slog.Logger) func(replicator.EdgeConfig) {
+func fleetConfigHook(target *atomic.Pointer[node.Node], sealFixed bool, log *slog.Logger) func(replicator.EdgeConfig) {
 	return func(c replicator.EdgeConfig) {
 		n := target.Load()
 		if n == nil {
@@ -342,10 +363,21 @@ func fleetConfigHook(target *atomic.Pointer[node.Node], log *slog.Logger) func(r
 			log.Error("fleet config: retention not applied", "version", c.Version, "err", err)
 		}
 		n.SetRateLimit(c.RateLimitPointsPerSec, c.RateLimitBurstPoints)
+		switch {
+		case c.LagBudget <= 0:
+		case sealFixed:
+			log.Info("fleet lag budget not applied: --wal-segment-age or --wal-segment-min-points fixes this node's", "version", c.Version,
+				"lag_budget", c.LagBudget, "min_segment_points", c.MinSegmentPoints)
+		default:
+			if err := n.SetSealPolicy(c.LagBudget, int64(min(c.MinSegmentPoints, wal.MaxMinSegmentPoints))); err != nil {
+				log.Error("fleet config: lag budget not applied", "version", c.Version, "err", err)
+			}
+		}
+		age, minPoints := n.SealPolicy()
 		raw, hourly, daily := n.Retention()
 		log.Info("fleet config applied", "version", c.Version, "retention_raw", raw, "retention_1h", hourly, "retention_1d", daily,
 			"rate_limit_points_per_sec", c.RateLimitPointsPerSec, "rate_limit_burst_points", c.RateLimitBurstPoints,
-			"rollup_hourly", c.RollupHourly, "rollup_daily", c.RollupDaily)
+			"rollup_hourly", c.RollupHourly, "rollup_daily", c.RollupDaily, "wal_segment_age", age, "wal_segment_min_points", minPoints)
 	}
 }
 

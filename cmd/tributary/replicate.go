@@ -33,6 +33,7 @@ type replicateFlags struct {
 	backoffMax       time.Duration
 	announceInterval time.Duration
 	labels           map[string]string
+	compact          bool
 }
 
 // labelFlag is a repeatable key=value flag.
@@ -94,7 +95,7 @@ func (f *replicateFlags) options(dataDir string, log *slog.Logger) (*replicator.
 	o := &replicator.Options{CursorPath: filepath.Join(dataDir, "replication.cursor"), SoftwareVersion: version,
 		QueryAddr: f.queryAddr, BudgetBytes: f.budgetBytes, MaxBytesPerSec: f.maxBytesPerSec,
 		BacklogBytesPerSec: f.backlogBytesPerS, AckTimeout: f.ackTimeout, BackoffMax: f.backoffMax,
-		AnnounceInterval: f.announceInterval, Labels: f.labels, Logger: log}
+		AnnounceInterval: f.announceInterval, Labels: f.labels, ShipAsWritten: !f.compact, Logger: log}
 	for _, t := range strings.Split(f.targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Targets = append(o.Targets, t)

@@ -197,10 +197,14 @@ const (
 	// FeatureRuleGroups: the coordinator applies SetRuleGroup and
 	// DeleteRuleGroup (kinds 16 and 17) and reads snapshot version 6.
 	FeatureRuleGroups = "rule-groups"
+	// FeatureSealPolicy: the coordinator decodes a SetConfig and a
+	// snapshot's configuration with a lag budget and minimum points per
+	// segment (config-ext2).
+	FeatureSealPolicy = "seal-policy"
 )
 
 // Features is the FeaturesLabel value of this version's coordinators.
-var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRuleGroups}, ",")
+var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRuleGroups, FeatureSealPolicy}, ",")
 
 // HasFeature reports whether a node's labels list feature in FeaturesLabel.
 func HasFeature(ls labels.Labels, feature string) bool {

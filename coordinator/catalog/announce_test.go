@@ -242,13 +242,22 @@ func TestAnnounceReady_RequiresEveryMemberToReportTheFeature(t *testing.T) {
 	if f.AnnounceReady() {
 		t.Fatal("ready while c2 does not report the feature")
 	}
-	applyOK(t, f, 8, RegisterNode{ID: "c2", Role: RoleCoordinator, RaftID: 2, Labels: feat}) // upgraded
-	if !f.AnnounceReady() {
-		t.Fatal("not ready once every member reports the feature")
+	if f.FeatureReady(FeatureSealPolicy) {
+		t.Fatal("the seal policy may be set while c2 does not report it")
+	}
+	// A member of the version that announces series but knows no seal
+	// policy.
+	applyOK(t, f, 8, RegisterNode{ID: "c2", Role: RoleCoordinator, RaftID: 2, Labels: labels.Labels{{Name: FeaturesLabel, Value: FeatureAnnounceSeries}}})
+	if !f.AnnounceReady() || f.FeatureReady(FeatureSealPolicy) {
+		t.Fatalf("announce ready %v, seal policy %v; want true, false", f.AnnounceReady(), f.FeatureReady(FeatureSealPolicy))
+	}
+	applyOK(t, f, 9, RegisterNode{ID: "c2", Role: RoleCoordinator, RaftID: 2, Labels: feat}) // upgraded
+	if !f.AnnounceReady() || !f.FeatureReady(FeatureSealPolicy) {
+		t.Fatal("not ready once every member reports the features")
 	}
 	// A new member that has not registered yet (it may be of any
 	// version) closes the gate again.
-	if err := f.ApplyMembership(9, Membership{Voters: []uint64{1, 2}, Learners: []uint64{3}}); err != nil {
+	if err := f.ApplyMembership(10, Membership{Voters: []uint64{1, 2}, Learners: []uint64{3}}); err != nil {
 		t.Fatal(err)
 	}
 	if f.AnnounceReady() {

@@ -415,8 +415,24 @@ func appendConfigExt(b []byte, c FleetConfig) []byte {
 	return appendVarint(b, c.DeadAfterMs)
 }
 
+// hasSealPolicy reports whether c sets the seal policy (lag budget or
+// minimum points), which config-ext2 carries; without, a configuration
+// encodes byte for byte as before it existed.
+func (c FleetConfig) hasSealPolicy() bool { return c.LagBudgetMs != 0 || c.MinSegmentPoints != 0 }
+
+// appendConfigExt2 appends the seal policy: lag budget and minimum points
+// per segment.
+func appendConfigExt2(b []byte, c FleetConfig) []byte {
+	b = appendVarint(b, c.LagBudgetMs)
+	return appendUvarint(b, c.MinSegmentPoints)
+}
+
 func (c SetConfig) appendBody(b []byte) []byte {
-	return appendConfigExt(appendConfig(b, c.Config), c.Config)
+	b = appendConfigExt(appendConfig(b, c.Config), c.Config)
+	if c.Config.hasSealPolicy() {
+		b = appendConfigExt2(b, c.Config)
+	}
+	return b
 }
 
 // DecodeCommand decodes one command. It checks the encoding only (lengths,
@@ -461,6 +477,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		cfg := d.config()
 		if d.err == nil && d.remaining() > 0 {
 			d.configExt(&cfg)
+		}
+		if d.err == nil && d.remaining() > 0 {
+			d.configExt2(&cfg)
 		}
 		c = SetConfig{Config: cfg}
 	case KindRecordGap:
@@ -634,6 +653,12 @@ func (d *decoder) config() FleetConfig {
 	c.ReplicationFactor = uint32(rf)
 	c.MaxSeries = d.uvarint()
 	return c
+}
+
+// configExt2 reads the fields appendConfigExt2 writes.
+func (d *decoder) configExt2(c *FleetConfig) {
+	c.LagBudgetMs = d.varint()
+	c.MinSegmentPoints = d.uvarint()
 }
 
 // configExt reads the fields appendConfigExt writes.

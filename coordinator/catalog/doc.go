@@ -59,7 +59,7 @@
 //	                     uvarint n, n × range [, uvarint epoch (> 0; left out when 0)]
 //	set-placement  (6) = string edge, uvarint n, n × string coordinator id
 //	rebalance      (7) = [uvarint maxMoves (> 0; left out when 0)]
-//	set-config     (8) = config [, config-ext]
+//	set-config     (8) = config [, config-ext [, config-ext2]]
 //	record-gap     (9) = string edge, uvarint n, n × gap
 //	record-stored (10) = string edge, uvarint watermarkSeq, varint watermarkTimeMs,
 //	                     uvarint n, n × range, uvarint epoch, uvarint h, h × string holder
@@ -81,6 +81,10 @@
 //	                 bool rollupHourly, bool rollupDaily, uvarint rateLimitPointsPerSec,
 //	                 uvarint rateLimitBurstPoints, uvarint replicationFactor, uvarint maxSeries
 //	config-ext     = uvarint writeQuorum, varint deadAfterMs
+//	config-ext2    = varint lagBudgetMs, uvarint minSegmentPoints
+//	                 (written only when either is non-zero, so that a
+//	                 configuration without a seal policy encodes as before;
+//	                 proposed only once every member lists FeatureSealPolicy)
 //
 // A RecordHeld with Holders is encoded as record-stored (10); without, as
 // record-held (5), whose layout is unchanged.
@@ -213,6 +217,7 @@
 // first seven always, 8 and 9 by version, below):
 //
 //	1 config      config, config-ext (as above), uvarint version
+//	              [, config-ext2 (only when lag budget or min points is set)]
 //	2 members     uvarint n, n × (uvarint raftID, bool learner, string addr)     sorted by raftID
 //	3 nodes       uvarint n, n × (string id, u8 role, uvarint raftID, string addr,
 //	              string identity, labels, uvarint registeredIndex,

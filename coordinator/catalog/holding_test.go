@@ -423,6 +423,50 @@ func TestFleetConfig_QuorumAndDeadAfter(t *testing.T) {
 	}
 }
 
+func TestConfig_SealPolicyIsValidatedAndRoundTrips(t *testing.T) {
+	if DefaultConfig.LagBudget() != DefaultLagBudgetMs || (FleetConfig{LagBudgetMs: 60_000}).LagBudget() != 60_000 {
+		t.Fatal("lag budget default")
+	}
+	f := New()
+	for _, bad := range []FleetConfig{{LagBudgetMs: 999}, {LagBudgetMs: MaxLagBudgetMs + 1}, {LagBudgetMs: -1}, {MinSegmentPoints: MaxMinSegmentPoints + 1}} {
+		c := DefaultConfig
+		c.LagBudgetMs, c.MinSegmentPoints = bad.LagBudgetMs, bad.MinSegmentPoints
+		applyErr(t, f, 1, SetConfig{Config: c}, ErrBadCommand)
+	}
+	// Without a seal policy, a configuration encodes as before it existed:
+	// a command and a snapshot an earlier version decodes.
+	plain := DefaultConfig
+	plain.WriteQuorum = 2
+	before := EncodeCommand(SetConfig{Config: plain})
+	applyOK(t, f, 2, SetConfig{Config: plain})
+	plainSnap := f.Snapshot()
+	good := plain
+	good.LagBudgetMs, good.MinSegmentPoints = 30_000, 240
+	cmd := EncodeCommand(SetConfig{Config: good})
+	if len(cmd) <= len(before) || string(cmd[:len(before)]) != string(before) {
+		t.Fatalf("the seal policy is not an extension of the former encoding: %x, then %x", before, cmd)
+	}
+	dec, err := DecodeCommand(cmd)
+	if err != nil || dec.(SetConfig).Config != good {
+		t.Fatalf("decoded %+v (%v), want %+v", dec, err, good)
+	}
+	got := applyOK(t, f, 3, SetConfig{Config: good}).(FleetConfig)
+	if got.LagBudgetMs != 30_000 || got.MinSegmentPoints != 240 {
+		t.Fatalf("config %+v", got)
+	}
+	g := New()
+	if err := g.Restore(f.Snapshot()); err != nil || g.Config() != f.Config() {
+		t.Fatalf("restored %+v (%v), want %+v", g.Config(), err, f.Config())
+	}
+	h := New()
+	if err := h.Restore(plainSnap); err != nil || h.Config().LagBudgetMs != 0 || h.Config().LagBudget() != DefaultLagBudgetMs {
+		t.Fatalf("restored a snapshot without a seal policy: %+v (%v)", h.Config(), err)
+	}
+	if len(f.Snapshot()) <= len(plainSnap) {
+		t.Fatal("the snapshot does not carry the seal policy")
+	}
+}
+
 func TestSnapshot_Version3FromBecomesLacks(t *testing.T) {
 	b, err := os.ReadFile("testdata/snapshot-v3.bin")
 	if err != nil {

@@ -351,6 +351,14 @@ type FleetConfig struct {
 	// MaxSeries bounds the fleet-wide series count; registrations past it
 	// are rejected.
 	MaxSeries uint64
+	// LagBudgetMs is how long a point may wait on an edge before its WAL
+	// segment is sealed and shipped: the edges' segment age (0: the
+	// default, DefaultLagBudgetMs; else MinLagBudgetMs..MaxLagBudgetMs).
+	LagBudgetMs int64
+	// MinSegmentPoints holds a segment that is LagBudgetMs old but holds
+	// fewer points for more, up to four times the lag budget (0: none;
+	// at most MaxMinSegmentPoints).
+	MinSegmentPoints uint64
 	// Version is the raft index of the SetConfig that set this
 	// configuration (0 for the defaults).
 	Version uint64
@@ -372,6 +380,26 @@ var DefaultConfig = FleetConfig{
 
 // DefaultDeadAfterMs is FleetConfig.DeadAfterMs when not set: 5 minutes.
 const DefaultDeadAfterMs = 5 * 60 * 1000
+
+// The lag budget's default and bounds (FleetConfig.LagBudgetMs), and the
+// bound of FleetConfig.MinSegmentPoints. DefaultLagBudgetMs equals the
+// node's default segment age (node.DefaultWALSegmentAge), so an edge
+// seals alike whether or not an operator ever set the fleet's
+// configuration.
+const (
+	DefaultLagBudgetMs  = 30 * 1000
+	MinLagBudgetMs      = 1000
+	MaxLagBudgetMs      = 3600 * 1000
+	MaxMinSegmentPoints = 10_000_000
+)
+
+// LagBudget returns LagBudgetMs, or the default when it is not set.
+func (c FleetConfig) LagBudget() int64 {
+	if c.LagBudgetMs == 0 {
+		return DefaultLagBudgetMs
+	}
+	return c.LagBudgetMs
+}
 
 // Quorum returns the write quorum for an edge with replicas active
 // replicas: WriteQuorum when set (at most replicas), else
@@ -410,6 +438,10 @@ func (c FleetConfig) validate() error {
 		return fmt.Errorf("dead-after %d ms is negative", c.DeadAfterMs)
 	case c.DeadAfterMs > 0 && c.DeadAfterMs < 1000:
 		return fmt.Errorf("dead-after %d ms is under a second", c.DeadAfterMs)
+	case c.LagBudgetMs != 0 && (c.LagBudgetMs < MinLagBudgetMs || c.LagBudgetMs > MaxLagBudgetMs):
+		return fmt.Errorf("lag budget %d ms is outside 1s..1h (0: the default, %ds)", c.LagBudgetMs, DefaultLagBudgetMs/1000)
+	case c.MinSegmentPoints > MaxMinSegmentPoints:
+		return fmt.Errorf("min segment points %d is more than %d", c.MinSegmentPoints, MaxMinSegmentPoints)
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	sec = appendConfig(sec, s.config)
 	sec = appendConfigExt(sec, s.config)
 	sec = appendUvarint(sec, s.config.Version)
+	if s.config.hasSealPolicy() {
+		sec = appendConfigExt2(sec, s.config)
+	}
 	b = appendSection(b, secConfig, sec)
 
 	sec = appendUvarint(sec[:0], uint64(len(s.members)))
@@ -321,6 +324,9 @@ func (s *state) decodeConfig(d *decoder, ext bool) error {
 		c.DeadAfterMs = DefaultDeadAfterMs
 	}
 	c.Version = d.uvarint()
+	if d.err == nil && d.remaining() > 0 {
+		d.configExt2(&c)
+	}
 	if d.err != nil {
 		return d.err
 	}

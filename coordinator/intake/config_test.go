@@ -15,13 +15,14 @@ func TestIntake_WelcomeCarriesTheFleetConfigAndAChangeReachesAnOpenStream(t *tes
 	w := c.welcome()
 	def := e.fsm.Config()
 	if got := w.GetConfig(); got == nil || got.Version != def.Version || got.RetentionRawMs != def.RetentionRawMs ||
-		got.Retention_1DMs != def.Retention1dMs || got.RateLimitPointsPerSec != 0 {
+		got.Retention_1DMs != def.Retention1dMs || got.RateLimitPointsPerSec != 0 || got.LagBudgetMs != catalog.DefaultLagBudgetMs {
 		t.Fatalf("welcome config %v, want the catalog's %+v", got, def)
 	}
 
 	cfg := def
 	cfg.RateLimitPointsPerSec, cfg.RateLimitBurstPoints = 500, 1000
 	cfg.RetentionRawMs = 3 * 24 * 3600 * 1000
+	cfg.LagBudgetMs, cfg.MinSegmentPoints = 60_000, 480
 	if _, err := e.raft.Propose(context.Background(), catalog.EncodeCommand(catalog.SetConfig{Config: cfg})); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestIntake_WelcomeCarriesTheFleetConfigAndAChangeReachesAnOpenStream(t *tes
 	}
 	got := c.recv().GetConfig()
 	if got == nil || got.Version != want.Version || got.RateLimitPointsPerSec != 500 || got.RateLimitBurstPoints != 1000 ||
-		got.RetentionRawMs != cfg.RetentionRawMs {
+		got.RetentionRawMs != cfg.RetentionRawMs || got.LagBudgetMs != 60_000 || got.MinSegmentPoints != 480 {
 		t.Fatalf("config on the stream %v, want %+v", got, want)
 	}
 	// The same version is not sent twice: the next message is the ack of a

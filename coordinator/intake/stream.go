@@ -431,13 +431,16 @@ func (s *Server) edgeRuleGroups(edge string) (*pb.EdgeRuleGroups, uint64) {
 // node/record).
 var SegmentFormats = []uint32{uint32(wal.FormatV1), uint32(wal.FormatV2)}
 
-// edgeConfig is the part of the fleet configuration an edge applies.
+// edgeConfig is the part of the fleet configuration an edge applies. The
+// lag budget goes as in force (the default when the catalog holds 0), so
+// that an edge tells a default from a sender that predates the field.
 func edgeConfig(c catalog.FleetConfig) *pb.EdgeConfig {
 	return &pb.EdgeConfig{
 		Version:        c.Version,
 		RetentionRawMs: c.RetentionRawMs, Retention_1HMs: c.Retention1hMs, Retention_1DMs: c.Retention1dMs,
 		RollupHourly: c.RollupHourly, RollupDaily: c.RollupDaily,
 		RateLimitPointsPerSec: c.RateLimitPointsPerSec, RateLimitBurstPoints: c.RateLimitBurstPoints,
+		LagBudgetMs: c.LagBudget(), MinSegmentPoints: c.MinSegmentPoints,
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package segment builds sealed WAL segment files (package wal's format,
-// holding package record's payloads) from series' points, in memory. The
+// holding package record's payloads) from series' points, in memory, and
+// compacts a node's segment into one record for shipping (Compact). The
 // replicator builds a backfill from the node's store with it, and a
 // coordinator's replica store exports an edge's data for another replica
 // with it; both hand the file to a reader that takes it for a segment the

@@ -3,6 +3,7 @@ package wal
 import (
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"time"
 )
@@ -67,9 +68,11 @@ func (l *Log) append(seq uint64, r Record) (Position, error) {
 }
 
 // MaybeCut seals the open segment and opens the next one if the open
-// segment holds at least one record and has reached MaxSegmentBytes (footer
-// included) or its first record is MaxSegmentAge old. It returns the
-// sequence of the open segment after the call and whether it cut.
+// segment holds at least one record and is due (sealDue): it has reached
+// MaxSegmentBytes (footer included), or its first record is MaxSegmentAge
+// old and it holds MinSegmentPoints points, or its first record is
+// MinPointsWaitFactor × MaxSegmentAge old. It returns the sequence of the
+// open segment after the call and whether it cut.
 //
 // MaybeCut does not wait for the seal: the background syncer writes the
 // footer and fsyncs it, and Segments reports the segment Sealed once that is
@@ -84,14 +87,56 @@ func (l *Log) MaybeCut() (seq uint64, cut bool, err error) {
 	}
 	w := l.cur
 	s := w.seg
-	if s.info.Records == 0 ||
-		s.dataEnd+footerBytes < l.opts.MaxSegmentBytes && time.Since(w.firstAt) < l.opts.MaxSegmentAge {
+	if s.info.Records == 0 || !sealDue(s.dataEnd+footerBytes, s.info.Points, time.Since(w.firstAt), l.opts) {
 		return s.info.Seq, false, nil
 	}
 	if err := l.cutLocked(); err != nil {
 		return l.cur.seg.info.Seq, false, err
 	}
 	return l.cur.seg.info.Seq, true, nil
+}
+
+// sealDue is the seal policy: whether an open segment of size bytes
+// (footer included) and points points, whose first record is age old, is
+// to be cut under o.
+func sealDue(size, points int64, age time.Duration, o Options) bool {
+	switch {
+	case size >= o.MaxSegmentBytes:
+		return true
+	case age < o.MaxSegmentAge:
+		return false
+	case points >= o.MinSegmentPoints:
+		return true
+	default:
+		// NB: a segment short of its points waits a bounded time only:
+		// the WAL keeps it durable meanwhile, but the cloud, the fresh
+		// tail's watermark and the release of WAL files all wait with it.
+		limit := MinPointsWaitFactor * o.MaxSegmentAge
+		if limit/MinPointsWaitFactor != o.MaxSegmentAge {
+			limit = math.MaxInt64 // an age of centuries: no overflow to a negative limit
+		}
+		return age >= limit
+	}
+}
+
+// SetSealPolicy changes MaxSegmentAge and MinSegmentPoints while the Log
+// runs, with Validate's bounds (maxAge > 0). The open segment is judged by
+// the new policy at the next MaybeCut.
+func (l *Log) SetSealPolicy(maxAge time.Duration, minPoints int64) error {
+	if maxAge <= 0 || minPoints < 0 || minPoints > MaxMinSegmentPoints {
+		return fmt.Errorf("wal seal policy: segment age %v must be positive and min points %d within 0..%d", maxAge, minPoints, MaxMinSegmentPoints)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opts.MaxSegmentAge, l.opts.MinSegmentPoints = maxAge, minPoints
+	return nil
+}
+
+// SealPolicy returns the MaxSegmentAge and MinSegmentPoints in force.
+func (l *Log) SealPolicy() (maxAge time.Duration, minPoints int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.opts.MaxSegmentAge, l.opts.MinSegmentPoints
 }
 
 // Cut seals the open segment now if it holds at least one record, waits

@@ -21,7 +21,16 @@
 // SyncPolicy.Interval > 0 the syncer fsyncs at most every Interval and Sync
 // returns once the record is with the operating system.
 //
-// MaybeCut and Cut cut segments. The caller that re-declares series at the
+// MaybeCut and Cut cut segments. MaybeCut follows the seal policy: it cuts
+// a segment that has reached MaxSegmentBytes, or whose first record is
+// MaxSegmentAge old and that holds at least MinSegmentPoints points; a
+// segment short of its points waits, up to MinPointsWaitFactor (4) times
+// MaxSegmentAge, so that a trickle still ships. Waiting never puts a record
+// at risk (it is durable once Sync returns, sealed or not); it only delays
+// what follows a seal: shipping, and the release of segment files.
+// SetSealPolicy changes the age and the minimum while the Log runs (the
+// node applies a fleet's lag budget with it). Cut cuts whatever the
+// policy. The caller that re-declares series at the
 // start of each segment holds its own lock across MaybeCut, encoding and
 // Append, so that no cut falls between them; the Log never cuts by itself.
 // A cut segment is sealed by the syncer in the background (MaybeCut does not

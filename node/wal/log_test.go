@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -176,6 +177,8 @@ func TestOptions_Validate(t *testing.T) {
 		{name: "node id at limit", opts: Options{Dir: "d", NodeID: strings.Repeat("x", 255)}},
 		{name: "segment too small", opts: Options{Dir: "d", NodeID: "n", MaxSegmentBytes: 100}, wantErr: "MaxSegmentBytes 100"},
 		{name: "negative age", opts: Options{Dir: "d", NodeID: "n", MaxSegmentAge: -time.Second}, wantErr: "MaxSegmentAge"},
+		{name: "negative min points", opts: Options{Dir: "d", NodeID: "n", MinSegmentPoints: -1}, wantErr: "MinSegmentPoints -1"},
+		{name: "min points too many", opts: Options{Dir: "d", NodeID: "n", MinSegmentPoints: MaxMinSegmentPoints + 1}, wantErr: "MinSegmentPoints"},
 		{name: "negative interval", opts: Options{Dir: "d", NodeID: "n", Sync: SyncPolicy{Interval: -1}}, wantErr: "Sync.Interval"},
 		{name: "all errors at once", opts: Options{MaxSegmentBytes: -1}, wantErr: "Dir is required; NodeID is required; MaxSegmentBytes -1"},
 	}
@@ -289,6 +292,63 @@ func TestLog(t *testing.T) {
 				}
 				if _, cut, _ := l.MaybeCut(); cut {
 					t.Fatal("cut the new, empty segment")
+				}
+			})
+		}},
+		{"CutByAgeWaitsForMinPoints", func(t *testing.T, e env) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := e.options(t)
+				opts.MaxSegmentAge, opts.MinSegmentPoints = 5*time.Second, 3
+				l := mustOpen(t, opts)
+				defer mustClose(t, l)
+				appendSynced(t, l, 1, 2) // 1 point
+				time.Sleep(6 * time.Second)
+				if _, cut, _ := l.MaybeCut(); cut {
+					t.Fatal("cut an old segment of 1 point, minimum 3")
+				}
+				appendSynced(t, l, 2, 3) // 3 points
+				if _, cut, _ := l.MaybeCut(); !cut {
+					t.Fatal("did not cut an old segment that reached its minimum")
+				}
+				// A trickle ships at MinPointsWaitFactor × the age.
+				appendSynced(t, l, 4, 5) // 1 point
+				time.Sleep(MinPointsWaitFactor*5*time.Second - time.Second)
+				if _, cut, _ := l.MaybeCut(); cut {
+					t.Fatal("cut a short segment before the wait's bound")
+				}
+				time.Sleep(time.Second)
+				if _, cut, _ := l.MaybeCut(); !cut {
+					t.Fatal("a short segment waited past MinPointsWaitFactor × MaxSegmentAge")
+				}
+			})
+		}},
+		{"SetSealPolicy", func(t *testing.T, e env) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := e.options(t)
+				opts.MaxSegmentAge = time.Minute
+				l := mustOpen(t, opts)
+				defer mustClose(t, l)
+				appendSynced(t, l, 1, 2)
+				time.Sleep(2 * time.Second)
+				if _, cut, _ := l.MaybeCut(); cut {
+					t.Fatal("cut at 2s under a 1m age")
+				}
+				if err := l.SetSealPolicy(time.Second, 0); err != nil {
+					t.Fatal(err)
+				}
+				if age, pts := l.SealPolicy(); age != time.Second || pts != 0 {
+					t.Fatalf("SealPolicy() = %v, %d", age, pts)
+				}
+				if _, cut, _ := l.MaybeCut(); !cut {
+					t.Fatal("the open segment was not judged by the new policy")
+				}
+				for _, bad := range []struct {
+					age time.Duration
+					pts int64
+				}{{0, 0}, {-time.Second, 0}, {time.Second, -1}, {time.Second, MaxMinSegmentPoints + 1}} {
+					if err := l.SetSealPolicy(bad.age, bad.pts); err == nil {
+						t.Errorf("SetSealPolicy(%v, %d) accepted", bad.age, bad.pts)
+					}
 				}
 			})
 		}},
@@ -584,5 +644,39 @@ func TestLog_OSFileNames(t *testing.T) {
 	info, err := ReadSegment(nil, filepath.Join(dir, names[0]), func(Record) error { return nil })
 	if err != nil || info.Bytes != fi.Size() || info.Records != 5 {
 		t.Fatalf("ReadSegment = %+v, %v; file has %d bytes", info, err, fi.Size())
+	}
+}
+
+func TestSealDue(t *testing.T) {
+	o := Options{MaxSegmentBytes: 1000, MaxSegmentAge: 10 * time.Second, MinSegmentPoints: 100}
+	tests := []struct {
+		name   string
+		size   int64
+		points int64
+		age    time.Duration
+		want   bool
+	}{
+		{"young and small", 10, 500, 9 * time.Second, false},
+		{"full when young", 1000, 1, time.Millisecond, true},
+		{"old with its points", 10, 100, 10 * time.Second, true},
+		{"old short of points", 10, 99, 39 * time.Second, false},
+		{"short of points at the bound", 10, 99, 40 * time.Second, true},
+		{"no minimum", 10, 0, 10 * time.Second, true},
+		{"an age of centuries does not overflow", 10, 99, 40 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := o
+			switch tt.name {
+			case "no minimum":
+				o.MinSegmentPoints = 0
+			case "an age of centuries does not overflow":
+				o.MaxSegmentAge = time.Duration(math.MaxInt64 / 3) // 4 × it overflows int64
+				tt.age = o.MaxSegmentAge + time.Second
+			}
+			if got := sealDue(tt.size, tt.points, tt.age, o); got != tt.want {
+				t.Fatalf("sealDue(%d bytes, %d points, %v) = %v, want %v", tt.size, tt.points, tt.age, got, tt.want)
+			}
+		})
 	}
 }

@@ -31,6 +31,12 @@ const (
 	DefaultMaxSegmentBytes = 4 << 20
 	DefaultMaxSegmentAge   = 5 * time.Second
 	DefaultRetryInterval   = time.Second
+	// MinPointsWaitFactor bounds how long a segment short of
+	// MinSegmentPoints waits: it is cut at MinPointsWaitFactor times
+	// MaxSegmentAge whatever it holds, so a trickle still ships.
+	MinPointsWaitFactor = 4
+	// MaxMinSegmentPoints bounds MinSegmentPoints.
+	MaxMinSegmentPoints = 10_000_000
 	// MinSegmentBytes is the smallest MaxSegmentBytes accepted: room for a
 	// header, a footer and a few records.
 	MinSegmentBytes = 1 << 10
@@ -60,7 +66,12 @@ type Options struct {
 	NodeID          string        // written into every segment header; required, at most 255 bytes
 	MaxSegmentBytes int64         // MaybeCut cuts once the open segment reaches this; default 4 MiB
 	MaxSegmentAge   time.Duration // MaybeCut cuts once the open segment's first record is this old; default 5s
-	Sync            SyncPolicy
+	// MinSegmentPoints (0: none) holds back a cut for age: a segment that
+	// is MaxSegmentAge old but holds fewer points waits for more, up to
+	// MinPointsWaitFactor × MaxSegmentAge. It never holds back a cut for
+	// size. SetSealPolicy changes both while the Log runs.
+	MinSegmentPoints int64
+	Sync             SyncPolicy
 	// Format is the format version of the segments the Log creates:
 	// FormatV1 (the default) or FormatV2. It only names what the caller's
 	// record payloads are (package record's kind 1 or 2); the Log frames
@@ -104,6 +115,9 @@ func (o *Options) Validate() error {
 		o.MaxSegmentAge = DefaultMaxSegmentAge
 	case o.MaxSegmentAge < 0:
 		bad = append(bad, fmt.Sprintf("MaxSegmentAge %v is negative", o.MaxSegmentAge))
+	}
+	if o.MinSegmentPoints < 0 || o.MinSegmentPoints > MaxMinSegmentPoints {
+		bad = append(bad, fmt.Sprintf("MinSegmentPoints %d is outside 0..%d", o.MinSegmentPoints, MaxMinSegmentPoints))
 	}
 	switch o.Format {
 	case 0:

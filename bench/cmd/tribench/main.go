@@ -72,6 +72,11 @@ workloads:
            request per second for 10 minutes with the WAL fsynced before each
            ack, and compare the bytes the node sent to storage with one 4 KiB
            page per fsync (a table, then one JSON line)
+  uplink   for lag budgets of 5s, 30s, 60s and 300s (and the default), start
+           a coordinator and 4 edge nodes replicating to it, set the fleet's
+           lag budget, write 8 series x 1 point per second to each edge for
+           11 minutes, and report the bytes shipped per point (a table, then
+           one JSON line)
   fanout   start 3 coordinators and 10 edge nodes as processes, time fan-out
            queries, kill -9 the raft leader repeatedly under writes, and
            count catalog series registrations/s; with --edges above 10 the
@@ -192,6 +197,7 @@ var workloads = map[string]workload{
 	"tsbs-cpu":    runTSBSCPU,
 	"canbus":      runCANBus,
 	"fleet":       runFleet,
+	"uplink":      runUplink,
 	"heal":        runHeal,
 	"pi":          runPi,
 	"arm64-smoke": runARM64Smoke,

@@ -24,6 +24,7 @@ func runReplication(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&o.Clients, "clients", o.Clients, "concurrent writers, one gRPC connection each")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "edges' --wal-sync policy")
+	fs.DurationVar(&o.SegmentAge, "segment-age", o.SegmentAge, "edges' --wal-segment-age (their lag budget)")
 	fs.Int64Var(&o.BudgetBytes, "budget-bytes", o.BudgetBytes, "edge --replication-budget-bytes (0: enough for the outage's backlog)")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edge's /metrics are read")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")

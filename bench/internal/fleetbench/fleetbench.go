@@ -55,7 +55,8 @@ type Options struct {
 	SeriesPerEdge int
 	Interval      time.Duration
 	// SealEvery is how often each edge seals a segment (a node's
-	// --wal-segment-age; 5s by default, as the node's).
+	// --wal-segment-age or the fleet's lag budget; 5s by default, a short
+	// budget, which loads the intake most; the node's default is 30s).
 	SealEvery time.Duration
 	// Duration is the measured window of each run; WarmupTimeout bounds the
 	// wait for every edge's first acknowledgement before it; SettleTimeout

@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 		return Result{}, fmt.Errorf("%w\nnode log %s ends with:\n%s", err, nodeLog, node.LogTail())
 	}
 	metricsURL := "http://" + httpAddr + "/metrics"
-	fsyncs0, ferr := scrapeCounter(ctx, w.client, metricsURL, "tributary_wal_fsyncs")
+	fsyncs0, ferr := ScrapeCounter(ctx, w.client, metricsURL, "tributary_wal_fsyncs")
 	probe, err := diskio.Begin(node.PID(), wd.DataDir)
 	if err != nil {
 		return Result{}, err
@@ -180,7 +180,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err := probe.Settle(ctx, 0, node.Exited()); err != nil {
 		return Result{}, err
 	}
-	fsyncs1, ferr2 := scrapeCounter(ctx, w.client, metricsURL, "tributary_wal_fsyncs")
+	fsyncs1, ferr2 := ScrapeCounter(ctx, w.client, metricsURL, "tributary_wal_fsyncs")
 	fig := probe.Figures()
 	res := result(o, elapsed, w.writes, w.points, fig, fsyncs1-fsyncs0, errors.Join(ferr, ferr2))
 	if err := WriteReport(o.Out, res); err != nil {
@@ -291,9 +291,9 @@ func (w *writer) post(ctx context.Context, body []byte) error {
 	return nil
 }
 
-// scrapeCounter sums the samples of a Prometheus counter (name, with or
+// ScrapeCounter sums the samples of a Prometheus counter (name, with or
 // without the _total suffix) on the node's /metrics.
-func scrapeCounter(ctx context.Context, c *http.Client, url, name string) (int64, error) {
+func ScrapeCounter(ctx context.Context, c *http.Client, url, name string) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err

@@ -82,6 +82,10 @@ type Options struct {
 	Seed uint64
 	// WALSync is the edges' --wal-sync.
 	WALSync string
+	// SegmentAge is the edges' --wal-segment-age, their lag budget: the lag
+	// measured includes up to this wait for a segment to be sealed (5s;
+	// the node's default, 30s, trades lag for bytes at low rates).
+	SegmentAge time.Duration
 	// BudgetBytes is the edge's --replication-budget-bytes. 0: enough for
 	// the outage's backlog at 16 bytes per point, twice over, at least 1 GiB.
 	BudgetBytes int64
@@ -107,6 +111,7 @@ func DefaultOptions() Options {
 		Clients:         4,
 		Seed:            1,
 		WALSync:         "always",
+		SegmentAge:      5 * time.Second,
 		PollInterval:    100 * time.Millisecond,
 		CallTimeout:     30 * time.Second,
 	}
@@ -120,6 +125,9 @@ func (o Options) Validate() error {
 	}
 	if !(o.PointsPerS > 0) || math.IsInf(o.PointsPerS, 0) {
 		errs = append(errs, fmt.Errorf("rate must be positive, got %v points/s", o.PointsPerS))
+	}
+	if o.SegmentAge <= 0 {
+		errs = append(errs, fmt.Errorf("segment age must be positive, got %v", o.SegmentAge))
 	}
 	if o.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("duration must be at least 1s, got %v", o.Duration))
@@ -278,7 +286,7 @@ func (r *run) edgeSpec(name, replicateTo string) (nodeproc.Options, string, erro
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nodeproc.Options{}, "", fmt.Errorf("make %s data dir: %w", name, err)
 	}
-	args := []string{"--http-listen", httpAddr}
+	args := []string{"--http-listen", httpAddr, "--wal-segment-age", r.o.SegmentAge.String()}
 	if replicateTo != "" {
 		args = append(args, "--replicate-to", replicateTo, "--replicate-insecure",
 			"--replication-budget-bytes", fmt.Sprint(r.o.budgetBytes()))

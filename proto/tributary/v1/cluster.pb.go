@@ -130,9 +130,18 @@ type FleetConfig struct {
 	WriteQuorum uint32 `protobuf:"varint,11,opt,name=write_quorum,json=writeQuorum,proto3" json:"write_quorum,omitempty"`
 	// How long a coordinator may go without a heartbeat before its
 	// replicas move (0: the default, 5 minutes).
-	DeadAfterMs   int64 `protobuf:"varint,12,opt,name=dead_after_ms,json=deadAfterMs,proto3" json:"dead_after_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeadAfterMs int64 `protobuf:"varint,12,opt,name=dead_after_ms,json=deadAfterMs,proto3" json:"dead_after_ms,omitempty"`
+	// lag_budget_ms is how long a point may wait on an edge before the WAL
+	// segment holding it is sealed and shipped: the edges' segment age
+	// (0: the default, 30 s; else 1 s .. 1 h). Edges started with
+	// --wal-segment-age or --ignore-fleet-config keep their own.
+	LagBudgetMs int64 `protobuf:"varint,13,opt,name=lag_budget_ms,json=lagBudgetMs,proto3" json:"lag_budget_ms,omitempty"`
+	// min_segment_points holds a segment that is lag_budget_ms old but
+	// holds fewer points for more, up to 4 times the lag budget (0: none;
+	// at most 10,000,000).
+	MinSegmentPoints uint64 `protobuf:"varint,14,opt,name=min_segment_points,json=minSegmentPoints,proto3" json:"min_segment_points,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FleetConfig) Reset() {
@@ -245,6 +254,20 @@ func (x *FleetConfig) GetWriteQuorum() uint32 {
 func (x *FleetConfig) GetDeadAfterMs() int64 {
 	if x != nil {
 		return x.DeadAfterMs
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetLagBudgetMs() int64 {
+	if x != nil {
+		return x.LagBudgetMs
+	}
+	return 0
+}
+
+func (x *FleetConfig) GetMinSegmentPoints() uint64 {
+	if x != nil {
+		return x.MinSegmentPoints
 	}
 	return 0
 }
@@ -2215,7 +2238,7 @@ var File_tributary_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"\xef\x03\n" +
+	"\x1atributary/v1/cluster.proto\x12\ftributary.v1\"\xc1\x04\n" +
 	"\vFleetConfig\x12(\n" +
 	"\x10retention_raw_ms\x18\x01 \x01(\x03R\x0eretentionRawMs\x12&\n" +
 	"\x0fretention_1h_ms\x18\x02 \x01(\x03R\rretention1hMs\x12&\n" +
@@ -2230,7 +2253,9 @@ const file_tributary_v1_cluster_proto_rawDesc = "" +
 	"\aversion\x18\n" +
 	" \x01(\x04R\aversion\x12!\n" +
 	"\fwrite_quorum\x18\v \x01(\rR\vwriteQuorum\x12\"\n" +
-	"\rdead_after_ms\x18\f \x01(\x03R\vdeadAfterMs\"\x17\n" +
+	"\rdead_after_ms\x18\f \x01(\x03R\vdeadAfterMs\x12\"\n" +
+	"\rlag_budget_ms\x18\r \x01(\x03R\vlagBudgetMs\x12,\n" +
+	"\x12min_segment_points\x18\x0e \x01(\x04R\x10minSegmentPoints\"\x17\n" +
 	"\x15GetFleetConfigRequest\"K\n" +
 	"\x16GetFleetConfigResponse\x121\n" +
 	"\x06config\x18\x01 \x01(\v2\x19.tributary.v1.FleetConfigR\x06config\"J\n" +

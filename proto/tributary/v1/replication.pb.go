@@ -2609,8 +2609,14 @@ type EdgeConfig struct {
 	// token-bucket burst (0: one second of the rate).
 	RateLimitPointsPerSec uint64 `protobuf:"varint,7,opt,name=rate_limit_points_per_sec,json=rateLimitPointsPerSec,proto3" json:"rate_limit_points_per_sec,omitempty"`
 	RateLimitBurstPoints  uint64 `protobuf:"varint,8,opt,name=rate_limit_burst_points,json=rateLimitBurstPoints,proto3" json:"rate_limit_burst_points,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The seal policy: the lag budget (the WAL segment age, milliseconds,
+	// always set by coordinators that send it) and the minimum points per
+	// segment (0: none). 0 lag budget: the sender predates it; the edge
+	// keeps its own.
+	LagBudgetMs      int64  `protobuf:"varint,9,opt,name=lag_budget_ms,json=lagBudgetMs,proto3" json:"lag_budget_ms,omitempty"`
+	MinSegmentPoints uint64 `protobuf:"varint,10,opt,name=min_segment_points,json=minSegmentPoints,proto3" json:"min_segment_points,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *EdgeConfig) Reset() {
@@ -2695,6 +2701,20 @@ func (x *EdgeConfig) GetRateLimitPointsPerSec() uint64 {
 func (x *EdgeConfig) GetRateLimitBurstPoints() uint64 {
 	if x != nil {
 		return x.RateLimitBurstPoints
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetLagBudgetMs() int64 {
+	if x != nil {
+		return x.LagBudgetMs
+	}
+	return 0
+}
+
+func (x *EdgeConfig) GetMinSegmentPoints() uint64 {
+	if x != nil {
+		return x.MinSegmentPoints
 	}
 	return 0
 }
@@ -3007,7 +3027,7 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"gapThrough\x12/\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x1b.tributary.v1.ShipErrorCodeR\x04code\x12\x1c\n" +
 	"\tretryable\x18\x04 \x01(\bR\tretryable\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xd9\x02\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xab\x03\n" +
 	"\n" +
 	"EdgeConfig\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +
@@ -3017,7 +3037,10 @@ const file_tributary_v1_replication_proto_rawDesc = "" +
 	"\rrollup_hourly\x18\x05 \x01(\bR\frollupHourly\x12!\n" +
 	"\frollup_daily\x18\x06 \x01(\bR\vrollupDaily\x128\n" +
 	"\x19rate_limit_points_per_sec\x18\a \x01(\x04R\x15rateLimitPointsPerSec\x125\n" +
-	"\x17rate_limit_burst_points\x18\b \x01(\x04R\x14rateLimitBurstPoints\"_\n" +
+	"\x17rate_limit_burst_points\x18\b \x01(\x04R\x14rateLimitBurstPoints\x12\"\n" +
+	"\rlag_budget_ms\x18\t \x01(\x03R\vlagBudgetMs\x12,\n" +
+	"\x12min_segment_points\x18\n" +
+	" \x01(\x04R\x10minSegmentPoints\"_\n" +
 	"\x0eEdgeRuleGroups\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x123\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1b.tributary.v1.EdgeRuleGroupR\x06groups\"m\n" +
