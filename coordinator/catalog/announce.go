@@ -194,10 +194,12 @@ const (
 	// FeatureAnnounceSeries: the coordinator applies AnnounceSeries
 	// (kind 15) and reads snapshot version 5.
 	FeatureAnnounceSeries = "announce-series"
+	// FeatureRecordBatch: the coordinator applies RecordBatch (kind 16).
+	FeatureRecordBatch = "record-batch"
 )
 
 // Features is the FeaturesLabel value of this version's coordinators.
-var Features = strings.Join([]string{FeatureAnnounceSeries}, ",")
+var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRecordBatch}, ",")
 
 // HasFeature reports whether a node's labels list feature in FeaturesLabel.
 func HasFeature(ls labels.Labels, feature string) bool {
@@ -211,7 +213,11 @@ func HasFeature(ls labels.Labels, feature string) bool {
 // others apply it, and the catalogs would differ; so until every member
 // says it applies the command, edges' announcements are registered with
 // RegisterSeries, without a watermark.
-func (f *FSM) AnnounceReady() bool {
+func (f *FSM) AnnounceReady() bool { return f.featureReady(FeatureAnnounceSeries) }
+
+// featureReady reports whether every raft member (voter or learner) is a
+// registered coordinator whose FeaturesLabel lists feature.
+func (f *FSM) featureReady(feature string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if len(f.st.members) == 0 {
@@ -225,7 +231,7 @@ func (f *FSM) AnnounceReady() bool {
 	}
 	for id := range f.st.members {
 		n := byRaft[id]
-		if n == nil || !HasFeature(n.Labels, FeatureAnnounceSeries) {
+		if n == nil || !HasFeature(n.Labels, feature) {
 			return false
 		}
 	}

@@ -38,6 +38,7 @@ const (
 	KindSetRevoked       Kind = 13
 	KindRecordMissing    Kind = 14
 	KindAnnounceSeries   Kind = 15
+	KindRecordBatch      Kind = 16
 )
 
 var kindNames = []string{
@@ -56,6 +57,7 @@ var kindNames = []string{
 	KindSetRevoked:       "set-revoked",
 	KindRecordMissing:    "record-missing",
 	KindAnnounceSeries:   "announce-series",
+	KindRecordBatch:      "record-batch",
 }
 
 func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
@@ -428,7 +430,19 @@ func DecodeCommand(b []byte) (Command, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	if k == 0 || int(k) >= len(kindNames) || kindNames[k] == "" {
+		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
+	}
 	d.what = k.String()
+	c := d.body(k)
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// body reads the body of a command of kind k.
+func (d *decoder) body(k Kind) Command {
 	var c Command
 	switch k {
 	case KindRegisterNode:
@@ -463,13 +477,12 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = d.recordGap()
 	case KindAnnounceSeries:
 		c = d.announceSeries()
+	case KindRecordBatch:
+		c = d.recordBatch()
 	default:
-		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
+		d.failf("unknown kind %d", uint8(k))
 	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c
 }
 
 // The decoders of the commands' bodies: each reads what its command's

@@ -27,6 +27,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte{CommandVersion, byte(KindHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(EncodeCommand(gapSeed))
 	f.Add(EncodeCommand(announceSeed))
+	f.Add(EncodeCommand(batchSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -73,6 +74,7 @@ func FuzzApply(f *testing.F) {
 	}
 	f.Add(EncodeCommand(gapSeed))
 	f.Add(EncodeCommand(announceSeed))
+	f.Add(EncodeCommand(batchSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		applyStream(t, fsm, randomCommands(5, 40), 1)
