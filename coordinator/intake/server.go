@@ -35,6 +35,7 @@ type Server struct {
 
 	ann      announcer
 	annDone  chan struct{}
+	batch    *batcher
 	refusals sync.Map // pb.ShipErrorCode → *atomic.Int64
 }
 
@@ -74,16 +75,27 @@ type Stats struct {
 	// Announcements counts ShipAnnounce messages received;
 	// AnnounceCommands the AnnounceSeries commands that recorded them.
 	Announcements, AnnounceCommands int64
+	// CatalogRecords counts the catalog records of segments and gaps
+	// (RegisterSeries, RecordHeld, RecordGap, RecordReplicated) proposed;
+	// CatalogProposals the raft proposals that carried them (one per
+	// RecordBatch, one per record proposed alone); CatalogBatches the
+	// batches they were gathered in (batch.go).
+	CatalogRecords, CatalogProposals, CatalogBatches int64
 }
 
-// New returns a Server and starts its heartbeat and announcement
-// batchers; Close stops them.
+// New returns a Server and starts its heartbeat, announcement and
+// catalog record batchers; Close stops them.
 func New(o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), annDone: make(chan struct{}), open: map[string]int{}}
+	s.batch = newBatcher(ctx, batcherOptions{
+		propose: o.Raft.Propose, ready: o.Catalog.RecordBatchReady,
+		linger: o.CatalogLinger, maxRecords: o.CatalogBatchRecords, maxBytes: o.CatalogBatchBytes,
+		timeout: o.ProposalTimeout,
+	})
 	go s.heartbeatLoop()
 	go s.announceLoop()
 	return s, nil
@@ -102,6 +114,7 @@ func (s *Server) Close() {
 		s.cancel()
 		<-s.hbDone
 		<-s.annDone
+		s.batch.wait()
 	})
 }
 
@@ -126,6 +139,9 @@ func (s *Server) Stats() Stats {
 		Restores:           s.restores.Load(),
 		Announcements:      s.announcements.Load(),
 		AnnounceCommands:   s.annCommands.Load(),
+		CatalogRecords:     s.batch.records.Load(),
+		CatalogProposals:   s.batch.proposals.Load(),
+		CatalogBatches:     s.batch.batches.Load(),
 		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {
