@@ -126,6 +126,8 @@ const (
 	metricIntakeSegs   = "tributary_intake_segments_total"
 	metricIntakeBytes  = "tributary_intake_received_bytes_total"
 	metricCatalogSerie = "tributary_catalog_series"
+	metricIntakeRecs   = "tributary_intake_catalog_records_total"
+	metricIntakeProps  = "tributary_intake_catalog_proposals_total"
 )
 
 // metrics is a parsed /metrics page.
