@@ -174,7 +174,7 @@ func runOne(ctx context.Context, o Options, n int, dir string, logger *slog.Logg
 	if err := os.MkdirAll(filepath.Join(dir, "cursors"), 0o755); err != nil {
 		return r, err
 	}
-	cs, err := startCoords(ctx, o, o.Coordinators, dir, logger)
+	cs, err := startCoords(ctx, o, o.Coordinators, n, dir, logger)
 	if err != nil {
 		return r, err
 	}
