@@ -26,7 +26,9 @@ import (
 // flight. Each record's caller gets its own result: what the catalog
 // returned for its record, its record's rejection, or the failure of
 // the proposal that carried it (which fails exactly the records it
-// carried). A record is answered only once the entry holding it has
+// carried; a proposal raft dropped without applying it, for want of a
+// leader, is proposed again until ProposalTimeout first). A record is
+// answered only once the entry holding it has
 // applied on this member, so nothing is acknowledged before it is
 // recorded. A caller that gives up (its context ends) leaves its record
 // in the batch if it was proposed already (the edge resends, and the
@@ -51,7 +53,13 @@ type batcherOptions struct {
 	// result (a rejected command: a *catalog.CommandError).
 	propose func(ctx context.Context, cmd []byte) (any, error)
 	// ready reports whether a catalog.RecordBatch may be proposed.
-	ready      func() bool
+	ready func() bool
+	// dropped reports whether a proposal error says the command was not
+	// applied and may be proposed again (raft had no leader); nil: none
+	// does. Such a proposal is retried, after 10 ms and then up to
+	// 200 ms apart, until timeout: a leader election then delays the
+	// records instead of failing them.
+	dropped    func(error) bool
 	linger     time.Duration // <= 0: none
 	maxRecords int           // >= 1
 	maxBytes   int           // >= 1
@@ -68,7 +76,7 @@ type batcher struct {
 	in   chan *record
 	done chan struct{}
 
-	records, proposals, batches atomic.Int64
+	records, proposals, batches, retries atomic.Int64
 }
 
 // record is one command waiting to be proposed.
@@ -230,18 +238,16 @@ func (b *batcher) propose(batch []*record) {
 	if len(batch) == 1 || !b.o.ready() {
 		// One command per record, as before batches: concurrently, so
 		// that raft still packs them into few entries.
-		b.proposals.Add(int64(len(batch)))
 		var wg sync.WaitGroup
 		for _, r := range batch {
 			wg.Go(func() {
-				res, err := b.o.propose(ctx, r.cmd)
+				res, err := b.proposeOne(ctx, r.cmd)
 				r.answer <- recordAnswer{res, err}
 			})
 		}
 		wg.Wait()
 		return
 	}
-	b.proposals.Add(1)
 	cmds := make([][]byte, len(batch))
 	for i, r := range batch {
 		cmds[i] = r.cmd
@@ -249,7 +255,7 @@ func (b *batcher) propose(batch []*record) {
 	enc, err := catalog.EncodeRecordBatch(cmds)
 	var res any
 	if err == nil {
-		res, err = b.o.propose(ctx, enc)
+		res, err = b.proposeOne(ctx, enc)
 	}
 	if err != nil {
 		err = fmt.Errorf("record a batch of %d catalog records: %w", len(batch), err)
@@ -268,5 +274,27 @@ func (b *batcher) propose(batch []*record) {
 	}
 	for i, r := range batch {
 		r.answer <- recordAnswer{br.Records[i].Result, br.Records[i].Err}
+	}
+}
+
+// proposeOne proposes cmd, again while raft drops it (not applied: no
+// leader) and ctx allows.
+func (b *batcher) proposeOne(ctx context.Context, cmd []byte) (any, error) {
+	wait := 10 * time.Millisecond
+	for {
+		b.proposals.Add(1)
+		res, err := b.o.propose(ctx, cmd)
+		if err == nil || b.o.dropped == nil || !b.o.dropped(err) {
+			return res, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		b.retries.Add(1)
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 }

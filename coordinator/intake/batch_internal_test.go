@@ -360,3 +360,51 @@ func TestBatcher_CloseAnswersWaitingRecords(t *testing.T) {
 		}
 	})
 }
+
+// A proposal raft dropped without applying it (no leader) is proposed
+// again until it is applied, or until the proposal timeout, when its
+// records fail with the drop.
+func TestBatcher_RetriesDroppedProposals(t *testing.T) {
+	errDropped := errors.New("dropped (injected)")
+	for _, tc := range []struct {
+		name  string
+		drops int
+	}{{"election", 3}, {"no leader", 1 << 30}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeCatalog{}
+				var calls int
+				f.fail = func([]catalog.Command) error {
+					calls++ // one batch: one proposal at a time
+					if calls <= tc.drops {
+						return errDropped
+					}
+					return nil
+				}
+				b, _ := startBatcher(t, f, func(o *batcherOptions) {
+					o.dropped = func(err error) bool { return errors.Is(err, errDropped) }
+					o.timeout = 2 * time.Second
+				})
+				start := time.Now()
+				answers := submitAll(b, "pi-1", seqRange(1, 10))
+				for s, a := range answers {
+					if tc.drops < 10 && (a.err != nil || a.res.(catalog.RecordHeldResult).AckedThrough != s) {
+						t.Fatalf("record %d: %+v, %v", s, a.res, a.err)
+					}
+					if tc.drops > 10 && !errors.Is(a.err, errDropped) {
+						t.Fatalf("record %d: %v, want the drop once the timeout passed", s, a.err)
+					}
+				}
+				if tc.drops < 10 && b.retries.Load() != int64(tc.drops) {
+					t.Fatalf("%d retries, want %d", b.retries.Load(), tc.drops)
+				}
+				if tc.drops > 10 && time.Since(start) < 2*time.Second {
+					t.Fatalf("gave up after %s, before the proposal timeout", time.Since(start))
+				}
+				if got := b.proposals.Load(); got != b.retries.Load()+1 {
+					t.Fatalf("%d proposals counted for %d retries of one batch", got, b.retries.Load())
+				}
+			})
+		})
+	}
+}

@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
 	"github.com/tributarydb/tributary/internal/pace"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -81,6 +83,9 @@ type Stats struct {
 	// RecordBatch, one per record proposed alone); CatalogBatches the
 	// batches they were gathered in (batch.go).
 	CatalogRecords, CatalogProposals, CatalogBatches int64
+	// CatalogRetries counts proposals of records made again because raft
+	// dropped them (no leader; included in CatalogProposals).
+	CatalogRetries int64
 }
 
 // New returns a Server and starts its heartbeat, announcement and
@@ -93,7 +98,8 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), annDone: make(chan struct{}), open: map[string]int{}}
 	s.batch = newBatcher(ctx, batcherOptions{
 		propose: o.Raft.Propose, ready: o.Catalog.RecordBatchReady,
-		linger: o.CatalogLinger, maxRecords: o.CatalogBatchRecords, maxBytes: o.CatalogBatchBytes,
+		dropped: func(err error) bool { return errors.Is(err, raftnode.ErrProposalDropped) },
+		linger:  o.CatalogLinger, maxRecords: o.CatalogBatchRecords, maxBytes: o.CatalogBatchBytes,
 		timeout: o.ProposalTimeout,
 	})
 	go s.heartbeatLoop()
@@ -142,6 +148,7 @@ func (s *Server) Stats() Stats {
 		CatalogRecords:     s.batch.records.Load(),
 		CatalogProposals:   s.batch.proposals.Load(),
 		CatalogBatches:     s.batch.batches.Load(),
+		CatalogRetries:     s.batch.retries.Load(),
 		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {
