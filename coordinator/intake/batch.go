@@ -28,9 +28,8 @@ import (
 // the proposal that carried it (which fails exactly the records it
 // carried; a proposal raft dropped without applying it, for want of a
 // leader, is proposed again until ProposalTimeout first). A record is
-// answered only once the entry holding it has
-// applied on this member, so nothing is acknowledged before it is
-// recorded. A caller that gives up (its context ends) leaves its record
+// answered only once the entry holding it has applied on this member, so
+// nothing is acknowledged before it is recorded. A caller that gives up (its context ends) leaves its record
 // in the batch if it was proposed already (the edge resends, and the
 // segment is then held) and out of it if not; the other records are not
 // affected.
@@ -110,11 +109,10 @@ func newBatcher(ctx context.Context, o batcherOptions) *batcher {
 // catalog's result for it, or why it was not recorded. It returns when
 // ctx ends, whether or not c was proposed.
 func (b *batcher) submit(ctx context.Context, c catalog.Command) (any, error) {
-	r := &record{cmd: catalog.EncodeCommand(c), ctx: ctx, answer: make(chan recordAnswer, 1)}
 	if !catalog.Batchable(c.Kind()) {
 		return nil, fmt.Errorf("BUG: intake: a %s is not a batch record", c.Kind())
 	}
-	r.queued = b.o.now()
+	r := &record{cmd: catalog.EncodeCommand(c), ctx: ctx, queued: b.o.now(), answer: make(chan recordAnswer, 1)}
 	select {
 	case b.in <- r:
 	case <-ctx.Done():
@@ -130,7 +128,7 @@ func (b *batcher) submit(ctx context.Context, c catalog.Command) (any, error) {
 	}
 }
 
-// wait returns the batcher's loop has returned (after its context ended
+// wait returns once the batcher's loop has returned (after its context ended
 // and every batch in flight was answered).
 func (b *batcher) wait() { <-b.done }
 
