@@ -188,7 +188,7 @@ bench-hostile: build ## Hostile clients against a TLS coordinator and node while
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench hostile --binary $(BIN) $(BENCH_ARGS)
 
-.PHONY: bench-uplink bench-fleet bench-fleet-short bench-pi bench-arm64-smoke bench-heal bench-rules
+.PHONY: bench-uplink bench-fleet bench-catalog bench-fleet-short bench-pi bench-arm64-smoke bench-heal bench-rules
 
 bench-rules: build ## Rules benchmark: a node on one CPU (taskset) with 1,000 recording rules over 10,000 live series every 15 s, under an ingest feed, phases with and without the rules; evaluation p99, ingest lost, peak memory; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -205,6 +205,10 @@ bench-fleet: build ## Fleet benchmark: 10, 100 and 1,000 simulated edges shippin
 bench-uplink: build ## Uplink benchmark: per lag budget (5s, 30s, 60s, 300s and the default) a coordinator and 4 edge processes, 8 series x 1 Hz each, 11 min side by side; bytes shipped per point; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench uplink --binary $(BIN) $(BENCH_ARGS)
+
+bench-catalog: ## Catalog at scale, in process: 1 M series (100 per edge) through the catalog's commands, then a snapshot and its restore; bytes per series, snapshot MiB, restore time; table + one JSON line.
+	$(GO) build -o bin/tribench ./bench/cmd/tribench
+	bin/tribench catalog $(BENCH_ARGS)
 
 bench-fleet-short: build ## Fleet benchmark, short profile: 10 and 100 simulated edges, 30 s each.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench

@@ -30,8 +30,8 @@ func TestCluster_NewSeriesAreListedBeforeTheirSegmentShips(t *testing.T) {
 	ms := startBootstrapped(t, addrs[:3])
 	leader(t, ms)
 	for _, m := range ms {
-		eventually(t, m.nodeID+" sees every member able to apply announcements", func() bool {
-			return m.c.Ready() && len(registeredCoordinators(m.c)) == 3 && m.c.Catalog().AnnounceReady()
+		eventually(t, m.nodeID+" sees every member able to apply announcements and record batches", func() bool {
+			return m.c.Ready() && len(registeredCoordinators(m.c)) == 3 && m.c.Catalog().AnnounceReady() && m.c.Catalog().RecordBatchReady()
 		})
 	}
 	var targets []string

@@ -259,7 +259,7 @@ func (c *Coordinator) openServers(closers *[]func()) (err error) {
 	*closers = append(*closers, c.tunnels.Close)
 	c.intake, err = intake.New(intake.Options{CoordinatorID: o.NodeID, Catalog: c.fsm, Raft: c.raft,
 		Replicas: replicaRouter{c}, Restore: restoreSource{c}, Identity: identity, Tunnel: c.tunnels.Serve, Logger: o.Logger,
-		TracerProvider: o.TracerProvider})
+		TracerProvider: o.TracerProvider, CatalogLinger: o.CatalogLinger})
 	if err != nil {
 		return fmt.Errorf("intake: %w", err)
 	}

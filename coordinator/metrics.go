@@ -142,6 +142,9 @@ func (c *Coordinator) intakeMetrics(in *telemetry.Instruments) func(metric.Obser
 	inLate := in.Int64Counter("tributary.intake.replica.late", "{store}", "Replica stores still running when their segment was acknowledged, by outcome: pending (started), recorded (completed and recorded as held).")
 	inRefilled := in.Int64Counter("tributary.intake.refilled", "{segment}", "Held segments given to active replicas that lacked them (resends, segments shipped again on request).")
 	inReships := in.Int64Counter("tributary.intake.reships", "{request}", "Runs of held segments edges were asked to ship again, by outcome: requested, unavailable (the edge cannot).")
+	inRecords := in.Int64Counter("tributary.intake.catalog.records", "{record}", "Catalog records of segments and gaps (series registrations, held and replicated runs, gaps) proposed by the intake.")
+	inProposals := in.Int64Counter("tributary.intake.catalog.proposals", "{proposal}", "Raft proposals that carried the intake's catalog records (a record batch, or one record alone); records over proposals is the batching factor.")
+	inRetries := in.Int64Counter("tributary.intake.catalog.retries", "{proposal}", "Proposals of the intake's catalog records made again because raft dropped them unapplied (no leader, an election under way).")
 	inRevoked := in.Int64Counter("tributary.intake.revoked", "{stream}", "Replication streams refused or ended because their edge is revoked.")
 	return func(o metric.Observer) {
 		is := c.intake.Stats()
@@ -163,6 +166,9 @@ func (c *Coordinator) intakeMetrics(in *telemetry.Instruments) func(metric.Obser
 		o.ObserveInt64(inReships, is.Reships, reshipRequested)
 		o.ObserveInt64(inReships, is.ReshipsUnavailable, reshipUnavailable)
 		o.ObserveInt64(inRevoked, is.RevokedRefusals)
+		o.ObserveInt64(inRecords, is.CatalogRecords)
+		o.ObserveInt64(inProposals, is.CatalogProposals)
+		o.ObserveInt64(inRetries, is.CatalogRetries)
 	}
 }
 

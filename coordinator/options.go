@@ -108,6 +108,12 @@ type Options struct {
 	// asked.
 	QueryMaxStaleness time.Duration
 
+	// CatalogLinger is how long the intake's catalog records of segments
+	// wait for others to share a raft proposal with when none is in
+	// flight (intake.Options.CatalogLinger; 0: its default, 5ms;
+	// negative: not at all).
+	CatalogLinger time.Duration
+
 	// Healing (package heal). DeadAfter overrides the fleet
 	// configuration's dead-after (0: use the fleet's); HealInterval is how
 	// often the healer acts (default 2s); RepairBytesPerSec paces the

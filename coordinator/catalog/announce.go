@@ -201,10 +201,12 @@ const (
 	// snapshot's configuration with a lag budget and minimum points per
 	// segment (config-ext2).
 	FeatureSealPolicy = "seal-policy"
+	// FeatureRecordBatch: the coordinator applies RecordBatch (kind 18).
+	FeatureRecordBatch = "record-batch"
 )
 
 // Features is the FeaturesLabel value of this version's coordinators.
-var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRuleGroups, FeatureSealPolicy}, ",")
+var Features = strings.Join([]string{FeatureAnnounceSeries, FeatureRuleGroups, FeatureSealPolicy, FeatureRecordBatch}, ",")
 
 // HasFeature reports whether a node's labels list feature in FeaturesLabel.
 func HasFeature(ls labels.Labels, feature string) bool {

@@ -40,6 +40,7 @@ const (
 	KindAnnounceSeries   Kind = 15
 	KindSetRuleGroup     Kind = 16
 	KindDeleteRuleGroup  Kind = 17
+	KindRecordBatch      Kind = 18
 )
 
 var kindNames = []string{
@@ -60,6 +61,7 @@ var kindNames = []string{
 	KindAnnounceSeries:   "announce-series",
 	KindSetRuleGroup:     "set-rule-group",
 	KindDeleteRuleGroup:  "delete-rule-group",
+	KindRecordBatch:      "record-batch",
 }
 
 func (k Kind) String() string { return enum.Name(kindNames, k, "kind") }
@@ -448,7 +450,19 @@ func DecodeCommand(b []byte) (Command, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	if k == 0 || int(k) >= len(kindNames) || kindNames[k] == "" {
+		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
+	}
 	d.what = k.String()
+	c := d.body(k)
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// body reads the body of a command of kind k.
+func (d *decoder) body(k Kind) Command {
 	var c Command
 	switch k {
 	case KindRegisterNode:
@@ -490,13 +504,12 @@ func DecodeCommand(b []byte) (Command, error) {
 		c = d.setRuleGroup()
 	case KindDeleteRuleGroup:
 		c = DeleteRuleGroup{Name: d.string("rule group name", MaxRuleGroupNameBytes)}
+	case KindRecordBatch:
+		c = d.recordBatch()
 	default:
-		return nil, fmt.Errorf("decode command: unknown kind %d", uint8(k))
+		d.failf("unknown kind %d", uint8(k))
 	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c
 }
 
 // The decoders of the commands' bodies: each reads what its command's

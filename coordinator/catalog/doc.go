@@ -72,6 +72,9 @@
 //	announce-series (15) = uvarint n, n × (string edge, varint throughMs, uvarint k, k × labels)
 //	set-rule-group (16) = string name, string selector, string yaml
 //	delete-rule-group (17) = string name
+//	record-batch  (18) = uvarint n (1..MaxBatchRecords), n × record
+//	record         = u8 kind (4, 5, 9, 10 or 11), uvarint len, len bytes: the body of
+//	                 a command of that kind, which must decode to its last byte
 //	range          = uvarint firstSeq, uvarint lastSeq, uvarint points,
 //	                 varint minTimeMs, varint maxTimeMs
 //	gap            = uvarint afterSeq, uvarint throughSeq, u8 reason
@@ -88,6 +91,15 @@
 //
 // A RecordHeld with Holders is encoded as record-stored (10); without, as
 // record-held (5), whose layout is unchanged.
+//
+// A record-batch (RecordBatch) carries the records of many segments in one
+// raft entry: register-series, record-held, record-gap, record-stored and
+// record-replicated bodies, each applied in order as if it were a command
+// of its own (a rejected record has its own error; the others apply).
+// DecodeCommand rejects a whole batch whose count the bytes left cannot
+// hold (each record takes at least two bytes), that is empty or longer
+// than MaxBatchRecords, or one of whose records is of another kind or
+// does not decode.
 //
 // # Version skew
 //
@@ -123,6 +135,14 @@
 // labels of the edge's hello). The rule groups' version (the index of
 // the last SetRuleGroup or DeleteRuleGroup that changed something) tells
 // the intake when to send edges their groups again.
+//
+// RecordBatch (kind 18) follows the same rule with FeatureRecordBatch:
+// RecordBatchReady is true when every raft member is a registered
+// coordinator listing it, and until then the intake proposes one command
+// per record, as before. A batch changes nothing in the state's layout, so
+// snapshots are unchanged; a member of an earlier version replaying a log
+// that holds batches cannot apply them, so downgrading below the version
+// that wrote them is not supported either.
 //
 // # Registration watermark
 //

@@ -223,7 +223,8 @@ func (f *FSM) Apply(index uint64, cmd []byte) (any, error) {
 // the same lacks again changes nothing, and a later placement ignores it)
 // and RecordMissing (adding lacks again only makes the replica be repaired
 // again, which is safe), AnnounceSeries (known series keep their ids, the
-// registration watermark never goes back). The
+// registration watermark never goes back), and RecordBatch (it carries
+// only commands of those kinds, each applied as on its own). The
 // others — a RegisterNode after a RemoveNode, a SetConfig after a newer
 // one — could undo what came between, so their proposers wait and retry.
 func (f *FSM) Reproposable(cmd []byte) bool {
@@ -231,7 +232,7 @@ func (f *FSM) Reproposable(cmd []byte) bool {
 		return false
 	}
 	switch Kind(cmd[1]) {
-	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated, KindRecordMissing, KindAnnounceSeries:
+	case KindRegisterSeries, KindRecordHeld, KindRecordStored, KindRecordGap, KindHeartbeat, KindRecordReplicated, KindRecordMissing, KindAnnounceSeries, KindRecordBatch:
 		return true
 	}
 	return false
@@ -246,6 +247,12 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return nil, cmdErr(c.Kind(), ErrBadCommand, "index %d is behind the applied index %d", index, s.applied)
 	}
 	s.applied = index
+	return s.apply(index, c)
+}
+
+// apply applies c at index (a command of its own, or a record of a
+// RecordBatch). REQUIRES: f.mu held for writing, s.applied == index.
+func (s *state) apply(index uint64, c Command) (any, error) {
 	switch c := c.(type) {
 	case RegisterNode:
 		return s.registerNode(index, c)
@@ -283,6 +290,8 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (any, error) {
 		return s.setRuleGroup(index, c)
 	case DeleteRuleGroup:
 		return nil, s.deleteRuleGroup(index, c)
+	case RecordBatch:
+		return s.recordBatch(index, c), nil
 	}
 	return nil, cmdErr(c.Kind(), ErrBadCommand, "unknown command")
 }

@@ -29,6 +29,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeCommand(announceSeed))
 	f.Add(EncodeCommand(SetRuleGroup{Group: RuleGroup{Name: "can", Selector: `site="berlin"`, YAML: testGroupYAML}}))
 	f.Add(EncodeCommand(DeleteRuleGroup{Name: "can"}))
+	f.Add(EncodeCommand(batchSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -75,6 +76,7 @@ func FuzzApply(f *testing.F) {
 	}
 	f.Add(EncodeCommand(gapSeed))
 	f.Add(EncodeCommand(announceSeed))
+	f.Add(EncodeCommand(batchSeed))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		applyStream(t, fsm, randomCommands(5, 40), 1)

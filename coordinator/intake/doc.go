@@ -79,4 +79,12 @@
 //
 // Heartbeats of the edges with an open stream are batched: one
 // catalog.Heartbeat command per Options.HeartbeatInterval for all of them.
+//
+// The catalog records of segments and gaps (RegisterSeries, RecordHeld,
+// RecordGap, RecordReplicated) of every stream are batched too: a
+// segment's worker submits its record and waits for its own answer, and
+// one goroutine proposes the waiting records together as one
+// catalog.RecordBatch (batch.go has the rules: Options.CatalogLinger,
+// what waits while a batch is in flight, the bounds, per-record answers,
+// the version-skew gate).
 package intake

@@ -55,7 +55,7 @@ func (s *Server) segment(ctx context.Context, edge string, seg *wire.Segment) (r
 		s.o.Logger.Warn("replicas refused points of a segment; the catalog counts only those stored", "edge", edge, "seq", seq,
 			"points", seg.Points, "rejected", out.rejected)
 	}
-	res, err := s.propose(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Holders: out.holders, Ranges: []catalog.HeldRange{{
+	res, err := s.record(ctx, catalog.RecordHeld{Edge: edge, Epoch: pl.Epoch, Holders: out.holders, Ranges: []catalog.HeldRange{{
 		FirstSeq: seg.PrevSeq + 1, LastSeq: seq, Points: uint64(points), MinTimeMs: seg.MinT, MaxTimeMs: seg.MaxT,
 	}}})
 	if err != nil {
@@ -120,8 +120,15 @@ func (s *Server) held(ctx context.Context, edge string, seg *wire.Segment, p cat
 	if out.late != nil {
 		go s.recordLate(edge, seg, sub, out.late, recorded)
 	}
-	for _, r := range out.holders {
-		if err := s.recordReplicated(ctx, edge, r, sub, first, seq); err != nil {
+	// Concurrently, so that the records share one batch.
+	errs := make([]error, len(out.holders))
+	var wg sync.WaitGroup
+	for i, r := range out.holders {
+		wg.Go(func() { errs[i] = s.recordReplicated(ctx, edge, r, sub, first, seq) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return refusal(s.proposalRefusal(seq, 0, err))
 		}
 	}
@@ -301,7 +308,7 @@ func (s *Server) recordReplicated(ctx context.Context, edge, replica string, pl 
 	if !ok {
 		return nil
 	}
-	_, err := s.propose(ctx, catalog.RecordReplicated{Edge: edge, Replica: replica, PlacedIndex: h.Index,
+	_, err := s.record(ctx, catalog.RecordReplicated{Edge: edge, Replica: replica, PlacedIndex: h.Index,
 		Ranges: []catalog.SeqRange{{FirstSeq: first, LastSeq: last}}})
 	if err != nil {
 		return fmt.Errorf("record segments %d..%d of edge %q on %s: %w", first, last, edge, replica, err)
@@ -334,7 +341,7 @@ func (s *Server) registerSeries(ctx context.Context, edge string, seq uint64, se
 	if len(missing) == 0 {
 		return nil
 	}
-	res, err := s.propose(ctx, catalog.RegisterSeries{Edge: edge, Series: missing})
+	res, err := s.record(ctx, catalog.RegisterSeries{Edge: edge, Series: missing})
 	if err != nil {
 		return s.proposalRefusal(seq, 0, fmt.Errorf("register %d series of segment %d of edge %q: %w", len(missing), seq, edge, err))
 	}
@@ -348,7 +355,7 @@ func (s *Server) registerSeries(ctx context.Context, edge string, seq uint64, se
 // gap records a checked gap declaration.
 func (s *Server) gap(ctx context.Context, edge string, g *pb.ShipGap) *pb.ShipResponse {
 	through := g.GetThroughSeq()
-	res, err := s.propose(ctx, catalog.RecordGap{Edge: edge, Gaps: []catalog.GapRange{{
+	res, err := s.record(ctx, catalog.RecordGap{Edge: edge, Gaps: []catalog.GapRange{{
 		AfterSeq: g.GetAfterSeq(), ThroughSeq: through, Reason: catalog.GapReason(g.GetReason()),
 		Segments: g.GetSegments(), Points: g.GetPoints(), MinTimeMs: g.GetMinTimeMs(), MaxTimeMs: g.GetMaxTimeMs(),
 	}}})
@@ -361,6 +368,16 @@ func (s *Server) gap(ctx context.Context, edge string, g *pb.ShipGap) *pb.ShipRe
 	}
 	s.gaps.Add(1)
 	return ack(&pb.ShipAck{GapThrough: through, AckedThrough: r.AckedThrough})
+}
+
+// record records c (a catalog.Batchable command) with the records of
+// other segments (batch.go) within ProposalTimeout.
+func (s *Server) record(ctx context.Context, c catalog.Command) (_ any, err error) {
+	ctx, span := s.startPropose(ctx, c)
+	defer func() { endSpan(span, err) }()
+	rctx, cancel := context.WithTimeout(ctx, s.o.ProposalTimeout)
+	defer cancel()
+	return s.batch.submit(rctx, c)
 }
 
 // propose proposes c within ProposalTimeout.

@@ -39,7 +39,10 @@ type noTransport struct{}
 func (noTransport) Send([]raftpb.Message) {}
 
 // startRaft runs a single-member raft with a catalog in which coord-1 is
-// the one coordinator, so that every edge gets it as its replica.
+// the one coordinator, so that every edge gets it as its replica. coord-1
+// lists the catalog feature record-batch, so that the segments' records
+// go to raft in batches, and not announce-series, whose gate a test
+// opens itself.
 func startRaft(t *testing.T) (*raftnode.Node, *catalog.FSM) {
 	t.Helper()
 	fsm := catalog.New()
@@ -68,8 +71,12 @@ func startRaft(t *testing.T) (*raftnode.Node, *catalog.FSM) {
 	n.Campaign()
 	eventually(t, "a raft leader", func() bool { return n.Status().IsLeader })
 	if _, err := n.Propose(context.Background(), catalog.EncodeCommand(catalog.RegisterNode{
-		ID: coordID, Role: catalog.RoleCoordinator, RaftID: 1, Addr: "127.0.0.1:1"})); err != nil {
+		ID: coordID, Role: catalog.RoleCoordinator, RaftID: 1, Addr: "127.0.0.1:1",
+		Labels: labels.Labels{{Name: catalog.FeaturesLabel, Value: catalog.FeatureRecordBatch}}})); err != nil {
 		t.Fatal(err)
+	}
+	if !fsm.RecordBatchReady() {
+		t.Fatal("record batches not enabled")
 	}
 	return n, fsm
 }

@@ -87,6 +87,15 @@ type Options struct {
 	// AnnounceInterval (250ms): how often the series announcements of
 	// every open stream are recorded, all in one command.
 	AnnounceInterval time.Duration
+	// CatalogLinger (5ms): how long the catalog records of segments and
+	// gaps (batch.go) wait for others to share a raft proposal with when
+	// none is in flight; negative: not at all (while one is in flight
+	// they wait for it anyway). It adds to every acknowledgement's
+	// latency.
+	CatalogLinger time.Duration
+	// CatalogBatchRecords (1024, at most catalog.MaxBatchRecords) and
+	// CatalogBatchBytes (256 KiB) bound one batch of catalog records.
+	CatalogBatchRecords, CatalogBatchBytes int
 	// ProposalTimeout (10s) bounds each step of making a segment or gap
 	// durable: one proposal, a linearizable read, a store on the replicas.
 	ProposalTimeout time.Duration
@@ -138,6 +147,12 @@ func (o *Options) Validate() error {
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, 10*time.Second)
 	o.AnnounceInterval = cmp.Or(o.AnnounceInterval, 250*time.Millisecond)
 	o.ProposalTimeout = cmp.Or(o.ProposalTimeout, 10*time.Second)
+	o.CatalogLinger = cmp.Or(o.CatalogLinger, 5*time.Millisecond)
+	o.CatalogBatchRecords = cmp.Or(o.CatalogBatchRecords, 1024)
+	o.CatalogBatchBytes = cmp.Or(o.CatalogBatchBytes, 256<<10)
+	if o.CatalogBatchRecords < 1 || o.CatalogBatchRecords > catalog.MaxBatchRecords || o.CatalogBatchBytes < 1 {
+		bad = append(bad, fmt.Sprintf("CatalogBatchRecords %d is outside 1..%d, or CatalogBatchBytes %d below 1", o.CatalogBatchRecords, catalog.MaxBatchRecords, o.CatalogBatchBytes))
+	}
 	o.ConfigPollInterval = cmp.Or(o.ConfigPollInterval, 2*time.Second)
 	o.QuorumGrace = cmp.Or(o.QuorumGrace, 100*time.Millisecond)
 	o.ReshipInterval = cmp.Or(o.ReshipInterval, 30*time.Second)

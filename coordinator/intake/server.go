@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/coordinator/catalog"
+	"github.com/tributarydb/tributary/coordinator/internal/raftnode"
 	"github.com/tributarydb/tributary/internal/pace"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -35,6 +37,7 @@ type Server struct {
 
 	ann      announcer
 	annDone  chan struct{}
+	batch    *batcher
 	refusals sync.Map // pb.ShipErrorCode → *atomic.Int64
 }
 
@@ -74,16 +77,31 @@ type Stats struct {
 	// Announcements counts ShipAnnounce messages received;
 	// AnnounceCommands the AnnounceSeries commands that recorded them.
 	Announcements, AnnounceCommands int64
+	// CatalogRecords counts the catalog records of segments and gaps
+	// (RegisterSeries, RecordHeld, RecordGap, RecordReplicated) proposed;
+	// CatalogProposals the raft proposals that carried them (one per
+	// RecordBatch, one per record proposed alone); CatalogBatches the
+	// batches they were gathered in (batch.go).
+	CatalogRecords, CatalogProposals, CatalogBatches int64
+	// CatalogRetries counts proposals of records made again because raft
+	// dropped them (no leader; included in CatalogProposals).
+	CatalogRetries int64
 }
 
-// New returns a Server and starts its heartbeat and announcement
-// batchers; Close stops them.
+// New returns a Server and starts its heartbeat, announcement and
+// catalog record batchers; Close stops them.
 func New(o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{o: o, ctx: ctx, cancel: cancel, hbDone: make(chan struct{}), annDone: make(chan struct{}), open: map[string]int{}}
+	s.batch = newBatcher(ctx, batcherOptions{
+		propose: o.Raft.Propose, ready: o.Catalog.RecordBatchReady,
+		dropped: func(err error) bool { return errors.Is(err, raftnode.ErrProposalDropped) },
+		linger:  o.CatalogLinger, maxRecords: o.CatalogBatchRecords, maxBytes: o.CatalogBatchBytes,
+		timeout: o.ProposalTimeout,
+	})
 	go s.heartbeatLoop()
 	go s.announceLoop()
 	return s, nil
@@ -102,6 +120,7 @@ func (s *Server) Close() {
 		s.cancel()
 		<-s.hbDone
 		<-s.annDone
+		s.batch.wait()
 	})
 }
 
@@ -126,6 +145,10 @@ func (s *Server) Stats() Stats {
 		Restores:           s.restores.Load(),
 		Announcements:      s.announcements.Load(),
 		AnnounceCommands:   s.annCommands.Load(),
+		CatalogRecords:     s.batch.records.Load(),
+		CatalogProposals:   s.batch.proposals.Load(),
+		CatalogBatches:     s.batch.batches.Load(),
+		CatalogRetries:     s.batch.retries.Load(),
 		Refusals:           map[string]int64{},
 	}
 	s.refusals.Range(func(k, v any) bool {

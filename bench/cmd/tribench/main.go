@@ -15,6 +15,7 @@
 //	tribench canbus --binary bin/tributary [flags]      22 CAN channels at 10 Hz: one series per line, then multi-field rows
 //	tribench fleet --binary bin/tributary [flags]       N simulated edges shipping to 3 coordinators: lag, intake, catalog load
 //	tribench heal --binary bin/tributary [flags]        a coordinator loses its disk under load: ack pause, replacement, re-replication
+//	tribench catalog [flags]                             fill an in-process catalog with 1 M series: bytes per series, snapshot size, restore time
 //	tribench pi [flags]                                  the node image under --cpus 1 --memory 512m: ingest, queries, memory
 //	tribench arm64-smoke --binary dist/tributary-linux-arm64  the arm64 binary under qemu: write, query back, compare
 //	tribench hostile --binary bin/tributary [flags]     hostile clients against a TLS coordinator and node: memory, writer p99, refusals
@@ -95,6 +96,10 @@ workloads:
            edges (the real replicator over in-memory WAL segments) and report
            replication lag, intake, catalog load and coordinator CPU and RSS
            per fleet size (a table, one JSON line, fleet.json and plots)
+  catalog  fill an in-process coordinator catalog with 1 M series (100 per
+           edge) through its commands, snapshot it and restore the snapshot;
+           report heap bytes per series, snapshot MiB and the snapshot and
+           restore times (a table, then one JSON line)
   heal     start 3 coordinators and 10 edges as processes, load history, then
            under 4,000 points/s kill -9 a coordinator, delete its data
            directory and start it again with --rejoin; report the longest
@@ -199,6 +204,7 @@ var workloads = map[string]workload{
 	"fleet":       runFleet,
 	"uplink":      runUplink,
 	"heal":        runHeal,
+	"catalog":     runCatalog,
 	"pi":          runPi,
 	"arm64-smoke": runARM64Smoke,
 	"rules":       runRulesBench,

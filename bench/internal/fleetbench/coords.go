@@ -28,8 +28,12 @@ type coord struct {
 }
 
 // startCoords starts n coordinators (one raft cluster, plaintext links)
-// under dir, concurrently: none is ready before a quorum runs.
-func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog.Logger) ([]*coord, error) {
+// under dir, concurrently: none is ready before a quorum runs. Their
+// intake listeners admit the connections of the simulated edges (two
+// each, every one from 127.0.0.1, which the default per-address cap of
+// 256 would refuse past 128 edges).
+func startCoords(ctx context.Context, o Options, n, edges int, dir string, logger *slog.Logger) ([]*coord, error) {
+	conns := strconv.Itoa(max(8192, 2*edges+256))
 	cs := make([]*coord, n)
 	opts := make([]nodeproc.Options, n)
 	var peers []string
@@ -43,7 +47,8 @@ func startCoords(ctx context.Context, o Options, n int, dir string, logger *slog
 		opts[i] = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: c.grpc,
 			DataDir: filepath.Join(dir, c.name), LogPath: filepath.Join(dir, c.name+".log"),
 			ExtraArgs: []string{"--id", c.name, "--raft-id", strconv.Itoa(i + 1), "--insecure-cluster",
-				"--cluster-listen", addrs[3], "--intake-listen", c.intake, "--http-listen", c.http},
+				"--cluster-listen", addrs[3], "--intake-listen", c.intake, "--http-listen", c.http,
+				"--intake-max-conns", conns, "--intake-max-conns-per-ip", conns},
 			ReadyTimeout: o.ReadyTimeout, Logger: logger}
 		cs[i] = c
 	}
@@ -126,6 +131,8 @@ const (
 	metricIntakeSegs   = "tributary_intake_segments_total"
 	metricIntakeBytes  = "tributary_intake_received_bytes_total"
 	metricCatalogSerie = "tributary_catalog_series"
+	metricIntakeRecs   = "tributary_intake_catalog_records_total"
+	metricIntakeProps  = "tributary_intake_catalog_proposals_total"
 )
 
 // metrics is a parsed /metrics page.

@@ -6,9 +6,12 @@
 //     Shipper has the cloud's acknowledgement and has saved its cursor
 //     (RetainFrom passed the segment), p50/p99/max;
 //   - intake throughput: points and segments acknowledged per second;
-//   - catalog load: raft proposals per second over the coordinators, the
-//     raft log entries applied per second, and the apply latency
-//     (proposal to application, from tributary_raft_proposal_duration);
+//   - catalog load: raft proposals per second over the coordinators, and
+//     per segment the coordinators stored (proposals_per_segment: every
+//     proposal counts, heartbeats and announcements too), the intakes'
+//     catalog records per proposal (their batching), the raft log entries
+//     applied per second, and the apply latency (proposal to application,
+//     from tributary_raft_proposal_duration);
 //   - the coordinators' CPU (cores) and RSS.
 //
 // A simulated edge is a replicator.Shipper (the same code a node runs)
@@ -172,7 +175,7 @@ func runOne(ctx context.Context, o Options, n int, dir string, logger *slog.Logg
 	if err := os.MkdirAll(filepath.Join(dir, "cursors"), 0o755); err != nil {
 		return r, err
 	}
-	cs, err := startCoords(ctx, o, o.Coordinators, dir, logger)
+	cs, err := startCoords(ctx, o, o.Coordinators, n, dir, logger)
 	if err != nil {
 		return r, err
 	}
@@ -211,7 +214,7 @@ func runOne(ctx context.Context, o Options, n int, dir string, logger *slog.Logg
 // of every coordinator.
 func catalog(r *RunResult, cs []*coord, before, after []coordSample, elapsed float64) {
 	var proposals hist
-	var intakeSegs float64
+	var intakeSegs, intakeRecs, intakeProps float64
 	r.LeaderAppliedPerS = report.Number(math.NaN())
 	for i := range cs {
 		b, a := before[i], after[i]
@@ -222,6 +225,8 @@ func catalog(r *RunResult, cs []*coord, before, after []coordSample, elapsed flo
 		d := a.m.histogram(metricProposal).sub(b.m.histogram(metricProposal))
 		proposals = merge(proposals, d)
 		intakeSegs += a.m.sum(metricIntakeSegs, "outcome", "stored") - b.m.sum(metricIntakeSegs, "outcome", "stored")
+		intakeRecs += a.m.sum(metricIntakeRecs) - b.m.sum(metricIntakeRecs)
+		intakeProps += a.m.sum(metricIntakeProps) - b.m.sum(metricIntakeProps)
 		if a.m.sum(metricIsLeader) == 1 {
 			r.LeaderAppliedPerS = report.Number(report.Round((a.m.sum(metricApplied)-b.m.sum(metricApplied))/elapsed, 2))
 			r.CatalogSeries = int64(a.m.sum(metricCatalogSerie))
@@ -236,6 +241,14 @@ func catalog(r *RunResult, cs []*coord, before, after []coordSample, elapsed flo
 	r.ApplyMeanMs = report.Number(report.Round(proposals.mean()*1000, 2))
 	r.ApplyP99Ms = report.Number(proposals.quantile(0.99) * 1000)
 	r.IntakeStoredSegmentsPerS = report.Round(intakeSegs/elapsed, 2)
+	r.ProposalsPerSegment = report.Number(math.NaN())
+	if intakeSegs > 0 {
+		r.ProposalsPerSegment = report.Number(report.Round(proposals.Count/intakeSegs, 3))
+	}
+	r.RecordsPerProposal = report.Number(math.NaN())
+	if intakeProps > 0 {
+		r.RecordsPerProposal = report.Number(report.Round(intakeRecs/intakeProps, 2))
+	}
 }
 
 // merge adds two histogram deltas with the same buckets (either may be

@@ -201,7 +201,8 @@ func TestRun_RealCoordinators(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	r := res.Runs[0]
-	if r.LagSegments == 0 || r.LagUnresolved != 0 || r.PointsPerS <= 0 || r.CatalogSeries != 24 || r.ProposalsPerS <= 0 {
+	if r.LagSegments == 0 || r.LagUnresolved != 0 || r.PointsPerS <= 0 || r.CatalogSeries != 24 || r.ProposalsPerS <= 0 ||
+		!(r.ProposalsPerSegment > 0) || !(r.RecordsPerProposal >= 1) {
 		t.Fatalf("figures %+v", r)
 	}
 }

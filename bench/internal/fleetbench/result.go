@@ -52,11 +52,16 @@ type RunResult struct {
 	// Catalog: raft proposals completed per second over all coordinators,
 	// raft log entries the leader applied per second, and proposal-to-apply
 	// latency (mean; p99 as the upper bound of its histogram bucket).
-	ProposalsPerS     float64       `json:"proposals_per_s"`
-	LeaderAppliedPerS report.Number `json:"leader_applied_per_s"`
-	ApplyMeanMs       report.Number `json:"apply_mean_ms"`
-	ApplyP99Ms        report.Number `json:"apply_p99_ms_bucket"`
-	CatalogSeries     int64         `json:"catalog_series"`
+	ProposalsPerS float64 `json:"proposals_per_s"`
+	// ProposalsPerSegment: the raft proposals of every coordinator over
+	// the segments their intakes stored, in the window; RecordsPerProposal:
+	// the intakes' catalog records over the proposals that carried them.
+	ProposalsPerSegment report.Number `json:"proposals_per_segment"`
+	RecordsPerProposal  report.Number `json:"intake_records_per_proposal"`
+	LeaderAppliedPerS   report.Number `json:"leader_applied_per_s"`
+	ApplyMeanMs         report.Number `json:"apply_mean_ms"`
+	ApplyP99Ms          report.Number `json:"apply_p99_ms_bucket"`
+	CatalogSeries       int64         `json:"catalog_series"`
 
 	// Processes: each coordinator's cores (CPU-s per second of the window),
 	// RSS at the window's end and peak RSS; the simulated edges' cores
@@ -94,7 +99,7 @@ func (r Result) Notes() []string {
 func writeTable(w io.Writer, res Result) error {
 	fmt.Fprintf(w, "fleet: %d coordinators, %d series per edge every %v s, a segment every %v s per edge, %v s measured; %s, commit %s\n\n",
 		res.Coordinators, res.SeriesPerEdge, res.IntervalS, res.SealEveryS, res.DurationS, res.Machine, res.Commit)
-	t := report.Table{Header: []string{"edges", "lag p50", "lag p99", "lag max", "points/s", "segments/s", "proposals/s", "applied/s", "apply mean / p99≤", "coord cores", "coord RSS MiB", "edges cores", "load avg"}}
+	t := report.Table{Header: []string{"edges", "lag p50", "lag p99", "lag max", "points/s", "segments/s", "proposals/s", "proposals/segment", "records/proposal", "applied/s", "apply mean / p99≤", "coord cores", "coord RSS MiB", "edges cores", "load avg"}}
 	for _, x := range res.Runs {
 		rss := make([]string, len(x.CoordRSSMiB))
 		for i, v := range x.CoordRSSMiB {
@@ -103,7 +108,8 @@ func writeTable(w io.Writer, res Result) error {
 		t.Add(report.Int(int64(x.Edges)),
 			secs(float64(x.LagP50S)), secs(float64(x.LagP99S)), secs(float64(x.LagMaxS)),
 			report.Whole(x.PointsPerS), report.Float(x.SegmentsPerS, 1),
-			report.Float(x.ProposalsPerS, 1), report.Float(float64(x.LeaderAppliedPerS), 1),
+			report.Float(x.ProposalsPerS, 1), report.Float(float64(x.ProposalsPerSegment), 3), report.Float(float64(x.RecordsPerProposal), 1),
+			report.Float(float64(x.LeaderAppliedPerS), 1),
 			report.Float(float64(x.ApplyMeanMs), 1)+" / "+report.Float(float64(x.ApplyP99Ms), 0)+" ms",
 			report.Float(x.CoordCoresTotal, 2), strings.Join(rss, "/"), report.Float(x.EdgesCores, 2),
 			report.Float(x.LoadAvg1[0], 1)+"→"+report.Float(x.LoadAvg1[1], 1))
