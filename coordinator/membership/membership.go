@@ -83,7 +83,6 @@ func FixedExpected(n uint64) ExpectedFunc {
 
 // Limits of one ClusterService call of each loop, and of one read of the
 // expected member count.
-
 const (
 	joinCallTimeout  = 10 * time.Second
 	leaveCallTimeout = 5 * time.Second
