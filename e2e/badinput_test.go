@@ -149,7 +149,7 @@ func TestBadInput_EveryEndpoint(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	waitHeld(t, c, w.Ledger.Acked(), 30*time.Second)
+	waitHeld(t, c, w.Ledger, w.Ledger.Acked(), 30*time.Second)
 
 	targets := []struct {
 		p    *cluster.Process

@@ -112,17 +112,25 @@ func edgeOf(f cluster.Fleet, edge string) cluster.FleetNode {
 }
 
 // waitHeld waits until the cloud holds at least want points of the edge
-// (every acknowledged point; points of failed writes may add to it).
-func waitHeld(t *testing.T, c *cluster.Cluster, want int, timeout time.Duration) cluster.FleetNode {
+// (every acknowledged point; points of failed writes may add to it) and,
+// when l is not nil, until its watermark has reached l's newest
+// acknowledged timestamp: the count alone does not prove that the newest
+// segment shipped, since stored points of writes in doubt count too.
+func waitHeld(t *testing.T, c *cluster.Cluster, l *cluster.Ledger, want int, timeout time.Duration) cluster.FleetNode {
 	t.Helper()
 	start := time.Now()
+	var newest int64
+	if l != nil {
+		newest = l.NewestAckedMs()
+	}
 	f, err := c.WaitFleet(context.Background(), timeout, func(f cluster.Fleet) bool {
-		return edgeOf(f, c.Edge.ID).HeldPoints >= uint64(want)
+		n := edgeOf(f, c.Edge.ID)
+		return n.HeldPoints >= uint64(want) && n.WatermarkTimeMs >= newest
 	})
 	n := edgeOf(f, c.Edge.ID)
 	if err != nil {
-		t.Fatalf("cloud holds %d of %d acknowledged points of %s after %v (acked_through %d, held %+v, gaps %+v): %v",
-			n.HeldPoints, want, c.Edge.ID, timeout, n.AckedThrough, n.Held, n.Gaps, err)
+		t.Fatalf("cloud holds %d of %d acknowledged points of %s after %v, watermark %d, newest acknowledged %d (acked_through %d, held %+v, gaps %+v): %v",
+			n.HeldPoints, want, c.Edge.ID, timeout, n.WatermarkTimeMs, newest, n.AckedThrough, n.Held, n.Gaps, err)
 	}
 	t.Logf("cloud holds %d points of %s (%d acknowledged) %v after the last write; acked_through %d",
 		n.HeldPoints, c.Edge.ID, want, time.Since(start).Round(time.Millisecond), n.AckedThrough)
@@ -269,7 +277,7 @@ func TestCluster_LeaderKillLosesNoAcknowledgedPoint(t *testing.T) {
 	if written := float64(st.Acked+st.InDoubt) / st.Elapsed.Seconds(); written < 0.9*target(faultLoad) {
 		t.Errorf("INVALID run: the writer held %.0f points/s, below 90%% of its target %.0f", written, target(faultLoad))
 	}
-	held := waitHeld(t, c, st.Acked, 60*time.Second)
+	held := waitHeld(t, c, w.Ledger, st.Acked, 60*time.Second)
 	if held.HeldPoints > uint64(st.Acked+st.InDoubt) {
 		t.Errorf("cloud holds %d points of %s, only %d were written (%d acknowledged)", held.HeldPoints, c.Edge.ID, st.Acked+st.InDoubt, st.Acked)
 	}
@@ -387,7 +395,7 @@ func TestCluster_QueryFlagsUnreachableEdge(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	waitHeld(t, c, w.Ledger.Acked(), 30*time.Second)
+	waitHeld(t, c, w.Ledger, w.Ledger.Acked(), 30*time.Second)
 	c.Edge.Kill()
 	for _, r := range checkEveryCoordinator(t, c, w.Ledger, startMs) {
 		named := false

@@ -48,7 +48,7 @@ type cloudTotals struct{ checked, lost, dup, phantom int }
 // acknowledged point exactly once.
 func checkCloudAfterFaults(t *testing.T, c *cluster.Cluster, l *cluster.Ledger, st cluster.WriterStats, startMs int64) cloudTotals {
 	t.Helper()
-	held := waitHeld(t, c, st.Acked, 120*time.Second)
+	held := waitHeld(t, c, l, st.Acked, 120*time.Second)
 	if held.HeldPoints > uint64(st.Acked+st.InDoubt) {
 		t.Errorf("cloud holds %d points of %s, only %d were written", held.HeldPoints, c.Edge.ID, st.Acked+st.InDoubt)
 	}

@@ -133,12 +133,16 @@ func checkDockerCloud(t *testing.T, f *cluster.DockerFleet, w *cluster.Writer, s
 	st := w.Stop()
 	load := requireLoadHeld(t, st, faultLoad)
 	ctx := context.Background()
+	// The count alone does not prove the newest segment shipped (stored
+	// points of writes in doubt count too): the watermark must reach the
+	// newest acknowledged timestamp before the edge is killed.
+	newest := w.Ledger.NewestAckedMs()
 	for _, co := range f.Coordinators {
 		if _, err := f.WaitFleet(ctx, 120*time.Second, func(fl cluster.Fleet) bool {
 			n, _ := fl.Node(f.Edge.Name)
-			return n.HeldPoints >= uint64(st.Acked)
+			return n.HeldPoints >= uint64(st.Acked) && n.WatermarkTimeMs >= newest
 		}, others(f, co)...); err != nil {
-			t.Fatalf("%s does not hold every acknowledged point of edge-1 (%d): %v", co.Name, st.Acked, err)
+			t.Fatalf("%s does not hold every acknowledged point of edge-1 (%d, newest at %d): %v", co.Name, st.Acked, newest, err)
 		}
 	}
 	if err := f.KillAndStop(ctx, f.Edge); err != nil {

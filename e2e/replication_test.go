@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -175,17 +176,27 @@ func gapPoints(n cluster.FleetNode) int64 {
 }
 
 // waitDrained waits until the edge has nothing left to ship: its backlog
-// is empty, its acked_through is the catalog's, and the catalog accounts
-// for at least want points (held or, with a known count, in a gap).
+// is empty, its acked_through is the catalog's, the catalog accounts for
+// at least want points (held or, with a known count, in a gap) and, when
+// want is positive, its watermark has reached the newest acknowledged
+// timestamp.
 func (f *replFleet) waitDrained(want int64, timeout time.Duration) cluster.FleetNode {
 	f.t.Helper()
 	start := time.Now()
 	var m map[string]float64
-	// The last points may wait in the open segment until its age seals it;
-	// the cloud's count alone cannot tell (points of writes in doubt that
-	// were stored count too), so nothing counts as drained before the
-	// segment age has passed since the load stopped.
+	// The last points may wait in the open segment until its age seals it
+	// (the node's flush tick, up to a second later, does). The cloud's
+	// point count alone cannot tell: points of writes in doubt that were
+	// stored count too, and can make up for the last segment's points
+	// while it is still open on the edge. So the edge counts as drained
+	// only once the cloud's watermark has reached the newest acknowledged
+	// timestamp (every point at or before it is on the replicas), and not
+	// before the segment age has passed since the load stopped.
 	sealed := start.Add(f.c.Opts.WALSegmentAge + time.Second)
+	newest := f.w.Ledger.NewestAckedMs()
+	if want <= 0 {
+		newest = 0 // the caller expects nothing (the edge may have lost its newest points)
+	}
 	fl, err := f.c.WaitFleet(context.Background(), timeout, func(fl cluster.Fleet) bool {
 		if time.Now().Before(sealed) {
 			return false
@@ -197,15 +208,15 @@ func (f *replFleet) waitDrained(want int64, timeout time.Duration) cluster.Fleet
 		}
 		return n.AckedThrough > 0 && m["tributary_replication_backlog_segments"] == 0 &&
 			uint64(m["tributary_replication_acked_through_seq"]) == n.AckedThrough &&
-			int64(n.HeldPoints)+gapPoints(n) >= want
+			int64(n.HeldPoints)+gapPoints(n) >= want && n.WatermarkTimeMs >= newest
 	})
 	n := edgeOf(fl, f.c.Edge.ID)
 	if err != nil {
-		f.fatal("%s not drained after %v: cloud holds %d points (gaps %+v), want %d; acked_through %d, held %+v; edge gauges %v: %v",
-			f.c.Edge.ID, timeout, n.HeldPoints, n.Gaps, want, n.AckedThrough, n.Held, m, err)
+		f.fatal("%s not drained after %v: cloud holds %d points (gaps %+v), want %d; watermark %d, newest acknowledged %d; acked_through %d, held %+v; edge gauges %v: %v",
+			f.c.Edge.ID, timeout, n.HeldPoints, n.Gaps, want, n.WatermarkTimeMs, newest, n.AckedThrough, n.Held, m, err)
 	}
-	f.t.Logf("drained %v after the load stopped: cloud holds %d points of %s, gaps %+v, acked_through %d",
-		time.Since(start).Round(time.Millisecond), n.HeldPoints, f.c.Edge.ID, n.Gaps, n.AckedThrough)
+	f.t.Logf("drained %v after the load stopped: cloud holds %d points of %s, gaps %+v, acked_through %d, watermark %d (newest acknowledged %d)",
+		time.Since(start).Round(time.Millisecond), n.HeldPoints, f.c.Edge.ID, n.Gaps, n.AckedThrough, n.WatermarkTimeMs, newest)
 	return n
 }
 
@@ -254,7 +265,39 @@ func (f *replFleet) checkCloud(gaps []cluster.FleetGap) cloudCheck {
 		out.dup += r.Duplicated
 		out.phantom += r.Phantom + r.WrongValue
 	}
+	if out.lost > 0 {
+		f.explainLoss()
+	}
 	return out
+}
+
+// explainLoss runs after the cloud lost acknowledged points: it says
+// whether the edge's own store still holds them (a replication fault) or
+// not (an edge durability fault), and copies the data directories to
+// TRIBUTARY_E2E_KEEP when that is set, for a post-mortem.
+func (f *replFleet) explainLoss() {
+	f.t.Helper()
+	if keep := os.Getenv("TRIBUTARY_E2E_KEEP"); keep != "" {
+		dst := filepath.Join(keep, strings.ReplaceAll(f.t.Name(), "/", "_"))
+		if out, err := exec.Command("cp", "-a", f.c.Opts.Dir, dst).CombinedOutput(); err != nil {
+			f.t.Logf("keeping the data directories: %v: %s", err, out)
+		} else {
+			f.t.Logf("data directories kept in %s", dst)
+		}
+	}
+	if err := f.c.Edge.Start(f.c.Opts.ReadyTimeout); err != nil {
+		f.t.Logf("restarting %s to ask its own store: %v", f.c.Edge.ID, err)
+		return
+	}
+	defer f.c.Edge.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := cluster.Check(ctx, f.c.Edge.GRPC, metric, f.w.Ledger, f.startMs, time.Now().Add(time.Hour).UnixMilli())
+	if err != nil {
+		f.t.Logf("asking %s's own store: %v", f.c.Edge.ID, err)
+		return
+	}
+	f.t.Logf("%s's own store after the loss (lost there too: a durability fault on the edge; held there: a replication fault): %v", f.c.Edge.ID, r)
 }
 
 // summary logs the line every scenario ends with.

@@ -56,7 +56,7 @@ func TestRestore_PiSDCardReplaced(t *testing.T) {
 	if before.Failed > 0 || before.Acked == 0 {
 		t.Fatalf("before the card dies: %d points acknowledged, %d writes failed: %v", before.Acked, before.Failed, before.FirstErr)
 	}
-	held := waitHeld(t, c, before.Acked, 60*time.Second)
+	held := waitHeld(t, c, w.Ledger, before.Acked, 60*time.Second)
 	requireEdgeCaughtUp(t, c, held.AckedThrough)
 
 	// The card dies: kill -9, and the data directory is gone.
@@ -109,7 +109,7 @@ func TestRestore_PiSDCardReplaced(t *testing.T) {
 	// The catalog's count may include points of a write in doubt that the
 	// edge stored, so reaching the acknowledged count does not prove the
 	// newest segment shipped: wait for every point the edge holds.
-	held = waitHeld(t, c, edgeHolds(ctx, t, c, w.Ledger, startMs), 60*time.Second)
+	held = waitHeld(t, c, nil, edgeHolds(ctx, t, c, w.Ledger, startMs), 60*time.Second)
 	// A write in doubt (no answer within the writer's timeout) may have
 	// been stored: the catalog holds every acknowledged point and at most
 	// those in doubt besides.
