@@ -95,6 +95,7 @@ type Result struct {
 	Machine report.Machine     `json:"machine"`
 
 	TSBSFigures
+	InfluxQLFigures
 }
 
 // measurement is everything a run measured, before derivation.
@@ -122,7 +123,8 @@ type measurement struct {
 	qBefore, qAfter nodeproc.Usage
 	qExit           nodeproc.Exit
 	qHWM            int64
-	tsbs            map[string]tsbsStats // TSBS query types by name
+	tsbs            map[string]tsbsStats   // TSBS query types by name
+	influx          map[string]influxStats // the same through InfluxQL, nil if not run
 
 	machine report.Machine
 }
@@ -229,6 +231,7 @@ func (m measurement) result() Result {
 		Machine: m.machine,
 	}
 	r.TSBSFigures = tsbsFigures(m.tsbs)
+	r.InfluxQLFigures = influxFigures(m.influx)
 	addTSBSTargets(r.Targets)
 	r.Notes = notes(r, m)
 	return r
@@ -312,6 +315,9 @@ func WriteReport(w io.Writer, r Result) error {
 		return err
 	}
 	if err := writeTSBSTable(w, r.TSBSFigures); err != nil {
+		return err
+	}
+	if err := writeInfluxTable(w, r.InfluxQLFigures, r.TSBSFigures, r.QueryClients); err != nil {
 		return err
 	}
 	return report.WriteNotesAndJSONLine(w, r.Notes, r)
