@@ -92,6 +92,10 @@ func (p *plan) baseQuery(ex *executor, m string) model.Query {
 	return model.Query{Matchers: ms, Start: start, End: end, LimitSeries: ex.api.cfg.Limits.MaxSeriesPerQuery}
 }
 
+// lastPointHorizon bounds how far past the clock a last-row read with no
+// upper time bound looks for the newest sample.
+const lastPointHorizon = 366 * 24 * time.Hour
+
 // fetch reads the series of measurement m the plan needs: raw points,
 // last points, or per-bucket partial aggregates.
 func (ex *executor) fetch(p *plan, m string) ([]*inSeries, error) {
@@ -106,6 +110,14 @@ func (ex *executor) fetch(p *plan, m string) ([]*inSeries, error) {
 		err = ex.fetchPartials(p, src, q)
 	case p.lastPoint():
 		q.Mode = model.ModeLastPoint
+		if p.openEnd {
+			// The node looks for the newest sample from the range's end
+			// backwards, one stored rollup pack after the other: from
+			// InfluxQL's open end, the year 2262, that is thousands of
+			// reads a series. No sample is that far ahead of the clock (a
+			// node refuses those more than --future-window ahead).
+			q.End = min(q.End, ex.now.Add(lastPointHorizon).UnixMilli())
+		}
 		err = ex.fetchRaw(src, q)
 	default:
 		q.Mode = model.ModeRaw
