@@ -56,20 +56,22 @@ type influxStats struct {
 
 // influxProblems checks the options of the InfluxQL phase.
 func (o Options) influxProblems() []error {
-	if o.TSBSBin == "" {
-		return nil
+	if o.TSBSBin != "" && (o.InfluxQueries <= 0 || o.InfluxBurnIn < 0) {
+		return []error{fmt.Errorf("InfluxQL queries must be positive and burn-in not negative, got %d and %d", o.InfluxQueries, o.InfluxBurnIn)}
 	}
-	var errs []error
-	if o.Span < influxMinSpan {
-		errs = append(errs, fmt.Errorf("the InfluxQL phase (--tsbs-bin) needs a span of at least %v (TSBS's single-groupby-1-1-12 draws 12-hour windows), got %v", influxMinSpan, o.Span))
+	return nil
+}
+
+// influxSkip says why the data is too small for TSBS's query generator
+// ("" when it is not): the phase is then skipped with a note.
+func (o Options) influxSkip() string {
+	switch {
+	case o.Span < influxMinSpan:
+		return fmt.Sprintf("the InfluxQL figures were not measured: TSBS's single-groupby-1-1-12 draws 12-hour windows from more than 12 h of data, the span is %v", o.Span)
+	case o.Hosts < influxMinHosts:
+		return fmt.Sprintf("the InfluxQL figures were not measured: TSBS's single-groupby-1-8-1 needs %d hosts, the run has %d", influxMinHosts, o.Hosts)
 	}
-	if o.Hosts < influxMinHosts {
-		errs = append(errs, fmt.Errorf("the InfluxQL phase (--tsbs-bin) needs at least %d hosts (single-groupby-1-8-1), got %d", influxMinHosts, o.Hosts))
-	}
-	if o.InfluxQueries <= 0 || o.InfluxBurnIn < 0 {
-		errs = append(errs, fmt.Errorf("InfluxQL queries must be positive and burn-in not negative, got %d and %d", o.InfluxQueries, o.InfluxBurnIn))
-	}
-	return errs
+	return ""
 }
 
 // findInfluxTools reports whether dir holds the TSBS tools; a missing

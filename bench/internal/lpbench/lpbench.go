@@ -205,11 +205,18 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if !withInflux && o.TSBSBin != "" {
-		logger.Warn("TSBS tools not found: the InfluxQL figures are not measured (make tsbs builds them)", "dir", o.TSBSBin)
+	var influxNote string
+	switch {
+	case !withInflux && o.TSBSBin != "":
+		influxNote = "the InfluxQL figures were not measured: TSBS's tools are not in " + o.TSBSBin + " (make tsbs builds them)"
+	case withInflux && o.influxSkip() != "":
+		withInflux, influxNote = false, o.influxSkip()
+	}
+	if influxNote != "" {
+		logger.Warn(influxNote)
 	}
 
-	m := &measurement{opts: o, machine: report.DetectMachine()}
+	m := &measurement{opts: o, machine: report.DetectMachine(), influxNote: influxNote}
 	t0 := time.Now()
 	gen, err := newWorkload(o, now())
 	if err != nil {

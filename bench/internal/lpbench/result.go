@@ -125,6 +125,7 @@ type measurement struct {
 	qHWM            int64
 	tsbs            map[string]tsbsStats   // TSBS query types by name
 	influx          map[string]influxStats // the same through InfluxQL, nil if not run
+	influxNote      string                 // why the InfluxQL phase did not run, if it did not
 
 	machine report.Machine
 }
@@ -257,6 +258,9 @@ func notes(r Result, m measurement) []string {
 			node, client, m.machine.NProc))
 	case client >= node:
 		ns = append(ns, fmt.Sprintf("the clients used more CPU (%.2f cores) than the node (%.2f): the clients, not the node, may be the limit", client, node))
+	}
+	if m.influxNote != "" {
+		ns = append(ns, m.influxNote)
 	}
 	if float64(r.PeakRSSQueryMiB) > float64(r.PeakRSSMiB) {
 		ns = append(ns, fmt.Sprintf("the node's peak RSS while answering queries (%.1f MiB) is above its write-phase peak", float64(r.PeakRSSQueryMiB)))
