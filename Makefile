@@ -13,6 +13,11 @@ PURE_GO_PKGS := ./model ./node/chunk ./node/record ./node/rollup ./node/labels .
 # The vocabulary and the protocol layers, which must build without cgo
 # (docs/architecture.md, Layering, rule L2).
 NO_CGO_PKGS := ./model/... ./backend/... ./grpcapi/... ./httpapi/... ./rules/... ./sdk/...
+# TSBS's InfluxDB tools, built from their own module (bench/tsbs) so that
+# the main module does not inherit TSBS's dependencies; rebuilt only when
+# that module's go.mod or go.sum changes.
+TSBS_TOOLS := tsbs_generate_data tsbs_generate_queries tsbs_load_influx tsbs_run_queries_influx
+TSBS_BINS := $(addprefix bin/tsbs/,$(TSBS_TOOLS))
 
 .PHONY: help deps build static test test-race lint generate check-generate proto-check proto-selftest proto-release bench bench-ingest bench-rollup bench-restart bench-lp bench-lowrate bench-fanout bench-replication bench-telemetry bench-hostile demo fuzz e2e soak soak-sim release release-test image cluster-up cluster-down clean compat
 
@@ -42,8 +47,8 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 	@echo "32-bit (armv7-sized ints) run of the pure-Go formats:"
 	GOARCH=386 CGO_ENABLED=0 $(GO) test -count=1 $(PURE_GO_PKGS)
 
-compat: deps ## Compatibility tests against real clients (Debian's prometheus, collectd, mosquitto, python3-influxdb; grpcurl; Grafana 11 requests): a table and one JSON line.
-	@GO=$(GO) scripts/compat.sh
+compat: deps $(TSBS_BINS) ## Compatibility tests against real clients (Debian's prometheus, collectd, mosquitto, python3-influxdb; grpcurl; Grafana 11 requests; TSBS's InfluxDB loader and query runner): a table and one JSON line.
+	@GO=$(GO) TRIBUTARY_TSBS_BIN=$(CURDIR)/bin/tsbs scripts/compat.sh
 
 test-race: deps ## Run the tests under the race detector.
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -164,9 +169,9 @@ bench-rollup: deps ## Rollup query benchmark: 100 series x 1/min x 5 years, then
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
 	bin/tribench rollup --results $(BENCH_RESULTS) $(BENCH_ARGS)
 
-bench-lp: build ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute; prints a table and a JSON line.
+bench-lp: build $(TSBS_BINS) ## Line-protocol benchmark: TSBS cpu-only over HTTP to a node process, then PromQL 1h max by minute, the five TSBS cpu-only query types through PromQL and (TSBS's own runner) InfluxQL; prints a table and a JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
-	bin/tribench lp --binary $(BIN) $(BENCH_ARGS)
+	bin/tribench lp --binary $(BIN) --tsbs-bin bin/tsbs $(BENCH_ARGS)
 
 bench-lowrate: build ## Small-write benchmark: 8 series x 1 Hz, one request a second, fsync before ack, 10 min; storage bytes/hour against one 4 KiB page per fsync; table + one JSON line.
 	$(GO) build -o bin/tribench ./bench/cmd/tribench
@@ -286,6 +291,13 @@ K8S_COMPONENT_SRC := charts/k8stest/components/go.mod charts/k8stest/components/
 $(K8S_COMPONENT_BINS): bin/k8stest/%: $(K8S_COMPONENT_SRC) charts/k8stest/components/%/main.go
 	@mkdir -p $(@D)
 	cd charts/k8stest/components && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $(CURDIR)/$@ ./$*
+
+$(TSBS_BINS): bin/tsbs/%: bench/tsbs/go.mod bench/tsbs/go.sum
+	@mkdir -p $(@D)
+	cd bench/tsbs && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/timescale/tsbs/cmd/$*
+
+.PHONY: tsbs
+tsbs: $(TSBS_BINS) ## Build TSBS's InfluxDB tools (generators, loader, query runner) into bin/tsbs from bench/tsbs's pinned module.
 
 # The sandbox image's binary and the load generator pod's: static, no cgo.
 bin/k8stest/pause: charts/k8stest/pause/go.mod charts/k8stest/pause/main.go

@@ -87,9 +87,14 @@ type node struct {
 	dir                string
 	grpc, http, telnet string
 	extra              []string
-	cmd                *exec.Cmd
-	out                *syncBuffer
-	exited             chan struct{}
+	// local runs `tributary local` (an edge node and a coordinator in one
+	// process: writes to the edge, queries through the coordinator) with
+	// its cluster and intake listeners on these addresses.
+	local           bool
+	cluster, intake string
+	cmd             *exec.Cmd
+	out             *syncBuffer
+	exited          chan struct{}
 }
 
 // syncBuffer collects a process's output for the failure message.
@@ -121,11 +126,24 @@ func startNode(t *testing.T, extra ...string) *node {
 	return n
 }
 
+// startLocal is startNode for `tributary local`.
+func startLocal(t *testing.T, extra ...string) *node {
+	t.Helper()
+	n := &node{t: t, dir: t.TempDir(), grpc: freeAddr(t), http: freeAddr(t), telnet: freeAddr(t), extra: extra,
+		local: true, cluster: freeAddr(t), intake: freeAddr(t)}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
 // start (re)starts the process over n's data directory and addresses.
 func (n *node) start() {
 	n.t.Helper()
-	args := append([]string{"node", "--data-dir", n.dir, "--node-id", "compat-1", "--listen", n.grpc,
-		"--http-listen", n.http, "--opentsdb-listen", n.telnet}, n.extra...)
+	args := []string{"node", "--data-dir", n.dir, "--node-id", "compat-1"}
+	if n.local {
+		args = []string{"local", "--data-dir", n.dir, "--cluster-listen", n.cluster, "--intake-listen", n.intake}
+	}
+	args = append(append(args, "--listen", n.grpc, "--http-listen", n.http, "--opentsdb-listen", n.telnet), n.extra...)
 	n.out = &syncBuffer{}
 	n.cmd = exec.Command(tributaryBin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
@@ -138,7 +156,7 @@ func (n *node) start() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-n.exited:
-			n.t.Fatalf("tributary node exited at start:\n%s", n.out.String())
+			n.t.Fatalf("tributary %s exited at start:\n%s", args[0], n.out.String())
 		default:
 		}
 		if resp, err := http.Get("http://" + n.http + "/readyz"); err == nil {
@@ -149,7 +167,7 @@ func (n *node) start() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	n.t.Fatalf("tributary node not ready within 60s:\n%s", n.out.String())
+	n.t.Fatalf("tributary %s not ready within 60s:\n%s", args[0], n.out.String())
 }
 
 // kill9 ends the process with SIGKILL: no shutdown, no flush.

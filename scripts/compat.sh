@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the compatibility tests (compat/) against real third-party clients:
-# installs their Debian packages, runs `go test -json` over compat and
+# installs their Debian packages, runs `go test -json` over compat (the
+# TSBS tools come from TRIBUTARY_TSBS_BIN when set, as make compat does) and
 # prints a table per client and one JSON line
 # {"clients":N,"passed":N,"failed":N}. Exits non-zero when a client failed.
 set -uo pipefail

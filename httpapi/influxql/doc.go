@@ -50,7 +50,9 @@
 // The other functions (median, percentile, stddev, first, last, and
 // selectors alone without GROUP BY time(), whose answer carries the
 // selected point's time) are computed from raw points. A raw ORDER BY
-// time DESC LIMIT 1 query reads each series' last point only. Subqueries
+// time DESC LIMIT 1 query reads each series' last point only; with no
+// upper time bound, up to an hour past the clock when counting the
+// points after that finds none. Subqueries
 // run their inner statement, whose series become the outer statement's
 // input, within the outer time range.
 //

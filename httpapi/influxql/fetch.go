@@ -1,6 +1,7 @@
 package influxql
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -92,6 +93,48 @@ func (p *plan) baseQuery(ex *executor, m string) model.Query {
 	return model.Query{Matchers: ms, Start: start, End: end, LimitSeries: ex.api.cfg.Limits.MaxSeriesPerQuery}
 }
 
+// lastPointNear is where a last-row read with no upper time bound ends
+// when no point of its series lies later (boundLastPoint).
+const lastPointNear = time.Hour
+
+// errLater stops the count of boundLastPoint at the first later point.
+var errLater = errors.New("a point after the near end")
+
+// boundLastPoint returns the last-point read q (open-ended: it ends at
+// InfluxQL's open end, in 2262) ending lastPointNear past the clock when
+// none of its series has a point after that, else unchanged. The node
+// looks for the newest sample from the range's end backwards, one stored
+// rollup pack of 32 days after the other: from 2262 that is thousands of
+// reads a series, whereas counting the points after the near end is one
+// range read a series, and exact.
+func (ex *executor) boundLastPoint(q model.Query) (model.Query, error) {
+	near := ex.now.Add(lastPointNear).UnixMilli()
+	if near >= q.End || near < q.Start {
+		return q, nil
+	}
+	cq := q
+	cq.Mode, cq.Downsample = model.ModeDownsample, rollup.FuncCount
+	cq.Start = near + 1
+	cq.Step, cq.Offset = cq.End-cq.Start+1, cq.Start // one bucket
+	info, err := ex.api.b.Query(ex.ctx, cq, func(s model.Series) error {
+		for _, v := range s.Vs {
+			if v > 0 {
+				return errLater
+			}
+		}
+		return nil
+	})
+	ex.warn(info)
+	switch {
+	case errors.Is(err, errLater):
+		return q, nil
+	case err != nil:
+		return q, backendError(err)
+	}
+	q.End = near
+	return q, nil
+}
+
 // fetch reads the series of measurement m the plan needs: raw points,
 // last points, or per-bucket partial aggregates.
 func (ex *executor) fetch(p *plan, m string) ([]*inSeries, error) {
@@ -106,6 +149,11 @@ func (ex *executor) fetch(p *plan, m string) ([]*inSeries, error) {
 		err = ex.fetchPartials(p, src, q)
 	case p.lastPoint():
 		q.Mode = model.ModeLastPoint
+		if p.openEnd {
+			if q, err = ex.boundLastPoint(q); err != nil {
+				return nil, err
+			}
+		}
 		err = ex.fetchRaw(src, q)
 	default:
 		q.Mode = model.ModeRaw

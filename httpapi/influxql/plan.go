@@ -29,12 +29,13 @@ type plan struct {
 	cond     *condition
 	matchers []*labels.Matcher // tag matchers implied by the condition
 	// start and end bound the points read, in ns, both inclusive;
-	// openStart says the statement has no lower bound.
-	start, end       int64
-	openStart        bool
-	interval, offset int64 // GROUP BY time(interval, offset), ns; 0: none
-	dims             []string
-	desc             bool
+	// openStart and openEnd say the statement has no lower, no upper
+	// bound.
+	start, end         int64
+	openStart, openEnd bool
+	interval, offset   int64 // GROUP BY time(interval, offset), ns; 0: none
+	dims               []string
+	desc               bool
 	// selectorTime: the answer's time is the time of the point the one
 	// selector of the statement selected.
 	selectorTime bool
@@ -221,13 +222,14 @@ func (p *plan) where(now time.Time, outer bounds) error {
 		}
 	}
 	p.start, p.end = tr.MinTimeNano(), tr.MaxTimeNano()
-	p.openStart = tr.Min.IsZero()
+	p.openStart, p.openEnd = tr.Min.IsZero(), tr.Max.IsZero()
 	if tr.Max.IsZero() && p.interval > 0 {
 		p.end = now.UnixNano() // as InfluxDB: GROUP BY time() ends now
 	}
 	if outer.set {
 		p.start, p.end = max(p.start, outer.start), min(p.end, outer.end)
 		p.openStart = p.openStart && outer.start == influxql.MinTime
+		p.openEnd = p.openEnd && outer.end == influxql.MaxTime
 	}
 	if p.interval > 0 && p.openStart {
 		return errors.New("GROUP BY time() needs a lower time bound in WHERE (e.g. time > now() - 1h)")

@@ -21,7 +21,10 @@
 //     GET /api/v1/query_range requests for random hosts and random
 //     minute-aligned hours, and every answer is compared with the values
 //     computed from the generated data;
-//  6. prints a table for people, then one JSON line, always the last line
+//  6. when Options.TSBSBin holds TSBS's tools, runs the five TSBS cpu-only
+//     query types again through InfluxQL with TSBS's own query runner
+//     (influxql.go);
+//  7. prints a table for people, then one JSON line, always the last line
 //     of its output.
 //
 // Missing a target never fails a run; lost points, a failed request or a
@@ -75,6 +78,14 @@ type Options struct {
 	// TSBSQueries runs the TSBS cpu-only query types after the kdb+ blog
 	// query, each with WarmupQueries and Queries of its own.
 	TSBSQueries bool
+	// TSBSBin is a directory holding TSBS's tsbs_generate_queries and
+	// tsbs_run_queries_influx (make tsbs builds them into bin/tsbs); when
+	// they are there, the TSBS query types also run through InfluxQL,
+	// InfluxBurnIn and then InfluxQueries timed queries of each. Empty or
+	// missing: that phase is skipped.
+	TSBSBin       string
+	InfluxQueries int
+	InfluxBurnIn  int
 	// Seed selects the generated data and the queries.
 	Seed uint64
 	// DB is the db parameter of the writes.
@@ -92,7 +103,8 @@ type Options struct {
 
 // DefaultOptions are the settings: 100 hosts, one day at 10 s
 // (8.64 million points), 10,000-line requests from 2 clients, then 2,000
-// queries from 2 clients after 200 for warm-up.
+// queries from 2 clients after 200 for warm-up; through InfluxQL, 1,000
+// of each TSBS type after 100 of burn-in.
 func DefaultOptions() Options {
 	return Options{
 		Procs:         runopt.Procs{ReadyTimeout: 60 * time.Second, StopTimeout: 5 * time.Minute},
@@ -106,6 +118,8 @@ func DefaultOptions() Options {
 		WarmupQueries: 200,
 		Queries:       2000,
 		TSBSQueries:   true,
+		InfluxQueries: 1000,
+		InfluxBurnIn:  100,
 		Seed:          1,
 		DB:            "benchmark",
 		WALSync:       "always",
@@ -153,6 +167,7 @@ func (o Options) Validate() error {
 	if o.Settle < 0 {
 		errs = append(errs, fmt.Errorf("settle must not be negative, got %v", o.Settle))
 	}
+	errs = append(errs, o.influxProblems()...)
 	return errors.Join(errs...)
 }
 
@@ -186,8 +201,22 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
+	withInflux, err := findInfluxTools(o.TSBSBin)
+	if err != nil {
+		return Result{}, err
+	}
+	var influxNote string
+	switch {
+	case !withInflux && o.TSBSBin != "":
+		influxNote = "the InfluxQL figures were not measured: TSBS's tools are not in " + o.TSBSBin + " (make tsbs builds them)"
+	case withInflux && o.influxSkip() != "":
+		withInflux, influxNote = false, o.influxSkip()
+	}
+	if influxNote != "" {
+		logger.Warn(influxNote)
+	}
 
-	m := &measurement{opts: o, machine: report.DetectMachine()}
+	m := &measurement{opts: o, machine: report.DetectMachine(), influxNote: influxNote}
 	t0 := time.Now()
 	gen, err := newWorkload(o, now())
 	if err != nil {
@@ -224,7 +253,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 			return Result{}, err
 		}
 	}
-	if err := ph.query(plan, types); err != nil {
+	if err := ph.query(plan, types, withInflux); err != nil {
 		return Result{}, err
 	}
 
@@ -313,7 +342,7 @@ func (ph phases) write(batches [][]batch) (err error) {
 
 // query starts the node again over the compacted store, measures the
 // HTTP round trip, runs the query plan and stops the node.
-func (ph phases) query(plan *queryPlan, types []tsbsType) (err error) {
+func (ph phases) query(plan *queryPlan, types []tsbsType, withInflux bool) (err error) {
 	o, m := ph.m.opts, ph.m
 	qnode, err := ph.startNode("node-query.log")
 	if err != nil {
@@ -343,6 +372,11 @@ func (ph phases) query(plan *queryPlan, types []tsbsType) (err error) {
 	}
 	if err := ph.queryTSBS(types, base, qnode.Exited()); err != nil {
 		return qnode.failed(err)
+	}
+	if withInflux {
+		if err := ph.queryInfluxQL(base); err != nil {
+			return qnode.failed(err)
+		}
 	}
 	m.qAfter = qAfter
 	if m.qExit, err = qnode.stop(o.StopTimeout); err != nil {
@@ -406,6 +440,7 @@ func (m *measurement) check() error {
 		errs = append(errs, fmt.Errorf("%d of %d query answers did not match the written data, e.g.:\n  %s",
 			m.query.Wrong, m.query.Checked, joinLines(m.query.Examples)))
 	}
+	errs = append(errs, m.influxCheck())
 	return errors.Join(errs...)
 }
 

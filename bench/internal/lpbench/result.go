@@ -95,6 +95,7 @@ type Result struct {
 	Machine report.Machine     `json:"machine"`
 
 	TSBSFigures
+	InfluxQLFigures
 }
 
 // measurement is everything a run measured, before derivation.
@@ -122,7 +123,9 @@ type measurement struct {
 	qBefore, qAfter nodeproc.Usage
 	qExit           nodeproc.Exit
 	qHWM            int64
-	tsbs            map[string]tsbsStats // TSBS query types by name
+	tsbs            map[string]tsbsStats   // TSBS query types by name
+	influx          map[string]influxStats // the same through InfluxQL, nil if not run
+	influxNote      string                 // why the InfluxQL phase did not run, if it did not
 
 	machine report.Machine
 }
@@ -229,6 +232,7 @@ func (m measurement) result() Result {
 		Machine: m.machine,
 	}
 	r.TSBSFigures = tsbsFigures(m.tsbs)
+	r.InfluxQLFigures = influxFigures(m.influx)
 	addTSBSTargets(r.Targets)
 	r.Notes = notes(r, m)
 	return r
@@ -254,6 +258,9 @@ func notes(r Result, m measurement) []string {
 			node, client, m.machine.NProc))
 	case client >= node:
 		ns = append(ns, fmt.Sprintf("the clients used more CPU (%.2f cores) than the node (%.2f): the clients, not the node, may be the limit", client, node))
+	}
+	if m.influxNote != "" {
+		ns = append(ns, m.influxNote)
 	}
 	if float64(r.PeakRSSQueryMiB) > float64(r.PeakRSSMiB) {
 		ns = append(ns, fmt.Sprintf("the node's peak RSS while answering queries (%.1f MiB) is above its write-phase peak", float64(r.PeakRSSQueryMiB)))
@@ -312,6 +319,9 @@ func WriteReport(w io.Writer, r Result) error {
 		return err
 	}
 	if err := writeTSBSTable(w, r.TSBSFigures); err != nil {
+		return err
+	}
+	if err := writeInfluxTable(w, r.InfluxQLFigures, r.TSBSFigures, r.QueryClients); err != nil {
 		return err
 	}
 	return report.WriteNotesAndJSONLine(w, r.Notes, r)
