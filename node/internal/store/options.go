@@ -181,6 +181,12 @@ func dbOptions(o *Options) *grocksdb.Options {
 	// keeps every WAL file alive until it happens to flush, and recovery
 	// replays all of them.
 	opts.SetMaxTotalWalSize(maxTotalWALSizeFactor * o.memtableBudget())
+	// RocksDB's info LOG: warnings and errors only. At the info level it
+	// logs every flush and compaction, some 100 KiB for a day of a hundred
+	// hosts, which beside a store of a few MiB is a share of the data
+	// directory at rest. (Its header, the options in force, is written at
+	// every open whatever the level.)
+	opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
 	opts.SetKeepLogFileNum(rocksLogFilesKept)
 	opts.SetMaxLogFileSize(rocksLogFileBytes)
 	opts.SetStatsDumpPeriodSec(0) // no periodic LOG writes to the SD card
