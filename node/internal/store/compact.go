@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"sync"
@@ -36,7 +37,8 @@ type IdleCompaction struct {
 // bottom level itself: only bottom files that overlap newer data are
 // rewritten, which with time-partitioned keys are the recent partitions'.
 // A column family whose files are all in one level below level 0 is left
-// alone.
+// alone, and so is one where the merge would rewrite more than
+// maxIdleRewriteFactor times the bytes it merges (see needsCompaction).
 //
 // It never blocks writes: RocksDB's own flushes and compactions go on
 // beside it. Once stop is closed or busy (polled every 100 ms) reports true
@@ -126,20 +128,67 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 	return res, nil
 }
 
+// maxIdleRewriteFactor bounds what CompactIdle rewrites per byte it
+// merges: a column family is compacted when its files above the bottom
+// level, together with the bottom files their key range overlaps, come to
+// at most this many times the bytes above the bottom level.
+const maxIdleRewriteFactor = 4
+
 // needsCompaction reports whether h has files in level 0 or in more than
-// one level. (A lone level-0 file moves down without being rewritten.)
+// one level (a lone level-0 file moves down without being rewritten), and
+// merging them costs at most maxIdleRewriteFactor times their size: the
+// bottom-level files that overlap their key range are rewritten with them.
+// Otherwise RocksDB's own compactions merge them when their size calls for
+// it; an idle period of a small write leaves them where they are.
 func (db *DB) needsCompaction(h *grocksdb.ColumnFamilyHandle) bool {
-	levels := 0
-	for l := range NumLevels {
-		n := db.levelFiles(h, l)
-		if l == 0 && n > 0 {
-			return true
-		}
-		if n > 0 {
-			levels++
+	md := db.rdb.GetColumnFamilyMetadataCF(h)
+	if md == nil {
+		return false
+	}
+	bottom := -1
+	for _, lm := range md.LevelMetas() {
+		if len(lm.SstMetas()) > 0 {
+			bottom = lm.Level()
 		}
 	}
-	return levels > 1
+	if bottom < 0 {
+		return false // no files
+	}
+	var upper uint64
+	var lo, hi []byte
+	moved := false // level-0 files or files above the bottom
+	for _, lm := range md.LevelMetas() {
+		if lm.Level() == bottom && bottom > 0 {
+			continue
+		}
+		for _, f := range lm.SstMetas() {
+			moved = true
+			upper += f.Size()
+			if lo == nil || bytes.Compare(f.SmallestKey(), lo) < 0 {
+				lo = f.SmallestKey()
+			}
+			if hi == nil || bytes.Compare(f.LargestKey(), hi) > 0 {
+				hi = f.LargestKey()
+			}
+		}
+	}
+	if !moved {
+		return false
+	}
+	var overlap uint64
+	if bottom > 0 {
+		for _, lm := range md.LevelMetas() {
+			if lm.Level() != bottom {
+				continue
+			}
+			for _, f := range lm.SstMetas() {
+				if bytes.Compare(f.LargestKey(), lo) >= 0 && bytes.Compare(f.SmallestKey(), hi) <= 0 {
+					overlap += f.Size()
+				}
+			}
+		}
+	}
+	return upper+overlap <= maxIdleRewriteFactor*upper
 }
 
 // LevelFiles returns the number of SST files in each level of every

@@ -235,3 +235,38 @@ func TestInfoLog_KeptSmall(t *testing.T) {
 	}
 	t.Logf("LOG after 3 flushes and a compaction: %d bytes", len(log))
 }
+
+// TestCompactIdle_LeavesASmallWriteToRocksDB: a small flush over a large
+// compacted column family is not merged at idle (it would rewrite the
+// overlapping bottom files for a few bytes); a large one is.
+func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
+	db := openTest(t, Options{})
+	fillRounds(t, db, 1, 2000, 1024)
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, func(b *Batch) { b.PutChunk(5, 30*60*1000, 30*60*1000+1000, []byte("small")) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CompactIdle(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	files, err := db.LevelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[cfChunks][0] != 1 {
+		t.Fatalf("chunks by level after a small write: %v; want its level-0 file left", files[cfChunks])
+	}
+	fillRounds(t, db, 1, 2000, 1024) // as much again, over the same keys
+	if _, err := db.CompactIdle(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if files, err = db.LevelFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if levels, _ := levelsUsed(files[cfChunks]); files[cfChunks][0] != 0 || levels != 1 {
+		t.Errorf("chunks by level after a large write: %v; want one level, none in level 0", files[cfChunks])
+	}
+}
