@@ -1,5 +1,7 @@
 package node
 
+import "github.com/tributarydb/tributary/node/internal/store"
+
 // CrashForTest stops the node as a power cut would: no flush, no WAL
 // seal. The caller has already crashed the WAL's file system; RocksDB is
 // closed without flushing its memtables, so what flushes wrote to it
@@ -40,3 +42,19 @@ func (n *Node) HoldWriteLockForTest() (release func()) {
 
 // FlushBatchesForTest is the number of store batches flushes have written.
 func (n *Node) FlushBatchesForTest() int64 { return n.stats.flushBatches.Load() }
+
+// StoreLevelFilesForTest returns the store's SST files by column family and
+// level.
+func (n *Node) StoreLevelFilesForTest() (map[string][store.NumLevels]int, error) {
+	return n.db.LevelFiles()
+}
+
+// SetIdleCompactForTest makes idle compactions call f instead of the
+// store's CompactIdle (nil f: the store's again).
+func (n *Node) SetIdleCompactForTest(f func(stop <-chan struct{}, busy func() bool) (store.IdleCompaction, error)) {
+	if f == nil {
+		n.compactFake.Store(nil)
+		return
+	}
+	n.compactFake.Store(&f)
+}

@@ -98,6 +98,12 @@ func (n *Node) idleFlush() error {
 	}
 	n.idleDoneNs = last
 	n.stats.idleFlushes.Add(1)
+	if !n.opts.NoIdleCompact {
+		select {
+		case n.compactWake <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	return nil
 }
 

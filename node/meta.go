@@ -87,8 +87,13 @@ type Status struct {
 	// let WAL segments go; IdleFlushes the flushes after Options.IdleFlush
 	// without writes.
 	StoreFlushes, IdleFlushes int64
-	RetentionDropped          int64
-	Uptime                    time.Duration
+	// IdleCompactions counts the compactions after idle flushes that had
+	// something to merge (IdleCompactionsAborted of them cut short by a
+	// write or shutdown); IdleCompactionBytes is what RocksDB's
+	// compactions wrote while they ran.
+	IdleCompactions, IdleCompactionsAborted, IdleCompactionBytes int64
+	RetentionDropped                                             int64
+	Uptime                                                       time.Duration
 	// Store is the store's health (health.go).
 	Store StoreHealth
 	// WALQuarantined counts WAL files quarantined as corrupt, ever (kept
@@ -108,23 +113,26 @@ func (n *Node) Status() Status {
 	series := len(n.byID)
 	n.idxMu.RUnlock()
 	st := Status{
-		NodeID:           n.opts.NodeID,
-		Series:           series,
-		HeadSamples:      n.headSamples.Load(),
-		HeadBytes:        n.headBytes.Load(),
-		WAL:              n.wal.Stats(),
-		WALRecordBytes:   n.stats.walRecordBytes.Load(),
-		Accepted:         n.stats.accepted.Load(),
-		Rejected:         n.stats.rejected.Load(),
-		RejectedBy:       n.rejectedBy(),
-		FlushedChunks:    n.stats.flushedChunks.Load(),
-		FlushErrors:      n.stats.flushErrors.Load(),
-		StoreFlushes:     n.stats.storeFlushes.Load(),
-		IdleFlushes:      n.stats.idleFlushes.Load(),
-		RetentionDropped: n.stats.retentionDropped.Load(),
-		Uptime:           n.opts.Now().Sub(n.started),
-		Store:            n.health.state(),
-		WALQuarantined:   n.walQuarantined(),
+		NodeID:                 n.opts.NodeID,
+		Series:                 series,
+		HeadSamples:            n.headSamples.Load(),
+		HeadBytes:              n.headBytes.Load(),
+		WAL:                    n.wal.Stats(),
+		WALRecordBytes:         n.stats.walRecordBytes.Load(),
+		Accepted:               n.stats.accepted.Load(),
+		Rejected:               n.stats.rejected.Load(),
+		RejectedBy:             n.rejectedBy(),
+		FlushedChunks:          n.stats.flushedChunks.Load(),
+		FlushErrors:            n.stats.flushErrors.Load(),
+		StoreFlushes:           n.stats.storeFlushes.Load(),
+		IdleFlushes:            n.stats.idleFlushes.Load(),
+		IdleCompactions:        n.stats.idleCompactions.Load(),
+		IdleCompactionsAborted: n.stats.idleCompactAborted.Load(),
+		IdleCompactionBytes:    n.stats.idleCompactBytes.Load(),
+		RetentionDropped:       n.stats.retentionDropped.Load(),
+		Uptime:                 n.opts.Now().Sub(n.started),
+		Store:                  n.health.state(),
+		WALQuarantined:         n.walQuarantined(),
 	}
 	n.lossMu.Lock()
 	st.StoreQuarantinedFiles = n.loss.losses.QuarantinedFiles

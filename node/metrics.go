@@ -64,6 +64,7 @@ func (n *Node) initMetrics() error {
 type observedInstruments struct {
 	accepted, rejected, flushes, flushErrors, flushedChunks, fsyncs metric.Int64ObservableCounter
 	storeFlushes, idleFlushes                                       metric.Int64ObservableCounter
+	idleCompactions, idleCompactionBytes                            metric.Int64ObservableCounter
 	cacheHits, cacheMisses                                          metric.Int64ObservableCounter
 	series, headSamples, headChunks, headBytes                      metric.Int64ObservableGauge
 	walBytes, walSegments                                           metric.Int64ObservableGauge
@@ -89,6 +90,8 @@ func (n *Node) registerMetrics() error {
 	o.fsyncs = counter("tributary.wal.fsyncs", "{fsync}", "WAL file and directory fsyncs.")
 	o.storeFlushes = counter("tributary.store.flushes", "{flush}", "Flushes of the store's memtables to disk that let WAL segments go (flushes write the store without RocksDB's WAL).")
 	o.idleFlushes = counter("tributary.idle.flushes", "{flush}", "Flushes of the whole head and the store after --idle-flush without a write.")
+	o.idleCompactions = counter("tributary.idle.compactions", "{compaction}", "Compactions of the store's upper levels into its bottom one after an idle flush (--idle-compact), by outcome (done, or aborted by a write or shutdown).")
+	o.idleCompactionBytes = counter("tributary.idle.compaction.bytes", "By", "Bytes RocksDB's compactions wrote while idle compactions ran: the SD card cost of --idle-compact.")
 	o.cacheHits = counter("tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
 	o.cacheMisses = counter("tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
 	o.series = gauge("tributary.series", "{series}", "Series known to the node.")
@@ -118,6 +121,8 @@ func (n *Node) registerMetrics() error {
 	for r := model.RejectReason(1); r < model.NumRejectReasons; r++ {
 		reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
+	outcomeDone := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "done")))
+	outcomeAborted := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "aborted")))
 	failureAttrs := make([]metric.ObserveOption, len(StoreReasons))
 	for i, r := range StoreReasons {
 		failureAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
@@ -151,6 +156,9 @@ func (n *Node) registerMetrics() error {
 		obs.ObserveInt64(o.fsyncs, st.WAL.Fsyncs)
 		obs.ObserveInt64(o.storeFlushes, st.StoreFlushes)
 		obs.ObserveInt64(o.idleFlushes, st.IdleFlushes)
+		obs.ObserveInt64(o.idleCompactions, st.IdleCompactions-st.IdleCompactionsAborted, outcomeDone)
+		obs.ObserveInt64(o.idleCompactions, st.IdleCompactionsAborted, outcomeAborted)
+		obs.ObserveInt64(o.idleCompactionBytes, st.IdleCompactionBytes)
 		obs.ObserveInt64(o.series, int64(st.Series))
 		obs.ObserveInt64(o.headSamples, st.HeadSamples)
 		obs.ObserveInt64(o.headBytes, st.HeadBytes)

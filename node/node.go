@@ -91,6 +91,8 @@ type Node struct {
 	headSamples atomic.Int64
 	headBytes   atomic.Int64
 	flushWake   chan struct{}
+	// compactWake wakes compactLoop after an idle flush (IdleCompact).
+	compactWake chan struct{}
 	flushMu     sync.Mutex // one flush round at a time
 	stop        chan struct{}
 	wg          sync.WaitGroup
@@ -103,6 +105,7 @@ type Node struct {
 	health            healthTracker
 	unflushedWALBytes atomic.Int64
 	storeFault        atomic.Pointer[func() error] // tests: health.go
+	compactFake       atomic.Pointer[compactFunc]  // tests: compact.go
 	// loss holds the node's records of damage and loss (storeloss.go);
 	// lossMu guards loss.losses.
 	lossMu sync.Mutex
@@ -123,6 +126,9 @@ type counters struct {
 	flushes            atomic.Int64
 	storeFlushes       atomic.Int64 // store flushes that let WAL segments go (truncateWAL)
 	idleFlushes        atomic.Int64
+	idleCompactions    atomic.Int64 // idle compactions that merged something (compact.go)
+	idleCompactAborted atomic.Int64 // ... cut short by a write or shutdown
+	idleCompactBytes   atomic.Int64 // bytes RocksDB's compactions wrote during them
 	walRecordBytes     atomic.Int64 // payload bytes appended to the WAL
 	flushErrors        atomic.Int64
 	retentionDropped   atomic.Int64
@@ -140,16 +146,17 @@ func Open(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	n := &Node{
-		opts:      opts,
-		log:       opts.Logger,
-		mu:        newCtxMutex(),
-		byID:      map[uint64]*memSeries{},
-		byHash:    map[uint64][]*memSeries{},
-		flushSkip: map[uint64]error{},
-		flushWake: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		started:   opts.Now(),
-		nextID:    1,
+		opts:        opts,
+		log:         opts.Logger,
+		mu:          newCtxMutex(),
+		byID:        map[uint64]*memSeries{},
+		byHash:      map[uint64][]*memSeries{},
+		flushSkip:   map[uint64]error{},
+		flushWake:   make(chan struct{}, 1),
+		compactWake: make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		started:     opts.Now(),
+		nextID:      1,
 	}
 	n.health = healthTracker{limit: opts.FailuresBeforeUnhealthy, window: opts.FailingBeforeUnhealthy,
 		now: opts.Now, log: opts.Logger, damagePath: filepath.Join(opts.DataDir, damageFileName)}
@@ -239,9 +246,10 @@ func Open(opts Options) (*Node, error) {
 	n.log.Info("node opened", "data_dir", opts.DataDir, "series", len(n.byID),
 		"replayed_points", replayed, "head_samples", n.headSamples.Load(), "took", time.Since(start).Round(time.Millisecond))
 	n.lastAppendNs.Store(n.opts.Now().UnixNano())
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.flushLoop()
 	go n.retentionLoop()
+	go n.compactLoop()
 	if err := n.registerMetrics(); err != nil {
 		return nil, errors.Join(err, n.Close())
 	}

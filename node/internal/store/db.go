@@ -275,6 +275,9 @@ func (db *DB) beginClose() bool {
 	}
 	db.closed.Store(true)
 	db.mu.Unlock()
+	// A running CompactIdle returns at its next work step rather than
+	// when it is done: Close waits for that step only.
+	db.rdb.DisableManualCompaction()
 	db.inflight.Wait()
 	return true
 }

@@ -1,0 +1,272 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tributarydb/tributary/node/labels"
+)
+
+// fillRounds writes rounds batches of the same keys (series, chunks of
+// random bytes, their rollups), each flushed to its own level-0 files, as
+// a load's store flushes leave them.
+func fillRounds(t *testing.T, db *DB, rounds, series, chunkBytes int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for r := range rounds {
+		for id := uint64(1); id <= uint64(series); id++ {
+			write(t, db, func(b *Batch) {
+				b.PutSeries(id, labels.FromStrings("__name__", "m", "id", fmt.Sprint(id)))
+				data := make([]byte, chunkBytes)
+				for i := range data {
+					data[i] = byte(rng.Uint32())
+				}
+				// Each round a new chunk; the rollup of the hour rewritten.
+				b.PutChunk(id, int64(r)*hourMs, int64(r)*hourMs+1000, data)
+				b.PutRollup(KindRollup1h, id, 0, []byte(fmt.Sprintf("round %d", r)))
+			})
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func levelsUsed(per [NumLevels]int) (levels, files int) {
+	for _, n := range per {
+		if n > 0 {
+			levels++
+			files += n
+		}
+	}
+	return levels, files
+}
+
+// TestCompactIdle_LeavesWhatAFullCompactionLeaves: after flushes that
+// each left level-0 files, CompactIdle leaves no level-0 file and every
+// column family in one level, the rewritten rollups kept once and
+// readable; a second call finds nothing to do.
+func TestCompactIdle_LeavesWhatAFullCompactionLeaves(t *testing.T) {
+	db := openTest(t, Options{})
+	fillRounds(t, db, 3, 50, 256)
+	before, err := db.LevelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[cfRollup1h][0] < 2 || before[cfChunks][0] < 2 {
+		t.Fatalf("setup: level files %v; want several level-0 files", before)
+	}
+	res, err := db.CompactIdle(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ColumnFamilies == 0 || res.Aborted || res.WrittenBytes <= 0 {
+		t.Fatalf("CompactIdle = %+v; want some column families compacted, bytes written, not aborted", res)
+	}
+	after, err := db.LevelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cf, per := range after {
+		if levels, _ := levelsUsed(per); per[0] != 0 || levels > 1 {
+			t.Errorf("column family %s after CompactIdle: files by level %v; want none in level 0, one level", cf, per)
+		}
+	}
+	for _, cf := range []string{cfChunks, cfRollup1h, cfSeries} {
+		if _, files := levelsUsed(after[cf]); files == 0 {
+			t.Errorf("column family %s holds no file after CompactIdle", cf)
+		}
+	}
+	var got []string
+	if err := db.Rollups(KindRollup1h, 7, 0, hourMs, func(bucket int64, v []byte) error {
+		got = append(got, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "round 2" {
+		t.Errorf("rollups of series 7 after CompactIdle: %q; want the last write only", got)
+	}
+	if res, err := db.CompactIdle(nil, nil); err != nil || res.ColumnFamilies != 0 {
+		t.Errorf("second CompactIdle = %+v, %v; want nothing to do", res, err)
+	}
+}
+
+// TestCompactIdle_StopsPromptly: closing stop, or busy turning true, cuts
+// a long compaction short; Close during one does not wait for it to end.
+func TestCompactIdle_StopsPromptly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 96 MiB")
+	}
+	for _, how := range []string{"stop", "busy", "close"} {
+		t.Run(how, func(t *testing.T) {
+			db, err := Open(Options{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			// Random bytes: every compaction step reads, tries to
+			// compress and writes them all.
+			fillRounds(t, db, 6, 4096, 4096)
+			stop := make(chan struct{})
+			var busy atomic.Bool
+			type result struct {
+				res IdleCompaction
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				res, err := db.CompactIdle(stop, busy.Load)
+				done <- result{res, err}
+			}()
+			time.Sleep(150 * time.Millisecond)
+			cut := time.Now()
+			switch how {
+			case "stop":
+				close(stop)
+			case "busy":
+				busy.Store(true)
+			case "close":
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := <-done
+			took := time.Since(cut)
+			t.Logf("%s: returned %v after the cut: %+v", how, took.Round(time.Millisecond), r.res)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if !r.res.Aborted {
+				t.Fatalf("CompactIdle = %+v: it ended before the cut, the test does not test", r.res)
+			}
+			if took > 2*time.Second {
+				t.Errorf("CompactIdle returned %v after the %s; want promptly", took, how)
+			}
+			if how == "close" {
+				return
+			}
+			// Manual compactions work again, and finish the job.
+			res, err := db.CompactIdle(nil, nil)
+			if err != nil || res.Aborted || res.ColumnFamilies == 0 {
+				t.Fatalf("CompactIdle after the cut = %+v, %v; want it to finish what is left", res, err)
+			}
+			per, err := db.LevelFiles()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if per[cfChunks][0] != 0 {
+				t.Errorf("chunks by level after the second CompactIdle: %v", per[cfChunks])
+			}
+		})
+	}
+}
+
+// TestCompactIdle_WritesGoOn: writes during an idle compaction return
+// without waiting for it.
+func TestCompactIdle_WritesGoOn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 96 MiB")
+	}
+	db := openTest(t, Options{})
+	fillRounds(t, db, 6, 4096, 4096)
+	done := make(chan struct{})
+	var compacting time.Duration
+	go func() {
+		defer close(done)
+		start := time.Now()
+		if _, err := db.CompactIdle(nil, nil); err != nil {
+			t.Error(err)
+		}
+		compacting = time.Since(start)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	var slowest time.Duration
+	writes := 0
+	for id := uint64(1); ; id++ {
+		select {
+		case <-done:
+			t.Logf("%d writes during a compaction of %v, the slowest %v", writes, compacting, slowest)
+			if writes < 10 {
+				t.Fatalf("only %d writes during the compaction: it was too short to test", writes)
+			}
+			if slowest > compacting/4 {
+				t.Errorf("a write took %v during a compaction of %v: it waited", slowest, compacting)
+			}
+			return
+		default:
+		}
+		start := time.Now()
+		b := db.NewBatch()
+		b.PutRollup(KindRollup1d, id, 0, []byte("w"))
+		if err := db.WriteUnlogged(b); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		slowest = max(slowest, time.Since(start))
+		writes++
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestInfoLog_KeptSmall: RocksDB's LOG holds warnings and errors, not a
+// line per flush and compaction.
+func TestInfoLog_KeptSmall(t *testing.T) {
+	dir := t.TempDir()
+	db := openTest(t, Options{Dir: dir})
+	fillRounds(t, db, 3, 50, 256)
+	if _, err := db.CompactIdle(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "LOG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "[default] [JOB") || strings.Contains(line, "EVENT_LOG_v1") {
+			t.Fatalf("LOG (%d bytes) logs flushes and compactions: %q", len(log), line)
+		}
+	}
+	t.Logf("LOG after 3 flushes and a compaction: %d bytes", len(log))
+}
+
+// TestCompactIdle_LeavesASmallWriteToRocksDB: a small flush over a large
+// compacted column family is not merged at idle (it would rewrite the
+// overlapping bottom files for a few bytes); a large one is.
+func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
+	db := openTest(t, Options{})
+	fillRounds(t, db, 1, 2000, 1024)
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, func(b *Batch) { b.PutChunk(5, 30*60*1000, 30*60*1000+1000, []byte("small")) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CompactIdle(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	files, err := db.LevelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[cfChunks][0] != 1 {
+		t.Fatalf("chunks by level after a small write: %v; want its level-0 file left", files[cfChunks])
+	}
+	fillRounds(t, db, 1, 2000, 1024) // as much again, over the same keys
+	if _, err := db.CompactIdle(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if files, err = db.LevelFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if levels, _ := levelsUsed(files[cfChunks]); files[cfChunks][0] != 0 || levels != 1 {
+		t.Errorf("chunks by level after a large write: %v; want one level, none in level 0", files[cfChunks])
+	}
+}
