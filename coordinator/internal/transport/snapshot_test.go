@@ -201,19 +201,27 @@ func TestServer_RefusesMalformedSnapshotStreams(t *testing.T) {
 		chunks func(t *testing.T) []*clusterv1.SnapshotChunk
 		code   codes.Code
 	}{
-		{"no headers", true, func(t *testing.T) []*clusterv1.SnapshotChunk { return []*clusterv1.SnapshotChunk{head(t, 1, 2, 0, nil)} }, codes.InvalidArgument},
+		{"no headers", true, func(t *testing.T) []*clusterv1.SnapshotChunk {
+			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 0, nil)}
+		}, codes.InvalidArgument},
 		{"no chunk", false, func(*testing.T) []*clusterv1.SnapshotChunk { return nil }, codes.InvalidArgument},
 		{"not a snapshot", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
 			m := app(1, 2, 1)
 			b, _ := m.Marshal()
 			return []*clusterv1.SnapshotChunk{{Message: b}}
 		}, codes.InvalidArgument},
-		{"from another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk { return []*clusterv1.SnapshotChunk{head(t, 3, 2, 0, nil)} }, codes.InvalidArgument},
-		{"to another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk { return []*clusterv1.SnapshotChunk{head(t, 1, 3, 0, nil)} }, codes.InvalidArgument},
+		{"from another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
+			return []*clusterv1.SnapshotChunk{head(t, 3, 2, 0, nil)}
+		}, codes.InvalidArgument},
+		{"to another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
+			return []*clusterv1.SnapshotChunk{head(t, 1, 3, 0, nil)}
+		}, codes.InvalidArgument},
 		{"garbage message", false, func(*testing.T) []*clusterv1.SnapshotChunk {
 			return []*clusterv1.SnapshotChunk{{Message: []byte{0xff, 0xff, 0xff}}}
 		}, codes.InvalidArgument},
-		{"above the limit", false, func(t *testing.T) []*clusterv1.SnapshotChunk { return []*clusterv1.SnapshotChunk{head(t, 1, 2, 1<<40, nil)} }, codes.ResourceExhausted},
+		{"above the limit", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
+			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 1<<40, nil)}
+		}, codes.ResourceExhausted},
 		{"short", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
 			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 100, make([]byte, 10)), {Data: make([]byte, 20)}}
 		}, codes.InvalidArgument},
