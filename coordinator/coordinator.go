@@ -167,7 +167,7 @@ func (c *Coordinator) openRaft(closers *[]func()) (err error) {
 	o := c.opts
 	c.tr, err = transport.New(transport.Options{ID: o.RaftID, ClusterID: o.ClusterID,
 		TLS: o.ClusterClientTLS, Insecure: o.Insecure, Reporter: raftReporter{c}, Logger: o.Logger,
-		GRPCDialOptions: []grpc.DialOption{c.grpcDialOption()}})
+		MaxSnapshotBytes: o.MaxSnapshotBytes, GRPCDialOptions: []grpc.DialOption{c.grpcDialOption()}})
 	if err != nil {
 		return fmt.Errorf("raft transport: %w", err)
 	}
@@ -238,7 +238,7 @@ func (c *Coordinator) openServers(closers *[]func()) (err error) {
 	c.clusterSrv, err = transport.NewServer(transport.ServerOptions{ID: o.RaftID, ClusterID: o.ClusterID,
 		TLS: o.ClusterServerTLS, Insecure: o.Insecure, Peers: c.tr, Members: clusterMembers{c}, Logger: o.Logger,
 		MaxStreams: o.ClusterLimits.MaxStreams, MaxConns: o.ClusterLimits.MaxConns, MaxConnsPerIP: o.ClusterLimits.MaxConnsPerIP,
-		Step: func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
+		MaxSnapshotBytes: o.MaxSnapshotBytes, Step: func(_ context.Context, m raftpb.Message) error { return c.raft.Step(m) },
 		Register: c.withHealth(o.ClusterListen, func(g *grpc.Server) {
 			replicaSrv.Register(g)
 			clusterv1.RegisterMemberServiceServer(g, memberService{c: c})

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tributarydb/tributary/coordinator/internal/transport"
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/internal/telemetry"
 )
@@ -100,6 +101,11 @@ type Options struct {
 	// the cluster and intake listeners; zero fields take the defaults
 	// DefaultClusterLimits and DefaultIntakeLimits.
 	ClusterLimits, IntakeLimits ListenerLimits
+	// MaxSnapshotBytes bounds the data of a raft snapshot (the catalog)
+	// this coordinator sends or receives; 0: 1 GiB
+	// (transport.DefaultMaxSnapshotBytes). A snapshot is held in memory
+	// whole on both sides.
+	MaxSnapshotBytes int
 
 	// QueryMaxStaleness is the staleness allowance of the queries that
 	// set none (query.Options.MaxStaleness): an edge whose replicated data
@@ -161,6 +167,9 @@ type ListenerLimits struct {
 	// MaxStreams caps the concurrent streams (calls) on one connection.
 	MaxStreams uint32
 }
+
+// DefaultMaxSnapshotBytes is Options.MaxSnapshotBytes's default.
+const DefaultMaxSnapshotBytes = transport.DefaultMaxSnapshotBytes
 
 // Default limits. The cluster listener serves the other coordinators: two
 // raft connections and one replica connection each, several members per

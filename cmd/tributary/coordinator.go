@@ -116,6 +116,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 	fs.DurationVar(&f.retain1h, "replica-retention-1h", 730*24*time.Hour, "keep replicated hourly rollups this long")
 	fs.DurationVar(&f.retain1d, "replica-retention-1d", 3650*24*time.Hour, "keep replicated daily rollups this long")
 	fs.Int64Var(&f.headMaxBytes, "replica-head-max-bytes", 256<<20, "memory bound for unflushed replicated samples")
+	fs.IntVar(&o.MaxSnapshotBytes, "raft-max-snapshot-bytes", coordinator.DefaultMaxSnapshotBytes, "largest raft snapshot (the catalog) this coordinator sends or takes, held in memory whole on both sides; set it alike on every coordinator (a 10 M-series catalog is about 530 MiB)")
 	fs.Int64Var(&f.bcBytes, "replica-block-cache-bytes", 256<<20, "RocksDB block cache of the replica store")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "time given to requests, edge streams and the leadership transfer on SIGTERM")
 	if !local {

@@ -136,7 +136,8 @@ func RequireClientCert(cfg *tls.Config) *tls.Config {
 // it: with TLS, its client certificate must name a current member (every
 // service on the listener, whatever its methods); a raft stream whose
 // headers name its sender must also name this cluster and a member of the
-// address book whose certificate it presents. It runs on gRPC's connection
+// address book whose certificate it presents, and a snapshot stream must
+// have those headers. It runs on gRPC's connection
 // goroutine for every stream: everything it does is a lookup.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	var leaf *x509.Certificate
@@ -150,7 +151,8 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 				"certificate (%s) names no current member of cluster %q", describeNames(leaf), s.opts.ClusterID))
 		}
 	}
-	if info.FullMethodName != clusterv1.RaftService_Send_FullMethodName {
+	snapshot := info.FullMethodName == clusterv1.RaftService_SendSnapshot_FullMethodName
+	if info.FullMethodName != clusterv1.RaftService_Send_FullMethodName && !snapshot {
 		return ctx, nil
 	}
 	id, err := s.raftSender(info.Header, leaf)
@@ -158,6 +160,10 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		return ctx, s.refuseStream(ctx, info, err)
 	}
 	if id == 0 {
+		if snapshot {
+			return ctx, s.refuseStream(ctx, info, status.Errorf(codes.InvalidArgument,
+				"snapshot stream without the %s and %s headers", HeaderClusterID, HeaderMemberID))
+		}
 		s.legacyStreams.Add(1)
 		return ctx, nil // no headers: the first envelope names the sender
 	}

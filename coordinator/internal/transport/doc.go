@@ -11,10 +11,16 @@
 //   - the message worker drains the peer's queue in order onto one stream,
 //     packing the messages it finds waiting into one envelope (up to
 //     Options.MaxBatchBytes);
-//   - the snapshot worker sends each MsgSnap on a stream of its own and
-//     waits for the receiver to acknowledge it, then reports the outcome
-//     with Reporter.ReportSnapshot. A snapshot of many megabytes thus never
-//     sits in front of heartbeats, neither in a queue nor in a TCP buffer.
+//   - the snapshot worker sends each MsgSnap on a stream of its own
+//     (RaftService.SendSnapshot: the message without its snapshot data,
+//     then the data in chunks of Options.SnapshotChunkBytes, so that no
+//     gRPC message limit bounds a snapshot; Options.MaxSnapshotBytes does)
+//     and waits for the receiver to acknowledge it, then reports the
+//     outcome with Reporter.ReportSnapshot. A snapshot of many megabytes
+//     thus never sits in front of heartbeats, neither in a queue nor in a
+//     TCP buffer. A receiver of an earlier version answers UNIMPLEMENTED;
+//     it then gets the whole MsgSnap in one Send envelope, up to
+//     LegacySnapshotBytes.
 //
 // A message that finds its queue full, or whose peer is unknown, is dropped
 // and counted (raft retransmits) and the peer is reported unreachable. When
@@ -60,6 +66,15 @@
 // in order, to ServerOptions.Step (raftnode's Node.Step). A Step error
 // drops the message (raft retransmits) except for a MsgSnap, whose failure
 // ends the stream so that the sender reports it.
+//
+// A SendSnapshot stream must name its sender in its headers. Its first
+// chunk's message must be a MsgSnap from that sender to this member
+// without data, announcing at most ServerOptions.MaxSnapshotBytes of data;
+// the chunks must then add up to exactly that. At most
+// MaxSnapshotsInflight snapshots are received at once, and a stream on
+// which no chunk arrives for SnapshotIdleTimeout is ended. The data is
+// held in memory, in a buffer that grows with what arrived, and the
+// whole MsgSnap goes to Step once the sender closed its side.
 //
 // # Identity
 //

@@ -13,6 +13,16 @@ import (
 	"google.golang.org/grpc"
 )
 
+// DefaultMaxSnapshotBytes is the default bound of one snapshot's data,
+// sent (Options) and received (ServerOptions): 1 GiB. A receiver holds the
+// whole snapshot in memory before raft takes it, as the sender does.
+const DefaultMaxSnapshotBytes = 1 << 30
+
+// LegacySnapshotBytes is the largest MsgSnap a member of an earlier
+// version, without SendSnapshot, takes: one envelope within its receive
+// limit.
+const LegacySnapshotBytes = 256 << 20
+
 // Reporter receives delivery outcomes; *raftnode.Node implements it.
 type Reporter interface {
 	// ReportUnreachable tells raft that messages to id were lost.
@@ -61,10 +71,13 @@ type Options struct {
 	// MaxBatchBytes (1 MiB): the message worker packs waiting messages
 	// into one envelope up to about this many bytes.
 	MaxBatchBytes int
-	// MaxSnapshotBytes (256 MiB) bounds one encoded MsgSnap; larger ones
-	// fail (and are reported failed). The receiver's limit must be at
-	// least as large.
+	// MaxSnapshotBytes (1 GiB) bounds the data of one snapshot sent;
+	// larger ones fail (and are reported failed). The receiver's
+	// ServerOptions.MaxSnapshotBytes must be at least as large.
 	MaxSnapshotBytes int
+	// SnapshotChunkBytes (1 MiB) is the size of the chunks a snapshot's
+	// data travels in (SendSnapshot).
+	SnapshotChunkBytes int
 	// MinBackoff (50 ms) and MaxBackoff (2 s) bound the wait before
 	// reconnecting after a failure; it doubles per failure, with jitter.
 	MinBackoff time.Duration
@@ -80,7 +93,8 @@ func (o *Options) Validate() error {
 	o.QueueMessages = cmp.Or(o.QueueMessages, 4096)
 	o.QueueSnapshots = cmp.Or(o.QueueSnapshots, 2)
 	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, 1<<20)
-	o.MaxSnapshotBytes = cmp.Or(o.MaxSnapshotBytes, 256<<20)
+	o.MaxSnapshotBytes = cmp.Or(o.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
+	o.SnapshotChunkBytes = cmp.Or(o.SnapshotChunkBytes, 1<<20)
 	o.MinBackoff = cmp.Or(o.MinBackoff, 50*time.Millisecond)
 	o.MaxBackoff = cmp.Or(o.MaxBackoff, 2*time.Second)
 	o.SnapshotTimeout = cmp.Or(o.SnapshotTimeout, 5*time.Minute)
@@ -94,7 +108,7 @@ func (o *Options) check() error {
 		return err
 	}
 	switch {
-	case o.QueueMessages < 1 || o.QueueSnapshots < 1 || o.MaxBatchBytes < 1 || o.MaxSnapshotBytes < 1:
+	case o.QueueMessages < 1 || o.QueueSnapshots < 1 || o.MaxBatchBytes < 1 || o.MaxSnapshotBytes < 1 || o.SnapshotChunkBytes < 1:
 		return errors.New("transport: queue and size limits must be positive")
 	case o.MinBackoff < 0 || o.MaxBackoff < o.MinBackoff:
 		return fmt.Errorf("transport: MaxBackoff %v is below MinBackoff %v", o.MaxBackoff, o.MinBackoff)
@@ -141,8 +155,9 @@ type ServerOptions struct {
 	// Step receives each accepted message (raftnode's Node.Step, wrapped).
 	Step func(ctx context.Context, m raftpb.Message) error
 	// MaxEnvelopeBytes (256 MiB) bounds one received message on any
-	// service of the server (a raft snapshot is one envelope; gRPC has one
-	// receive limit per server); MaxEnvelopeMessages (4,096) an envelope's
+	// service of the server (a sender of an earlier version sends a raft
+	// snapshot in one envelope; gRPC has one receive limit per server);
+	// MaxEnvelopeMessages (4,096) an envelope's
 	// message count; MaxStreams (8) the concurrent streams per connection
 	// (a Transport uses at most one per connection at a time). Nothing of
 	// a stream is read before the tap admitted its caller, so only members
@@ -151,6 +166,18 @@ type ServerOptions struct {
 	MaxEnvelopeBytes    int
 	MaxEnvelopeMessages int
 	MaxStreams          uint32
+	// MaxSnapshotBytes (DefaultMaxSnapshotBytes) bounds the data of one
+	// snapshot received in chunks (SendSnapshot); MaxSnapshotsInflight (1)
+	// how many such snapshots are received at once. Beyond either the
+	// stream is refused with RESOURCE_EXHAUSTED before its data is read,
+	// and the sender retries later. The buffer grows with the data that
+	// arrived, never ahead of it on the sender's word.
+	MaxSnapshotBytes     int
+	MaxSnapshotsInflight int
+	// SnapshotIdleTimeout (1 min) ends a snapshot stream on which no
+	// chunk arrived for that long, so that a sender gone silent (a
+	// partition) does not keep a snapshot slot.
+	SnapshotIdleTimeout time.Duration
 	// MaxConns (256) and MaxConnsPerIP (32) cap the connections Serve
 	// keeps open, in total and per remote address (a Transport opens two
 	// per peer, a coordinator's replica client one more); further ones
@@ -179,6 +206,9 @@ func (o *ServerOptions) Validate() error {
 	o.MaxEnvelopeBytes = cmp.Or(o.MaxEnvelopeBytes, 256<<20)
 	o.MaxEnvelopeMessages = cmp.Or(o.MaxEnvelopeMessages, 4096)
 	o.MaxStreams = cmp.Or(o.MaxStreams, 8)
+	o.MaxSnapshotBytes = cmp.Or(o.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
+	o.MaxSnapshotsInflight = cmp.Or(o.MaxSnapshotsInflight, 1)
+	o.SnapshotIdleTimeout = cmp.Or(o.SnapshotIdleTimeout, time.Minute)
 	o.MaxConns = cmp.Or(o.MaxConns, 256)
 	o.MaxConnsPerIP = cmp.Or(o.MaxConnsPerIP, 32)
 	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, 10*time.Second)
@@ -207,6 +237,8 @@ func (o *ServerOptions) check() error {
 		return errors.New("transport: ServerOptions.Step is nil")
 	case o.MaxEnvelopeBytes < 1 || o.MaxEnvelopeMessages < 1:
 		return errors.New("transport: envelope limits must be positive")
+	case o.MaxSnapshotBytes < 1 || o.MaxSnapshotsInflight < 1 || o.SnapshotIdleTimeout < 0:
+		return errors.New("transport: snapshot limits must be positive")
 	case o.HandshakeTimeout < 0:
 		return errors.New("transport: HandshakeTimeout is negative")
 	}

@@ -14,9 +14,11 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // peer is one address-book entry and its two workers.
@@ -255,16 +257,82 @@ func (p *peer) runSnapshots() {
 	}
 }
 
+// sendSnapshot sends one MsgSnap and returns once the receiver handed it
+// to its raft member: in chunks (SendSnapshot), or to a receiver of an
+// earlier version, which answers UNIMPLEMENTED, in one envelope (Send) if
+// it fits in one.
 func (p *peer) sendSnapshot(client clusterv1.RaftServiceClient, m raftpb.Message) error {
-	if size := m.Size(); size > p.t.opts.MaxSnapshotBytes {
-		return fmt.Errorf("snapshot at index %d is %d bytes, above MaxSnapshotBytes %d", m.Snapshot.Metadata.Index, size, p.t.opts.MaxSnapshotBytes)
+	if m.Snapshot == nil {
+		return fmt.Errorf("snapshot message to %d without a snapshot", m.To)
 	}
+	if n := len(m.Snapshot.Data); n > p.t.opts.MaxSnapshotBytes {
+		return fmt.Errorf("snapshot at index %d holds %d bytes, above MaxSnapshotBytes %d", m.Snapshot.Metadata.Index, n, p.t.opts.MaxSnapshotBytes)
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.t.opts.SnapshotTimeout)
+	defer cancel()
+	err := p.sendSnapshotChunks(ctx, client, m)
+	if status.Code(err) != codes.Unimplemented {
+		return err
+	}
+	if size := m.Size(); size > LegacySnapshotBytes {
+		return fmt.Errorf("snapshot at index %d is %d bytes: member %d predates chunked snapshots and takes at most %d in one message", m.Snapshot.Metadata.Index, size, p.id, LegacySnapshotBytes)
+	}
+	return p.sendSnapshotEnvelope(ctx, client, m)
+}
+
+// sendSnapshotChunks sends m on a SendSnapshot stream: the message without
+// its snapshot data, then the data in chunks of at most
+// Options.SnapshotChunkBytes, without copying it.
+func (p *peer) sendSnapshotChunks(ctx context.Context, client clusterv1.RaftServiceClient, m raftpb.Message) error {
+	data := m.Snapshot.Data
+	head := m
+	snap := *m.Snapshot
+	snap.Data = nil
+	head.Snapshot = &snap
+	hb, err := head.Marshal()
+	if err != nil {
+		return fmt.Errorf("marshal snapshot message: %w", err)
+	}
+	s, err := client.SendSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	chunk := &clusterv1.SnapshotChunk{Message: hb, DataBytes: uint64(len(data))}
+	for first := true; first || len(data) > 0; first = false {
+		n := min(len(data), p.t.opts.SnapshotChunkBytes)
+		chunk.Data, data = data[:n], data[n:]
+		if err := s.Send(chunk); err != nil {
+			// io.EOF: the receiver ended the stream; Recv has its status.
+			return recvStatus(s)
+		}
+		chunk = &clusterv1.SnapshotChunk{}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	return recvStatus(s)
+}
+
+// recvStatus waits for the end of a stream the receiver answers only by
+// ending it: nil when it ended with OK.
+func recvStatus(s grpc.ClientStream) error {
+	for {
+		if err := s.RecvMsg(&clusterv1.SendResponse{}); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// sendSnapshotEnvelope sends m in one envelope on a Send stream of its
+// own (to a receiver without SendSnapshot).
+func (p *peer) sendSnapshotEnvelope(ctx context.Context, client clusterv1.RaftServiceClient, m raftpb.Message) error {
 	req, err := p.envelope([]raftpb.Message{m})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.t.opts.SnapshotTimeout)
-	defer cancel()
 	s, err := client.Send(ctx)
 	if err != nil {
 		return err
@@ -276,14 +344,7 @@ func (p *peer) sendSnapshot(client clusterv1.RaftServiceClient, m raftpb.Message
 			return err
 		}
 	}
-	for {
-		if _, err := s.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil // the receiver stepped the snapshot
-			}
-			return err
-		}
-	}
+	return recvStatus(s)
 }
 
 func (p *peer) logFailure(what string, failures int, err error) {

@@ -30,6 +30,8 @@ type Server struct {
 	received, stepFailed, refused                   atomic.Uint64
 	refusedAtAdmission, legacyStreams, connsRefused atomic.Uint64
 	handshakesFailed                                atomic.Uint64
+	snapshotsReceived                               atomic.Uint64
+	snapshotSlots                                   chan struct{} // one per snapshot received at once
 	connLog, handshakeLog                           logLimiter
 	logLimit                                        logLimiter
 	lis                                             atomic.Pointer[netlimit.Listener]
@@ -56,6 +58,9 @@ type ServerStats struct {
 	// ConnsOpen is the connections open now on the listener Serve was
 	// last given.
 	ConnsOpen int
+	// SnapshotsReceived counts snapshots received in chunks and handed
+	// to Step (also counted in Received).
+	SnapshotsReceived uint64
 }
 
 // NewServer returns a Server with its own gRPC server (mutual TLS unless
@@ -64,7 +69,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID)}
+	s := &Server{opts: opts, log: opts.Logger.With("component", "raft-transport", "member", opts.ID),
+		snapshotSlots: make(chan struct{}, opts.MaxSnapshotsInflight)}
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxEnvelopeBytes),
 		grpc.MaxConcurrentStreams(opts.MaxStreams),
@@ -128,7 +134,7 @@ func (s *Server) GracefulStop() { s.grpc.GracefulStop() }
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Received: s.received.Load(), StepFailed: s.stepFailed.Load(), Refused: s.refused.Load(),
 		RefusedAtAdmission: s.refusedAtAdmission.Load(), LegacyStreams: s.legacyStreams.Load(), ConnsRefused: s.connsRefused.Load(),
-		HandshakesFailed: s.handshakesFailed.Load()}
+		HandshakesFailed: s.handshakesFailed.Load(), SnapshotsReceived: s.snapshotsReceived.Load()}
 	if l := s.lis.Load(); l != nil {
 		st.ConnsOpen = l.Stats().Open
 	}
@@ -165,6 +171,148 @@ func (s *Server) Send(stream clusterv1.RaftService_SendServer) error {
 			return err
 		}
 	}
+}
+
+// SendSnapshot implements clusterv1.RaftServiceServer: one snapshot in
+// chunks. The tap checked the sender named in the headers, which this
+// method requires.
+func (s *Server) SendSnapshot(stream clusterv1.RaftService_SendSnapshotServer) error {
+	ctx := stream.Context()
+	from, _ := ctx.Value(senderKey{}).(uint64)
+	if from == 0 {
+		s.refused.Add(1)
+		return status.Errorf(codes.InvalidArgument, "snapshot stream without the %s and %s headers", HeaderClusterID, HeaderMemberID)
+	}
+	select {
+	case s.snapshotSlots <- struct{}{}:
+		defer func() { <-s.snapshotSlots }()
+	default:
+		return status.Errorf(codes.ResourceExhausted, "member %d is receiving %d snapshot(s) already", s.opts.ID, s.opts.MaxSnapshotsInflight)
+	}
+	next, stop := s.snapshotChunks(stream)
+	defer stop()
+	first, err := next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			s.refused.Add(1)
+			return status.Error(codes.InvalidArgument, "snapshot stream ended before its first chunk")
+		}
+		return err
+	}
+	m, err := s.snapshotHead(from, first)
+	if err != nil {
+		s.refused.Add(1)
+		return err
+	}
+	want := first.DataBytes
+	data, err := s.snapshotData(next, m.Snapshot.Metadata.Index, want, first.Data)
+	if err != nil {
+		return err
+	}
+	m.Snapshot.Data = data
+	if err := s.opts.Step(ctx, m); err != nil {
+		s.stepFailed.Add(1)
+		return status.Errorf(codes.ResourceExhausted, "step snapshot at index %d: %v", m.Snapshot.Metadata.Index, err)
+	}
+	s.received.Add(1)
+	s.snapshotsReceived.Add(1)
+	return nil
+}
+
+// snapshotChunks returns next, which returns the stream's next chunk (or
+// its error: io.EOF once the sender closed its side), or DEADLINE_EXCEEDED
+// when none arrived within SnapshotIdleTimeout. Call stop when done; the
+// handler's return then ends the goroutine that reads the stream.
+func (s *Server) snapshotChunks(stream clusterv1.RaftService_SendSnapshotServer) (next func() (*clusterv1.SnapshotChunk, error), stop func()) {
+	type result struct {
+		c   *clusterv1.SnapshotChunk
+		err error
+	}
+	results, done := make(chan result), make(chan struct{})
+	go func() {
+		for {
+			c, err := stream.Recv()
+			select {
+			case results <- result{c, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	idle := time.NewTimer(s.opts.SnapshotIdleTimeout)
+	next = func() (*clusterv1.SnapshotChunk, error) {
+		idle.Reset(s.opts.SnapshotIdleTimeout)
+		select {
+		case r := <-results:
+			return r.c, r.err
+		case <-idle.C:
+			return nil, status.Errorf(codes.DeadlineExceeded, "no snapshot chunk for %v", s.opts.SnapshotIdleTimeout)
+		}
+	}
+	return next, func() { idle.Stop(); close(done) }
+}
+
+// snapshotHead decodes and checks the first chunk of a snapshot stream
+// from member from.
+func (s *Server) snapshotHead(from uint64, c *clusterv1.SnapshotChunk) (raftpb.Message, error) {
+	var m raftpb.Message
+	if err := m.Unmarshal(c.Message); err != nil {
+		return m, status.Errorf(codes.InvalidArgument, "snapshot message from member %d: %v", from, err)
+	}
+	switch {
+	case m.Type != raftpb.MsgSnap || m.Snapshot == nil:
+		return m, status.Errorf(codes.InvalidArgument, "snapshot stream from member %d carries a %v, not a snapshot", from, m.Type)
+	case m.From != from || m.To != s.opts.ID:
+		return m, status.Errorf(codes.InvalidArgument, "snapshot from %d to %d on a stream from member %d to member %d", m.From, m.To, from, s.opts.ID)
+	case len(m.Snapshot.Data) != 0:
+		return m, status.Errorf(codes.InvalidArgument, "snapshot message from member %d carries its data; the chunks must", from)
+	case c.DataBytes > uint64(s.opts.MaxSnapshotBytes):
+		return m, status.Errorf(codes.ResourceExhausted, "snapshot at index %d holds %d bytes, above this member's limit of %d", m.Snapshot.Metadata.Index, c.DataBytes, s.opts.MaxSnapshotBytes)
+	}
+	return m, nil
+}
+
+// snapshotData reads a snapshot's data, want bytes, of which the first
+// chunk brought part, until the sender closes its side. The buffer grows
+// with what arrived (want is checked against the limit already).
+func (s *Server) snapshotData(next func() (*clusterv1.SnapshotChunk, error), index, want uint64, part []byte) ([]byte, error) {
+	var data []byte
+	for {
+		if uint64(len(part)) > want-uint64(len(data)) {
+			s.refused.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument, "snapshot at index %d: more data than the %d bytes announced", index, want)
+		}
+		if len(data) == 0 && uint64(len(part)) == want {
+			data = part // all of it in one chunk: no copy
+		} else if len(part) > 0 {
+			if cap(data)-len(data) < len(part) {
+				grown := make([]byte, len(data), min(want, uint64(2*cap(data)+len(part))))
+				copy(grown, data)
+				data = grown
+			}
+			data = append(data, part...)
+		}
+		c, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(c.Message) != 0 || c.DataBytes != 0 {
+			s.refused.Add(1)
+			return nil, status.Errorf(codes.InvalidArgument, "snapshot at index %d: a chunk after the first carries a message", index)
+		}
+		part = c.Data
+	}
+	if uint64(len(data)) != want {
+		s.refused.Add(1)
+		return nil, status.Errorf(codes.InvalidArgument, "snapshot at index %d: the stream ended after %d of the %d bytes announced", index, len(data), want)
+	}
+	return data, nil
 }
 
 // admit checks the first envelope of a stream: cluster id, known sender,

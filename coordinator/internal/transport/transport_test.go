@@ -25,6 +25,8 @@ type member struct {
 	addr string
 	rec  *recorder
 	done chan struct{}
+	// serverOpts, when set, changes the server's options.
+	serverOpts func(*ServerOptions)
 }
 
 type memberConfig struct {
@@ -33,6 +35,7 @@ type memberConfig struct {
 	name           string
 	addr           string // default: a free loopback port
 	opts           func(*Options)
+	serverOpts     func(*ServerOptions)
 }
 
 func startMember(t *testing.T, id uint64, cfg memberConfig) *member {
@@ -40,7 +43,7 @@ func startMember(t *testing.T, id uint64, cfg memberConfig) *member {
 	if cfg.cluster == "" {
 		cfg.cluster = cluster
 	}
-	m := &member{id: id, name: cfg.name, rec: newRecorder()}
+	m := &member{id: id, name: cfg.name, rec: newRecorder(), serverOpts: cfg.serverOpts}
 	o := Options{ID: id, ClusterID: cfg.cluster, TLS: cfg.client, Reporter: m.rec, Logger: discard, MinBackoff: 5e6, MaxBackoff: 50e6}
 	o.Insecure = cfg.client == nil
 	if cfg.opts != nil {
@@ -59,8 +62,12 @@ func startMember(t *testing.T, id uint64, cfg memberConfig) *member {
 // serve (re)starts the member's server, on addr if not empty.
 func (m *member) serve(t *testing.T, serverTLS *tls.Config, addr string) {
 	t.Helper()
-	srv, err := NewServer(ServerOptions{ID: m.id, ClusterID: cluster, TLS: serverTLS, Insecure: serverTLS == nil, Peers: m.tr, Logger: discard,
-		Step: func(_ context.Context, msg raftpb.Message) error { return m.rec.step(msg) }})
+	so := ServerOptions{ID: m.id, ClusterID: cluster, TLS: serverTLS, Insecure: serverTLS == nil, Peers: m.tr, Logger: discard,
+		Step: func(_ context.Context, msg raftpb.Message) error { return m.rec.step(msg) }}
+	if m.serverOpts != nil {
+		m.serverOpts(&so)
+	}
+	srv, err := NewServer(so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,74 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SnapshotChunk is one part of a snapshot sent by SendSnapshot.
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is, in the first chunk only, the raft message (a MsgSnap,
+	// go.etcd.io/raft/v3/raftpb.Message encoded with its own Marshal method)
+	// with its snapshot's data left out. Its From field must be the sender's
+	// member id and its To field the receiver's.
+	Message []byte `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// data_bytes is, in the first chunk only, the size of the snapshot's
+	// data that the chunks carry.
+	DataBytes uint64 `protobuf:"varint,2,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	// data is the next part of the snapshot's data.
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SnapshotChunk) GetMessage() []byte {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetDataBytes() uint64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // SendRequest is one envelope: a batch of raft messages for the receiver.
 type SendRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -43,7 +111,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +123,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +136,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{0}
+	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *SendRequest) GetClusterId() string {
@@ -101,7 +169,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[1]
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +181,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[1]
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,22 +194,28 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{2}
 }
 
 var File_tributary_cluster_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tributary_cluster_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftributary/cluster/v1/raft.proto\x12\x14tributary.cluster.v1\"n\n" +
+	"\x1ftributary/cluster/v1/raft.proto\x12\x14tributary.cluster.v1\"\\\n" +
+	"\rSnapshotChunk\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\fR\amessage\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\x02 \x01(\x04R\tdataBytes\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"n\n" +
 	"\vSendRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
 	"\x0efrom_member_id\x18\x02 \x01(\x04R\ffromMemberId\x12\x1a\n" +
 	"\bmessages\x18\x03 \x03(\fR\bmessages\"\x0e\n" +
-	"\fSendResponse2`\n" +
+	"\fSendResponse2\xbd\x01\n" +
 	"\vRaftService\x12Q\n" +
-	"\x04Send\x12!.tributary.cluster.v1.SendRequest\x1a\".tributary.cluster.v1.SendResponse(\x010\x01BGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
+	"\x04Send\x12!.tributary.cluster.v1.SendRequest\x1a\".tributary.cluster.v1.SendResponse(\x010\x01\x12[\n" +
+	"\fSendSnapshot\x12#.tributary.cluster.v1.SnapshotChunk\x1a\".tributary.cluster.v1.SendResponse(\x010\x01BGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_tributary_cluster_v1_raft_proto_rawDescOnce sync.Once
@@ -155,16 +229,19 @@ func file_tributary_cluster_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tributary_cluster_v1_raft_proto_rawDescData
 }
 
-var file_tributary_cluster_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_tributary_cluster_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_tributary_cluster_v1_raft_proto_goTypes = []any{
-	(*SendRequest)(nil),  // 0: tributary.cluster.v1.SendRequest
-	(*SendResponse)(nil), // 1: tributary.cluster.v1.SendResponse
+	(*SnapshotChunk)(nil), // 0: tributary.cluster.v1.SnapshotChunk
+	(*SendRequest)(nil),   // 1: tributary.cluster.v1.SendRequest
+	(*SendResponse)(nil),  // 2: tributary.cluster.v1.SendResponse
 }
 var file_tributary_cluster_v1_raft_proto_depIdxs = []int32{
-	0, // 0: tributary.cluster.v1.RaftService.Send:input_type -> tributary.cluster.v1.SendRequest
-	1, // 1: tributary.cluster.v1.RaftService.Send:output_type -> tributary.cluster.v1.SendResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	1, // 0: tributary.cluster.v1.RaftService.Send:input_type -> tributary.cluster.v1.SendRequest
+	0, // 1: tributary.cluster.v1.RaftService.SendSnapshot:input_type -> tributary.cluster.v1.SnapshotChunk
+	2, // 2: tributary.cluster.v1.RaftService.Send:output_type -> tributary.cluster.v1.SendResponse
+	2, // 3: tributary.cluster.v1.RaftService.SendSnapshot:output_type -> tributary.cluster.v1.SendResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -181,7 +258,7 @@ func file_tributary_cluster_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_cluster_v1_raft_proto_rawDesc), len(file_tributary_cluster_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,7 +23,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RaftService_Send_FullMethodName = "/tributary.cluster.v1.RaftService/Send"
+	RaftService_Send_FullMethodName         = "/tributary.cluster.v1.RaftService/Send"
+	RaftService_SendSnapshot_FullMethodName = "/tributary.cluster.v1.RaftService/SendSnapshot"
 )
 
 // RaftServiceClient is the client API for RaftService service.
@@ -53,6 +54,22 @@ type RaftServiceClient interface {
 	// this to learn that a snapshot arrived. (The stream is bidirectional so
 	// that a sender learns of a refusal at once, not at its next envelope.)
 	Send(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SendRequest, SendResponse], error)
+	// SendSnapshot streams one raft snapshot (a MsgSnap) in chunks, so that a
+	// snapshot is not bounded by the size of one gRPC message. The sender
+	// names itself in the stream's metadata as for Send (required here), and
+	// the receiver authenticates it the same way before it reads anything.
+	// The first chunk carries the message without its snapshot data and the
+	// data's size; every chunk may carry the next bytes of the data, in
+	// order. The receiver ends the stream with RESOURCE_EXHAUSTED when the
+	// data is larger than its limit or it is already taking as many
+	// snapshots as it takes at once, or when its raft member could not
+	// accept the snapshot; INVALID_ARGUMENT for a malformed first chunk, a
+	// message that is not a snapshot from the sender to the receiver, or
+	// data that does not add up to the size announced; and with OK once it
+	// handed the whole snapshot over, after the sender closed its side. A
+	// receiver of an earlier version answers UNIMPLEMENTED: the sender then
+	// uses Send with the whole message in one envelope.
+	SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotChunk, SendResponse], error)
 }
 
 type raftServiceClient struct {
@@ -75,6 +92,19 @@ func (c *raftServiceClient) Send(ctx context.Context, opts ...grpc.CallOption) (
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftService_SendClient = grpc.BidiStreamingClient[SendRequest, SendResponse]
+
+func (c *raftServiceClient) SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotChunk, SendResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RaftService_ServiceDesc.Streams[1], RaftService_SendSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, SendResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RaftService_SendSnapshotClient = grpc.BidiStreamingClient[SnapshotChunk, SendResponse]
 
 // RaftServiceServer is the server API for RaftService service.
 // All implementations must embed UnimplementedRaftServiceServer
@@ -103,6 +133,22 @@ type RaftServiceServer interface {
 	// this to learn that a snapshot arrived. (The stream is bidirectional so
 	// that a sender learns of a refusal at once, not at its next envelope.)
 	Send(grpc.BidiStreamingServer[SendRequest, SendResponse]) error
+	// SendSnapshot streams one raft snapshot (a MsgSnap) in chunks, so that a
+	// snapshot is not bounded by the size of one gRPC message. The sender
+	// names itself in the stream's metadata as for Send (required here), and
+	// the receiver authenticates it the same way before it reads anything.
+	// The first chunk carries the message without its snapshot data and the
+	// data's size; every chunk may carry the next bytes of the data, in
+	// order. The receiver ends the stream with RESOURCE_EXHAUSTED when the
+	// data is larger than its limit or it is already taking as many
+	// snapshots as it takes at once, or when its raft member could not
+	// accept the snapshot; INVALID_ARGUMENT for a malformed first chunk, a
+	// message that is not a snapshot from the sender to the receiver, or
+	// data that does not add up to the size announced; and with OK once it
+	// handed the whole snapshot over, after the sender closed its side. A
+	// receiver of an earlier version answers UNIMPLEMENTED: the sender then
+	// uses Send with the whole message in one envelope.
+	SendSnapshot(grpc.BidiStreamingServer[SnapshotChunk, SendResponse]) error
 	mustEmbedUnimplementedRaftServiceServer()
 }
 
@@ -115,6 +161,9 @@ type UnimplementedRaftServiceServer struct{}
 
 func (UnimplementedRaftServiceServer) Send(grpc.BidiStreamingServer[SendRequest, SendResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedRaftServiceServer) SendSnapshot(grpc.BidiStreamingServer[SnapshotChunk, SendResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method SendSnapshot not implemented")
 }
 func (UnimplementedRaftServiceServer) mustEmbedUnimplementedRaftServiceServer() {}
 func (UnimplementedRaftServiceServer) testEmbeddedByValue()                     {}
@@ -144,6 +193,13 @@ func _RaftService_Send_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftService_SendServer = grpc.BidiStreamingServer[SendRequest, SendResponse]
 
+func _RaftService_SendSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RaftServiceServer).SendSnapshot(&grpc.GenericServerStream[SnapshotChunk, SendResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RaftService_SendSnapshotServer = grpc.BidiStreamingServer[SnapshotChunk, SendResponse]
+
 // RaftService_ServiceDesc is the grpc.ServiceDesc for RaftService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -155,6 +211,12 @@ var RaftService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Send",
 			Handler:       _RaftService_Send_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "SendSnapshot",
+			Handler:       _RaftService_SendSnapshot_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
