@@ -49,6 +49,8 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 		return IdleCompaction{}, err
 	}
 	defer db.release()
+	db.manualMu.Lock()
+	defer db.manualMu.Unlock()
 
 	var res IdleCompaction
 	var todo []*grocksdb.ColumnFamilyHandle

@@ -70,6 +70,10 @@ type DB struct {
 
 	rdb   *grocksdb.DB
 	cache *grocksdb.Cache
+	// manualMu runs the manual compactions (CompactAll, CompactIdle) one
+	// at a time: CompactIdle cuts its own short by disabling manual
+	// compactions, which would cut another one short too.
+	manualMu sync.Mutex
 
 	dbOpts   *grocksdb.Options
 	cfOpts   []*grocksdb.Options
@@ -430,6 +434,8 @@ func (db *DB) CompactAll() error {
 		return err
 	}
 	defer db.release()
+	db.manualMu.Lock()
+	defer db.manualMu.Unlock()
 	co := grocksdb.NewCompactRangeOptions()
 	defer co.Destroy()
 	co.SetBottommostLevelCompaction(grocksdb.KForceOptimized)
