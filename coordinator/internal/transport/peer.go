@@ -297,27 +297,28 @@ func (p *peer) sendSnapshotChunks(ctx context.Context, client clusterv1.RaftServ
 	if err != nil {
 		return err
 	}
-	chunk := &clusterv1.SnapshotChunk{Message: hb, DataBytes: uint64(len(data))}
+	chunk := &clusterv1.SendSnapshotRequest{Message: hb, DataBytes: uint64(len(data))}
 	for first := true; first || len(data) > 0; first = false {
 		n := min(len(data), p.t.opts.SnapshotChunkBytes)
 		chunk.Data, data = data[:n], data[n:]
 		if err := s.Send(chunk); err != nil {
 			// io.EOF: the receiver ended the stream; Recv has its status.
-			return recvStatus(s)
+			return recvStatus(s, new(clusterv1.SendSnapshotResponse))
 		}
-		chunk = &clusterv1.SnapshotChunk{}
+		chunk = &clusterv1.SendSnapshotRequest{}
 	}
 	if err := s.CloseSend(); err != nil {
 		return err
 	}
-	return recvStatus(s)
+	return recvStatus(s, new(clusterv1.SendSnapshotResponse))
 }
 
 // recvStatus waits for the end of a stream the receiver answers only by
-// ending it: nil when it ended with OK.
-func recvStatus(s grpc.ClientStream) error {
+// ending it (resp: a message of the stream's response type): nil when it
+// ended with OK.
+func recvStatus(s grpc.ClientStream, resp any) error {
 	for {
-		if err := s.RecvMsg(&clusterv1.SendResponse{}); err != nil {
+		if err := s.RecvMsg(resp); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -344,7 +345,7 @@ func (p *peer) sendSnapshotEnvelope(ctx context.Context, client clusterv1.RaftSe
 			return err
 		}
 	}
-	return recvStatus(s)
+	return recvStatus(s, new(clusterv1.SendResponse))
 }
 
 func (p *peer) logFailure(what string, failures int, err error) {

@@ -223,9 +223,9 @@ func (s *Server) SendSnapshot(stream clusterv1.RaftService_SendSnapshotServer) e
 // its error: io.EOF once the sender closed its side), or DEADLINE_EXCEEDED
 // when none arrived within SnapshotIdleTimeout. Call stop when done; the
 // handler's return then ends the goroutine that reads the stream.
-func (s *Server) snapshotChunks(stream clusterv1.RaftService_SendSnapshotServer) (next func() (*clusterv1.SnapshotChunk, error), stop func()) {
+func (s *Server) snapshotChunks(stream clusterv1.RaftService_SendSnapshotServer) (next func() (*clusterv1.SendSnapshotRequest, error), stop func()) {
 	type result struct {
-		c   *clusterv1.SnapshotChunk
+		c   *clusterv1.SendSnapshotRequest
 		err error
 	}
 	results, done := make(chan result), make(chan struct{})
@@ -243,7 +243,7 @@ func (s *Server) snapshotChunks(stream clusterv1.RaftService_SendSnapshotServer)
 		}
 	}()
 	idle := time.NewTimer(s.opts.SnapshotIdleTimeout)
-	next = func() (*clusterv1.SnapshotChunk, error) {
+	next = func() (*clusterv1.SendSnapshotRequest, error) {
 		idle.Reset(s.opts.SnapshotIdleTimeout)
 		select {
 		case r := <-results:
@@ -257,7 +257,7 @@ func (s *Server) snapshotChunks(stream clusterv1.RaftService_SendSnapshotServer)
 
 // snapshotHead decodes and checks the first chunk of a snapshot stream
 // from member from.
-func (s *Server) snapshotHead(from uint64, c *clusterv1.SnapshotChunk) (raftpb.Message, error) {
+func (s *Server) snapshotHead(from uint64, c *clusterv1.SendSnapshotRequest) (raftpb.Message, error) {
 	var m raftpb.Message
 	if err := m.Unmarshal(c.Message); err != nil {
 		return m, status.Errorf(codes.InvalidArgument, "snapshot message from member %d: %v", from, err)
@@ -278,7 +278,7 @@ func (s *Server) snapshotHead(from uint64, c *clusterv1.SnapshotChunk) (raftpb.M
 // snapshotData reads a snapshot's data, want bytes, of which the first
 // chunk brought part, until the sender closes its side. The buffer grows
 // with what arrived (want is checked against the limit already).
-func (s *Server) snapshotData(next func() (*clusterv1.SnapshotChunk, error), index, want uint64, part []byte) ([]byte, error) {
+func (s *Server) snapshotData(next func() (*clusterv1.SendSnapshotRequest, error), index, want uint64, part []byte) ([]byte, error) {
 	var data []byte
 	for {
 		if uint64(len(part)) > want-uint64(len(data)) {

@@ -167,14 +167,14 @@ func rawSnapshotStream(t *testing.T, m *member, from uint64, bare bool) clusterv
 }
 
 // head is the first chunk of a snapshot of n data bytes from from to to.
-func head(t *testing.T, from, to uint64, n uint64, data []byte) *clusterv1.SnapshotChunk {
+func head(t *testing.T, from, to uint64, n uint64, data []byte) *clusterv1.SendSnapshotRequest {
 	t.Helper()
 	m := snapMsg(from, to, nil)
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &clusterv1.SnapshotChunk{Message: b, DataBytes: n, Data: data}
+	return &clusterv1.SendSnapshotRequest{Message: b, DataBytes: n, Data: data}
 }
 
 // endStatus closes the send side (unless open) and returns the status the
@@ -198,38 +198,38 @@ func TestServer_RefusesMalformedSnapshotStreams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		bare   bool
-		chunks func(t *testing.T) []*clusterv1.SnapshotChunk
+		chunks func(t *testing.T) []*clusterv1.SendSnapshotRequest
 		code   codes.Code
 	}{
-		{"no headers", true, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 0, nil)}
+		{"no headers", true, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 2, 0, nil)}
 		}, codes.InvalidArgument},
-		{"no chunk", false, func(*testing.T) []*clusterv1.SnapshotChunk { return nil }, codes.InvalidArgument},
-		{"not a snapshot", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
+		{"no chunk", false, func(*testing.T) []*clusterv1.SendSnapshotRequest { return nil }, codes.InvalidArgument},
+		{"not a snapshot", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
 			m := app(1, 2, 1)
 			b, _ := m.Marshal()
-			return []*clusterv1.SnapshotChunk{{Message: b}}
+			return []*clusterv1.SendSnapshotRequest{{Message: b}}
 		}, codes.InvalidArgument},
-		{"from another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 3, 2, 0, nil)}
+		{"from another member", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 3, 2, 0, nil)}
 		}, codes.InvalidArgument},
-		{"to another member", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 3, 0, nil)}
+		{"to another member", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 3, 0, nil)}
 		}, codes.InvalidArgument},
-		{"garbage message", false, func(*testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{{Message: []byte{0xff, 0xff, 0xff}}}
+		{"garbage message", false, func(*testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{{Message: []byte{0xff, 0xff, 0xff}}}
 		}, codes.InvalidArgument},
-		{"above the limit", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 1<<40, nil)}
+		{"above the limit", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 2, 1<<40, nil)}
 		}, codes.ResourceExhausted},
-		{"short", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 100, make([]byte, 10)), {Data: make([]byte, 20)}}
+		{"short", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 2, 100, make([]byte, 10)), {Data: make([]byte, 20)}}
 		}, codes.InvalidArgument},
-		{"long", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 100, make([]byte, 60)), {Data: make([]byte, 41)}}
+		{"long", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 2, 100, make([]byte, 60)), {Data: make([]byte, 41)}}
 		}, codes.InvalidArgument},
-		{"a second head", false, func(t *testing.T) []*clusterv1.SnapshotChunk {
-			return []*clusterv1.SnapshotChunk{head(t, 1, 2, 100, make([]byte, 10)), head(t, 1, 2, 90, nil)}
+		{"a second head", false, func(t *testing.T) []*clusterv1.SendSnapshotRequest {
+			return []*clusterv1.SendSnapshotRequest{head(t, 1, 2, 100, make([]byte, 10)), head(t, 1, 2, 90, nil)}
 		}, codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

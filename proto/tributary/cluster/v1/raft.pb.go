@@ -25,8 +25,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SnapshotChunk is one part of a snapshot sent by SendSnapshot.
-type SnapshotChunk struct {
+// SendSnapshotRequest is one chunk of a snapshot sent by SendSnapshot.
+type SendSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message is, in the first chunk only, the raft message (a MsgSnap,
 	// go.etcd.io/raft/v3/raftpb.Message encoded with its own Marshal method)
@@ -42,20 +42,20 @@ type SnapshotChunk struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SnapshotChunk) Reset() {
-	*x = SnapshotChunk{}
+func (x *SendSnapshotRequest) Reset() {
+	*x = SendSnapshotRequest{}
 	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SnapshotChunk) String() string {
+func (x *SendSnapshotRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SnapshotChunk) ProtoMessage() {}
+func (*SendSnapshotRequest) ProtoMessage() {}
 
-func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+func (x *SendSnapshotRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -67,26 +67,26 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
-func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+// Deprecated: Use SendSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SendSnapshotRequest) Descriptor() ([]byte, []int) {
 	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *SnapshotChunk) GetMessage() []byte {
+func (x *SendSnapshotRequest) GetMessage() []byte {
 	if x != nil {
 		return x.Message
 	}
 	return nil
 }
 
-func (x *SnapshotChunk) GetDataBytes() uint64 {
+func (x *SendSnapshotRequest) GetDataBytes() uint64 {
 	if x != nil {
 		return x.DataBytes
 	}
 	return 0
 }
 
-func (x *SnapshotChunk) GetData() []byte {
+func (x *SendSnapshotRequest) GetData() []byte {
 	if x != nil {
 		return x.Data
 	}
@@ -197,12 +197,50 @@ func (*SendResponse) Descriptor() ([]byte, []int) {
 	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{2}
 }
 
+// SendSnapshotResponse is reserved for acknowledgements; none is sent today
+// (the receiver acknowledges a snapshot by ending the stream with OK).
+type SendSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendSnapshotResponse) Reset() {
+	*x = SendSnapshotResponse{}
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendSnapshotResponse) ProtoMessage() {}
+
+func (x *SendSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_cluster_v1_raft_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SendSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_cluster_v1_raft_proto_rawDescGZIP(), []int{3}
+}
+
 var File_tributary_cluster_v1_raft_proto protoreflect.FileDescriptor
 
 const file_tributary_cluster_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x1ftributary/cluster/v1/raft.proto\x12\x14tributary.cluster.v1\"\\\n" +
-	"\rSnapshotChunk\x12\x18\n" +
+	"\x1ftributary/cluster/v1/raft.proto\x12\x14tributary.cluster.v1\"b\n" +
+	"\x13SendSnapshotRequest\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\fR\amessage\x12\x1d\n" +
 	"\n" +
 	"data_bytes\x18\x02 \x01(\x04R\tdataBytes\x12\x12\n" +
@@ -212,10 +250,11 @@ const file_tributary_cluster_v1_raft_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
 	"\x0efrom_member_id\x18\x02 \x01(\x04R\ffromMemberId\x12\x1a\n" +
 	"\bmessages\x18\x03 \x03(\fR\bmessages\"\x0e\n" +
-	"\fSendResponse2\xbd\x01\n" +
+	"\fSendResponse\"\x16\n" +
+	"\x14SendSnapshotResponse2\xcb\x01\n" +
 	"\vRaftService\x12Q\n" +
-	"\x04Send\x12!.tributary.cluster.v1.SendRequest\x1a\".tributary.cluster.v1.SendResponse(\x010\x01\x12[\n" +
-	"\fSendSnapshot\x12#.tributary.cluster.v1.SnapshotChunk\x1a\".tributary.cluster.v1.SendResponse(\x010\x01BGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
+	"\x04Send\x12!.tributary.cluster.v1.SendRequest\x1a\".tributary.cluster.v1.SendResponse(\x010\x01\x12i\n" +
+	"\fSendSnapshot\x12).tributary.cluster.v1.SendSnapshotRequest\x1a*.tributary.cluster.v1.SendSnapshotResponse(\x010\x01BGZEgithub.com/tributarydb/tributary/proto/tributary/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_tributary_cluster_v1_raft_proto_rawDescOnce sync.Once
@@ -229,17 +268,18 @@ func file_tributary_cluster_v1_raft_proto_rawDescGZIP() []byte {
 	return file_tributary_cluster_v1_raft_proto_rawDescData
 }
 
-var file_tributary_cluster_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_tributary_cluster_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_tributary_cluster_v1_raft_proto_goTypes = []any{
-	(*SnapshotChunk)(nil), // 0: tributary.cluster.v1.SnapshotChunk
-	(*SendRequest)(nil),   // 1: tributary.cluster.v1.SendRequest
-	(*SendResponse)(nil),  // 2: tributary.cluster.v1.SendResponse
+	(*SendSnapshotRequest)(nil),  // 0: tributary.cluster.v1.SendSnapshotRequest
+	(*SendRequest)(nil),          // 1: tributary.cluster.v1.SendRequest
+	(*SendResponse)(nil),         // 2: tributary.cluster.v1.SendResponse
+	(*SendSnapshotResponse)(nil), // 3: tributary.cluster.v1.SendSnapshotResponse
 }
 var file_tributary_cluster_v1_raft_proto_depIdxs = []int32{
 	1, // 0: tributary.cluster.v1.RaftService.Send:input_type -> tributary.cluster.v1.SendRequest
-	0, // 1: tributary.cluster.v1.RaftService.SendSnapshot:input_type -> tributary.cluster.v1.SnapshotChunk
+	0, // 1: tributary.cluster.v1.RaftService.SendSnapshot:input_type -> tributary.cluster.v1.SendSnapshotRequest
 	2, // 2: tributary.cluster.v1.RaftService.Send:output_type -> tributary.cluster.v1.SendResponse
-	2, // 3: tributary.cluster.v1.RaftService.SendSnapshot:output_type -> tributary.cluster.v1.SendResponse
+	3, // 3: tributary.cluster.v1.RaftService.SendSnapshot:output_type -> tributary.cluster.v1.SendSnapshotResponse
 	2, // [2:4] is the sub-list for method output_type
 	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -258,7 +298,7 @@ func file_tributary_cluster_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_cluster_v1_raft_proto_rawDesc), len(file_tributary_cluster_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

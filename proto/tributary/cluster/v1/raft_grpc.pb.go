@@ -69,7 +69,7 @@ type RaftServiceClient interface {
 	// handed the whole snapshot over, after the sender closed its side. A
 	// receiver of an earlier version answers UNIMPLEMENTED: the sender then
 	// uses Send with the whole message in one envelope.
-	SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotChunk, SendResponse], error)
+	SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SendSnapshotRequest, SendSnapshotResponse], error)
 }
 
 type raftServiceClient struct {
@@ -93,18 +93,18 @@ func (c *raftServiceClient) Send(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftService_SendClient = grpc.BidiStreamingClient[SendRequest, SendResponse]
 
-func (c *raftServiceClient) SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SnapshotChunk, SendResponse], error) {
+func (c *raftServiceClient) SendSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SendSnapshotRequest, SendSnapshotResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &RaftService_ServiceDesc.Streams[1], RaftService_SendSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[SnapshotChunk, SendResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[SendSnapshotRequest, SendSnapshotResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type RaftService_SendSnapshotClient = grpc.BidiStreamingClient[SnapshotChunk, SendResponse]
+type RaftService_SendSnapshotClient = grpc.BidiStreamingClient[SendSnapshotRequest, SendSnapshotResponse]
 
 // RaftServiceServer is the server API for RaftService service.
 // All implementations must embed UnimplementedRaftServiceServer
@@ -148,7 +148,7 @@ type RaftServiceServer interface {
 	// handed the whole snapshot over, after the sender closed its side. A
 	// receiver of an earlier version answers UNIMPLEMENTED: the sender then
 	// uses Send with the whole message in one envelope.
-	SendSnapshot(grpc.BidiStreamingServer[SnapshotChunk, SendResponse]) error
+	SendSnapshot(grpc.BidiStreamingServer[SendSnapshotRequest, SendSnapshotResponse]) error
 	mustEmbedUnimplementedRaftServiceServer()
 }
 
@@ -162,7 +162,7 @@ type UnimplementedRaftServiceServer struct{}
 func (UnimplementedRaftServiceServer) Send(grpc.BidiStreamingServer[SendRequest, SendResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Send not implemented")
 }
-func (UnimplementedRaftServiceServer) SendSnapshot(grpc.BidiStreamingServer[SnapshotChunk, SendResponse]) error {
+func (UnimplementedRaftServiceServer) SendSnapshot(grpc.BidiStreamingServer[SendSnapshotRequest, SendSnapshotResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method SendSnapshot not implemented")
 }
 func (UnimplementedRaftServiceServer) mustEmbedUnimplementedRaftServiceServer() {}
@@ -194,11 +194,11 @@ func _RaftService_Send_Handler(srv interface{}, stream grpc.ServerStream) error 
 type RaftService_SendServer = grpc.BidiStreamingServer[SendRequest, SendResponse]
 
 func _RaftService_SendSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(RaftServiceServer).SendSnapshot(&grpc.GenericServerStream[SnapshotChunk, SendResponse]{ServerStream: stream})
+	return srv.(RaftServiceServer).SendSnapshot(&grpc.GenericServerStream[SendSnapshotRequest, SendSnapshotResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type RaftService_SendSnapshotServer = grpc.BidiStreamingServer[SnapshotChunk, SendResponse]
+type RaftService_SendSnapshotServer = grpc.BidiStreamingServer[SendSnapshotRequest, SendSnapshotResponse]
 
 // RaftService_ServiceDesc is the grpc.ServiceDesc for RaftService service.
 // It's only intended for direct use with grpc.RegisterService,
