@@ -13,28 +13,8 @@ import (
 // messages with one 1 KiB entry each, from one member to another over
 // loopback mutual TLS, Send to Step.
 func BenchmarkTransport_Messages(b *testing.B) {
-	client, server := sharedTLS(b)
 	var stepped atomic.Int64
-	srv, err := NewServer(ServerOptions{ID: 2, ClusterID: cluster, TLS: server, Peers: peerMap{1: {Addr: "x", Name: "localhost"}}, Logger: discard,
-		Step: func(context.Context, raftpb.Message) error { stepped.Add(1); return nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	defer func() { srv.Stop(); <-done }()
-	tr, err := New(Options{ID: 1, ClusterID: cluster, TLS: client, Logger: discard, QueueMessages: 1 << 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.AddPeer(2, Peer{Addr: lis.Addr().String(), Name: "localhost"}); err != nil {
-		b.Fatal(err)
-	}
+	tr := benchPair(b, Options{QueueMessages: 1 << 16}, func(raftpb.Message) { stepped.Add(1) })
 	data := make([]byte, 1024)
 	msgs := make([]raftpb.Message, 64)
 	for i := range msgs {
@@ -64,6 +44,36 @@ func BenchmarkTransport_Messages(b *testing.B) {
 	}
 }
 
+// benchPair serves member 2 over loopback mutual TLS, handing what it
+// receives to step, and returns member 1's Transport (o with its identity
+// filled in) with member 2 in its address book; both stop when b ends.
+func benchPair(b *testing.B, o Options, step func(raftpb.Message)) *Transport {
+	b.Helper()
+	client, server := sharedTLS(b)
+	srv, err := NewServer(ServerOptions{ID: 2, ClusterID: cluster, TLS: server, Peers: peerMap{1: {Addr: "x", Name: "localhost"}}, Logger: discard,
+		Step: func(_ context.Context, m raftpb.Message) error { step(m); return nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+	b.Cleanup(func() { srv.Stop(); <-done })
+	o.ID, o.ClusterID, o.TLS, o.Logger = 1, cluster, client, discard
+	tr, err := New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tr.Close() })
+	if err := tr.AddPeer(2, Peer{Addr: lis.Addr().String(), Name: "localhost"}); err != nil {
+		b.Fatal(err)
+	}
+	return tr
+}
+
 type peerMap map[uint64]Peer
 
 func (m peerMap) Peer(id uint64) (Peer, bool) { p, ok := m[id]; return p, ok }
@@ -82,28 +92,8 @@ func (m peerMap) IsMember(name string) bool {
 // member to another over loopback mutual TLS, in chunks, Send to Step
 // (the receiver rebuilding the message included).
 func BenchmarkTransport_Snapshot(b *testing.B) {
-	client, server := sharedTLS(b)
 	stepped := make(chan int, 1)
-	srv, err := NewServer(ServerOptions{ID: 2, ClusterID: cluster, TLS: server, Peers: peerMap{1: {Addr: "x", Name: "localhost"}}, Logger: discard,
-		Step: func(_ context.Context, m raftpb.Message) error { stepped <- len(m.Snapshot.Data); return nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	defer func() { srv.Stop(); <-done }()
-	tr, err := New(Options{ID: 1, ClusterID: cluster, TLS: client, Logger: discard, Reporter: newRecorder()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Close()
-	if err := tr.AddPeer(2, Peer{Addr: lis.Addr().String(), Name: "localhost"}); err != nil {
-		b.Fatal(err)
-	}
+	tr := benchPair(b, Options{Reporter: newRecorder()}, func(m raftpb.Message) { stepped <- len(m.Snapshot.Data) })
 	data := randomBytes(64 << 20)
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
