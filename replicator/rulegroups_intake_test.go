@@ -48,9 +48,6 @@ func openRuleEdge(t *testing.T, dir string) *ruleEdge {
 }
 
 func (e *ruleEdge) onRuleGroups(rg replicator.RuleGroups) {
-	e.mu.Lock()
-	e.sets = append(e.sets, rg)
-	e.mu.Unlock()
 	groups := make([]rules.FleetGroup, 0, len(rg.Groups))
 	for _, g := range rg.Groups {
 		groups = append(groups, rules.FleetGroup{Name: g.Name, YAML: g.YAML, Selector: g.Selector, Version: g.Version})
@@ -58,6 +55,11 @@ func (e *ruleEdge) onRuleGroups(rg replicator.RuleGroups) {
 	if err := e.m.ApplyFleetRules(rg.Version, groups); err != nil {
 		e.t.Error(err)
 	}
+	// Counted once applied: a test that waits for a set to be handed over
+	// then reads the groups in force.
+	e.mu.Lock()
+	e.sets = append(e.sets, rg)
+	e.mu.Unlock()
 }
 
 func (e *ruleEdge) handedOver() int {
