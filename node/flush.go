@@ -98,7 +98,7 @@ func (n *Node) idleFlush() error {
 	}
 	n.idleDoneNs = last
 	n.stats.idleFlushes.Add(1)
-	if !n.opts.NoIdleCompact {
+	if n.opts.IdleCompact {
 		select {
 		case n.compactWake <- struct{}{}:
 		default: // one is pending already
