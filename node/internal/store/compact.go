@@ -41,9 +41,11 @@ type IdleCompaction struct {
 // maxIdleRewriteFactor times the bytes it merges (see needsCompaction).
 //
 // It never blocks writes: RocksDB's own flushes and compactions go on
-// beside it. Once stop is closed or busy (polled every 100 ms) reports true
-// it cancels its running compaction and returns within one RocksDB work
-// step; the next call picks up what is left.
+// beside it. It flushes the memtables first and holds the store's flush
+// lock while it runs (DB.flushMu); once stop is closed, busy (polled every
+// 100 ms) reports true or a Flush waits for the lock, it cancels its
+// running compaction and returns within one RocksDB work step; the next
+// call picks up what is left.
 func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompaction, error) {
 	if err := db.acquire(); err != nil {
 		return IdleCompaction{}, err
@@ -62,6 +64,18 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 	if len(todo) == 0 {
 		return res, nil
 	}
+
+	// CompactRange flushes the memtables it overlaps before it compacts,
+	// a flush that must not run beside the store's own (DB.flushMu). The
+	// memtables are flushed first, so that at rest it has nothing to
+	// flush; a flush the node asks for meanwhile makes it give way (busy).
+	db.flushMu.Lock()
+	defer db.flushMu.Unlock()
+	if err := db.flushOrderedLocked(); err != nil {
+		return res, err
+	}
+	wait := busy
+	busy = func() bool { return db.flushWaiting.Load() > 0 || (wait != nil && wait()) }
 
 	// The watcher cancels the running compaction: RocksDB's
 	// DisableManualCompaction makes it stop at its next work step and
@@ -82,7 +96,7 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 				return
 			case <-stop:
 			case <-tick.C:
-				if busy == nil || !busy() {
+				if !busy() {
 					continue
 				}
 			}

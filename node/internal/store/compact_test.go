@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,4 +270,90 @@ func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
 	if levels, _ := levelsUsed(files[cfChunks]); files[cfChunks][0] != 0 || levels != 1 {
 		t.Errorf("chunks by level after a large write: %v; want one level, none in level 0", files[cfChunks])
 	}
+}
+
+// TestCompactIdle_GivesWayToFlush: a flush of the store asked for during
+// an idle compaction (the node's, after a write) makes the compaction
+// give way instead of waiting for it to end.
+func TestCompactIdle_GivesWayToFlush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 96 MiB")
+	}
+	db := openTest(t, Options{})
+	fillRounds(t, db, 6, 4096, 4096)
+	type result struct {
+		res IdleCompaction
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := db.CompactIdle(nil, nil)
+		done <- result{res, err}
+	}()
+	time.Sleep(150 * time.Millisecond)
+	write(t, db, func(b *Batch) { b.PutRollup(KindRollup1d, 1, 0, []byte("late")) })
+	start := time.Now()
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	r := <-done
+	t.Logf("Flush took %v during the compaction: %+v", took.Round(time.Millisecond), r.res)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.res.Aborted {
+		t.Fatalf("CompactIdle = %+v: it ended before the flush, the test does not test", r.res)
+	}
+	if took > 2*time.Second {
+		t.Errorf("Flush waited %v for the idle compaction; want it to give way", took)
+	}
+}
+
+// TestFlush_BesideManualCompactions: flushes of the store running beside
+// idle and full compactions, with unlogged writes between them, as a node
+// with --idle-compact does them. RocksDB's atomic flush asserts (and
+// aborts the process) when two flushes of different reasons overlap; the
+// store runs them one at a time.
+func TestFlush_BesideManualCompactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("races flushes with compactions for seconds")
+	}
+	db := openTest(t, Options{})
+	fillRounds(t, db, 2, 256, 1024)
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for id := uint64(1); time.Now().Before(deadline); id++ {
+			b := db.NewBatch()
+			for k := range uint64(64) {
+				b.PutChunk(id*64+k, int64(id)*1000, int64(id)*1000+999, []byte("chunk bytes"))
+				b.PutRollup(KindRollup1h, id*64+k, 0, []byte("r"))
+			}
+			if err := db.WriteUnlogged(b); err != nil {
+				t.Error(err)
+			}
+			b.Close()
+			if err := db.Flush(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; time.Now().Before(deadline); i++ {
+			var err error
+			if i%4 == 3 {
+				err = db.CompactAll()
+			} else {
+				_, err = db.CompactIdle(nil, nil)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
 }

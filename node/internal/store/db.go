@@ -74,6 +74,17 @@ type DB struct {
 	// at a time: CompactIdle cuts its own short by disabling manual
 	// compactions, which would cut another one short too.
 	manualMu sync.Mutex
+	// flushMu runs the store's memtable flushes one at a time, those a
+	// manual compaction starts included (CompactIdle and CompactAll hold
+	// it while they run). With atomic flush, RocksDB 7.x keeps a flush's
+	// reason on each column family rather than on the flush request, so
+	// two flushes of different reasons requested at once (a manual flush
+	// and a compaction's) can hand one job column families of both
+	// reasons, which fails an assertion in AtomicFlushMemTablesToOutputFiles
+	// and aborts a process built with assertions. flushWaiting counts the
+	// flushes waiting for it: CompactIdle gives way to them.
+	flushMu      sync.Mutex
+	flushWaiting atomic.Int32
 
 	dbOpts   *grocksdb.Options
 	cfOpts   []*grocksdb.Options
@@ -409,6 +420,15 @@ func (db *DB) Flush() error {
 // append path and store them twice. Kept rollups without their chunks are
 // safe (the replay merges, last write wins, and recomputes them).
 func (db *DB) flushOrdered() error {
+	db.flushWaiting.Add(1)
+	db.flushMu.Lock()
+	db.flushWaiting.Add(-1)
+	defer db.flushMu.Unlock()
+	return db.flushOrderedLocked()
+}
+
+// flushOrderedLocked is flushOrdered. REQUIRES: db.flushMu held.
+func (db *DB) flushOrderedLocked() error {
 	fo := grocksdb.NewDefaultFlushOptions()
 	defer fo.Destroy()
 	fo.SetWait(true)
@@ -436,6 +456,9 @@ func (db *DB) CompactAll() error {
 	defer db.release()
 	db.manualMu.Lock()
 	defer db.manualMu.Unlock()
+	// CompactRange flushes the memtables it overlaps first (flushMu).
+	db.flushMu.Lock()
+	defer db.flushMu.Unlock()
 	co := grocksdb.NewCompactRangeOptions()
 	defer co.Destroy()
 	co.SetBottommostLevelCompaction(grocksdb.KForceOptimized)
