@@ -50,7 +50,9 @@ func TestNode_IdleCompactionLeavesNoLevel0(t *testing.T) {
 	defer n.Close()
 	// Two idle periods without the compaction: their store flushes leave
 	// level-0 files.
+	var fakeCalls atomic.Int32
 	n.SetIdleCompactForTest(func(<-chan struct{}, func() bool) (store.IdleCompaction, error) {
+		fakeCalls.Add(1)
 		return store.IdleCompaction{}, nil
 	})
 	start := time.Now().Add(-6 * time.Hour).Truncate(time.Hour).UnixMilli()
@@ -66,6 +68,9 @@ func TestNode_IdleCompactionLeavesNoLevel0(t *testing.T) {
 	if files["chunks"][0] < 2 || files["rollup_1h"][0] < 2 {
 		t.Fatalf("setup: store files by level %v; want level-0 files left by two idle flushes", files)
 	}
+	// The second idle flush's wake must have reached the fake, or the real
+	// compaction would take it and meet the next write.
+	waitFor(t, "the idle compactions of the setup", func() bool { return fakeCalls.Load() >= 2 })
 	n.SetIdleCompactForTest(nil)
 	writeRound(t, n, start, 2)
 	waitFor(t, "an idle compaction", func() bool { return n.Status().IdleCompactions >= 1 })
@@ -100,7 +105,11 @@ func TestNode_IdleCompactionLeavesNoLevel0(t *testing.T) {
 // idle compaction (one that would never end by itself) is acknowledged at
 // once and tells the compaction to give way; Close during one is prompt.
 func TestNode_IdleCompactionNeitherHoldsWritesNorClose(t *testing.T) {
-	n := mustOpen(t, idleOpts(t))
+	o := idleOpts(t)
+	// Long enough that a loaded machine does not see an idle period in
+	// the middle of writeRound's write.
+	o.IdleFlush = time.Second
+	n := mustOpen(t, o)
 	defer n.Close()
 	started := make(chan struct{}, 4)
 	var sawBusy atomic.Bool
