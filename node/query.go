@@ -340,6 +340,8 @@ func (n *Node) eachSample(s *memSeries, mint, maxt int64, fn func(t int64, v flo
 	return nil
 }
 
+var iteratorPool = sync.Pool{New: func() any { return new(chunk.Iterator) }}
+
 // eachSampleBatch is eachSample handing the samples over in ascending
 // runs: when the head holds nothing in [mint, maxt], stored chunks go to
 // fn a decoded batch at a time, without a call per sample; otherwise
@@ -347,7 +349,9 @@ func (n *Node) eachSample(s *memSeries, mint, maxt int64, fn func(t int64, v flo
 // valid only until fn returns.
 func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, fn func(ts []int64, vs []float64)) error {
 	if !s.hasSamplesIn(mint, maxt) {
-		var it chunk.Iterator
+		// Pooled: fn sees the iterator's buffers, so it would escape.
+		it := iteratorPool.Get().(*chunk.Iterator)
+		defer iteratorPool.Put(it)
 		return n.db.Chunks(s.id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
 			it.Reset(data)
 			for {
