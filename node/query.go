@@ -160,8 +160,8 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 		return n.downsampleRollup(s, q)
 	}
 	if q.Mode == model.ModeRaw {
-		err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
-			ts, vs = append(ts, t), append(vs, v)
+		err = n.eachSampleBatch(s, q.Start, q.End, func(bt []int64, bv []float64) {
+			ts, vs = append(ts, bt...), append(vs, bv...)
 		})
 		return ts, vs, int64(len(ts)), err
 	}
