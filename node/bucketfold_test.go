@@ -13,7 +13,8 @@ import (
 // TestBucketFold_MatchesDownsampler folds random ascending samples (some
 // before the epoch, some on bucket edges, with NaN, infinities and zeros
 // of both signs) with random steps and offsets: the buckets and values
-// must be bit for bit those of aggregate.Downsample.
+// must be bit for bit those of aggregate.Downsample, folded one sample at
+// a time and in runs.
 func TestBucketFold_MatchesDownsampler(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	funcs := []rollup.Func{rollup.FuncNone, rollup.FuncMin, rollup.FuncMax, rollup.FuncFirst, rollup.FuncLast,
@@ -52,6 +53,18 @@ func TestBucketFold_MatchesDownsampler(t *testing.T) {
 		if f.read != int64(len(ts)) || !slices.Equal(gotT, wantT) ||
 			!slices.EqualFunc(gotV, wantV, func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }) {
 			t.Fatalf("step %d off %d fn %v over %v %v:\ngot  %v %v (%d read)\nwant %v %v", step, off, fn, ts, vs, gotT, gotV, f.read, wantT, wantV)
+		}
+		// The same samples in runs of random lengths through addBatch.
+		fb := bucketFold{step: step, off: aggregate.Offset(off, step), fn: fn, expect: rng.IntN(3)}
+		for i := 0; i < len(ts); {
+			j := min(len(ts), i+1+rng.IntN(70))
+			fb.addBatch(ts[i:j], vs[i:j])
+			i = j
+		}
+		gotT, gotV = fb.result()
+		if fb.read != int64(len(ts)) || !slices.Equal(gotT, wantT) ||
+			!slices.EqualFunc(gotV, wantV, func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }) {
+			t.Fatalf("addBatch: step %d off %d fn %v over %v %v:\ngot  %v %v (%d read)\nwant %v %v", step, off, fn, ts, vs, gotT, gotV, fb.read, wantT, wantV)
 		}
 	}
 }

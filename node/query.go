@@ -160,15 +160,15 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 		return n.downsampleRollup(s, q)
 	}
 	if q.Mode == model.ModeRaw {
-		err = n.eachSample(s, q.Start, q.End, func(t int64, v float64) {
-			ts, vs = append(ts, t), append(vs, v)
+		err = n.eachSampleBatch(s, q.Start, q.End, func(bt []int64, bv []float64) {
+			ts, vs = append(ts, bt...), append(vs, bv...)
 		})
 		return ts, vs, int64(len(ts)), err
 	}
 	// Samples come sorted, as the fold requires.
 	f := bucketFold{step: q.Step, off: aggregate.Offset(q.Offset, q.Step), fn: q.Downsample,
 		expect: int(min((q.End-q.Start)/q.Step+2, maxPreallocBuckets))}
-	err = n.eachSample(s, q.Start, q.End, f.add)
+	err = n.eachSampleBatch(s, q.Start, q.End, f.addBatch)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -222,6 +222,47 @@ func (f *bucketFold) add(t int64, v float64) {
 	f.lo = aggregate.BucketStart(t, f.step, f.off)
 	f.hi = f.lo + f.step
 	f.n, f.v = 1, v
+}
+
+// addBatch folds samples as add does one at a time, the samples of a
+// bucket in one tight loop. REQUIRES: ts ascends, after the previous
+// sample's; len(vs) == len(ts).
+func (f *bucketFold) addBatch(ts []int64, vs []float64) {
+	for len(ts) > 0 {
+		if f.n == 0 || ts[0] >= f.hi {
+			f.add(ts[0], vs[0]) // opens a bucket
+			ts, vs = ts[1:], vs[1:]
+			continue
+		}
+		k := 0
+		for k < len(ts) && ts[k] < f.hi {
+			k++
+		}
+		in := vs[:k]
+		switch f.fn {
+		case rollup.FuncMax:
+			for _, v := range in {
+				if v > f.v {
+					f.v = v
+				}
+			}
+		case rollup.FuncMin:
+			for _, v := range in {
+				if v < f.v {
+					f.v = v
+				}
+			}
+		case rollup.FuncLast:
+			f.v = in[k-1]
+		case rollup.FuncSum, rollup.FuncAvg:
+			for _, v := range in {
+				f.v += v
+			}
+		}
+		f.n += int64(k)
+		f.read += int64(k)
+		ts, vs = ts[k:], vs[k:]
+	}
 }
 
 func (f *bucketFold) close() {
@@ -297,6 +338,55 @@ func (n *Node) eachSample(s *memSeries, mint, maxt int64, fn func(t int64, v flo
 		fn(x.t, x.v)
 	}
 	return nil
+}
+
+var iteratorPool = sync.Pool{New: func() any { return new(chunk.Iterator) }}
+
+// eachSampleBatch is eachSample handing the samples over in ascending
+// runs: when the head holds nothing in [mint, maxt], stored chunks go to
+// fn a decoded batch at a time, without a call per sample; otherwise
+// eachSample's merge calls fn with one sample at a time. The slices are
+// valid only until fn returns.
+func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, fn func(ts []int64, vs []float64)) error {
+	if !s.hasSamplesIn(mint, maxt) {
+		// Pooled: fn sees the iterator's buffers, so it would escape.
+		it := iteratorPool.Get().(*chunk.Iterator)
+		defer iteratorPool.Put(it)
+		return n.db.Chunks(s.id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
+			it.Reset(data)
+			for {
+				ts, vs, ok := it.NextBatch()
+				if !ok {
+					break
+				}
+				if ts[0] < mint {
+					i, _ := slices.BinarySearch(ts, mint)
+					ts, vs = ts[i:], vs[i:]
+				}
+				if len(ts) > 0 && ts[len(ts)-1] > maxt {
+					// A chunk's samples ascend: the rest is later still.
+					i, _ := slices.BinarySearch(ts, maxt+1)
+					if i > 0 {
+						fn(ts[:i], vs[:i])
+					}
+					break
+				}
+				if len(ts) > 0 {
+					fn(ts, vs)
+				}
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("chunk at %s: %w", fmtMs(c.MinT), err)
+			}
+			return nil
+		})
+	}
+	var one [1]int64
+	var oneV [1]float64
+	return n.eachSample(s, mint, maxt, func(t int64, v float64) {
+		one[0], oneV[0] = t, v
+		fn(one[:], oneV[:])
+	})
 }
 
 // rawSamples merges stored chunks and the head for [mint, maxt]. The head

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	pmodel "github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -47,6 +48,41 @@ func keepGroupedNames(qs string) (string, bool) {
 		return "", false
 	}
 	return out.String(), true
+}
+
+// keptNameCache remembers keepGroupedNames by query string: a dashboard
+// whose query the engine refuses sends it again and again, and each
+// rewrite parses and prints the query. It is safe for concurrent use and
+// bounded (cleared when full); long queries are not kept.
+type keptNameCache struct {
+	mu sync.Mutex
+	m  map[string]keptName
+}
+
+type keptName struct {
+	qs string
+	ok bool
+}
+
+// keepGroupedNames is the package function keepGroupedNames, cached.
+func (c *keptNameCache) keepGroupedNames(qs string) (string, bool) {
+	if len(qs) > maxCachedQueryBytes {
+		return keepGroupedNames(qs)
+	}
+	c.mu.Lock()
+	k, hit := c.m[qs]
+	c.mu.Unlock()
+	if hit {
+		return k.qs, k.ok
+	}
+	k.qs, k.ok = keepGroupedNames(qs)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedQueries {
+		c.m = map[string]keptName{}
+	}
+	c.m[qs] = k
+	c.mu.Unlock()
+	return k.qs, k.ok
 }
 
 // keepNames rewrites e bottom-up (see keepGroupedNames).

@@ -48,9 +48,18 @@ var literalFuncs = map[string]bool{"absent": true, "absent_over_time": true, "in
 type literalCache struct {
 	mu sync.Mutex
 	m  map[string]string
+	// queries maps a query string to its rewrite (itself when nothing is
+	// rewritten): dashboards and benchmarks send the same strings again
+	// and again, and lexing one costs more than a map lookup. Bounded
+	// like m; queries longer than maxCachedQueryBytes are not kept.
+	queries map[string]string
 }
 
-const maxCachedLiterals = 1024
+const (
+	maxCachedLiterals   = 1024
+	maxCachedQueries    = 1024
+	maxCachedQueryBytes = 2048
+)
 
 // replacement returns the double-quoted token, not longer than tok, of the
 // one string that the regular expression in the string token tok
@@ -128,6 +137,27 @@ func (c *literalCache) rewriteLiteralRegexps(qs string) string {
 	if !strings.Contains(qs, "~") {
 		return qs
 	}
+	if len(qs) > maxCachedQueryBytes {
+		return c.rewrite(qs)
+	}
+	c.mu.Lock()
+	r, ok := c.queries[qs]
+	c.mu.Unlock()
+	if ok {
+		return r
+	}
+	r = c.rewrite(qs)
+	c.mu.Lock()
+	if c.queries == nil || len(c.queries) >= maxCachedQueries {
+		c.queries = map[string]string{}
+	}
+	c.queries[qs] = r
+	c.mu.Unlock()
+	return r
+}
+
+// rewrite is rewriteLiteralRegexps without the cache of query strings.
+func (c *literalCache) rewrite(qs string) string {
 	var out []byte
 	l := parser.Lex(qs)
 	var prev, it parser.Item

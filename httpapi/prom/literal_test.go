@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -143,5 +144,33 @@ func TestLiteralRegexps_ParseErrorOfOriginal(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(resp.Error, want.Error()) {
 			t.Fatalf("%s: %d %s, want the error %q", qs, code, body, want)
 		}
+	}
+}
+
+// TestRewriteLiteralRegexps_QueryCacheBounded: distinct query strings past
+// the bound start the cache over, long ones are rewritten without being
+// kept, and answers from the cache equal fresh rewrites.
+func TestRewriteLiteralRegexps_QueryCacheBounded(t *testing.T) {
+	var c literalCache
+	for i := range maxCachedQueries + 10 {
+		qs := fmt.Sprintf(`x{a=~"h%d"}`, i)
+		want := fmt.Sprintf(`x{a= "h%d"}`, i)
+		if got := c.rewriteLiteralRegexps(qs); got != want {
+			t.Fatalf("%s: got %s, want %s", qs, got, want)
+		}
+		if got := c.rewriteLiteralRegexps(qs); got != want {
+			t.Fatalf("%s cached: got %s, want %s", qs, got, want)
+		}
+		if len(c.queries) > maxCachedQueries {
+			t.Fatalf("%d queries cached, bound %d", len(c.queries), maxCachedQueries)
+		}
+	}
+	long := `x{a=~"b"} or x{a=~"` + strings.Repeat("c", maxCachedQueryBytes) + `"}`
+	before := len(c.queries)
+	if got := c.rewriteLiteralRegexps(long); got == long || len(got) != len(long) {
+		t.Fatalf("long query not rewritten: %.40s…", got)
+	}
+	if len(c.queries) != before {
+		t.Fatal("a query over maxCachedQueryBytes was cached")
 	}
 }

@@ -2,6 +2,7 @@ package prom
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -104,5 +105,28 @@ func TestQuery_DelayedNameRemoval(t *testing.T) {
 	}
 	if st, _, body := off.call(http.MethodGet, "/api/v1/query", lr); st != http.StatusUnprocessableEntity {
 		t.Fatalf("label_replace, delayed name removal off: %d %s, want 422", st, body)
+	}
+}
+
+// TestKeptNameCache answers as keepGroupedNames, from the cache the second
+// time, and stays bounded.
+func TestKeptNameCache(t *testing.T) {
+	var c keptNameCache
+	for i := range maxCachedQueries + 10 {
+		for _, qs := range []string{
+			fmt.Sprintf(`max by (__name__) (max_over_time({__name__=~"a|b", h="%d"}[1m]))`, i),
+			fmt.Sprintf(`max by (h) (x{h="%d"})`, i),
+			fmt.Sprintf(`max by (__name__) (x{h="%d"`, i), // does not parse
+		} {
+			wantQs, wantOK := keepGroupedNames(qs)
+			for range 2 {
+				if got, ok := c.keepGroupedNames(qs); got != wantQs || ok != wantOK {
+					t.Fatalf("%s: got %q %v, want %q %v", qs, got, ok, wantQs, wantOK)
+				}
+			}
+			if len(c.m) > maxCachedQueries {
+				t.Fatalf("%d queries cached, bound %d", len(c.m), maxCachedQueries)
+			}
+		}
 	}
 }

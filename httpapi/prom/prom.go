@@ -167,8 +167,10 @@ type API struct {
 	regexps regexpCache
 	// literals: see literal.go.
 	literals literalCache
-	started  time.Time                 // for /api/v1/status/runtimeinfo
-	rules    atomic.Pointer[ruleState] // nil: no rules (rules.go)
+	// keptNames caches keepGroupedNames (keepname.go).
+	keptNames keptNameCache
+	started   time.Time                 // for /api/v1/status/runtimeinfo
+	rules     atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.

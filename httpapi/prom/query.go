@@ -197,7 +197,7 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 	}
 	if e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
 		// See keepname.go: answer per metric what Prometheus refuses.
-		if kept, ok := keepGroupedNames(qs); ok {
+		if kept, ok := a.keptNames.keepGroupedNames(qs); ok {
 			qry2, res2, e2 := a.exec(env, kept, newQuery)
 			if qry2 != nil {
 				defer qry2.Close()

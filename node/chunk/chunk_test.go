@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -539,6 +540,51 @@ func TestEncode_ConcurrentUse(t *testing.T) {
 	for range 4 {
 		if err := <-done; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestIterator_NextBatchMixedWithNext reads every shape with Next and
+// NextBatch chosen at random for each step: together they must return
+// every sample once, in order, bit for bit, and end as Next does.
+func TestIterator_NextBatchMixedWithNext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, s := range shapes {
+		for _, n := range []int{1, 2, 63, 64, 65, 200, 1024} {
+			tss, vss := series(s, n, 1)
+			it := NewIterator(Encode(nil, tss[0], vss[0]))
+			var gotT []int64
+			var gotV []float64
+			for {
+				if rng.IntN(2) == 0 {
+					if !it.Next() {
+						break
+					}
+					tm, v := it.At()
+					gotT, gotV = append(gotT, tm), append(gotV, v)
+					continue
+				}
+				ts, vs, ok := it.NextBatch()
+				if !ok {
+					break
+				}
+				if len(ts) == 0 || len(ts) != len(vs) {
+					t.Fatalf("%s n=%d: NextBatch returned %d times and %d values", s.name, n, len(ts), len(vs))
+				}
+				gotT, gotV = append(gotT, ts...), append(gotV, vs...)
+				if tm, v := it.At(); tm != ts[len(ts)-1] || math.Float64bits(v) != math.Float64bits(vs[len(vs)-1]) {
+					t.Fatalf("%s n=%d: At after NextBatch = %d, %v; want its last sample", s.name, n, tm, v)
+				}
+			}
+			if it.Err() != nil {
+				t.Fatalf("%s n=%d: %v", s.name, n, it.Err())
+			}
+			if !slices.Equal(gotT, tss[0]) || !slices.EqualFunc(gotV, vss[0], func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }) {
+				t.Fatalf("%s n=%d: read %d samples, want the %d written", s.name, n, len(gotT), n)
+			}
+			if _, _, ok := it.NextBatch(); ok || it.Next() {
+				t.Fatalf("%s n=%d: more samples after the end", s.name, n)
+			}
 		}
 	}
 }

@@ -221,6 +221,26 @@ func (it *Iterator) nextBatch() bool {
 	return true
 }
 
+// NextBatch advances past the samples decoded so far and returns the
+// next ones, at least one, in time order: the rest of the batch Next is
+// in, or else the next batch decoded. The slices alias the iterator's
+// buffer and are valid until the next call of Next, NextBatch or Reset.
+// It returns ok false at the end of the chunk and on error, as Next does;
+// afterwards At is the last sample returned. Next and NextBatch may be
+// mixed: together they visit every sample once.
+func (it *Iterator) NextBatch() (ts []int64, vs []float64, ok bool) {
+	k := it.k + 1
+	if k >= it.m {
+		if !it.nextBatch() {
+			return nil, nil, false
+		}
+		k = 0
+	}
+	ts, vs = it.ts[k:it.m], it.vs[k:it.m]
+	it.k = it.m - 1
+	return ts, vs, true
+}
+
 // At returns the current sample. It is only meaningful after Next
 // returned true.
 func (it *Iterator) At() (t int64, v float64) {
