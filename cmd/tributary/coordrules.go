@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"flag"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
