@@ -293,14 +293,6 @@ func (m *Manager) LoadedFiles() []string {
 	return slices.Clone(m.files)
 }
 
-// Stopped reports whether Stop was called: a stopped Manager does not
-// start again.
-func (m *Manager) Stopped() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopped
-}
-
 // Stop stops the evaluations, waits for those running, and sends the
 // alerts waiting in the queues (for at most the Alertmanager timeout).
 func (m *Manager) Stop() {
