@@ -261,6 +261,9 @@ func (f *coordRulesFlags) register(fs *flag.FlagSet) {
 // validate checks the flags of a coordinator's rules: insecure says the
 // cluster runs without TLS.
 func (f *coordRulesFlags) validate(rf *rulesFlags, insecure bool) error {
+	if len(rf.o.Alertmanagers) > 0 && len(rf.o.Files) == 0 {
+		return fmt.Errorf("%w: --alertmanager-url needs --rules (alerts come from alerting rules)", errUsage)
+	}
 	if err := rf.validate(false); err != nil {
 		return err
 	}
