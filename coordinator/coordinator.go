@@ -409,6 +409,10 @@ func (c *Coordinator) Frontend() *query.Frontend { return c.front }
 // linearizable read call Barrier first).
 func (c *Coordinator) Catalog() *catalog.FSM { return c.fsm }
 
+// IsLeader reports whether this coordinator is the raft leader of the
+// catalog now (a leader that lost its quorum may not know it yet).
+func (c *Coordinator) IsLeader() bool { return c.raft.Status().IsLeader }
+
 // Barrier waits until the local catalog reflects every command committed
 // before the call (raft ReadIndex).
 func (c *Coordinator) Barrier(ctx context.Context) error { return c.raft.LinearizableRead(ctx) }

@@ -38,7 +38,10 @@
 // its `for` from zero (Prometheus's semantics; rules whose `for` is
 // shorter than Options.ForGracePeriod are not restored, and an alert whose
 // remaining `for` is shorter than the grace period is given the grace
-// period).
+// period). With Options.ExactForRestore (a coordinator that became the raft
+// leader and takes over the rules of the one before), the active time is
+// then set, at the next evaluation, to the one ALERTS_FOR_STATE stored, as
+// it is: a hand-over is not an outage.
 //
 // # Notification
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/notifier"
 	"github.com/prometheus/prometheus/promql"
 	promrules "github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tributarydb/tributary/backend"
 )
@@ -30,6 +33,10 @@ type Manager struct {
 	metrics  *metrics
 	cancel   context.CancelFunc
 	b        backend.Backend
+	q        storage.Queryable
+	// exactDone holds the keys of the groups whose `for` state was
+	// restored exactly (Options.ExactForRestore).
+	exactDone sync.Map
 
 	mu    sync.Mutex // serialises Reload and Stop
 	files []string   // the files of the rules in force
@@ -51,7 +58,7 @@ func New(b backend.Backend, engine promql.QueryEngine, q storage.Queryable, opts
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, reg: prometheus.NewRegistry(), b: b}
+	m := &Manager{opts: opts, reg: prometheus.NewRegistry(), b: b, q: q}
 	notify := func(context.Context, string, ...*promrules.Alert) {} // no Alertmanager
 	if len(opts.Alertmanagers) > 0 {
 		n, err := newNotifier(opts, m.reg)
@@ -161,6 +168,9 @@ func (m *Manager) evalIteration(ctx context.Context, g *promrules.Group, ts time
 	if gw != nil {
 		ctx = context.WithValue(ctx, groupWritesKey{}, gw)
 	}
+	if m.opts.ExactForRestore {
+		m.restoreExact(ctx, g)
+	}
 	promrules.DefaultEvalIterationFunc(ctx, g, ts)
 	if gw != nil {
 		if err := gw.flush(ctx); err != nil {
@@ -168,6 +178,74 @@ func (m *Manager) evalIteration(ctx context.Context, g *promrules.Group, ts time
 		}
 	}
 	m.metrics.recordEval(ctx, g, time.Since(start))
+}
+
+// restoreExact sets the active time of g's active alerts back to the one
+// their ALERTS_FOR_STATE series last stored (Options.ExactForRestore). It
+// runs once per group, at the first evaluation after the upstream
+// restoration (which comes after the group's second evaluation and writes
+// no alert series before it): until then it does nothing. The upstream
+// restoration moved the active time forward by the time nothing evaluated
+// the alert, or left it out for a `for` under the grace period; here the
+// stored time is taken as it is.
+func (m *Manager) restoreExact(ctx context.Context, g *promrules.Group) {
+	key := promrules.GroupKey(g.File(), g.Name())
+	if _, done := m.exactDone.Load(key); done {
+		return
+	}
+	ars := g.AlertingRules()
+	for _, r := range ars {
+		if !r.Restored() {
+			return
+		}
+	}
+	m.exactDone.Store(key, true)
+	active := 0
+	for _, r := range ars {
+		active += r.ActiveAlertsCount()
+	}
+	if active == 0 {
+		return
+	}
+	now := time.Now()
+	q, err := m.q.Querier(now.Add(-m.opts.OutageTolerance).UnixMilli(), now.UnixMilli())
+	if err != nil {
+		m.opts.Logger.Error("`for` state not restored", "group", g.Name(), "err", err)
+		return
+	}
+	defer q.Close()
+	for _, r := range ars {
+		if r.ActiveAlertsCount() == 0 {
+			continue
+		}
+		ss, err := r.QueryForStateSeries(ctx, q)
+		if err != nil {
+			m.opts.Logger.Error("`for` state not restored", "group", g.Name(), "alertname", r.Name(), "err", err)
+			continue
+		}
+		since := map[string]time.Time{}
+		for ss.Next() {
+			s := ss.At()
+			it := s.Iterator(nil)
+			v, found := 0.0, false
+			for it.Next() == chunkenc.ValFloat {
+				_, v = it.At()
+				found = true
+			}
+			if it.Err() == nil && found && !value.IsStaleNaN(v) && !math.IsNaN(v) {
+				since[s.Labels().DropReserved(func(n string) bool { return n == labels.MetricName }).String()] = time.Unix(int64(v), 0).UTC()
+			}
+		}
+		if err := ss.Err(); err != nil {
+			m.opts.Logger.Error("`for` state not restored", "group", g.Name(), "alertname", r.Name(), "err", err)
+			continue
+		}
+		r.ForEachActiveAlert(func(a *promrules.Alert) {
+			if at, ok := since[a.Labels.String()]; ok && at.Before(a.ActiveAt) {
+				a.ActiveAt = at
+			}
+		})
+	}
 }
 
 // Start starts evaluating the rules (and sending the alerts).

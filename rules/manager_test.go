@@ -409,3 +409,48 @@ func TestManager_IndependentRulesShareOneWrite(t *testing.T) {
 		return true
 	})
 }
+
+// TestManager_ExactForRestoreKeepsTheStoredActiveTime restarts a manager
+// with ExactForRestore, as a coordinator taking over the rules does: the
+// alert keeps the active time its ALERTS_FOR_STATE series stored, though
+// its `for` is under the grace period (which would start it over) and
+// time passed with no evaluation (which would move it forward).
+func TestManager_ExactForRestoreKeepsTheStoredActiveTime(t *testing.T) {
+	files := writeFile(t, t.TempDir(), "slow.yml", `
+groups:
+  - name: slow
+    interval: 500ms
+    rules:
+      - alert: StillHot
+        expr: coolant_temp > 105
+        for: 5m
+`)
+	dir := t.TempDir()
+	opts := Options{Files: []string{files}, ExactForRestore: true} // grace period: 10m
+	e := newEnv(t, dir, opts)
+	e.write(time.Now(), 110, "coolant_temp", "vehicle", "truck-1")
+	r := e.alertingRule("StillHot")
+	eventually(t, 10*time.Second, "the alert pending", func() bool { return r.State().String() == "pending" })
+	active := r.ActiveAlerts()[0].ActiveAt
+	eventually(t, 10*time.Second, "ALERTS_FOR_STATE written", func() bool {
+		return len(e.samples(active.Add(-time.Minute), "ALERTS_FOR_STATE")) == 1
+	})
+	e.m.Stop()
+	e.m = nil
+	e.close()
+	time.Sleep(2 * time.Second) // nothing evaluates for about 2s
+
+	e2 := newEnv(t, dir, opts)
+	r2 := e2.alertingRule("StillHot")
+	eventually(t, 10*time.Second, "the stored active time restored", func() bool {
+		alerts := r2.ActiveAlerts()
+		return r2.Restored() && len(alerts) == 1 && alerts[0].ActiveAt.Unix() == active.Unix()
+	})
+	// And written back as it is.
+	eventually(t, 10*time.Second, "ALERTS_FOR_STATE continued", func() bool {
+		for _, s := range e2.samples(time.Now().Add(-time.Second), "ALERTS_FOR_STATE") {
+			return len(s.Vs) > 0 && int64(s.Vs[len(s.Vs)-1]) == active.Unix()
+		}
+		return false
+	})
+}

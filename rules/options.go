@@ -60,6 +60,15 @@ type Options struct {
 	// MaxSamplesPerWrite bounds the samples of one write to the backend;
 	// a rule producing more writes several batches. Default 10,000.
 	MaxSamplesPerWrite int
+	// ExactForRestore restores the `for` state of alerts as it was
+	// stored: an alert whose ALERTS_FOR_STATE series (within
+	// OutageTolerance) says it has been active since T keeps T as its
+	// active time, with no grace period and no shift by the time nothing
+	// evaluated it. It is for a Manager that takes over from another one
+	// evaluating the same rules over the same data (a coordinator that
+	// became the raft leader), where the gap is a hand-over, not an
+	// outage. ForGracePeriod is then not applied.
+	ExactForRestore bool
 	// ExternalURL is the URL alerts link to (their generatorURL) and
 	// templates see as $externalURL. Default empty.
 	ExternalURL string

@@ -317,6 +317,10 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	var sf serveFlags
 	sf.register(fs)
 	sf.alertsFromSeries = true // the fleet's replicated ALERTS (docs/rules.md)
+	var rulesf rulesFlags
+	rulesf.register(fs)
+	var crf coordRulesFlags
+	crf.register(fs)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -331,6 +335,9 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err := sf.check(); err != nil {
 		return err
 	}
+	if err := crf.validate(&rulesf, o.Insecure); err != nil {
+		return err
+	}
 	o.GRPCReflection = sf.reflection
 	tp, err := sf.telemetry("coordinator", o.NodeID)
 	if err != nil {
@@ -341,14 +348,36 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err := cf.checkFresh(&o, log); err != nil {
 		return err
 	}
+	withRules := len(rulesf.o.Files) > 0
+	var rulesEdge edgeSource
+	if withRules {
+		// Queries of this coordinator read its rules edge's fresh tail.
+		o.LocalEdge = rulesEdge.source
+	}
 	c, err := coordinator.Open(o)
 	if err != nil {
 		return err
 	}
+	var cr *coordinatorRules
+	if withRules {
+		tlsCfg, err := crf.clientTLS(o, cf.ca)
+		if err == nil {
+			cr, err = openCoordinatorRules(c, &rulesf, &sf, coordinatorRulesOptions{dataDir: o.DataDir, tls: tlsCfg,
+				local: &rulesEdge, sealAge: crf.sealAge, mp: o.MeterProvider, log: log})
+		}
+		if err != nil {
+			c.Stop(context.Background())
+			return err
+		}
+	}
 	fe, gh, err := serveCoordinator(c, &sf, nil, tp, log)
 	if err != nil {
+		cr.stop()
 		c.Stop(context.Background())
 		return err
+	}
+	if cr != nil {
+		cr.start()
 	}
 	log.Info("coordinator ready", append(fe.addrs, "id", o.NodeID, "raft_id", o.RaftID, "cluster", c.ClusterAddr(),
 		"intake", c.IntakeAddr(), "data_dir", o.DataDir, "version", version)...)
@@ -356,6 +385,7 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		gh.Close()
 		fe.stop(time.Second)
+		cr.stop()
 		c.Stop(context.Background())
 		return err
 	}
@@ -364,7 +394,11 @@ func runCoordinator(args []string, stdout, stderr io.Writer) error {
 	if members {
 		wg.Go(func() { membership.Run(ctx, mo) })
 	}
-	err = waitAndStop(fe, gh, log, cf.shutdownGrace, c, nil)
+	var stopRules func() error
+	if cr != nil {
+		stopRules = cr.stop
+	}
+	err = waitAndStop(fe, gh, log, cf.shutdownGrace, c, stopRules)
 	cancel()
 	wg.Wait()
 	return err

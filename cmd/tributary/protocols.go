@@ -38,8 +38,10 @@ func registerParseLimits(fs *flag.FlagSet, l *httpapi.Limits) {
 
 // registerHTTP mounts every HTTP protocol on mux; the Prometheus API
 // answers the rules and alerts API from rules when it is not nil, else,
-// with alertsFromSeries, lists the alerts of the ALERTS series in b.
-func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options, rules prom.RuleSource, alertsFromSeries bool) error {
+// with alertsFromSeries, lists the alerts of the ALERTS series in b; with
+// both (rulesWithSeriesAlerts), the rules' alerts and then those of the
+// series.
+func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po prom.Options, rules prom.RuleSource, alertsFromSeries, rulesWithSeriesAlerts bool) error {
 	influx.Register(mux, b, cfg)
 	influxql.Register(mux, b, cfg)
 	opentsdb.Register(mux, b, cfg)
@@ -48,6 +50,8 @@ func registerHTTP(mux *http.ServeMux, b backend.Backend, cfg *httpapi.Config, po
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	switch {
+	case rules != nil && rulesWithSeriesAlerts:
+		api.SetRulesWithSeriesAlerts(rules)
 	case rules != nil:
 		api.SetRules(rules)
 	case alertsFromSeries:

@@ -58,7 +58,11 @@ type serveFlags struct {
 	// alertsFromSeries, without rules, lists in /api/v1/alerts the alerts
 	// of the ALERTS series the backend holds (a coordinator).
 	alertsFromSeries bool
-	tel              telemetry.Flags
+	// rulesWithSeriesAlerts, with rules, lists in /api/v1/alerts the
+	// rules' alerts and then the other alerts of the ALERTS series (a
+	// coordinator evaluating rules over the fleet).
+	rulesWithSeriesAlerts bool
+	tel                   telemetry.Flags
 	// reflection says which gRPC listeners serve server reflection
 	// (default: those on loopback).
 	reflection grpcreflect.Mode
@@ -369,7 +373,7 @@ func (f *serveFlags) httpHandler(b backend.Backend, cfg *httpapi.Config, toks au
 	mux := http.NewServeMux()
 	po := f.prom
 	po.Flags = flagValues(f.fs)
-	if err := registerHTTP(mux, b, cfg, po, f.rules, f.alertsFromSeries); err != nil {
+	if err := registerHTTP(mux, b, cfg, po, f.rules, f.alertsFromSeries, f.rulesWithSeriesAlerts); err != nil {
 		return nil, err
 	}
 	if extraHTTP != nil {

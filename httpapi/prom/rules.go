@@ -30,7 +30,7 @@ type RuleSource interface {
 type ruleState struct {
 	src RuleSource
 	// fromSeries: /api/v1/alerts lists the alerts of the ALERTS series
-	// the backend holds (without src).
+	// the backend holds (after src's own, if set).
 	fromSeries bool
 }
 
@@ -43,6 +43,16 @@ func (a *API) SetRules(src RuleSource) {
 		return
 	}
 	a.rules.Store(&ruleState{src: src})
+}
+
+// SetRulesWithSeriesAlerts is SetRules for a process that evaluates
+// rules and also holds the ALERTS series of others (a coordinator
+// evaluating rules over the fleet): /api/v1/alerts lists src's active
+// alerts, with their annotations and values, and then the alerts of the
+// ALERTS series (ServeAlertsFromSeries) that src does not list: an alert
+// in both, by its labels, appears once, as src has it.
+func (a *API) SetRulesWithSeriesAlerts(src RuleSource) {
+	a.rules.Store(&ruleState{src: src, fromSeries: true})
 }
 
 // ServeAlertsFromSeries makes /api/v1/alerts (when no RuleSource is set)
@@ -244,19 +254,31 @@ func alertsJSON(list []*rules.Alert) []alertJSON {
 }
 
 // serveAlerts answers GET /api/v1/alerts: the pending and firing alerts of
-// every alerting rule (and, for keep_firing_for, those kept firing).
+// every alerting rule (and, for keep_firing_for, those kept firing), then
+// those of the ALERTS series that are not among them.
 func (a *API) serveAlerts(w http.ResponseWriter, r *http.Request) {
 	alerts := []alertJSON{}
-	if st := a.rules.Load(); st != nil && st.fromSeries {
-		var e *apiError
-		if alerts, e = a.seriesAlerts(r.Context()); e != nil {
+	st := a.rules.Load()
+	own := map[string]bool{}
+	if st != nil && st.src != nil {
+		for _, g := range st.src.RuleGroups() {
+			for _, rule := range g.AlertingRules() {
+				for _, al := range rule.ActiveAlerts() {
+					own[al.Labels.String()] = true
+				}
+				alerts = append(alerts, alertsJSON(rule.ActiveAlerts())...)
+			}
+		}
+	}
+	if st != nil && st.fromSeries {
+		fleet, e := a.seriesAlerts(r.Context())
+		if e != nil {
 			a.fail(w, e)
 			return
 		}
-	} else if src := a.ruleSource(); src != nil {
-		for _, g := range src.RuleGroups() {
-			for _, rule := range g.AlertingRules() {
-				alerts = append(alerts, alertsJSON(rule.ActiveAlerts())...)
+		for _, al := range fleet {
+			if !own[labels.FromMap(al.Labels).String()] {
+				alerts = append(alerts, al)
 			}
 		}
 	}

@@ -1,14 +1,19 @@
 package prom
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	promrules "github.com/prometheus/prometheus/rules"
 
 	"github.com/tributarydb/tributary/httpapi"
 )
@@ -60,5 +65,55 @@ func TestAlertsFromSeries_ListsPendingAndFiringWithTheirActiveTime(t *testing.T)
 	}
 	if warm.State != "pending" || warm.Labels["room"] != "lab" || warm.ActiveAt != nil {
 		t.Errorf("pending alert without ALERTS_FOR_STATE %+v", warm)
+	}
+}
+
+// fakeRules is a RuleSource of fixed groups.
+type fakeRules []*promrules.Group
+
+func (f fakeRules) RuleGroups() []*promrules.Group { return f }
+func (f fakeRules) Reload() error                  { return nil }
+
+func TestAlerts_RulesWithSeriesAlertsListsEachAlertOnce(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	at := testNow.Add(-10 * time.Second).UnixMilli()
+	e.write(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		// The rule's own alert, also replicated, and another edge's.
+		{Labels: []prompb.Label{{Name: "__name__", Value: "ALERTS"}, {Name: "alertname", Value: "Hot"}, {Name: "alertstate", Value: "pending"}, {Name: "dev", Value: "pump"}},
+			Samples: []prompb.Sample{{Timestamp: at, Value: 1}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "ALERTS"}, {Name: "alertname", Value: "CoolantOverheat"}, {Name: "alertstate", Value: "firing"}, {Name: "edge", Value: "pi-7"}},
+			Samples: []prompb.Sample{{Timestamp: at, Value: 1}}},
+	}})
+	expr, err := parser.ParseExpr(`temp > 100`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := promrules.NewAlertingRule("Hot", expr, time.Minute, 0, labels.EmptyLabels(),
+		labels.FromStrings("summary", "pump is hot"), labels.EmptyLabels(), "", true, nil)
+	query := func(context.Context, string, time.Time) (promql.Vector, error) {
+		return promql.Vector{{Metric: labels.FromStrings("__name__", "temp", "dev", "pump"), F: 150, T: testNow.UnixMilli()}}, nil
+	}
+	if _, err := rule.Eval(context.Background(), 0, testNow, query, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	g := promrules.NewGroup(promrules.GroupOptions{Name: "fleet", File: "fleet.yml", Interval: time.Second,
+		Rules: []promrules.Rule{rule}, Opts: &promrules.ManagerOptions{}})
+	e.api.SetRulesWithSeriesAlerts(fakeRules{g})
+	st, r, raw := e.call(http.MethodGet, "/api/v1/alerts", nil)
+	if st != http.StatusOK {
+		t.Fatalf("%d %s", st, raw)
+	}
+	var got struct{ Alerts []alertJSON }
+	if err := json.Unmarshal(r.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Alerts) != 2 {
+		t.Fatalf("alerts %s", r.Data)
+	}
+	if a := got.Alerts[0]; a.Labels["alertname"] != "Hot" || a.Annotations["summary"] != "pump is hot" || a.Value == "NaN" {
+		t.Errorf("the rule's alert, first and with its annotations: %+v", a)
+	}
+	if a := got.Alerts[1]; a.Labels["alertname"] != "CoolantOverheat" || a.State != "firing" {
+		t.Errorf("the fleet's alert: %+v", a)
 	}
 }
