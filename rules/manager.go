@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/notifier"
@@ -233,7 +234,7 @@ func (m *Manager) restoreExact(ctx context.Context, g *promrules.Group) {
 				found = true
 			}
 			if it.Err() == nil && found && !value.IsStaleNaN(v) && !math.IsNaN(v) {
-				since[s.Labels().DropReserved(func(n string) bool { return n == labels.MetricName }).String()] = time.Unix(int64(v), 0).UTC()
+				since[s.Labels().DropReserved(func(n string) bool { return n == model.MetricNameLabel }).String()] = time.Unix(int64(v), 0).UTC()
 			}
 		}
 		if err := ss.Err(); err != nil {
