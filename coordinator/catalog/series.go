@@ -29,13 +29,13 @@ func (s *state) registerSeries(c RegisterSeries) (any, error) {
 			continue
 		}
 		key = ls.AppendKey(key[:0])
-		id, ok := s.byKey[string(key)]
+		id, ok := s.lookup(key, ls)
 		if !ok {
 			if uint64(s.series.len()) >= s.config.MaxSeries {
 				reject(i, fmt.Sprintf("the fleet holds %d series, the configured maximum", s.series.len()))
 				continue
 			}
-			id = s.addSeries(string(key), ls)
+			id = s.addSeries(key, ls)
 			res.Created++
 		}
 		owned = insertSorted(owned, id)
@@ -47,18 +47,71 @@ func (s *state) registerSeries(c RegisterSeries) (any, error) {
 	return res, nil
 }
 
-// addSeries assigns the next id to a new series and indexes it.
-func (s *state) addSeries(key string, ls labels.Labels) uint64 {
-	id := s.series.add(seriesRec{key: key, ls: ls})
-	s.byKey[key] = id
+// namePostings indexes the values of one label name.
+type namePostings struct {
+	name string // the interned name
+	// vals[value] lists the ids of the series with the label, sorted,
+	// never empty.
+	vals map[string][]uint64
+}
+
+// lookup returns the id of the series with canonical key key and labels
+// ls.
+func (s *state) lookup(key []byte, ls labels.Labels) (uint64, bool) {
+	if id, ok := s.byHash[keyHash(key)]; ok && labels.Equal(s.series.at(id), ls) {
+		return id, true
+	}
+	if len(s.collided) == 0 {
+		return 0, false
+	}
+	id, ok := s.collided[string(key)]
+	return id, ok
+}
+
+// internName returns the catalog's copy of a label name, or name when
+// no series has it.
+func (s *state) internName(name string) string {
+	if np := s.postings[name]; np != nil {
+		return np.name
+	}
+	return name
+}
+
+// internValue returns the catalog's copy of a value of label name, or
+// value when no series has it: the value of the first series listed for
+// it.
+func (s *state) internValue(name, value string) string {
+	if np := s.postings[name]; np != nil {
+		if ids := np.vals[value]; len(ids) > 0 {
+			return s.series.at(ids[0]).Get(name)
+		}
+	}
+	return value
+}
+
+// addSeries assigns the next id to a new series (key is the canonical
+// key of ls, which is not in the catalog) and indexes it. It replaces the
+// strings of ls by those of the series already in the catalog, then stores
+// a copy of ls.
+func (s *state) addSeries(key []byte, ls labels.Labels) uint64 {
+	for i, l := range ls {
+		ls[i] = labels.Label{Name: s.internName(l.Name), Value: s.internValue(l.Name, l.Value)}
+	}
+	id := s.series.add(ls)
+	h := keyHash(key)
+	if _, taken := s.byHash[h]; taken {
+		s.collided[string(key)] = id
+	} else {
+		s.byHash[h] = id
+	}
 	for _, l := range ls {
-		vals := s.postings[l.Name]
-		if vals == nil {
-			vals = map[string][]uint64{}
-			s.postings[l.Name] = vals
+		np := s.postings[l.Name]
+		if np == nil {
+			np = &namePostings{name: l.Name, vals: map[string][]uint64{}}
+			s.postings[l.Name] = np
 		}
 		// ids grow, so appending keeps the list sorted.
-		vals[l.Value] = append(vals[l.Value], id)
+		np.vals[l.Value] = append(np.vals[l.Value], id)
 	}
 	return id
 }
@@ -94,7 +147,7 @@ func (f *FSM) Select(ms []*labels.Matcher, limit int) ([]SeriesRef, error) {
 	}
 	out := make([]SeriesRef, len(ids))
 	for i, id := range ids {
-		out[i] = SeriesRef{ID: id, Labels: f.st.series.at(id).ls}
+		out[i] = SeriesRef{ID: id, Labels: f.st.series.at(id)}
 	}
 	return out, nil
 }
@@ -153,7 +206,7 @@ func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
 	}
 	out := cand[:0]
 	for _, id := range cand {
-		ls := s.series.at(id).ls
+		ls := s.series.at(id)
 		ok := true
 		for _, m := range negative {
 			if !m.Matches(ls.Get(m.Name)) {
@@ -186,7 +239,11 @@ func probe(cand, ids []uint64) []uint64 {
 // value matching m (m must not match the empty string). The result may be
 // an internal list: callers must not modify it.
 func (s *state) postingsFor(m *labels.Matcher) []uint64 {
-	vals := s.postings[m.Name]
+	np := s.postings[m.Name]
+	if np == nil {
+		return nil
+	}
+	vals := np.vals
 	if m.Type == labels.MatchEqual {
 		return vals[m.Value]
 	}
@@ -210,8 +267,7 @@ func (f *FSM) Lookup(ls labels.Labels) (uint64, bool) {
 	key := ls.AppendKey(nil)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	id, ok := f.st.byKey[string(key)]
-	return id, ok
+	return f.st.lookup(key, ls)
 }
 
 // Series returns the labels of series id.
@@ -221,7 +277,7 @@ func (f *FSM) Series(id uint64) (labels.Labels, bool) {
 	if id == 0 || id > uint64(f.st.series.len()) {
 		return nil, false
 	}
-	return f.st.series.at(id).ls, true
+	return f.st.series.at(id), true
 }
 
 // SeriesCount returns the number of series in the fleet.

@@ -138,12 +138,18 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	// The series section is the big one: write it straight into b.
 	size := binary.AppendUvarint(nil, uint64(s.series.len()))
 	total := len(size)
-	s.series.each(func(_ uint64, r *seriesRec) { total += binread.UvarintLen(uint64(len(r.key))) + len(r.key) })
+	s.series.each(func(_ uint64, ls labels.Labels) {
+		n := keyLen(ls)
+		total += binread.UvarintLen(uint64(n)) + n
+	})
 	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
 	b = append(b, secSeries)
 	b = appendUvarint(b, uint64(total))
 	b = append(b, size...)
-	s.series.each(func(_ uint64, r *seriesRec) { b = appendString(b, r.key) })
+	s.series.each(func(_ uint64, ls labels.Labels) {
+		b = appendUvarint(b, uint64(keyLen(ls)))
+		b = ls.AppendKey(b)
+	})
 
 	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
 	for _, e := range sortedKeys(s.edgeSeries) {
@@ -402,31 +408,92 @@ func (s *state) decodeNodes(d *decoder, ext bool) error {
 
 func (s *state) decodeSeries(d *decoder) error {
 	n := d.count("series", 2)
-	s.byKey = make(map[string]uint64, n)
+	s.byHash = make(map[uint64]uint64, n)
 	var canon []byte
+	var scratch labels.Labels
 	for i := 0; i < n && d.err == nil; i++ {
-		key := d.string("series key", 1<<20)
+		key := d.lengthPrefixed("series key", 1<<20)
 		if d.err != nil {
 			break
 		}
-		raw, err := labels.DecodeKey([]byte(key))
+		raw, err := s.decodeKey(key, scratch[:0])
 		if err != nil {
 			return fmt.Errorf("series %d: %v", i+1, err)
 		}
+		scratch = raw
 		ls, err := labels.New(raw, labels.DefaultLimits)
 		if err != nil {
 			return fmt.Errorf("series %d: %v", i+1, err)
 		}
 		canon = ls.AppendKey(canon[:0])
-		if !bytes.Equal(canon, []byte(key)) {
+		if !bytes.Equal(canon, key) {
 			return fmt.Errorf("series %d: labels are not in canonical form", i+1)
 		}
-		if _, dup := s.byKey[key]; dup {
-			return fmt.Errorf("series %d: duplicate of series %d", i+1, s.byKey[key])
+		if id, dup := s.lookup(key, ls); dup {
+			return fmt.Errorf("series %d: duplicate of series %d", i+1, id)
 		}
 		s.addSeries(key, ls)
 	}
 	return d.err
+}
+
+// keyLen returns len(ls.AppendKey(nil)).
+func keyLen(ls labels.Labels) int {
+	n := binread.UvarintLen(uint64(len(ls)))
+	for _, l := range ls {
+		n += binread.UvarintLen(uint64(len(l.Name))) + len(l.Name) + binread.UvarintLen(uint64(len(l.Value))) + len(l.Value)
+	}
+	return n
+}
+
+// decodeKey parses a canonical key as labels.DecodeKey does, appending
+// to dst, but takes the strings the catalog already holds where it can
+// instead of copying them (a snapshot's series mostly share their names
+// and values).
+func (s *state) decodeKey(b []byte, dst labels.Labels) (labels.Labels, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("decode labels: bad count")
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		name, rest, ok := splitKeyString(b)
+		if !ok {
+			return nil, fmt.Errorf("decode labels: label %d name: truncated", i)
+		}
+		value, rest, ok := splitKeyString(rest)
+		if !ok {
+			return nil, fmt.Errorf("decode labels: label %d value: truncated", i)
+		}
+		b = rest
+		var l labels.Label
+		// NB: string(bytes) as a map key does not allocate.
+		if np := s.postings[string(name)]; np != nil {
+			l.Name = np.name
+			if ids := np.vals[string(value)]; len(ids) > 0 {
+				l.Value = s.series.at(ids[0]).Get(l.Name)
+			}
+		} else {
+			l.Name = string(name)
+		}
+		if l.Value == "" {
+			l.Value = string(value)
+		}
+		dst = append(dst, l)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("decode labels: %d trailing bytes", len(b))
+	}
+	return dst, nil
+}
+
+// splitKeyString splits a length-prefixed string off b.
+func splitKeyString(b []byte) (str, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
 }
 
 func (s *state) decodeEdgeSeries(d *decoder) error {
@@ -628,28 +695,39 @@ func (s *state) checkRegistration() error {
 // checkSeries checks the series, their keys, the postings and the edges'
 // series lists.
 func (s *state) checkSeries() error {
-	if len(s.byKey) != s.series.len() {
-		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byKey))
+	if len(s.byHash)+len(s.collided) != s.series.len() {
+		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byHash)+len(s.collided))
 	}
 	postings := 0
 	var bad error
-	s.series.each(func(id uint64, r *seriesRec) {
-		if s.byKey[r.key] != id && bad == nil {
-			bad = fmt.Errorf("series %d: key maps to %d", id, s.byKey[r.key])
+	var key []byte
+	s.series.each(func(id uint64, ls labels.Labels) {
+		if bad != nil {
+			return
 		}
-		postings += len(r.ls)
+		key = ls.AppendKey(key[:0])
+		if got, ok := s.lookup(key, ls); !ok || got != id {
+			bad = fmt.Errorf("series %d: key maps to %d", id, got)
+		}
+		postings += len(ls)
 	})
 	if bad != nil {
 		return bad
 	}
 	n := 0
-	for name, vals := range s.postings {
-		for v, ids := range vals {
+	for name, np := range s.postings {
+		if np.name != name {
+			return fmt.Errorf("postings of %q hold the name %q", name, np.name)
+		}
+		for v, ids := range np.vals {
+			if len(ids) == 0 {
+				return fmt.Errorf("postings %s=%q: empty list", name, v)
+			}
 			for j, id := range ids {
 				if id == 0 || id > uint64(s.series.len()) || (j > 0 && ids[j-1] >= id) {
 					return fmt.Errorf("postings %s=%q: bad or unsorted id %d", name, v, id)
 				}
-				if s.series.at(id).ls.Get(name) != v {
+				if s.series.at(id).Get(name) != v {
 					return fmt.Errorf("postings %s=%q list series %d, which lacks it", name, v, id)
 				}
 			}
