@@ -29,13 +29,14 @@ func (s *state) registerSeries(c RegisterSeries) (any, error) {
 			continue
 		}
 		key = ls.AppendKey(key[:0])
-		id, ok := s.lookup(key, ls)
+		h := keyHash(key)
+		id, ok, taken := s.find(h, key, ls)
 		if !ok {
 			if uint64(s.series.len()) >= s.config.MaxSeries {
 				reject(i, fmt.Sprintf("the fleet holds %d series, the configured maximum", s.series.len()))
 				continue
 			}
-			id = s.addSeries(key, ls)
+			id = s.addSeries(h, key, ls, taken)
 			res.Created++
 		}
 		owned = insertSorted(owned, id)
@@ -58,60 +59,53 @@ type namePostings struct {
 // lookup returns the id of the series with canonical key key and labels
 // ls.
 func (s *state) lookup(key []byte, ls labels.Labels) (uint64, bool) {
-	if id, ok := s.byHash[keyHash(key)]; ok && labels.Equal(s.series.at(id), ls) {
-		return id, true
-	}
-	if len(s.collided) == 0 {
-		return 0, false
-	}
-	id, ok := s.collided[string(key)]
+	id, ok, _ := s.find(keyHash(key), key, ls)
 	return id, ok
 }
 
-// internName returns the catalog's copy of a label name, or name when
-// no series has it.
-func (s *state) internName(name string) string {
-	if np := s.postings[name]; np != nil {
-		return np.name
+// find returns the id of the series with labels ls, canonical key key and
+// key hash h; taken says whether h is in byHash.
+func (s *state) find(h uint64, key []byte, ls labels.Labels) (id uint64, ok, taken bool) {
+	id, taken = s.byHash[h]
+	switch {
+	case !taken:
+		return 0, false, false
+	case labels.Equal(s.series.at(id), ls):
+		return id, true, true
+	case len(s.collided) == 0:
+		return 0, false, true
 	}
-	return name
+	id, ok = s.collided[string(key)]
+	return id, ok, true
 }
 
-// internValue returns the catalog's copy of a value of label name, or
-// value when no series has it: the value of the first series listed for
-// it.
-func (s *state) internValue(name, value string) string {
-	if np := s.postings[name]; np != nil {
-		if ids := np.vals[value]; len(ids) > 0 {
-			return s.series.at(ids[0]).Get(name)
-		}
-	}
-	return value
-}
-
-// addSeries assigns the next id to a new series (key is the canonical
-// key of ls, which is not in the catalog) and indexes it. It replaces the
-// strings of ls by those of the series already in the catalog, then stores
-// a copy of ls.
-func (s *state) addSeries(key []byte, ls labels.Labels) uint64 {
+// addSeries assigns the next id to a new series and indexes it: ls, its
+// canonical key key and key hash h, taken as find returned it. It
+// replaces the strings of ls by those of the series already in the
+// catalog, then stores a copy of ls.
+func (s *state) addSeries(h uint64, key []byte, ls labels.Labels, taken bool) uint64 {
+	id := uint64(s.series.len()) + 1
 	for i, l := range ls {
-		ls[i] = labels.Label{Name: s.internName(l.Name), Value: s.internValue(l.Name, l.Value)}
-	}
-	id := s.series.add(ls)
-	h := keyHash(key)
-	if _, taken := s.byHash[h]; taken {
-		s.collided[string(key)] = id
-	} else {
-		s.byHash[h] = id
-	}
-	for _, l := range ls {
 		np := s.postings[l.Name]
 		if np == nil {
 			np = &namePostings{name: l.Name, vals: map[string][]uint64{}}
 			s.postings[l.Name] = np
 		}
+		l.Name = np.name
+		ids := np.vals[l.Value]
+		if len(ids) > 0 {
+			// The value as the first series with it holds it.
+			l.Value = s.series.at(ids[0]).Get(l.Name)
+		}
+		ls[i] = l
 		// ids grow, so appending keeps the list sorted.
-		np.vals[l.Value] = append(np.vals[l.Value], id)
+		np.vals[l.Value] = append(ids, id)
+	}
+	s.series.add(ls)
+	if taken {
+		s.collided[string(key)] = id
+	} else {
+		s.byHash[h] = id
 	}
 	return id
 }

@@ -429,10 +429,12 @@ func (s *state) decodeSeries(d *decoder) error {
 		if !bytes.Equal(canon, key) {
 			return fmt.Errorf("series %d: labels are not in canonical form", i+1)
 		}
-		if id, dup := s.lookup(key, ls); dup {
+		h := keyHash(key)
+		id, dup, taken := s.find(h, key, ls)
+		if dup {
 			return fmt.Errorf("series %d: duplicate of series %d", i+1, id)
 		}
-		s.addSeries(key, ls)
+		s.addSeries(h, key, ls, taken)
 	}
 	return d.err
 }
