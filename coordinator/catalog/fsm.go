@@ -145,6 +145,9 @@ type state struct {
 	// at 1 and are never reused. A series' label names and values are the
 	// strings of its postings (interned), not copies of its own.
 	series seriesStore
+	// seriesKeyBytes counts the bytes of the series' canonical keys as the
+	// snapshot writes them (derived).
+	seriesKeyBytes int
 	// byHash finds a series by the hash of its canonical key
 	// (labels.AppendKey); collided, by key, the few whose hash an earlier
 	// series took. Together they index every series once (derived).

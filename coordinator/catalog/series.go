@@ -102,6 +102,7 @@ func (s *state) addSeries(h uint64, key []byte, ls labels.Labels, taken bool) ui
 		np.vals[l.Value] = append(ids, id)
 	}
 	s.series.add(ls)
+	s.seriesKeyBytes += keyStringLen(key)
 	if taken {
 		s.collided[string(key)] = id
 	} else {

@@ -137,19 +137,16 @@ func (s *state) appendSnapshot(b []byte) []byte {
 
 	// The series section is the big one: write it straight into b.
 	size := binary.AppendUvarint(nil, uint64(s.series.len()))
-	total := len(size)
-	s.series.each(func(_ uint64, ls labels.Labels) {
-		n := keyLen(ls)
-		total += binread.UvarintLen(uint64(n)) + n
-	})
+	total := len(size) + s.seriesKeyBytes
 	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
 	b = append(b, secSeries)
 	b = appendUvarint(b, uint64(total))
 	b = append(b, size...)
-	s.series.each(func(_ uint64, ls labels.Labels) {
-		b = appendUvarint(b, uint64(keyLen(ls)))
-		b = ls.AppendKey(b)
-	})
+	end := len(b) + s.seriesKeyBytes
+	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
+	if len(b) != end {
+		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
+	}
 
 	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
 	for _, e := range sortedKeys(s.edgeSeries) {
@@ -439,13 +436,28 @@ func (s *state) decodeSeries(d *decoder) error {
 	return d.err
 }
 
-// keyLen returns len(ls.AppendKey(nil)).
-func keyLen(ls labels.Labels) int {
-	n := binread.UvarintLen(uint64(len(ls)))
-	for _, l := range ls {
-		n += binread.UvarintLen(uint64(len(l.Name))) + len(l.Name) + binread.UvarintLen(uint64(len(l.Value))) + len(l.Value)
+// keyStringLen returns the bytes of a series' canonical key as a
+// snapshot writes it (a string: uvarint(len), then the key).
+func keyStringLen(key []byte) int { return binread.UvarintLen(uint64(len(key))) + len(key) }
+
+// appendKeyString appends the canonical key of ls as a string
+// (uvarint(len), then ls.AppendKey), in one pass: keys are mostly under
+// 128 bytes, so the length is written after the key, in the byte saved
+// for it, and the key moved only when its length needs more.
+func appendKeyString(b []byte, ls labels.Labels) []byte {
+	at := len(b)
+	b = ls.AppendKey(append(b, 0))
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
 	}
-	return n
+	var pre [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(pre[:], uint64(n))
+	b = append(b, pre[:k-1]...)
+	copy(b[at+k:], b[at+1:at+1+n])
+	copy(b[at:], pre[:k])
+	return b
 }
 
 // decodeKey parses a canonical key as labels.DecodeKey does, appending
@@ -700,7 +712,7 @@ func (s *state) checkSeries() error {
 	if len(s.byHash)+len(s.collided) != s.series.len() {
 		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byHash)+len(s.collided))
 	}
-	postings := 0
+	postings, keyBytes := 0, 0
 	var bad error
 	var key []byte
 	s.series.each(func(id uint64, ls labels.Labels) {
@@ -708,6 +720,7 @@ func (s *state) checkSeries() error {
 			return
 		}
 		key = ls.AppendKey(key[:0])
+		keyBytes += keyStringLen(key)
 		if got, ok := s.lookup(key, ls); !ok || got != id {
 			bad = fmt.Errorf("series %d: key maps to %d", id, got)
 		}
@@ -715,6 +728,9 @@ func (s *state) checkSeries() error {
 	})
 	if bad != nil {
 		return bad
+	}
+	if keyBytes != s.seriesKeyBytes {
+		return fmt.Errorf("the series keys take %d bytes, %d counted", keyBytes, s.seriesKeyBytes)
 	}
 	n := 0
 	for name, np := range s.postings {

@@ -2,9 +2,11 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -135,8 +137,42 @@ func TestFSM_KeyHashCollisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.series.add(s.series.at(7))
+	dup := s.series.at(7)
+	s.series.add(dup)
+	s.seriesKeyBytes += keyStringLen(dup.AppendKey(nil))
 	if err := g.Restore(s.appendSnapshot(nil)); err == nil {
 		t.Fatal("a snapshot with a duplicate series restored")
+	}
+}
+
+// TestFSM_SnapshotWritesLongKeys snapshots series whose keys need a
+// length of more than one byte, around the one-byte limit.
+func TestFSM_SnapshotWritesLongKeys(t *testing.T) {
+	f := newCatalogWithEdges(t, "pi-1")
+	var batch []labels.Labels
+	for n := 100; n < 140; n++ {
+		batch = append(batch, series("__name__", "m", "v", strings.Repeat("x", n)))
+	}
+	batch = append(batch, series("__name__", "m", "v", strings.Repeat("y", 1000)), series("__name__", "short"))
+	if r := applyOK(t, f, 10, RegisterSeries{Edge: "pi-1", Series: batch}).(RegisterSeriesResult); r.Created != len(batch) {
+		t.Fatalf("created %d of %d: %v", r.Created, len(batch), r.Rejected)
+	}
+	snap := f.Snapshot()
+	s, err := decodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ls := range batch {
+		if got := s.series.at(uint64(i + 1)); !labels.Equal(got, ls) {
+			t.Fatalf("series %d differs after a restore", i+1)
+		}
+	}
+	var want []byte
+	for _, ls := range batch {
+		key := ls.AppendKey(nil)
+		want = append(binary.AppendUvarint(want, uint64(len(key))), key...)
+	}
+	if !bytes.Contains(snap, want) {
+		t.Fatal("the snapshot does not hold the series keys as strings")
 	}
 }
