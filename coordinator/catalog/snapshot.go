@@ -135,19 +135,9 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	}
 	b = appendSection(b, secNodes, sec)
 
-	// The series section is the big one: write it straight into b.
-	size := binary.AppendUvarint(nil, uint64(s.series.len()))
-	total := len(size) + s.seriesKeyBytes
-	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
-	b = append(b, secSeries)
-	b = appendUvarint(b, uint64(total))
-	b = append(b, size...)
-	end := len(b) + s.seriesKeyBytes
-	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
-	if len(b) != end {
-		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
-	}
-
+	// The sections after the series are built first, so that b, which
+	// holds the series, grows once.
+	var tail []byte
 	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
 	for _, e := range sortedKeys(s.edgeSeries) {
 		ids := s.edgeSeries[e]
@@ -159,7 +149,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			prev = id
 		}
 	}
-	b = appendSection(b, secEdgeSeries, sec)
+	tail = appendSection(tail, secEdgeSeries, sec)
 
 	sec = appendUvarint(sec[:0], uint64(len(s.placement)))
 	for _, e := range sortedKeys(s.placement) {
@@ -176,7 +166,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			return appendHolding(appendString(b, l.ID), l.Holding)
 		})
 	}
-	b = appendSection(b, secPlacements, sec)
+	tail = appendSection(tail, secPlacements, sec)
 
 	sec = appendUvarint(sec[:0], uint64(len(s.progress)))
 	for _, e := range sortedKeys(s.progress) {
@@ -187,7 +177,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendList(sec, p.Held, appendHeldRange)
 		sec = appendList(sec, p.Gaps, appendGapRange)
 	}
-	b = appendSection(b, secProgress, sec)
+	tail = appendSection(tail, secProgress, sec)
 
 	if version >= snapshotVersionNoRules {
 		sec = appendUvarint(sec[:0], uint64(len(s.registered)))
@@ -195,12 +185,27 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			sec = appendString(sec, e)
 			sec = appendVarint(sec, s.registered[e])
 		}
-		b = appendSection(b, secRegistration, sec)
+		tail = appendSection(tail, secRegistration, sec)
 	}
 	if version >= SnapshotVersion {
-		b = appendSection(b, secRuleGroups, s.appendRuleGroups(sec[:0]))
+		tail = appendSection(tail, secRuleGroups, s.appendRuleGroups(sec[:0]))
 	}
 
+	// The series section is the big one: write it straight into b, grown
+	// once for it and the sections after it.
+	size := binary.AppendUvarint(nil, uint64(s.series.len()))
+	total := len(size) + s.seriesKeyBytes
+	b = slices.Grow(b, 1+binary.MaxVarintLen64+total+len(tail)+4)
+	b = append(b, secSeries)
+	b = appendUvarint(b, uint64(total))
+	b = append(b, size...)
+	end := len(b) + s.seriesKeyBytes
+	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
+	if len(b) != end {
+		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
+	}
+
+	b = append(b, tail...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
