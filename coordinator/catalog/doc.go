@@ -52,9 +52,8 @@
 // list, per label name and value, the ids of the series with it. The
 // snapshot writes each series' canonical key, computed as it writes. With
 // 100 series per edge and 3 labels a series (docs/benchmarks.md, "Catalog
-// at scale") the catalog holds about 180–190 bytes a series when built by
-// commands, about 115–125 when restored (its maps and lists at their
-// final size).
+// at scale") the catalog holds about 180–190 bytes a series, built by
+// commands or restored.
 //
 // # Command encoding (version 1)
 //
