@@ -697,9 +697,7 @@ func TestRestore_RejectsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dup := s.series.at(1)
-	s.series.add(dup) // duplicate series
-	s.seriesKeyBytes += keyStringLen(dup.AppendKey(nil))
+	s.series.add(*s.series.at(1)) // duplicate series
 	if err := f.Restore(s.appendSnapshot(nil)); !errors.Is(err, ErrCorruptSnapshot) {
 		t.Fatalf("duplicate series: %v", err)
 	}
