@@ -169,28 +169,6 @@ func (s *memSeries) snapshot(mint, maxt int64) []sample {
 	return sortLWW(out)
 }
 
-// hasSamplesIn reports whether snapshot(mint, maxt) may return samples:
-// false only when no chunk or out-of-order sample of the head overlaps
-// [mint, maxt], without decoding anything.
-func (s *memSeries) hasSamplesIn(mint, maxt int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.closed {
-		if c.c.LastT() >= mint && c.c.FirstT() <= maxt {
-			return true
-		}
-	}
-	if s.open.Len() > 0 && s.open.LastT() >= mint && s.open.FirstT() <= maxt {
-		return true
-	}
-	for _, o := range s.ooo {
-		if o.t >= mint && o.t <= maxt {
-			return true
-		}
-	}
-	return false
-}
-
 // newest returns the sample snapshot(mint, maxt) ends with — the newest
 // in [mint, maxt]; on an equal timestamp an out-of-order sample (the later
 // one) wins over the open chunk, and the open chunk over the closed ones,

@@ -348,7 +348,7 @@ var iteratorPool = sync.Pool{New: func() any { return new(chunk.Iterator) }}
 // eachSample's merge calls fn with one sample at a time. The slices are
 // valid only until fn returns.
 func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, fn func(ts []int64, vs []float64)) error {
-	if !s.hasSamplesIn(mint, maxt) {
+	if !s.headHasData(mint, maxt) {
 		// Pooled: fn sees the iterator's buffers, so it would escape.
 		it := iteratorPool.Get().(*chunk.Iterator)
 		defer iteratorPool.Put(it)
