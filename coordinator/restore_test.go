@@ -115,10 +115,21 @@ func (p *pi) write(t *testing.T, from, to, step int64) {
 			flush()
 		}
 	}
-	// The open segment holds the last write; the flush loop seals it once
-	// it ages, and the shipper ships it.
+	// The newest segment with points holds the last write; the flush loop
+	// seals it once it ages, and the shipper ships it. It need not be the
+	// last segment: if the flush loop sealed it between the write and this
+	// look, the open segment after it is empty and is never sealed.
 	segs := p.n.WALSegments()
-	last := segs[len(segs)-1].Seq
+	var last uint64
+	for _, s := range slices.Backward(segs) {
+		if s.Points > 0 {
+			last = s.Seq
+			break
+		}
+	}
+	if last == 0 {
+		t.Fatalf("%s: no WAL segment holds points after a write: %+v", p.id, segs)
+	}
 	eventually(t, fmt.Sprintf("%s: the cloud acknowledged segment %d", p.id, last), func() bool {
 		return p.s.Stats().AckedThrough >= last
 	})
