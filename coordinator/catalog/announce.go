@@ -140,7 +140,7 @@ func (f *FSM) Unlisted(edge string, ss []labels.Labels) []labels.Labels {
 			continue
 		}
 		seen[string(key)] = true
-		if id, ok := f.st.byKey[string(key)]; ok {
+		if id, ok := f.st.lookup(key, ls); ok {
 			if _, found := slices.BinarySearch(have, id); found {
 				continue
 			}

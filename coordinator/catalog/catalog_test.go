@@ -697,7 +697,9 @@ func TestRestore_RejectsDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.series.add(*s.series.at(1)) // duplicate series
+	dup := s.series.at(1)
+	s.series.add(dup) // duplicate series
+	s.seriesKeyBytes += keyStringLen(dup.AppendKey(nil))
 	if err := f.Restore(s.appendSnapshot(nil)); !errors.Is(err, ErrCorruptSnapshot) {
 		t.Fatalf("duplicate series: %v", err)
 	}

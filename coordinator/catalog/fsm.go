@@ -136,22 +136,26 @@ type FSM struct {
 	st *state // REQUIRES: mu held to read or write
 }
 
-type seriesRec struct {
-	key string // canonical labels encoding (labels.AppendKey); shared with byKey
-	ls  labels.Labels
-}
-
 type state struct {
 	applied uint64
 	config  FleetConfig
 	members map[uint64]*Member
 	nodes   map[string]*Node
-	// series[id-1] is series id: ids are dense, start at 1 and are never
-	// reused.
+	// series holds the labels of every series by id: ids are dense, start
+	// at 1 and are never reused. A series' label names and values are the
+	// strings of its postings (interned), not copies of its own.
 	series seriesStore
-	byKey  map[string]uint64
-	// postings[name][value] lists the ids of series with that label, sorted.
-	postings map[string]map[string][]uint64
+	// seriesKeyBytes counts the bytes of the series' canonical keys as the
+	// snapshot writes them (derived).
+	seriesKeyBytes int
+	// byHash finds a series by the hash of its canonical key
+	// (labels.AppendKey); collided, by key, the few whose hash an earlier
+	// series took. Together they index every series once (derived).
+	byHash   map[uint64]uint64
+	collided map[string]uint64
+	// postings[name] lists, per value of the label, the ids of series with
+	// that label, sorted (derived).
+	postings map[string]*namePostings
 	// edgeSeries[edge] lists the ids of series registered by the edge, sorted.
 	edgeSeries map[string][]uint64
 	placement  map[string]*Placement
@@ -170,13 +174,18 @@ type state struct {
 	eligibleOK    bool
 }
 
+// keyHash hashes a series' canonical key for byHash (a variable so that
+// tests can force collisions).
+var keyHash = labels.Hash
+
 func newState() *state {
 	return &state{
 		config:     DefaultConfig,
 		members:    map[uint64]*Member{},
 		nodes:      map[string]*Node{},
-		byKey:      map[string]uint64{},
-		postings:   map[string]map[string][]uint64{},
+		byHash:     map[uint64]uint64{},
+		collided:   map[string]uint64{},
+		postings:   map[string]*namePostings{},
 		edgeSeries: map[string][]uint64{},
 		placement:  map[string]*Placement{},
 		progress:   map[string]*EdgeProgress{},

@@ -29,13 +29,14 @@ func (s *state) registerSeries(c RegisterSeries) (any, error) {
 			continue
 		}
 		key = ls.AppendKey(key[:0])
-		id, ok := s.byKey[string(key)]
+		h := keyHash(key)
+		id, ok, taken := s.find(h, key, ls)
 		if !ok {
 			if uint64(s.series.len()) >= s.config.MaxSeries {
 				reject(i, fmt.Sprintf("the fleet holds %d series, the configured maximum", s.series.len()))
 				continue
 			}
-			id = s.addSeries(string(key), ls)
+			id = s.addSeries(h, key, ls, taken)
 			res.Created++
 		}
 		owned = insertSorted(owned, id)
@@ -47,18 +48,65 @@ func (s *state) registerSeries(c RegisterSeries) (any, error) {
 	return res, nil
 }
 
-// addSeries assigns the next id to a new series and indexes it.
-func (s *state) addSeries(key string, ls labels.Labels) uint64 {
-	id := s.series.add(seriesRec{key: key, ls: ls})
-	s.byKey[key] = id
-	for _, l := range ls {
-		vals := s.postings[l.Name]
-		if vals == nil {
-			vals = map[string][]uint64{}
-			s.postings[l.Name] = vals
+// namePostings indexes the values of one label name.
+type namePostings struct {
+	name string // the interned name
+	// vals[value] lists the ids of the series with the label, sorted,
+	// never empty.
+	vals map[string][]uint64
+}
+
+// lookup returns the id of the series with canonical key key and labels
+// ls.
+func (s *state) lookup(key []byte, ls labels.Labels) (uint64, bool) {
+	id, ok, _ := s.find(keyHash(key), key, ls)
+	return id, ok
+}
+
+// find returns the id of the series with labels ls, canonical key key and
+// key hash h; taken says whether h is in byHash.
+func (s *state) find(h uint64, key []byte, ls labels.Labels) (id uint64, ok, taken bool) {
+	id, taken = s.byHash[h]
+	switch {
+	case !taken:
+		return 0, false, false
+	case labels.Equal(s.series.at(id), ls):
+		return id, true, true
+	case len(s.collided) == 0:
+		return 0, false, true
+	}
+	id, ok = s.collided[string(key)]
+	return id, ok, true
+}
+
+// addSeries assigns the next id to a new series and indexes it: ls, its
+// canonical key key and key hash h, taken as find returned it. It
+// replaces the strings of ls by those of the series already in the
+// catalog, then stores a copy of ls.
+func (s *state) addSeries(h uint64, key []byte, ls labels.Labels, taken bool) uint64 {
+	id := uint64(s.series.len()) + 1
+	for i, l := range ls {
+		np := s.postings[l.Name]
+		if np == nil {
+			np = &namePostings{name: l.Name, vals: map[string][]uint64{}}
+			s.postings[l.Name] = np
 		}
+		l.Name = np.name
+		ids := np.vals[l.Value]
+		if len(ids) > 0 {
+			// The value as the first series with it holds it.
+			l.Value = s.series.at(ids[0]).Get(l.Name)
+		}
+		ls[i] = l
 		// ids grow, so appending keeps the list sorted.
-		vals[l.Value] = append(vals[l.Value], id)
+		np.vals[l.Value] = append(ids, id)
+	}
+	s.series.add(ls)
+	s.seriesKeyBytes += keyStringLen(key)
+	if taken {
+		s.collided[string(key)] = id
+	} else {
+		s.byHash[h] = id
 	}
 	return id
 }
@@ -94,7 +142,7 @@ func (f *FSM) Select(ms []*labels.Matcher, limit int) ([]SeriesRef, error) {
 	}
 	out := make([]SeriesRef, len(ids))
 	for i, id := range ids {
-		out[i] = SeriesRef{ID: id, Labels: f.st.series.at(id).ls}
+		out[i] = SeriesRef{ID: id, Labels: f.st.series.at(id)}
 	}
 	return out, nil
 }
@@ -153,7 +201,7 @@ func (s *state) selectIDs(ms []*labels.Matcher) ([]uint64, error) {
 	}
 	out := cand[:0]
 	for _, id := range cand {
-		ls := s.series.at(id).ls
+		ls := s.series.at(id)
 		ok := true
 		for _, m := range negative {
 			if !m.Matches(ls.Get(m.Name)) {
@@ -186,7 +234,11 @@ func probe(cand, ids []uint64) []uint64 {
 // value matching m (m must not match the empty string). The result may be
 // an internal list: callers must not modify it.
 func (s *state) postingsFor(m *labels.Matcher) []uint64 {
-	vals := s.postings[m.Name]
+	np := s.postings[m.Name]
+	if np == nil {
+		return nil
+	}
+	vals := np.vals
 	if m.Type == labels.MatchEqual {
 		return vals[m.Value]
 	}
@@ -210,8 +262,7 @@ func (f *FSM) Lookup(ls labels.Labels) (uint64, bool) {
 	key := ls.AppendKey(nil)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	id, ok := f.st.byKey[string(key)]
-	return id, ok
+	return f.st.lookup(key, ls)
 }
 
 // Series returns the labels of series id.
@@ -221,7 +272,7 @@ func (f *FSM) Series(id uint64) (labels.Labels, bool) {
 	if id == 0 || id > uint64(f.st.series.len()) {
 		return nil, false
 	}
-	return f.st.series.at(id).ls, true
+	return f.st.series.at(id), true
 }
 
 // SeriesCount returns the number of series in the fleet.

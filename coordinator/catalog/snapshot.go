@@ -135,16 +135,9 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	}
 	b = appendSection(b, secNodes, sec)
 
-	// The series section is the big one: write it straight into b.
-	size := binary.AppendUvarint(nil, uint64(s.series.len()))
-	total := len(size)
-	s.series.each(func(_ uint64, r *seriesRec) { total += binread.UvarintLen(uint64(len(r.key))) + len(r.key) })
-	b = slices.Grow(b, total+binary.MaxVarintLen64+1)
-	b = append(b, secSeries)
-	b = appendUvarint(b, uint64(total))
-	b = append(b, size...)
-	s.series.each(func(_ uint64, r *seriesRec) { b = appendString(b, r.key) })
-
+	// The sections after the series are built first, so that b, which
+	// holds the series, grows once.
+	var tail []byte
 	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
 	for _, e := range sortedKeys(s.edgeSeries) {
 		ids := s.edgeSeries[e]
@@ -156,7 +149,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			prev = id
 		}
 	}
-	b = appendSection(b, secEdgeSeries, sec)
+	tail = appendSection(tail, secEdgeSeries, sec)
 
 	sec = appendUvarint(sec[:0], uint64(len(s.placement)))
 	for _, e := range sortedKeys(s.placement) {
@@ -173,7 +166,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			return appendHolding(appendString(b, l.ID), l.Holding)
 		})
 	}
-	b = appendSection(b, secPlacements, sec)
+	tail = appendSection(tail, secPlacements, sec)
 
 	sec = appendUvarint(sec[:0], uint64(len(s.progress)))
 	for _, e := range sortedKeys(s.progress) {
@@ -184,7 +177,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		sec = appendList(sec, p.Held, appendHeldRange)
 		sec = appendList(sec, p.Gaps, appendGapRange)
 	}
-	b = appendSection(b, secProgress, sec)
+	tail = appendSection(tail, secProgress, sec)
 
 	if version >= snapshotVersionNoRules {
 		sec = appendUvarint(sec[:0], uint64(len(s.registered)))
@@ -192,12 +185,27 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			sec = appendString(sec, e)
 			sec = appendVarint(sec, s.registered[e])
 		}
-		b = appendSection(b, secRegistration, sec)
+		tail = appendSection(tail, secRegistration, sec)
 	}
 	if version >= SnapshotVersion {
-		b = appendSection(b, secRuleGroups, s.appendRuleGroups(sec[:0]))
+		tail = appendSection(tail, secRuleGroups, s.appendRuleGroups(sec[:0]))
 	}
 
+	// The series section is the big one: write it straight into b, grown
+	// once for it and the sections after it.
+	size := binary.AppendUvarint(nil, uint64(s.series.len()))
+	total := len(size) + s.seriesKeyBytes
+	b = slices.Grow(b, 1+binary.MaxVarintLen64+total+len(tail)+4)
+	b = append(b, secSeries)
+	b = appendUvarint(b, uint64(total))
+	b = append(b, size...)
+	end := len(b) + s.seriesKeyBytes
+	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
+	if len(b) != end {
+		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
+	}
+
+	b = append(b, tail...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -308,7 +316,10 @@ func decodeSnapshot(data []byte) (*state, error) {
 			s.load[r]++
 		}
 	}
-	if err := s.check(); err != nil {
+	// NB: decodeSeries built the key index itself, refusing duplicates:
+	// probing it again for every series would only repeat that, at a
+	// random memory access a series (a third of a 10 M-series restore).
+	if err := s.check(false); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 	}
 	return s, nil
@@ -402,31 +413,118 @@ func (s *state) decodeNodes(d *decoder, ext bool) error {
 
 func (s *state) decodeSeries(d *decoder) error {
 	n := d.count("series", 2)
-	s.byKey = make(map[string]uint64, n)
+	s.byHash = make(map[uint64]uint64, n)
 	var canon []byte
+	var scratch labels.Labels
 	for i := 0; i < n && d.err == nil; i++ {
-		key := d.string("series key", 1<<20)
+		key := d.lengthPrefixed("series key", 1<<20)
 		if d.err != nil {
 			break
 		}
-		raw, err := labels.DecodeKey([]byte(key))
+		raw, err := s.decodeKey(key, scratch[:0])
 		if err != nil {
 			return fmt.Errorf("series %d: %v", i+1, err)
 		}
+		scratch = raw
 		ls, err := labels.New(raw, labels.DefaultLimits)
 		if err != nil {
 			return fmt.Errorf("series %d: %v", i+1, err)
 		}
 		canon = ls.AppendKey(canon[:0])
-		if !bytes.Equal(canon, []byte(key)) {
+		if !bytes.Equal(canon, key) {
 			return fmt.Errorf("series %d: labels are not in canonical form", i+1)
 		}
-		if _, dup := s.byKey[key]; dup {
-			return fmt.Errorf("series %d: duplicate of series %d", i+1, s.byKey[key])
+		h := keyHash(key)
+		id, dup, taken := s.find(h, key, ls)
+		if dup {
+			return fmt.Errorf("series %d: duplicate of series %d", i+1, id)
 		}
-		s.addSeries(key, ls)
+		s.addSeries(h, key, ls, taken)
 	}
 	return d.err
+}
+
+// keyLen returns len(ls.AppendKey(nil)).
+func keyLen(ls labels.Labels) int {
+	n := binread.UvarintLen(uint64(len(ls)))
+	for _, l := range ls {
+		n += binread.UvarintLen(uint64(len(l.Name))) + len(l.Name) + binread.UvarintLen(uint64(len(l.Value))) + len(l.Value)
+	}
+	return n
+}
+
+// keyStringLen returns the bytes of a series' canonical key as a
+// snapshot writes it (a string: uvarint(len), then the key).
+func keyStringLen(key []byte) int { return binread.UvarintLen(uint64(len(key))) + len(key) }
+
+// appendKeyString appends the canonical key of ls as a string
+// (uvarint(len), then ls.AppendKey), in one pass: keys are mostly under
+// 128 bytes, so the length is written after the key, in the byte saved
+// for it, and the key moved only when its length needs more.
+func appendKeyString(b []byte, ls labels.Labels) []byte {
+	at := len(b)
+	b = ls.AppendKey(append(b, 0))
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	var pre [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(pre[:], uint64(n))
+	b = append(b, pre[:k-1]...)
+	copy(b[at+k:], b[at+1:at+1+n])
+	copy(b[at:], pre[:k])
+	return b
+}
+
+// decodeKey parses a canonical key as labels.DecodeKey does, appending
+// to dst, but takes the strings the catalog already holds where it can
+// instead of copying them (a snapshot's series mostly share their names
+// and values).
+func (s *state) decodeKey(b []byte, dst labels.Labels) (labels.Labels, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("decode labels: bad count")
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		name, rest, ok := splitKeyString(b)
+		if !ok {
+			return nil, fmt.Errorf("decode labels: label %d name: truncated", i)
+		}
+		value, rest, ok := splitKeyString(rest)
+		if !ok {
+			return nil, fmt.Errorf("decode labels: label %d value: truncated", i)
+		}
+		b = rest
+		var l labels.Label
+		// NB: string(bytes) as a map key does not allocate.
+		if np := s.postings[string(name)]; np != nil {
+			l.Name = np.name
+			if ids := np.vals[string(value)]; len(ids) > 0 {
+				l.Value = s.series.at(ids[0]).Get(l.Name)
+			}
+		} else {
+			l.Name = string(name)
+		}
+		if l.Value == "" {
+			l.Value = string(value)
+		}
+		dst = append(dst, l)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("decode labels: %d trailing bytes", len(b))
+	}
+	return dst, nil
+}
+
+// splitKeyString splits a length-prefixed string off b.
+func splitKeyString(b []byte) (str, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
 }
 
 func (s *state) decodeEdgeSeries(d *decoder) error {
@@ -595,15 +693,18 @@ func checkGaps(p *EdgeProgress) error {
 // eligible coordinators and loads matching them, held runs sorted and
 // disjoint, gaps sorted, disjoint, merged and clear of held runs,
 // watermarks held or in a gap. Tests call it; Restore runs it on every
-// snapshot.
+// snapshot (all but the look-up of every series in the key index, which
+// the restore built itself, refusing duplicates).
 func (f *FSM) Check() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.st.check()
+	return f.st.check(true)
 }
 
-func (s *state) check() error {
-	for _, check := range []func() error{s.checkSeries, s.checkNodes, s.checkPlacements, s.checkProgress, s.checkRegistration} {
+// check checks every invariant; probeKeys also looks every series up in
+// the key index.
+func (s *state) check(probeKeys bool) error {
+	for _, check := range []func() error{func() error { return s.checkSeries(probeKeys) }, s.checkNodes, s.checkPlacements, s.checkProgress, s.checkRegistration} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -626,30 +727,47 @@ func (s *state) checkRegistration() error {
 }
 
 // checkSeries checks the series, their keys, the postings and the edges'
-// series lists.
-func (s *state) checkSeries() error {
-	if len(s.byKey) != s.series.len() {
-		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byKey))
+// series lists; probeKeys also looks every series up in the key index.
+func (s *state) checkSeries(probeKeys bool) error {
+	if len(s.byHash)+len(s.collided) != s.series.len() {
+		return fmt.Errorf("%d series but %d keys", s.series.len(), len(s.byHash)+len(s.collided))
 	}
-	postings := 0
+	postings, keyBytes := 0, 0
 	var bad error
-	s.series.each(func(id uint64, r *seriesRec) {
-		if s.byKey[r.key] != id && bad == nil {
-			bad = fmt.Errorf("series %d: key maps to %d", id, s.byKey[r.key])
+	var key []byte
+	s.series.each(func(id uint64, ls labels.Labels) {
+		postings += len(ls)
+		if !probeKeys {
+			n := keyLen(ls)
+			keyBytes += binread.UvarintLen(uint64(n)) + n
+			return
 		}
-		postings += len(r.ls)
+		key = ls.AppendKey(key[:0])
+		keyBytes += keyStringLen(key)
+		if got, ok := s.lookup(key, ls); (!ok || got != id) && bad == nil {
+			bad = fmt.Errorf("series %d: key maps to %d", id, got)
+		}
 	})
 	if bad != nil {
 		return bad
 	}
+	if keyBytes != s.seriesKeyBytes {
+		return fmt.Errorf("the series keys take %d bytes, %d counted", keyBytes, s.seriesKeyBytes)
+	}
 	n := 0
-	for name, vals := range s.postings {
-		for v, ids := range vals {
+	for name, np := range s.postings {
+		if np.name != name {
+			return fmt.Errorf("postings of %q hold the name %q", name, np.name)
+		}
+		for v, ids := range np.vals {
+			if len(ids) == 0 {
+				return fmt.Errorf("postings %s=%q: empty list", name, v)
+			}
 			for j, id := range ids {
 				if id == 0 || id > uint64(s.series.len()) || (j > 0 && ids[j-1] >= id) {
 					return fmt.Errorf("postings %s=%q: bad or unsorted id %d", name, v, id)
 				}
-				if s.series.at(id).ls.Get(name) != v {
+				if s.series.at(id).Get(name) != v {
 					return fmt.Errorf("postings %s=%q list series %d, which lacks it", name, v, id)
 				}
 			}
