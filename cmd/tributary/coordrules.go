@@ -248,14 +248,30 @@ func (r *coordinatorRules) stop() error {
 
 // coordRulesFlags are the flags of a coordinator's rules edge.
 type coordRulesFlags struct {
-	cert, key string
-	sealAge   time.Duration
+	cert, key  string
+	sealAge    time.Duration
+	sealAgeSet bool // --rules-edge-wal-segment-age was given
 }
+
+// defaultRulesEdgeSealAge is the rules edge's WAL segment age: rule
+// results reach the other coordinators within about a second, so that a
+// new leader restores alert state that is at most that old. The rules
+// edge ships inside the cloud, where bytes are not metered, so it does
+// not follow the fleet's lag budget unless told to (0).
+const defaultRulesEdgeSealAge = time.Second
 
 func (f *coordRulesFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "rules-edge-cert", "", "with --rules and TLS: PEM client certificate of this coordinator's rules edge, signed by the --edge-ca CA and naming the edge <--id>-rules; its segments are shipped to this coordinator's intake listener")
 	fs.StringVar(&f.key, "rules-edge-key", "", "PEM private key of --rules-edge-cert")
-	fs.DurationVar(&f.sealAge, "rules-edge-wal-segment-age", 0, "with --rules: WAL segment age of the rules edge, i.e. how soon rule results reach the other coordinators' replicas (0: the fleet configuration's lag budget, else the node default)")
+	f.sealAge = defaultRulesEdgeSealAge
+	fs.Func("rules-edge-wal-segment-age", "with --rules: WAL segment age of the rules edge, i.e. how soon rule results reach the other coordinators' replicas, and how old the alert state a new leader restores may be (default 1s; 0: the fleet configuration's lag budget, else the node default)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		f.sealAge, f.sealAgeSet = d, true
+		return nil
+	})
 }
 
 // validate checks the flags of a coordinator's rules: insecure says the
@@ -269,7 +285,7 @@ func (f *coordRulesFlags) validate(rf *rulesFlags, insecure bool) error {
 	}
 	with := len(rf.o.Files) > 0
 	switch {
-	case !with && (f.cert != "" || f.key != "" || f.sealAge != 0):
+	case !with && (f.cert != "" || f.key != "" || f.sealAgeSet):
 		return fmt.Errorf("%w: --rules-edge-cert, --rules-edge-key and --rules-edge-wal-segment-age need --rules", errUsage)
 	case f.sealAge < 0:
 		return fmt.Errorf("%w: --rules-edge-wal-segment-age must not be negative", errUsage)

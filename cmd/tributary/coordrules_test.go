@@ -351,4 +351,16 @@ func TestCoordRulesFlags_Refused(t *testing.T) {
 	if err := crf.validate(&rf, true); err != nil {
 		t.Errorf("insecure cluster with --rules: %v", err)
 	}
+	// Without the flag the rules edge seals every second, whatever the
+	// fleet's lag budget.
+	rf, crf = rulesFlags{}, coordRulesFlags{}
+	fs = newFlagSet("test", io.Discard, "")
+	rf.register(fs)
+	crf.register(fs)
+	if err := fs.Parse([]string{"--rules", "x.yml"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := crf.validate(&rf, true); err != nil || crf.sealAge != time.Second {
+		t.Errorf("the rules edge's default segment age is %v (%v), want 1s", crf.sealAge, err)
+	}
 }
