@@ -110,16 +110,6 @@ groups:
 			t.Fatal(err)
 		}
 	}
-	waitFor := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %v: %s", d, what)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
 	type alert struct {
 		Labels   map[string]string `json:"labels"`
 		State    string            `json:"state"`
@@ -155,7 +145,7 @@ groups:
 	}
 	// The recorded series, read on a follower: the leader's rules edge
 	// shipped it over mutual TLS with its own certificate.
-	waitFor("the recorded series on a follower", 60*time.Second, func() bool {
+	waitUntil(t, "the recorded series on a follower", 60*time.Second, func() bool {
 		put(97)
 		var data struct {
 			Result []struct {
@@ -191,7 +181,7 @@ groups:
 	defer func() { close(stop); <-hot }()
 	put(110)
 	var pending alert
-	waitFor("the alert pending on the leader", 20*time.Second, func() bool {
+	waitUntil(t, "the alert pending on the leader", 20*time.Second, func() bool {
 		a, ok := overheat(lead)
 		if ok && a.State == "pending" {
 			pending = a
@@ -211,7 +201,7 @@ groups:
 		t.Fatal(err)
 	}
 	var restored alert
-	waitFor("the alert on the new leader "+next.ID, 30*time.Second, func() bool {
+	waitUntil(t, "the alert on the new leader "+next.ID, 30*time.Second, func() bool {
 		a, ok := overheat(next)
 		restored = a
 		return ok && (a.State == "pending" || a.State == "firing")
@@ -223,7 +213,7 @@ groups:
 	// alert started over would fire only `for` after the new leader's
 	// first evaluation).
 	firesBy := pending.ActiveAt.Add(forDur + 5*time.Second)
-	waitFor("the alert firing on the new leader", time.Until(firesBy)+time.Second, func() bool {
+	waitUntil(t, "the alert firing on the new leader", time.Until(firesBy)+time.Second, func() bool {
 		a, ok := overheat(next)
 		return ok && a.State == "firing"
 	})

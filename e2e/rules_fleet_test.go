@@ -39,6 +39,19 @@ func nodeRuleGroups(t *testing.T, httpAddr string) map[string]string {
 	return out
 }
 
+// waitUntil polls cond every 200 ms and fails the test, naming what it
+// waited for, if cond is still false after d.
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline sets
 // two rule groups with `tributary cluster rules set`: one selecting the
 // edge's --edge-label, one selecting another site. The edge evaluates the
@@ -83,17 +96,7 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 			}
 		}
 	}
-	waitFor := func(what string, d time.Duration, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %v: %s", d, what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	waitFor("the edge evaluates the group that selects it", 20*time.Second, func() bool {
+	waitUntil(t, "the edge evaluates the group that selects it", 20*time.Second, func() bool {
 		return nodeRuleGroups(t, edge)["can-bus"] == "fleet-rules.yml"
 	})
 	// recorded: the rule's series holds samples in the last 2 s.
@@ -106,7 +109,7 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 		}
 		return false
 	}
-	waitFor("the fleet group's series on the edge", 20*time.Second, recorded)
+	waitUntil(t, "the fleet group's series on the edge", 20*time.Second, recorded)
 	if _, ok := nodeRuleGroups(t, edge)["paris-only"]; ok {
 		t.Fatal("the edge evaluates a group selecting another site")
 	}
@@ -136,7 +139,7 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 		t.Fatalf("after a restart with no coordinator, the edge evaluates %v, want the fleet's can-bus", groups)
 	}
 	// Samples of the last 2 s, 4 s after the restart: evaluated since.
-	waitFor("the fleet group evaluated after the restart", 20*time.Second, func() bool {
+	waitUntil(t, "the fleet group evaluated after the restart", 20*time.Second, func() bool {
 		return time.Since(restarted) > 4*time.Second && recorded()
 	})
 	if r := promRaw(t, edge, `paris:up[1m]`, time.Now()); len(r) != 0 {
