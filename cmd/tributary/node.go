@@ -19,10 +19,8 @@ import (
 
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
-	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/memlimit"
 	"github.com/tributarydb/tributary/internal/telemetry"
-	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -286,12 +284,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		return err
 	}
 	c.fleetRules.attach(rr)
-	if rr != nil {
-		// The RuleGroups call answers what /api/v1/rules lists.
-		grpcAPI.SetRuleGroups(func(_ context.Context, f model.RuleFilter) ([]model.RuleGroup, error) {
-			return prom.ListRuleGroups(rr.m, f), nil
-		})
-	}
+	rr.serveGroups(grpcAPI.QueryServer)
 	gh := nodeGRPCHealth(n)
 	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {
