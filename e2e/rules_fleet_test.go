@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,45 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// edgeGroup is a group of a coordinator's /api/v1/rules: its file, edge
+// and the health of its first rule.
+type edgeGroup struct{ File, Edge, Health string }
+
+// coordinatorRuleGroups lists the rule groups a coordinator's
+// /api/v1/rules reports, by name.
+func coordinatorRuleGroups(t *testing.T, httpAddr string) map[string]edgeGroup {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Groups []struct {
+				Name  string `json:"name"`
+				File  string `json:"file"`
+				Edge  string `json:"edge"`
+				Rules []struct {
+					Health string `json:"health"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]edgeGroup{}
+	for _, g := range body.Data.Groups {
+		eg := edgeGroup{File: g.File, Edge: g.Edge}
+		if len(g.Rules) > 0 {
+			eg.Health = g.Rules[0].Health
+		}
+		out[g.Name] = eg
+	}
+	return out
 }
 
 // TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline sets
@@ -110,6 +150,13 @@ func TestRules_FleetGroupReachesLabelledEdgeAndSurvivesRestartOffline(t *testing
 		return false
 	}
 	waitUntil(t, "the fleet group's series on the edge", 20*time.Second, recorded)
+	// The coordinator lists the edge's group, asked of the edge, under
+	// <edge>/<file> and with the edge named.
+	waitUntil(t, "the coordinator lists the edge's group", 20*time.Second, func() bool {
+		g, ok := coordinatorRuleGroups(t, c.Coordinators[0].HTTP)["can-bus"]
+		return ok && g.Edge == c.Edge.ID && strings.HasPrefix(g.File, c.Edge.ID+"/") &&
+			filepath.Base(g.File) == "fleet-rules.yml" && g.Health == "ok"
+	})
 	if _, ok := nodeRuleGroups(t, edge)["paris-only"]; ok {
 		t.Fatal("the edge evaluates a group selecting another site")
 	}

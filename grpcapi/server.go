@@ -52,6 +52,7 @@ type QueryServer struct {
 	pb.UnimplementedQueryServiceServer
 	b      backend.Backend
 	status StatusFunc
+	rules  atomic.Pointer[RuleGroupsFunc]
 }
 
 // New returns a Server over b.

@@ -1,6 +1,7 @@
 // Package model is the vocabulary every layer of Tributary speaks: the
 // points a client writes (Batch) and what a write did with them
-// (WriteResult, Rejection), the queries a backend answers (Query, its
+// (WriteResult, Rejection), the rule groups a node evaluates as the rules
+// API lists them (RuleGroup, RuleFilter), the queries a backend answers (Query, its
 // modes and limits) and their answers (Series, QueryInfo), and the
 // classified errors a protocol adapter maps onto its status codes
 // (ErrBadQuery, ErrBadRequest, ErrOverloaded, ErrClosed,

@@ -16,6 +16,7 @@ import (
 	promrules "github.com/prometheus/prometheus/rules"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/prom"
 	"github.com/tributarydb/tributary/internal/auth"
@@ -30,7 +31,7 @@ const rulesEdgeDir = "rules-edge"
 
 // rulesEdgeID is the edge id of the rules edge of the coordinator
 // coordID: stable across restarts, and distinct per coordinator.
-func rulesEdgeID(coordID string) string { return coordID + "-rules" }
+func rulesEdgeID(coordID string) string { return query.CoordinatorRulesEdge(coordID) }
 
 // leaderPollInterval is how often a coordinator with --rules checks
 // whether it is the raft leader.

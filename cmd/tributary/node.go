@@ -284,6 +284,7 @@ func (c *nodeCmd) serve(n *node.Node, ship *shipping, tp *telemetry.Provider) er
 		return err
 	}
 	c.fleetRules.attach(rr)
+	rr.serveGroups(grpcAPI.QueryServer)
 	gh := nodeGRPCHealth(n)
 	fe, err := c.sf.start(n, gh.Register(grpcAPI.Register), extra, c.log)
 	if err != nil {

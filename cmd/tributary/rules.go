@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,8 +14,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/prom"
+	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/replicator"
 	"github.com/tributarydb/tributary/rules"
 )
@@ -167,6 +170,18 @@ func (f *rulesFlags) open(b backend.Backend, sf *serveFlags, fleetFile string, m
 		sf.rules = m
 	}
 	return &ruleRunner{m: m}, nil
+}
+
+// serveGroups makes q's RuleGroups call answer what /api/v1/rules lists
+// (a coordinator asks it for the fleet's listing); without rules it
+// answers no groups.
+func (r *ruleRunner) serveGroups(q *grpcapi.QueryServer) {
+	if r == nil {
+		return
+	}
+	q.SetRuleGroups(func(_ context.Context, f model.RuleFilter) ([]model.RuleGroup, error) {
+		return prom.ListRuleGroups(r.m, f), nil
+	})
 }
 
 // start starts the evaluations and the reload on SIGHUP.

@@ -147,3 +147,12 @@ func (c *EdgeClient) wrap(action string, err error) error {
 	}
 	return fmt.Errorf("%s edge %s: %w", action, c.addr, err)
 }
+
+// RuleGroups lists the rule groups the edge evaluates under f.
+func (c *EdgeClient) RuleGroups(ctx context.Context, f model.RuleFilter) ([]model.RuleGroup, error) {
+	resp, err := c.qc.RuleGroups(ctx, grpcapi.RuleFilterToProto(f))
+	if err != nil {
+		return nil, c.wrap("list rule groups of", err)
+	}
+	return grpcapi.RuleGroupsFromProto(resp.GetGroups()), nil
+}

@@ -362,8 +362,29 @@ func listIDs(ids []string) string {
 // backend.Warn): the series of theirs that the catalog has not
 // registered are missing.
 func askEdges[T any](ctx context.Context, f *Frontend, what string, edges []string, ask func(context.Context, Source) (T, error)) ([]T, error) {
-	out := make([]T, len(edges))
-	ok := make([]bool, len(edges))
+	out, ok, err := askEach(ctx, f, what, edges, ask)
+	if err != nil {
+		return nil, err
+	}
+	answered := out[:0]
+	for i := range out {
+		if ok[i] {
+			answered = append(answered, out[i])
+		}
+	}
+	warnUnreachable(ctx, failedOf(edges, ok), func(they string) string {
+		return "series " + they + " created that the catalog has not registered are missing"
+	})
+	return answered, nil
+}
+
+// askEach calls ask for each of edges that is reachable, at most
+// MaxParallelEdges at once and each within EdgeTimeout: out[i] is the
+// answer of edges[i] when ok[i]; an edge that could not be asked or failed
+// is logged.
+func askEach[T any](ctx context.Context, f *Frontend, what string, edges []string, ask func(context.Context, Source) (T, error)) (out []T, ok []bool, err error) {
+	out = make([]T, len(edges))
+	ok = make([]bool, len(edges))
 	sem := make(chan struct{}, f.o.MaxParallelEdges)
 	var wg sync.WaitGroup
 	for i, edge := range edges {
@@ -388,26 +409,34 @@ func askEdges[T any](ctx context.Context, f *Frontend, what string, edges []stri
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	answered := out[:0]
+	return out, ok, nil
+}
+
+// failedOf is the edges whose ok is false, in edges' order.
+func failedOf(edges []string, ok []bool) []string {
 	var failed []string
-	for i := range out {
-		if ok[i] {
-			answered = append(answered, out[i])
-		} else {
-			failed = append(failed, edges[i])
+	for i, e := range edges {
+		if !ok[i] {
+			failed = append(failed, e)
 		}
 	}
-	if len(failed) > 0 {
-		what, they := "edges", "they"
-		if len(failed) == 1 {
-			what, they = "edge", "it"
-		}
-		backend.Warn(ctx, fmt.Sprintf("%d %s unreachable (%s): series %s created that the catalog has not registered are missing",
-			len(failed), what, listIDs(failed), they))
+	return failed
+}
+
+// warnUnreachable adds to ctx's warnings the line that names the edges
+// failed (if any) as unreachable, followed by consequence("they") or
+// consequence("it").
+func warnUnreachable(ctx context.Context, failed []string, consequence func(they string) string) {
+	if len(failed) == 0 {
+		return
 	}
-	return answered, nil
+	what, they := "edges", "they"
+	if len(failed) == 1 {
+		what, they = "edge", "it"
+	}
+	backend.Warn(ctx, fmt.Sprintf("%d %s unreachable (%s): %s", len(failed), what, listIDs(failed), consequence(they)))
 }
 
 func sortedSet(m map[string]bool) []string {

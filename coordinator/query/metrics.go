@@ -225,6 +225,18 @@ func (c countedEdge) LabelValues(ctx context.Context, name string, ms []*labels.
 	return out, err
 }
 
+// RuleGroups lists the edge's rule groups; a source that lists none
+// (RuleGroupSource) answers none.
+func (c countedEdge) RuleGroups(ctx context.Context, f model.RuleFilter) ([]model.RuleGroup, error) {
+	rs, ok := c.src.(RuleGroupSource)
+	if !ok {
+		return nil, nil
+	}
+	out, err := rs.RuleGroups(ctx, f)
+	c.m.leg(ctx, legEdge, err)
+	return out, err
+}
+
 // QueryWithCoverage runs q over the fleet and calls emit per series (or
 // group) in label order. Besides the answer it says, per edge, which
 // sources answered and which time ranges are missing; the same is

@@ -13,6 +13,9 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tributarydb/tributary/backend"
+	"github.com/tributarydb/tributary/model"
 )
 
 // RuleSource is what /api/v1/rules, /api/v1/alerts and POST /-/reload are
@@ -100,6 +103,9 @@ type (
 		Limit          int       `json:"limit"`
 		EvaluationTime float64   `json:"evaluationTime"`
 		LastEvaluation time.Time `json:"lastEvaluation"`
+		// Edge names the edge whose group this is, on a coordinator
+		// (not in Prometheus's answer; Grafana ignores it).
+		Edge string `json:"edge,omitempty"`
 	}
 	alertingRuleJSON struct {
 		State          string            `json:"state"`
@@ -136,103 +142,175 @@ type (
 	}
 )
 
-// ruleFilter is the query string of /api/v1/rules: type (alert or
-// record), rule_name[], rule_group[], file[] and exclude_alerts.
-type ruleFilter struct {
-	alerts, records bool
-	names, groups   []string
-	files           []string
-	excludeAlerts   bool
+// ruleQuery is the query string of /api/v1/rules: Prometheus's filters
+// (type, rule_name[], rule_group[], file[], exclude_alerts) and, on a
+// coordinator, the edges to ask (edge[]; none given: every edge).
+type ruleQuery struct {
+	f     model.RuleFilter
+	edges []string
 }
 
-func parseRuleFilter(r *http.Request) (ruleFilter, *apiError) {
+func parseRuleQuery(r *http.Request) (ruleQuery, *apiError) {
 	if err := r.ParseForm(); err != nil {
-		return ruleFilter{}, badData("parse the form: " + err.Error())
+		return ruleQuery{}, badData("parse the form: " + err.Error())
 	}
-	f := ruleFilter{alerts: true, records: true,
-		names: r.Form["rule_name[]"], groups: r.Form["rule_group[]"], files: r.Form["file[]"]}
-	switch t := r.Form.Get("type"); t {
-	case "":
-	case "alert":
-		f.records = false
-	case "record":
-		f.alerts = false
+	q := ruleQuery{f: model.RuleFilter{Type: r.Form.Get("type"), RuleNames: r.Form["rule_name[]"],
+		RuleGroups: r.Form["rule_group[]"], Files: r.Form["file[]"]}, edges: r.Form["edge[]"]}
+	switch q.f.Type {
+	case "", model.RuleFilterAlert, model.RuleFilterRecord:
 	default:
-		return f, badData(`type must be "alert" or "record", not ` + strconv.Quote(t))
+		return q, badData(`type must be "alert" or "record", not ` + strconv.Quote(q.f.Type))
 	}
 	if s := r.Form.Get("exclude_alerts"); s != "" {
 		v, err := strconv.ParseBool(s)
 		if err != nil {
-			return f, badData("exclude_alerts must be true or false: " + err.Error())
+			return q, badData("exclude_alerts must be true or false: " + err.Error())
 		}
-		f.excludeAlerts = v
+		q.f.ExcludeAlerts = v
 	}
-	return f, nil
+	return q, nil
 }
 
-func matchesAny(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
-
-// serveRules answers GET /api/v1/rules from the rule manager: every group
-// with its rules, their health, last error and evaluation times, and the
-// active alerts of the alerting rules.
+// serveRules answers GET /api/v1/rules: the groups of the rule manager,
+// every group with its rules, their health, last error and evaluation
+// times, and the active alerts of the alerting rules; then, on a backend
+// that lists the rules of others (a coordinator's front end,
+// backend.RuleLister), the groups of each edge asked, whose file is
+// "<edge>/<file>" and whose "edge" field names the edge. An edge that
+// could not be asked is named in the answer's warnings.
 func (a *API) serveRules(w http.ResponseWriter, r *http.Request) {
-	f, e := parseRuleFilter(r)
+	q, e := parseRuleQuery(r)
 	if e != nil {
 		a.fail(w, e)
 		return
 	}
 	groups := []ruleGroupJSON{}
 	if src := a.ruleSource(); src != nil {
-		for _, g := range src.RuleGroups() {
-			if !matchesAny(f.groups, g.Name()) || !matchesAny(f.files, g.File()) {
-				continue
-			}
-			if jg, ok := groupJSON(g, f); ok {
-				groups = append(groups, jg)
+		for _, g := range ListRuleGroups(src, q.f) {
+			groups = append(groups, groupJSON(g, ""))
+		}
+	}
+	lister, ok := a.b.(backend.RuleLister)
+	if !ok {
+		a.respondJSON(w, r, map[string]any{"groups": groups}, nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.QueryTimeout)
+	defer cancel()
+	ctx, warns := backend.WithWarnings(ctx)
+	asked := q.f
+	asked.Files = nil // the edges' files are matched as listed: <edge>/<file>
+	fleet, err := lister.EdgeRuleGroups(ctx, q.edges, asked)
+	if err != nil {
+		a.fail(w, classifyQueryError(err))
+		return
+	}
+	for _, eg := range fleet {
+		for _, g := range eg.Groups {
+			g.File = EdgeRuleFile(eg.Edge, g.File)
+			if slices.Contains(q.f.Files, g.File) || len(q.f.Files) == 0 {
+				groups = append(groups, groupJSON(g, eg.Edge))
 			}
 		}
 	}
-	a.respondJSON(w, r, map[string]any{"groups": groups})
+	a.respondJSON(w, r, map[string]any{"groups": groups}, warns.List())
 }
 
-// groupJSON is g as the API shows it under f; false when f leaves none of
-// its rules (Prometheus then omits the group).
-func groupJSON(g *rules.Group, f ruleFilter) (ruleGroupJSON, bool) {
-	jg := ruleGroupJSON{Name: g.Name(), File: g.File(), Rules: []any{}, Interval: g.Interval().Seconds(),
-		Limit: g.Limit(), EvaluationTime: g.GetEvaluationTime().Seconds(), LastEvaluation: g.GetLastEvaluation()}
-	for _, rule := range g.Rules() {
-		if !matchesAny(f.names, rule.Name()) {
+// EdgeRuleFile is the file a coordinator's /api/v1/rules shows for a
+// group of edge's read from file: "<edge>/<file>".
+func EdgeRuleFile(edge, file string) string { return edge + "/" + file }
+
+// ListRuleGroups is the groups of src under f, in src's order, as the
+// rules API lists them: a group that f leaves without rules is left out
+// when f selects rules by type or name (as Prometheus does).
+func ListRuleGroups(src RuleSource, f model.RuleFilter) []model.RuleGroup {
+	out := []model.RuleGroup{}
+	for _, g := range src.RuleGroups() {
+		if !f.KeepsGroup(g.Name(), g.File()) {
 			continue
 		}
-		lastErr := ""
-		if err := rule.LastError(); err != nil {
-			lastErr = err.Error()
+		mg := model.RuleGroup{Name: g.Name(), File: g.File(), Interval: g.Interval(), Limit: g.Limit(),
+			EvaluationTime: g.GetEvaluationTime(), LastEvaluation: g.GetLastEvaluation(), Rules: []model.Rule{}}
+		for _, rule := range g.Rules() {
+			if mr, ok := ruleOf(rule, f); ok {
+				mg.Rules = append(mg.Rules, mr)
+			}
 		}
-		switch rule := rule.(type) {
-		case *rules.AlertingRule:
-			if !f.alerts {
-				continue
-			}
-			jr := alertingRuleJSON{State: rule.State().String(), Name: rule.Name(), Query: rule.Query().String(),
-				Duration: rule.HoldDuration().Seconds(), KeepFiringFor: rule.KeepFiringFor().Seconds(),
-				Labels: rule.Labels().Map(), Annotations: rule.Annotations().Map(), Alerts: []alertJSON{},
-				Health: string(rule.Health()), LastError: lastErr, EvaluationTime: rule.GetEvaluationDuration().Seconds(),
-				LastEvaluation: rule.GetEvaluationTimestamp(), Type: "alerting"}
-			if !f.excludeAlerts {
-				jr.Alerts = alertsJSON(rule.ActiveAlerts())
-			}
-			jg.Rules = append(jg.Rules, jr)
-		case *rules.RecordingRule:
-			if !f.records {
-				continue
-			}
-			jg.Rules = append(jg.Rules, recordingRuleJSON{Name: rule.Name(), Query: rule.Query().String(),
-				Labels: rule.Labels().Map(), Health: string(rule.Health()), LastError: lastErr,
-				EvaluationTime: rule.GetEvaluationDuration().Seconds(), LastEvaluation: rule.GetEvaluationTimestamp(), Type: "recording"})
+		if len(mg.Rules) > 0 || !f.FiltersRules() {
+			out = append(out, mg)
 		}
 	}
-	filtered := len(f.names) > 0 || !f.alerts || !f.records
-	return jg, len(jg.Rules) > 0 || !filtered
+	return out
+}
+
+// ruleOf is rule as the rules API lists it; false when f leaves it out.
+func ruleOf(rule rules.Rule, f model.RuleFilter) (model.Rule, bool) {
+	mr := model.Rule{Name: rule.Name(), Query: rule.Query().String(), Labels: rule.Labels().Map(),
+		Health: string(rule.Health()), EvaluationTime: rule.GetEvaluationDuration(), LastEvaluation: rule.GetEvaluationTimestamp()}
+	if err := rule.LastError(); err != nil {
+		mr.LastError = err.Error()
+	}
+	switch rule := rule.(type) {
+	case *rules.AlertingRule:
+		mr.Type, mr.State, mr.Annotations = model.RuleAlerting, rule.State().String(), rule.Annotations().Map()
+		mr.For, mr.KeepFiringFor = rule.HoldDuration(), rule.KeepFiringFor()
+		if !f.ExcludeAlerts {
+			for _, al := range rule.ActiveAlerts() {
+				mr.Alerts = append(mr.Alerts, model.RuleAlert{Labels: al.Labels.Map(), Annotations: al.Annotations.Map(),
+					State: al.State.String(), ActiveAt: al.ActiveAt, KeepFiringSince: al.KeepFiringSince, Value: al.Value})
+			}
+		}
+	case *rules.RecordingRule:
+		mr.Type = model.RuleRecording
+	default:
+		return mr, false
+	}
+	return mr, f.KeepsRule(mr.Type, mr.Name)
+}
+
+// groupJSON is g as the API shows it; edge names the edge it comes from
+// ("": this process's).
+func groupJSON(g model.RuleGroup, edge string) ruleGroupJSON {
+	jg := ruleGroupJSON{Name: g.Name, File: g.File, Rules: make([]any, 0, len(g.Rules)), Interval: g.Interval.Seconds(),
+		Limit: g.Limit, EvaluationTime: g.EvaluationTime.Seconds(), LastEvaluation: g.LastEvaluation, Edge: edge}
+	for _, r := range g.Rules {
+		if r.Type == model.RuleRecording {
+			jg.Rules = append(jg.Rules, recordingRuleJSON{Name: r.Name, Query: r.Query, Labels: r.Labels, Health: r.Health,
+				LastError: r.LastError, EvaluationTime: r.EvaluationTime.Seconds(), LastEvaluation: r.LastEvaluation, Type: r.Type})
+			continue
+		}
+		jr := alertingRuleJSON{State: r.State, Name: r.Name, Query: r.Query, Duration: r.For.Seconds(),
+			KeepFiringFor: r.KeepFiringFor.Seconds(), Labels: orEmpty(r.Labels), Annotations: orEmpty(r.Annotations),
+			Alerts: make([]alertJSON, 0, len(r.Alerts)), Health: r.Health, LastError: r.LastError,
+			EvaluationTime: r.EvaluationTime.Seconds(), LastEvaluation: r.LastEvaluation, Type: r.Type}
+		for _, al := range r.Alerts {
+			jr.Alerts = append(jr.Alerts, alertOf(al))
+		}
+		jg.Rules = append(jg.Rules, jr)
+	}
+	return jg
+}
+
+// orEmpty is m, or an empty map for nil (Prometheus lists {}, not null).
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func alertOf(al model.RuleAlert) alertJSON {
+	ja := alertJSON{Labels: orEmpty(al.Labels), Annotations: orEmpty(al.Annotations), State: al.State,
+		Value: strconv.FormatFloat(al.Value, 'e', -1, 64)}
+	if !al.ActiveAt.IsZero() {
+		t := al.ActiveAt
+		ja.ActiveAt = &t
+	}
+	if !al.KeepFiringSince.IsZero() {
+		t := al.KeepFiringSince
+		ja.KeepFiringSince = &t
+	}
+	return ja
 }
 
 func alertsJSON(list []*rules.Alert) []alertJSON {
@@ -282,7 +360,7 @@ func (a *API) serveAlerts(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	a.respondJSON(w, r, map[string]any{"alerts": alerts})
+	a.respondJSON(w, r, map[string]any{"alerts": alerts}, nil)
 }
 
 // serveReload answers POST /-/reload: the rule files are read again. A
@@ -302,15 +380,15 @@ func (a *API) serveReload(w http.ResponseWriter, _ *http.Request) {
 }
 
 // respondJSON answers with data encoded by encoding/json in the
-// Prometheus envelope (the rule lists are small; the query answers have
-// their own encoder).
-func (a *API) respondJSON(w http.ResponseWriter, r *http.Request, data any) {
+// Prometheus envelope, with warnings (the rule lists are small; the query
+// answers have their own encoder).
+func (a *API) respondJSON(w http.ResponseWriter, r *http.Request, data any, warnings []string) {
 	body, err := json.Marshal(data)
 	if err != nil {
 		a.fail(w, &apiError{typ: errInternal, status: http.StatusInternalServerError, msg: "encode the answer: " + err.Error()})
 		return
 	}
-	respond(w, r, func(b []byte) []byte { return append(b, body...) }, nil, nil)
+	respond(w, r, func(b []byte) []byte { return append(b, body...) }, warnings, nil)
 }
 
 // seriesAlerts lists the alerts of the ALERTS series at the API's now:

@@ -1719,6 +1719,460 @@ func (x *ReplicationStatus) GetLastError() string {
 	return ""
 }
 
+// RuleGroupsRequest selects rule groups and rules as the query parameters
+// of Prometheus's /api/v1/rules do; empty lists select all.
+type RuleGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "alert" or "record" keeps only alerting or recording rules; empty:
+	// both.
+	Type       string   `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	RuleNames  []string `protobuf:"bytes,2,rep,name=rule_names,json=ruleNames,proto3" json:"rule_names,omitempty"`
+	RuleGroups []string `protobuf:"bytes,3,rep,name=rule_groups,json=ruleGroups,proto3" json:"rule_groups,omitempty"`
+	Files      []string `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	// The alerting rules' active alerts are left out.
+	ExcludeAlerts bool `protobuf:"varint,5,opt,name=exclude_alerts,json=excludeAlerts,proto3" json:"exclude_alerts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleGroupsRequest) Reset() {
+	*x = RuleGroupsRequest{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroupsRequest) ProtoMessage() {}
+
+func (x *RuleGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroupsRequest.ProtoReflect.Descriptor instead.
+func (*RuleGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RuleGroupsRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RuleGroupsRequest) GetRuleNames() []string {
+	if x != nil {
+		return x.RuleNames
+	}
+	return nil
+}
+
+func (x *RuleGroupsRequest) GetRuleGroups() []string {
+	if x != nil {
+		return x.RuleGroups
+	}
+	return nil
+}
+
+func (x *RuleGroupsRequest) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *RuleGroupsRequest) GetExcludeAlerts() bool {
+	if x != nil {
+		return x.ExcludeAlerts
+	}
+	return false
+}
+
+type RuleGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*RuleGroup           `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleGroupsResponse) Reset() {
+	*x = RuleGroupsResponse{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroupsResponse) ProtoMessage() {}
+
+func (x *RuleGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroupsResponse.ProtoReflect.Descriptor instead.
+func (*RuleGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RuleGroupsResponse) GetGroups() []*RuleGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// RuleGroup is one group of rules evaluated together. A group that a
+// filter leaves without rules is not sent (as Prometheus omits it).
+type RuleGroup struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	File            string                 `protobuf:"bytes,2,opt,name=file,proto3" json:"file,omitempty"`
+	IntervalSeconds float64                `protobuf:"fixed64,3,opt,name=interval_seconds,json=intervalSeconds,proto3" json:"interval_seconds,omitempty"`
+	Limit           int64                  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Duration of the group's last evaluation, and when it began (Unix
+	// nanoseconds; 0: never evaluated).
+	EvaluationSeconds      float64 `protobuf:"fixed64,5,opt,name=evaluation_seconds,json=evaluationSeconds,proto3" json:"evaluation_seconds,omitempty"`
+	LastEvaluationUnixNano int64   `protobuf:"varint,6,opt,name=last_evaluation_unix_nano,json=lastEvaluationUnixNano,proto3" json:"last_evaluation_unix_nano,omitempty"`
+	Rules                  []*Rule `protobuf:"bytes,7,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *RuleGroup) Reset() {
+	*x = RuleGroup{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleGroup) ProtoMessage() {}
+
+func (x *RuleGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleGroup.ProtoReflect.Descriptor instead.
+func (*RuleGroup) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RuleGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RuleGroup) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *RuleGroup) GetIntervalSeconds() float64 {
+	if x != nil {
+		return x.IntervalSeconds
+	}
+	return 0
+}
+
+func (x *RuleGroup) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RuleGroup) GetEvaluationSeconds() float64 {
+	if x != nil {
+		return x.EvaluationSeconds
+	}
+	return 0
+}
+
+func (x *RuleGroup) GetLastEvaluationUnixNano() int64 {
+	if x != nil {
+		return x.LastEvaluationUnixNano
+	}
+	return 0
+}
+
+func (x *RuleGroup) GetRules() []*Rule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// Rule is an alerting or a recording rule with its health.
+type Rule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "alerting" or "recording".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The PromQL expression.
+	Query  string            `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// "ok", "err" or "unknown"; last_error is the last evaluation's error.
+	Health                 string  `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
+	LastError              string  `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	EvaluationSeconds      float64 `protobuf:"fixed64,7,opt,name=evaluation_seconds,json=evaluationSeconds,proto3" json:"evaluation_seconds,omitempty"`
+	LastEvaluationUnixNano int64   `protobuf:"varint,8,opt,name=last_evaluation_unix_nano,json=lastEvaluationUnixNano,proto3" json:"last_evaluation_unix_nano,omitempty"`
+	// Alerting rules only: annotations, state ("inactive", "pending" or
+	// "firing"), `for` and `keep_firing_for`, and the active alerts.
+	Annotations          map[string]string `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	State                string            `protobuf:"bytes,10,opt,name=state,proto3" json:"state,omitempty"`
+	DurationSeconds      float64           `protobuf:"fixed64,11,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	KeepFiringForSeconds float64           `protobuf:"fixed64,12,opt,name=keep_firing_for_seconds,json=keepFiringForSeconds,proto3" json:"keep_firing_for_seconds,omitempty"`
+	Alerts               []*RuleAlert      `protobuf:"bytes,13,rep,name=alerts,proto3" json:"alerts,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Rule) Reset() {
+	*x = Rule{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rule) ProtoMessage() {}
+
+func (x *Rule) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rule.ProtoReflect.Descriptor instead.
+func (*Rule) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Rule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Rule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Rule) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *Rule) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Rule) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *Rule) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Rule) GetEvaluationSeconds() float64 {
+	if x != nil {
+		return x.EvaluationSeconds
+	}
+	return 0
+}
+
+func (x *Rule) GetLastEvaluationUnixNano() int64 {
+	if x != nil {
+		return x.LastEvaluationUnixNano
+	}
+	return 0
+}
+
+func (x *Rule) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Rule) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Rule) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *Rule) GetKeepFiringForSeconds() float64 {
+	if x != nil {
+		return x.KeepFiringForSeconds
+	}
+	return 0
+}
+
+func (x *Rule) GetAlerts() []*RuleAlert {
+	if x != nil {
+		return x.Alerts
+	}
+	return nil
+}
+
+// RuleAlert is an active alert of an alerting rule.
+type RuleAlert struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Labels      map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string      `protobuf:"bytes,2,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// "pending" or "firing".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// Unix nanoseconds; 0: not set.
+	ActiveAtUnixNano        int64   `protobuf:"varint,4,opt,name=active_at_unix_nano,json=activeAtUnixNano,proto3" json:"active_at_unix_nano,omitempty"`
+	KeepFiringSinceUnixNano int64   `protobuf:"varint,5,opt,name=keep_firing_since_unix_nano,json=keepFiringSinceUnixNano,proto3" json:"keep_firing_since_unix_nano,omitempty"`
+	Value                   float64 `protobuf:"fixed64,6,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *RuleAlert) Reset() {
+	*x = RuleAlert{}
+	mi := &file_tributary_v1_tributary_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleAlert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleAlert) ProtoMessage() {}
+
+func (x *RuleAlert) ProtoReflect() protoreflect.Message {
+	mi := &file_tributary_v1_tributary_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleAlert.ProtoReflect.Descriptor instead.
+func (*RuleAlert) Descriptor() ([]byte, []int) {
+	return file_tributary_v1_tributary_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RuleAlert) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *RuleAlert) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *RuleAlert) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RuleAlert) GetActiveAtUnixNano() int64 {
+	if x != nil {
+		return x.ActiveAtUnixNano
+	}
+	return 0
+}
+
+func (x *RuleAlert) GetKeepFiringSinceUnixNano() int64 {
+	if x != nil {
+		return x.KeepFiringSinceUnixNano
+	}
+	return 0
+}
+
+func (x *RuleAlert) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
 var File_tributary_v1_tributary_proto protoreflect.FileDescriptor
 
 const file_tributary_v1_tributary_proto_rawDesc = "" +
@@ -1847,7 +2301,60 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\x11backfilled_points\x18\f \x01(\x04R\x10backfilledPoints\x12&\n" +
 	"\x0fbytes_per_point\x18\r \x01(\x01R\rbytesPerPoint\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x0e \x01(\tR\tlastError*\xf5\x01\n" +
+	"last_error\x18\x0e \x01(\tR\tlastError\"\xa4\x01\n" +
+	"\x11RuleGroupsRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1d\n" +
+	"\n" +
+	"rule_names\x18\x02 \x03(\tR\truleNames\x12\x1f\n" +
+	"\vrule_groups\x18\x03 \x03(\tR\n" +
+	"ruleGroups\x12\x14\n" +
+	"\x05files\x18\x04 \x03(\tR\x05files\x12%\n" +
+	"\x0eexclude_alerts\x18\x05 \x01(\bR\rexcludeAlerts\"E\n" +
+	"\x12RuleGroupsResponse\x12/\n" +
+	"\x06groups\x18\x01 \x03(\v2\x17.tributary.v1.RuleGroupR\x06groups\"\x88\x02\n" +
+	"\tRuleGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04file\x18\x02 \x01(\tR\x04file\x12)\n" +
+	"\x10interval_seconds\x18\x03 \x01(\x01R\x0fintervalSeconds\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12-\n" +
+	"\x12evaluation_seconds\x18\x05 \x01(\x01R\x11evaluationSeconds\x129\n" +
+	"\x19last_evaluation_unix_nano\x18\x06 \x01(\x03R\x16lastEvaluationUnixNano\x12(\n" +
+	"\x05rules\x18\a \x03(\v2\x12.tributary.v1.RuleR\x05rules\"\x88\x05\n" +
+	"\x04Rule\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x126\n" +
+	"\x06labels\x18\x04 \x03(\v2\x1e.tributary.v1.Rule.LabelsEntryR\x06labels\x12\x16\n" +
+	"\x06health\x18\x05 \x01(\tR\x06health\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12-\n" +
+	"\x12evaluation_seconds\x18\a \x01(\x01R\x11evaluationSeconds\x129\n" +
+	"\x19last_evaluation_unix_nano\x18\b \x01(\x03R\x16lastEvaluationUnixNano\x12E\n" +
+	"\vannotations\x18\t \x03(\v2#.tributary.v1.Rule.AnnotationsEntryR\vannotations\x12\x14\n" +
+	"\x05state\x18\n" +
+	" \x01(\tR\x05state\x12)\n" +
+	"\x10duration_seconds\x18\v \x01(\x01R\x0fdurationSeconds\x125\n" +
+	"\x17keep_firing_for_seconds\x18\f \x01(\x01R\x14keepFiringForSeconds\x12/\n" +
+	"\x06alerts\x18\r \x03(\v2\x17.tributary.v1.RuleAlertR\x06alerts\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x03\n" +
+	"\tRuleAlert\x12;\n" +
+	"\x06labels\x18\x01 \x03(\v2#.tributary.v1.RuleAlert.LabelsEntryR\x06labels\x12J\n" +
+	"\vannotations\x18\x02 \x03(\v2(.tributary.v1.RuleAlert.AnnotationsEntryR\vannotations\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12-\n" +
+	"\x13active_at_unix_nano\x18\x04 \x01(\x03R\x10activeAtUnixNano\x12<\n" +
+	"\x1bkeep_firing_since_unix_nano\x18\x05 \x01(\x03R\x17keepFiringSinceUnixNano\x12\x14\n" +
+	"\x05value\x18\x06 \x01(\x01R\x05value\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xf5\x01\n" +
 	"\fRejectReason\x12\x1d\n" +
 	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cREJECT_REASON_INVALID_SERIES\x10\x01\x12!\n" +
@@ -1872,14 +2379,16 @@ const file_tributary_v1_tributary_proto_rawDesc = "" +
 	"\x15QUERY_MODE_LAST_POINT\x10\x032\x9a\x01\n" +
 	"\fWriteService\x12@\n" +
 	"\x05Write\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse\x12H\n" +
-	"\vWriteStream\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse(\x012\x81\x03\n" +
+	"\vWriteStream\x12\x1a.tributary.v1.WriteRequest\x1a\x1b.tributary.v1.WriteResponse(\x012\xd2\x03\n" +
 	"\fQueryService\x12B\n" +
 	"\x05Query\x12\x1a.tributary.v1.QueryRequest\x1a\x1b.tributary.v1.QueryResponse0\x01\x12C\n" +
 	"\x06Series\x12\x1b.tributary.v1.SeriesRequest\x1a\x1c.tributary.v1.SeriesResponse\x12O\n" +
 	"\n" +
 	"LabelNames\x12\x1f.tributary.v1.LabelNamesRequest\x1a .tributary.v1.LabelNamesResponse\x12R\n" +
 	"\vLabelValues\x12 .tributary.v1.LabelValuesRequest\x1a!.tributary.v1.LabelValuesResponse\x12C\n" +
-	"\x06Status\x12\x1b.tributary.v1.StatusRequest\x1a\x1c.tributary.v1.StatusResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
+	"\x06Status\x12\x1b.tributary.v1.StatusRequest\x1a\x1c.tributary.v1.StatusResponse\x12O\n" +
+	"\n" +
+	"RuleGroups\x12\x1f.tributary.v1.RuleGroupsRequest\x1a .tributary.v1.RuleGroupsResponseBAZ?github.com/tributarydb/tributary/proto/tributary/v1;tributaryv1b\x06proto3"
 
 var (
 	file_tributary_v1_tributary_proto_rawDescOnce sync.Once
@@ -1894,7 +2403,7 @@ func file_tributary_v1_tributary_proto_rawDescGZIP() []byte {
 }
 
 var file_tributary_v1_tributary_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_tributary_v1_tributary_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tributary_v1_tributary_proto_goTypes = []any{
 	(RejectReason)(0),           // 0: tributary.v1.RejectReason
 	(Aggregate)(0),              // 1: tributary.v1.Aggregate
@@ -1919,6 +2428,15 @@ var file_tributary_v1_tributary_proto_goTypes = []any{
 	(*StatusResponse)(nil),      // 20: tributary.v1.StatusResponse
 	(*StoreHealth)(nil),         // 21: tributary.v1.StoreHealth
 	(*ReplicationStatus)(nil),   // 22: tributary.v1.ReplicationStatus
+	(*RuleGroupsRequest)(nil),   // 23: tributary.v1.RuleGroupsRequest
+	(*RuleGroupsResponse)(nil),  // 24: tributary.v1.RuleGroupsResponse
+	(*RuleGroup)(nil),           // 25: tributary.v1.RuleGroup
+	(*Rule)(nil),                // 26: tributary.v1.Rule
+	(*RuleAlert)(nil),           // 27: tributary.v1.RuleAlert
+	nil,                         // 28: tributary.v1.Rule.LabelsEntry
+	nil,                         // 29: tributary.v1.Rule.AnnotationsEntry
+	nil,                         // 30: tributary.v1.RuleAlert.LabelsEntry
+	nil,                         // 31: tributary.v1.RuleAlert.AnnotationsEntry
 }
 var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	4,  // 0: tributary.v1.Series.labels:type_name -> tributary.v1.Label
@@ -1938,25 +2456,34 @@ var file_tributary_v1_tributary_proto_depIdxs = []int32{
 	10, // 14: tributary.v1.LabelValuesRequest.matchers:type_name -> tributary.v1.Matcher
 	22, // 15: tributary.v1.StatusResponse.replication:type_name -> tributary.v1.ReplicationStatus
 	21, // 16: tributary.v1.StatusResponse.store_health:type_name -> tributary.v1.StoreHealth
-	7,  // 17: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
-	7,  // 18: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
-	11, // 19: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
-	13, // 20: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
-	15, // 21: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
-	17, // 22: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
-	19, // 23: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
-	9,  // 24: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
-	9,  // 25: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
-	12, // 26: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
-	14, // 27: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
-	16, // 28: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
-	18, // 29: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
-	20, // 30: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	25, // 17: tributary.v1.RuleGroupsResponse.groups:type_name -> tributary.v1.RuleGroup
+	26, // 18: tributary.v1.RuleGroup.rules:type_name -> tributary.v1.Rule
+	28, // 19: tributary.v1.Rule.labels:type_name -> tributary.v1.Rule.LabelsEntry
+	29, // 20: tributary.v1.Rule.annotations:type_name -> tributary.v1.Rule.AnnotationsEntry
+	27, // 21: tributary.v1.Rule.alerts:type_name -> tributary.v1.RuleAlert
+	30, // 22: tributary.v1.RuleAlert.labels:type_name -> tributary.v1.RuleAlert.LabelsEntry
+	31, // 23: tributary.v1.RuleAlert.annotations:type_name -> tributary.v1.RuleAlert.AnnotationsEntry
+	7,  // 24: tributary.v1.WriteService.Write:input_type -> tributary.v1.WriteRequest
+	7,  // 25: tributary.v1.WriteService.WriteStream:input_type -> tributary.v1.WriteRequest
+	11, // 26: tributary.v1.QueryService.Query:input_type -> tributary.v1.QueryRequest
+	13, // 27: tributary.v1.QueryService.Series:input_type -> tributary.v1.SeriesRequest
+	15, // 28: tributary.v1.QueryService.LabelNames:input_type -> tributary.v1.LabelNamesRequest
+	17, // 29: tributary.v1.QueryService.LabelValues:input_type -> tributary.v1.LabelValuesRequest
+	19, // 30: tributary.v1.QueryService.Status:input_type -> tributary.v1.StatusRequest
+	23, // 31: tributary.v1.QueryService.RuleGroups:input_type -> tributary.v1.RuleGroupsRequest
+	9,  // 32: tributary.v1.WriteService.Write:output_type -> tributary.v1.WriteResponse
+	9,  // 33: tributary.v1.WriteService.WriteStream:output_type -> tributary.v1.WriteResponse
+	12, // 34: tributary.v1.QueryService.Query:output_type -> tributary.v1.QueryResponse
+	14, // 35: tributary.v1.QueryService.Series:output_type -> tributary.v1.SeriesResponse
+	16, // 36: tributary.v1.QueryService.LabelNames:output_type -> tributary.v1.LabelNamesResponse
+	18, // 37: tributary.v1.QueryService.LabelValues:output_type -> tributary.v1.LabelValuesResponse
+	20, // 38: tributary.v1.QueryService.Status:output_type -> tributary.v1.StatusResponse
+	24, // 39: tributary.v1.QueryService.RuleGroups:output_type -> tributary.v1.RuleGroupsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_tributary_v1_tributary_proto_init() }
@@ -1971,7 +2498,7 @@ func file_tributary_v1_tributary_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tributary_v1_tributary_proto_rawDesc), len(file_tributary_v1_tributary_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -181,6 +181,7 @@ const (
 	QueryService_LabelNames_FullMethodName  = "/tributary.v1.QueryService/LabelNames"
 	QueryService_LabelValues_FullMethodName = "/tributary.v1.QueryService/LabelValues"
 	QueryService_Status_FullMethodName      = "/tributary.v1.QueryService/Status"
+	QueryService_RuleGroups_FullMethodName  = "/tributary.v1.QueryService/RuleGroups"
 )
 
 // QueryServiceClient is the client API for QueryService service.
@@ -194,6 +195,10 @@ type QueryServiceClient interface {
 	LabelNames(ctx context.Context, in *LabelNamesRequest, opts ...grpc.CallOption) (*LabelNamesResponse, error)
 	LabelValues(ctx context.Context, in *LabelValuesRequest, opts ...grpc.CallOption) (*LabelValuesResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// RuleGroups lists the rule groups the node evaluates (its --rules and
+	// the fleet's rule groups pushed to it), as /api/v1/rules does; a node
+	// without rules answers no groups.
+	RuleGroups(ctx context.Context, in *RuleGroupsRequest, opts ...grpc.CallOption) (*RuleGroupsResponse, error)
 }
 
 type queryServiceClient struct {
@@ -263,6 +268,16 @@ func (c *queryServiceClient) Status(ctx context.Context, in *StatusRequest, opts
 	return out, nil
 }
 
+func (c *queryServiceClient) RuleGroups(ctx context.Context, in *RuleGroupsRequest, opts ...grpc.CallOption) (*RuleGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RuleGroupsResponse)
+	err := c.cc.Invoke(ctx, QueryService_RuleGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServiceServer is the server API for QueryService service.
 // All implementations must embed UnimplementedQueryServiceServer
 // for forward compatibility.
@@ -274,6 +289,10 @@ type QueryServiceServer interface {
 	LabelNames(context.Context, *LabelNamesRequest) (*LabelNamesResponse, error)
 	LabelValues(context.Context, *LabelValuesRequest) (*LabelValuesResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// RuleGroups lists the rule groups the node evaluates (its --rules and
+	// the fleet's rule groups pushed to it), as /api/v1/rules does; a node
+	// without rules answers no groups.
+	RuleGroups(context.Context, *RuleGroupsRequest) (*RuleGroupsResponse, error)
 	mustEmbedUnimplementedQueryServiceServer()
 }
 
@@ -298,6 +317,9 @@ func (UnimplementedQueryServiceServer) LabelValues(context.Context, *LabelValues
 }
 func (UnimplementedQueryServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedQueryServiceServer) RuleGroups(context.Context, *RuleGroupsRequest) (*RuleGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RuleGroups not implemented")
 }
 func (UnimplementedQueryServiceServer) mustEmbedUnimplementedQueryServiceServer() {}
 func (UnimplementedQueryServiceServer) testEmbeddedByValue()                      {}
@@ -403,6 +425,24 @@ func _QueryService_Status_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueryService_RuleGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RuleGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).RuleGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_RuleGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).RuleGroups(ctx, req.(*RuleGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueryService_ServiceDesc is the grpc.ServiceDesc for QueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -425,6 +465,10 @@ var QueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _QueryService_Status_Handler,
+		},
+		{
+			MethodName: "RuleGroups",
+			Handler:    _QueryService_RuleGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -142,6 +142,11 @@ class QueryServiceStub(object):
                 request_serializer=tributary_dot_v1_dot_tributary__pb2.StatusRequest.SerializeToString,
                 response_deserializer=tributary_dot_v1_dot_tributary__pb2.StatusResponse.FromString,
                 )
+        self.RuleGroups = channel.unary_unary(
+                '/tributary.v1.QueryService/RuleGroups',
+                request_serializer=tributary_dot_v1_dot_tributary__pb2.RuleGroupsRequest.SerializeToString,
+                response_deserializer=tributary_dot_v1_dot_tributary__pb2.RuleGroupsResponse.FromString,
+                )
 
 
 class QueryServiceServicer(object):
@@ -178,6 +183,15 @@ class QueryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RuleGroups(self, request, context):
+        """RuleGroups lists the rule groups the node evaluates (its --rules and
+        the fleet's rule groups pushed to it), as /api/v1/rules does; a node
+        without rules answers no groups.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +219,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=tributary_dot_v1_dot_tributary__pb2.StatusRequest.FromString,
                     response_serializer=tributary_dot_v1_dot_tributary__pb2.StatusResponse.SerializeToString,
+            ),
+            'RuleGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.RuleGroups,
+                    request_deserializer=tributary_dot_v1_dot_tributary__pb2.RuleGroupsRequest.FromString,
+                    response_serializer=tributary_dot_v1_dot_tributary__pb2.RuleGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -299,5 +318,22 @@ class QueryService(object):
         return grpc.experimental.unary_unary(request, target, '/tributary.v1.QueryService/Status',
             tributary_dot_v1_dot_tributary__pb2.StatusRequest.SerializeToString,
             tributary_dot_v1_dot_tributary__pb2.StatusResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RuleGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/tributary.v1.QueryService/RuleGroups',
+            tributary_dot_v1_dot_tributary__pb2.RuleGroupsRequest.SerializeToString,
+            tributary_dot_v1_dot_tributary__pb2.RuleGroupsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
