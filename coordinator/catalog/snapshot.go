@@ -137,8 +137,32 @@ func (s *state) appendSnapshot(b []byte) []byte {
 
 	// The sections after the series are built first, so that b, which
 	// holds the series, grows once.
-	var tail []byte
-	sec = appendUvarint(sec[:0], uint64(len(s.edgeSeries)))
+	tail := s.appendTailSections(nil, sec[:0], version)
+
+	// The series section is the big one: write it straight into b, grown
+	// once for it and the sections after it.
+	size := binary.AppendUvarint(nil, uint64(s.series.len()))
+	total := len(size) + s.seriesKeyBytes
+	b = slices.Grow(b, 1+binary.MaxVarintLen64+total+len(tail)+4)
+	b = append(b, secSeries)
+	b = appendUvarint(b, uint64(total))
+	b = append(b, size...)
+	end := len(b) + s.seriesKeyBytes
+	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
+	if len(b) != end {
+		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
+	}
+
+	b = append(b, tail...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// appendTailSections appends to tail the sections that follow the series
+// in a snapshot of the given version (edges' series, placements,
+// progress, registration, rule groups), building each in sec (scratch
+// space).
+func (s *state) appendTailSections(tail, sec []byte, version byte) []byte {
+	sec = appendUvarint(sec, uint64(len(s.edgeSeries)))
 	for _, e := range sortedKeys(s.edgeSeries) {
 		ids := s.edgeSeries[e]
 		sec = appendString(sec, e)
@@ -190,23 +214,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	if version >= SnapshotVersion {
 		tail = appendSection(tail, secRuleGroups, s.appendRuleGroups(sec[:0]))
 	}
-
-	// The series section is the big one: write it straight into b, grown
-	// once for it and the sections after it.
-	size := binary.AppendUvarint(nil, uint64(s.series.len()))
-	total := len(size) + s.seriesKeyBytes
-	b = slices.Grow(b, 1+binary.MaxVarintLen64+total+len(tail)+4)
-	b = append(b, secSeries)
-	b = appendUvarint(b, uint64(total))
-	b = append(b, size...)
-	end := len(b) + s.seriesKeyBytes
-	s.series.each(func(_ uint64, ls labels.Labels) { b = appendKeyString(b, ls) })
-	if len(b) != end {
-		panic(fmt.Sprintf("BUG: catalog snapshot: the series keys took %d bytes, not the %d counted", len(b)-end+s.seriesKeyBytes, s.seriesKeyBytes))
-	}
-
-	b = append(b, tail...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return tail
 }
 
 func appendHolding(b []byte, h Holding) []byte {
