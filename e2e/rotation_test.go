@@ -379,8 +379,8 @@ func TestRotation_CAAndCertificatesWithoutRestart(t *testing.T) {
 			t.Errorf("%s restarted or stopped", p.Name)
 		}
 	}
-	lost1, dup1 := checkSecureCloud(t, f, f.Edge, metric, w1.Ledger, st1, start1)
-	lost2, dup2 := checkSecureCloud(t, f, edge2, metric+"_2", w2.Ledger, st2, start2)
+	lost1, dup1 := checkSecureCloud(t, f, f.Edge, metric, w1.Ledger, st1, start1, 0)
+	lost2, dup2 := checkSecureCloud(t, f, edge2, metric+"_2", w2.Ledger, st2, start2, 0)
 	var reloadErrs []string
 	for p, addr := range procs {
 		m, err := cl.Metrics(context.Background(), addr, "tributary_credentials_reloads_total")
@@ -557,8 +557,8 @@ func TestRevocation_EdgeRefusedEverywhereWithin5s(t *testing.T) {
 	st1, st2 := w1.Stop(), w2.Stop()
 	load1 := requireLoadHeld(t, st1, faultLoad)
 	load2 := requireLoadHeld(t, st2, faultLoad)
-	lost1, dup1 := checkSecureCloud(t, f, f.Edge, metric, w1.Ledger, st1, start1)
-	lost2, dup2 := checkSecureCloud(t, f, edge2, metric+"_2", w2.Ledger, st2, start2)
+	lost1, dup1 := checkSecureCloud(t, f, f.Edge, metric, w1.Ledger, st1, start1, 0)
+	lost2, dup2 := checkSecureCloud(t, f, edge2, metric+"_2", w2.Ledger, st2, start2, 0)
 	t.Logf("summary: load average %s; %q in %v; every coordinator refused %s within %v of it (refusals and revoked streams counted: %v); %s's last acknowledgement %v after; %s's longest pause %v (%v before); %q, shipping again after %v; writers %.0f and %.0f points/s; lost %d, duplicated %d",
 		loadAvg(), out, cmdTook.Round(time.Millisecond), edge2.ID, slowest.Round(time.Millisecond), revokedCount, edge2.ID, lastRise2.Round(time.Millisecond),
 		f.Edge.ID, r.Round(time.Millisecond), q.Round(time.Millisecond), out2, resumed.Round(time.Millisecond), load1, load2, lost1+lost2, dup1+dup2)
