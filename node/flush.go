@@ -514,11 +514,10 @@ func (n *Node) readHourly(id uint64, day int64) (rollup.Hourly, error) {
 // names it in the error.
 func readPack[P any](n *Node, k store.Kind, id uint64, start int64, decode func([]byte, int64) (P, error), what string) (P, error) {
 	var p P
-	err := n.db.Rollups(k, id, start, start, func(_ int64, val []byte) error {
-		var err error
+	val, found, err := n.db.Rollup(k, id, start)
+	if err == nil && found {
 		p, err = decode(val, start)
-		return err
-	})
+	}
 	if err != nil {
 		return p, fmt.Errorf("%s %s: %w", what, fmtMs(start), err)
 	}

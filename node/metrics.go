@@ -66,6 +66,7 @@ type observedInstruments struct {
 	storeFlushes, idleFlushes                                       metric.Int64ObservableCounter
 	idleCompactions, idleCompactionBytes                            metric.Int64ObservableCounter
 	cacheHits, cacheMisses                                          metric.Int64ObservableCounter
+	storeWrites                                                     metric.Int64ObservableCounter
 	series, headSamples, headChunks, headBytes                      metric.Int64ObservableGauge
 	walBytes, walSegments                                           metric.Int64ObservableGauge
 	sstBytes, memtableBytes, compactionPending, cacheBytes          metric.Int64ObservableGauge
@@ -94,6 +95,7 @@ func (n *Node) registerMetrics() error {
 	o.idleCompactionBytes = counter("tributary.idle.compaction.bytes", "By", "Bytes RocksDB's compactions wrote while idle compactions ran: the SD card cost of --idle-compact.")
 	o.cacheHits = counter("tributary.store.block_cache.hits", "{lookup}", "RocksDB block cache hits.")
 	o.cacheMisses = counter("tributary.store.block_cache.misses", "{lookup}", "RocksDB block cache misses.")
+	o.storeWrites = counter("tributary.store.write", "By", "Bytes RocksDB wrote since the node started, by writer: flush (memtables to level 0), compaction, wal (RocksDB's own log, which chunks and rollups bypass; counted before its compression).")
 	o.series = gauge("tributary.series", "{series}", "Series known to the node.")
 	o.headSamples = gauge("tributary.head.samples", "{sample}", "Samples in the head, not yet flushed to the store.")
 	o.headChunks = gauge("tributary.head.chunks", "{chunk}", "Chunks in the head (open and closed).")
@@ -123,6 +125,9 @@ func (n *Node) registerMetrics() error {
 	}
 	outcomeDone := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "done")))
 	outcomeAborted := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "aborted")))
+	writerFlush := metric.WithAttributeSet(attribute.NewSet(attribute.String("writer", "flush")))
+	writerCompaction := metric.WithAttributeSet(attribute.NewSet(attribute.String("writer", "compaction")))
+	writerWAL := metric.WithAttributeSet(attribute.NewSet(attribute.String("writer", "wal")))
 	failureAttrs := make([]metric.ObserveOption, len(StoreReasons))
 	for i, r := range StoreReasons {
 		failureAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r)))
@@ -179,6 +184,9 @@ func (n *Node) registerMetrics() error {
 		obs.ObserveInt64(o.cacheBytes, g.BlockCacheBytes)
 		obs.ObserveInt64(o.cacheHits, g.BlockCacheHits)
 		obs.ObserveInt64(o.cacheMisses, g.BlockCacheMisses)
+		obs.ObserveInt64(o.storeWrites, g.FlushWriteBytes, writerFlush)
+		obs.ObserveInt64(o.storeWrites, g.CompactionWriteBytes, writerCompaction)
+		obs.ObserveInt64(o.storeWrites, g.WALWriteBytes, writerWAL)
 		return nil
 	}, in.Observables()...)
 	if err != nil {

@@ -196,6 +196,7 @@ func TestServe_NodeMetricsMove(t *testing.T) {
 		`tributary_store_sst_size_bytes{cf="chunks"}`, "tributary_store_memtable_size_bytes",
 		"tributary_store_compaction_pending_bytes", "tributary_store_block_cache_usage_bytes",
 		"tributary_store_block_cache_hits_total", "tributary_store_block_cache_misses_total",
+		`tributary_store_write_bytes_total{writer="flush"}`, `tributary_store_write_bytes_total{writer="compaction"}`, `tributary_store_write_bytes_total{writer="wal"}`,
 		"tributary_replication_connected", "tributary_replication_acked_through_seq",
 		"tributary_replication_lag_seconds", "tributary_replication_lag_bytes",
 		"tributary_replication_backlog_segments", "tributary_replication_backlog_bytes",

@@ -192,3 +192,28 @@ func BenchmarkIndex(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRollupOneBucket reads one daily bucket of one series, as the
+// flush reads a series' open packs: a point read (Rollup) against a
+// one-bucket scan (Rollups).
+func BenchmarkRollupOneBucket(b *testing.B) {
+	db, start, _ := openRollupBench(b)
+	at := start + 100*dayMs
+	b.Run("Rollup", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, found, err := db.Rollup(KindRollup1d, benchRollupSeries/2, at); err != nil || !found {
+				b.Fatal(found, err)
+			}
+		}
+	})
+	b.Run("Rollups", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			if err := db.Rollups(KindRollup1d, benchRollupSeries/2, at, at, func(int64, []byte) error { n++; return nil }); err != nil || n != 1 {
+				b.Fatal(n, err)
+			}
+		}
+	})
+}

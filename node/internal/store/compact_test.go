@@ -357,3 +357,38 @@ func TestFlush_BesideManualCompactions(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// TestChunksL0Trigger: the chunks column family keeps up to
+// chunksL0Trigger-1 level-0 files unmerged (its files hold no key twice,
+// a merge would only rewrite them), while the rollups, rewritten by every
+// store flush, are merged at RocksDB's default of 4.
+func TestChunksL0Trigger(t *testing.T) {
+	db := openTest(t, Options{})
+	const rounds = 6
+	fillRounds(t, db, rounds, 5, 64)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		busy := false
+		for _, h := range db.handles {
+			busy = busy || db.intProperty("rocksdb.compaction-pending", h) != 0 ||
+				db.intProperty("rocksdb.num-running-compactions", h) != 0
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("RocksDB's compactions still pending after 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	files, err := db.LevelFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := files[cfChunks][0]; got != rounds {
+		t.Errorf("chunks: %d level-0 files after %d store flushes, want %d (levels %v)", got, rounds, rounds, files[cfChunks])
+	}
+	if got := files[cfRollup1h][0]; got >= 4 {
+		t.Errorf("rollup_1h: %d level-0 files after %d store flushes, want them merged (levels %v)", got, rounds, files[cfRollup1h])
+	}
+}

@@ -16,6 +16,13 @@ type Gauges struct {
 	// BlockCacheHits and BlockCacheMisses count block cache lookups since
 	// Open (RocksDB statistics tickers rocksdb.block.cache.hit and .miss).
 	BlockCacheHits, BlockCacheMisses int64
+	// FlushWriteBytes, CompactionWriteBytes and WALWriteBytes count the
+	// bytes RocksDB wrote since Open by memtable flushes, by compactions
+	// and into its own WAL (tickers rocksdb.flush.write.bytes,
+	// rocksdb.compact.write.bytes, rocksdb.wal.bytes): the store's share
+	// of what the node writes to storage. WALWriteBytes counts records
+	// before RocksDB's WAL compression.
+	FlushWriteBytes, CompactionWriteBytes, WALWriteBytes int64
 }
 
 // Gauges reads the figures of Gauges. It fails only on a closed store.
@@ -33,6 +40,9 @@ func (db *DB) Gauges() (Gauges, error) {
 	g.BlockCacheBytes = int64(db.cache.GetUsage())
 	g.BlockCacheHits, g.BlockCacheMisses = tickers(db.dbOpts.GetStatisticsString(),
 		"rocksdb.block.cache.hit", "rocksdb.block.cache.miss")
+	g.FlushWriteBytes, g.CompactionWriteBytes = tickers(db.dbOpts.GetStatisticsString(),
+		"rocksdb.flush.write.bytes", "rocksdb.compact.write.bytes")
+	g.WALWriteBytes, _ = tickers(db.dbOpts.GetStatisticsString(), "rocksdb.wal.bytes", "")
 	return g, nil
 }
 

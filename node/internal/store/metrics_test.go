@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
 
 func TestTickers(t *testing.T) {
 	dump := "rocksdb.block.cache.miss COUNT : 7\n" +
@@ -51,5 +55,42 @@ func TestGauges_BlockCacheCountsLookups(t *testing.T) {
 	db.Close()
 	if _, err := db.Gauges(); err == nil {
 		t.Fatal("Gauges on a closed store succeeded")
+	}
+}
+
+// TestGauges_WriteBytesByWriter checks the store's write counters: a
+// logged write counts in WALWriteBytes, a flush in FlushWriteBytes, a
+// compaction of two level-0 files in CompactionWriteBytes.
+func TestGauges_WriteBytesByWriter(t *testing.T) {
+	db := openTest(t, Options{})
+	for i := range 2 {
+		b := db.NewBatch()
+		b.PutMeta(fmt.Sprintf("k%d", i), bytes.Repeat([]byte{'v'}, 1000))
+		err := db.Write(b)
+		b.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mid, err := db.Gauges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.WALWriteBytes < 2000 || mid.FlushWriteBytes < 1 || mid.CompactionWriteBytes != 0 {
+		t.Fatalf("after two logged writes and flushes: wal %d, flush %d, compaction %d bytes; want ≥ 2000, > 0, 0",
+			mid.WALWriteBytes, mid.FlushWriteBytes, mid.CompactionWriteBytes)
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := db.Gauges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CompactionWriteBytes < 1 {
+		t.Fatalf("compaction write bytes %d after compacting two files", after.CompactionWriteBytes)
 	}
 }

@@ -61,6 +61,24 @@ func (db *DB) Rollups(k Kind, seriesID uint64, start, end int64, fn func(bucketS
 	return db.scanSeries(k, seriesID, start, func() int64 { return start }, end, fn)
 }
 
+// Rollup returns a copy of the value of the bucket of rollup tier k of
+// seriesID that starts at bucketStart; found is false when none is stored.
+// A point read: for one bucket it costs less than Rollups, which creates
+// and seeks an iterator (the flush reads the open hourly and daily packs
+// of every series it writes this way).
+func (db *DB) Rollup(k Kind, seriesID uint64, bucketStart int64) (val []byte, found bool, err error) {
+	if k != KindRollup1h && k != KindRollup1d {
+		panic(fmt.Sprintf("BUG: store: Rollup with kind %v", k))
+	}
+	if err := db.acquire(); err != nil {
+		return nil, false, err
+	}
+	defer db.release()
+	t := clampTime(bucketStart)
+	var key [timeKeyLen]byte
+	return db.get(db.timeCFs[k], appendTimeKey(key[:0], partitionStart(t, db.widthMs(k)), seriesID, t))
+}
+
 // scanSeries calls visit for the keys of seriesID in column family k, in
 // ascending time: in each partition from partitionStart(lo) through
 // partitionStart(hi), the keys with time in [max(partition, from()), hi].

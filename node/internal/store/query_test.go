@@ -287,3 +287,46 @@ func TestRollupsOfSeries_OneScanManySeries(t *testing.T) {
 		t.Fatalf("callback error: %v", err)
 	}
 }
+
+// TestRollup_PointRead: Rollup finds exactly the bucket Rollups visits for
+// a one-bucket range, in the memtable and after a flush, and nothing for
+// another bucket, series or tier.
+func TestRollup_PointRead(t *testing.T) {
+	db := openTest(t, Options{})
+	day := time.Date(2024, 3, 9, 0, 0, 0, 0, time.UTC).UnixMilli()
+	write(t, db, func(b *Batch) {
+		b.PutRollup(KindRollup1h, 7, day, []byte("hourly pack"))
+		b.PutRollup(KindRollup1d, 7, day-8*dayMs, []byte("daily pack"))
+		b.PutRollup(KindRollup1h, 8, day+dayMs, []byte("other"))
+	})
+	for round := range 2 {
+		for _, c := range []struct {
+			k     Kind
+			id    uint64
+			start int64
+			want  string // "" when absent
+		}{
+			{KindRollup1h, 7, day, "hourly pack"},
+			{KindRollup1d, 7, day - 8*dayMs, "daily pack"},
+			{KindRollup1h, 8, day + dayMs, "other"},
+			{KindRollup1h, 7, day + hourMs, ""},
+			{KindRollup1h, 8, day, ""},
+			{KindRollup1d, 7, day, ""},
+		} {
+			val, found, err := db.Rollup(c.k, c.id, c.start)
+			if err != nil || found != (c.want != "") || string(val) != c.want {
+				t.Errorf("round %d: Rollup(%v, %d, %d) = %q, %v, %v; want %q", round, c.k, c.id, c.start, val, found, err, c.want)
+			}
+			var scanned string
+			if err := db.Rollups(c.k, c.id, c.start, c.start, func(_ int64, v []byte) error {
+				scanned = string(v)
+				return nil
+			}); err != nil || scanned != c.want {
+				t.Errorf("round %d: Rollups over the bucket = %q, %v; want %q", round, scanned, err, c.want)
+			}
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
