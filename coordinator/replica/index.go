@@ -74,6 +74,7 @@ func decodeSegEntry(v []byte, seq uint64) (crc uint32, first uint64, err error) 
 func (s *Store) recordCRC(edge string, seq, prev uint64, crc uint32) error {
 	v := binary.LittleEndian.AppendUint32(make([]byte, 0, 12), crc)
 	v = binary.LittleEndian.AppendUint64(v, prev)
+	s.stats.indexSyncs.Add(1)
 	if err := s.eng.PutReplicaMeta(indexKey(edge, seq), v); err != nil {
 		return fmt.Errorf("record index of segment %d of %q: %w", seq, edge, err)
 	}

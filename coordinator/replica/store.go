@@ -39,8 +39,10 @@ type Store struct {
 	// first opened.
 	id string
 
+	phases *applyPhases // nil but in benchmarks
+
 	stats struct {
-		applied, copied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
+		applied, copied, duplicates, conflicts, invalid, failed, points, rejected, indexSyncs atomic.Int64
 	}
 }
 
@@ -55,6 +57,9 @@ type Stats struct {
 	Points          int64 // points written
 	Rejected        int64 // points the engine refused
 	Series          int   // series in the engine (all edges)
+	// IndexSyncs counts the writes of Apply's segment records into the
+	// index, each made durable by one sync of the engine's store WAL.
+	IndexSyncs int64
 }
 
 // Open opens (or creates) the replica engine in o.Dir.
@@ -124,6 +129,7 @@ func (s *Store) Stats() Stats {
 		Points:          s.stats.points.Load(),
 		Rejected:        s.stats.rejected.Load(),
 		Series:          s.eng.Status().Series,
+		IndexSyncs:      s.stats.indexSyncs.Load(),
 	}
 }
 
