@@ -183,7 +183,7 @@ type fleetSegment struct {
 // edges edges, each like a fleet edge's sealed every 5 s: 8 series of 5
 // points (one a second). Segment seq of every edge comes before seq+1 of
 // any in the result.
-func fleetSegments(b *testing.B, edges, perEdge int) [][]fleetSegment {
+func fleetSegments(b testing.TB, edges, perEdge int) [][]fleetSegment {
 	const series, pts = 8, 5
 	out := make([][]fleetSegment, perEdge)
 	vs := make([]float64, pts)

@@ -39,6 +39,8 @@ type Store struct {
 	// first opened.
 	id string
 
+	index indexCommitter // Apply's segment records
+
 	phases *applyPhases // nil but in benchmarks
 
 	stats struct {
@@ -72,6 +74,10 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("open replica engine in %s: %w", o.Dir, err)
 	}
 	s := &Store{opts: o, log: o.Logger, eng: eng, seed: maphash.MakeSeed()}
+	s.index.write = func(recs []node.ReplicaMetaRecord) error {
+		s.stats.indexSyncs.Add(1)
+		return eng.PutReplicaMetas(recs)
+	}
 	if s.id, err = s.loadID(); err != nil {
 		eng.Close()
 		return nil, err
