@@ -90,9 +90,7 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	}
 	a := Applied{Series: sortedSeries(d.Series), MinTimeMs: d.Info.MinT, MaxTimeMs: d.Info.MaxT}
 
-	mu := s.lockFor(edge, seq)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockSegment(edge, seq)()
 	held, ok, err := s.SegmentCRC(edge, seq)
 	s.phases.end(phaseLookup, &t)
 	switch {
