@@ -221,8 +221,9 @@ func fleetSegments(b testing.TB, edges, perEdge int) [][]fleetSegment {
 // segment (its series created) is applied before the timer starts; b.N
 // segments follow, 1,000 of one seq at a time. It reports segments/s,
 // fsyncs per segment (the engine's WAL fsyncs and the index's store WAL
-// syncs) and the wall time per segment of each phase of Apply (summed
-// over concurrent Applies: waiting counts).
+// syncs), the process's CPU time per segment and the wall time per
+// segment of each phase of Apply (summed over concurrent Applies: waiting
+// counts).
 func BenchmarkApplyConcurrent(b *testing.B) {
 	for _, g := range []int{1, 16, 64, 256} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchApplyConcurrent(b, g) })
@@ -266,7 +267,9 @@ func benchApplyConcurrent(b *testing.B, goroutines int) {
 	s.phases = &applyPhases{}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, ok0 := processCPU()
 	apply(todo)
+	cpu1, ok1 := processCPU()
 	b.StopTimer()
 	st1, wal1 := s.Stats(), s.eng.Status().WAL.Fsyncs
 	if got := st1.SegmentsApplied - st0.SegmentsApplied; got != int64(b.N) {
@@ -276,6 +279,11 @@ func benchApplyConcurrent(b *testing.B, goroutines int) {
 	b.ReportMetric(n/b.Elapsed().Seconds(), "segments/s")
 	b.ReportMetric(float64(wal1-wal0)/n, "wal-fsyncs/seg")
 	b.ReportMetric(float64(st1.IndexSyncs-st0.IndexSyncs)/n, "index-syncs/seg")
+	if ok0 && ok1 {
+		// The process's CPU (the engine's background work included):
+		// steadier than segments/s on a shared machine.
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "cpu-µs/seg")
+	}
 	for i, name := range []string{"decode", "lookup", "write", "index"} {
 		b.ReportMetric(float64(s.phases.ns[i].Load())/n/1e3, name+"-µs/seg")
 	}
