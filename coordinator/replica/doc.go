@@ -139,7 +139,7 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use. Applies of different segments run in
-// parallel (they wait for no one but each other's shared syncs); two
+// parallel (sharing only the engine's write lock and syncs); two
 // Applies of the same (edge, seq) are serialised, so the second sees the
 // first's index record. Query and Export may run
 // concurrently with Apply and see each point either before or after a
