@@ -45,6 +45,33 @@ func (n *Node) PutReplicaMeta(key string, val []byte) error {
 	return n.writeReplicaMeta(fmt.Sprintf("put replica meta %q", key), func(b *store.Batch) { b.PutMeta(replicaMetaPrefix+key, val) })
 }
 
+// ReplicaMetaRecord is a record PutReplicaMetas stores.
+type ReplicaMetaRecord struct {
+	Key string
+	Val []byte
+}
+
+// PutReplicaMetas stores every record (in order: of two with the same key
+// the later wins) in one batch, atomically, and returns once they are
+// durable, like PutReplicaMeta but with one write lock and one sync of
+// RocksDB's WAL for all of them: a caller that gathers the records of
+// concurrent callers shares a sync among them (group commit).
+func (n *Node) PutReplicaMetas(recs []ReplicaMetaRecord) error {
+	for _, r := range recs {
+		if r.Key == "" {
+			return errors.New("put replica meta: empty key")
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return n.writeReplicaMeta(fmt.Sprintf("put %d replica meta records", len(recs)), func(b *store.Batch) {
+		for _, r := range recs {
+			b.PutMeta(replicaMetaPrefix+r.Key, r.Val)
+		}
+	})
+}
+
 // ScanReplicaMeta calls fn for every replica record whose key starts with
 // prefix ("" for all), in key order, with the key as PutReplicaMeta was
 // given it. val is only valid during the call. It stops at the first

@@ -76,7 +76,9 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	if seq == 0 {
 		return Applied{}, fmt.Errorf("%w: sequence number 0", ErrInvalidSegment)
 	}
+	t := s.phases.start()
 	d, err := decodeSegment(fmt.Sprintf("%d of %s", seq, edge), edge, file, applyKeepPoints)
+	s.phases.end(phaseDecode, &t)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -88,10 +90,9 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	}
 	a := Applied{Series: sortedSeries(d.Series), MinTimeMs: d.Info.MinT, MaxTimeMs: d.Info.MaxT}
 
-	mu := s.lockFor(edge, seq)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockSegment(edge, seq)()
 	held, ok, err := s.SegmentCRC(edge, seq)
+	s.phases.end(phaseLookup, &t)
 	switch {
 	case err != nil:
 		return Applied{}, err
@@ -101,12 +102,16 @@ func (s *Store) apply(ctx context.Context, edge string, seq uint64, crc uint32, 
 	case ok:
 		return Applied{}, fmt.Errorf("%w: held with crc32c %08x, this one has %08x", ErrConflict, held, crc)
 	}
-	if err := s.write(ctx, edge, file, d, &a, applyBatchPoints); err != nil {
+	err = s.write(ctx, edge, file, d, &a, applyBatchPoints)
+	s.phases.end(phaseWrite, &t)
+	if err != nil {
 		return Applied{}, err
 	}
 	// Only now are the points durable; a crash before this line makes the
 	// resend apply them again, which changes nothing.
-	if err := s.recordCRC(edge, seq, d.Info.PrevSeq, crc); err != nil {
+	err = s.recordCRC(edge, seq, d.Info.PrevSeq, crc)
+	s.phases.end(phaseIndex, &t)
+	if err != nil {
 		return Applied{}, err
 	}
 	if a.Rejected > 0 {

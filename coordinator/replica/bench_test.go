@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/model"
+	"github.com/tributarydb/tributary/node/labels"
+	"github.com/tributarydb/tributary/node/segment"
 )
 
 // BenchmarkApply applies a segment of 100 sensor series (random walk, two
@@ -167,5 +170,121 @@ func benchCopy(b *testing.B, c *Client, open func(string) *Store, points int, st
 		// Both ends' CPU (one process): steadier than MiB/s on a shared
 		// machine.
 		b.ReportMetric(float64(bytes)/(1<<20)/cpu.Seconds(), "MiB/cpu-s")
+	}
+}
+
+// fleetSegment is a segment of edge.
+type fleetSegment struct {
+	edge string
+	shipped
+}
+
+// fleetSegments builds perEdge segments (seqs 1..perEdge) of each of
+// edges edges, each like a fleet edge's sealed every 5 s: 8 series of 5
+// points (one a second). Segment seq of every edge comes before seq+1 of
+// any in the result.
+func fleetSegments(b testing.TB, edges, perEdge int) [][]fleetSegment {
+	const series, pts = 8, 5
+	out := make([][]fleetSegment, perEdge)
+	vs := make([]float64, pts)
+	for e := range edges {
+		name := fmt.Sprintf("edge-%05d", e)
+		bld, err := segment.NewBuilder(name, 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for seq := 1; seq <= perEdge; seq++ {
+			t0 := testNow.Add(-time.Hour).Add(time.Duration(seq*pts) * time.Second).UnixMilli()
+			for i := range series {
+				ts := make([]int64, pts)
+				for k := range ts {
+					ts[k] = t0 + int64(k)*1000
+					vs[k] = float64(e+i+k) / 4
+				}
+				if _, err := bld.Add(labels.Labels(lbl("__name__", "temp", "sensor", fmt.Sprint(i))), ts, vs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			file, info, err := bld.Finish(uint64(seq), uint64(seq-1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[seq-1] = append(out[seq-1], fleetSegment{name, shipped{info.Seq, info.CRC, file}})
+		}
+	}
+	return out
+}
+
+// BenchmarkApplyConcurrent applies small segments (a fleet edge's: 8
+// series × 5 points) of 1,000 edges from many goroutines at once, as a
+// coordinator receiving a fleet's segments does. Each edge's first
+// segment (its series created) is applied before the timer starts; b.N
+// segments follow, 1,000 of one seq at a time. It reports segments/s,
+// fsyncs per segment (the engine's WAL fsyncs and the index's store WAL
+// syncs), the process's CPU time per segment and the wall time per
+// segment of each phase of Apply (summed over concurrent Applies: waiting
+// counts).
+func BenchmarkApplyConcurrent(b *testing.B) {
+	for _, g := range []int{1, 16, 64, 256} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { benchApplyConcurrent(b, g) })
+	}
+}
+
+func benchApplyConcurrent(b *testing.B, goroutines int) {
+	const edges = 1000
+	segs := fleetSegments(b, edges, 1+(b.N+edges-1)/edges)
+	s, err := Open(Options{Dir: b.TempDir(), CoordinatorID: "coord", Now: clock, RetentionRaw: 30 * 24 * time.Hour,
+		HeadMaxBytes: 64 << 20, BlockCacheBytes: 32 << 20, WriteBufferBytes: 16 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	apply := func(list []fleetSegment) {
+		next := make(chan fleetSegment)
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for seg := range next {
+					if _, err := s.Apply(context.Background(), seg.edge, seg.seq, seg.crc, seg.file); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		for _, seg := range list {
+			next <- seg
+		}
+		close(next)
+		wg.Wait()
+	}
+	apply(segs[0])
+	var todo []fleetSegment
+	for _, l := range segs[1:] {
+		todo = append(todo, l...)
+	}
+	todo = todo[:b.N]
+	st0, wal0 := s.Stats(), s.eng.Status().WAL.Fsyncs
+	s.phases = &applyPhases{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, ok0 := processCPU()
+	apply(todo)
+	cpu1, ok1 := processCPU()
+	b.StopTimer()
+	st1, wal1 := s.Stats(), s.eng.Status().WAL.Fsyncs
+	if got := st1.SegmentsApplied - st0.SegmentsApplied; got != int64(b.N) {
+		b.Fatalf("%d segments applied, want %d", got, b.N)
+	}
+	n := float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "segments/s")
+	b.ReportMetric(float64(wal1-wal0)/n, "wal-fsyncs/seg")
+	b.ReportMetric(float64(st1.IndexSyncs-st0.IndexSyncs)/n, "index-syncs/seg")
+	if ok0 && ok1 {
+		// The process's CPU (the engine's background work included):
+		// steadier than segments/s on a shared machine.
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "cpu-µs/seg")
+	}
+	for i, name := range []string{"decode", "lookup", "write", "index"} {
+		b.ReportMetric(float64(s.phases.ns[i].Load())/n/1e3, name+"-µs/seg")
 	}
 }

@@ -21,8 +21,16 @@
 // stores nothing. The points that pass keeps (up to 64 Ki points, 1 MiB;
 // a larger segment is decoded a second time as it is written) are then
 // written, with the edge label, through node.Node.Write in batches of up
-// to 64 Ki points; Write returns once the engine's WAL is synced. Only then is (edge, seq) → crc32c recorded, durably, in the
-// index (the engine's store meta, under node's replica prefix): a crash in
+// to 64 Ki points; Write returns once the engine's WAL is synced (the WAL
+// syncs once for every write appended before the sync starts: concurrent
+// Applies share its fsyncs). Only then is (edge, seq) → crc32c recorded,
+// durably, in the index (the engine's store meta, under node's replica
+// prefix), and Apply returns once the record is durable. The records of
+// concurrent Applies are written together (group commit, commit.go): the
+// first Apply to queue a record writes every record queued, in one engine
+// batch with one sync of the store's WAL (node.Node.PutReplicaMetas), the
+// others wait for its outcome, and what queues meanwhile goes in the next
+// batch; a failed batch fails every Apply in it. A crash in
 // between leaves points without an index entry, and the resend applies the
 // same points again, which changes nothing (duplicate timestamps are
 // last-write-wins with the same values). The index lets Apply recognise a
@@ -131,8 +139,9 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use. Applies of different segments run in
-// parallel; two Applies of the same (edge, seq) are serialised, so the
-// second sees the first's index record. Query and Export may run
+// parallel (sharing only the engine's write lock and syncs); two
+// Applies of the same (edge, seq) are serialised, so the second sees the
+// first's index record. Query and Export may run
 // concurrently with Apply and see each point either before or after a
 // concurrent write. One Copy of a given (edge, first, last) runs at a
 // time (ErrCopyRunning); Forget must not run concurrently with applies or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tributarydb/tributary/internal/seqset"
+	"github.com/tributarydb/tributary/node"
 )
 
 // The index: what this store holds of each edge, in the engine's replica
@@ -69,12 +70,12 @@ func decodeSegEntry(v []byte, seq uint64) (crc uint32, first uint64, err error) 
 }
 
 // recordCRC durably records that (edge, seq), created after prev, was
-// applied with crc.
+// applied with crc, in one write with the records of concurrent Applies.
 // REQUIRES: the segment's points are durable (their Write returned).
 func (s *Store) recordCRC(edge string, seq, prev uint64, crc uint32) error {
 	v := binary.LittleEndian.AppendUint32(make([]byte, 0, 12), crc)
 	v = binary.LittleEndian.AppendUint64(v, prev)
-	if err := s.eng.PutReplicaMeta(indexKey(edge, seq), v); err != nil {
+	if err := s.index.put(node.ReplicaMetaRecord{Key: indexKey(edge, seq), Val: v}); err != nil {
 		return fmt.Errorf("record index of segment %d of %q: %w", seq, edge, err)
 	}
 	return nil

@@ -2,11 +2,9 @@ package replica
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,9 +26,11 @@ type Store struct {
 	log  *slog.Logger
 	eng  *node.Node
 
-	// locks serialise Applies of the same (edge, seq), striped by hash.
-	locks [64]sync.Mutex
-	seed  maphash.Seed
+	// applying holds the (edge, seq) keys (indexKey) of the Applies
+	// running, each with a channel closed when it ends: Applies of the
+	// same segment run one after the other, of different ones at once.
+	applyMu  sync.Mutex
+	applying map[string]chan struct{}
 
 	copyMu  sync.Mutex
 	copying map[string]bool // progress keys of the Copies running
@@ -39,8 +39,12 @@ type Store struct {
 	// first opened.
 	id string
 
+	index indexCommitter // Apply's segment records
+
+	phases *applyPhases // nil but in benchmarks
+
 	stats struct {
-		applied, copied, duplicates, conflicts, invalid, failed, points, rejected atomic.Int64
+		applied, copied, duplicates, conflicts, invalid, failed, points, rejected, indexSyncs atomic.Int64
 	}
 }
 
@@ -55,6 +59,9 @@ type Stats struct {
 	Points          int64 // points written
 	Rejected        int64 // points the engine refused
 	Series          int   // series in the engine (all edges)
+	// IndexSyncs counts the writes of Apply's segment records into the
+	// index, each made durable by one sync of the engine's store WAL.
+	IndexSyncs int64
 }
 
 // Open opens (or creates) the replica engine in o.Dir.
@@ -66,7 +73,11 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open replica engine in %s: %w", o.Dir, err)
 	}
-	s := &Store{opts: o, log: o.Logger, eng: eng, seed: maphash.MakeSeed()}
+	s := &Store{opts: o, log: o.Logger, eng: eng, applying: map[string]chan struct{}{}}
+	s.index.write = func(recs []node.ReplicaMetaRecord) error {
+		s.stats.indexSyncs.Add(1)
+		return eng.PutReplicaMetas(recs)
+	}
 	if s.id, err = s.loadID(); err != nil {
 		eng.Close()
 		return nil, err
@@ -124,17 +135,31 @@ func (s *Store) Stats() Stats {
 		Points:          s.stats.points.Load(),
 		Rejected:        s.stats.rejected.Load(),
 		Series:          s.eng.Status().Series,
+		IndexSyncs:      s.stats.indexSyncs.Load(),
 	}
 }
 
-func (s *Store) lockFor(edge string, seq uint64) *sync.Mutex {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(edge)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seq)
-	h.Write(b[:])
-	return &s.locks[h.Sum64()%uint64(len(s.locks))]
+// lockSegment waits until no other Apply of (edge, seq) runs and takes
+// its place; unlock lets the next one run.
+func (s *Store) lockSegment(edge string, seq uint64) (unlock func()) {
+	key := indexKey(edge, seq)
+	for {
+		s.applyMu.Lock()
+		running, ok := s.applying[key]
+		if !ok {
+			done := make(chan struct{})
+			s.applying[key] = done
+			s.applyMu.Unlock()
+			return func() {
+				s.applyMu.Lock()
+				delete(s.applying, key)
+				s.applyMu.Unlock()
+				close(done)
+			}
+		}
+		s.applyMu.Unlock()
+		<-running
+	}
 }
 
 // Ready reports whether the store serves: nil from Open until Close
