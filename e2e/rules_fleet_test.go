@@ -17,25 +17,9 @@ import (
 // /api/v1/rules reports, with the file of each.
 func nodeRuleGroups(t *testing.T, httpAddr string) map[string]string {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/api/v1/rules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Data struct {
-			Groups []struct {
-				Name string `json:"name"`
-				File string `json:"file"`
-			} `json:"groups"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, g := range body.Data.Groups {
-		out[g.Name] = filepath.Base(g.File)
+	for name, g := range coordinatorRuleGroups(t, httpAddr) {
+		out[name] = filepath.Base(g.File)
 	}
 	return out
 }
@@ -57,8 +41,8 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 // and the health of its first rule.
 type edgeGroup struct{ File, Edge, Health string }
 
-// coordinatorRuleGroups lists the rule groups a coordinator's
-// /api/v1/rules reports, by name.
+// coordinatorRuleGroups lists the rule groups a coordinator's (or a
+// node's) /api/v1/rules reports, by name.
 func coordinatorRuleGroups(t *testing.T, httpAddr string) map[string]edgeGroup {
 	t.Helper()
 	resp, err := http.Get("http://" + httpAddr + "/api/v1/rules")

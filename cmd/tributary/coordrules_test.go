@@ -166,20 +166,7 @@ func startHotEdge(t *testing.T, ms []*ruleMember) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Run(ctx, n) })
-	wg.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			b := model.Batch{Labels: labels.FromStrings(labels.MetricName, "temp", "dev", "pump"),
-				Ts: []int64{time.Now().UnixMilli()}, Vs: []float64{150}}
-			n.Write(ctx, []model.Batch{b})
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	})
+	wg.Go(func() { writeEvery100ms(ctx, n, labels.FromStrings(labels.MetricName, "temp", "dev", "pump"), 150) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
@@ -362,5 +349,21 @@ func TestCoordRulesFlags_Refused(t *testing.T) {
 	}
 	if err := crf.validate(&rf, true); err != nil || crf.sealAge != time.Second {
 		t.Errorf("the rules edge's default segment age is %v (%v), want 1s", crf.sealAge, err)
+	}
+}
+
+// writeEvery100ms writes v to the series ls of n, stamped now, every
+// 100 ms until ctx ends.
+func writeEvery100ms(ctx context.Context, n *node.Node, ls labels.Labels, v float64) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b := model.Batch{Labels: ls, Ts: []int64{time.Now().UnixMilli()}, Vs: []float64{v}}
+		n.Write(ctx, []model.Batch{b})
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
 	"github.com/tributarydb/tributary/httpapi/prom"
-	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/node"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/replicator"
@@ -98,18 +97,7 @@ func startRulesEdge(t *testing.T, id, intake, file string, dead bool) {
 	}
 	wg.Go(func() { s.Run(ctx, n) })
 	wg.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			b := model.Batch{Labels: labels.FromStrings(labels.MetricName, "coolant_temp", "engine", "1"),
-				Ts: []int64{time.Now().UnixMilli()}, Vs: []float64{110}}
-			n.Write(ctx, []model.Batch{b})
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
+		writeEvery100ms(ctx, n, labels.FromStrings(labels.MetricName, "coolant_temp", "engine", "1"), 110)
 	})
 	t.Cleanup(func() {
 		for _, stop := range stops {

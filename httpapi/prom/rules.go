@@ -302,13 +302,17 @@ func orEmpty(m map[string]string) map[string]string {
 func alertOf(al model.RuleAlert) alertJSON {
 	ja := alertJSON{Labels: orEmpty(al.Labels), Annotations: orEmpty(al.Annotations), State: al.State,
 		Value: strconv.FormatFloat(al.Value, 'e', -1, 64)}
-	if !al.ActiveAt.IsZero() {
-		t := al.ActiveAt
-		ja.ActiveAt = &t
+	return ja.withTimes(al.ActiveAt, al.KeepFiringSince)
+}
+
+// withTimes sets ja's activeAt and keepFiringSince, each left out when
+// zero.
+func (ja alertJSON) withTimes(activeAt, keepFiringSince time.Time) alertJSON {
+	if !activeAt.IsZero() {
+		ja.ActiveAt = &activeAt
 	}
-	if !al.KeepFiringSince.IsZero() {
-		t := al.KeepFiringSince
-		ja.KeepFiringSince = &t
+	if !keepFiringSince.IsZero() {
+		ja.KeepFiringSince = &keepFiringSince
 	}
 	return ja
 }
@@ -318,15 +322,7 @@ func alertsJSON(list []*rules.Alert) []alertJSON {
 	for _, al := range list {
 		ja := alertJSON{Labels: al.Labels.Map(), Annotations: al.Annotations.Map(), State: al.State.String(),
 			Value: strconv.FormatFloat(al.Value, 'e', -1, 64)}
-		if !al.ActiveAt.IsZero() {
-			t := al.ActiveAt
-			ja.ActiveAt = &t
-		}
-		if !al.KeepFiringSince.IsZero() {
-			t := al.KeepFiringSince
-			ja.KeepFiringSince = &t
-		}
-		out = append(out, ja)
+		out = append(out, ja.withTimes(al.ActiveAt, al.KeepFiringSince))
 	}
 	return out
 }
