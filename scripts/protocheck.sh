@@ -258,7 +258,7 @@ mut_v2_enum() {
   printf 'syntax = "proto3";\n\npackage tributary.v2;\n\nenum Kind {\n  KIND_UNSPECIFIED = 0;\n  GAUGE = 1;\n}\n' \
     > proto/tributary/v2/kind.proto
 }
-mut_add_field() { edit "$v1" '  int64 limit = 4;' $'  int64 limit = 4;\n  int64 limit_points = 5;'; }
+mut_add_field() { edit "$v1" 'message SeriesRequest {' $'message SeriesRequest {\n  int64 limit_points = 5;'; }
 
 # check_json runs check with JSON output, so a case can look for a rule id.
 # It runs in the command substitution's subshell: error_format is not changed
