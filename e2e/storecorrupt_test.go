@@ -180,7 +180,7 @@ func TestCorrupt_StoreSSTRepairedWithCountedLoss(t *testing.T) {
 	if c, body := getReadyz(n.http); c != 200 {
 		t.Fatalf("/readyz before the damage is read: %d %s", c, body)
 	}
-	w2, err := cluster.NewWriter(cluster.WriterOptions{Addr: n.grpc, Metric: "e2e_after", PointsPerSeries: 100})
+	w2, err := cluster.NewWriter(cluster.WriterOptions{Addr: n.grpc, Metric: "e2e_after", PointsPerSeries: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,10 @@ func TestCorrupt_StoreSSTRepairedWithCountedLoss(t *testing.T) {
 		t.Fatalf("tributary status: exit %d: %s", code, out)
 	}
 
-	// 4. Writes go on into the WAL until its bound, then are refused.
+	// 4. Writes go on into the WAL until its bound, then are refused. NB:
+	// the other series still flush and the WAL is compressed, so the
+	// writer sends 1,000 points a series a request to reach the 1 MiB
+	// bound within the minute.
 	deadline := time.Now().Add(60 * time.Second)
 	for w2.Ledger.InDoubt() == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
