@@ -45,7 +45,7 @@ test: deps ## Run all tests (what CI runs): API checks, vet, unit, crash, oracle
 	$(GO) test -count=1 -timeout 20m $(GOTEST_FLAGS) ./...
 	cd charts/check && $(GO) test -count=1 ./...
 	@echo "32-bit (armv7-sized ints) run of the pure-Go formats:"
-	GOARCH=386 CGO_ENABLED=0 $(GO) test -count=1 $(PURE_GO_PKGS)
+	GO=$(GO) scripts/test386.sh $(PURE_GO_PKGS)
 
 compat: deps $(TSBS_BINS) ## Compatibility tests against real clients (Debian's prometheus, collectd, mosquitto, python3-influxdb; grpcurl; Grafana 11 requests; TSBS's InfluxDB loader and query runner): a table and one JSON line.
 	@GO=$(GO) TRIBUTARY_TSBS_BIN=$(CURDIR)/bin/tsbs scripts/compat.sh
