@@ -183,12 +183,17 @@ func (c *nodeCmd) startMemoryLimit() (stop func()) {
 		c.log.Info("GOMEMLIMIT is set: --go-memory-limit is ignored", "GOMEMLIMIT", v)
 		return func() {}
 	}
-	budget := c.goMemLimit
-	if budget == 0 {
-		head := cmp.Or(c.o.HeadMaxBytes, 32<<20)
-		budget = 2*head + nodeGoMemoryBase
+	return memlimit.Start(memlimit.Options{Budget: c.goMemoryBudget(), Logger: c.log})
+}
+
+// goMemoryBudget is the Go memory budget of --go-memory-limit: its value,
+// 2 x --head-max-bytes + nodeGoMemoryBase when it is zero, none (<= 0) when
+// negative. The limit in place is higher while the live heap outgrows it.
+func (c *nodeCmd) goMemoryBudget() int64 {
+	if c.goMemLimit != 0 {
+		return c.goMemLimit
 	}
-	return memlimit.Start(memlimit.Options{Budget: budget, Logger: c.log})
+	return 2*cmp.Or(c.o.HeadMaxBytes, 32<<20) + nodeGoMemoryBase
 }
 
 // parseNodeArgs parses and checks the flags of `tributary node`.
