@@ -103,6 +103,14 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 		fs.BoolVar(&f.allowSharedCA, "allow-shared-ca", false, "accept --edge-ca and --peer-ca naming the same CA: an edge's certificate then passes the cluster listener's TLS handshake, and only the admission by member name keeps it out")
 		fs.IntVar(&o.ClusterLimits.MaxConns, "cluster-max-conns", coordinator.DefaultClusterLimits.MaxConns, "connections the cluster listener keeps open at once; further ones are closed when accepted")
 		fs.IntVar(&o.ClusterLimits.MaxConnsPerIP, "cluster-max-conns-per-ip", coordinator.DefaultClusterLimits.MaxConnsPerIP, "connections the cluster listener keeps open from one address (each coordinator opens 3)")
+		fs.Func("cluster-max-streams", fmt.Sprintf("calls the cluster listener serves at once on one connection: raft streams, and the replica stores and copies one coordinator sends another, which share one connection (default %d)", coordinator.DefaultClusterLimits.MaxStreams), func(v string) error {
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil || n == 0 {
+				return fmt.Errorf("want a positive number of streams, got %q", v)
+			}
+			o.ClusterLimits.MaxStreams = uint32(n)
+			return nil
+		})
 		fs.IntVar(&o.IntakeLimits.MaxConns, "intake-max-conns", coordinator.DefaultIntakeLimits.MaxConns, "connections the intake listener keeps open at once (each edge opens 2); further ones are closed when accepted")
 		fs.IntVar(&o.IntakeLimits.MaxConnsPerIP, "intake-max-conns-per-ip", coordinator.DefaultIntakeLimits.MaxConnsPerIP, "connections the intake listener keeps open from one address (edges behind one NAT share it)")
 		fs.StringVar(&f.edgeTokenFile, "edge-token-file", "", "file whose first token is sent when this coordinator queries edges for their fresh data (edges started with --token-file); reloaded when it changes")
