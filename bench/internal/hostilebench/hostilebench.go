@@ -607,10 +607,10 @@ func quantileMs(lat []latency, q float64, from, to time.Time) float64 {
 			ds = append(ds, l.took)
 		}
 	}
-	if len(ds) == 0 {
+	slices.Sort(ds)
+	p, ok := report.NearestRank(ds, q)
+	if !ok {
 		return math.NaN()
 	}
-	slices.Sort(ds)
-	i := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ms(ds[min(max(i, 0), len(ds)-1)])
+	return ms(p)
 }
