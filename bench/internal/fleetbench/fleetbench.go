@@ -300,11 +300,3 @@ func selfCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// loadAvg is the machine's 1-minute load average, NaN where unknown.
-func loadAvg() float64 {
-	if avg, ok := report.LoadAverages(); ok {
-		return avg[0]
-	}
-	return math.NaN()
-}

@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer c.remove()
 	logger.Info("container started", "id", c.id[:12], "grpc", c.grpcAddr, "cpus", o.CPUs, "memory", o.Memory)
-	res.LoadAvg1[0] = loadAvg()
+	res.LoadAvg1[0] = report.LoadAverage1m()
 
 	conns, err := load.Dial(c.grpcAddr, o.Clients)
 	if err != nil {
@@ -204,7 +204,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if peak := c.cgroupMaxUsage(); peak >= 0 {
 		res.CgroupPeakMiB = report.Number(report.Round(float64(peak)/(1<<20), 1))
 	}
-	res.LoadAvg1[1] = loadAvg()
+	res.LoadAvg1[1] = report.LoadAverage1m()
 	if err := writeReport(o.Out, res); err != nil {
 		return res, err
 	}
@@ -483,12 +483,4 @@ func writeJSONFile(path string, v any) error {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil
-}
-
-// loadAvg is the machine's 1-minute load average, NaN where unknown.
-func loadAvg() float64 {
-	if avg, ok := report.LoadAverages(); ok {
-		return avg[0]
-	}
-	return math.NaN()
 }
