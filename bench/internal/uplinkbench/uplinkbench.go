@@ -301,16 +301,14 @@ type coordinator struct {
 }
 
 func startCoordinator(ctx context.Context, o Options, dir string) (*coordinator, error) {
-	addrs, err := loopback.FreePorts(4)
+	plan, err := nodeproc.PlanCoordinators(1)
 	if err != nil {
 		return nil, err
 	}
-	c := &coordinator{grpc: addrs[0], intake: addrs[2]}
-	args := append([]string{"--id", "c1", "--raft-id", "1", "--insecure-cluster", "--cluster-listen", addrs[3],
-		"--intake-listen", c.intake, "--http-listen", addrs[1], "--peers", "1=c1@" + addrs[3]}, o.CoordinatorArgs...)
-	c.node, err = nodeproc.Start(ctx, nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: c.grpc,
-		DataDir: filepath.Join(dir, "c1"), LogPath: filepath.Join(dir, "c1.log"), ExtraArgs: args,
-		Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: o.Log()})
+	co := plan[0]
+	c := &coordinator{grpc: co.GRPC, intake: co.Intake}
+	run := nodeproc.Options{Binary: o.Binary, Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: o.Log()}
+	c.node, err = nodeproc.Start(ctx, co.Options(run, dir, append([]string{"--peers", co.Peer()}, o.CoordinatorArgs...)...))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
