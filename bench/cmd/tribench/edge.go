@@ -14,7 +14,7 @@ import (
 func commonFlags(fs *flag.FlagSet, c *edgebench.Common) {
 	procFlags(fs, &c.Procs, "the node", "node-arg")
 	fs.StringVar(&c.Profile, "profile", "short", "run size: short (a minute or two) or full")
-	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plots (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &c.ResultsDir, "results", "the JSON record and the PNG plots")
 	fs.StringVar(&c.WALSync, "wal-sync", "always", "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the generated data and queries")
 }

@@ -21,7 +21,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.DurationVar(&o.WarmupTimeout, "warmup-timeout", o.WarmupTimeout, "how long every edge may take to get its first segment acknowledged")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long the window's segments may take to be acknowledged after it")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edges' replication cursors are read")
-	fs.StringVar(&o.ResultsDir, "results-dir", defaultResultsDir, "`dir`ectory for fleet.json and the plots (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &o.ResultsDir, "results-dir", "fleet.json and the plots")
 	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
 		return err
 	}

@@ -237,6 +237,13 @@ const (
 	publishedResultsDir = "bench/results"
 )
 
+// resultsDirFlag defines the flag name (--results or --results-dir) of the
+// directory a workload writes what to: defaultResultsDir by default,
+// publishedResultsDir to replace the published figures, empty for none.
+func resultsDirFlag(fs *flag.FlagSet, p *string, name, what string) {
+	fs.StringVar(p, name, defaultResultsDir, "`dir`ectory for "+what+" (empty: none; "+publishedResultsDir+": the published figures)")
+}
+
 // newFlagSet is the flag set of one workload: it reports mistakes and
 // -h on stderr and returns them to the caller (parse) instead of exiting.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -444,7 +451,7 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o rollupbench.Options
 	var c edgebench.Common
 	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")
-	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plot (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &c.ResultsDir, "results", "the JSON record and the PNG plot")
 	fs.IntVar(&o.Series, "series", 0, "number of series (default: 100; short profile: 20)")
 	fs.Float64Var(&o.Years, "years", 5, "years of data per series")
 	fs.Int64Var(&o.IntervalMs, "interval-ms", 60_000, "sample interval in milliseconds")
