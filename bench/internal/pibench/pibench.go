@@ -446,7 +446,7 @@ func writeReport(w io.Writer, r Result) error {
 		{"ingest", fmt.Sprintf("%s points/s (%s points in %.1f s, %d series at %d ms, %d clients)", report.Whole(r.PointsPerS), report.Int(r.Points), r.IngestS, r.Series, r.IntervalMs, r.Clients)},
 		{"write p50 / p99", fmt.Sprintf("%.1f / %.1f ms", r.WriteP50Ms, r.WriteP99Ms)},
 		{"memory peak (docker stats)", fmt.Sprintf("%.1f MiB of %s (%d samples)", r.MemPeakMiB, r.Memory, r.StatsSamples)},
-		{"memory peak (cgroup, with page cache)", report.Float(float64(r.CgroupPeakMiB), 1) + " MiB"},
+		{"memory peak (cgroup, with page cache)", r.CgroupPeakMiB.Text(1) + " MiB"},
 		{"CPU peak (docker stats)", fmt.Sprintf("%.0f%%", r.CPUPeakPct)},
 		{"OOM killed", fmt.Sprint(r.OOMKilled)},
 		{"load average (1 min) start → end", fmt.Sprintf("%.2f → %.2f", r.LoadAvg1[0], r.LoadAvg1[1])},

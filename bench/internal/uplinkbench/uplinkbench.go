@@ -449,7 +449,6 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench uplink: edges of %d series × 1 point every %gs (one request each), %gs written per row, one coordinator per row\n",
 		r.Series, r.IntervalS, r.DurationS)
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
-	f := func(x report.Number, d int) string { return report.Float(float64(x), d) }
 	tb := report.Table{Header: []string{"lag budget", "edges", "segments shipped", "points/segment", "bytes/segment", "bytes/point shipped", "MB/day per 1,000 points/s"},
 		RightAlign: []bool{false, true, true, true, true, true, true}}
 	for _, row := range r.Rows {
@@ -457,13 +456,13 @@ func WriteReport(w io.Writer, r Result) error {
 		if !row.FleetConfigSet {
 			name += " (default, no fleet config)"
 		}
-		tb.Add(name, strconv.Itoa(row.Edges), strconv.FormatInt(row.ShippedSegments, 10), f(row.PointsPerSegment, 1),
-			f(row.BytesPerSegment, 0), f(row.BytesPerPoint, 3), f(row.MBPerDayPerKPointsPerS, 0))
+		tb.Add(name, strconv.Itoa(row.Edges), strconv.FormatInt(row.ShippedSegments, 10), row.PointsPerSegment.Text(1),
+			row.BytesPerSegment.Text(0), row.BytesPerPoint.Text(3), row.MBPerDayPerKPointsPerS.Text(0))
 	}
 	if err := tb.Write(w); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nbytes/point shipped at the default lag budget (%gs): %s (target %s: %s)\n\n", r.DefaultLagBudgetS,
-		f(r.BytesPerPointShipped, 3), Target.Format(func(x float64) string { return report.Float(x, 1) }), Target.Verdict(float64(r.BytesPerPointShipped)))
+		r.BytesPerPointShipped.Text(3), Target.Format(report.Decimals(1)), Target.Verdict(float64(r.BytesPerPointShipped)))
 	return report.WriteNotesAndJSONLine(w, r.Notes, r)
 }
