@@ -15,9 +15,5 @@ func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.IntVar(&o.SeriesPerEdge, "series-per-edge", o.SeriesPerEdge, "series of each edge (the fleet has series / this many edges)")
 	fs.IntVar(&o.Metrics, "metrics", o.Metrics, "metric names the series are spread over")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinators registered in the catalog")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := catalogbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, catalogbench.Run)
 }

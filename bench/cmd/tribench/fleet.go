@@ -22,9 +22,5 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer, logg
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "how long the window's segments may take to be acknowledged after it")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edges' replication cursors are read")
 	resultsDirFlag(fs, &o.ResultsDir, "results-dir", "fleet.json and the plots")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := fleetbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, fleetbench.Run)
 }

@@ -59,9 +59,5 @@ func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer,
 	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each (emulated) node start may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := pibench.Smoke(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, pibench.Smoke)
 }

@@ -18,9 +18,5 @@ func runUplink(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two requests to an edge")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long every edge is written to (the rows run side by side)")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := uplinkbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, uplinkbench.Run)
 }
