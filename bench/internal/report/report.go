@@ -1,6 +1,7 @@
 // Package report formats benchmark results: aligned text tables for people
 // and single-line JSON for machines, plus a description of the machine the
-// benchmark ran on.
+// benchmark ran on, its load averages, and the nearest-rank quantile every
+// benchmark's percentiles are.
 //
 // Everything here is a pure function of its arguments except DetectMachine,
 // which reads the host; all of it is safe for concurrent use.
