@@ -3,8 +3,9 @@
 // benchmark ran on, its load averages, and the nearest-rank quantile every
 // benchmark's percentiles are.
 //
-// Everything here is a pure function of its arguments except DetectMachine,
-// which reads the host; all of it is safe for concurrent use.
+// Everything here is a pure function of its arguments except DetectMachine
+// and the load averages, which read the host; all of it is safe for
+// concurrent use.
 package report
 
 import (
