@@ -5,9 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator/query"
 	"github.com/tributarydb/tributary/coordinator/replica"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/loopback"
 	"github.com/tributarydb/tributary/node/labels"
 )
 
@@ -79,7 +78,7 @@ func (l *links) peer(id string) (*replica.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial coordinator %q at %s: %w", id, n.Addr, err)
 	}
-	p := &peerLink{addr: n.Addr, conn: conn, client: replica.NewClientWith(conn, replica.ClientOptions{Uncompressed: loopbackAddr(n.Addr)})}
+	p := &peerLink{addr: n.Addr, conn: conn, client: replica.NewClientWith(conn, replica.ClientOptions{Uncompressed: loopback.IsAddr(n.Addr)})}
 	l.peers[id] = p
 	return p.client, nil
 }
@@ -348,20 +347,4 @@ func (c *Coordinator) syncPeers() {
 			delete(c.book, id)
 		}
 	}
-}
-
-// loopbackAddr reports whether addr (host:port) names a loopback address
-// (an IP of 127.0.0.0/8 or ::1, or localhost): a peer on the same host,
-// to which files go uncompressed (no network to save, two processes'
-// CPU to spend).
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

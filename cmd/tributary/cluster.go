@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/tributarydb/tributary/coordinator"
 	"github.com/tributarydb/tributary/coordinator/catalog"
 	"github.com/tributarydb/tributary/internal/auth"
+	"github.com/tributarydb/tributary/internal/loopback"
 	pb "github.com/tributarydb/tributary/proto/tributary/v1"
 )
 
@@ -888,7 +888,7 @@ func (f *clientFlags) dialConn() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if token != "" && tlsCfg == nil && !f.tokenOverPlain && !loopbackAddr(f.addr) {
+	if token != "" && tlsCfg == nil && !f.tokenOverPlain && !loopback.IsAddr(f.addr) {
 		return nil, fmt.Errorf("%w: refusing to send the token without TLS to %s (use --tls-ca, or --allow-plaintext-token)", errUsage, f.addr)
 	}
 	opts := []grpc.DialOption{grpc.WithUserAgent("tributary-cli/" + version)}
@@ -905,18 +905,6 @@ func (f *clientFlags) dialConn() (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("%w: dial %s: %v", errUsage, f.addr, err)
 	}
 	return conn, nil
-}
-
-func loopbackAddr(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // fleetConfigFlags are the flags of `cluster config`; only the flags given

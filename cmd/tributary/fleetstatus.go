@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/internal/loopback"
 	"github.com/tributarydb/tributary/sdk/go/tributary"
 )
 
@@ -170,7 +171,7 @@ func newFleetWatcher(cf *clientFlags, sf *statusFlags) (*fleetWatcher, error) {
 	if token == "" {
 		token = strings.TrimSpace(cf.getenv(tokenEnv))
 	}
-	if token != "" && tlsCfg == nil && !cf.tokenOverPlain && !loopbackAddr(httpAddr) {
+	if token != "" && tlsCfg == nil && !cf.tokenOverPlain && !loopback.IsAddr(httpAddr) {
 		return nil, fmt.Errorf("%w: refusing to send the token without TLS to %s (use --tls-ca, or --allow-plaintext-token)", errUsage, httpAddr)
 	}
 	scheme := "http"

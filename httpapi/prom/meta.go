@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -151,26 +152,12 @@ func (a *API) serveSeries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) serveLabels(w http.ResponseWriter, r *http.Request) {
-	mr, e := a.metaParams(w, r)
-	if e != nil {
-		a.fail(w, e)
-		return
-	}
-	rl, warn := a.lister(mr)
-	ctx, warns := backend.WithWarnings(r.Context())
-	names, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
+	a.serveStrings(w, r, func(ctx context.Context, rl backend.RangeLister, ms []*nlabels.Matcher, mr *metaReq) ([]string, error) {
 		if rl != nil {
 			return rl.LabelNamesInRange(ctx, ms, mr.start, mr.end)
 		}
 		return a.b.LabelNames(ctx, ms)
 	})
-	if err != nil {
-		a.fail(w, classifyStorage(err))
-		return
-	}
-	names, cut := truncate(names, mr.limit)
-	warn = append(append(warn, warns.List()...), cut...)
-	respond(w, r, func(b []byte) []byte { return appendStrings(b, names) }, warn, nil)
 }
 
 func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
@@ -182,6 +169,19 @@ func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, badData(fmt.Sprintf("invalid label name: %q", name)))
 		return
 	}
+	a.serveStrings(w, r, func(ctx context.Context, rl backend.RangeLister, ms []*nlabels.Matcher, mr *metaReq) ([]string, error) {
+		if rl != nil {
+			return rl.LabelValuesInRange(ctx, name, ms, mr.start, mr.end)
+		}
+		return a.b.LabelValues(ctx, name, ms)
+	})
+}
+
+// serveStrings answers a label names or label values request: list runs
+// once for each match[] set (rl is nil where the backend cannot list a
+// time range or none was asked for), and the merged, sorted answer is cut
+// to the request's limit.
+func (a *API) serveStrings(w http.ResponseWriter, r *http.Request, list func(ctx context.Context, rl backend.RangeLister, ms []*nlabels.Matcher, mr *metaReq) ([]string, error)) {
 	mr, e := a.metaParams(w, r)
 	if e != nil {
 		a.fail(w, e)
@@ -189,19 +189,16 @@ func (a *API) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 	}
 	rl, warn := a.lister(mr)
 	ctx, warns := backend.WithWarnings(r.Context())
-	vals, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
-		if rl != nil {
-			return rl.LabelValuesInRange(ctx, name, ms, mr.start, mr.end)
-		}
-		return a.b.LabelValues(ctx, name, ms)
+	out, err := a.union(mr.sets, func(ms []*nlabels.Matcher) ([]string, error) {
+		return list(ctx, rl, ms, mr)
 	})
 	if err != nil {
 		a.fail(w, classifyStorage(err))
 		return
 	}
-	vals, cut := truncate(vals, mr.limit)
+	out, cut := truncate(out, mr.limit)
 	warn = append(append(warn, warns.List()...), cut...)
-	respond(w, r, func(b []byte) []byte { return appendStrings(b, vals) }, warn, nil)
+	respond(w, r, func(b []byte) []byte { return appendStrings(b, out) }, warn, nil)
 }
 
 // union runs list for each matcher set (once with none when there are

@@ -1,7 +1,8 @@
 // Package loopback finds free TCP addresses on the loopback interface for
 // the processes the end-to-end tests and the benchmarks start: ports free
 // on 127.0.0.1, and a block of loopback hosts that share four free ports,
-// as the pods of one Helm release share their container ports.
+// as the pods of one Helm release share their container ports. IsAddr
+// tells whether an address names this host's loopback interface.
 //
 // An address is free when it was listened on a moment ago; another
 // process may take it before it is used, and the process given it then
@@ -13,7 +14,23 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 )
+
+// IsAddr reports whether addr (host:port) names a loopback address: an IP
+// of 127.0.0.0/8 or ::1, or localhost in any case. An address without a
+// port, or with an empty host (every interface), is not one.
+func IsAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // FreePorts returns n distinct 127.0.0.1 addresses that were free a moment
 // ago: all listened on at once, so that no two are the same port.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 
@@ -12,19 +11,9 @@ import (
 func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	o := catalogbench.DefaultOptions()
 	fs := newFlagSet("tribench catalog", stderr)
-	series := fs.String("series", joinInts(o.Series), "comma-separated catalog `sizes` in series, one run each")
+	fs.Var((*intList)(&o.Series), "series", "comma-separated catalog `sizes` in series, one run each")
 	fs.IntVar(&o.SeriesPerEdge, "series-per-edge", o.SeriesPerEdge, "series of each edge (the fleet has series / this many edges)")
 	fs.IntVar(&o.Metrics, "metrics", o.Metrics, "metric names the series are spread over")
 	fs.IntVar(&o.Coordinators, "coordinators", o.Coordinators, "coordinators registered in the catalog")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	ns, err := parseInts(*series)
-	if err != nil {
-		fmt.Fprintf(stderr, "--series: %v\n", err)
-		return errUsage
-	}
-	o.Series = ns
-	_, err = catalogbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, catalogbench.Run)
 }

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/edgebench"
@@ -17,32 +14,9 @@ import (
 func commonFlags(fs *flag.FlagSet, c *edgebench.Common) {
 	procFlags(fs, &c.Procs, "the node", "node-arg")
 	fs.StringVar(&c.Profile, "profile", "short", "run size: short (a minute or two) or full")
-	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plots (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &c.ResultsDir, "results", "the JSON record and the PNG plots")
 	fs.StringVar(&c.WALSync, "wal-sync", "always", "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the generated data and queries")
-}
-
-// intList is a comma-separated list of integers.
-type intList []int
-
-func (l *intList) String() string {
-	s := make([]string, len(*l))
-	for i, v := range *l {
-		s[i] = strconv.Itoa(v)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *intList) Set(v string) error {
-	*l = nil
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("not a list of integers: %q", v)
-		}
-		*l = append(*l, n)
-	}
-	return nil
 }
 
 func runIoTDB(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRun_EdgeWorkloadFlags(t *testing.T) {
@@ -35,5 +36,31 @@ func TestRun_EdgeWorkloadFlags(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tc.wantStderr, stderr.String())
 			}
 		})
+	}
+}
+
+func TestListFlags(t *testing.T) {
+	ints := intList{10, 100}
+	if got := ints.String(); got != "10,100" {
+		t.Errorf("intList.String = %q", got)
+	}
+	if err := ints.Set(" 3, 30 ,300"); err != nil || ints.String() != "3,30,300" {
+		t.Errorf("intList.Set: %v, %v", err, ints)
+	}
+	if err := ints.Set("3,x"); err == nil || !strings.Contains(err.Error(), "not a list of integers") {
+		t.Errorf("intList.Set(3,x): %v", err)
+	}
+	ds := durationList{time.Second}
+	if err := ds.Set("2s, 1m"); err != nil || ds.String() != "2s,1m0s" {
+		t.Errorf("durationList.Set: %v, %v", err, ds)
+	}
+	if err := ds.Set("2s,soon"); err == nil || !strings.Contains(err.Error(), "not a list of durations") {
+		t.Errorf("durationList.Set(2s,soon): %v", err)
+	}
+	for _, args := range [][]string{{"fleet", "--edges", "10,x"}, {"catalog", "--series", "x"}, {"uplink", "--lag-budgets", "1s,x"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "not a list of") {
+			t.Errorf("%q: exit code %d, want 2 and the list's error; stderr:\n%s", args, code, stderr.String())
+		}
 	}
 }

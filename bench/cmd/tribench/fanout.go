@@ -30,9 +30,5 @@ func runFanout(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
 	fs.DurationVar(&o.ReplicationTimeout, "replication-timeout", o.ReplicationTimeout, "how long each wait for the cloud to catch up may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := fanoutbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, fanoutbench.Run)
 }

@@ -28,9 +28,5 @@ func runHeal(ctx context.Context, args []string, stdout, stderr io.Writer, logge
 	fs.DurationVar(&o.AckPoll, "ack-poll", o.AckPoll, "how often each edge's acked-through gauge is read")
 	fs.DurationVar(&o.HealTimeout, "heal-timeout", o.HealTimeout, "give up if the history is not at RF again after this long")
 	fs.DurationVar(&o.LoadTimeout, "load-timeout", o.LoadTimeout, "how long each wait for the cloud to hold what was written may take")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := healbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, healbench.Run)
 }

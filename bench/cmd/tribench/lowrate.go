@@ -18,9 +18,5 @@ func runLowRate(ctx context.Context, args []string, stdout, stderr io.Writer, lo
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "writes before the measured run")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := lowrate.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, lowrate.Run)
 }

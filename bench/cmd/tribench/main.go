@@ -237,6 +237,13 @@ const (
 	publishedResultsDir = "bench/results"
 )
 
+// resultsDirFlag defines the flag name (--results or --results-dir) of the
+// directory a workload writes what to: defaultResultsDir by default,
+// publishedResultsDir to replace the published figures, empty for none.
+func resultsDirFlag(fs *flag.FlagSet, p *string, name, what string) {
+	fs.StringVar(p, name, defaultResultsDir, "`dir`ectory for "+what+" (empty: none; "+publishedResultsDir+": the published figures)")
+}
+
 // newFlagSet is the flag set of one workload: it reports mistakes and
 // -h on stderr and returns them to the caller (parse) instead of exiting.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -296,6 +303,18 @@ func parseRun(ctx context.Context, fs *flag.FlagSet, args []string, out *runopt.
 	return nil
 }
 
+// parseAndRun is parseRun, then the benchmark run on the options *o the
+// flags filled (out is their Output); the benchmark prints its own
+// report, so its result is dropped.
+func parseAndRun[O, R any](ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer, logger *slog.Logger,
+	o *O, out *runopt.Output, run func(context.Context, O) (R, error)) error {
+	if err := parseRun(ctx, fs, args, out, stdout, logger); err != nil {
+		return err
+	}
+	_, err := run(ctx, *o)
+	return err
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -310,11 +329,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long to write")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "sensor sampling interval (1s or 100ms; canbus is always 100ms)")
 	settleFlag(fs, &o.Settle)
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := ingest.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, ingest.Run)
 }
 
 func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
@@ -356,11 +371,7 @@ func runLP(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
 	settleFlag(fs, &o.Settle)
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := lpbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, lpbench.Run)
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
@@ -444,7 +455,7 @@ func runRollup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o rollupbench.Options
 	var c edgebench.Common
 	fs.StringVar(&c.Profile, "profile", "full", "run size: short (20 series) or full (100 series); --series overrides")
-	fs.StringVar(&c.ResultsDir, "results", defaultResultsDir, "`dir`ectory for the JSON record and the PNG plot (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &c.ResultsDir, "results", "the JSON record and the PNG plot")
 	fs.IntVar(&o.Series, "series", 0, "number of series (default: 100; short profile: 20)")
 	fs.Float64Var(&o.Years, "years", 5, "years of data per series")
 	fs.Int64Var(&o.IntervalMs, "interval-ms", 60_000, "sample interval in milliseconds")

@@ -30,7 +30,7 @@ func runPi(ctx context.Context, args []string, stdout, stderr io.Writer, logger 
 	fs.IntVar(&o.Queries, "queries", o.Queries, "timed runs of each query type")
 	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "untimed runs of each query type first")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the generated values")
-	fs.StringVar(&o.ResultsDir, "results-dir", defaultResultsDir, "`dir`ectory for pi.json (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &o.ResultsDir, "results-dir", "pi.json")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary image context (default: the system temp dir)")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long the node in the container may take to answer")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
@@ -54,14 +54,10 @@ func runARM64Smoke(ctx context.Context, args []string, stdout, stderr io.Writer,
 	fs.IntVar(&o.Series, "series", o.Series, "sensor series written")
 	fs.IntVar(&o.Points, "points", o.Points, "points per series")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two points of a series")
-	fs.StringVar(&o.ResultsDir, "results-dir", defaultResultsDir, "`dir`ectory for arm64-smoke.json (empty: none; "+publishedResultsDir+": the published figures)")
+	resultsDirFlag(fs, &o.ResultsDir, "results-dir", "arm64-smoke.json")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "`dir`ectory for the temporary data directory (default: the system temp dir)")
 	fs.BoolVar(&o.KeepDataDir, "keep", false, "keep the data directory and node log after the run")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "how long each (emulated) node start may take")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := pibench.Smoke(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, pibench.Smoke)
 }

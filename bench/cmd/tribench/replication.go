@@ -28,9 +28,5 @@ func runReplication(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.Int64Var(&o.BudgetBytes, "budget-bytes", o.BudgetBytes, "edge --replication-budget-bytes (0: enough for the outage's backlog)")
 	fs.DurationVar(&o.PollInterval, "poll", o.PollInterval, "how often the edge's /metrics are read")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each RPC")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := replbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, replbench.Run)
 }

@@ -26,9 +26,5 @@ func runRulesBench(ctx context.Context, args []string, stdout, stderr io.Writer,
 	fs.IntVar(&o.Pairs, "pairs", o.Pairs, "pairs of phases without and with the rules")
 	fs.StringVar(&o.WALSync, "wal-sync", o.WALSync, "node --wal-sync policy: always (fsync before ack) or interval:1s")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each request")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	_, err := rulesbench.Run(ctx, o)
-	return err
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, rulesbench.Run)
 }

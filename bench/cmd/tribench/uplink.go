@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/uplinkbench"
 )
@@ -15,32 +12,11 @@ func runUplink(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	o := uplinkbench.DefaultOptions()
 	fs := newFlagSet("tribench uplink", stderr)
 	procFlags(fs, &o.Procs, "the coordinators and edges", "keep", "node-arg", "coordinator-arg", "ready-timeout", "stop-timeout")
-	lags := fs.String("lag-budgets", joinDurations(o.LagBudgets), "comma-separated lag `budgets`, one row each (the default budget is added)")
+	fs.Var((*durationList)(&o.LagBudgets), "lag-budgets", "comma-separated lag `budgets`, one row each (the default budget is added)")
 	fs.IntVar(&o.Edges, "edges", o.Edges, "edge processes per lag budget")
 	fs.IntVar(&o.Series, "series", o.Series, "series per edge, one point each per request")
 	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between two requests to an edge")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long every edge is written to (the rows run side by side)")
 	fs.DurationVar(&o.CallTimeout, "timeout", o.CallTimeout, "timeout of each HTTP request")
-	if err := parseRun(ctx, fs, args, &o.Output, stdout, logger); err != nil {
-		return err
-	}
-	o.LagBudgets = o.LagBudgets[:0]
-	for _, f := range strings.Split(*lags, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil {
-			fmt.Fprintf(stderr, "--lag-budgets: %q is not a duration\n", f)
-			return errUsage
-		}
-		o.LagBudgets = append(o.LagBudgets, d)
-	}
-	_, err := uplinkbench.Run(ctx, o)
-	return err
-}
-
-func joinDurations(ds []time.Duration) string {
-	s := make([]string, len(ds))
-	for i, d := range ds {
-		s[i] = d.String()
-	}
-	return strings.Join(s, ",")
+	return parseAndRun(ctx, fs, args, stdout, logger, &o, &o.Output, uplinkbench.Run)
 }

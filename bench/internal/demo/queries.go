@@ -169,7 +169,7 @@ func queries(d *dataset, o Options) []demoQuery {
 			}
 			return expectGroups(ans, "vehicle", want, 1e-9)
 		}, func(w io.Writer, ans nodeclient.Answer) {
-			writeIndented(w, pivot(ans, "vehicle", loc, func(x float64) string { return report.Float(x, 2) }))
+			writeIndented(w, pivot(ans, "vehicle", loc, report.Decimals(2)))
 		}),
 
 		streamQuery(w, "Highest rpm across the fleet, per minute", loc, &tributaryv1.QueryRequest{

@@ -189,9 +189,9 @@ func runCANBusMode(ctx context.Context, o CANBusOptions, multi bool) (m CANBusMo
 		return m, err
 	}
 	m.Lines, m.Points = ws.Lines, ws.Points
-	m.Seconds = round(ws.Elapsed.Seconds(), 2)
-	m.PointsPerS = round(float64(ws.Points)/ws.Elapsed.Seconds(), 0)
-	m.MiBPerS = round(float64(m.Bytes)/(1<<20)/ws.Elapsed.Seconds(), 1)
+	m.Seconds = report.Round(ws.Elapsed.Seconds(), 2)
+	m.PointsPerS = report.Round(float64(ws.Points)/ws.Elapsed.Seconds(), 0)
+	m.MiBPerS = report.Round(float64(m.Bytes)/(1<<20)/ws.Elapsed.Seconds(), 1)
 	m.WriteLatency = summarize(ws.Latencies, ws.Elapsed)
 	if err := checkCANBus(ctx, n.grpcAddr, o, startMs); err != nil {
 		return m, err

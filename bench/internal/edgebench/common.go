@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
+	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
 	"github.com/tributarydb/tributary/internal/loopback"
 )
@@ -153,10 +153,10 @@ func summarize(ds []time.Duration, elapsed time.Duration) Latency {
 	for _, d := range ds {
 		sum += d
 	}
-	ms := func(d time.Duration) float64 { return round(float64(d)/1e6, 3) }
+	ms := func(d time.Duration) float64 { return report.Round(float64(d)/1e6, 3) }
 	q := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(ds)))) - 1
-		return ms(ds[max(0, min(i, len(ds)-1))])
+		d, _ := report.NearestRank(ds, p)
+		return ms(d)
 	}
 	l := Latency{
 		Ops:    len(ds),
@@ -169,14 +169,9 @@ func summarize(ds []time.Duration, elapsed time.Duration) Latency {
 		MaxMs:  ms(ds[len(ds)-1]),
 	}
 	if elapsed > 0 {
-		l.OpsPerS = round(float64(len(ds))/elapsed.Seconds(), 1)
+		l.OpsPerS = report.Round(float64(len(ds))/elapsed.Seconds(), 1)
 	}
 	return l
-}
-
-func round(x float64, decimals int) float64 {
-	p := math.Pow10(decimals)
-	return math.Round(x*p) / p
 }
 
 // fileName is the base name of a result file of workload w.

@@ -282,8 +282,8 @@ func runIoTDBOnce(ctx context.Context, o IoTDBOptions, mode string, clients int)
 	if err := ctx.Err(); err != nil {
 		return run, err
 	}
-	run.Seconds = round(elapsed.Seconds(), 2)
-	run.PointsPerS = round(float64(run.Points)/elapsed.Seconds(), 0)
+	run.Seconds = report.Round(elapsed.Seconds(), 2)
+	run.PointsPerS = report.Round(float64(run.Points)/elapsed.Seconds(), 0)
 	for op, ds := range lat {
 		run.Ops[op] = summarize(ds, elapsed)
 	}

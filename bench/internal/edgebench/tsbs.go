@@ -129,9 +129,9 @@ func RunTSBS(ctx context.Context, o TSBSOptions) (res TSBSResult, err error) {
 	}
 	perClient = nil
 	res.Lines, res.Points, res.Series = ws.Lines, ws.Points, o.Hosts*workload.TSBSCPUFields
-	res.WriteSeconds = round(ws.Elapsed.Seconds(), 2)
-	res.RowsPerS = round(float64(ws.Lines)/ws.Elapsed.Seconds(), 0)
-	res.PointsPerS = round(float64(ws.Points)/ws.Elapsed.Seconds(), 0)
+	res.WriteSeconds = report.Round(ws.Elapsed.Seconds(), 2)
+	res.RowsPerS = report.Round(float64(ws.Lines)/ws.Elapsed.Seconds(), 0)
+	res.PointsPerS = report.Round(float64(ws.Points)/ws.Elapsed.Seconds(), 0)
 	res.WriteLatency = summarize(ws.Latencies, ws.Elapsed)
 
 	conn, err := nodeclient.Dial(n.grpcAddr)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,33 +39,21 @@ type cluster struct {
 // without starting any.
 func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, error) {
 	c := &cluster{hc: &http.Client{Timeout: 5 * time.Second}}
-	var peers []string
-	for i := range o.Coordinators {
-		addrs, err := loopback.FreePorts(4)
-		if err != nil {
-			return nil, err
-		}
-		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("c%d", i+1)}, grpcAddr: addrs[0], httpAddr: addrs[1], intake: addrs[2], raftID: uint64(i + 1)}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", p.raftID, p.Name, addrs[3]))
-		p.Opts = nodeproc.Options{Binary: binary, Command: "coordinator", ListenAddr: p.grpcAddr,
-			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
-			ExtraArgs: []string{"--id", p.Name, "--raft-id", strconv.FormatUint(p.raftID, 10), "--insecure-cluster",
-				"--cluster-listen", addrs[3], "--intake-listen", p.intake, "--http-listen", p.httpAddr},
-			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
-		c.coords = append(c.coords, p)
+	base := nodeproc.Options{Binary: binary, Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+	cs, err := nodeproc.PlanCoordinators(o.Coordinators)
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range c.coords {
-		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, "--peers", strings.Join(peers, ","))
+	for _, co := range cs {
+		p := &proc{Restartable: nodeproc.Restartable{Name: co.Name}, grpcAddr: co.GRPC, httpAddr: co.HTTP, intake: co.Intake, raftID: uint64(co.RaftID)}
+		extra := []string{"--peers", nodeproc.Peers(cs)}
 		if o.simEdges() > 0 {
 			// The simulated edges all stream from 127.0.0.1, as a fleet
 			// behind one NAT would.
-			p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, "--intake-max-conns-per-ip", strconv.Itoa(2*o.Edges+256))
+			extra = append(extra, "--intake-max-conns-per-ip", strconv.Itoa(2*o.Edges+256))
 		}
-		p.Opts.ExtraArgs = append(p.Opts.ExtraArgs, o.CoordinatorArgs...)
-	}
-	intakes := make([]string, len(c.coords))
-	for i, p := range c.coords {
-		intakes[i] = p.intake
+		p.Opts = co.Options(base, dir, append(extra, o.CoordinatorArgs...)...)
+		c.coords = append(c.coords, p)
 	}
 	for i := range o.procEdges() {
 		addrs, err := loopback.FreePorts(2)
@@ -74,12 +61,7 @@ func newCluster(o Options, binary, dir string, logger *slog.Logger) (*cluster, e
 			return nil, err
 		}
 		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("edge-%02d", i)}, grpcAddr: addrs[0], httpAddr: addrs[1]}
-		p.Opts = nodeproc.Options{Binary: binary, NodeID: p.Name, ListenAddr: p.grpcAddr, LogLevel: "info",
-			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
-			ExtraArgs: append([]string{"--http-listen", p.httpAddr, "--replicate-to", strings.Join(intakes, ","),
-				"--replicate-insecure", "--advertise-query-addr", p.grpcAddr,
-				"--wal-segment-age", o.SegmentAge.String()}, o.NodeArgs...),
-			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+		p.Opts = nodeproc.ReplicatingEdge(base, dir, p.Name, p.grpcAddr, p.httpAddr, nodeproc.Intakes(cs), o.SegmentAge, o.NodeArgs...)
 		c.edges = append(c.edges, p)
 	}
 	for _, p := range append(cloneProcs(c.coords), c.edges...) {

@@ -154,12 +154,12 @@ func (m measurement) result(o Options) Result {
 		Points: m.points, Queries: o.Queries, WarmupQueries: o.WarmupQueries, QueryClients: o.QueryClients,
 		Kills: o.Kills, RegistrationTarget: o.RegistrationSeries, RegistrationBatch: o.RegistrationBatch,
 		Targets: map[string]string{
-			"fanout_p99_ms":              targetP99Ms.Format(func(x float64) string { return report.Float(x, 0) }),
-			"failover_gap_s":             targetFailoverS.Format(func(x float64) string { return report.Float(x, 0) }),
+			"fanout_p99_ms":              targetP99Ms.Format(report.Decimals(0)),
+			"failover_gap_s":             targetFailoverS.Format(report.Decimals(0)),
 			"series_registrations_per_s": targetRegsPerS.Format(report.Whole),
-			"edges_asked_one_series":     targetEdgesAsked.Format(func(x float64) string { return report.Float(x, 0) }),
-			"series_visible_s":           targetVisibleS.Format(func(x float64) string { return report.Float(x, 0) }),
-			"one_series_p99_ms":          targetP99Ms.Format(func(x float64) string { return report.Float(x, 0) }),
+			"edges_asked_one_series":     targetEdgesAsked.Format(report.Decimals(0)),
+			"series_visible_s":           targetVisibleS.Format(report.Decimals(0)),
+			"one_series_p99_ms":          targetP99Ms.Format(report.Decimals(0)),
 		},
 	}
 	m.scale.fill(&res)
@@ -239,12 +239,12 @@ func (m measurement) notes(o Options, res Result) []string {
 			"one series (1 h, 1-minute avg, ending at the current minute as a dashboard aligns its range) on a random reachable simulated edge, %d timed after %d warm-up, every answer checked; edges asked = edge requests the coordinators sent (tributary_query_legs_total{kind=\"edge\"}) per query; "+
 			"the same query ending now asked %s edges and took %s ms (%d warnings): an end past the edges' registration watermarks (up to one announce interval old) must ask every edge or warn",
 			res.Edges, res.ProcessEdges, m.scale.simEdges, m.scale.unreachable, m.scale.oneQueries, o.WarmupQueries,
-			report.Float(float64(res.EdgesAskedEndNow), 0), report.Float(float64(res.OneSeriesEndNowMs), 1), res.EndNowWarnings))
+			res.EdgesAskedEndNow.Text(0), res.OneSeriesEndNowMs.Text(1), res.EndNowWarnings))
 		notes = append(notes, fmt.Sprintf("the same query ending now with max_staleness_ms %s s asked %s edges and took %s ms (%d warnings); its answer said it was fresh through %s s before its end, and was checked through then",
-			report.Float(res.EndNowStalenessS, 0), report.Float(float64(res.EdgesAskedEndNowStale), 0), report.Float(float64(res.OneSeriesEndNowStaleMs), 1),
-			res.EndNowStaleWarnings, report.Float(float64(res.EndNowStaleBehindS), 3)))
+			report.Float(res.EndNowStalenessS, 0), res.EdgesAskedEndNowStale.Text(0), res.OneSeriesEndNowStaleMs.Text(1),
+			res.EndNowStaleWarnings, res.EndNowStaleBehindS.Text(3)))
 		notes = append(notes, fmt.Sprintf("series visible: %d new series, each on a random reachable simulated edge, timed from its creation until a coordinator's Series listing (from the catalog) returns it; worst %s s, median %s s",
-			len(m.scale.visible), report.Float(float64(res.SeriesVisibleS), 3), report.Float(float64(res.SeriesVisibleP50S), 3)))
+			len(m.scale.visible), res.SeriesVisibleS.Text(3), res.SeriesVisibleP50S.Text(3)))
 		notes = append(notes, fmt.Sprintf("listing of the simulated edges: complete %v, %d edge requests, warnings %q; with the %d unreachable edges offline, a listing flagged %d edges",
 			res.ListingComplete, res.ListingEdgeRequests, res.ListingWarnings, m.scale.unreachable, res.ListingFlaggedEdges))
 	} else {
@@ -277,27 +277,27 @@ func WriteReport(w io.Writer, res Result) error {
 	fmt.Fprintf(w, "\ntribench fanout: %d coordinators, %d edges × %d sensor series, %v of history at %v (%s points), commit %s\n%s\n\n",
 		res.Coordinators, res.Edges, res.SeriesPerEdge, time.Duration(res.HistoryS*float64(time.Second)),
 		time.Duration(res.IntervalS*float64(time.Second)), report.Int(res.Points), res.Commit, res.Machine)
-	ms := func(x report.Number) string { return report.Float(float64(x), 2) + " ms" }
+	ms := func(x report.Number) string { return x.Text(2) + " ms" }
 	verdict := func(t report.Target, x report.Number) string { return t.Verdict(float64(x)) }
 	tb := report.Table{Header: []string{"figure", "measured", "target", ""}, RightAlign: []bool{false, true, false, false}}
 	tb.Add("fan-out p99 (edges queried for tails)", ms(res.FanoutP99Ms), "≤ 50 ms", verdict(targetP99Ms, res.FanoutP99Ms))
 	tb.Add("fan-out p50 (edges queried for tails)", ms(res.FanoutP50Ms), "", "")
 	tb.Add("fan-out p99 (range within replicas)", ms(res.FanoutReplicaP99Ms), "", "")
 	tb.Add("fan-out p50 (range within replicas)", ms(res.FanoutReplicaP50Ms), "", "")
-	tb.Add("failover gap, worst of "+fmt.Sprint(len(res.FailoverGapsS))+" leader kills", report.Float(float64(res.FailoverGapS), 2)+" s", "≤ 3 s",
+	tb.Add("failover gap, worst of "+fmt.Sprint(len(res.FailoverGapsS))+" leader kills", res.FailoverGapS.Text(2)+" s", "≤ 3 s",
 		verdict(targetFailoverS, res.FailoverGapS))
 	tb.Add("series registrations/s", report.Whole(float64(res.RegistrationsPerS)), "≥ 10,000", verdict(targetRegsPerS, res.RegistrationsPerS))
 	tb.Add("catalog proposals/s", report.Whole(float64(res.ProposalsPerS)), "", "")
 	tb.Add("answers checked (wrong)", fmt.Sprintf("%s (%d)", report.Int(int64(res.AnswersChecked)), res.AnswersWrong), "0 wrong", map[bool]string{true: "met", false: "missed"}[res.AnswersWrong == 0])
 	tb.Add("stopped edge reported missing", fmt.Sprint(res.StoppedEdgeFlagged), "true", map[bool]string{true: "met", false: "missed"}[res.StoppedEdgeFlagged])
-	tb.Add(fmt.Sprintf("edges asked, one series (%d edges)", res.Edges), report.Float(float64(res.EdgesAskedOneSeries), 2), "≤ 2", verdict(targetEdgesAsked, res.EdgesAskedOneSeries))
+	tb.Add(fmt.Sprintf("edges asked, one series (%d edges)", res.Edges), res.EdgesAskedOneSeries.Text(2), "≤ 2", verdict(targetEdgesAsked, res.EdgesAskedOneSeries))
 	tb.Add("one series over 1 h p99", ms(res.OneSeriesP99Ms), "≤ 50 ms", verdict(targetP99Ms, res.OneSeriesP99Ms))
 	tb.Add("one series over 1 h p50", ms(res.OneSeriesP50Ms), "", "")
-	tb.Add("one series ending now: edges asked", report.Float(float64(res.EdgesAskedEndNow), 0), "", "")
+	tb.Add("one series ending now: edges asked", res.EdgesAskedEndNow.Text(0), "", "")
 	tb.Add("one series ending now: latency", ms(res.OneSeriesEndNowMs), "", "")
-	tb.Add(fmt.Sprintf("ending now, max_staleness %s s: edges asked", report.Float(res.EndNowStalenessS, 0)), report.Float(float64(res.EdgesAskedEndNowStale), 0), "", "")
+	tb.Add(fmt.Sprintf("ending now, max_staleness %s s: edges asked", report.Float(res.EndNowStalenessS, 0)), res.EdgesAskedEndNowStale.Text(0), "", "")
 	tb.Add(fmt.Sprintf("ending now, max_staleness %s s: latency", report.Float(res.EndNowStalenessS, 0)), ms(res.OneSeriesEndNowStaleMs), "", "")
-	tb.Add("series visible, worst", report.Float(float64(res.SeriesVisibleS), 3)+" s", "≤ 2 s", verdict(targetVisibleS, res.SeriesVisibleS))
+	tb.Add("series visible, worst", res.SeriesVisibleS.Text(3)+" s", "≤ 2 s", verdict(targetVisibleS, res.SeriesVisibleS))
 	tb.Add("listing flagged offline edges", fmt.Sprintf("%d of %d", res.ListingFlaggedEdges, res.UnreachableEdges), "all", map[bool]string{true: "met", false: "missed"}[res.ListingFlaggedEdges >= res.UnreachableEdges])
 	if err := tb.Write(w); err != nil {
 		return err

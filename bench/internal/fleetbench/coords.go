@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -18,7 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
-	"github.com/tributarydb/tributary/internal/loopback"
 )
 
 // coord is one coordinator process.
@@ -34,29 +31,19 @@ type coord struct {
 // 256 would refuse past 128 edges).
 func startCoords(ctx context.Context, o Options, n, edges int, dir string, logger *slog.Logger) ([]*coord, error) {
 	conns := strconv.Itoa(max(8192, 2*edges+256))
+	plan, err := nodeproc.PlanCoordinators(n)
+	if err != nil {
+		return nil, err
+	}
+	run := nodeproc.Options{Binary: o.Binary, ReadyTimeout: o.ReadyTimeout, Logger: logger}
 	cs := make([]*coord, n)
 	opts := make([]nodeproc.Options, n)
-	var peers []string
-	for i := range n {
-		addrs, err := loopback.FreePorts(4)
-		if err != nil {
-			return nil, err
-		}
-		c := &coord{name: fmt.Sprintf("c%d", i+1), grpc: addrs[0], http: addrs[1], intake: addrs[2]}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", i+1, c.name, addrs[3]))
-		opts[i] = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: c.grpc,
-			DataDir: filepath.Join(dir, c.name), LogPath: filepath.Join(dir, c.name+".log"),
-			ExtraArgs: []string{"--id", c.name, "--raft-id", strconv.Itoa(i + 1), "--insecure-cluster",
-				"--cluster-listen", addrs[3], "--intake-listen", c.intake, "--http-listen", c.http,
-				"--intake-max-conns", conns, "--intake-max-conns-per-ip", conns},
-			ReadyTimeout: o.ReadyTimeout, Logger: logger}
-		cs[i] = c
+	for i, co := range plan {
+		cs[i] = &coord{name: co.Name, grpc: co.GRPC, http: co.HTTP, intake: co.Intake}
+		opts[i] = co.Options(run, dir, append([]string{"--intake-max-conns", conns, "--intake-max-conns-per-ip", conns,
+			"--peers", nodeproc.Peers(plan)}, o.CoordinatorArgs...)...)
 	}
-	for i := range cs {
-		opts[i].ExtraArgs = append(opts[i].ExtraArgs, "--peers", strings.Join(peers, ","))
-		opts[i].ExtraArgs = append(opts[i].ExtraArgs, o.CoordinatorArgs...)
-	}
-	err := nodeproc.Concurrently(n, func(i int) error {
+	err = nodeproc.Concurrently(n, func(i int) error {
 		node, err := nodeproc.Start(ctx, opts[i])
 		if err != nil {
 			return fmt.Errorf("coordinator %s: %w", cs[i].name, err)

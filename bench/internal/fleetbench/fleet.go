@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/tick"
 	"github.com/tributarydb/tributary/replicator"
 )
@@ -205,7 +206,7 @@ func (f *fleet) measure(cs []*coord, d time.Duration) (measurement, error) {
 	if m.before, err = sampleAll(f.ctx, cs, hc); err != nil {
 		return m, err
 	}
-	m.cpu0, m.load[0] = selfCPU(), loadAvg()
+	m.cpu0, m.load[0] = selfCPU(), report.LoadAverage1m()
 	f.w.open(time.Now())
 	if err := f.wait(d); err != nil {
 		return m, err
@@ -214,7 +215,7 @@ func (f *fleet) measure(cs []*coord, d time.Duration) (measurement, error) {
 	if m.after, err = sampleAll(f.ctx, cs, hc); err != nil {
 		return m, err
 	}
-	m.cpu1, m.load[1] = selfCPU(), loadAvg()
+	m.cpu1, m.load[1] = selfCPU(), report.LoadAverage1m()
 	return m, nil
 }
 

@@ -286,11 +286,10 @@ func sampleAll(ctx context.Context, cs []*coord, hc *http.Client) ([]coordSample
 
 // percentile is the nearest-rank q-quantile of sorted xs, NaN when empty.
 func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
+	if p, ok := report.NearestRank(sorted, q); ok {
+		return p
 	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	return math.NaN()
 }
 
 // selfCPU is this process's user plus system time: the simulated edges'.
@@ -300,12 +299,4 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// loadAvg is the machine's 1-minute load average, NaN where unknown.
-func loadAvg() float64 {
-	if avg, ok := report.LoadAverages(); ok {
-		return avg[0]
-	}
-	return math.NaN()
 }

@@ -108,9 +108,9 @@ func writeTable(w io.Writer, res Result) error {
 		t.Add(report.Int(int64(x.Edges)),
 			secs(float64(x.LagP50S)), secs(float64(x.LagP99S)), secs(float64(x.LagMaxS)),
 			report.Whole(x.PointsPerS), report.Float(x.SegmentsPerS, 1),
-			report.Float(x.ProposalsPerS, 1), report.Float(float64(x.ProposalsPerSegment), 3), report.Float(float64(x.RecordsPerProposal), 1),
-			report.Float(float64(x.LeaderAppliedPerS), 1),
-			report.Float(float64(x.ApplyMeanMs), 1)+" / "+report.Float(float64(x.ApplyP99Ms), 0)+" ms",
+			report.Float(x.ProposalsPerS, 1), x.ProposalsPerSegment.Text(3), x.RecordsPerProposal.Text(1),
+			x.LeaderAppliedPerS.Text(1),
+			x.ApplyMeanMs.Text(1)+" / "+x.ApplyP99Ms.Text(0)+" ms",
 			report.Float(x.CoordCoresTotal, 2), strings.Join(rss, "/"), report.Float(x.EdgesCores, 2),
 			report.Float(x.LoadAvg1[0], 1)+"→"+report.Float(x.LoadAvg1[1], 1))
 	}

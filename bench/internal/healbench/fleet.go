@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
@@ -41,23 +39,21 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 		return nil, err
 	}
 	f := &fleet{}
-	var peers, intakes []string
-	for k := 1; k <= o.Coordinators; k++ {
-		h := base + strconv.Itoa(k)
-		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("c%d", k)}, cluster: net.JoinHostPort(h, ports[0]), intake: net.JoinHostPort(h, ports[1]),
-			grpc: net.JoinHostPort(h, ports[2]), http: net.JoinHostPort(h, ports[3])}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", k, p.Name, p.cluster))
-		intakes = append(intakes, p.intake)
+	run := nodeproc.Options{Binary: o.Binary, Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+	cs := make([]nodeproc.Coordinator, o.Coordinators)
+	for i := range cs {
+		h := base + strconv.Itoa(i+1)
+		cs[i] = nodeproc.Coordinator{Name: fmt.Sprintf("c%d", i+1), RaftID: i + 1, Cluster: net.JoinHostPort(h, ports[0]),
+			Intake: net.JoinHostPort(h, ports[1]), GRPC: net.JoinHostPort(h, ports[2]), HTTP: net.JoinHostPort(h, ports[3])}
+	}
+	coordRun := run
+	coordRun.LogLevel = "info"
+	for _, co := range cs {
+		p := &proc{Restartable: nodeproc.Restartable{Name: co.Name}, cluster: co.Cluster, intake: co.Intake, grpc: co.GRPC, http: co.HTTP}
+		p.Opts = co.Options(coordRun, dir, append([]string{"--peers", nodeproc.Peers(cs), "--dead-after", o.DeadAfter.String()}, o.CoordinatorArgs...)...)
 		f.coords = append(f.coords, p)
 	}
-	for k, p := range f.coords {
-		p.Opts = nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: p.grpc,
-			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"), LogLevel: "info",
-			ExtraArgs: append([]string{"--id", p.Name, "--raft-id", strconv.Itoa(k + 1), "--insecure-cluster",
-				"--cluster-listen", p.cluster, "--intake-listen", p.intake, "--http-listen", p.http,
-				"--peers", strings.Join(peers, ","), "--dead-after", o.DeadAfter.String()}, o.CoordinatorArgs...),
-			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
-	}
+	intakes := nodeproc.Intakes(cs)
 	addrs, err := loopback.FreePorts(2 * o.Edges)
 	if err != nil {
 		return nil, err
@@ -65,11 +61,7 @@ func newFleet(o Options, dir string, logger *slog.Logger) (*fleet, error) {
 	for i := range o.Edges {
 		p := &proc{Restartable: nodeproc.Restartable{Name: fmt.Sprintf("edge-%02d", i+1)}, grpc: addrs[2*i], http: addrs[2*i+1]}
 		rot := append(slices.Clone(intakes[i%len(intakes):]), intakes[:i%len(intakes)]...)
-		p.Opts = nodeproc.Options{Binary: o.Binary, NodeID: p.Name, ListenAddr: p.grpc, LogLevel: "info",
-			DataDir: filepath.Join(dir, p.Name), LogPath: filepath.Join(dir, p.Name+".log"),
-			ExtraArgs: append([]string{"--http-listen", p.http, "--replicate-to", strings.Join(rot, ","),
-				"--replicate-insecure", "--advertise-query-addr", p.grpc, "--wal-segment-age", o.SegmentAge.String()}, o.NodeArgs...),
-			Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: logger}
+		p.Opts = nodeproc.ReplicatingEdge(run, dir, p.Name, p.grpc, p.http, rot, o.SegmentAge, o.NodeArgs...)
 		f.edges = append(f.edges, p)
 	}
 	for _, p := range append(slices.Clone(f.coords), f.edges...) {

@@ -175,7 +175,7 @@ func (m measurement) notes(o Options, res Result) []string {
 func WriteReport(w io.Writer, res Result) error {
 	fmt.Fprintf(w, "\ntribench heal: %d coordinators, %d edges, %s lost its disk, commit %s\n%s\n\n",
 		res.Coordinators, res.Edges, res.Victim, res.Commit, res.Machine)
-	s := func(x report.Number) string { return report.Float(float64(x), 2) + " s" }
+	s := func(x report.Number) string { return x.Text(2) + " s" }
 	verdict := func(t report.Target, x report.Number) string { return t.Verdict(float64(x)) }
 	replacedTarget := report.Target{Value: res.DeadAfterS + 60, AtMost: true}
 	zero := func(n int64) string { return map[bool]string{true: "met", false: "missed"}[n == 0] }
@@ -183,9 +183,9 @@ func WriteReport(w io.Writer, res Result) error {
 	tb.Add("acknowledgement pause, worst edge", s(res.AckPauseS), "≤ 3 s", verdict(targetAckPauseS, res.AckPauseS))
 	tb.Add("every edge at RF healthy replicas", s(res.ReplacedS), fmt.Sprintf("≤ %.0f s (dead-after + 60)", res.DeadAfterS+60), verdict(replacedTarget, res.ReplacedS))
 	tb.Add("every edge's whole history at RF", s(res.HistoryRestoredS), "≤ 600 s", verdict(targetRestoredS, res.HistoryRestoredS))
-	tb.Add("re-replication (segment bytes copied)", report.Float(float64(res.RereplicateMiBPerS), 1)+" MiB/s", "≥ 50 MiB/s", verdict(targetRereplicateMi, res.RereplicateMiBPerS))
-	tb.Add("  of which each edge's history once", report.Float(float64(res.HistoryMiBPerS), 1)+" MiB/s", "", "")
-	tb.Add("edge restore (tributary node restore)", report.Float(float64(res.EdgeRestoreMiBPerS), 1)+" MiB/s", "", "")
+	tb.Add("re-replication (segment bytes copied)", res.RereplicateMiBPerS.Text(1)+" MiB/s", "≥ 50 MiB/s", verdict(targetRereplicateMi, res.RereplicateMiBPerS))
+	tb.Add("  of which each edge's history once", res.HistoryMiBPerS.Text(1)+" MiB/s", "", "")
+	tb.Add("edge restore (tributary node restore)", res.EdgeRestoreMiBPerS.Text(1)+" MiB/s", "", "")
 	tb.Add("  points restored per second", report.Whole(float64(res.EdgeRestorePointsPS)), "", "")
 	tb.Add("points lost (every replica alone)", report.Int(res.Lost), "0", zero(res.Lost))
 	tb.Add("points duplicated", report.Int(res.Duplicated), "0", zero(res.Duplicated))

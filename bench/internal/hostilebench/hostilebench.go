@@ -334,19 +334,19 @@ func write(w io.Writer, r Result) error {
 	fmt.Fprintln(w)
 	pt := report.Table{Header: []string{"process", "quiet peak MiB", "attack peak MiB", "growth MiB"}, RightAlign: []bool{false, true, true, true}}
 	for _, p := range r.Processes {
-		pt.Add(p.Name, report.Float(float64(p.QuietPeakMiB), 1), report.Float(float64(p.AttackPeakMiB), 1), report.Float(float64(p.GrowthMiB), 1))
+		pt.Add(p.Name, p.QuietPeakMiB.Text(1), p.AttackPeakMiB.Text(1), p.GrowthMiB.Text(1))
 	}
 	if err := pt.Write(w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	report.KeyValues(w, [][2]string{
-		{"largest resident growth", fmt.Sprintf("%s MiB (target ≤ %d)", report.Float(float64(r.RSSGrowthMiB), 1), TargetRSSGrowthMiB)},
-		{"writer p99 during the attacks", fmt.Sprintf("%s ms (target ≤ %d; quiet window %s ms; max %s ms)", report.Float(float64(r.LegitWriteP99Ms), 1), TargetP99Ms,
-			report.Float(float64(r.LegitWriteP99QuietMs), 1), report.Float(float64(r.LegitWriteMaxMs), 1))},
+		{"largest resident growth", fmt.Sprintf("%s MiB (target ≤ %d)", r.RSSGrowthMiB.Text(1), TargetRSSGrowthMiB)},
+		{"writer p99 during the attacks", fmt.Sprintf("%s ms (target ≤ %d; quiet window %s ms; max %s ms)", r.LegitWriteP99Ms.Text(1), TargetP99Ms,
+			r.LegitWriteP99QuietMs.Text(1), r.LegitWriteMaxMs.Text(1))},
 		{"writer", fmt.Sprintf("%s points/s, %d failed writes", report.Whole(float64(r.LegitPointsPerS)), r.LegitFailed)},
 		{"hostile requests and connections", fmt.Sprintf("%d refused, %d accepted, %d refused without their documented error", r.Refused, r.AcceptedHostile, r.Unclear)},
-		{"half-open handshakes", fmt.Sprintf("%d, held at most %d at once, the longest %ss", r.HalfOpen, r.HalfOpenHeldPeak, report.Float(float64(r.HalfOpenLongestS), 1))},
+		{"half-open handshakes", fmt.Sprintf("%d, held at most %d at once, the longest %ss", r.HalfOpen, r.HalfOpenHeldPeak, r.HalfOpenLongestS.Text(1))},
 		{"targets met", strconv.FormatBool(r.Met)},
 	})
 	return report.WriteNotesAndJSONLine(w, []string{"the machine is shared: read the figures with the load averages above"}, r)
@@ -607,10 +607,10 @@ func quantileMs(lat []latency, q float64, from, to time.Time) float64 {
 			ds = append(ds, l.took)
 		}
 	}
-	if len(ds) == 0 {
+	slices.Sort(ds)
+	p, ok := report.NearestRank(ds, q)
+	if !ok {
 		return math.NaN()
 	}
-	slices.Sort(ds)
-	i := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ms(ds[min(max(i, 0), len(ds)-1)])
+	return ms(p)
 }

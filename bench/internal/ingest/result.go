@@ -214,23 +214,20 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench ingest: %s\n", describeArgs(r))
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
 
-	f := func(x report.Number, decimals int) string { return report.Float(float64(x), decimals) }
-	dec := func(d int) func(float64) string { return func(x float64) string { return report.Float(x, d) } }
-
 	tb := report.Table{Header: []string{"metric", "measured", "target", ""}, RightAlign: []bool{false, true, true, false}}
 	tb.Add("workload", r.Workload, "", "")
 	tb.Add("series", report.Int(int64(r.Series)), "", "")
 	tb.Add("points", report.Int(r.Points), "", "")
-	tb.Add("seconds", f(r.Duration, 2), "", "")
-	tb.Add("points/s", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS.Format(report.Whole), Targets.PointsPerS.Verdict(float64(r.PointsPerS)))
-	tb.Add("CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), Targets.CPUSPerMillionPoints.Verdict(float64(r.CPUSPerMillionPoints)))
-	tb.Add("peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), Targets.PeakRSSMiB.Verdict(float64(r.PeakRSSMiB)))
-	tb.Add("bytes/point", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(1)), Targets.BytesPerPoint.Verdict(float64(r.BytesPerPoint)))
-	tb.Add(fmt.Sprintf("storage writes/point (load + %gs)", float64(r.SettleS)), f(r.StorageWriteBytesPerPoint, 3), "", "")
-	tb.Add(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), f(r.DiskAtRestBytesPerPoint, 3), "", "")
-	tb.Add("data dir bytes/point after a clean stop", f(r.DiskAfterStopBytesPerPoint, 3), "", "")
-	tb.Add("write latency p50 (ms)", f(r.WriteP50Ms, 2), "", "")
-	tb.Add("write latency p99 (ms)", f(r.WriteP99Ms, 2), "", "")
+	tb.Add("seconds", r.Duration.Text(2), "", "")
+	tb.AddTarget("points/s", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS, report.Whole, r.PointsPerS)
+	tb.AddTarget("CPU-s per million points", r.CPUSPerMillionPoints.Text(3), Targets.CPUSPerMillionPoints, report.Decimals(2), r.CPUSPerMillionPoints)
+	tb.AddTarget("peak RSS (MiB)", r.PeakRSSMiB.Text(1), Targets.PeakRSSMiB, report.Decimals(0), r.PeakRSSMiB)
+	tb.AddTarget("bytes/point", r.BytesPerPoint.Text(3), Targets.BytesPerPoint, report.Decimals(1), r.BytesPerPoint)
+	tb.Add(fmt.Sprintf("storage writes/point (load + %gs)", float64(r.SettleS)), r.StorageWriteBytesPerPoint.Text(3), "", "")
+	tb.Add(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), r.DiskAtRestBytesPerPoint.Text(3), "", "")
+	tb.Add("data dir bytes/point after a clean stop", r.DiskAfterStopBytesPerPoint.Text(3), "", "")
+	tb.Add("write latency p50 (ms)", r.WriteP50Ms.Text(2), "", "")
+	tb.Add("write latency p99 (ms)", r.WriteP99Ms.Text(2), "", "")
 	if err := tb.Write(w); err != nil {
 		return err
 	}
@@ -238,13 +235,13 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintln(w)
 	err := report.KeyValues(w, [][2]string{
 		{"node CPU", fmt.Sprintf("%s s from load start through exit (%s CPU-s per million points in the load window alone); %s cores while loading",
-			f(r.NodeCPUS, 2), f(r.CPUSPerMillionPointsLoad, 3), f(r.NodeCores, 2))},
-		{"node memory", fmt.Sprintf("peak RSS %s MiB at the end of the load, %s MiB over its life (shutdown flush included)", f(r.PeakRSSLoadMiB, 1), f(r.PeakRSSMiB, 1))},
-		{"node shutdown", fmt.Sprintf("exited %s s after SIGTERM", f(r.StopS, 2))},
-		{"storage", fmt.Sprintf("%s SST bytes for %s points after a %s s full compaction; data dir %s bytes", report.Int(r.SSTBytes), report.Int(r.CompactPoints), f(r.CompactS, 2), report.Int(r.DataDirBytes))},
+			r.NodeCPUS.Text(2), r.CPUSPerMillionPointsLoad.Text(3), r.NodeCores.Text(2))},
+		{"node memory", fmt.Sprintf("peak RSS %s MiB at the end of the load, %s MiB over its life (shutdown flush included)", r.PeakRSSLoadMiB.Text(1), r.PeakRSSMiB.Text(1))},
+		{"node shutdown", fmt.Sprintf("exited %s s after SIGTERM", r.StopS.Text(2))},
+		{"storage", fmt.Sprintf("%s SST bytes for %s points after a %s s full compaction; data dir %s bytes", report.Int(r.SSTBytes), report.Int(r.CompactPoints), r.CompactS.Text(2), report.Int(r.DataDirBytes))},
 		{"load generator", fmt.Sprintf("%s cores (%s CPU-s), %s requests; refills requests at %s points/s; clients waited on the node %s%% of the time",
-			f(r.GeneratorCores, 2), f(r.GeneratorCPUS, 2), report.Int(r.Requests), report.Whole(float64(r.GeneratorRefillPointsPS)), f(100*r.ClientWaitFraction, 0))},
-		{"machine CPU", fmt.Sprintf("%s%% busy (node + generator, of %d cores)", f(100*r.MachineCPUUtil, 0), r.Machine.NProc)},
+			r.GeneratorCores.Text(2), r.GeneratorCPUS.Text(2), report.Int(r.Requests), report.Whole(float64(r.GeneratorRefillPointsPS)), (100 * r.ClientWaitFraction).Text(0))},
+		{"machine CPU", fmt.Sprintf("%s%% busy (node + generator, of %d cores)", (100 * r.MachineCPUUtil).Text(0), r.Machine.NProc)},
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tributarydb/tributary/bench/internal/nodeclient"
+	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/workload"
 	tributaryv1 "github.com/tributarydb/tributary/proto/tributary/v1"
 )
@@ -280,10 +280,7 @@ func ended(ctx context.Context) bool {
 // Percentile returns the nearest-rank q-quantile (0 < q ≤ 1) of ds, or 0 when
 // ds is empty. It sorts ds.
 func Percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
 	slices.Sort(ds)
-	rank := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ds[min(max(rank, 0), len(ds)-1)]
+	p, _ := report.NearestRank(ds, q)
+	return p
 }

@@ -348,16 +348,15 @@ func parseCounter(r io.Reader, name string) (int64, error) {
 // JSON form of r.
 func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench lowrate: %d series × 1 point every %gs, one request per interval, --wal-sync %s, %s s\n",
-		r.Series, r.IntervalS, r.WALSync, report.Float(float64(r.DurationS), 0))
+		r.Series, r.IntervalS, r.WALSync, r.DurationS.Text(0))
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
-	f := func(x report.Number, d int) string { return report.Float(float64(x), d) }
 	tb := report.Table{Header: []string{"figure", "measured", "target", "met?"}, RightAlign: []bool{false, true, true, false}}
 	tb.Add("storage writes (bytes/hour)", report.Whole(float64(r.StorageWriteBytesPerHour)), "", "")
 	tb.Add("floor: one 4 KiB page per write (bytes/hour)", report.Whole(float64(r.FloorBytesPerHour)), "", "")
-	tb.Add("ratio to the floor", f(r.RatioToFloor, 2), Target.Format(func(x float64) string { return report.Float(x, 2) }), Target.Verdict(float64(r.RatioToFloor)))
-	tb.Add("storage writes per write (bytes)", f(r.StorageWriteBytesPerWrite, 0), "", "")
-	tb.Add("storage writes per point (bytes)", f(r.StorageWriteBytesPerPoint, 0), "", "")
-	tb.Add("WAL fsyncs per write", f(r.WALFsyncsPerWrite, 3), "", "")
+	tb.AddTarget("ratio to the floor", r.RatioToFloor.Text(2), Target, report.Decimals(2), r.RatioToFloor)
+	tb.Add("storage writes per write (bytes)", r.StorageWriteBytesPerWrite.Text(0), "", "")
+	tb.Add("storage writes per point (bytes)", r.StorageWriteBytesPerPoint.Text(0), "", "")
+	tb.Add("WAL fsyncs per write", r.WALFsyncsPerWrite.Text(3), "", "")
 	if err := tb.Write(w); err != nil {
 		return err
 	}

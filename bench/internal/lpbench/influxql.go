@@ -321,14 +321,13 @@ func writeInfluxTable(w io.Writer, f InfluxQLFigures, p TSBSFigures, workers int
 	}
 	fmt.Fprintf(w, "\nTSBS cpu-only queries through InfluxQL, tsbs_run_queries_influx with %d workers (%s timed; %d answers checked, %d errors or empty), beside PromQL:\n",
 		workers, report.Int(f.InfluxQLQueries), f.InfluxQLChecked, f.InfluxQLWrong)
-	n := func(x report.Number, d int) string { return report.Float(float64(x), d) }
 	q := func(x report.Number) string { return report.Whole(float64(x)) }
 	tb := report.Table{Header: []string{"query type", "InfluxQL p50 (ms)", "p99 (ms)", "q/s", "PromQL p50 (ms)", "p99 (ms)", "q/s"},
 		RightAlign: []bool{false, true, true, true, true, true, true}}
-	tb.Add("single-groupby-1-1-1", n(f.I111P50Ms, 3), n(f.I111P99Ms, 3), q(f.I111QPS), n(p.Q111P50Ms, 3), n(p.Q111P99Ms, 3), q(p.Q111QPS))
-	tb.Add("single-groupby-1-1-12", n(f.I1112P50Ms, 3), n(f.I1112P99Ms, 3), q(f.I1112QPS), n(p.Q1112P50Ms, 3), n(p.Q1112P99Ms, 3), q(p.Q1112QPS))
-	tb.Add("single-groupby-1-8-1", n(f.I181P50Ms, 3), n(f.I181P99Ms, 3), q(f.I181QPS), n(p.Q181P50Ms, 3), n(p.Q181P99Ms, 3), q(p.Q181QPS))
-	tb.Add("cpu-max-all-1", n(f.IMaxAllP50Ms, 3), n(f.IMaxAllP99Ms, 3), q(f.IMaxAllQPS), n(p.QMaxAllP50Ms, 3), n(p.QMaxAllP99Ms, 3), q(p.QMaxAllQPS))
-	tb.Add("lastpoint", n(f.ILastpointP50Ms, 3), n(f.ILastpointP99Ms, 3), q(f.ILastpointQPS), n(p.QLastpointP50Ms, 3), n(p.QLastpointP99Ms, 3), q(p.QLastpointQPS))
+	tb.Add("single-groupby-1-1-1", f.I111P50Ms.Text(3), f.I111P99Ms.Text(3), q(f.I111QPS), p.Q111P50Ms.Text(3), p.Q111P99Ms.Text(3), q(p.Q111QPS))
+	tb.Add("single-groupby-1-1-12", f.I1112P50Ms.Text(3), f.I1112P99Ms.Text(3), q(f.I1112QPS), p.Q1112P50Ms.Text(3), p.Q1112P99Ms.Text(3), q(p.Q1112QPS))
+	tb.Add("single-groupby-1-8-1", f.I181P50Ms.Text(3), f.I181P99Ms.Text(3), q(f.I181QPS), p.Q181P50Ms.Text(3), p.Q181P99Ms.Text(3), q(p.Q181QPS))
+	tb.Add("cpu-max-all-1", f.IMaxAllP50Ms.Text(3), f.IMaxAllP99Ms.Text(3), q(f.IMaxAllQPS), p.QMaxAllP50Ms.Text(3), p.QMaxAllP99Ms.Text(3), q(p.QMaxAllQPS))
+	tb.Add("lastpoint", f.ILastpointP50Ms.Text(3), f.ILastpointP99Ms.Text(3), q(f.ILastpointQPS), p.QLastpointP50Ms.Text(3), p.QLastpointP99Ms.Text(3), q(p.QLastpointQPS))
 	return tb.Write(w)
 }

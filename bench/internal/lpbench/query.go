@@ -106,7 +106,8 @@ func (p *queryPlan) expected(s querySpec) []float64 {
 	return out
 }
 
-// promResponse is the part of a Prometheus query_range answer checked.
+// promResponse is the part of a Prometheus query or query_range answer
+// the benchmark checks: Values of a matrix, Value of a vector.
 type promResponse struct {
 	Status    string `json:"status"`
 	ErrorType string `json:"errorType"`
@@ -116,6 +117,7 @@ type promResponse struct {
 		Result     []struct {
 			Metric map[string]string `json:"metric"`
 			Values [][2]any          `json:"values"`
+			Value  [2]any            `json:"value"`
 		} `json:"result"`
 	} `json:"data"`
 }

@@ -280,20 +280,18 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench lp: %s\n", describe(r))
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
 
-	f := func(x report.Number, decimals int) string { return report.Float(float64(x), decimals) }
-	dec := func(d int) func(float64) string { return func(x float64) string { return report.Float(x, d) } }
 	tb := report.Table{Header: []string{"figure", "measured", "target", "met?"}, RightAlign: []bool{false, true, true, false}}
-	tb.Add("points/s (HTTP line protocol)", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS.Format(report.Whole), Targets.PointsPerS.Verdict(float64(r.PointsPerS)))
-	tb.Add("node CPU-s per million points", f(r.CPUSPerMillionPoints, 3), Targets.CPUSPerMillionPoints.Format(dec(2)), Targets.CPUSPerMillionPoints.Verdict(float64(r.CPUSPerMillionPoints)))
-	tb.Add("bytes/point at rest (compacted)", f(r.BytesPerPoint, 3), Targets.BytesPerPoint.Format(dec(2)), Targets.BytesPerPoint.Verdict(float64(r.BytesPerPoint)))
-	tb.Add(fmt.Sprintf("storage writes/point (write_bytes, load + %gs)", float64(r.SettleS)), f(r.StorageWriteBytesPerPoint, 3), Targets.StorageWrite.Format(dec(2)), Targets.StorageWrite.Verdict(float64(r.StorageWriteBytesPerPoint)))
-	tb.Add(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), f(r.DiskAtRestBytesPerPoint, 3), Targets.DiskAtRest.Format(dec(2)), Targets.DiskAtRest.Verdict(float64(r.DiskAtRestBytesPerPoint)))
-	tb.Add("data dir bytes/point after a clean stop", f(r.DiskAfterStopBytesPerPoint, 3), Targets.DiskAfterStop.Format(dec(2)), Targets.DiskAfterStop.Verdict(float64(r.DiskAfterStopBytesPerPoint)))
-	tb.Add("node peak RSS (MiB)", f(r.PeakRSSMiB, 1), Targets.PeakRSSMiB.Format(dec(0)), Targets.PeakRSSMiB.Verdict(float64(r.PeakRSSMiB)))
-	tb.Add("PromQL 1h max by minute p50 (ms)", f(r.PromQLP50Ms, 3), Targets.PromQLP50Ms.Format(dec(2)), Targets.PromQLP50Ms.Verdict(float64(r.PromQLP50Ms)))
-	tb.Add("PromQL 1h max by minute p99 (ms)", f(r.PromQLP99Ms, 3), "", "")
-	tb.Add("HTTP round trip floor, GET /ping p50 (ms)", f(r.PingP50Ms, 3), "", "")
-	tb.Add("write request p50 / p99 (ms)", f(r.WriteP50Ms, 1)+" / "+f(r.WriteP99Ms, 1), "", "")
+	tb.AddTarget("points/s (HTTP line protocol)", report.Whole(float64(r.PointsPerS)), Targets.PointsPerS, report.Whole, r.PointsPerS)
+	tb.AddTarget("node CPU-s per million points", r.CPUSPerMillionPoints.Text(3), Targets.CPUSPerMillionPoints, report.Decimals(2), r.CPUSPerMillionPoints)
+	tb.AddTarget("bytes/point at rest (compacted)", r.BytesPerPoint.Text(3), Targets.BytesPerPoint, report.Decimals(2), r.BytesPerPoint)
+	tb.AddTarget(fmt.Sprintf("storage writes/point (write_bytes, load + %gs)", float64(r.SettleS)), r.StorageWriteBytesPerPoint.Text(3), Targets.StorageWrite, report.Decimals(2), r.StorageWriteBytesPerPoint)
+	tb.AddTarget(fmt.Sprintf("data dir bytes/point %gs after the load", float64(r.SettleS)), r.DiskAtRestBytesPerPoint.Text(3), Targets.DiskAtRest, report.Decimals(2), r.DiskAtRestBytesPerPoint)
+	tb.AddTarget("data dir bytes/point after a clean stop", r.DiskAfterStopBytesPerPoint.Text(3), Targets.DiskAfterStop, report.Decimals(2), r.DiskAfterStopBytesPerPoint)
+	tb.AddTarget("node peak RSS (MiB)", r.PeakRSSMiB.Text(1), Targets.PeakRSSMiB, report.Decimals(0), r.PeakRSSMiB)
+	tb.AddTarget("PromQL 1h max by minute p50 (ms)", r.PromQLP50Ms.Text(3), Targets.PromQLP50Ms, report.Decimals(2), r.PromQLP50Ms)
+	tb.Add("PromQL 1h max by minute p99 (ms)", r.PromQLP99Ms.Text(3), "", "")
+	tb.Add("HTTP round trip floor, GET /ping p50 (ms)", r.PingP50Ms.Text(3), "", "")
+	tb.Add("write request p50 / p99 (ms)", r.WriteP50Ms.Text(1)+" / "+r.WriteP99Ms.Text(1), "", "")
 	if err := tb.Write(w); err != nil {
 		return err
 	}
@@ -301,19 +299,19 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintln(w)
 	err := report.KeyValues(w, [][2]string{
 		{"writes", fmt.Sprintf("%s points (%s lines, %s series) in %s s; %s requests; %s MiB/s of line protocol (%s bytes a line)",
-			report.Int(r.Points), report.Int(r.Lines), report.Int(int64(r.Series)), f(r.WriteS, 2), report.Int(r.Requests), f(r.WireMiBPerS, 1), f(r.BytesPerLine, 0))},
+			report.Int(r.Points), report.Int(r.Lines), report.Int(int64(r.Series)), r.WriteS.Text(2), report.Int(r.Requests), r.WireMiBPerS.Text(1), r.BytesPerLine.Text(0))},
 		{"node CPU", fmt.Sprintf("%s s from the first write through exit (%s CPU-s per million points in the write window alone); %s cores while writing",
-			f(r.NodeCPUS, 2), f(r.CPUSPerMillionPtsLoad, 3), f(r.NodeCores, 2))},
+			r.NodeCPUS.Text(2), r.CPUSPerMillionPtsLoad.Text(3), r.NodeCores.Text(2))},
 		{"node memory", fmt.Sprintf("peak RSS %s MiB when the writes ended, %s MiB through exit; %s MiB while answering queries",
-			f(r.PeakRSSLoadMiB, 1), f(r.PeakRSSMiB, 1), f(r.PeakRSSQueryMiB, 1))},
+			r.PeakRSSLoadMiB.Text(1), r.PeakRSSMiB.Text(1), r.PeakRSSQueryMiB.Text(1))},
 		{"storage", fmt.Sprintf("%s SST bytes for %s points after a %s s full compaction; node exited %s s after SIGTERM",
-			report.Int(r.SSTBytes), report.Int(r.CompactPoints), f(r.CompactS, 2), f(r.StopS, 2))},
+			report.Int(r.SSTBytes), report.Int(r.CompactPoints), r.CompactS.Text(2), r.StopS.Text(2))},
 		{"queries", fmt.Sprintf("%s timed after %d warm-up, %s/s from %d clients; %s node CPU-ms a query; %d of %d answers matched the data",
-			report.Int(r.Queries), r.WarmupQueries, report.Whole(float64(r.QueriesPerS)), r.QueryClients, f(r.QueryNodeCPUMsPerQ, 3),
+			report.Int(r.Queries), r.WarmupQueries, report.Whole(float64(r.QueriesPerS)), r.QueryClients, r.QueryNodeCPUMsPerQ.Text(3),
 			r.QueriesChecked-r.QueriesWrong, r.QueriesChecked)},
 		{"clients", fmt.Sprintf("rendered every body in %s s before the node started; %s cores while writing; waited on the node %s%% of the time",
-			f(r.GenerateS, 2), f(r.ClientCores, 2), f(100*r.ClientWaitFraction, 0))},
-		{"machine CPU", fmt.Sprintf("%s%% busy while writing (of %d cores); other processes %s cores", f(100*r.MachineCPUUtil, 0), r.Machine.NProc, f(r.OtherCores, 2))},
+			r.GenerateS.Text(2), r.ClientCores.Text(2), (100 * r.ClientWaitFraction).Text(0))},
+		{"machine CPU", fmt.Sprintf("%s%% busy while writing (of %d cores); other processes %s cores", (100 * r.MachineCPUUtil).Text(0), r.Machine.NProc, r.OtherCores.Text(2))},
 	})
 	if err != nil {
 		return err

@@ -236,23 +236,9 @@ func (t *tsbsType) setBase(base string) {
 	}
 }
 
-// tsbsAnswer is the part of a query or query_range answer checked.
-type tsbsAnswer struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
-	Data   struct {
-		ResultType string `json:"resultType"`
-		Result     []struct {
-			Metric map[string]string `json:"metric"`
-			Values [][2]any          `json:"values"`
-			Value  [2]any            `json:"value"`
-		} `json:"result"`
-	} `json:"data"`
-}
-
 // check compares an answer with the expected points.
 func (q *tsbsQuery) check(body []byte) error {
-	var r tsbsAnswer
+	var r promResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return fmt.Errorf("answer is not JSON: %v", err)
 	}

@@ -98,18 +98,16 @@ func writeTSBSTable(w io.Writer, f TSBSFigures) error {
 		return nil
 	}
 	fmt.Fprintf(w, "\nTSBS cpu-only queries through PromQL (%d answers checked, %d wrong):\n", f.TSBSQueriesChecked, f.TSBSQueriesWrong)
-	n := func(x report.Number, d int) string { return report.Float(float64(x), d) }
-	dec := func(d int) func(float64) string { return func(x float64) string { return report.Float(x, d) } }
 	tb := report.Table{Header: []string{"query type", "p50 (ms)", "p99 (ms)", "q/s", "target", "met?"}, RightAlign: []bool{false, true, true, true, true, false}}
-	tb.Add("single-groupby-1-1-1", n(f.Q111P50Ms, 3), n(f.Q111P99Ms, 3), report.Whole(float64(f.Q111QPS)),
-		"p50 "+TSBSTargets.Q111P50Ms.Format(dec(2)), TSBSTargets.Q111P50Ms.Verdict(float64(f.Q111P50Ms)))
-	tb.Add("single-groupby-1-1-12", n(f.Q1112P50Ms, 3), n(f.Q1112P99Ms, 3), report.Whole(float64(f.Q1112QPS)),
+	tb.Add("single-groupby-1-1-1", f.Q111P50Ms.Text(3), f.Q111P99Ms.Text(3), report.Whole(float64(f.Q111QPS)),
+		"p50 "+TSBSTargets.Q111P50Ms.Format(report.Decimals(2)), TSBSTargets.Q111P50Ms.Verdict(float64(f.Q111P50Ms)))
+	tb.Add("single-groupby-1-1-12", f.Q1112P50Ms.Text(3), f.Q1112P99Ms.Text(3), report.Whole(float64(f.Q1112QPS)),
 		"q/s "+TSBSTargets.Q1112QPS.Format(report.Whole), TSBSTargets.Q1112QPS.Verdict(float64(f.Q1112QPS)))
-	tb.Add("single-groupby-1-8-1", n(f.Q181P50Ms, 3), n(f.Q181P99Ms, 3), report.Whole(float64(f.Q181QPS)),
+	tb.Add("single-groupby-1-8-1", f.Q181P50Ms.Text(3), f.Q181P99Ms.Text(3), report.Whole(float64(f.Q181QPS)),
 		"q/s "+TSBSTargets.Q181QPS.Format(report.Whole), TSBSTargets.Q181QPS.Verdict(float64(f.Q181QPS)))
-	tb.Add("cpu-max-all-1", n(f.QMaxAllP50Ms, 3), n(f.QMaxAllP99Ms, 3), report.Whole(float64(f.QMaxAllQPS)),
+	tb.Add("cpu-max-all-1", f.QMaxAllP50Ms.Text(3), f.QMaxAllP99Ms.Text(3), report.Whole(float64(f.QMaxAllQPS)),
 		"q/s "+TSBSTargets.QMaxAllQPS.Format(report.Whole), TSBSTargets.QMaxAllQPS.Verdict(float64(f.QMaxAllQPS)))
-	tb.Add("lastpoint", n(f.QLastpointP50Ms, 3), n(f.QLastpointP99Ms, 3), report.Whole(float64(f.QLastpointQPS)),
-		"p50 "+TSBSTargets.QLastpointP50Ms.Format(dec(0)), TSBSTargets.QLastpointP50Ms.Verdict(float64(f.QLastpointP50Ms)))
+	tb.Add("lastpoint", f.QLastpointP50Ms.Text(3), f.QLastpointP99Ms.Text(3), report.Whole(float64(f.QLastpointQPS)),
+		"p50 "+TSBSTargets.QLastpointP50Ms.Format(report.Decimals(0)), TSBSTargets.QLastpointP50Ms.Verdict(float64(f.QLastpointP50Ms)))
 	return tb.Write(w)
 }

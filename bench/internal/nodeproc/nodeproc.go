@@ -3,7 +3,9 @@
 // (and times it), measures the node process alone (CPU time and resident
 // memory from /proc while it runs, rusage once it has exited), stops it with
 // SIGTERM or kills it with SIGKILL to simulate a crash, and runs
-// `tributary compact` on the stopped node's data directory.
+// `tributary compact` on the stopped node's data directory. The command
+// lines of a fleet's coordinators and replicating edges are laid out once
+// here too (Coordinator, ReplicatingEdge).
 //
 // The node's stdout and stderr are appended to a log file; the last lines are
 // kept in memory so that a failure can show them.

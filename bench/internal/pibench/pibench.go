@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer c.remove()
 	logger.Info("container started", "id", c.id[:12], "grpc", c.grpcAddr, "cpus", o.CPUs, "memory", o.Memory)
-	res.LoadAvg1[0] = loadAvg()
+	res.LoadAvg1[0] = report.LoadAverage1m()
 
 	conns, err := load.Dial(c.grpcAddr, o.Clients)
 	if err != nil {
@@ -204,7 +204,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if peak := c.cgroupMaxUsage(); peak >= 0 {
 		res.CgroupPeakMiB = report.Number(report.Round(float64(peak)/(1<<20), 1))
 	}
-	res.LoadAvg1[1] = loadAvg()
+	res.LoadAvg1[1] = report.LoadAverage1m()
 	if err := writeReport(o.Out, res); err != nil {
 		return res, err
 	}
@@ -446,7 +446,7 @@ func writeReport(w io.Writer, r Result) error {
 		{"ingest", fmt.Sprintf("%s points/s (%s points in %.1f s, %d series at %d ms, %d clients)", report.Whole(r.PointsPerS), report.Int(r.Points), r.IngestS, r.Series, r.IntervalMs, r.Clients)},
 		{"write p50 / p99", fmt.Sprintf("%.1f / %.1f ms", r.WriteP50Ms, r.WriteP99Ms)},
 		{"memory peak (docker stats)", fmt.Sprintf("%.1f MiB of %s (%d samples)", r.MemPeakMiB, r.Memory, r.StatsSamples)},
-		{"memory peak (cgroup, with page cache)", report.Float(float64(r.CgroupPeakMiB), 1) + " MiB"},
+		{"memory peak (cgroup, with page cache)", r.CgroupPeakMiB.Text(1) + " MiB"},
 		{"CPU peak (docker stats)", fmt.Sprintf("%.0f%%", r.CPUPeakPct)},
 		{"OOM killed", fmt.Sprint(r.OOMKilled)},
 		{"load average (1 min) start → end", fmt.Sprintf("%.2f → %.2f", r.LoadAvg1[0], r.LoadAvg1[1])},
@@ -483,12 +483,4 @@ func writeJSONFile(path string, v any) error {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil
-}
-
-// loadAvg is the machine's 1-minute load average, NaN where unknown.
-func loadAvg() float64 {
-	if avg, ok := report.LoadAverages(); ok {
-		return avg[0]
-	}
-	return math.NaN()
 }

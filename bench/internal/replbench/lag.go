@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tributarydb/tributary/bench/internal/report"
 )
 
 // lagTracker is the lag bookkeeping: every acknowledged write batch is
@@ -77,10 +79,10 @@ func (l *lagTracker) result(end time.Time) (lags []time.Duration, unresolved int
 // percentile returns the nearest-rank q-quantile (0 < q ≤ 1) of ds in
 // seconds, or NaN when ds is empty. It sorts ds.
 func percentile(ds []time.Duration, q float64) float64 {
-	if len(ds) == 0 {
+	slices.Sort(ds)
+	p, ok := report.NearestRank(ds, q)
+	if !ok {
 		return math.NaN()
 	}
-	slices.Sort(ds)
-	rank := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ds[min(max(rank, 0), len(ds)-1)].Seconds()
+	return p.Seconds()
 }

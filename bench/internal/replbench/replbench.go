@@ -474,26 +474,19 @@ func (p *poller) all() []sample {
 	return append([]sample(nil), p.polls...)
 }
 
-// coordinators starts the coordinator processes and returns their specs
+// coordSpecs lays out the coordinators and returns their specs
 // and the edge's --replicate-to.
 func (r *run) coordSpecs() ([]coordSpec, string, error) {
-	specs := make([]coordSpec, r.o.Coordinators)
-	var peers, intakes []string
-	for i := range specs {
-		addrs, err := loopback.FreePorts(4)
-		if err != nil {
-			return nil, "", err
-		}
-		id := fmt.Sprintf("c%d", i+1)
-		specs[i] = coordSpec{Binary: r.o.Binary, ID: id, RaftID: i + 1, DataDir: filepath.Join(r.dir, id),
-			Cluster: addrs[0], Intake: addrs[1], GRPC: addrs[2], HTTP: addrs[3], LogPath: filepath.Join(r.dir, id+".log")}
-		peers = append(peers, fmt.Sprintf("%d=%s@%s", i+1, id, addrs[0]))
-		intakes = append(intakes, addrs[1])
+	plan, err := nodeproc.PlanCoordinators(r.o.Coordinators)
+	if err != nil {
+		return nil, "", err
 	}
-	for i := range specs {
-		specs[i].Peers = strings.Join(peers, ",")
+	run := nodeproc.Options{Binary: r.o.Binary, ReadyTimeout: r.o.ReadyTimeout, Logger: r.logger}
+	specs := make([]coordSpec, len(plan))
+	for i, co := range plan {
+		specs[i] = coordSpec{id: co.Name, opts: co.Options(run, r.dir, "--peers", nodeproc.Peers(plan))}
 	}
-	return specs, strings.Join(intakes, ","), nil
+	return specs, strings.Join(nodeproc.Intakes(plan), ","), nil
 }
 
 // startCoords starts every coordinator at once (a raft cluster of several
@@ -501,7 +494,7 @@ func (r *run) coordSpecs() ([]coordSpec, string, error) {
 func (r *run) startCoords(ctx context.Context, specs []coordSpec) ([]*coordProc, error) {
 	procs := make([]*coordProc, len(specs))
 	err := nodeproc.Concurrently(len(specs), func(i int) (err error) {
-		procs[i], err = startCoord(ctx, specs[i], r.o.ReadyTimeout, r.logger)
+		procs[i], err = startCoord(ctx, specs[i])
 		return err
 	})
 	if err != nil {

@@ -114,7 +114,7 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench replication: %s, %s, %s series, %d coordinator(s), target %s points/s, lag phase %.0f s, outage %.0f s (%s)\n",
 		r.Workload, r.Transport, report.Int(int64(r.Series)), r.Coordinators, report.Whole(r.TargetPointsPerS), r.DurationS, r.OutageS, validity)
 	fmt.Fprintf(w, "machine: %s  commit: %s\n\n", r.Machine, r.Commit)
-	f2 := func(x float64) string { return report.Float(x, 2) }
+	f2 := report.Decimals(2)
 	verdict := func(t report.Target, x report.Number) string {
 		if math.IsNaN(float64(x)) {
 			return "not measured"
@@ -133,9 +133,9 @@ func WriteReport(w io.Writer, r Result) error {
 	t.Add("bytes shipped per point", f2(float64(r.BytesPerPointShipped)), targetBytesPerPoint.Format(f2), verdict(targetBytesPerPoint, r.BytesPerPointShipped))
 	t.Add("drain rate (points/s)", report.Whole(float64(r.DrainPointsPerS)), "", "")
 	t.Add("drain ratio (drain / live rate)", f2(float64(r.DrainRatio)), targetDrainRatio.Format(f2), verdict(targetDrainRatio, r.DrainRatio))
-	t.Add("edge CPU-s per M points, replication on", report.Float(float64(r.EdgeCPUSPerMPointsOn), 3), "", "")
-	t.Add("edge CPU-s per M points, replication off", report.Float(float64(r.EdgeCPUSPerMPointsOff), 3), "", "")
-	t.Add("edge CPU overhead of replication (%)", report.Float(float64(r.EdgeCPUOverheadPct), 1), "(reported)", "")
+	t.Add("edge CPU-s per M points, replication on", r.EdgeCPUSPerMPointsOn.Text(3), "", "")
+	t.Add("edge CPU-s per M points, replication off", r.EdgeCPUSPerMPointsOff.Text(3), "", "")
+	t.Add("edge CPU overhead of replication (%)", r.EdgeCPUOverheadPct.Text(1), "(reported)", "")
 	if err := t.Write(w); err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func WriteReport(w io.Writer, r Result) error {
 		kv = append(kv,
 			[2]string{"load during outage / drain", report.Whole(float64(r.OutagePointsPerSHeld)) + " / " + report.Whole(float64(r.DrainLivePointsPerSHeld)) + " points/s"},
 			[2]string{"backlog at return", fmt.Sprintf("%d segments, %s bytes", r.BacklogSegmentsAtReturn, report.Int(r.BacklogBytesAtReturn))},
-			[2]string{"reconnect after return", report.Float(float64(r.ReconnectS), 1) + " s"},
+			[2]string{"reconnect after return", r.ReconnectS.Text(1) + " s"},
 			[2]string{"drain window", fmt.Sprintf("%.1f s, %s points, drained: %v", r.DrainS, report.Int(r.DrainPoints), r.Drained)})
 	}
 	if err := report.KeyValues(w, kv); err != nil {

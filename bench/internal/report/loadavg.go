@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -42,4 +43,12 @@ func LoadAveragesText(unknown string) string {
 		return unknown
 	}
 	return strconv.FormatFloat(avg[0], 'f', 2, 64) + " " + strconv.FormatFloat(avg[1], 'f', 2, 64) + " " + strconv.FormatFloat(avg[2], 'f', 2, 64)
+}
+
+// LoadAverage1m is the machine's 1-minute load average, NaN where unknown.
+func LoadAverage1m() float64 {
+	if avg, ok := LoadAverages(); ok {
+		return avg[0]
+	}
+	return math.NaN()
 }

@@ -1,9 +1,11 @@
 // Package report formats benchmark results: aligned text tables for people
 // and single-line JSON for machines, plus a description of the machine the
-// benchmark ran on.
+// benchmark ran on, its load averages, and the nearest-rank quantile every
+// benchmark's percentiles are.
 //
-// Everything here is a pure function of its arguments except DetectMachine,
-// which reads the host; all of it is safe for concurrent use.
+// Everything here is a pure function of its arguments except DetectMachine
+// and the load averages, which read the host; all of it is safe for
+// concurrent use.
 package report
 
 import (
@@ -107,6 +109,13 @@ type Table struct {
 // Add appends a row.
 func (t *Table) Add(cells ...string) { t.Rows = append(t.Rows, cells) }
 
+// AddTarget appends the row of a figure with a target, in a table whose
+// columns are figure, measured, target and verdict: label, the measured
+// text, the target as format writes its value, and the verdict on x.
+func (t *Table) AddTarget(label, measured string, target Target, format func(float64) string, x Number) {
+	t.Add(label, measured, target.Format(format), target.Verdict(float64(x)))
+}
+
 // Write prints the table with two spaces between columns and a rule under
 // the header.
 func (t *Table) Write(w io.Writer) error {
@@ -193,6 +202,12 @@ func Float(x float64, decimals int) string {
 	return strconv.FormatFloat(x, 'f', decimals, 64)
 }
 
+// Decimals returns Float with the given number of decimals as a function,
+// the form Target.Format takes.
+func Decimals(decimals int) func(float64) string {
+	return func(x float64) string { return Float(x, decimals) }
+}
+
 // Whole formats x rounded to a whole number with thousands separators
 // (2999999.6 → "3,000,000"), or "n/a" when x is NaN.
 func Whole(x float64) string {
@@ -221,6 +236,10 @@ func (n Number) MarshalJSON() ([]byte, error) {
 	}
 	return strconv.AppendFloat(nil, x, 'f', -1, 64), nil
 }
+
+// Text formats n with the given number of decimals, or "n/a" when it was
+// not measured (NaN): Float of a Number.
+func (n Number) Text(decimals int) string { return Float(float64(n), decimals) }
 
 // Target is a goal for a measured figure: at least Value, or at most Value
 // when AtMost is set.

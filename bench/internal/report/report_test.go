@@ -135,3 +135,21 @@ func TestParseLoadAvg(t *testing.T) {
 		}
 	}
 }
+
+func TestTable_AddTarget(t *testing.T) {
+	var tb Table
+	tb.AddTarget("bytes/point", Number(0.4567).Text(3), Target{Value: 0.45, AtMost: true}, Decimals(2), 0.4567)
+	tb.AddTarget("points/s", Number(math.NaN()).Text(0), Target{Value: 1000}, Whole, Number(math.NaN()))
+	want := [][]string{{"bytes/point", "0.457", "≤ 0.45", "missed"}, {"points/s", "n/a", "≥ 1,000", "missed"}}
+	for i, row := range want {
+		if strings.Join(tb.Rows[i], "|") != strings.Join(row, "|") {
+			t.Errorf("row %d = %q, want %q", i, tb.Rows[i], row)
+		}
+	}
+	if got := Decimals(2)(0.4567); got != "0.46" {
+		t.Errorf("Decimals(2)(0.4567) = %q, want 0.46", got)
+	}
+	if got := Decimals(0)(math.NaN()); got != "n/a" {
+		t.Errorf("Decimals(0)(NaN) = %q, want n/a", got)
+	}
+}

@@ -223,17 +223,14 @@ func WriteReport(w io.Writer, r Result) error {
 		r.Workload, report.Int(int64(r.Series)), time.Duration(r.IntervalMs)*time.Millisecond, r.Clients, r.WALSync, strconv.FormatFloat(float64(r.WALTargetMiB), 'f', -1, 64))
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
 
-	f := func(x report.Number, decimals int) string { return report.Float(float64(x), decimals) }
-	target := Targets.ReadyS.Format(func(x float64) string { return report.Float(x, 0) })
-
 	tb := report.Table{Header: []string{"metric", "measured", "target", ""}, RightAlign: []bool{false, true, true, false}}
-	tb.Add("WAL (MiB)", f(r.WALMiB, 1), "", "")
+	tb.Add("WAL (MiB)", r.WALMiB.Text(1), "", "")
 	tb.Add("points in WAL", report.Int(r.WALPoints), "", "")
-	tb.Add("a. big head: ready after restart (s)", f(r.RestartReadyBigHeadS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyBigHeadS)))
-	tb.Add("a. big head: peak RSS (MiB)", f(r.RestartPeakRSSMiBBigHead, 1), "", "")
-	tb.Add("b. default flags: ready after restart (s)", f(r.RestartReadyDefaultS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyDefaultS)))
-	tb.Add("b. default flags: peak RSS (MiB)", f(r.RestartPeakRSSMiBDefault, 1), "", "")
-	tb.Add("worst ready after restart (s)", f(r.RestartReadyS, 2), target, Targets.ReadyS.Verdict(float64(r.RestartReadyS)))
+	tb.AddTarget("a. big head: ready after restart (s)", r.RestartReadyBigHeadS.Text(2), Targets.ReadyS, report.Decimals(0), r.RestartReadyBigHeadS)
+	tb.Add("a. big head: peak RSS (MiB)", r.RestartPeakRSSMiBBigHead.Text(1), "", "")
+	tb.AddTarget("b. default flags: ready after restart (s)", r.RestartReadyDefaultS.Text(2), Targets.ReadyS, report.Decimals(0), r.RestartReadyDefaultS)
+	tb.Add("b. default flags: peak RSS (MiB)", r.RestartPeakRSSMiBDefault.Text(1), "", "")
+	tb.AddTarget("worst ready after restart (s)", r.RestartReadyS.Text(2), Targets.ReadyS, report.Decimals(0), r.RestartReadyS)
 	if err := tb.Write(w); err != nil {
 		return err
 	}
@@ -243,23 +240,23 @@ func WriteReport(w io.Writer, r Result) error {
 		if replayed < 0 {
 			return "the node logged no replay figures"
 		}
-		return fmt.Sprintf("the node replayed %s points and opened in %s s", report.Int(replayed), f(open, 2))
+		return fmt.Sprintf("the node replayed %s points and opened in %s s", report.Int(replayed), open.Text(2))
 	}
 	otherText := func(x report.Number) string {
 		if math.IsNaN(float64(x)) {
 			return "the rest of the machine's CPU unknown"
 		}
-		return fmt.Sprintf("the rest of the machine used %s cores", f(x, 2))
+		return fmt.Sprintf("the rest of the machine used %s cores", x.Text(2))
 	}
 	err := report.KeyValues(w, [][2]string{
 		{"load", fmt.Sprintf("%s points in %s s (%s points/s) before the crash; WAL %s bytes in %d segments, %s bytes/point; node head held %s points",
-			report.Int(r.WALPoints), f(r.LoadS, 1), report.Whole(float64(r.LoadPointsPerS)), report.Int(r.WALBytes), r.WALSegments, f(r.WALBytesPerPt, 2), headText(r.HeadSamplesKill))},
+			report.Int(r.WALPoints), r.LoadS.Text(1), report.Whole(float64(r.LoadPointsPerS)), report.Int(r.WALBytes), r.WALSegments, r.WALBytesPerPt.Text(2), headText(r.HeadSamplesKill))},
 		{"a. big head", fmt.Sprintf("%s; %s; %s CPU-s to ready; %s", strings.Join(r.BigHeadArgs, " "),
-			openedText(r.NodeOpenSBigHead, r.ReplayedPointsBigHead), f(r.RestartCPUSBigHead, 2), otherText(r.RestartOtherCoresBigHead))},
+			openedText(r.NodeOpenSBigHead, r.ReplayedPointsBigHead), r.RestartCPUSBigHead.Text(2), otherText(r.RestartOtherCoresBigHead))},
 		{"b. default flags", fmt.Sprintf("head bounded at 32 MiB, replay flushes to RocksDB; %s; %s CPU-s to ready; %s",
-			openedText(r.NodeOpenSDefault, r.ReplayedPointsDefault), f(r.RestartCPUSDefault, 2), otherText(r.RestartOtherCoresDefault))},
+			openedText(r.NodeOpenSDefault, r.ReplayedPointsDefault), r.RestartCPUSDefault.Text(2), otherText(r.RestartOtherCoresDefault))},
 		{"verification", fmt.Sprintf("raw queries after b answered %s of %s acknowledged points in %s series in %s s; %d series differ",
-			report.Int(r.VerifiedPoints), report.Int(r.WALPoints), report.Int(int64(r.VerifiedSeries)), f(r.VerifyS, 1), r.VerifyProblemSeries)},
+			report.Int(r.VerifiedPoints), report.Int(r.WALPoints), report.Int(int64(r.VerifiedSeries)), r.VerifyS.Text(1), r.VerifyProblemSeries)},
 	})
 	if err != nil {
 		return err

@@ -247,8 +247,8 @@ func WriteReport(w io.Writer, r Result) error {
 		if p.Kind == phaseLive {
 			feed = "live only"
 		}
-		ph.Add(fmt.Sprint(i+1), feed, on, report.Float(float64(p.Seconds), 1), report.Whole(float64(p.PointsPerS)), report.Float(float64(p.NodeCPUS), 1),
-			report.Float(float64(p.RunqueueWaitS), 1), report.Whole(float64(p.PointsPerCPUS)), fmt.Sprint(p.Evaluations), report.Float(float64(p.EvalP50S), 3), report.Float(float64(p.EvalMaxS), 3))
+		ph.Add(fmt.Sprint(i+1), feed, on, p.Seconds.Text(1), report.Whole(float64(p.PointsPerS)), p.NodeCPUS.Text(1),
+			p.RunqueueWaitS.Text(1), report.Whole(float64(p.PointsPerCPUS)), fmt.Sprint(p.Evaluations), p.EvalP50S.Text(3), p.EvalMaxS.Text(3))
 	}
 	if err := ph.Write(w); err != nil {
 		return err
@@ -258,17 +258,17 @@ func WriteReport(w io.Writer, r Result) error {
 	pct := func(x float64) string { return report.Float(x, 0) + " %" }
 	mem := report.Target{Value: float64(MemoryMiBLimit), AtMost: true}
 	t := report.Table{Header: []string{"figure", "value", "target", "verdict"}, RightAlign: []bool{false, true, false, false}}
-	t.Add("group evaluation p99, live feed only", report.Float(float64(r.RuleEvalP99S), 3)+" s", EvalP99Target.Format(sec), EvalP99Target.Verdict(float64(r.RuleEvalP99S)))
-	t.Add("  p50 / max, evaluations", fmt.Sprintf("%s / %s s, %d", report.Float(float64(r.RuleEvalP50S), 3), report.Float(float64(r.RuleEvalMaxS), 3), r.Evaluations), "", "")
-	t.Add("  node CPU, live feed and rules", report.Float(float64(r.LiveNodeCPUPct), 1)+" % of a CPU", "", "")
-	t.Add("group evaluation p50 / p99 under the ingest feed", fmt.Sprintf("%s / %s s, %d", report.Float(float64(r.SaturatedEvalP50S), 3), report.Float(float64(r.SaturatedEvalP99S), 3), r.SaturatedEvaluations), "", "")
-	t.Add("ingest lost, per node CPU-second", report.Float(float64(r.IngestLossPct), 2)+" %", LossPctTarget.Format(pct), LossPctTarget.Verdict(float64(r.IngestLossPct)))
+	t.AddTarget("group evaluation p99, live feed only", r.RuleEvalP99S.Text(3)+" s", EvalP99Target, sec, r.RuleEvalP99S)
+	t.Add("  p50 / max, evaluations", fmt.Sprintf("%s / %s s, %d", r.RuleEvalP50S.Text(3), r.RuleEvalMaxS.Text(3), r.Evaluations), "", "")
+	t.Add("  node CPU, live feed and rules", r.LiveNodeCPUPct.Text(1)+" % of a CPU", "", "")
+	t.Add("group evaluation p50 / p99 under the ingest feed", fmt.Sprintf("%s / %s s, %d", r.SaturatedEvalP50S.Text(3), r.SaturatedEvalP99S.Text(3), r.SaturatedEvaluations), "", "")
+	t.AddTarget("ingest lost, per node CPU-second", r.IngestLossPct.Text(2)+" %", LossPctTarget, pct, r.IngestLossPct)
 	t.Add("  points per CPU-s without / with rules", report.Whole(float64(r.IngestOffPerCPUS))+" / "+report.Whole(float64(r.IngestOnPerCPUS)), "", "")
-	t.Add("ingest lost, per wall-clock second", report.Float(float64(r.IngestLossWallPct), 2)+" %", "", "")
+	t.Add("ingest lost, per wall-clock second", r.IngestLossWallPct.Text(2)+" %", "", "")
 	t.Add("  points/s without / with rules", report.Whole(float64(r.IngestOffPointsPerS))+" / "+report.Whole(float64(r.IngestOnPointsPerS)), "", "")
 	t.Add("evaluations longer than the interval", fmt.Sprint(r.EvaluationsOverrun), "", "")
-	t.Add("node peak resident memory", report.Float(float64(r.NodePeakRSSMiB), 1)+" MiB", mem.Format(func(x float64) string { return report.Float(x, 0) + " MiB" }), mem.Verdict(float64(r.NodePeakRSSMiB)))
-	t.Add("node CPU time, whole run", report.Float(float64(r.NodeCPUS), 1)+" s", "", "")
+	t.AddTarget("node peak resident memory", r.NodePeakRSSMiB.Text(1)+" MiB", mem, func(x float64) string { return report.Float(x, 0) + " MiB" }, r.NodePeakRSSMiB)
+	t.Add("node CPU time, whole run", r.NodeCPUS.Text(1)+" s", "", "")
 	t.Add("live points written", report.Int(r.LivePoints), "", "")
 	t.Add("recorded series checked", fmt.Sprintf("%d, value checked: %v", r.RecordedSeries, r.ValueChecked), "", "")
 	if err := t.Write(w); err != nil {

@@ -267,21 +267,21 @@ func writeReport(w io.Writer, r Result) error {
 	runs := report.Table{Header: []string{"round", "mode", "points/s", "CPU-s/Mpoint", "peak RSS MiB"}, RightAlign: []bool{true, false, true, true, true}}
 	for _, x := range r.Runs {
 		runs.Add(fmt.Sprint(x.Round), string(x.Mode), report.Whole(float64(x.PointsPerS)),
-			report.Float(float64(x.CPUSPerMillionPoints), 3), report.Float(float64(x.PeakRSSMiB), 0))
+			x.CPUSPerMillionPoints.Text(3), x.PeakRSSMiB.Text(0))
 	}
 	if err := runs.Write(w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	target := report.Target{Value: TargetOverheadPct, AtMost: true}
-	pct := func(x report.Number) string { return report.Float(float64(x), 2) + " %" }
+	pct := func(x report.Number) string { return x.Text(2) + " %" }
 	sum := report.Table{Header: []string{"mode (median)", "points/s", "throughput lost", "lost, paired", "CPU-s/Mpoint", "CPU added", "target", "throughput", "CPU"},
 		RightAlign: []bool{false, true, true, true, true, true, false, false, false}}
-	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", "", report.Float(float64(r.CPUOff), 3), "", "", "", "")
-	sum.Add(string(ModeMetrics), report.Whole(float64(r.PointsPerSMetrics)), pct(r.OverheadMetricsPct), pct(r.OverheadMetricsPairedPct), report.Float(float64(r.CPUMetrics), 3),
+	sum.Add(string(ModeOff), report.Whole(float64(r.PointsPerSOff)), "", "", r.CPUOff.Text(3), "", "", "", "")
+	sum.Add(string(ModeMetrics), report.Whole(float64(r.PointsPerSMetrics)), pct(r.OverheadMetricsPct), pct(r.OverheadMetricsPairedPct), r.CPUMetrics.Text(3),
 		pct(r.CPUOverheadMetricsPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadMetricsPct)),
 		target.Verdict(float64(r.CPUOverheadMetricsPct)))
-	sum.Add(string(ModeOn), report.Whole(float64(r.PointsPerSOn)), pct(r.OverheadPct), pct(r.OverheadPairedPct), report.Float(float64(r.CPUOn), 3),
+	sum.Add(string(ModeOn), report.Whole(float64(r.PointsPerSOn)), pct(r.OverheadPct), pct(r.OverheadPairedPct), r.CPUOn.Text(3),
 		pct(r.CPUOverheadPct), target.Format(func(x float64) string { return report.Float(x, 0) + " %" }), target.Verdict(float64(r.OverheadPct)),
 		target.Verdict(float64(r.CPUOverheadPct)))
 	if err := sum.Write(w); err != nil {

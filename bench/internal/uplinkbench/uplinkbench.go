@@ -301,16 +301,14 @@ type coordinator struct {
 }
 
 func startCoordinator(ctx context.Context, o Options, dir string) (*coordinator, error) {
-	addrs, err := loopback.FreePorts(4)
+	plan, err := nodeproc.PlanCoordinators(1)
 	if err != nil {
 		return nil, err
 	}
-	c := &coordinator{grpc: addrs[0], intake: addrs[2]}
-	args := append([]string{"--id", "c1", "--raft-id", "1", "--insecure-cluster", "--cluster-listen", addrs[3],
-		"--intake-listen", c.intake, "--http-listen", addrs[1], "--peers", "1=c1@" + addrs[3]}, o.CoordinatorArgs...)
-	c.node, err = nodeproc.Start(ctx, nodeproc.Options{Binary: o.Binary, Command: "coordinator", ListenAddr: c.grpc,
-		DataDir: filepath.Join(dir, "c1"), LogPath: filepath.Join(dir, "c1.log"), ExtraArgs: args,
-		Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: o.Log()})
+	co := plan[0]
+	c := &coordinator{grpc: co.GRPC, intake: co.Intake}
+	run := nodeproc.Options{Binary: o.Binary, Env: o.Env, ReadyTimeout: o.ReadyTimeout, Logger: o.Log()}
+	c.node, err = nodeproc.Start(ctx, co.Options(run, dir, append([]string{"--peers", co.Peer()}, o.CoordinatorArgs...)...))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
@@ -451,7 +449,6 @@ func WriteReport(w io.Writer, r Result) error {
 	fmt.Fprintf(w, "tribench uplink: edges of %d series × 1 point every %gs (one request each), %gs written per row, one coordinator per row\n",
 		r.Series, r.IntervalS, r.DurationS)
 	fmt.Fprintf(w, "machine: %s; commit %s\n\n", r.Machine, r.Commit)
-	f := func(x report.Number, d int) string { return report.Float(float64(x), d) }
 	tb := report.Table{Header: []string{"lag budget", "edges", "segments shipped", "points/segment", "bytes/segment", "bytes/point shipped", "MB/day per 1,000 points/s"},
 		RightAlign: []bool{false, true, true, true, true, true, true}}
 	for _, row := range r.Rows {
@@ -459,13 +456,13 @@ func WriteReport(w io.Writer, r Result) error {
 		if !row.FleetConfigSet {
 			name += " (default, no fleet config)"
 		}
-		tb.Add(name, strconv.Itoa(row.Edges), strconv.FormatInt(row.ShippedSegments, 10), f(row.PointsPerSegment, 1),
-			f(row.BytesPerSegment, 0), f(row.BytesPerPoint, 3), f(row.MBPerDayPerKPointsPerS, 0))
+		tb.Add(name, strconv.Itoa(row.Edges), strconv.FormatInt(row.ShippedSegments, 10), row.PointsPerSegment.Text(1),
+			row.BytesPerSegment.Text(0), row.BytesPerPoint.Text(3), row.MBPerDayPerKPointsPerS.Text(0))
 	}
 	if err := tb.Write(w); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nbytes/point shipped at the default lag budget (%gs): %s (target %s: %s)\n\n", r.DefaultLagBudgetS,
-		f(r.BytesPerPointShipped, 3), Target.Format(func(x float64) string { return report.Float(x, 1) }), Target.Verdict(float64(r.BytesPerPointShipped)))
+		r.BytesPerPointShipped.Text(3), Target.Format(report.Decimals(1)), Target.Verdict(float64(r.BytesPerPointShipped)))
 	return report.WriteNotesAndJSONLine(w, r.Notes, r)
 }
