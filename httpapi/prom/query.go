@@ -134,7 +134,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, env *queryEnv) 
 		ts = t
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
+	a.run(w, env, qs, nil, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewInstantQuery(env.ctx, q, env.opts, qs, ts)
 	})
 }
@@ -174,13 +174,17 @@ func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request, env *query
 		return
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
+	// In milliseconds, as the engine evaluates.
+	rp := &rangeParams{start: start.UnixMilli(), end: end.UnixMilli(), step: step.Milliseconds()}
+	a.run(w, env, qs, rp, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewRangeQuery(env.ctx, q, env.opts, qs, start, end, step)
 	})
 }
 
 // run creates the query with newQuery, evaluates it and sends the answer.
-func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) {
+// A range query (rp not nil) of a shape evalDirect answers is answered
+// without the engine.
+func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, rp *rangeParams, newQuery func(*queryable, string) (promql.Query, error)) {
 	release, err := acquire(env.ctx, a.queries)
 	if err != nil {
 		a.stats.Inc(StatQueryErrors)
@@ -190,12 +194,27 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 	}
 	defer release()
 	env.memo = newSelectMemo(qs)
-	qry, res, e := a.exec(env, qs, newQuery)
-	if qry != nil {
-		// Close after the answer is sent: it recycles the result's slices.
-		defer qry.Close()
+	var (
+		res    *promql.Result
+		e      *apiError
+		direct bool
+	)
+	if rp != nil {
+		if env.memo == nil {
+			// The engine reuses what evalDirect read when it must answer.
+			env.memo = &selectMemo{}
+		}
+		res, direct = a.evalDirect(env, qs, *rp)
 	}
-	if e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
+	if !direct {
+		var qry promql.Query
+		qry, res, e = a.exec(env, qs, newQuery)
+		if qry != nil {
+			// Close after the answer is sent: it recycles the result's slices.
+			defer qry.Close()
+		}
+	}
+	if !direct && e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
 		// See keepname.go: answer per metric what Prometheus refuses.
 		if kept, ok := a.keptNames.keepGroupedNames(qs); ok {
 			qry2, res2, e2 := a.exec(env, kept, newQuery)

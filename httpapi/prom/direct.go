@@ -1,0 +1,289 @@
+package prom
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	pmodel "github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/schema"
+	"github.com/prometheus/prometheus/storage"
+)
+
+// Range queries answered without the engine.
+//
+// Dashboards and TSBS mostly ask range queries of two shapes, evaluated
+// every window (step == R):
+//
+//	f(sel[R])                    f: max_over_time, min_over_time, last_over_time
+//	agg [by (g…)] (f(sel[R]))    agg: max, min
+//
+// When Select answers such a selector from downsampled data (see
+// downsample.go) with no window from raw samples, it returns at most one
+// sample per window, placed at the window's end, which is the evaluation
+// step the window belongs to; with a max or min by labels above it, at
+// most one series per group. The engine's evaluation is then a copy: f of
+// one sample is that sample, the aggregation keeps the value its
+// comparisons keep (done by foldSeries, in the engine's order), and
+// delayed name removal drops __name__ from the result unless f is
+// last_over_time. evalDirect does exactly that from one Select, with the
+// hints the engine would pass, and skips the engine's parsing, planning,
+// per-step evaluation and bookkeeping, which cost as much as the read for
+// a one-series query.
+//
+// The shape of a query string is parsed once and kept (directCache,
+// bounded); it depends on the string alone, never on data. Every answer
+// is read from the store per request, as the engine reads it.
+//
+// Whatever evalDirect is not sure to answer as the engine would goes to
+// the engine: a Select that is not downsampled, fails, or has a window
+// from raw samples or a NaN; result series that collide once the name is
+// dropped (the engine merges them or refuses the query), except the one
+// case keepname.go answers, which evalDirect answers the same way; and
+// answers large enough that the engine's sample limit might apply. The
+// request's select memo then hands the engine the answer already read.
+
+// directShape is the parsed form of a query evalDirect may answer.
+type directShape struct {
+	fn       string // the range function
+	rng      int64  // its range R, in milliseconds
+	matchers []*labels.Matcher
+	// fold is the aggregation above the function, nil for none; its
+	// matcher key is matchers[0], as groupFolds keys it.
+	fold *groupFold
+	// dropName: delayed name removal drops __name__ from the result.
+	dropName bool
+	// byName: the aggregation groups by __name__ (see keepname.go).
+	byName bool
+}
+
+// directFuncs are the range functions evalDirect answers: those whose
+// value over one sample is that sample (first_over_time is experimental
+// and not always parsed).
+var directFuncs = map[string]bool{"max_over_time": true, "min_over_time": true, "last_over_time": true}
+
+// parseDirectShape returns the shape of qs, or nil when qs has none of
+// the shapes evalDirect answers.
+func parseDirectShape(qs string) *directShape {
+	expr, err := parser.ParseExpr(qs)
+	if err != nil {
+		return nil
+	}
+	es := &parser.EvalStmt{Expr: expr}
+	if !downsamplable(es) {
+		return nil
+	}
+	var agg *parser.AggregateExpr
+	e := unparen(expr)
+	if a, ok := e.(*parser.AggregateExpr); ok {
+		if (a.Op != parser.MAX && a.Op != parser.MIN) || a.Without || a.Param != nil {
+			return nil
+		}
+		agg, e = a, unparen(a.Expr)
+	}
+	c, ok := e.(*parser.Call)
+	if !ok || !directFuncs[c.Func.Name] || len(c.Args) != 1 {
+		return nil
+	}
+	m, ok := unparen(c.Args[0]).(*parser.MatrixSelector)
+	if !ok || m.Range <= 0 {
+		return nil
+	}
+	vs, ok := m.VectorSelector.(*parser.VectorSelector)
+	if !ok || len(vs.LabelMatchers) == 0 || vs.OriginalOffset != 0 || vs.Timestamp != nil || vs.StartOrEnd != 0 {
+		return nil
+	}
+	s := &directShape{
+		fn:       c.Func.Name,
+		rng:      m.Range.Milliseconds(),
+		matchers: vs.LabelMatchers,
+		dropName: c.Func.Name != "last_over_time",
+	}
+	if s.rng <= 0 || time.Duration(s.rng)*time.Millisecond != m.Range {
+		return nil
+	}
+	if agg != nil {
+		s.fold = groupFolds(es)[vs.LabelMatchers[0]]
+		if s.fold == nil {
+			return nil
+		}
+		s.byName = slices.Contains(s.fold.by, pmodel.MetricNameLabel)
+	}
+	return s
+}
+
+// directCache keeps parseDirectShape by query string. It is safe for
+// concurrent use and bounded like literalCache (cleared when full, long
+// queries not kept); a shape is read-only once built.
+type directCache struct {
+	mu sync.Mutex
+	m  map[string]*directShape // nil value: no shape
+}
+
+func (c *directCache) shape(qs string) *directShape {
+	if len(qs) > maxCachedQueryBytes {
+		return parseDirectShape(qs)
+	}
+	c.mu.Lock()
+	s, hit := c.m[qs]
+	c.mu.Unlock()
+	if hit {
+		return s
+	}
+	s = parseDirectShape(qs)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedQueries {
+		c.m = map[string]*directShape{}
+	}
+	c.m[qs] = s
+	c.mu.Unlock()
+	return s
+}
+
+// rangeParams are a range query's times, in milliseconds.
+type rangeParams struct {
+	start, end, step int64
+}
+
+// evalDirect answers the range query qs as the engine would (see above),
+// or reports false, having at most filled env.memo, when the engine must.
+func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Result, bool) {
+	if a.opts.DisableDownsampling || a.opts.DisableDelayedNameRemoval || a.noDirect {
+		return nil, false
+	}
+	s := a.direct.shape(a.literals.rewriteLiteralRegexps(qs))
+	if s == nil || rp.step != s.rng {
+		return nil, false
+	}
+	q := &queryable{api: a, downsample: true, memo: env.memo, staleness: env.staleness, fresh: &env.fresh}
+	if s.fold != nil {
+		q.folds = map[*labels.Matcher]*groupFold{s.matchers[0]: s.fold}
+	}
+	// The engine's hints for the selector (populateSeries).
+	hints := &storage.SelectHints{Start: rp.start - s.rng + 1, End: rp.end, Step: rp.step, Range: s.rng, Func: s.fn}
+	if _, ok := q.plan(hints); !ok {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(env.ctx, a.opts.QueryTimeout)
+	defer cancel()
+	qr := &querier{q: q, mint: hints.Start, maxt: hints.End}
+	set := qr.Select(ctx, false, hints, s.matchers...)
+	ss, ok := set.(*seriesSet)
+	if !ok || set.Err() != nil || q.rawWindows.Load() {
+		return nil, false
+	}
+	// Every sample must be one window's, at its end, and a number.
+	total := 0
+	for _, sr := range ss.list {
+		for i, t := range sr.ts {
+			if t < rp.start || t > rp.end || (t-rp.start)%rp.step != 0 || (i > 0 && t <= sr.ts[i-1]) || math.IsNaN(sr.vs[i]) {
+				return nil, false
+			}
+		}
+		total += len(sr.ts)
+	}
+	// The engine holds the selected samples and the result at once; leave
+	// any query near its limit to it.
+	if 2*total+len(ss.list) > a.opts.MaxSamples/2 {
+		return nil, false
+	}
+	list := ss.list
+	if s.fold != nil {
+		list = foldAll(list, s.fold)
+	}
+	mat := make(promql.Matrix, 0, len(list))
+	for _, sr := range list {
+		if len(sr.ts) == 0 {
+			continue
+		}
+		pts := make([]promql.FPoint, len(sr.ts))
+		for i := range sr.ts {
+			pts[i] = promql.FPoint{T: sr.ts[i], F: sr.vs[i]}
+		}
+		mat = append(mat, promql.Series{Metric: sr.lset, Floats: pts, DropName: s.dropName})
+	}
+	warns := ss.Warnings()
+	// Delayed name removal, then the engine's check for collisions.
+	named := slices.Clone(mat)
+	for i := range mat {
+		if mat[i].DropName {
+			mat[i].Metric = mat[i].Metric.DropReserved(schema.IsMetadataLabel)
+		}
+		mat[i].DropName = false
+	}
+	slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+	collide, overlap := collisions(mat)
+	if collide {
+		// The engine merges colliding series without common steps, and
+		// refuses the others; keepname.go answers those of an
+		// aggregation by __name__ with the name kept.
+		if !overlap || !s.byName {
+			return nil, false
+		}
+		if _, ok := a.keptNames.keepGroupedNames(qs); !ok {
+			return nil, false
+		}
+		// label_replace keeps the name of every group that has one.
+		mat = named
+		for i := range mat {
+			if mat[i].DropName && mat[i].Metric.Get(pmodel.MetricNameLabel) == "" {
+				mat[i].Metric = mat[i].Metric.DropReserved(schema.IsMetadataLabel)
+			}
+			mat[i].DropName = false
+		}
+		slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+		if c, _ := collisions(mat); c {
+			return nil, false
+		}
+		warns.Add(errKeptName)
+	}
+	a.stats.Inc(StatQueriesDirect)
+	return &promql.Result{Value: mat, Warnings: warns}, true
+}
+
+// collisions reports whether mat, sorted by labels, has series with equal
+// labels, and whether two of those have a sample at the same time.
+func collisions(mat promql.Matrix) (collide, overlap bool) {
+	for i := 1; i < len(mat); i++ {
+		if !labels.Equal(mat[i].Metric, mat[i-1].Metric) {
+			continue
+		}
+		collide = true
+		j := i
+		for j+1 < len(mat) && labels.Equal(mat[j+1].Metric, mat[i].Metric) {
+			j++
+		}
+		seen := map[int64]bool{}
+		for _, s := range mat[i-1 : j+1] {
+			for _, p := range s.Floats {
+				if seen[p.T] {
+					return true, true
+				}
+				seen[p.T] = true
+			}
+		}
+		i = j
+	}
+	return collide, false
+}
+
+// foldAll folds list, sorted by labels, by f's groups as the engine's
+// aggregation does, labelled with the group's labels; unlike foldGroups it
+// also relabels groups of one series.
+func foldAll(list []series, f *groupFold) []series {
+	out := foldGroups(list, f)
+	if len(out) != len(list) || len(list) == 0 {
+		return out
+	}
+	// Groups of one: foldGroups returned list itself.
+	out = make([]series, len(list))
+	for i, s := range list {
+		out[i] = series{lset: s.lset.MatchLabels(true, f.by...), ts: s.ts, vs: s.vs}
+	}
+	return out
+}

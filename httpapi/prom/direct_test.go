@@ -1,0 +1,228 @@
+package prom
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	pmodel "github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/tributarydb/tributary/httpapi"
+)
+
+// withoutDirect is an API on e's node that always evaluates with the
+// engine (downsampling and folding as e does).
+func withoutDirect(t *testing.T, e *testEnv, opts Options) *testEnv {
+	t.Helper()
+	o := newTestEnvFor(t, e.node, e.b, httpapi.Config{}, opts)
+	o.api.noDirect = true
+	return o
+}
+
+// TestDirect_RandomQueriesMatchEngine: range queries of the shapes
+// evalDirect answers, and of shapes near them, must be answered byte for
+// byte (status, data, warnings and infos) as the engine answers them on
+// the same node, over series with NaN, staleness markers and metrics that
+// collide once their name is dropped; and as the engine over an in-memory
+// copy where that engine answers at all.
+func TestDirect_RandomQueriesMatchEngine(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	ref := &refStorage{}
+	e.writeChunked(genData(rand.New(rand.NewPCG(seed, 6))), ref)
+	engine := withoutDirect(t, e, Options{})
+	ng := refEngine()
+
+	funcs := []string{"max_over_time", "min_over_time", "last_over_time", "sum_over_time"}
+	sels := []string{`gauge`, `{__name__=~"gauge|counter_total"}`, `gauge{host=~"h1|h2"}`, `{__name__=~"gauge|special"}`,
+		`special`, `sparse`, `{host="h1"}`, `{__name__=~"gauge|sparse",host=~"h[12]"}`, `gauge{host="nope"}`}
+	outer := []string{"", "", "max", "min", "max by (host)", "min by (__name__)", "max by (__name__)", "max by (dc, __name__)",
+		"max by (nope)", "max without (host)", "sum by (host)"}
+	windows := []int64{10_000, 60_000, 300_000, 3600_000}
+	dataStart, dataEnd := ms(testNow.Add(-dataSpan)), ms(testNow)
+	const queries = 500
+	direct := 0
+	for range queries {
+		r := windows[rng.IntN(len(windows))]
+		start := dataStart + rng.Int64N(dataEnd-dataStart)
+		if rng.IntN(2) == 0 {
+			start -= floorMod(start, 10_000) // samples on window edges
+		}
+		step := r
+		if rng.IntN(8) == 0 {
+			step = 2 * r
+		}
+		end := start + rng.Int64N(60)*step
+		qs := fmt.Sprintf("%s(%s[%s])", funcs[rng.IntN(len(funcs))], sels[rng.IntN(len(sels))], pmodel.Duration(time.Duration(r)*time.Millisecond))
+		if o := outer[rng.IntN(len(outer))]; o != "" {
+			qs = o + " (" + qs + ")"
+		}
+		path, params := queryParams(qs, start, end, time.Duration(step)*time.Millisecond)
+		wantCode, want := engine.serve(http.MethodGet, path, params)
+		before := e.stats.Get(StatQueriesDirect)
+		code, got := e.serve(http.MethodGet, path, params)
+		direct += int(e.stats.Get(StatQueriesDirect) - before)
+		if code != wantCode || string(got) != string(want) {
+			t.Fatalf("%s [%d, %d] step %d:\ngot  %d %s\nwant %d %s", qs, start, end, step, code, got, wantCode, want)
+		}
+		if code == http.StatusOK && !strings.Contains(string(got), "__name__ kept") {
+			e.compareWithRef(ng, ref, qs, start, end, time.Duration(step)*time.Millisecond)
+		}
+	}
+	t.Logf("%d of %d queries answered without the engine", direct, queries)
+	if direct < queries/5 {
+		t.Fatalf("only %d queries answered without the engine", direct)
+	}
+	if n := engine.stats.Get(StatQueriesDirect); n != 0 {
+		t.Fatalf("the engine-only API answered %d queries without the engine", n)
+	}
+}
+
+// TestDirect_KeptNamesAndCollisions: an aggregation by __name__ over two
+// metrics (the engine refuses it, keepname.go answers it) and a function
+// over two metrics (the engine refuses it after dropping the names) are
+// answered as with the engine.
+func TestDirect_KeptNamesAndCollisions(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	e.writeChunked(genData(rand.New(rand.NewPCG(7, 8))), nil)
+	engine := withoutDirect(t, e, Options{})
+	start, end := ms(testNow.Add(-2*time.Hour))-ms(testNow.Add(-2*time.Hour))%60_000+17_000, ms(testNow.Add(-time.Hour))
+	for _, c := range []struct {
+		qs     string
+		direct bool
+		want   string // in the body
+	}{
+		{`max by (__name__) (max_over_time({__name__=~"gauge|counter_total",host="h1"}[1m]))`, true, "__name__ kept"},
+		{`max by (__name__) (last_over_time({__name__=~"gauge|counter_total",host="h1"}[1m]))`, true, `"__name__":"gauge"`},
+		{`max_over_time({__name__=~"gauge|counter_total",host="h1"}[1m])`, false, "same labelset"},
+		{`last_over_time({__name__=~"gauge|counter_total",host="h1"}[1m])`, true, `"__name__":"counter_total"`},
+		{`max by (host) (max_over_time(gauge[1m]))`, true, `"host":"h3"`},
+	} {
+		path, params := queryParams(c.qs, start, end, time.Minute)
+		before := e.stats.Get(StatQueriesDirect)
+		wantCode, want := engine.serve(http.MethodGet, path, params)
+		code, got := e.serve(http.MethodGet, path, params)
+		if code != wantCode || string(got) != string(want) {
+			t.Fatalf("%s:\ngot  %d %s\nwant %d %s", c.qs, code, got, wantCode, want)
+		}
+		if !strings.Contains(string(got), c.want) {
+			t.Errorf("%s: %s does not hold %s", c.qs, got, c.want)
+		}
+		if direct := e.stats.Get(StatQueriesDirect) > before; direct != c.direct {
+			t.Errorf("%s: answered without the engine %v, want %v", c.qs, direct, c.direct)
+		}
+	}
+}
+
+// TestDirect_AnswersFollowNewData: the shape of a query is kept between
+// requests, its answer never is. A query repeated after new samples and a
+// new series arrive must include them, as the engine's answer does.
+func TestDirect_AnswersFollowNewData(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	engine := withoutDirect(t, e, Options{})
+	end := ms(testNow)
+	start := end - 10*60_000
+	write := func(host string, t0 int64, v float64) {
+		ts := prompb.TimeSeries{Labels: lbls("__name__", "temp", "host", host)}
+		for t := t0; t < t0+60_000; t += 10_000 {
+			ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
+		}
+		e.write(&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}})
+	}
+	write("a", start-30_000, 1)
+	queries := []string{`max_over_time(temp[1m])`, `max(max_over_time(temp[1m]))`, `max by (host) (max_over_time(temp[1m]))`,
+		`last_over_time({__name__=~"te(mp)"}[1m])`}
+	check := func(wantIn string) {
+		t.Helper()
+		for _, qs := range queries {
+			path, params := queryParams(qs, start, end, time.Minute)
+			wantCode, want := engine.serve(http.MethodGet, path, params)
+			before := e.stats.Get(StatQueriesDirect)
+			code, got := e.serve(http.MethodGet, path, params)
+			if code != wantCode || string(got) != string(want) {
+				t.Fatalf("%s:\ngot  %d %s\nwant %d %s", qs, code, got, wantCode, want)
+			}
+			if e.stats.Get(StatQueriesDirect) == before {
+				t.Fatalf("%s was answered by the engine", qs)
+			}
+			if !strings.Contains(string(got), wantIn) {
+				t.Fatalf("%s: %s does not hold %s", qs, got, wantIn)
+			}
+		}
+	}
+	check(`"1"]`)
+	write("a", start+3*60_000, 5) // new samples of the series
+	check(`"5"]`)
+	write("b", start+5*60_000, 9) // a new series
+	check(`"9"]`)
+	if err := e.node.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	write("a", start+7*60_000, 7) // after a flush: stored chunks and the head
+	check(`"7"]`)
+}
+
+func TestParseDirectShape(t *testing.T) {
+	cases := []struct {
+		qs   string
+		want string // fn range fold dropName byName, "" for none
+	}{
+		{`max_over_time(x[1m])`, "max_over_time 60000 <nil> true false"},
+		{`last_over_time(x{a="b"}[5m])`, "last_over_time 300000 <nil> false false"},
+		{`max(max_over_time({__name__=~"cpu_.*",hostname="host_4"}[1h])) by (__name__)`, "max_over_time 3600000 max [__name__] true true"},
+		{`min by (b, a) ((min_over_time(x[10s])))`, "min_over_time 10000 min [a b] true false"},
+		{`(max(last_over_time(x[1m])))`, "last_over_time 60000 max [] false false"},
+		{`max without (a) (max_over_time(x[1m]))`, ""},
+		{`sum(max_over_time(x[1m]))`, ""},
+		{`topk(1, max_over_time(x[1m]))`, ""},
+		{`avg_over_time(x[1m])`, ""},
+		{`max_over_time(x[1m] offset 1m)`, ""},
+		{`max_over_time(x[1m] @ 100)`, ""},
+		{`max_over_time(x[5m:1m])`, ""},
+		{`max_over_time(x[1m]) + 1`, ""},
+		{`max_over_time(x[1m]`, ""},
+		{`x`, ""},
+	}
+	for _, c := range cases {
+		got := ""
+		if s := parseDirectShape(c.qs); s != nil {
+			fold := "<nil>"
+			if s.fold != nil {
+				fold = fmt.Sprintf("%s %v", map[bool]string{true: "max", false: "min"}[s.fold.max], s.fold.by)
+			}
+			got = fmt.Sprintf("%s %d %s %v %v", s.fn, s.rng, fold, s.dropName, s.byName)
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q, want %q", c.qs, got, c.want)
+		}
+	}
+}
+
+// TestDirectCache_Bounded: the shape cache holds at most maxCachedQueries
+// query strings and none longer than maxCachedQueryBytes, and answers a
+// kept string with the shape it parsed.
+func TestDirectCache_Bounded(t *testing.T) {
+	var c directCache
+	for i := range 3 * maxCachedQueries {
+		qs := fmt.Sprintf(`max_over_time(x{i="%d"}[1m])`, i)
+		if s := c.shape(qs); s == nil || s.matchers[0].Value != fmt.Sprint(i) && s.matchers[1].Value != fmt.Sprint(i) {
+			t.Fatalf("%s: wrong shape %+v", qs, s)
+		}
+		if len(c.m) > maxCachedQueries {
+			t.Fatalf("%d entries cached", len(c.m))
+		}
+	}
+	long := `max_over_time(x{a="` + strings.Repeat("y", maxCachedQueryBytes) + `"}[1m])`
+	if c.shape(long) == nil {
+		t.Fatal("long query has no shape")
+	}
+	if _, ok := c.m[long]; ok {
+		t.Fatal("long query cached")
+	}
+}
