@@ -151,7 +151,8 @@ type rangeParams struct {
 }
 
 // evalDirect answers the range query qs as the engine would (see above),
-// or reports false, having at most filled env.memo, when the engine must.
+// or reports false, having at most filled env.memo (made if need be), when
+// the engine must.
 func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Result, bool) {
 	if a.opts.DisableDownsampling || a.opts.DisableDelayedNameRemoval || a.noDirect {
 		return nil, false
@@ -160,7 +161,9 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 	if s == nil || rp.step != s.rng {
 		return nil, false
 	}
-	q := &queryable{api: a, downsample: true, memo: env.memo, staleness: env.staleness, fresh: &env.fresh}
+	// No memo for this Select: its answer is put in env.memo only when
+	// the engine is to answer (see leave), which spares building its key.
+	q := &queryable{api: a, downsample: true, staleness: env.staleness, fresh: &env.fresh}
 	if s.fold != nil {
 		q.folds = map[*labels.Matcher]*groupFold{s.matchers[0]: s.fold}
 	}
@@ -174,15 +177,28 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 	qr := &querier{q: q, mint: hints.Start, maxt: hints.End}
 	set := qr.Select(ctx, false, hints, s.matchers...)
 	ss, ok := set.(*seriesSet)
-	if !ok || set.Err() != nil || q.rawWindows.Load() {
+	if !ok || set.Err() != nil {
 		return nil, false
+	}
+	// leave hands the read to the engine, through the request's memo
+	// under the key its own Select will have.
+	leave := func() (*promql.Result, bool) {
+		if env.memo == nil {
+			env.memo = &selectMemo{}
+		}
+		key := selectKey(true, s.fold, hints.Start, hints.End, hints, s.matchers)
+		env.memo.put(key, memoSet{list: ss.list, samples: int(q.loaded.Load()), warnings: ss.warnings})
+		return nil, false
+	}
+	if q.rawWindows.Load() {
+		return leave()
 	}
 	// Every sample must be one window's, at its end, and a number.
 	total := 0
 	for _, sr := range ss.list {
 		for i, t := range sr.ts {
 			if t < rp.start || t > rp.end || (t-rp.start)%rp.step != 0 || (i > 0 && t <= sr.ts[i-1]) || math.IsNaN(sr.vs[i]) {
-				return nil, false
+				return leave()
 			}
 		}
 		total += len(sr.ts)
@@ -190,60 +206,60 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 	// The engine holds the selected samples and the result at once; leave
 	// any query near its limit to it.
 	if 2*total+len(ss.list) > a.opts.MaxSamples/2 {
-		return nil, false
+		return leave()
 	}
 	list := ss.list
 	if s.fold != nil {
 		list = foldAll(list, s.fold)
 	}
-	mat := make(promql.Matrix, 0, len(list))
-	for _, sr := range list {
-		if len(sr.ts) == 0 {
-			continue
-		}
-		pts := make([]promql.FPoint, len(sr.ts))
-		for i := range sr.ts {
-			pts[i] = promql.FPoint{T: sr.ts[i], F: sr.vs[i]}
-		}
-		mat = append(mat, promql.Series{Metric: sr.lset, Floats: pts, DropName: s.dropName})
-	}
 	warns := ss.Warnings()
 	// Delayed name removal, then the engine's check for collisions.
-	named := slices.Clone(mat)
-	for i := range mat {
-		if mat[i].DropName {
-			mat[i].Metric = mat[i].Metric.DropReserved(schema.IsMetadataLabel)
-		}
-		mat[i].DropName = false
-	}
-	slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+	mat := directMatrix(list, total, s.dropName, false)
 	collide, overlap := collisions(mat)
 	if collide {
 		// The engine merges colliding series without common steps, and
 		// refuses the others; keepname.go answers those of an
 		// aggregation by __name__ with the name kept.
 		if !overlap || !s.byName {
-			return nil, false
+			return leave()
 		}
 		if _, ok := a.keptNames.keepGroupedNames(qs); !ok {
-			return nil, false
+			return leave()
 		}
-		// label_replace keeps the name of every group that has one.
-		mat = named
-		for i := range mat {
-			if mat[i].DropName && mat[i].Metric.Get(pmodel.MetricNameLabel) == "" {
-				mat[i].Metric = mat[i].Metric.DropReserved(schema.IsMetadataLabel)
-			}
-			mat[i].DropName = false
-		}
-		slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+		mat = directMatrix(list, total, s.dropName, true)
 		if c, _ := collisions(mat); c {
-			return nil, false
+			return leave()
 		}
 		warns.Add(errKeptName)
 	}
 	a.stats.Inc(StatQueriesDirect)
 	return &promql.Result{Value: mat, Warnings: warns}, true
+}
+
+// directMatrix is the engine's result for the per-window series list
+// (total samples), sorted by labels: __name__ dropped when dropName,
+// except, when keepName, from a series that has one (label_replace of
+// the name by itself, as keepname.go wraps the aggregation).
+func directMatrix(list []series, total int, dropName, keepName bool) promql.Matrix {
+	mat := make(promql.Matrix, 0, len(list))
+	pts := make([]promql.FPoint, total) // one allocation for every series
+	for _, sr := range list {
+		if len(sr.ts) == 0 {
+			continue
+		}
+		p := pts[:len(sr.ts):len(sr.ts)]
+		pts = pts[len(sr.ts):]
+		for i := range sr.ts {
+			p[i] = promql.FPoint{T: sr.ts[i], F: sr.vs[i]}
+		}
+		m := sr.lset
+		if dropName && !(keepName && m.Get(pmodel.MetricNameLabel) != "") {
+			m = m.DropReserved(schema.IsMetadataLabel)
+		}
+		mat = append(mat, promql.Series{Metric: m, Floats: p})
+	}
+	slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+	return mat
 }
 
 // collisions reports whether mat, sorted by labels, has series with equal

@@ -87,7 +87,7 @@ func TestDirect_RandomQueriesMatchEngine(t *testing.T) {
 // TestDirect_KeptNamesAndCollisions: an aggregation by __name__ over two
 // metrics (the engine refuses it, keepname.go answers it) and a function
 // over two metrics (the engine refuses it after dropping the names) are
-// answered as with the engine.
+// answered as with the engine, which reads the store no more than alone.
 func TestDirect_KeptNamesAndCollisions(t *testing.T) {
 	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
 	e.writeChunked(genData(rand.New(rand.NewPCG(7, 8))), nil)
@@ -105,9 +105,13 @@ func TestDirect_KeptNamesAndCollisions(t *testing.T) {
 		{`max by (host) (max_over_time(gauge[1m]))`, true, `"host":"h3"`},
 	} {
 		path, params := queryParams(c.qs, start, end, time.Minute)
-		before := e.stats.Get(StatQueriesDirect)
+		before, read, engineRead := e.stats.Get(StatQueriesDirect), e.stats.Get(StatSamplesRead), engine.stats.Get(StatSamplesRead)
 		wantCode, want := engine.serve(http.MethodGet, path, params)
 		code, got := e.serve(http.MethodGet, path, params)
+		// Left to the engine or not, the store is read once.
+		if r, er := e.stats.Get(StatSamplesRead)-read, engine.stats.Get(StatSamplesRead)-engineRead; r != er || r == 0 {
+			t.Errorf("%s: %d samples read, the engine alone reads %d", c.qs, r, er)
+		}
 		if code != wantCode || string(got) != string(want) {
 			t.Fatalf("%s:\ngot  %d %s\nwant %d %s", c.qs, code, got, wantCode, want)
 		}

@@ -200,10 +200,8 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, rp *rangePara
 		direct bool
 	)
 	if rp != nil {
-		if env.memo == nil {
-			// The engine reuses what evalDirect read when it must answer.
-			env.memo = &selectMemo{}
-		}
+		// When the engine must answer after all, it reuses what
+		// evalDirect read (through env.memo).
 		res, direct = a.evalDirect(env, qs, *rp)
 	}
 	if !direct {
