@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +30,22 @@ func withoutDirect(t *testing.T, e *testEnv, opts Options) *testEnv {
 // the same node, over series with NaN, staleness markers and metrics that
 // collide once their name is dropped; and as the engine over an in-memory
 // copy where that engine answers at all.
+// With Options.ApproximateRollups, the engine's answers over the same
+// per-window samples are the reference.
 func TestDirect_RandomQueriesMatchEngine(t *testing.T) {
+	for _, approx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("approx=%v", approx), func(t *testing.T) { testDirectRandom(t, Options{ApproximateRollups: approx}) })
+	}
+}
+
+func testDirectRandom(t *testing.T, opts Options) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 5))
-	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	e := newTestEnv(t, nil, httpapi.Config{}, opts)
 	ref := &refStorage{}
 	e.writeChunked(genData(rand.New(rand.NewPCG(seed, 6))), ref)
-	engine := withoutDirect(t, e, Options{})
+	engine := withoutDirect(t, e, opts)
 	ng := refEngine()
 
 	funcs := []string{"max_over_time", "min_over_time", "last_over_time", "sum_over_time"}
@@ -51,8 +60,11 @@ func TestDirect_RandomQueriesMatchEngine(t *testing.T) {
 	for range queries {
 		r := windows[rng.IntN(len(windows))]
 		start := dataStart + rng.Int64N(dataEnd-dataStart)
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(4) {
+		case 0, 1:
 			start -= floorMod(start, 10_000) // samples on window edges
+		case 2:
+			start -= floorMod(start, r) // whole windows: rollups in approximate mode
 		}
 		step := r
 		if rng.IntN(8) == 0 {
@@ -71,7 +83,7 @@ func TestDirect_RandomQueriesMatchEngine(t *testing.T) {
 		if code != wantCode || string(got) != string(want) {
 			t.Fatalf("%s [%d, %d] step %d:\ngot  %d %s\nwant %d %s", qs, start, end, step, code, got, wantCode, want)
 		}
-		if code == http.StatusOK && !strings.Contains(string(got), "__name__ kept") {
+		if code == http.StatusOK && !strings.Contains(string(got), "__name__ kept") && !opts.ApproximateRollups {
 			e.compareWithRef(ng, ref, qs, start, end, time.Duration(step)*time.Millisecond)
 		}
 	}
@@ -120,6 +132,38 @@ func TestDirect_KeptNamesAndCollisions(t *testing.T) {
 		}
 		if direct := e.stats.Get(StatQueriesDirect) > before; direct != c.direct {
 			t.Errorf("%s: answered without the engine %v, want %v", c.qs, direct, c.direct)
+		}
+	}
+}
+
+// TestDirect_WarningsAndFreshness: the backend's warnings (a
+// coordinator's partial answer) and the answer's freshness header reach
+// a query answered without the engine as they reach the engine's.
+func TestDirect_WarningsAndFreshness(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	e.writeChunked(genData(rand.New(rand.NewPCG(9, 10))), nil)
+	warns := []string{"edge pi-7 unreachable: points after 2026-06-01T11:00:00Z missing", "edge pi-9 unreachable"}
+	direct := newTestEnvFor(t, e.node, warningBackend{e.node, warns}, httpapi.Config{}, Options{})
+	engine := newTestEnvFor(t, e.node, warningBackend{e.node, warns}, httpapi.Config{}, Options{})
+	engine.api.noDirect = true
+	start, end := ms(testNow.Add(-2*time.Hour)), ms(testNow.Add(-time.Hour))
+	for _, qs := range []string{`max by (host) (max_over_time(gauge[1m]))`, `last_over_time(gauge{host="h2"}[1m])`} {
+		path, params := queryParams(qs, start, end, time.Minute)
+		params.Set("max_staleness", "1h")
+		serve := func(e *testEnv) (int, string, string) {
+			req := httptest.NewRequest(http.MethodGet, path+"?"+params.Encode(), nil)
+			rec := httptest.NewRecorder()
+			e.mux.ServeHTTP(rec, req)
+			return rec.Code, rec.Body.String(), rec.Header().Get(httpapi.FreshThroughHeader)
+		}
+		before := direct.stats.Get(StatQueriesDirect)
+		code, got, fresh := serve(direct)
+		wantCode, want, wantFresh := serve(engine)
+		if code != wantCode || got != want || fresh != wantFresh {
+			t.Fatalf("%s:\ngot  %d %s %q\nwant %d %s %q", qs, code, got, fresh, wantCode, want, wantFresh)
+		}
+		if direct.stats.Get(StatQueriesDirect) == before || !strings.Contains(got, warns[1]) {
+			t.Fatalf("%s: not answered without the engine, or without the warnings: %s", qs, got)
 		}
 	}
 }
