@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/prometheus/storage"
 )
 
-// Range queries answered without the engine.
+// Queries answered without the engine.
 //
-// Dashboards and TSBS mostly ask range queries of two shapes, evaluated
-// every window (step == R):
+// Dashboards and TSBS mostly ask queries of two shapes, as instant queries
+// or range queries evaluated every window (step == R):
 //
 //	f(sel[R])                    f: max_over_time, min_over_time, last_over_time
 //	agg [by (g…)] (f(sel[R]))    agg: max, min
@@ -31,10 +31,11 @@ import (
 // one sample is that sample, the aggregation keeps the value its
 // comparisons keep (done by foldSeries, in the engine's order), and
 // delayed name removal drops __name__ from the result unless f is
-// last_over_time. evalDirect does exactly that from one Select, with the
-// hints the engine would pass, and skips the engine's parsing, planning,
-// per-step evaluation and bookkeeping, which cost as much as the read for
-// a one-series query.
+// last_over_time; a range result is sorted by labels, an instant one keeps
+// the order of its series (or groups). evalDirect does exactly that from
+// one Select, with the hints the engine would pass, and skips the
+// engine's parsing, planning, per-step evaluation and bookkeeping, which
+// cost as much as the read for a one-series query.
 //
 // The shape of a query string is parsed once and kept (directCache,
 // bounded); it depends on the string alone, never on data. Every answer
@@ -145,7 +146,8 @@ func (c *directCache) shape(qs string) *directShape {
 	return s
 }
 
-// rangeParams are a range query's times, in milliseconds.
+// rangeParams are a query's times, in milliseconds; step 0 is an instant
+// query at start (== end).
 type rangeParams struct {
 	start, end, step int64
 }
@@ -158,7 +160,7 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 		return nil, false
 	}
 	s := a.direct.shape(a.literals.rewriteLiteralRegexps(qs))
-	if s == nil || rp.step != s.rng {
+	if s == nil || (rp.step != 0 && rp.step != s.rng) {
 		return nil, false
 	}
 	// No memo for this Select: its answer is put in env.memo only when
@@ -197,7 +199,7 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 	total := 0
 	for _, sr := range ss.list {
 		for i, t := range sr.ts {
-			if t < rp.start || t > rp.end || (t-rp.start)%rp.step != 0 || (i > 0 && t <= sr.ts[i-1]) || math.IsNaN(sr.vs[i]) {
+			if !rp.evalTime(t) || (i > 0 && t <= sr.ts[i-1]) || math.IsNaN(sr.vs[i]) {
 				return leave()
 			}
 		}
@@ -214,8 +216,9 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 	}
 	warns := ss.Warnings()
 	// Delayed name removal, then the engine's check for collisions.
-	mat := directMatrix(list, total, s.dropName, false)
-	collide, overlap := collisions(mat)
+	instant := rp.step == 0
+	mat := directMatrix(list, total, s.dropName, false, !instant)
+	collide, overlap := collisions(mat, instant)
 	if collide {
 		// The engine merges colliding series without common steps, and
 		// refuses the others; keepname.go answers those of an
@@ -226,21 +229,38 @@ func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Resu
 		if _, ok := a.keptNames.keepGroupedNames(qs); !ok {
 			return leave()
 		}
-		mat = directMatrix(list, total, s.dropName, true)
-		if c, _ := collisions(mat); c {
+		mat = directMatrix(list, total, s.dropName, true, !instant)
+		if c, _ := collisions(mat, instant); c {
 			return leave()
 		}
 		warns.Add(errKeptName)
 	}
 	a.stats.Inc(StatQueriesDirect)
+	if instant {
+		// One sample per series, at the evaluation time.
+		vec := make(promql.Vector, len(mat))
+		for i, sr := range mat {
+			vec[i] = promql.Sample{Metric: sr.Metric, T: rp.start, F: sr.Floats[0].F}
+		}
+		return &promql.Result{Value: vec, Warnings: warns}, true
+	}
 	return &promql.Result{Value: mat, Warnings: warns}, true
 }
 
+// evalTime reports whether t is an evaluation time of the query.
+func (rp rangeParams) evalTime(t int64) bool {
+	if rp.step == 0 {
+		return t == rp.start
+	}
+	return t >= rp.start && t <= rp.end && (t-rp.start)%rp.step == 0
+}
+
 // directMatrix is the engine's result for the per-window series list
-// (total samples), sorted by labels: __name__ dropped when dropName,
-// except, when keepName, from a series that has one (label_replace of
-// the name by itself, as keepname.go wraps the aggregation).
-func directMatrix(list []series, total int, dropName, keepName bool) promql.Matrix {
+// (total samples): __name__ dropped when dropName, except, when keepName,
+// from a series that has one (label_replace of the name by itself, as
+// keepname.go wraps the aggregation); sorted by labels as a range query's
+// result is, or else in the order of list, as an instant query's is.
+func directMatrix(list []series, total int, dropName, keepName, sorted bool) promql.Matrix {
 	mat := make(promql.Matrix, 0, len(list))
 	pts := make([]promql.FPoint, total) // one allocation for every series
 	for _, sr := range list {
@@ -258,13 +278,20 @@ func directMatrix(list []series, total int, dropName, keepName bool) promql.Matr
 		}
 		mat = append(mat, promql.Series{Metric: m, Floats: p})
 	}
-	slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+	if sorted {
+		slices.SortFunc(mat, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
+	}
 	return mat
 }
 
-// collisions reports whether mat, sorted by labels, has series with equal
-// labels, and whether two of those have a sample at the same time.
-func collisions(mat promql.Matrix) (collide, overlap bool) {
+// collisions reports whether mat has series with equal labels, and
+// whether two of those have a sample at the same time; mat is sorted by
+// labels unless instant (one sample per series, all at the same time).
+func collisions(mat promql.Matrix, instant bool) (collide, overlap bool) {
+	if instant {
+		c := mat.ContainsSameLabelset()
+		return c, c
+	}
 	for i := 1; i < len(mat); i++ {
 		if !labels.Equal(mat[i].Metric, mat[i-1].Metric) {
 			continue

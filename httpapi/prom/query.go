@@ -134,7 +134,8 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, env *queryEnv) 
 		ts = t
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, nil, func(q *queryable, qs string) (promql.Query, error) {
+	rp := &rangeParams{start: ts.UnixMilli(), end: ts.UnixMilli()}
+	a.run(w, env, qs, rp, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewInstantQuery(env.ctx, q, env.opts, qs, ts)
 	})
 }
@@ -182,8 +183,8 @@ func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request, env *query
 }
 
 // run creates the query with newQuery, evaluates it and sends the answer.
-// A range query (rp not nil) of a shape evalDirect answers is answered
-// without the engine.
+// A query of a shape evalDirect answers is answered without the engine
+// (rp: its times).
 func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, rp *rangeParams, newQuery func(*queryable, string) (promql.Query, error)) {
 	release, err := acquire(env.ctx, a.queries)
 	if err != nil {
@@ -199,11 +200,9 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, rp *rangePara
 		e      *apiError
 		direct bool
 	)
-	if rp != nil {
-		// When the engine must answer after all, it reuses what
-		// evalDirect read (through env.memo).
-		res, direct = a.evalDirect(env, qs, *rp)
-	}
+	// When the engine must answer after all, it reuses what evalDirect
+	// read (through env.memo).
+	res, direct = a.evalDirect(env, qs, *rp)
 	if !direct {
 		var qry promql.Query
 		qry, res, e = a.exec(env, qs, newQuery)
