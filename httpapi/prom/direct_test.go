@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,5 +299,57 @@ func TestDirectCache_Bounded(t *testing.T) {
 	}
 	if _, ok := c.m[long]; ok {
 		t.Fatal("long query cached")
+	}
+}
+
+// TestDirect_ConcurrentRequests: requests answered at once share the
+// shape cache (and overflow it) and still get the engine's answers.
+func TestDirect_ConcurrentRequests(t *testing.T) {
+	e := newTestEnv(t, nil, httpapi.Config{}, Options{})
+	e.writeChunked(genData(rand.New(rand.NewPCG(11, 12))), nil)
+	engine := withoutDirect(t, e, Options{})
+	start, end := ms(testNow.Add(-2*time.Hour)), ms(testNow.Add(-time.Hour))
+	type req struct {
+		path   string
+		params map[string][]string
+		want   string
+	}
+	var reqs []req
+	for i, qs := range []string{`max by (host) (max_over_time(gauge[1m]))`, `min(min_over_time({__name__=~"gauge|sparse"}[5m]))`,
+		`last_over_time(gauge{host="h2"}[1m])`, `max by (__name__) (max_over_time({host="h1"}[1m]))`, `max_over_time(special[1m])`} {
+		step := time.Minute
+		if strings.Contains(qs, "[5m]") {
+			step = 5 * time.Minute
+		}
+		if i%2 == 1 {
+			step = 0 // instant, at start
+		}
+		path, params := queryParams(qs, start, end, step)
+		code, want := engine.serve(http.MethodGet, path, params)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", qs, code, want)
+		}
+		reqs = append(reqs, req{path, params, string(want)})
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				r := reqs[(g+i)%len(reqs)]
+				if i%8 == 7 { // others fill the shape cache meanwhile
+					e.api.direct.shape(fmt.Sprintf(`max_over_time(x{g="%d",i="%d"}[1m])`, g, i))
+				}
+				if code, got := e.serve(http.MethodGet, r.path, r.params); code != http.StatusOK || string(got) != r.want {
+					t.Errorf("%s: got %d %s\nwant %s", r.params["query"], code, got, r.want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e.stats.Get(StatQueriesDirect) == 0 {
+		t.Fatal("no query answered without the engine")
 	}
 }
