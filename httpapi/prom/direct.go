@@ -152,7 +152,7 @@ type rangeParams struct {
 	start, end, step int64
 }
 
-// evalDirect answers the range query qs as the engine would (see above),
+// evalDirect answers the query qs at rp as the engine would (see above),
 // or reports false, having at most filled env.memo (made if need be), when
 // the engine must.
 func (a *API) evalDirect(env *queryEnv, qs string, rp rangeParams) (*promql.Result, bool) {
