@@ -119,8 +119,10 @@ func parseDirectShape(qs string) *directShape {
 }
 
 // directCache keeps parseDirectShape by query string. It is safe for
-// concurrent use and bounded like literalCache (cleared when full, long
-// queries not kept); a shape is read-only once built.
+// concurrent use and bounded like literalCache: at most maxCachedQueries
+// strings of at most maxCachedQueryBytes each (cleared when full; longer
+// queries are parsed every time), each with a shape about its own size. A
+// shape is read-only once built.
 type directCache struct {
 	mu sync.Mutex
 	m  map[string]*directShape // nil value: no shape
