@@ -115,8 +115,8 @@ type seriesResult struct {
 }
 
 // readParallel answers q for each series of part into out, using up to
-// GOMAXPROCS goroutines, each reading its series' stored chunks through
-// one store.ChunkReader.
+// GOMAXPROCS goroutines (the caller's among them), each reading its
+// series' stored chunks through one store.ChunkReader.
 func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResult) {
 	if len(part) == 1 {
 		r := &out[0]
@@ -124,19 +124,25 @@ func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResul
 		return
 	}
 	var next atomic.Int64
+	work := func() {
+		cr := n.db.NewChunkReader()
+		defer cr.Close()
+		for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
+			r := &out[i]
+			r.ts, r.vs, r.read, r.err = n.querySeries(part[i], q, cr)
+		}
+	}
+	// The calling goroutine is one of the readers: one goroutine fewer
+	// to start, and its stack has grown already.
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(part)) {
+	for range min(runtime.GOMAXPROCS(0), len(part)) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cr := n.db.NewChunkReader()
-			defer cr.Close()
-			for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
-				r := &out[i]
-				r.ts, r.vs, r.read, r.err = n.querySeries(part[i], q, cr)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 }
 
