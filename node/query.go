@@ -115,25 +115,34 @@ type seriesResult struct {
 }
 
 // readParallel answers q for each series of part into out, using up to
-// GOMAXPROCS goroutines.
+// GOMAXPROCS goroutines (the caller's among them), each reading its
+// series' stored chunks through one store.ChunkReader.
 func (n *Node) readParallel(part []*memSeries, q *model.Query, out []seriesResult) {
 	if len(part) == 1 {
 		r := &out[0]
-		r.ts, r.vs, r.read, r.err = n.querySeries(part[0], q)
+		r.ts, r.vs, r.read, r.err = n.querySeries(part[0], q, nil)
 		return
 	}
 	var next atomic.Int64
+	work := func() {
+		cr := n.db.NewChunkReader()
+		defer cr.Close()
+		for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
+			r := &out[i]
+			r.ts, r.vs, r.read, r.err = n.querySeries(part[i], q, cr)
+		}
+	}
+	// The calling goroutine is one of the readers: one goroutine fewer
+	// to start, and its stack has grown already.
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(part)) {
+	for range min(runtime.GOMAXPROCS(0), len(part)) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
-				r := &out[i]
-				r.ts, r.vs, r.read, r.err = n.querySeries(part[i], q)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 }
 
@@ -147,8 +156,9 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-// querySeries answers q for one series.
-func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float64, read int64, err error) {
+// querySeries answers q for one series, reading stored chunks through cr
+// (nil: the store's own Chunks).
+func (n *Node) querySeries(s *memSeries, q *model.Query, cr *store.ChunkReader) (ts []int64, vs []float64, read int64, err error) {
 	switch {
 	case q.Mode == model.ModeLastPoint:
 		t, v, ok, err := n.lastPoint(s, q.Start, q.End)
@@ -160,7 +170,7 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 		return n.downsampleRollup(s, q)
 	}
 	if q.Mode == model.ModeRaw {
-		err = n.eachSampleBatch(s, q.Start, q.End, func(bt []int64, bv []float64) {
+		err = n.eachSampleBatch(s, q.Start, q.End, cr, func(bt []int64, bv []float64) {
 			ts, vs = append(ts, bt...), append(vs, bv...)
 		})
 		return ts, vs, int64(len(ts)), err
@@ -168,7 +178,7 @@ func (n *Node) querySeries(s *memSeries, q *model.Query) (ts []int64, vs []float
 	// Samples come sorted, as the fold requires.
 	f := bucketFold{step: q.Step, off: aggregate.Offset(q.Offset, q.Step), fn: q.Downsample,
 		expect: int(min((q.End-q.Start)/q.Step+2, maxPreallocBuckets))}
-	err = n.eachSampleBatch(s, q.Start, q.End, f.addBatch)
+	err = n.eachSampleBatch(s, q.Start, q.End, cr, f.addBatch)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -347,12 +357,14 @@ var iteratorPool = sync.Pool{New: func() any { return new(chunk.Iterator) }}
 // fn a decoded batch at a time, without a call per sample; otherwise
 // eachSample's merge calls fn with one sample at a time. The slices are
 // valid only until fn returns.
-func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, fn func(ts []int64, vs []float64)) error {
+func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, cr *store.ChunkReader, fn func(ts []int64, vs []float64)) error {
 	if !s.headHasData(mint, maxt) {
 		// Pooled: fn sees the iterator's buffers, so it would escape.
 		it := iteratorPool.Get().(*chunk.Iterator)
 		defer iteratorPool.Put(it)
-		return n.db.Chunks(s.id, mint, maxt, func(c store.ChunkMeta, data []byte) error {
+		// After the head: a chunk flushed since is in the store (cr
+		// opens a new iterator when the store was written).
+		visit := func(c store.ChunkMeta, data []byte) error {
 			it.Reset(data)
 			for {
 				ts, vs, ok := it.NextBatch()
@@ -379,7 +391,11 @@ func (n *Node) eachSampleBatch(s *memSeries, mint, maxt int64, fn func(ts []int6
 				return fmt.Errorf("chunk at %s: %w", fmtMs(c.MinT), err)
 			}
 			return nil
-		})
+		}
+		if cr != nil {
+			return cr.Chunks(s.id, mint, maxt, visit)
+		}
+		return n.db.Chunks(s.id, mint, maxt, visit)
 	}
 	var one [1]int64
 	var oneV [1]float64

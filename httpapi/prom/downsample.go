@@ -225,6 +225,7 @@ func (qr *querier) selectDownsampled(ctx context.Context, ms []*nlabels.Matcher,
 		return out, err
 	}
 	qr.q.api.stats.Add(StatWindowsFromRaw, int64(len(fallbacks)))
+	qr.q.rawWindows.Store(true)
 	raw := map[string]model.Series{}
 	err = qr.query(ctx, model.Query{Matchers: ms, Start: lo, End: hi, Mode: model.ModeRaw}, func(_ labels.Labels, s model.Series) error {
 		key := string(s.Labels.AppendKey(nil))

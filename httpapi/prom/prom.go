@@ -148,6 +148,7 @@ const (
 	StatSelectsDownsampled = "prom_selects_downsampled"
 	StatWindowsFromRaw     = "prom_downsampled_series_with_raw_windows"
 	StatSelectsFolded      = "prom_selects_folded_by_group"
+	StatQueriesDirect      = "prom_queries_answered_without_engine"
 	StatSamplesRead        = "prom_samples_read"
 	StatReadRequests       = "prom_read_requests"
 	StatReadErrors         = "prom_read_errors"
@@ -169,8 +170,12 @@ type API struct {
 	literals literalCache
 	// keptNames caches keepGroupedNames (keepname.go).
 	keptNames keptNameCache
-	started   time.Time                 // for /api/v1/status/runtimeinfo
-	rules     atomic.Pointer[ruleState] // nil: no rules (rules.go)
+	// direct caches the shapes of queries evalDirect answers
+	// (direct.go); noDirect turns it off (tests compare with the engine).
+	direct   directCache
+	noDirect bool
+	started  time.Time                 // for /api/v1/status/runtimeinfo
+	rules    atomic.Pointer[ruleState] // nil: no rules (rules.go)
 }
 
 // New builds an API; cfg is normalized (defaults filled) in place.

@@ -134,7 +134,8 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, env *queryEnv) 
 		ts = t
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
+	rp := &rangeParams{start: ts.UnixMilli(), end: ts.UnixMilli()}
+	a.run(w, env, qs, rp, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewInstantQuery(env.ctx, q, env.opts, qs, ts)
 	})
 }
@@ -174,13 +175,17 @@ func (a *API) serveQueryRange(w http.ResponseWriter, r *http.Request, env *query
 		return
 	}
 	qs := r.FormValue("query")
-	a.run(w, env, qs, func(q *queryable, qs string) (promql.Query, error) {
+	// In milliseconds, as the engine evaluates.
+	rp := &rangeParams{start: start.UnixMilli(), end: end.UnixMilli(), step: step.Milliseconds()}
+	a.run(w, env, qs, rp, func(q *queryable, qs string) (promql.Query, error) {
 		return a.engine.NewRangeQuery(env.ctx, q, env.opts, qs, start, end, step)
 	})
 }
 
 // run creates the query with newQuery, evaluates it and sends the answer.
-func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func(*queryable, string) (promql.Query, error)) {
+// A query of a shape evalDirect answers is answered without the engine
+// (rp: its times).
+func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, rp *rangeParams, newQuery func(*queryable, string) (promql.Query, error)) {
 	release, err := acquire(env.ctx, a.queries)
 	if err != nil {
 		a.stats.Inc(StatQueryErrors)
@@ -190,12 +195,23 @@ func (a *API) run(w http.ResponseWriter, env *queryEnv, qs string, newQuery func
 	}
 	defer release()
 	env.memo = newSelectMemo(qs)
-	qry, res, e := a.exec(env, qs, newQuery)
-	if qry != nil {
-		// Close after the answer is sent: it recycles the result's slices.
-		defer qry.Close()
+	var (
+		res    *promql.Result
+		e      *apiError
+		direct bool
+	)
+	// When the engine must answer after all, it reuses what evalDirect
+	// read (through env.memo).
+	res, direct = a.evalDirect(env, qs, *rp)
+	if !direct {
+		var qry promql.Query
+		qry, res, e = a.exec(env, qs, newQuery)
+		if qry != nil {
+			// Close after the answer is sent: it recycles the result's slices.
+			defer qry.Close()
+		}
 	}
-	if e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
+	if !direct && e == nil && isSameLabelset(res.Err) && !a.opts.DisableDelayedNameRemoval {
 		// See keepname.go: answer per metric what Prometheus refuses.
 		if kept, ok := a.keptNames.keepGroupedNames(qs); ok {
 			qry2, res2, e2 := a.exec(env, kept, newQuery)

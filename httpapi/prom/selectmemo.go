@@ -23,8 +23,12 @@ import (
 // The reused answer is charged to the query's sample limit again, so the
 // limit applies exactly as with two reads.
 //
+// The engine also reuses the Select of a range query that evalDirect
+// (direct.go) read and then left to the engine; that first Select was not
+// charged to the engine's evaluation, so the limit applies as with one read.
+//
 // Only requests whose query names __name__ (those keepGroupedNames may
-// rewrite) keep a memo; it lives until the answer is sent.
+// rewrite) and range queries keep a memo; it lives until the answer is sent.
 
 // selectMemo holds the Select answers of one request, by selectKey.
 type selectMemo struct {

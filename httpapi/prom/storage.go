@@ -43,6 +43,9 @@ type queryable struct {
 	// FreshThroughMs.
 	staleness int64
 	fresh     *freshness
+	// rawWindows is set when a downsampled Select answered some window
+	// with raw samples (see selectDownsampled).
+	rawWindows atomic.Bool
 }
 
 // Querier implements storage.Queryable.

@@ -67,6 +67,9 @@ type DB struct {
 	// the writes that persist it.
 	maxChunkSpanMs atomic.Int64
 	spanMu         sync.Mutex
+	// writes counts the writes of stored data (batches, dropped
+	// partitions) that have returned; see ChunkReader.
+	writes atomic.Uint64
 
 	rdb   *grocksdb.DB
 	cache *grocksdb.Cache
@@ -384,6 +387,8 @@ func (db *DB) write(b *Batch, wo *grocksdb.WriteOptions) error {
 			b.wb.PutCF(db.meta, []byte(metaMaxChunkSpan), binary.BigEndian.AppendUint64(nil, uint64(b.maxSpanMs)))
 		}
 	}
+	// Counted once returned, failed or not (see ChunkReader).
+	defer db.writes.Add(1)
 	if err := db.rdb.Write(wo, b.wb); err != nil {
 		return fmt.Errorf("write batch of %d operations: %w", b.Len(), err)
 	}

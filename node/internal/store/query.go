@@ -24,12 +24,25 @@ func (db *DB) Chunks(seriesID uint64, minT, maxT int64, fn func(c ChunkMeta, dat
 	if minT > maxT {
 		return nil
 	}
+	s := db.openScan(db.timeCFs[KindChunks], scanPrefix, nil)
+	defer s.close()
+	return db.chunksWith(s, seriesID, minT, maxT, fn)
+}
+
+// chunksWith is Chunks on an open scan of the chunks, which must have been
+// opened before it is called. REQUIRES: db acquired, minT <= maxT.
+func (db *DB) chunksWith(s *scan, seriesID uint64, minT, maxT int64, fn func(c ChunkMeta, data []byte) error) error {
 	minT, maxT = clampTime(minT), clampTime(maxT)
 	// A chunk that starts before minT may still reach into the range, but
 	// not one that starts more than the longest span before it, nor one in
 	// an earlier partition: chunks never cross a partition boundary.
-	from := func() int64 { return max(MinTimestampMs, minT-db.maxChunkSpanMs.Load()) }
-	return db.scanSeries(KindChunks, seriesID, minT, from, maxT, func(t int64, v []byte) error {
+	// NB: computed after the scan was opened, as scanSeries does.
+	from := max(MinTimestampMs, minT-db.maxChunkSpanMs.Load())
+	pLo, pHi, err := db.partitionsOf(KindChunks, minT, maxT)
+	if err != nil {
+		return err
+	}
+	return db.scanSeriesWith(s, KindChunks, seriesID, from, pLo, pHi, maxT, func(t int64, v []byte) error {
 		span, n := binary.Uvarint(v)
 		if n <= 0 || span > uint64(MaxTimestampMs-t) {
 			return fmt.Errorf("%w: chunk of series %d at %d: bad header", ErrCorrupt, seriesID, t)
@@ -40,6 +53,63 @@ func (db *DB) Chunks(seriesID uint64, minT, maxT int64, fn func(c ChunkMeta, dat
 		}
 		return fn(c, v[n:])
 	})
+}
+
+// ChunkReader reads the chunks of several series, one after another,
+// through one RocksDB iterator instead of one per series as DB.Chunks
+// does: a query over many series opens and closes an iterator once.
+//
+// An iterator reads the store as of its creation. The reader creates it
+// at its first read, and again at a read that finds the store written
+// since (DB.writes counts every write of stored data once it has
+// returned), so each read sees every write that returned before the read
+// began, as DB.Chunks does: a caller that looked elsewhere first (the
+// node's head, which drops flushed data only after the write returned)
+// misses nothing in between. A ChunkReader is not safe for concurrent
+// use; Close releases it.
+type ChunkReader struct {
+	db     *DB
+	s      *scan  // nil: none open
+	writes uint64 // db.writes when s was opened
+}
+
+// NewChunkReader returns a reader of db's chunks; it holds nothing until
+// its first read.
+func (db *DB) NewChunkReader() *ChunkReader { return &ChunkReader{db: db} }
+
+// Chunks is DB.Chunks through the reader's iterator.
+func (r *ChunkReader) Chunks(seriesID uint64, minT, maxT int64, fn func(c ChunkMeta, data []byte) error) error {
+	if minT > maxT {
+		return nil
+	}
+	db := r.db
+	if r.s != nil && db.writes.Load() != r.writes {
+		r.Close()
+	}
+	if r.s == nil {
+		// Held until Close: the scan needs the DB open.
+		if err := db.acquire(); err != nil {
+			return err
+		}
+		r.writes = db.writes.Load() // before the iterator: it sees at least these
+		r.s = db.openScan(db.timeCFs[KindChunks], scanPrefix, nil)
+	}
+	err := db.chunksWith(r.s, seriesID, minT, maxT, fn)
+	if r.s.err != nil {
+		r.Close() // the iterator's error stays with it: the next read opens another
+	}
+	return err
+}
+
+// Close frees the reader's iterator, if any. The reader may be used
+// again.
+func (r *ChunkReader) Close() {
+	if r.s == nil {
+		return
+	}
+	r.s.close()
+	r.s = nil
+	r.db.release()
 }
 
 // Rollups calls fn for every bucket of seriesID in the rollup tier k

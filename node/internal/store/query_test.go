@@ -330,3 +330,65 @@ func TestRollup_PointRead(t *testing.T) {
 		}
 	}
 }
+
+// readerChunks reads series id's chunks in [minT, maxT] through r.
+func readerChunks(t testing.TB, r *ChunkReader, id uint64, minT, maxT int64) []ChunkMeta {
+	t.Helper()
+	var out []ChunkMeta
+	err := r.Chunks(id, minT, maxT, func(c ChunkMeta, data []byte) error {
+		if string(data) != chunkData(c) {
+			t.Errorf("chunk %+v has data %q", c, data)
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestChunkReader_MatchesChunks: a reader reading several series in turn
+// answers each read as DB.Chunks does, with one iterator while the store
+// is not written, and sees a write (a new chunk, a deleted one, a dropped
+// partition) made between two of its reads.
+func TestChunkReader_MatchesChunks(t *testing.T) {
+	db := openTest(t, Options{PartitionDuration: time.Hour})
+	putChunks(t, db, testChunks)
+	r := db.NewChunkReader()
+	defer r.Close()
+	check := func(what string) {
+		t.Helper()
+		for _, id := range []uint64{2, 1, 0, 1, 7} {
+			for _, span := range [][2]int64{{MinTimestampMs, MaxTimestampMs}, {-5 * minuteMs, 5 * minuteMs}, {50 * minuteMs, 3 * hourMs}, {4 * hourMs, 10 * hourMs}} {
+				var want []ChunkMeta
+				for _, g := range collectChunks(t, db, id, span[0], span[1]) {
+					want = append(want, g.meta)
+				}
+				if got := readerChunks(t, r, id, span[0], span[1]); !slices.Equal(got, want) {
+					t.Fatalf("%s: reader read series %d [%d, %d] as\n%+v\nwant\n%+v", what, id, span[0], span[1], got, want)
+				}
+			}
+		}
+	}
+	check("first reads")
+	s := r.s
+	check("more reads")
+	if r.s != s {
+		t.Fatal("the reader opened another iterator without a write in between")
+	}
+	putChunks(t, db, []ChunkMeta{{1, 2 * hourMs, 2*hourMs + minuteMs}, {7, 0, minuteMs}})
+	check("after new chunks")
+	if r.s == s {
+		t.Fatal("the reader kept its iterator across a write")
+	}
+	write(t, db, func(b *Batch) { b.DeleteChunk(1, 0) })
+	check("after a delete")
+	if _, err := db.DropBefore(KindChunks, hourMs); err != nil {
+		t.Fatal(err)
+	}
+	check("after dropped partitions")
+	r.Close()
+	r.Close() // twice is a no-op
+	check("after Close")
+}

@@ -30,6 +30,9 @@ func (db *DB) DropBefore(k Kind, t int64) (partitions int, err error) {
 		return 0, err
 	}
 
+	// Counted once returned, failed or not (see ChunkReader).
+	defer db.writes.Add(1)
+
 	start := make([]byte, partitionPrefixLen) // below every key
 	end := appendTime(nil, cut)               // first key of partition cut
 	// Inclusive upper key for DeleteFilesInRange: the largest possible key
