@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	pmodel "github.com/prometheus/common/model"
@@ -124,28 +123,11 @@ func parseDirectShape(qs string) *directShape {
 // queries are parsed every time), each with a shape about its own size. A
 // shape is read-only once built.
 type directCache struct {
-	mu sync.Mutex
-	m  map[string]*directShape // nil value: no shape
+	shapes memo[*directShape] // nil value: no shape
 }
 
 func (c *directCache) shape(qs string) *directShape {
-	if len(qs) > maxCachedQueryBytes {
-		return parseDirectShape(qs)
-	}
-	c.mu.Lock()
-	s, hit := c.m[qs]
-	c.mu.Unlock()
-	if hit {
-		return s
-	}
-	s = parseDirectShape(qs)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedQueries {
-		c.m = map[string]*directShape{}
-	}
-	c.m[qs] = s
-	c.mu.Unlock()
-	return s
+	return c.shapes.get(qs, maxCachedQueries, parseDirectShape)
 }
 
 // rangeParams are a query's times, in milliseconds; step 0 is an instant

@@ -289,15 +289,15 @@ func TestDirectCache_Bounded(t *testing.T) {
 		if s := c.shape(qs); s == nil || s.matchers[0].Value != fmt.Sprint(i) && s.matchers[1].Value != fmt.Sprint(i) {
 			t.Fatalf("%s: wrong shape %+v", qs, s)
 		}
-		if len(c.m) > maxCachedQueries {
-			t.Fatalf("%d entries cached", len(c.m))
+		if c.shapes.len() > maxCachedQueries {
+			t.Fatalf("%d entries cached", c.shapes.len())
 		}
 	}
 	long := `max_over_time(x{a="` + strings.Repeat("y", maxCachedQueryBytes) + `"}[1m])`
 	if c.shape(long) == nil {
 		t.Fatal("long query has no shape")
 	}
-	if _, ok := c.m[long]; ok {
+	if c.shapes.has(long) {
 		t.Fatal("long query cached")
 	}
 }

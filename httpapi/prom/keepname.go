@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	pmodel "github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -55,8 +54,7 @@ func keepGroupedNames(qs string) (string, bool) {
 // rewrite parses and prints the query. It is safe for concurrent use and
 // bounded (cleared when full); long queries are not kept.
 type keptNameCache struct {
-	mu sync.Mutex
-	m  map[string]keptName
+	kept memo[keptName]
 }
 
 type keptName struct {
@@ -66,22 +64,11 @@ type keptName struct {
 
 // keepGroupedNames is the package function keepGroupedNames, cached.
 func (c *keptNameCache) keepGroupedNames(qs string) (string, bool) {
-	if len(qs) > maxCachedQueryBytes {
-		return keepGroupedNames(qs)
-	}
-	c.mu.Lock()
-	k, hit := c.m[qs]
-	c.mu.Unlock()
-	if hit {
-		return k.qs, k.ok
-	}
-	k.qs, k.ok = keepGroupedNames(qs)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedQueries {
-		c.m = map[string]keptName{}
-	}
-	c.m[qs] = k
-	c.mu.Unlock()
+	k := c.kept.get(qs, maxCachedQueries, func(qs string) keptName {
+		var k keptName
+		k.qs, k.ok = keepGroupedNames(qs)
+		return k
+	})
 	return k.qs, k.ok
 }
 

@@ -4,7 +4,6 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/strutil"
@@ -46,13 +45,11 @@ var literalFuncs = map[string]bool{"absent": true, "absent_over_time": true, "in
 // equality token that replaces it ("" when there is none). It is safe for
 // concurrent use and bounded (cleared when full).
 type literalCache struct {
-	mu sync.Mutex
-	m  map[string]string
+	tokens memo[string]
 	// queries maps a query string to its rewrite (itself when nothing is
 	// rewritten): dashboards and benchmarks send the same strings again
-	// and again, and lexing one costs more than a map lookup. Bounded
-	// like m; queries longer than maxCachedQueryBytes are not kept.
-	queries map[string]string
+	// and again, and lexing one costs more than a map lookup.
+	queries memo[string]
 }
 
 const (
@@ -65,20 +62,7 @@ const (
 // one string that the regular expression in the string token tok
 // matches, or "" when it matches more (or tok does not unquote).
 func (c *literalCache) replacement(tok string) string {
-	c.mu.Lock()
-	r, ok := c.m[tok]
-	c.mu.Unlock()
-	if ok {
-		return r
-	}
-	r = literalReplacement(tok)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedLiterals {
-		c.m = map[string]string{}
-	}
-	c.m[tok] = r
-	c.mu.Unlock()
-	return r
+	return c.tokens.get(tok, maxCachedLiterals, literalReplacement)
 }
 
 func literalReplacement(tok string) string {
@@ -137,23 +121,7 @@ func (c *literalCache) rewriteLiteralRegexps(qs string) string {
 	if !strings.Contains(qs, "~") {
 		return qs
 	}
-	if len(qs) > maxCachedQueryBytes {
-		return c.rewrite(qs)
-	}
-	c.mu.Lock()
-	r, ok := c.queries[qs]
-	c.mu.Unlock()
-	if ok {
-		return r
-	}
-	r = c.rewrite(qs)
-	c.mu.Lock()
-	if c.queries == nil || len(c.queries) >= maxCachedQueries {
-		c.queries = map[string]string{}
-	}
-	c.queries[qs] = r
-	c.mu.Unlock()
-	return r
+	return c.queries.get(qs, maxCachedQueries, c.rewrite)
 }
 
 // rewrite is rewriteLiteralRegexps without the cache of query strings.

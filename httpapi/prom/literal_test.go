@@ -161,16 +161,16 @@ func TestRewriteLiteralRegexps_QueryCacheBounded(t *testing.T) {
 		if got := c.rewriteLiteralRegexps(qs); got != want {
 			t.Fatalf("%s cached: got %s, want %s", qs, got, want)
 		}
-		if len(c.queries) > maxCachedQueries {
-			t.Fatalf("%d queries cached, bound %d", len(c.queries), maxCachedQueries)
+		if c.queries.len() > maxCachedQueries {
+			t.Fatalf("%d queries cached, bound %d", c.queries.len(), maxCachedQueries)
 		}
 	}
 	long := `x{a=~"b"} or x{a=~"` + strings.Repeat("c", maxCachedQueryBytes) + `"}`
-	before := len(c.queries)
+	before := c.queries.len()
 	if got := c.rewriteLiteralRegexps(long); got == long || len(got) != len(long) {
 		t.Fatalf("long query not rewritten: %.40s…", got)
 	}
-	if len(c.queries) != before {
+	if c.queries.len() != before {
 		t.Fatal("a query over maxCachedQueryBytes was cached")
 	}
 }

@@ -124,8 +124,8 @@ func TestKeptNameCache(t *testing.T) {
 					t.Fatalf("%s: got %q %v, want %q %v", qs, got, ok, wantQs, wantOK)
 				}
 			}
-			if len(c.m) > maxCachedQueries {
-				t.Fatalf("%d queries cached, bound %d", len(c.m), maxCachedQueries)
+			if c.kept.len() > maxCachedQueries {
+				t.Fatalf("%d queries cached, bound %d", c.kept.len(), maxCachedQueries)
 			}
 		}
 	}
