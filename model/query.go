@@ -127,11 +127,14 @@ func (q *Query) Validate() error {
 // Source names where a query's answer comes from: "raw", "rollup_1h",
 // "rollup_1d" or "last" (QueryInfo.Source). A downsampling query whose
 // step is a whole number of days (hours) and whose buckets are
-// epoch-aligned is answered from the daily (hourly) rollups.
+// epoch-aligned is answered from the daily (hourly) rollups; one whose
+// buckets are left-open hours (LeftOpenHours) from the hourly rollups.
 func (q *Query) Source() string {
 	switch {
 	case q.Mode == ModeLastPoint:
 		return "last"
+	case q.LeftOpenHours():
+		return "rollup_1h"
 	case q.Mode != ModeDownsample || q.BucketOffset() != 0:
 		return "raw"
 	case q.Step%rollup.Day == 0:
@@ -140,6 +143,23 @@ func (q *Query) Source() string {
 		return "rollup_1h"
 	}
 	return "raw"
+}
+
+// LeftOpenHours says whether q downsamples into left-open buckets
+// (h, h+Step] with h a whole hour — Step a whole number of hours and
+// buckets offset by 1 ms, the windows PromQL evaluates every R — by max,
+// min, last or count: the functions whose value over such a bucket
+// follows from the hourly rollups of the hours it meets and their first
+// samples (most of the time; see the node's downsampleLeftOpen).
+func (q *Query) LeftOpenHours() bool {
+	if q.Mode != ModeDownsample || q.Step <= 0 || q.Step%rollup.Hour != 0 || q.BucketOffset() != 1 {
+		return false
+	}
+	switch q.Downsample {
+	case rollup.FuncMax, rollup.FuncMin, rollup.FuncLast, rollup.FuncCount:
+		return true
+	}
+	return false
 }
 
 // BucketOffset is Offset reduced to [0, Step) (0 without a positive Step):

@@ -168,6 +168,8 @@ func (n *Node) querySeries(s *memSeries, q *model.Query, cr *store.ChunkReader) 
 		return []int64{t}, []float64{v}, 1, nil
 	case q.Mode == model.ModeDownsample && q.Step%rollup.Hour == 0 && q.BucketOffset() == 0:
 		return n.downsampleRollup(s, q)
+	case q.LeftOpenHours():
+		return n.downsampleLeftOpen(s, q)
 	}
 	if q.Mode == model.ModeRaw {
 		err = n.eachSampleBatch(s, q.Start, q.End, cr, func(bt []int64, bv []float64) {

@@ -153,7 +153,9 @@ func TestQuery_DownsampleOffsetMatchesNaive(t *testing.T) {
 					t.Fatalf("step %d offset %d %s [%d,%d]: values\n%v\nwant\n%v", step, off, f, qs, qe, got.Vs, wantV)
 				}
 				wantSource := "raw"
-				if off%step == 0 && step%rollup.Day == 0 {
+				if q.LeftOpenHours() {
+					wantSource = "rollup_1h"
+				} else if off%step == 0 && step%rollup.Day == 0 {
 					wantSource = "rollup_1d"
 				} else if off%step == 0 && step%rollup.Hour == 0 {
 					wantSource = "rollup_1h"

@@ -39,7 +39,12 @@ import (
 // window is ignored by both, or is not the first or last sample). For the
 // same reason max and min never use the hourly rollups in exact mode: a
 // rollup merges per-hour aggregates, and an hour that starts with a NaN
-// would hide its other samples.
+// would hide its other samples. The windows of a range function evaluated
+// every R, R whole hours, that end on the hour are different: their
+// buckets are offset by 1 ms (left-open hours), and the node answers them
+// from its hourly rollups only where those give the raw answer bit for
+// bit, reading an hour with a NaN, or whose sample on the hour may hold
+// its max or min, from raw samples (node/leftopen.go).
 //
 // sum_over_time and avg_over_time are not answered this way in exact mode:
 // the engine adds with Kahan compensation and the node does not, so the
