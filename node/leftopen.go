@@ -5,6 +5,7 @@ import (
 
 	"github.com/tributarydb/tributary/model"
 	"github.com/tributarydb/tributary/model/aggregate"
+	"github.com/tributarydb/tributary/node/internal/store"
 	"github.com/tributarydb/tributary/node/rollup"
 )
 
@@ -35,8 +36,9 @@ import (
 // is the raw path's, bit for bit (TestQuery_DownsampleOffsetMatchesNaive,
 // TestRollups_MatchNaiveAggregation).
 
-// downsampleLeftOpen answers q (LeftOpenHours) for one series.
-func (n *Node) downsampleLeftOpen(s *memSeries, q *model.Query) ([]int64, []float64, int64, error) {
+// downsampleLeftOpen answers q (LeftOpenHours) for one series, reading
+// raw samples through cr (nil: the store's own Chunks).
+func (n *Node) downsampleLeftOpen(s *memSeries, q *model.Query, cr *store.ChunkReader) ([]int64, []float64, int64, error) {
 	dirty := map[int64]bool{}
 	for _, x := range s.snapshot(q.Start, q.End) {
 		dirty[rollup.BucketStart(x.t, rollup.Hour)] = true
@@ -65,7 +67,7 @@ func (n *Node) downsampleLeftOpen(s *memSeries, q *model.Query) ([]int64, []floa
 		// Folded into the bucket one sample at a time, as the raw path
 		// does: a NaN that starts this hour but not the bucket is passed
 		// over, which merging the hour's own aggregate would not do.
-		err := n.eachSampleBatch(s, lo, hi, nil, func(ts []int64, vs []float64) {
+		err := n.eachSampleBatch(s, lo, hi, cr, func(ts []int64, vs []float64) {
 			for i, t := range ts {
 				bucket.Add(t, vs[i])
 			}

@@ -169,7 +169,7 @@ func (n *Node) querySeries(s *memSeries, q *model.Query, cr *store.ChunkReader) 
 	case q.Mode == model.ModeDownsample && q.Step%rollup.Hour == 0 && q.BucketOffset() == 0:
 		return n.downsampleRollup(s, q)
 	case q.LeftOpenHours():
-		return n.downsampleLeftOpen(s, q)
+		return n.downsampleLeftOpen(s, q, cr)
 	}
 	if q.Mode == model.ModeRaw {
 		err = n.eachSampleBatch(s, q.Start, q.End, cr, func(bt []int64, bv []float64) {
