@@ -43,8 +43,9 @@ func idleOpts(t *testing.T) node.Options {
 
 // TestNode_IdleCompactionLeavesNoLevel0: after the idle flush that
 // follows writes, the store's files are merged into one level per column
-// family, none in level 0, as a full compaction leaves them; the points
-// are all there.
+// family, none in level 0, as a full compaction leaves them — but for the
+// chunks, whose level-0 files hold nothing twice and stay; the points are
+// all there.
 func TestNode_IdleCompactionLeavesNoLevel0(t *testing.T) {
 	n := mustOpen(t, idleOpts(t))
 	defer n.Close()
@@ -82,6 +83,12 @@ func TestNode_IdleCompactionLeavesNoLevel0(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cf, per := range files {
+		if cf == "chunks" {
+			if per[0] < 3 {
+				t.Errorf("chunks after the idle compaction: files by level %v; want the three idle flushes' level-0 files left", per)
+			}
+			continue
+		}
 		levels := 0
 		for _, f := range per {
 			if f > 0 {

@@ -32,13 +32,16 @@ type IdleCompaction struct {
 }
 
 // CompactIdle merges what flushes left above the bottom level of each
-// column family (level-0 files, files in upper levels) into it, so that the
-// store at rest takes what a full compaction leaves, without rewriting the
+// column family (level-0 files, files in upper levels) into it, so that
+// what flushes rewrite (rollup packs, postings, the series dictionary) is
+// kept once at rest, as a full compaction leaves it, without rewriting the
 // bottom level itself: only bottom files that overlap newer data are
 // rewritten, which with time-partitioned keys are the recent partitions'.
 // A column family whose files are all in one level below level 0 is left
 // alone, and so is one where the merge would rewrite more than
-// maxIdleRewriteFactor times the bytes it merges (see needsCompaction).
+// maxIdleRewriteFactor times the bytes it merges (see needsCompaction), and
+// one whose flushes write each key once (cfSpec.writtenOnce: the chunks),
+// where merging saves little space for a rewrite of all that was flushed.
 //
 // It never blocks writes: RocksDB's own flushes and compactions go on
 // beside it. It flushes the memtables first and holds the store's flush
@@ -56,8 +59,8 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 
 	var res IdleCompaction
 	var todo []*grocksdb.ColumnFamilyHandle
-	for _, h := range db.handles {
-		if db.needsCompaction(h) {
+	for i, h := range db.handles {
+		if !cfSpecs[i].writtenOnce && db.needsCompaction(h) {
 			todo = append(todo, h)
 		}
 	}

@@ -14,23 +14,28 @@ import (
 	"github.com/tributarydb/tributary/node/labels"
 )
 
-// fillRounds writes rounds batches of the same keys (series, chunks of
-// random bytes, their rollups), each flushed to its own level-0 files, as
-// a load's store flushes leave them.
-func fillRounds(t *testing.T, db *DB, rounds, series, chunkBytes int) {
+// fillRounds writes rounds batches of the same keys (series, a small
+// chunk, its hourly rollup rewritten, and a daily rollup of dataBytes
+// random bytes at a new key each round, the bulk of it), each flushed to
+// its own level-0 files, as a load's store flushes leave them. The daily
+// rollups make what CompactIdle merges (the chunks it leaves alone) as
+// large as a test needs.
+func fillRounds(t *testing.T, db *DB, rounds, series, dataBytes int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for r := range rounds {
 		for id := uint64(1); id <= uint64(series); id++ {
 			write(t, db, func(b *Batch) {
 				b.PutSeries(id, labels.FromStrings("__name__", "m", "id", fmt.Sprint(id)))
-				data := make([]byte, chunkBytes)
+				data := make([]byte, dataBytes)
 				for i := range data {
 					data[i] = byte(rng.Uint32())
 				}
-				// Each round a new chunk; the rollup of the hour rewritten.
-				b.PutChunk(id, int64(r)*hourMs, int64(r)*hourMs+1000, data)
+				// Each round a new chunk and daily value; the rollup of
+				// the hour rewritten.
+				b.PutChunk(id, int64(r)*hourMs, int64(r)*hourMs+1000, []byte(fmt.Sprintf("chunk %d", r)))
 				b.PutRollup(KindRollup1h, id, 0, []byte(fmt.Sprintf("round %d", r)))
+				b.PutRollup(KindRollup1d, id, int64(r)*dayMs, data)
 			})
 		}
 		if err := db.Flush(); err != nil {
@@ -52,7 +57,8 @@ func levelsUsed(per [NumLevels]int) (levels, files int) {
 // TestCompactIdle_LeavesWhatAFullCompactionLeaves: after flushes that
 // each left level-0 files, CompactIdle leaves no level-0 file and every
 // column family in one level, the rewritten rollups kept once and
-// readable; a second call finds nothing to do.
+// readable, except the chunks, whose level-0 files it leaves as they are;
+// a second call finds nothing to do.
 func TestCompactIdle_LeavesWhatAFullCompactionLeaves(t *testing.T) {
 	db := openTest(t, Options{})
 	fillRounds(t, db, 3, 50, 256)
@@ -75,6 +81,12 @@ func TestCompactIdle_LeavesWhatAFullCompactionLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cf, per := range after {
+		if cf == cfChunks {
+			if per != before[cf] {
+				t.Errorf("chunks after CompactIdle: files by level %v, before %v; want them left alone", per, before[cf])
+			}
+			continue
+		}
 		if levels, _ := levelsUsed(per); per[0] != 0 || levels > 1 {
 			t.Errorf("column family %s after CompactIdle: files by level %v; want none in level 0, one level", cf, per)
 		}
@@ -162,8 +174,8 @@ func TestCompactIdle_StopsPromptly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if per[cfChunks][0] != 0 {
-				t.Errorf("chunks by level after the second CompactIdle: %v", per[cfChunks])
+			if per[cfRollup1d][0] != 0 {
+				t.Errorf("daily rollups by level after the second CompactIdle: %v", per[cfRollup1d])
 			}
 		})
 	}
@@ -246,7 +258,7 @@ func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
 	if err := db.CompactAll(); err != nil {
 		t.Fatal(err)
 	}
-	write(t, db, func(b *Batch) { b.PutChunk(5, 30*60*1000, 30*60*1000+1000, []byte("small")) })
+	write(t, db, func(b *Batch) { b.PutRollup(KindRollup1d, 5, 0, []byte("small")) })
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -257,8 +269,8 @@ func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files[cfChunks][0] != 1 {
-		t.Fatalf("chunks by level after a small write: %v; want its level-0 file left", files[cfChunks])
+	if files[cfRollup1d][0] != 1 {
+		t.Fatalf("daily rollups by level after a small write: %v; want its level-0 file left", files[cfRollup1d])
 	}
 	fillRounds(t, db, 1, 2000, 1024) // as much again, over the same keys
 	if _, err := db.CompactIdle(nil, nil); err != nil {
@@ -267,8 +279,8 @@ func TestCompactIdle_LeavesASmallWriteToRocksDB(t *testing.T) {
 	if files, err = db.LevelFiles(); err != nil {
 		t.Fatal(err)
 	}
-	if levels, _ := levelsUsed(files[cfChunks]); files[cfChunks][0] != 0 || levels != 1 {
-		t.Errorf("chunks by level after a large write: %v; want one level, none in level 0", files[cfChunks])
+	if levels, _ := levelsUsed(files[cfRollup1d]); files[cfRollup1d][0] != 0 || levels != 1 {
+		t.Errorf("daily rollups by level after a large write: %v; want one level, none in level 0", files[cfRollup1d])
 	}
 }
 

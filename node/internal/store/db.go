@@ -37,7 +37,7 @@ var cfSpecs = []cfSpec{
 	{name: cfDefault},
 	{name: cfSeries, keyBloom: true},
 	{name: cfPostings},
-	{name: cfChunks, prefixBloom: true, blockBytes: timeBlockBytes, l0Trigger: chunksL0Trigger},
+	{name: cfChunks, prefixBloom: true, blockBytes: timeBlockBytes, l0Trigger: chunksL0Trigger, writtenOnce: true},
 	{name: cfRollup1h, prefixBloom: true, blockBytes: timeBlockBytes, hot: true},
 	{name: cfRollup1d, prefixBloom: true, blockBytes: timeBlockBytes, hot: true},
 	{name: cfMeta},

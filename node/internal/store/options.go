@@ -244,6 +244,12 @@ type cfSpec struct {
 	// l0Trigger: level-0 files that start a compaction; 0 is RocksDB's
 	// default.
 	l0Trigger int
+	// writtenOnce: store flushes write each key once (a chunk is
+	// rewritten only when late samples reach its hour), so its level-0
+	// files hold next to nothing twice and CompactIdle leaves them to
+	// RocksDB's own compactions (at l0Trigger files): merging them at
+	// rest would rewrite the whole load to save about 3% of it.
+	writtenOnce bool
 }
 
 // cfOptions builds the options of one column family; the caller destroys
