@@ -74,13 +74,19 @@ apt_install() {
 # Cortex-A7, Pi 1's and Pi Zero's ARM1176), so that the tests catch
 # instructions newer CPUs only have.
 target_facts() {
-  goarm="" qemu="" qemu_cpu="" variant="" atomic_lib=""
+  goarm="" qemu="" qemu_cpu="" variant="" atomic_lib="" extld="-static"
   case "$1" in
     amd64) debarch=amd64 goarch=amd64 tri=x86_64-linux-gnu platform=linux/amd64 machine="X86-64" ;;
     arm64) debarch=arm64 goarch=arm64 tri=aarch64-linux-gnu platform=linux/arm64 machine="AArch64"
            qemu=qemu-aarch64-static qemu_cpu=cortex-a53 ;;
     armv7) debarch=armhf goarch=arm goarm=7 tri=arm-linux-gnueabihf platform=linux/arm/v7 machine="ARM"
-           qemu=qemu-arm-static qemu_cpu=cortex-a7 variant=v7 ;;
+           qemu=qemu-arm-static qemu_cpu=cortex-a7 variant=v7
+           # Debian's armhf glibc is Thumb-2 code. GNU ld (bfd) writes the
+           # static binary's R_ARM_IRELATIVE entries (memcpy's and
+           # strchr's resolvers) without the Thumb bit, so glibc's startup
+           # calls them in ARM mode and a large binary dies at once with
+           # SIGILL; gold sets the bit.
+           extld="-static -fuse-ld=gold" ;;
     armv6) debarch=armel goarch=arm goarm=6 tri=arm-linux-gnueabi platform=linux/arm/v6 machine="ARM"
            qemu=qemu-arm-static qemu_cpu=arm1176 variant=v6
            # ARMv5TE has no 64-bit atomic instructions: RocksDB's 64-bit
@@ -161,7 +167,7 @@ step_build() {
     start=$SECONDS
     say "building $out ($version)"
     env "${goenv[@]}" "$go_cmd" build -trimpath -tags "$build_tags" \
-      -ldflags "-s -w -X main.version=$version -linkmode external -extldflags -static" \
+      -ldflags "-s -w -X main.version=$version -linkmode external -extldflags '$extld'" \
       -o "$out.tmp" ./cmd/tributary
     check_binary "$t" "$out.tmp"
     mv "$out.tmp" "$out"
@@ -244,7 +250,7 @@ qemu_tests() {
   # a tmpfs), which also holds the go command's work files.
   env "${goenv[@]}" QEMU_CPU="$qemu_cpu" TMPDIR="$tmp" GOTMPDIR="$tmp" \
     "$go_cmd" test -count=1 -timeout 30m -tags "$build_tags" \
-    -ldflags "-linkmode external -extldflags -static" \
+    -ldflags "-linkmode external -extldflags '$extld'" \
     -exec "$qemu" "${skip[@]}" "${test_pkgs[@]}" || rc=$?
   say "go test under $qemu: $([ $rc -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s"
   return $rc
