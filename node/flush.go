@@ -98,7 +98,7 @@ func (n *Node) idleFlush() error {
 	}
 	n.idleDoneNs = last
 	n.stats.idleFlushes.Add(1)
-	if n.opts.IdleCompact {
+	if !n.opts.NoIdleCompact {
 		select {
 		case n.compactWake <- struct{}{}:
 		default: // one is pending already

@@ -36,7 +36,6 @@ func idleOpts(t *testing.T) node.Options {
 		DataDir:          t.TempDir(),
 		FlushInterval:    5 * time.Millisecond,
 		IdleFlush:        200 * time.Millisecond,
-		IdleCompact:      true,
 		HeadChunkSamples: 120,
 	}
 }
@@ -161,11 +160,11 @@ func TestNode_IdleCompactionNeitherHoldsWritesNorClose(t *testing.T) {
 	}
 }
 
-// TestNode_NoIdleCompact: without IdleCompact the idle flush leaves the
+// TestNode_NoIdleCompact: with NoIdleCompact the idle flush leaves the
 // store as its flushes wrote it.
 func TestNode_NoIdleCompact(t *testing.T) {
 	o := idleOpts(t)
-	o.IdleCompact = false
+	o.NoIdleCompact = true
 	n := mustOpen(t, o)
 	defer n.Close()
 	start := time.Now().Add(-6 * time.Hour).Truncate(time.Hour).UnixMilli()
@@ -180,6 +179,6 @@ func TestNode_NoIdleCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := n.Status(); st.IdleCompactions != 0 || files["chunks"][0] < 2 {
-		t.Errorf("without IdleCompact: %d idle compactions, chunks files by level %v; want none, level-0 files left", st.IdleCompactions, files["chunks"])
+		t.Errorf("NoIdleCompact: %d idle compactions, chunks files by level %v; want none, level-0 files left", st.IdleCompactions, files["chunks"])
 	}
 }

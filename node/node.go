@@ -91,7 +91,7 @@ type Node struct {
 	headSamples atomic.Int64
 	headBytes   atomic.Int64
 	flushWake   chan struct{}
-	// compactWake wakes compactLoop after an idle flush (IdleCompact).
+	// compactWake wakes compactLoop after an idle flush (unless NoIdleCompact).
 	compactWake chan struct{}
 	flushMu     sync.Mutex // one flush round at a time
 	stop        chan struct{}

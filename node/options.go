@@ -80,15 +80,12 @@ type Options struct {
 	// compressed size. Default 50s, so that with the flush itself it has
 	// converged within a minute of the last write; negative never.
 	IdleFlush time.Duration
-	// IdleCompact turns on the compaction that follows each idle flush
+	// NoIdleCompact turns off the compaction that follows each idle flush
 	// (compact.go): it merges the store's level-0 and upper-level files
-	// into its bottom level, so that the store at rest is the size a full
-	// compaction leaves, at the cost of rewriting the recent partitions'
-	// files once per idle period that followed writes. Off by default: in
-	// one test run RocksDB aborted the process on an assertion of its
-	// atomic flush (flush reasons differing between column families)
-	// while it ran beside the store's flushes; not understood yet.
-	IdleCompact bool
+	// but the chunks' into its bottom level, so that what store flushes
+	// rewrite (rollup packs, postings) is held once at rest, at the cost of
+	// rewriting those files once per idle period that followed writes.
+	NoIdleCompact bool
 
 	// A store call that fails with a corruption makes the store unhealthy
 	// at once; other failures (a full disk, an I/O error) once they have

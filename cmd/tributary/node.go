@@ -53,7 +53,7 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) *nodeFlagValues {
 	fs.UintVar(&v.walFormat, "wal-format", uint(wal.FormatV2), "WAL segment format written: 2, compressed records (coordinators from this version on read it), or 1, raw records (for edges that ship to older coordinators); both are read")
 	fs.Int64Var(&o.HeadMaxBytes, "head-max-bytes", 32<<20, "memory bound for unflushed samples")
 	fs.DurationVar(&o.IdleFlush, "idle-flush", 50*time.Second, "after this long without a write (default 50s: converged within a minute of the last write), flush the head and the store and release the WAL segments replication no longer needs, so the data dir shrinks to its compressed size (negative: never)")
-	fs.BoolVar(&v.idleCompact, "idle-compact", false, "experimental, off by default (RocksDB aborted once on an atomic-flush assertion beside it): after each idle flush that followed writes, merge the store's newest files into its bottom level, so the data dir at rest is the size a full compaction leaves (rewrites the recent partitions' files once per idle period; a write cuts it short)")
+	fs.BoolVar(&v.idleCompact, "idle-compact", true, "after each idle flush that followed writes, merge what the store's flushes rewrote (rollup packs, postings, series) into its bottom level, so the data dir at rest holds it once (rewrites those files once per idle period; the chunks are left to RocksDB; a write cuts it short)")
 	fs.Int64Var(&o.StoreFlushWALBytes, "store-flush-wal-bytes", 0, "flush the store's memtables to disk, and release the WAL segments they cover, once those segments hold this many bytes (larger: less rewriting of the store, longer replay after a crash; 0: 8 MiB with --wal-format 2, 32 MiB with 1)")
 	fs.IntVar(&o.HeadChunkSamples, "head-chunk-samples", 480, "samples per head chunk (chunks also close at each hour boundary)")
 	fs.DurationVar(&o.OutOfOrderWindow, "ooo-window", time.Hour, "accept samples this much older than their series' newest")
@@ -91,7 +91,7 @@ func (v *nodeFlagValues) parse(fs *flag.FlagSet, args []string, stderr io.Writer
 		return nil, fmt.Errorf("%w: --wal-format %d: want 1 or 2", errUsage, v.walFormat)
 	}
 	v.o.WALFormat = uint8(v.walFormat)
-	v.o.IdleCompact = v.idleCompact
+	v.o.NoIdleCompact = !v.idleCompact
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "wal-segment-age" || f.Name == "wal-segment-min-points" {
 			v.sealFixed = true

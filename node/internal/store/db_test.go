@@ -82,6 +82,7 @@ func TestOptions_Validate(t *testing.T) {
 		{"cache negative", Options{Dir: "d", BlockCacheBytes: -1}, "BlockCacheBytes"},
 		{"write buffer tiny", Options{Dir: "d", WriteBufferBytes: 1024}, "WriteBufferBytes"},
 		{"one write buffer", Options{Dir: "d", MaxWriteBuffers: 1}, "MaxWriteBuffers"},
+		{"three write buffers", Options{Dir: "d", MaxWriteBuffers: 3}, "MaxWriteBuffers"},
 		{"few open files", Options{Dir: "d", MaxOpenFiles: 5}, "MaxOpenFiles"},
 		{"background jobs negative", Options{Dir: "d", MaxBackgroundJobs: -1}, "MaxBackgroundJobs"},
 	}

@@ -27,8 +27,13 @@ type Options struct {
 	// Default 4 MiB, at least 64 KiB.
 	WriteBufferBytes int64
 	// MaxWriteBuffers is the number of memtables a column family may hold
-	// (one being written, the others waiting to be flushed). Default 2, at
-	// least 2.
+	// (one being written, the others waiting to be flushed). Default 2, and
+	// exactly 2: with one every flush stalls writes; with more, RocksDB 7.x
+	// (whose flush keeps its reason on each column family) runs a store
+	// Flush queued behind its own flush of a full memtable with mixed
+	// reasons, which Debian's assertion-enabled build aborts on within
+	// seconds (TestFlushRace with 4); with 2 a manual flush waits for the
+	// queued one and the window is narrow.
 	MaxWriteBuffers int
 	// MaxOpenFiles bounds the SST files RocksDB keeps open. Default 256, at
 	// least 20.
@@ -104,6 +109,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("store options: WriteBufferBytes %d is below the minimum %d", o.WriteBufferBytes, minWriteBufferBytes)
 	case o.MaxWriteBuffers < 2:
 		return fmt.Errorf("store options: MaxWriteBuffers %d is below 2 (with one, every flush stalls writes)", o.MaxWriteBuffers)
+	case o.MaxWriteBuffers > 2:
+		return fmt.Errorf("store options: MaxWriteBuffers %d is above 2 (RocksDB 7.x then mixes the reasons of queued atomic flushes and aborts)", o.MaxWriteBuffers)
 	case o.MaxOpenFiles < minMaxOpenFiles:
 		return fmt.Errorf("store options: MaxOpenFiles %d is below the minimum %d", o.MaxOpenFiles, minMaxOpenFiles)
 	case o.MaxBackgroundJobs < 0:
