@@ -95,7 +95,7 @@ func openCoordinatorRules(c *coordinator.Coordinator, f *rulesFlags, sf *serveFl
 	}
 	edgeDir := filepath.Join(co.dataDir, rulesEdgeDir)
 	no := node.Options{DataDir: edgeDir, NodeID: rulesEdgeID(c.NodeID()), Logger: co.log.With("component", "rules-edge"),
-		WALSegmentAge: co.sealAge}
+		WALSegmentAge: co.sealAge, NoIdleCompact: true} // a coordinator's, not an SD card's: as before
 	ro := replicator.Options{Targets: []string{c.IntakeAddr()}, TLS: co.tls, Insecure: co.tls == nil, SoftwareVersion: version,
 		CursorPath: filepath.Join(edgeDir, "replication.cursor"), Logger: no.Logger}
 	var target atomic.Pointer[node.Node]

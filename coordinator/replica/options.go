@@ -103,6 +103,10 @@ func (o *Options) nodeOptions() node.Options {
 		Limits:           lim,
 		MaxSeries:        o.MaxSeries,
 		Now:              o.Now,
+		// The idle compaction is for an edge's SD card; a replica store
+		// takes segments from many edges and keeps RocksDB's own
+		// compactions, as before it was on by default.
+		NoIdleCompact: true,
 	}
 	// node's defaults, so that the out-of-order window can follow them.
 	def := node.Options{DataDir: o.Dir}

@@ -464,7 +464,7 @@ func TestOptions_Validate(t *testing.T) {
 		t.Fatal(err)
 	}
 	no := o.nodeOptions()
-	if no.OutOfOrderWindow != no.Retention1d || no.Retention1d < 365*24*time.Hour || no.RetentionRaw != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 {
+	if no.OutOfOrderWindow != no.Retention1d || no.Retention1d < 365*24*time.Hour || no.RetentionRaw != 48*time.Hour || no.MaxSeries != DefaultMaxSeries || no.Limits.MaxLabels != labels.DefaultLimits.MaxLabels+1 || !no.NoIdleCompact {
 		t.Fatalf("engine options %+v", no)
 	}
 }
