@@ -103,9 +103,9 @@ func (o *Options) nodeOptions() node.Options {
 		Limits:           lim,
 		MaxSeries:        o.MaxSeries,
 		Now:              o.Now,
-		// The idle compaction is for an edge's SD card; a replica store
-		// takes segments from many edges and keeps RocksDB's own
-		// compactions, as before it was on by default.
+		// The idle compaction serves an edge's SD card; a replica store,
+		// fed by many edges, leaves its level-0 files to RocksDB's own
+		// compactions, as it always has.
 		NoIdleCompact: true,
 	}
 	// node's defaults, so that the out-of-order window can follow them.
