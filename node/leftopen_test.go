@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -87,7 +88,7 @@ func TestQuery_LeftOpenHoursMatchRaw(t *testing.T) {
 	fill(truths["smooth"], smoothValue, false)
 	write := func(kind string, m map[int64]float64) {
 		t.Helper()
-		ts := slices.Sorted(mapKeysOf(m))
+		ts := slices.Sorted(maps.Keys(m))
 		vs := make([]float64, len(ts))
 		for i, x := range ts {
 			vs[i] = m[x]
@@ -110,7 +111,7 @@ func TestQuery_LeftOpenHoursMatchRaw(t *testing.T) {
 		t.Helper()
 		truth := truths[kind]
 		ms := []*labels.Matcher{mustMatcher(t, labels.MatchEqual, "kind", kind)}
-		ts := slices.Sorted(mapKeysOf(truth))
+		ts := slices.Sorted(maps.Keys(truth))
 		vs := make([]float64, len(ts))
 		for i, x := range ts {
 			vs[i] = truth[x]
@@ -180,14 +181,4 @@ func TestQuery_LeftOpenHoursMatchRaw(t *testing.T) {
 	}
 	check("flushed again", "edges", false)
 	check("flushed again", "smooth", true)
-}
-
-func mapKeysOf[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
