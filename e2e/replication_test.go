@@ -565,9 +565,23 @@ func TestReplication_BacklogOverflow(t *testing.T) {
 			if int64(m[tc.counter]) != gapPts {
 				t.Errorf("edge counts %v in %s, the catalog's gaps hold %d", m[tc.counter], tc.counter, gapPts)
 			}
+			var gapSegs uint64
+			for _, g := range n.Gaps {
+				gapSegs += g.Segments
+			}
 			cc := f.checkCloud(n.Gaps)
-			if int64(cc.inGap) != gapPts*int64(len(f.c.Coordinators)) {
-				t.Errorf("the coordinators miss %d points inside the gaps, the gaps count %d each", cc.inGap, gapPts)
+			// The dropped points are not shipped, so each coordinator misses
+			// the gaps' points, except those of one segment in flight when
+			// the link was cut: a replica may have stored it while its
+			// catalog record and ack were lost with the stream (the catalog
+			// counts it in the gap; the replica still answers its points).
+			// Segments are cut by size, so one holds about gapPts/gapSegs.
+			want := gapPts * int64(len(f.c.Coordinators))
+			inFlight := int64(len(f.c.Coordinators)) * (gapPts*5/4/int64(max(gapSegs, 1)) + 1)
+			if got := int64(cc.inGap); got > want || got < want-inFlight {
+				t.Errorf("the coordinators miss %d points inside the gaps, the gaps count %d each (%d segments)", cc.inGap, gapPts, gapSegs)
+			} else if got < want {
+				t.Logf("the coordinators answer %d points of the gaps: a segment stored by a replica as the link was cut", want-got)
 			}
 			f.summary(st, cc)
 		})
