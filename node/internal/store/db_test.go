@@ -81,8 +81,6 @@ func TestOptions_Validate(t *testing.T) {
 		{"partition 2h", Options{Dir: "d", PartitionDuration: 2 * time.Hour}, ""},
 		{"cache negative", Options{Dir: "d", BlockCacheBytes: -1}, "BlockCacheBytes"},
 		{"write buffer tiny", Options{Dir: "d", WriteBufferBytes: 1024}, "WriteBufferBytes"},
-		{"one write buffer", Options{Dir: "d", MaxWriteBuffers: 1}, "MaxWriteBuffers"},
-		{"three write buffers", Options{Dir: "d", MaxWriteBuffers: 3}, "MaxWriteBuffers"},
 		{"few open files", Options{Dir: "d", MaxOpenFiles: 5}, "MaxOpenFiles"},
 		{"background jobs negative", Options{Dir: "d", MaxBackgroundJobs: -1}, "MaxBackgroundJobs"},
 	}
@@ -100,7 +98,7 @@ func TestOptions_Validate(t *testing.T) {
 				t.Fatalf("Validate() = %v", err)
 			}
 			if o.PartitionDuration <= 0 || o.BlockCacheBytes <= 0 || o.WriteBufferBytes <= 0 ||
-				o.MaxWriteBuffers < 2 || o.MaxOpenFiles <= 0 || o.MaxBackgroundJobs <= 0 || o.Logger == nil {
+				o.MaxOpenFiles <= 0 || o.MaxBackgroundJobs <= 0 || o.Logger == nil {
 				t.Fatalf("defaults not filled: %+v", o)
 			}
 		})

@@ -140,11 +140,11 @@
 //     column family; it also holds the index and filter blocks, so they do
 //     not grow with the data (index and filter blocks of L0 files stay pinned
 //     and may push it a little over its capacity).
-//   - memtables: at most 6 × WriteBufferBytes × MaxWriteBuffers
-//     [6 × 4 MiB × 2 = 48 MiB], plus 128 KiB for RocksDB's unused "default"
-//     column family; a column family that reaches MaxWriteBuffers
-//     memtables stalls writes until a flush finishes. A DB-wide write buffer
-//     budget of 2 × WriteBufferBytes × MaxWriteBuffers [16 MiB] makes
+//   - memtables: at most 6 × WriteBufferBytes × 2 (two memtables a column
+//     family) [6 × 4 MiB × 2 = 48 MiB], plus 128 KiB for RocksDB's unused
+//     "default" column family; a column family that reaches two memtables
+//     stalls writes until a flush finishes. A DB-wide write buffer
+//     budget of 2 × WriteBufferBytes × 2 [16 MiB] makes
 //     RocksDB flush the oldest memtable before that ceiling, so the steady
 //     state stays near 16 MiB.
 //   - table readers: at most MaxOpenFiles [256] open SST files, each a few

@@ -26,15 +26,6 @@ type Options struct {
 	// WriteBufferBytes is the size of one memtable of one column family.
 	// Default 4 MiB, at least 64 KiB.
 	WriteBufferBytes int64
-	// MaxWriteBuffers is the number of memtables a column family may hold
-	// (one being written, the others waiting to be flushed). Default 2, and
-	// exactly 2: with one every flush stalls writes; with more, RocksDB 7.x
-	// (whose flush keeps its reason on each column family) runs a store
-	// Flush queued behind its own flush of a full memtable with mixed
-	// reasons, which Debian's assertion-enabled build aborts on within
-	// seconds (TestFlushRace with 4); with 2 a manual flush waits for the
-	// queued one and the window is narrow.
-	MaxWriteBuffers int
 	// MaxOpenFiles bounds the SST files RocksDB keeps open. Default 256, at
 	// least 20.
 	MaxOpenFiles int
@@ -51,12 +42,21 @@ const (
 	DefaultPartitionDuration = 24 * time.Hour
 	DefaultBlockCacheBytes   = 8 << 20
 	DefaultWriteBufferBytes  = 4 << 20
-	DefaultMaxWriteBuffers   = 2
 	DefaultMaxOpenFiles      = 256
 	DefaultMaxBackgroundJobs = 2
 
 	minWriteBufferBytes = 64 << 10 // RocksDB silently raises smaller values
 	minMaxOpenFiles     = 20       // RocksDB silently raises smaller values
+
+	// writeBuffers is the number of memtables a column family may hold
+	// (one being written, the other waiting to be flushed), and exactly 2:
+	// with one every flush stalls writes; with more, RocksDB 7.x (whose
+	// flush keeps its reason on each column family) runs a store Flush
+	// queued behind its own flush of a full memtable with mixed reasons,
+	// which Debian's assertion-enabled build aborts on within seconds (seen
+	// with 4 under TestFlushRace's load); with 2 a manual flush waits for
+	// the queued one.
+	writeBuffers = 2
 )
 
 // Tuning that does not need to be an option.
@@ -97,7 +97,6 @@ func (o *Options) Validate() error {
 	o.PartitionDuration = cmp.Or(o.PartitionDuration, DefaultPartitionDuration)
 	o.BlockCacheBytes = cmp.Or(o.BlockCacheBytes, DefaultBlockCacheBytes)
 	o.WriteBufferBytes = cmp.Or(o.WriteBufferBytes, DefaultWriteBufferBytes)
-	o.MaxWriteBuffers = cmp.Or(o.MaxWriteBuffers, DefaultMaxWriteBuffers)
 	o.MaxOpenFiles = cmp.Or(o.MaxOpenFiles, DefaultMaxOpenFiles)
 	o.MaxBackgroundJobs = cmp.Or(o.MaxBackgroundJobs, DefaultMaxBackgroundJobs)
 	switch {
@@ -107,10 +106,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("store options: BlockCacheBytes %d is negative", o.BlockCacheBytes)
 	case o.WriteBufferBytes < minWriteBufferBytes:
 		return fmt.Errorf("store options: WriteBufferBytes %d is below the minimum %d", o.WriteBufferBytes, minWriteBufferBytes)
-	case o.MaxWriteBuffers < 2:
-		return fmt.Errorf("store options: MaxWriteBuffers %d is below 2 (with one, every flush stalls writes)", o.MaxWriteBuffers)
-	case o.MaxWriteBuffers > 2:
-		return fmt.Errorf("store options: MaxWriteBuffers %d is above 2 (RocksDB 7.x then mixes the reasons of queued atomic flushes and aborts)", o.MaxWriteBuffers)
 	case o.MaxOpenFiles < minMaxOpenFiles:
 		return fmt.Errorf("store options: MaxOpenFiles %d is below the minimum %d", o.MaxOpenFiles, minMaxOpenFiles)
 	case o.MaxBackgroundJobs < 0:
@@ -124,7 +119,7 @@ func (o *Options) Validate() error {
 
 // memtableBudget is the per-column-family memtable ceiling.
 func (o *Options) memtableBudget() uint64 {
-	return uint64(o.WriteBufferBytes) * uint64(o.MaxWriteBuffers)
+	return uint64(o.WriteBufferBytes) * writeBuffers
 }
 
 // compressions is what the linked librocksdb supports, in preference order.
@@ -283,7 +278,7 @@ func cfOptions(o *Options, spec cfSpec, cache *grocksdb.Cache, comp compressions
 	} else {
 		opts.SetWriteBufferSize(uint64(o.WriteBufferBytes))
 	}
-	opts.SetMaxWriteBufferNumber(o.MaxWriteBuffers)
+	opts.SetMaxWriteBufferNumber(writeBuffers)
 	opts.SetCompactionStyle(grocksdb.LevelCompactionStyle)
 	opts.SetLevelCompactionDynamicLevelBytes(true)
 	opts.SetMaxBytesForLevelBase(levelBaseBytes)
