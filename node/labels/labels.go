@@ -254,10 +254,12 @@ type Matcher struct {
 	Type  MatchType
 	Name  string
 	Value string
-	re    *regexp.Regexp
+	re    *regexp.Regexp // nil when set is not
 	// set, for a regexp matching a small finite set of strings, is that
 	// set (sorted): the series can be found by equality lookups instead
-	// of testing every value of the label.
+	// of testing every value of the label, and a value matches when it
+	// is in the set, without compiling the regexp (a query naming 8 hosts
+	// of 1,000 by `host_a|host_b|…` is a new regexp each time).
 	set []string
 }
 
@@ -271,14 +273,15 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 	}
 	m := &Matcher{Type: t, Name: name, Value: value}
 	if t == MatchRegexp || t == MatchNotRegexp {
+		if set, ok := literalSet(value); ok {
+			m.set = set // literalSet parsed value: it is a valid regexp
+			return m, nil
+		}
 		re, err := regexp.Compile("^(?:" + value + ")$")
 		if err != nil {
 			return nil, fmt.Errorf("matcher %s%s%q: %w", name, t, value, err)
 		}
 		m.re = re
-		if set, ok := literalSet(value); ok && t == MatchRegexp {
-			m.set = set
-		}
 	}
 	return m, nil
 }
@@ -288,7 +291,10 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 // `host_1|host_7`), that set, sorted and unique, and true; otherwise nil
 // and false. A value matches the regexp if and only if it is in the set.
 func (m *Matcher) LiteralSet() ([]string, bool) {
-	return m.set, m.set != nil
+	if m.Type != MatchRegexp || m.set == nil {
+		return nil, false
+	}
+	return m.set, true
 }
 
 // Matches reports whether the label value v satisfies the matcher.
@@ -299,10 +305,19 @@ func (m *Matcher) Matches(v string) bool {
 	case MatchNotEqual:
 		return v != m.Value
 	case MatchRegexp:
-		return m.re.MatchString(v)
+		return m.matchesRegexp(v)
 	default:
-		return !m.re.MatchString(v)
+		return !m.matchesRegexp(v)
 	}
+}
+
+// matchesRegexp reports whether v matches a =~ or !~ matcher's regexp.
+func (m *Matcher) matchesRegexp(v string) bool {
+	if m.set != nil {
+		_, in := slices.BinarySearch(m.set, v)
+		return in
+	}
+	return m.re.MatchString(v)
 }
 
 // MatchesEmpty reports whether a series without the label matches.
