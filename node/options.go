@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tributarydb/tributary/internal/memlimit"
 	"github.com/tributarydb/tributary/internal/telemetry"
 	"github.com/tributarydb/tributary/node/labels"
 	"github.com/tributarydb/tributary/node/wal"
@@ -18,6 +19,33 @@ import (
 
 // DefaultNodeID names a node whose options and data directory name none.
 const DefaultNodeID = "local"
+
+// The block cache a node takes by default: a share of the memory it may
+// use, within bounds.
+const (
+	minBlockCacheBytes    = 8 << 20
+	maxBlockCacheBytes    = 64 << 20
+	blockCacheMemoryShare = 64 // 1/64 of the memory
+)
+
+// DefaultBlockCacheBytes is the RocksDB block cache of a node whose
+// options give none: 1/64 of the memory the process may use (the machine's,
+// or its cgroup's limit when smaller; memlimit.System), at least 8 MiB and
+// at most 64 MiB — 8 MiB on a 512 MiB Raspberry Pi, 64 MiB from 4 GiB up.
+// The cache holds what queries read (data, index and filter blocks), so a
+// node whose queries touch less never fills it.
+func DefaultBlockCacheBytes() int64 {
+	return blockCacheFor(memlimit.System())
+}
+
+// blockCacheFor is DefaultBlockCacheBytes for a process that may use mem
+// bytes (ok false: unknown).
+func blockCacheFor(mem int64, ok bool) int64 {
+	if !ok {
+		return minBlockCacheBytes
+	}
+	return min(max(mem/blockCacheMemoryShare, minBlockCacheBytes), maxBlockCacheBytes)
+}
 
 // Options configure a Node. The zero value of every field means its
 // default; defaults are sized for a 512 MiB Raspberry Pi.
@@ -114,7 +142,7 @@ type Options struct {
 
 	// Store sizing; see package store for the memory bound they imply.
 	PartitionDuration time.Duration // raw chunk partition, default 24h
-	BlockCacheBytes   int64         // default 8 MiB
+	BlockCacheBytes   int64         // default DefaultBlockCacheBytes()
 	WriteBufferBytes  int64         // default 4 MiB
 
 	Limits    labels.Limits // default labels.DefaultLimits
@@ -153,6 +181,9 @@ func (o *Options) Validate() error {
 	o.WALFormat = cmp.Or(o.WALFormat, wal.FormatV2)
 	o.HeadChunkSamples = cmp.Or(o.HeadChunkSamples, 480)
 	o.HeadMaxBytes = cmp.Or(o.HeadMaxBytes, 32<<20)
+	if o.BlockCacheBytes == 0 {
+		o.BlockCacheBytes = DefaultBlockCacheBytes()
+	}
 	o.ChunkMaxAge = cmp.Or(o.ChunkMaxAge, 10*time.Minute)
 	o.FlushInterval = cmp.Or(o.FlushInterval, time.Second)
 	if o.StoreFlushWALBytes == 0 {

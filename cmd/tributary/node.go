@@ -61,7 +61,7 @@ func nodeFlags(fs *flag.FlagSet, o *node.Options) *nodeFlagValues {
 	fs.DurationVar(&o.RetentionRaw, "retention-raw", 15*24*time.Hour, "keep raw samples this long")
 	fs.DurationVar(&o.Retention1h, "retention-1h", 730*24*time.Hour, "keep hourly rollups this long")
 	fs.DurationVar(&o.Retention1d, "retention-1d", 3650*24*time.Hour, "keep daily rollups this long")
-	fs.Int64Var(&o.BlockCacheBytes, "block-cache-bytes", 8<<20, "RocksDB block cache size")
+	fs.Int64Var(&o.BlockCacheBytes, "block-cache-bytes", 0, "RocksDB block cache size: it holds the data, index and filter blocks queries read (0: 1/64 of the memory the node may use, the machine's or its cgroup's limit, at least 8 MiB and at most 64 MiB)")
 	fs.Int64Var(&o.WriteBufferBytes, "write-buffer-bytes", 4<<20, "RocksDB memtable size per column family")
 	fs.IntVar(&o.MaxSeries, "max-series", 100_000, "series limit of this node")
 	fs.Int64Var(&o.UnflushedWALMaxBytes, "wal-max-unflushed-bytes", 1<<30, "while the store cannot flush (the node is not ready), writes are still taken until the WAL segments holding unflushed samples reach this size (or unflushed samples reach 2 x --head-max-bytes), then refused (retryable)")
