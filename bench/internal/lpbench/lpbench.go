@@ -20,7 +20,8 @@
 //  5. queries: QueryClients clients send WarmupQueries and then Queries
 //     GET /api/v1/query_range requests for random hosts and random
 //     minute-aligned hours, and every answer is compared with the values
-//     computed from the generated data;
+//     computed from the generated data (the timed ones after the clock
+//     stops);
 //  6. when Options.TSBSBin holds TSBS's tools, runs the five TSBS cpu-only
 //     query types again through InfluxQL with TSBS's own query runner
 //     (influxql.go);
