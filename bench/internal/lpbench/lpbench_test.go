@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -227,5 +228,37 @@ func TestResult_JSONStartsWithTheFiveFigures(t *testing.T) {
 	want := `{"points_per_s":0,"cpu_s_per_million_points":0,"bytes_per_point":0,"peak_rss_mib":0,"promql_1h_max_by_min_p50_ms":0,`
 	if !strings.HasPrefix(string(b), want) {
 		t.Errorf("JSON starts %s", b[:min(len(b), len(want)+20)])
+	}
+}
+
+// TestTSBSTargets_ThePairOfTheDataSet: the 1,000-host, 12-hour data set
+// is held to its own TSBS targets, in the table and in the JSON line;
+// every other data set to the default ones.
+func TestTSBSTargets_ThePairOfTheDataSet(t *testing.T) {
+	if got, big := tsbsTargetsFor(1000, 12*time.Hour); !big || got != TSBSTargets1000 {
+		t.Errorf("1,000 hosts over 12 h: %+v, %v", got, big)
+	}
+	for _, c := range []struct {
+		hosts int
+		span  time.Duration
+	}{{100, 24 * time.Hour}, {1000, 24 * time.Hour}, {10, 12 * time.Hour}} {
+		if got, big := tsbsTargetsFor(c.hosts, c.span); big || got != TSBSTargets {
+			t.Errorf("%d hosts over %v: %+v, %v; want the default targets", c.hosts, c.span, got, big)
+		}
+	}
+	r := Result{Hosts: 1000, RowsPerHost: 4320, IntervalS: 10, Targets: map[string]float64{}}
+	r.TSBSFigures = TSBSFigures{QLastpointP50Ms: 6, TSBSQueriesChecked: 1}
+	var out strings.Builder
+	if err := writeTSBSTable(&out, r.TSBSFigures, TSBSTargets1000); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "p50 ≤ 10") || !regexp.MustCompile(`lastpoint .*p50 ≤ 10\s+met`).MatchString(out.String()) {
+		t.Errorf("1,000-host table:\n%s", out.String())
+	}
+	if err := WriteReport(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`lastpoint .*p50 ≤ 10\s+met`).MatchString(out.String()) {
+		t.Errorf("WriteReport does not hold a 1,000-host result to its targets:\n%s", out.String())
 	}
 }
