@@ -82,7 +82,7 @@ func startFleet(ctx context.Context, o Options, n int, dir string, intakes []str
 		// that the streams spread over them as a real fleet's do.
 		targets := append(slices.Clone(intakes[i%len(intakes):]), intakes[:i%len(intakes)]...)
 		sh, err := replicator.New(replicator.Options{Targets: targets, Insecure: true,
-			CursorPath: filepath.Join(dir, "cursors", id+".cursor"), Logger: quiet, SoftwareVersion: "tribench-fleet"})
+			CursorPath: filepath.Join(dir, "cursors", id+".cursor"), FS: fewFDs{}, Logger: quiet, SoftwareVersion: "tribench-fleet"})
 		if err != nil {
 			return nil, fmt.Errorf("edge %s: %w", id, err)
 		}
