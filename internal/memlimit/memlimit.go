@@ -10,6 +10,9 @@
 // stacks, its own metadata), not what C code allocates (RocksDB's
 // memtables and block cache come on top).
 //
+// System reports the memory the process may use (the machine's, or its
+// cgroup's limit when smaller), from which memory-sized defaults derive.
+//
 // Concurrency: Start is called once per process; the stop function it
 // returns may be called from any goroutine, once.
 package memlimit
