@@ -116,8 +116,8 @@ type Options struct {
 
 	// CatalogLinger is how long the intake's catalog records of segments
 	// wait for others to share a raft proposal with when none is in
-	// flight (intake.Options.CatalogLinger; 0: its default, 5ms;
-	// negative: not at all).
+	// flight (intake.Options.CatalogLinger; 0: its default,
+	// intake.DefaultCatalogLinger; negative: not at all).
 	CatalogLinger time.Duration
 
 	// Healing (package heal). DeadAfter overrides the fleet

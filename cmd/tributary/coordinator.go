@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tributarydb/tributary/coordinator"
+	"github.com/tributarydb/tributary/coordinator/intake"
 	"github.com/tributarydb/tributary/coordinator/membership"
 	"github.com/tributarydb/tributary/grpcapi"
 	"github.com/tributarydb/tributary/httpapi"
@@ -118,7 +119,7 @@ func (f *coordinatorFlags) register(fs *flag.FlagSet, o *coordinator.Options, lo
 	}
 	fs.StringVar(&o.ClusterListen, "cluster-listen", "127.0.0.1:7444", "listen address for raft messages and replica calls from other coordinators")
 	fs.DurationVar(&o.QueryMaxStaleness, "query-max-staleness", 0, "staleness allowance of the queries that give none (gRPC max_staleness_ms, max_staleness on the Prometheus and OpenTSDB APIs): an edge whose data the coordinators hold within it of a query's end is answered from its replicas without being asked, and the answer says how fresh it is (0: ask every edge that may hold newer data)")
-	fs.DurationVar(&o.CatalogLinger, "catalog-linger", 5*time.Millisecond, "how long the catalog records of segments received wait for others to share a raft proposal with when none is in flight (added to each acknowledgement's latency; negative: not at all)")
+	fs.DurationVar(&o.CatalogLinger, "catalog-linger", intake.DefaultCatalogLinger, "how long the catalog records of segments received wait for others to share a raft proposal with when none is in flight (added to each acknowledgement's latency; negative: not at all)")
 	fs.StringVar(&o.IntakeListen, "intake-listen", "127.0.0.1:7443", "listen address where edges ship their WAL segments")
 	fs.DurationVar(&f.retainRaw, "replica-retention-raw", 15*24*time.Hour, "keep replicated raw samples this long")
 	fs.DurationVar(&f.retain1h, "replica-retention-1h", 730*24*time.Hour, "keep replicated hourly rollups this long")
