@@ -43,9 +43,10 @@ type IdleCompaction struct {
 // one whose flushes write each key once (cfSpec.writtenOnce: the chunks),
 // where merging saves little space for a rewrite of all that was flushed.
 //
-// It never blocks writes: RocksDB's own flushes and compactions go on
-// beside it. It flushes the memtables first and holds the store's flush
-// lock while it runs (DB.flushMu); once stop is closed, busy (polled every
+// It blocks writes only while it flushes the memtables first (as every
+// store flush does, DB.writeMu); RocksDB's own flushes and compactions go
+// on beside its compactions. It holds the store's flush lock while it
+// runs (DB.flushMu); once stop is closed, busy (polled every
 // 100 ms) reports true or a Flush waits for the lock, it cancels its
 // running compaction and returns within one RocksDB work step; the next
 // call picks up what is left.

@@ -88,6 +88,16 @@ type DB struct {
 	// flushes waiting for it: CompactIdle gives way to them.
 	flushMu      sync.Mutex
 	flushWaiting atomic.Int32
+	// writeMu keeps the store's writes (read-locked around each) off
+	// while a store flush is requested and runs (write-locked): every
+	// flush RocksDB starts by itself (a full memtable, the write buffer
+	// budget) is started by a write, so a store flush that waits for
+	// those to finish and holds writes off until it is done never shares
+	// a job with one. Without it a store flush (one column family per
+	// request) could mark its column family of a queued RocksDB flush
+	// with its own reason and abort the process as above (TestFlushRace
+	// did, about one run in two, on a 2-vCPU machine).
+	writeMu sync.RWMutex
 
 	dbOpts   *grocksdb.Options
 	cfOpts   []*grocksdb.Options
@@ -389,6 +399,8 @@ func (db *DB) write(b *Batch, wo *grocksdb.WriteOptions) error {
 	}
 	// Counted once returned, failed or not (see ChunkReader).
 	defer db.writes.Add(1)
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
 	if err := db.rdb.Write(wo, b.wb); err != nil {
 		return fmt.Errorf("write batch of %d operations: %w", b.Len(), err)
 	}
@@ -432,8 +444,12 @@ func (db *DB) flushOrdered() error {
 	return db.flushOrderedLocked()
 }
 
-// flushOrderedLocked is flushOrdered. REQUIRES: db.flushMu held.
+// flushOrderedLocked is flushOrdered: with the store's writes held off,
+// once RocksDB's own flushes are done. REQUIRES: db.flushMu held.
 func (db *DB) flushOrderedLocked() error {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	db.waitFlushesDone(flushDrainTimeout)
 	fo := grocksdb.NewDefaultFlushOptions()
 	defer fo.Destroy()
 	fo.SetWait(true)
@@ -450,6 +466,31 @@ func (db *DB) flushOrderedLocked() error {
 		return fmt.Errorf("flush column family %s: %w", cfChunks, err)
 	}
 	return nil
+}
+
+// flushDrainTimeout bounds how long a store flush waits for RocksDB's
+// own flushes: one that cannot finish (a failing disk) must not hold the
+// store's writes off for good; the store flush then goes ahead, and
+// fails as that one does.
+const flushDrainTimeout = 10 * time.Second
+
+// waitFlushesDone waits, up to timeout, until RocksDB has no flush
+// running and no column family with a flush pending.
+func (db *DB) waitFlushesDone(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		idle := db.rdb.GetProperty("rocksdb.num-running-flushes") == "0"
+		for _, h := range db.handles {
+			if !idle {
+				break
+			}
+			idle = db.rdb.GetPropertyCF("rocksdb.mem-table-flush-pending", h) == "0"
+		}
+		if idle || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(wait)
+	}
 }
 
 // CompactAll compacts every column family fully, down to and including the

@@ -300,6 +300,8 @@ func (db *DB) RebuildPostings() (series int, err error) {
 		return 0, err
 	}
 	defer db.release()
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
 	if err := db.rdb.Write(db.syncOpts, wb); err != nil {
 		return 0, fmt.Errorf("rebuild postings: %w", err)
 	}

@@ -40,6 +40,8 @@ func (db *DB) DropBefore(k Kind, t int64) (partitions int, err error) {
 	// whose largest key is the first key of partition cut, with live data.
 	last := append(appendTime(nil, cut-1), bytes.Repeat([]byte{0xFF}, timeKeyLen-partitionPrefixLen)...)
 
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
 	if err := db.rdb.DeleteRangeCF(db.writeOpts, cf, start, end); err != nil {
 		return 0, fmt.Errorf("drop %s before %d: delete range: %w", k, t, err)
 	}
