@@ -15,8 +15,9 @@ import (
 const NumLevels = 7
 
 // compactPollInterval is how often CompactIdle asks whether it must give
-// way to writes.
-const compactPollInterval = 100 * time.Millisecond
+// way to writes (a variable for the tests, which need a compaction cut
+// short within its first milliseconds on a fast disk).
+var compactPollInterval = 100 * time.Millisecond
 
 // IdleCompaction is what one CompactIdle did.
 type IdleCompaction struct {
@@ -126,6 +127,8 @@ func (db *DB) CompactIdle(stop <-chan struct{}, busy func() bool) (IdleCompactio
 	// bottom level's files among themselves: that costs the whole store
 	// for nothing once they are compacted.
 	co.SetBottommostLevelCompaction(grocksdb.KSkip)
+	db.idleCompacting.Store(true)
+	defer db.idleCompacting.Store(false)
 	for _, h := range todo {
 		if isAborted() || db.closed.Load() {
 			res.Aborted = true

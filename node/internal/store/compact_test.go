@@ -111,12 +111,37 @@ func TestCompactIdle_LeavesWhatAFullCompactionLeaves(t *testing.T) {
 	}
 }
 
+// fastCompactPoll makes CompactIdle ask whether to give way every 2 ms
+// for the rest of the test: on a fast disk its 96 MiB compact in a few
+// hundred milliseconds, so a cut found at the default 100 ms poll could
+// come after the last column family.
+func fastCompactPoll(t *testing.T) {
+	prev := compactPollInterval
+	compactPollInterval = 2 * time.Millisecond
+	t.Cleanup(func() { compactPollInterval = prev })
+}
+
+// waitIdleCompacting waits until a CompactIdle on db has flushed and is
+// compacting, the moment a test cuts it short (a fixed sleep let a fast
+// machine finish it first).
+func waitIdleCompacting(t *testing.T, db *DB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !db.idleCompacting.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("CompactIdle did not start compacting within 10s")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
 // TestCompactIdle_StopsPromptly: closing stop, or busy turning true, cuts
 // a long compaction short; Close during one does not wait for it to end.
 func TestCompactIdle_StopsPromptly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 96 MiB")
 	}
+	fastCompactPoll(t)
 	for _, how := range []string{"stop", "busy", "close"} {
 		t.Run(how, func(t *testing.T) {
 			db, err := Open(Options{Dir: t.TempDir()})
@@ -138,7 +163,7 @@ func TestCompactIdle_StopsPromptly(t *testing.T) {
 				res, err := db.CompactIdle(stop, busy.Load)
 				done <- result{res, err}
 			}()
-			time.Sleep(150 * time.Millisecond)
+			waitIdleCompacting(t, db)
 			cut := time.Now()
 			switch how {
 			case "stop":
@@ -291,6 +316,7 @@ func TestCompactIdle_GivesWayToFlush(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 96 MiB")
 	}
+	fastCompactPoll(t)
 	db := openTest(t, Options{})
 	fillRounds(t, db, 6, 4096, 4096)
 	type result struct {
@@ -302,7 +328,7 @@ func TestCompactIdle_GivesWayToFlush(t *testing.T) {
 		res, err := db.CompactIdle(nil, nil)
 		done <- result{res, err}
 	}()
-	time.Sleep(150 * time.Millisecond)
+	waitIdleCompacting(t, db)
 	write(t, db, func(b *Batch) { b.PutRollup(KindRollup1d, 1, 0, []byte("late")) })
 	start := time.Now()
 	if err := db.Flush(); err != nil {

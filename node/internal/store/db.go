@@ -98,6 +98,8 @@ type DB struct {
 	// with its own reason and abort the process as above (TestFlushRace
 	// did, about one run in two, on a 2-vCPU machine).
 	writeMu sync.RWMutex
+	// idleCompacting is true while CompactIdle compacts (after its flush).
+	idleCompacting atomic.Bool
 
 	dbOpts   *grocksdb.Options
 	cfOpts   []*grocksdb.Options
