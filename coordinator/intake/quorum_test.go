@@ -148,6 +148,9 @@ func TestIntake_StragglerIsRecordedOnceItStores(t *testing.T) {
 	eventually(t, "coord-2 recorded as holding segment 1", func() bool {
 		return len(holdingOf(t, e.fsm, "pi-q3", "coord-2").Lacks) == 0
 	})
+	// The counter is bumped once the proposal returns, which can be just
+	// after the catalog shows the record.
+	eventually(t, "the late record counted", func() bool { return e.in.Stats().LateRecorded == 1 })
 	if st := e.in.Stats(); st.Stragglers != 1 || st.LateRecorded != 1 {
 		t.Fatalf("stats %+v", st)
 	}
