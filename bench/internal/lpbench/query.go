@@ -173,7 +173,25 @@ type queryConfig struct {
 
 // queryStats is what the query phase measured.
 type queryStats struct {
-	Warmup  int
+	Warmup int
+	timedRun
+}
+
+// maxExamples is how many wrong answers a report quotes.
+const maxExamples = 5
+
+// runQueries sends the plan's warm-up queries and then its timed ones
+// (checkedRun), their answers checked as the TSBS types' are.
+func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
+	specs := cfg.Plan.specs
+	run, err := checkedRun(ctx, cfg.NodeExited, cfg.Clients, cfg.CallTimeout, "", cfg.Warmup, len(specs),
+		func(i int) string { return specs[i].url },
+		func(i int, body []byte) (string, error) { return specs[i].url, cfg.Plan.check(specs[i], body) })
+	return queryStats{Warmup: cfg.Warmup, timedRun: run}, err
+}
+
+// timedRun is what checkedRun measured and checked.
+type timedRun struct {
 	Queries int64 // timed queries
 	Elapsed time.Duration
 	// Latencies holds every timed query's round trip, body read included.
@@ -185,41 +203,37 @@ type queryStats struct {
 	Examples []string
 }
 
-// maxExamples is how many wrong answers a report quotes.
-const maxExamples = 5
-
-// runQueries sends the plan's warm-up queries and then its timed ones from
-// cfg.Clients clients (each its own connection), and fails on a transport
-// error or a status other than 200. Warm-up answers are checked as they
-// come; timed answers are kept (up to tsbsKeepBytes) and checked after the
-// clock stops, as the TSBS types' are, so that checking (JSON decoding,
-// the expected maxima) takes no CPU from the node while it is measured.
-func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
-	ctx, stop := watchNode(ctx, cfg.NodeExited)
+// checkedRun sends queries 0 ≤ i < warm (warm-up) and then warm ≤ i < n
+// (timed) from clientCount clients (each its own connection), and fails
+// on a transport error or a status other than 200. Warm-up answers are
+// checked as they come; timed answers are kept (up to tsbsKeepBytes) and
+// checked after the clock stops, so that checking (JSON decoding, the
+// expected values) takes no CPU from the node while it is measured. check
+// returns what a wrong answer is quoted as, and why it is wrong.
+func checkedRun(ctx context.Context, nodeExited <-chan struct{}, clientCount int, timeout time.Duration, what string, warm, n int,
+	url func(i int) string, check func(i int, body []byte) (string, error)) (timedRun, error) {
+	ctx, stop := watchNode(ctx, nodeExited)
 	defer stop(nil)
-	clients := newHTTPClients(cfg.Clients, cfg.CallTimeout)
+	clients := newHTTPClients(clientCount, timeout)
 	defer closeClients(clients)
-
-	st := queryStats{Warmup: cfg.Warmup}
 	var (
+		st   timedRun
 		mu   sync.Mutex
 		kept = map[int][]byte{}
 		size int
 	)
-	specs := cfg.Plan.specs
-	url := func(i int) string { return specs[i].url }
 	verdict := func(i int, body []byte) {
-		wrong := cfg.Plan.check(specs[i], body)
+		label, wrong := check(i, body)
 		st.Checked++
 		if wrong != nil {
 			st.Wrong++
 			if len(st.Examples) < maxExamples {
-				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", specs[i].url, wrong))
+				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", label, wrong))
 			}
 		}
 	}
-	warm := min(cfg.Warmup, len(specs))
-	_, err := queryRound(ctx, stop, clients, "", 0, warm, url, func(i int, body []byte) {
+	warm = min(warm, n)
+	_, err := queryRound(ctx, stop, clients, what, 0, warm, url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		verdict(i, body)
@@ -228,7 +242,7 @@ func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
 		return st, fmt.Errorf("warm-up: %w", err)
 	}
 	t0 := time.Now()
-	lats, err := queryRound(ctx, stop, clients, "", warm, len(specs), url, func(i int, body []byte) {
+	lats, err := queryRound(ctx, stop, clients, what, warm, n, url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if size+len(body) <= tsbsKeepBytes {

@@ -1,7 +1,6 @@
 package lpbench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/workload"
@@ -59,14 +57,7 @@ type tsbsQuery struct {
 }
 
 // tsbsStats is what one type measured.
-type tsbsStats struct {
-	Queries   int64
-	Elapsed   time.Duration
-	Latencies []time.Duration
-	Checked   int64
-	Wrong     int64
-	Examples  []string
-}
+type tsbsStats = timedRun
 
 // tsbsKeepBytes bounds the timed answers kept for checking, per type.
 const tsbsKeepBytes = 64 << 20
@@ -280,51 +271,11 @@ func (q *tsbsQuery) check(body []byte) error {
 // rest timed from clientCount clients; the timed answers are checked
 // afterwards (as many as tsbsKeepBytes holds).
 func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (tsbsStats, error) {
-	ctx, stop := watchNode(ctx, nodeExited)
-	defer stop(nil)
-	clients := newHTTPClients(clientCount, timeout)
-	defer closeClients(clients)
-	var (
-		st   tsbsStats
-		mu   sync.Mutex
-		kept = map[int][]byte{}
-		size int
-	)
-	verdict := func(i int, body []byte) {
-		err := t.queries[i].check(body)
-		st.Checked++
-		if err != nil {
-			st.Wrong++
-			if len(st.Examples) < maxExamples {
-				st.Examples = append(st.Examples, fmt.Sprintf("%s %s: %v", t.name, t.queries[i].url, err))
-			}
-		}
-	}
-	url := func(i int) string { return t.queries[i].url }
-	warm = min(warm, len(t.queries))
-	_, err := queryRound(ctx, stop, clients, t.name, 0, warm, url, func(i int, body []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		verdict(i, body)
-	})
-	if err != nil {
-		return st, fmt.Errorf("warm-up: %w", err)
-	}
-	t0 := time.Now()
-	lats, err := queryRound(ctx, stop, clients, t.name, warm, len(t.queries), url, func(i int, body []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if size+len(body) <= tsbsKeepBytes {
-			kept[i] = bytes.Clone(body)
-			size += len(body)
-		}
-	})
-	st.Elapsed = time.Since(t0)
-	st.Latencies, st.Queries = lats, int64(len(lats))
-	for i, body := range kept {
-		verdict(i, body)
-	}
-	return st, err
+	return checkedRun(ctx, nodeExited, clientCount, timeout, t.name, warm, len(t.queries),
+		func(i int) string { return t.queries[i].url },
+		func(i int, body []byte) (string, error) {
+			return t.name + " " + t.queries[i].url, t.queries[i].check(body)
+		})
 }
 
 // queryTSBS runs every TSBS query type against the node at base, one type
