@@ -68,12 +68,18 @@ type LackRun struct {
 
 // Edge returns the view of edge id.
 func (v EdgesView) Edge(id string) (EdgeView, bool) {
-	for _, e := range v.Edges {
-		if e.NodeID == id {
-			return e, true
+	return first(v.Edges, func(e EdgeView) bool { return e.NodeID == id })
+}
+
+// first returns the first of xs that match accepts.
+func first[T any](xs []T, match func(T) bool) (T, bool) {
+	for _, x := range xs {
+		if match(x) {
+			return x, true
 		}
 	}
-	return EdgeView{}, false
+	var zero T
+	return zero, false
 }
 
 // ClusterEdges runs `tributary cluster edges --format json` against co.

@@ -303,12 +303,7 @@ type HeldRun struct {
 
 // Node returns the fleet's entry for id.
 func (f Fleet) Node(id string) (FleetNode, bool) {
-	for _, n := range f.Nodes {
-		if n.ID == id {
-			return n, true
-		}
-	}
-	return FleetNode{}, false
+	return first(f.Nodes, func(n FleetNode) bool { return n.ID == id })
 }
 
 // Fleet asks co for GET /api/v1/fleet.
