@@ -187,6 +187,22 @@ func (d *decoder) count(what string, minItemBytes int) int {
 	return int(n)
 }
 
+// keyOrder checks that the entries of a section come in strictly
+// increasing order of their keys (edge or node ids, names), as written.
+type keyOrder struct {
+	what, prev string // what names the entries in errors
+	seen       bool
+}
+
+// next accepts key if it comes after the previous one.
+func (o *keyOrder) next(key string) error {
+	if o.seen && key <= o.prev {
+		return fmt.Errorf("%s %q not after %q", o.what, key, o.prev)
+	}
+	o.prev, o.seen = key, true
+	return nil
+}
+
 func (d *decoder) finish() error {
 	if d.err == nil && d.off != len(d.b) {
 		d.failf("%d trailing bytes", len(d.b)-d.off)

@@ -197,7 +197,7 @@ func (s *state) decodeRuleGroups(d *decoder) error {
 	if d.err == nil && n > MaxRuleGroups {
 		return fmt.Errorf("%d rule groups, limit is %d", n, MaxRuleGroups)
 	}
-	prev, total := "", 0
+	order, total := keyOrder{what: "rule group"}, 0
 	for i := 0; i < n && d.err == nil; i++ {
 		g := RuleGroup{
 			Name:     d.string("rule group name", MaxRuleGroupNameBytes),
@@ -211,8 +211,8 @@ func (s *state) decodeRuleGroups(d *decoder) error {
 		if err := validRuleGroup(g); err != nil {
 			return err
 		}
-		if i > 0 && g.Name <= prev {
-			return fmt.Errorf("rule group %q not after %q", g.Name, prev)
+		if err := order.next(g.Name); err != nil {
+			return err
 		}
 		if g.Version == 0 || g.Version > s.rulesVersion {
 			return fmt.Errorf("rule group %q: version %d, the rule groups' is %d", g.Name, g.Version, s.rulesVersion)
@@ -220,7 +220,6 @@ func (s *state) decodeRuleGroups(d *decoder) error {
 		if total += ruleGroupBytes(&g); total > MaxRuleGroupsBytes {
 			return fmt.Errorf("rule groups hold more than %d bytes", MaxRuleGroupsBytes)
 		}
-		prev = g.Name
 		s.ruleGroups[g.Name] = &g
 	}
 	if d.err == nil && s.rulesVersion == 0 {

@@ -372,7 +372,7 @@ func (s *state) decodeMembers(d *decoder) error {
 
 func (s *state) decodeNodes(d *decoder, ext bool) error {
 	n := d.count("node", 7)
-	prev := ""
+	order := keyOrder{what: "node"}
 	for i := 0; i < n && d.err == nil; i++ {
 		nd := &Node{
 			ID:       d.string("node id", MaxIDBytes),
@@ -396,10 +396,9 @@ func (s *state) decodeNodes(d *decoder, ext bool) error {
 		if !nd.State.valid() || (nd.Role == RoleEdge && (nd.State != NodeActive || nd.StoreID != "")) || (nd.Role == RoleCoordinator && nd.Revoked) {
 			return fmt.Errorf("node %q: %s in state %s with store id %q, revoked %v", nd.ID, nd.Role, nd.State, nd.StoreID, nd.Revoked)
 		}
-		if i > 0 && nd.ID <= prev {
-			return fmt.Errorf("node %q not after %q", nd.ID, prev)
+		if err := order.next(nd.ID); err != nil {
+			return err
 		}
-		prev = nd.ID
 		if err := validNodeID(nd.ID); err != nil {
 			return err
 		}
@@ -537,17 +536,16 @@ func splitKeyString(b []byte) (str, rest []byte, ok bool) {
 
 func (s *state) decodeEdgeSeries(d *decoder) error {
 	n := d.count("edge", 2)
-	prev := ""
+	order := keyOrder{what: "edge series: edge"}
 	for i := 0; i < n && d.err == nil; i++ {
 		e := d.string("edge id", MaxIDBytes)
 		k := d.count("series id", 1)
 		if d.err != nil {
 			break
 		}
-		if i > 0 && e <= prev {
-			return fmt.Errorf("edge series: %q not after %q", e, prev)
+		if err := order.next(e); err != nil {
+			return err
 		}
-		prev = e
 		if s.nodes[e] == nil {
 			return fmt.Errorf("edge series: node %q is not registered", e)
 		}
@@ -571,7 +569,7 @@ func (s *state) decodeEdgeSeries(d *decoder) error {
 
 func (s *state) decodePlacements(d *decoder, version byte) error {
 	n := d.count("placement", 4)
-	prev := ""
+	order := keyOrder{what: "placement"}
 	for i := 0; i < n && d.err == nil; i++ {
 		p := &Placement{Edge: d.string("edge id", MaxIDBytes), Epoch: d.uvarint(), Pinned: d.bool()}
 		k := d.count("replica", 1)
@@ -605,10 +603,9 @@ func (s *state) decodePlacements(d *decoder, version byte) error {
 		if d.err != nil {
 			break
 		}
-		if i > 0 && p.Edge <= prev {
-			return fmt.Errorf("placement %q not after %q", p.Edge, prev)
+		if err := order.next(p.Edge); err != nil {
+			return err
 		}
-		prev = p.Edge
 		s.placement[p.Edge] = p
 	}
 	return d.err
@@ -616,7 +613,7 @@ func (s *state) decodePlacements(d *decoder, version byte) error {
 
 func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 	n := d.count("edge progress", 4)
-	prev := ""
+	order := keyOrder{what: "edge progress"}
 	for i := 0; i < n && d.err == nil; i++ {
 		p := &EdgeProgress{Edge: d.string("edge id", MaxIDBytes), WatermarkSeq: d.uvarint(), WatermarkTimeMs: d.varint()}
 		k := d.count("held run", 5)
@@ -638,10 +635,9 @@ func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 		if d.err != nil {
 			break
 		}
-		if i > 0 && p.Edge <= prev {
-			return fmt.Errorf("edge progress %q not after %q", p.Edge, prev)
+		if err := order.next(p.Edge); err != nil {
+			return err
 		}
-		prev = p.Edge
 		s.progress[p.Edge] = p
 	}
 	return d.err
@@ -652,19 +648,18 @@ func (s *state) decodeProgress(d *decoder, withGaps bool) error {
 // nonEmpty (version 5) refuses an empty section.
 func (s *state) decodeRegistration(d *decoder, nonEmpty bool) error {
 	n := d.count("registration", 2)
-	prev := ""
+	order := keyOrder{what: "registration of"}
 	for i := 0; i < n && d.err == nil; i++ {
 		e, ms := d.string("edge id", MaxIDBytes), d.varint()
 		if d.err != nil {
 			break
 		}
-		if i > 0 && e <= prev {
-			return fmt.Errorf("registration of %q not after %q", e, prev)
+		if err := order.next(e); err != nil {
+			return err
 		}
 		if nd := s.nodes[e]; nd == nil || nd.Role != RoleEdge {
 			return fmt.Errorf("registration of %q, which is not a registered edge", e)
 		}
-		prev = e
 		s.registered[e] = ms
 	}
 	if d.err == nil && n == 0 && nonEmpty {
