@@ -173,7 +173,12 @@ type queryConfig struct {
 
 // queryStats is what the query phase measured.
 type queryStats struct {
-	Warmup  int
+	Warmup int
+	timedStats
+}
+
+// timedStats is what one warmed-up, timed run of queries measured.
+type timedStats struct {
 	Queries int64 // timed queries
 	Elapsed time.Duration
 	// Latencies holds every timed query's round trip, body read included.
@@ -195,31 +200,62 @@ const maxExamples = 5
 // clock stops, as the TSBS types' are, so that checking (JSON decoding,
 // the expected maxima) takes no CPU from the node while it is measured.
 func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
-	ctx, stop := watchNode(ctx, cfg.NodeExited)
-	defer stop(nil)
-	clients := newHTTPClients(cfg.Clients, cfg.CallTimeout)
-	defer closeClients(clients)
+	specs := cfg.Plan.specs
+	st, err := runTimed(ctx, timedRun{
+		n: len(specs), warm: cfg.Warmup, clients: cfg.Clients, timeout: cfg.CallTimeout, nodeExited: cfg.NodeExited,
+		url:   func(i int) string { return specs[i].url },
+		check: func(i int, body []byte) error { return cfg.Plan.check(specs[i], body) },
+		label: func(i int) string { return specs[i].url },
+	})
+	return queryStats{Warmup: cfg.Warmup, timedStats: st}, err
+}
 
-	st := queryStats{Warmup: cfg.Warmup}
+// timedRun describes a run of n queries for runTimed.
+type timedRun struct {
+	// what, if not empty, leads the message of a failed query.
+	what string
+	// n is how many queries; the first warm of them are the warm-up.
+	n, warm int
+	// clients is how many clients send at once (each its own connection),
+	// timeout bounds one request.
+	clients int
+	timeout time.Duration
+	// nodeExited, when closed, ends the run at once.
+	nodeExited <-chan struct{}
+	// url gives query i's URL, check the error in its answer (nil when
+	// right), label what a quoted wrong answer starts with.
+	url   func(i int) string
+	check func(i int, body []byte) error
+	label func(i int) string
+}
+
+// runTimed sends r's warm-up queries, checking each answer as it comes,
+// then the rest timed; the timed answers are kept (as many as
+// tsbsKeepBytes holds) and checked after the clock stops. It fails on a
+// transport error or a status other than 200.
+func runTimed(ctx context.Context, r timedRun) (timedStats, error) {
+	ctx, stop := watchNode(ctx, r.nodeExited)
+	defer stop(nil)
+	clients := newHTTPClients(r.clients, r.timeout)
+	defer closeClients(clients)
 	var (
+		st   timedStats
 		mu   sync.Mutex
 		kept = map[int][]byte{}
 		size int
 	)
-	specs := cfg.Plan.specs
-	url := func(i int) string { return specs[i].url }
 	verdict := func(i int, body []byte) {
-		wrong := cfg.Plan.check(specs[i], body)
+		err := r.check(i, body)
 		st.Checked++
-		if wrong != nil {
+		if err != nil {
 			st.Wrong++
 			if len(st.Examples) < maxExamples {
-				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", specs[i].url, wrong))
+				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", r.label(i), err))
 			}
 		}
 	}
-	warm := min(cfg.Warmup, len(specs))
-	_, err := queryRound(ctx, stop, clients, "", 0, warm, url, func(i int, body []byte) {
+	warm := min(r.warm, r.n)
+	_, err := queryRound(ctx, stop, clients, r.what, 0, warm, r.url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		verdict(i, body)
@@ -228,7 +264,7 @@ func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
 		return st, fmt.Errorf("warm-up: %w", err)
 	}
 	t0 := time.Now()
-	lats, err := queryRound(ctx, stop, clients, "", warm, len(specs), url, func(i int, body []byte) {
+	lats, err := queryRound(ctx, stop, clients, r.what, warm, r.n, r.url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if size+len(body) <= tsbsKeepBytes {

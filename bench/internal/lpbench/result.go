@@ -123,7 +123,7 @@ type measurement struct {
 	qBefore, qAfter nodeproc.Usage
 	qExit           nodeproc.Exit
 	qHWM            int64
-	tsbs            map[string]tsbsStats   // TSBS query types by name
+	tsbs            map[string]timedStats  // TSBS query types by name
 	influx          map[string]influxStats // the same through InfluxQL, nil if not run
 	influxNote      string                 // why the InfluxQL phase did not run, if it did not
 

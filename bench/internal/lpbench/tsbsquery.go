@@ -1,7 +1,6 @@
 package lpbench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tributarydb/tributary/bench/workload"
@@ -56,16 +54,6 @@ type tsbsQuery struct {
 	want map[string][]float64
 	// firstS and stepS place the points of want in time.
 	firstS, stepS int64
-}
-
-// tsbsStats is what one type measured.
-type tsbsStats struct {
-	Queries   int64
-	Elapsed   time.Duration
-	Latencies []time.Duration
-	Checked   int64
-	Wrong     int64
-	Examples  []string
 }
 
 // tsbsKeepBytes bounds the timed answers kept for checking, per type.
@@ -279,59 +267,20 @@ func (q *tsbsQuery) check(body []byte) error {
 // runTSBSType sends t's first warm queries, checking each answer, then the
 // rest timed from clientCount clients; the timed answers are checked
 // afterwards (as many as tsbsKeepBytes holds).
-func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (tsbsStats, error) {
-	ctx, stop := watchNode(ctx, nodeExited)
-	defer stop(nil)
-	clients := newHTTPClients(clientCount, timeout)
-	defer closeClients(clients)
-	var (
-		st   tsbsStats
-		mu   sync.Mutex
-		kept = map[int][]byte{}
-		size int
-	)
-	verdict := func(i int, body []byte) {
-		err := t.queries[i].check(body)
-		st.Checked++
-		if err != nil {
-			st.Wrong++
-			if len(st.Examples) < maxExamples {
-				st.Examples = append(st.Examples, fmt.Sprintf("%s %s: %v", t.name, t.queries[i].url, err))
-			}
-		}
-	}
-	url := func(i int) string { return t.queries[i].url }
-	warm = min(warm, len(t.queries))
-	_, err := queryRound(ctx, stop, clients, t.name, 0, warm, url, func(i int, body []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		verdict(i, body)
+func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (timedStats, error) {
+	return runTimed(ctx, timedRun{
+		what: t.name, n: len(t.queries), warm: warm, clients: clientCount, timeout: timeout, nodeExited: nodeExited,
+		url:   func(i int) string { return t.queries[i].url },
+		check: func(i int, body []byte) error { return t.queries[i].check(body) },
+		label: func(i int) string { return t.name + " " + t.queries[i].url },
 	})
-	if err != nil {
-		return st, fmt.Errorf("warm-up: %w", err)
-	}
-	t0 := time.Now()
-	lats, err := queryRound(ctx, stop, clients, t.name, warm, len(t.queries), url, func(i int, body []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if size+len(body) <= tsbsKeepBytes {
-			kept[i] = bytes.Clone(body)
-			size += len(body)
-		}
-	})
-	st.Elapsed = time.Since(t0)
-	st.Latencies, st.Queries = lats, int64(len(lats))
-	for i, body := range kept {
-		verdict(i, body)
-	}
-	return st, err
 }
 
 // queryTSBS runs every TSBS query type against the node at base, one type
 // after the other, and records their stats.
 func (ph phases) queryTSBS(types []tsbsType, base string, nodeExited <-chan struct{}) error {
 	o := ph.m.opts
-	ph.m.tsbs = make(map[string]tsbsStats, len(types))
+	ph.m.tsbs = make(map[string]timedStats, len(types))
 	for i := range types {
 		t := &types[i]
 		t.setBase(base)
