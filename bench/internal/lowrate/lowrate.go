@@ -101,25 +101,22 @@ func (o Options) Validate() error {
 
 // Result is the outcome of one run; its JSON form is the last line printed.
 type Result struct {
-	StorageWriteBytesPerHour  report.Number      `json:"storage_write_bytes_per_hour"`
-	FloorBytesPerHour         report.Number      `json:"floor_bytes_per_hour"` // one 4 KiB page per write
-	RatioToFloor              report.Number      `json:"ratio_to_page_floor"`
-	StorageWriteBytesPerWrite report.Number      `json:"storage_write_bytes_per_write"`
-	StorageWriteBytesPerPoint report.Number      `json:"storage_write_bytes_per_point"`
-	WALFsyncsPerWrite         report.Number      `json:"wal_fsyncs_per_write"`
-	Series                    int                `json:"series"`
-	IntervalS                 float64            `json:"interval_s"`
-	DurationS                 report.Number      `json:"duration_s"`
-	Writes                    int64              `json:"writes"`
-	Points                    int64              `json:"points"`
-	StorageWriteBytes         int64              `json:"storage_write_bytes"`
-	WALFsyncs                 int64              `json:"wal_fsyncs"`
-	DataDirBytes              int64              `json:"data_dir_bytes"` // at the end, node running
-	WALSync                   string             `json:"wal_sync"`
-	Targets                   map[string]float64 `json:"targets"`
-	Notes                     []string           `json:"notes"`
-	Commit                    string             `json:"commit"`
-	Machine                   report.Machine     `json:"machine"`
+	StorageWriteBytesPerHour  report.Number `json:"storage_write_bytes_per_hour"`
+	FloorBytesPerHour         report.Number `json:"floor_bytes_per_hour"` // one 4 KiB page per write
+	RatioToFloor              report.Number `json:"ratio_to_page_floor"`
+	StorageWriteBytesPerWrite report.Number `json:"storage_write_bytes_per_write"`
+	StorageWriteBytesPerPoint report.Number `json:"storage_write_bytes_per_point"`
+	WALFsyncsPerWrite         report.Number `json:"wal_fsyncs_per_write"`
+	Series                    int           `json:"series"`
+	IntervalS                 float64       `json:"interval_s"`
+	DurationS                 report.Number `json:"duration_s"`
+	Writes                    int64         `json:"writes"`
+	Points                    int64         `json:"points"`
+	StorageWriteBytes         int64         `json:"storage_write_bytes"`
+	WALFsyncs                 int64         `json:"wal_fsyncs"`
+	DataDirBytes              int64         `json:"data_dir_bytes"` // at the end, node running
+	WALSync                   string        `json:"wal_sync"`
+	report.Provenance
 }
 
 // Run runs the benchmark and writes its report to o.Out.
@@ -216,10 +213,7 @@ func result(o Options, elapsed time.Duration, writes, points int64, fig diskio.F
 		WALFsyncs:                 fsyncs,
 		DataDirBytes:              fig.AtRest,
 		WALSync:                   o.WALSync,
-		Targets:                   map[string]float64{"ratio_to_page_floor": Target.Value},
-		Notes:                     []string{},
-		Commit:                    o.Commit,
-		Machine:                   report.DetectMachine(),
+		Provenance:                report.NewProvenance(map[string]float64{"ratio_to_page_floor": Target.Value}, o.Commit, report.DetectMachine()),
 	}
 	if fsyncErr != nil {
 		r.WALFsyncsPerWrite = nan
