@@ -145,16 +145,13 @@ type Row struct {
 // Result is the outcome of a run; its JSON form is the last line printed.
 type Result struct {
 	// BytesPerPointShipped is the figure at the default lag budget.
-	BytesPerPointShipped report.Number      `json:"bytes_per_point_shipped"`
-	DefaultLagBudgetS    float64            `json:"default_lag_budget_s"`
-	Rows                 []Row              `json:"rows"`
-	Series               int                `json:"series_per_edge"`
-	IntervalS            float64            `json:"interval_s"`
-	DurationS            float64            `json:"duration_s"`
-	Targets              map[string]float64 `json:"targets"`
-	Notes                []string           `json:"notes"`
-	Commit               string             `json:"commit"`
-	Machine              report.Machine     `json:"machine"`
+	BytesPerPointShipped report.Number `json:"bytes_per_point_shipped"`
+	DefaultLagBudgetS    float64       `json:"default_lag_budget_s"`
+	Rows                 []Row         `json:"rows"`
+	Series               int           `json:"series_per_edge"`
+	IntervalS            float64       `json:"interval_s"`
+	DurationS            float64       `json:"duration_s"`
+	report.Provenance
 }
 
 // Run measures every row, side by side, and prints the report.
@@ -198,8 +195,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 func result(o Options, rows []Row) Result {
 	res := Result{BytesPerPointShipped: report.Number(math.NaN()), DefaultLagBudgetS: DefaultLagBudget.Seconds(), Rows: rows,
 		Series: o.Series, IntervalS: o.Interval.Seconds(), DurationS: o.Duration.Seconds(),
-		Targets: map[string]float64{"bytes_per_point_shipped": Target.Value}, Notes: []string{}, Commit: o.Commit,
-		Machine: report.DetectMachine()}
+		Provenance: report.NewProvenance(map[string]float64{"bytes_per_point_shipped": Target.Value}, o.Commit, report.DetectMachine())}
 	for i := range res.Rows {
 		r := &res.Rows[i]
 		ratio := func(a, b float64, d int) report.Number {
