@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/diskio"
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
@@ -252,7 +253,7 @@ func (w *writer) run(ctx context.Context, d time.Duration) error {
 			fmt.Fprintf(&body, "sensor,device=edge-1,channel=c%d value=%g %d\n", s, float64(w.next%1000)/10+float64(s), w.next)
 		}
 		w.next += w.o.Interval.Milliseconds()
-		if err := w.post(ctx, body.Bytes()); err != nil {
+		if err := lpbench.Post(ctx, w.client, w.url, body.Bytes()); err != nil {
 			return err
 		}
 		w.writes++
@@ -264,23 +265,6 @@ func (w *writer) run(ctx context.Context, d time.Duration) error {
 		case <-w.exited:
 			return errors.New("the node exited during the run")
 		}
-	}
-	return nil
-}
-
-func (w *writer) post(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("write: %s: %s", resp.Status, msg)
 	}
 	return nil
 }

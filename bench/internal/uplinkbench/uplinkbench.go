@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/lowrate"
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
@@ -407,7 +408,7 @@ func (e *edge) write(ctx context.Context, hc *http.Client, o Options) (int64, er
 			v := math.Round(e.values[i]*100) / 100
 			fmt.Fprintf(&body, "fleet_temperature,edge=%s,sensor=s%d value=%s %d\n", e.id, i, strconv.FormatFloat(v, 'f', -1, 64), ts)
 		}
-		if err := post(ctx, hc, url, body.Bytes()); err != nil {
+		if err := lpbench.Post(ctx, hc, url, body.Bytes()); err != nil {
 			return points, fmt.Errorf("edge %s: %w", e.id, err)
 		}
 		points += int64(len(e.values))
@@ -420,23 +421,6 @@ func (e *edge) write(ctx context.Context, hc *http.Client, o Options) (int64, er
 		}
 	}
 	return points, nil
-}
-
-func post(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("write: %s: %s", resp.Status, msg)
-	}
-	return nil
 }
 
 // WriteReport prints the table for people and then, as the last line, the
