@@ -23,14 +23,16 @@ type SensorOptions struct {
 
 // Validate reports whether the options describe a workload.
 func (o SensorOptions) Validate() error {
-	var errs []error
-	if o.Series <= 0 {
-		errs = append(errs, fmt.Errorf("series must be positive, got %d", o.Series))
+	return errors.Join(positive("series", o.Series, ""), positive("interval", o.IntervalMs, " ms"))
+}
+
+// positive is nil when v is positive, else an error saying the named
+// option (its value followed by unit) must be.
+func positive[T int | int64](name string, v T, unit string) error {
+	if v > 0 {
+		return nil
 	}
-	if o.IntervalMs <= 0 {
-		errs = append(errs, fmt.Errorf("interval must be positive, got %d ms", o.IntervalMs))
-	}
-	return errors.Join(errs...)
+	return fmt.Errorf("%s must be positive, got %d%s", name, v, unit)
 }
 
 // sensorKind is one kind of reading, with its plausible range and

@@ -102,23 +102,17 @@ type TSBSCPUOptions struct {
 
 // Validate reports every problem with the options.
 func (o TSBSCPUOptions) Validate() error {
-	var errs []error
-	if o.Hosts <= 0 {
-		errs = append(errs, fmt.Errorf("hosts must be positive, got %d", o.Hosts))
-	}
-	if o.Rows <= 0 {
-		errs = append(errs, fmt.Errorf("rows must be positive, got %d", o.Rows))
-	}
-	if o.IntervalNs <= 0 {
-		errs = append(errs, fmt.Errorf("interval must be positive, got %d ns", o.IntervalNs))
-	}
+	errs := []error{positive("hosts", o.Hosts, ""), positive("rows", o.Rows, ""), positive("interval", o.IntervalNs, " ns")}
 	if o.StartNs < 0 {
 		errs = append(errs, fmt.Errorf("start must not be before 1970, got %d ns", o.StartNs))
 	}
-	if len(errs) == 0 && o.Rows > 1 && o.IntervalNs > (maxInt64-o.StartNs)/int64(o.Rows-1) {
-		errs = append(errs, fmt.Errorf("%d rows every %d ns from %d ns overflow int64 nanoseconds", o.Rows, o.IntervalNs, o.StartNs))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	if o.Rows > 1 && o.IntervalNs > (maxInt64-o.StartNs)/int64(o.Rows-1) {
+		return fmt.Errorf("%d rows every %d ns from %d ns overflow int64 nanoseconds", o.Rows, o.IntervalNs, o.StartNs)
+	}
+	return nil
 }
 
 // TSBSCPU is the TSBS cpu-only workload: a fixed set of hosts, each with

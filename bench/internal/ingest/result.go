@@ -73,10 +73,7 @@ type Result struct {
 	MachineCPUUtil          report.Number `json:"machine_cpu_util"`     // (node + generator) / (nproc × seconds)
 	ClientWaitFraction      report.Number `json:"client_wait_fraction"` // time clients spent in Write calls
 
-	Targets map[string]float64 `json:"targets"`
-	Notes   []string           `json:"notes"`
-	Commit  string             `json:"commit"`
-	Machine report.Machine     `json:"machine"`
+	report.Provenance
 }
 
 // measurement is everything a run measured, before derivation.
@@ -166,15 +163,12 @@ func (m measurement) result() Result {
 		MachineCPUUtil:          ratio(nodeLoadCPU.Seconds()+float64(genCPU), secs*float64(m.machine.NProc)),
 		ClientWaitFraction:      ratio(m.stats.WaitTime.Seconds(), secs*float64(m.clients)),
 
-		Targets: map[string]float64{
+		Provenance: report.NewProvenance(map[string]float64{
 			"points_per_s":             Targets.PointsPerS.Value,
 			"cpu_s_per_million_points": Targets.CPUSPerMillionPoints.Value,
 			"peak_rss_mib":             Targets.PeakRSSMiB.Value,
 			"bytes_per_point":          Targets.BytesPerPoint.Value,
-		},
-		Notes:   []string{},
-		Commit:  m.opts.Commit,
-		Machine: m.machine,
+		}, m.opts.Commit, m.machine),
 	}
 	r.Notes = notes(r, m)
 	return r

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/diskio"
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
@@ -101,25 +102,22 @@ func (o Options) Validate() error {
 
 // Result is the outcome of one run; its JSON form is the last line printed.
 type Result struct {
-	StorageWriteBytesPerHour  report.Number      `json:"storage_write_bytes_per_hour"`
-	FloorBytesPerHour         report.Number      `json:"floor_bytes_per_hour"` // one 4 KiB page per write
-	RatioToFloor              report.Number      `json:"ratio_to_page_floor"`
-	StorageWriteBytesPerWrite report.Number      `json:"storage_write_bytes_per_write"`
-	StorageWriteBytesPerPoint report.Number      `json:"storage_write_bytes_per_point"`
-	WALFsyncsPerWrite         report.Number      `json:"wal_fsyncs_per_write"`
-	Series                    int                `json:"series"`
-	IntervalS                 float64            `json:"interval_s"`
-	DurationS                 report.Number      `json:"duration_s"`
-	Writes                    int64              `json:"writes"`
-	Points                    int64              `json:"points"`
-	StorageWriteBytes         int64              `json:"storage_write_bytes"`
-	WALFsyncs                 int64              `json:"wal_fsyncs"`
-	DataDirBytes              int64              `json:"data_dir_bytes"` // at the end, node running
-	WALSync                   string             `json:"wal_sync"`
-	Targets                   map[string]float64 `json:"targets"`
-	Notes                     []string           `json:"notes"`
-	Commit                    string             `json:"commit"`
-	Machine                   report.Machine     `json:"machine"`
+	StorageWriteBytesPerHour  report.Number `json:"storage_write_bytes_per_hour"`
+	FloorBytesPerHour         report.Number `json:"floor_bytes_per_hour"` // one 4 KiB page per write
+	RatioToFloor              report.Number `json:"ratio_to_page_floor"`
+	StorageWriteBytesPerWrite report.Number `json:"storage_write_bytes_per_write"`
+	StorageWriteBytesPerPoint report.Number `json:"storage_write_bytes_per_point"`
+	WALFsyncsPerWrite         report.Number `json:"wal_fsyncs_per_write"`
+	Series                    int           `json:"series"`
+	IntervalS                 float64       `json:"interval_s"`
+	DurationS                 report.Number `json:"duration_s"`
+	Writes                    int64         `json:"writes"`
+	Points                    int64         `json:"points"`
+	StorageWriteBytes         int64         `json:"storage_write_bytes"`
+	WALFsyncs                 int64         `json:"wal_fsyncs"`
+	DataDirBytes              int64         `json:"data_dir_bytes"` // at the end, node running
+	WALSync                   string        `json:"wal_sync"`
+	report.Provenance
 }
 
 // Run runs the benchmark and writes its report to o.Out.
@@ -216,10 +214,7 @@ func result(o Options, elapsed time.Duration, writes, points int64, fig diskio.F
 		WALFsyncs:                 fsyncs,
 		DataDirBytes:              fig.AtRest,
 		WALSync:                   o.WALSync,
-		Targets:                   map[string]float64{"ratio_to_page_floor": Target.Value},
-		Notes:                     []string{},
-		Commit:                    o.Commit,
-		Machine:                   report.DetectMachine(),
+		Provenance:                report.NewProvenance(map[string]float64{"ratio_to_page_floor": Target.Value}, o.Commit, report.DetectMachine()),
 	}
 	if fsyncErr != nil {
 		r.WALFsyncsPerWrite = nan
@@ -258,7 +253,7 @@ func (w *writer) run(ctx context.Context, d time.Duration) error {
 			fmt.Fprintf(&body, "sensor,device=edge-1,channel=c%d value=%g %d\n", s, float64(w.next%1000)/10+float64(s), w.next)
 		}
 		w.next += w.o.Interval.Milliseconds()
-		if err := w.post(ctx, body.Bytes()); err != nil {
+		if err := lpbench.Post(ctx, w.client, w.url, body.Bytes()); err != nil {
 			return err
 		}
 		w.writes++
@@ -270,23 +265,6 @@ func (w *writer) run(ctx context.Context, d time.Duration) error {
 		case <-w.exited:
 			return errors.New("the node exited during the run")
 		}
-	}
-	return nil
-}
-
-func (w *writer) post(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("write: %s: %s", resp.Status, msg)
 	}
 	return nil
 }

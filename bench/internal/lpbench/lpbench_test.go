@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/fakenode"
+	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/report/reporttest"
 )
 
@@ -246,7 +247,7 @@ func TestTSBSTargets_ThePairOfTheDataSet(t *testing.T) {
 			t.Errorf("%d hosts over %v: %+v, %v; want the default targets", c.hosts, c.span, got, big)
 		}
 	}
-	r := Result{Hosts: 1000, RowsPerHost: 4320, IntervalS: 10, Targets: map[string]float64{}}
+	r := Result{Hosts: 1000, RowsPerHost: 4320, IntervalS: 10, Provenance: report.Provenance{Targets: map[string]float64{}}}
 	r.TSBSFigures = TSBSFigures{QLastpointP50Ms: 6, TSBSQueriesChecked: 1}
 	var out strings.Builder
 	if err := writeTSBSTable(&out, r.TSBSFigures, TSBSTargets1000); err != nil {

@@ -174,24 +174,11 @@ type queryConfig struct {
 // queryStats is what the query phase measured.
 type queryStats struct {
 	Warmup int
-	timedRun
+	timedStats
 }
 
-// maxExamples is how many wrong answers a report quotes.
-const maxExamples = 5
-
-// runQueries sends the plan's warm-up queries and then its timed ones
-// (checkedRun), their answers checked as the TSBS types' are.
-func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
-	specs := cfg.Plan.specs
-	run, err := checkedRun(ctx, cfg.NodeExited, cfg.Clients, cfg.CallTimeout, "", cfg.Warmup, len(specs),
-		func(i int) string { return specs[i].url },
-		func(i int, body []byte) (string, error) { return specs[i].url, cfg.Plan.check(specs[i], body) })
-	return queryStats{Warmup: cfg.Warmup, timedRun: run}, err
-}
-
-// timedRun is what checkedRun measured and checked.
-type timedRun struct {
+// timedStats is what one warmed-up, timed run of queries measured.
+type timedStats struct {
 	Queries int64 // timed queries
 	Elapsed time.Duration
 	// Latencies holds every timed query's round trip, body read included.
@@ -203,37 +190,72 @@ type timedRun struct {
 	Examples []string
 }
 
-// checkedRun sends queries 0 ≤ i < warm (warm-up) and then warm ≤ i < n
-// (timed) from clientCount clients (each its own connection), and fails
-// on a transport error or a status other than 200. Warm-up answers are
-// checked as they come; timed answers are kept (up to tsbsKeepBytes) and
-// checked after the clock stops, so that checking (JSON decoding, the
-// expected values) takes no CPU from the node while it is measured. check
-// returns what a wrong answer is quoted as, and why it is wrong.
-func checkedRun(ctx context.Context, nodeExited <-chan struct{}, clientCount int, timeout time.Duration, what string, warm, n int,
-	url func(i int) string, check func(i int, body []byte) (string, error)) (timedRun, error) {
-	ctx, stop := watchNode(ctx, nodeExited)
+// maxExamples is how many wrong answers a report quotes.
+const maxExamples = 5
+
+// runQueries sends the plan's warm-up queries and then its timed ones from
+// cfg.Clients clients (each its own connection), and fails on a transport
+// error or a status other than 200. Warm-up answers are checked as they
+// come; timed answers are kept (up to tsbsKeepBytes) and checked after the
+// clock stops, as the TSBS types' are, so that checking (JSON decoding,
+// the expected maxima) takes no CPU from the node while it is measured.
+func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
+	specs := cfg.Plan.specs
+	st, err := runTimed(ctx, timedRun{
+		n: len(specs), warm: cfg.Warmup, clients: cfg.Clients, timeout: cfg.CallTimeout, nodeExited: cfg.NodeExited,
+		url:   func(i int) string { return specs[i].url },
+		check: func(i int, body []byte) error { return cfg.Plan.check(specs[i], body) },
+		label: func(i int) string { return specs[i].url },
+	})
+	return queryStats{Warmup: cfg.Warmup, timedStats: st}, err
+}
+
+// timedRun describes a run of n queries for runTimed.
+type timedRun struct {
+	// what, if not empty, leads the message of a failed query.
+	what string
+	// n is how many queries; the first warm of them are the warm-up.
+	n, warm int
+	// clients is how many clients send at once (each its own connection),
+	// timeout bounds one request.
+	clients int
+	timeout time.Duration
+	// nodeExited, when closed, ends the run at once.
+	nodeExited <-chan struct{}
+	// url gives query i's URL, check the error in its answer (nil when
+	// right), label what a quoted wrong answer starts with.
+	url   func(i int) string
+	check func(i int, body []byte) error
+	label func(i int) string
+}
+
+// runTimed sends r's warm-up queries, checking each answer as it comes,
+// then the rest timed; the timed answers are kept (as many as
+// tsbsKeepBytes holds) and checked after the clock stops. It fails on a
+// transport error or a status other than 200.
+func runTimed(ctx context.Context, r timedRun) (timedStats, error) {
+	ctx, stop := watchNode(ctx, r.nodeExited)
 	defer stop(nil)
-	clients := newHTTPClients(clientCount, timeout)
+	clients := newHTTPClients(r.clients, r.timeout)
 	defer closeClients(clients)
 	var (
-		st   timedRun
+		st   timedStats
 		mu   sync.Mutex
 		kept = map[int][]byte{}
 		size int
 	)
 	verdict := func(i int, body []byte) {
-		label, wrong := check(i, body)
+		err := r.check(i, body)
 		st.Checked++
-		if wrong != nil {
+		if err != nil {
 			st.Wrong++
 			if len(st.Examples) < maxExamples {
-				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", label, wrong))
+				st.Examples = append(st.Examples, fmt.Sprintf("%s: %v", r.label(i), err))
 			}
 		}
 	}
-	warm = min(warm, n)
-	_, err := queryRound(ctx, stop, clients, what, 0, warm, url, func(i int, body []byte) {
+	warm := min(r.warm, r.n)
+	_, err := queryRound(ctx, stop, clients, r.what, 0, warm, r.url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		verdict(i, body)
@@ -242,7 +264,7 @@ func checkedRun(ctx context.Context, nodeExited <-chan struct{}, clientCount int
 		return st, fmt.Errorf("warm-up: %w", err)
 	}
 	t0 := time.Now()
-	lats, err := queryRound(ctx, stop, clients, what, warm, n, url, func(i int, body []byte) {
+	lats, err := queryRound(ctx, stop, clients, r.what, warm, r.n, r.url, func(i int, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if size+len(body) <= tsbsKeepBytes {

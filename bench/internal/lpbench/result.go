@@ -89,10 +89,7 @@ type Result struct {
 	MachineCPUUtil        report.Number `json:"machine_cpu_util"` // whole machine during the write window
 	ClientWaitFraction    report.Number `json:"client_wait_fraction"`
 
-	Targets map[string]float64 `json:"targets"`
-	Notes   []string           `json:"notes"`
-	Commit  string             `json:"commit"`
-	Machine report.Machine     `json:"machine"`
+	report.Provenance
 
 	TSBSFigures
 	InfluxQLFigures
@@ -123,7 +120,7 @@ type measurement struct {
 	qBefore, qAfter nodeproc.Usage
 	qExit           nodeproc.Exit
 	qHWM            int64
-	tsbs            map[string]tsbsStats   // TSBS query types by name
+	tsbs            map[string]timedStats  // TSBS query types by name
 	influx          map[string]influxStats // the same through InfluxQL, nil if not run
 	influxNote      string                 // why the InfluxQL phase did not run, if it did not
 
@@ -218,7 +215,7 @@ func (m measurement) result() Result {
 		MachineCPUUtil:        round(util, 3),
 		ClientWaitFraction:    ratio(m.write.WaitTime.Seconds(), secs*float64(m.opts.Clients), 3),
 
-		Targets: map[string]float64{
+		Provenance: report.NewProvenance(map[string]float64{
 			"points_per_s":                    Targets.PointsPerS.Value,
 			"cpu_s_per_million_points":        Targets.CPUSPerMillionPoints.Value,
 			"bytes_per_point":                 Targets.BytesPerPoint.Value,
@@ -227,9 +224,7 @@ func (m measurement) result() Result {
 			"storage_write_bytes_per_point":   Targets.StorageWrite.Value,
 			"disk_at_rest_bytes_per_point":    Targets.DiskAtRest.Value,
 			"disk_after_stop_bytes_per_point": Targets.DiskAfterStop.Value,
-		},
-		Commit:  m.opts.Commit,
-		Machine: m.machine,
+		}, m.opts.Commit, m.machine),
 	}
 	r.TSBSFigures = tsbsFigures(m.tsbs)
 	r.InfluxQLFigures = influxFigures(m.influx)

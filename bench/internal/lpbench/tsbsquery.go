@@ -56,9 +56,6 @@ type tsbsQuery struct {
 	firstS, stepS int64
 }
 
-// tsbsStats is what one type measured.
-type tsbsStats = timedRun
-
 // tsbsKeepBytes bounds the timed answers kept for checking, per type.
 const tsbsKeepBytes = 64 << 20
 
@@ -270,19 +267,20 @@ func (q *tsbsQuery) check(body []byte) error {
 // runTSBSType sends t's first warm queries, checking each answer, then the
 // rest timed from clientCount clients; the timed answers are checked
 // afterwards (as many as tsbsKeepBytes holds).
-func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (tsbsStats, error) {
-	return checkedRun(ctx, nodeExited, clientCount, timeout, t.name, warm, len(t.queries),
-		func(i int) string { return t.queries[i].url },
-		func(i int, body []byte) (string, error) {
-			return t.name + " " + t.queries[i].url, t.queries[i].check(body)
-		})
+func runTSBSType(ctx context.Context, t tsbsType, warm, clientCount int, timeout time.Duration, nodeExited <-chan struct{}) (timedStats, error) {
+	return runTimed(ctx, timedRun{
+		what: t.name, n: len(t.queries), warm: warm, clients: clientCount, timeout: timeout, nodeExited: nodeExited,
+		url:   func(i int) string { return t.queries[i].url },
+		check: func(i int, body []byte) error { return t.queries[i].check(body) },
+		label: func(i int) string { return t.name + " " + t.queries[i].url },
+	})
 }
 
 // queryTSBS runs every TSBS query type against the node at base, one type
 // after the other, and records their stats.
 func (ph phases) queryTSBS(types []tsbsType, base string, nodeExited <-chan struct{}) error {
 	o := ph.m.opts
-	ph.m.tsbs = make(map[string]tsbsStats, len(types))
+	ph.m.tsbs = make(map[string]timedStats, len(types))
 	for i := range types {
 		t := &types[i]
 		t.setBase(base)

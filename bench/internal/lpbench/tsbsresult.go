@@ -78,7 +78,7 @@ type TSBSFigures struct {
 
 // tsbsFigures derives the figures from each type's stats, keyed by TSBS
 // name; a type not measured is NaN.
-func tsbsFigures(stats map[string]tsbsStats) TSBSFigures {
+func tsbsFigures(stats map[string]timedStats) TSBSFigures {
 	fig := func(name string) (p50, p99, qps report.Number) {
 		st, ok := stats[name]
 		if !ok || len(st.Latencies) == 0 {

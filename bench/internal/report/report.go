@@ -76,6 +76,22 @@ func procField(path, key string) (string, bool) {
 	return "", false
 }
 
+// Provenance ends the JSON line of a benchmark held to targets: the
+// targets, the notes on the figures, and the code and host measured.
+// Embedded last in a result struct, its fields encode as that struct's own.
+type Provenance struct {
+	Targets map[string]float64 `json:"targets"`
+	Notes   []string           `json:"notes"`
+	Commit  string             `json:"commit"`
+	Machine Machine            `json:"machine"`
+}
+
+// NewProvenance is the provenance of a run of commit on machine, held to
+// targets, with no notes yet (an empty list, which encodes as [], not null).
+func NewProvenance(targets map[string]float64, commit string, machine Machine) Provenance {
+	return Provenance{Targets: targets, Notes: []string{}, Commit: commit, Machine: machine}
+}
+
 // WriteJSONLine writes v as compact JSON on exactly one line.
 func WriteJSONLine(w io.Writer, v any) error {
 	b, err := json.Marshal(v)

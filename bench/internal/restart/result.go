@@ -100,10 +100,7 @@ type Result struct {
 	VerifyProblemSeries      int           `json:"verify_problem_series"`
 	VerifyS                  report.Number `json:"verify_s"`
 
-	Targets map[string]float64 `json:"targets"`
-	Notes   []string           `json:"notes"`
-	Commit  string             `json:"commit"`
-	Machine report.Machine     `json:"machine"`
+	report.Provenance
 }
 
 func (m measurement) result() Result {
@@ -163,10 +160,7 @@ func (m measurement) result() Result {
 		VerifyProblemSeries:      m.verify.NumProblems,
 		VerifyS:                  secs(m.verify.Elapsed, 2),
 
-		Targets: map[string]float64{"restart_ready_s": Targets.ReadyS.Value},
-		Notes:   []string{},
-		Commit:  m.opts.Commit,
-		Machine: m.machine,
+		Provenance: report.NewProvenance(map[string]float64{"restart_ready_s": Targets.ReadyS.Value}, m.opts.Commit, m.machine),
 	}
 	r.Notes = notes(r, m)
 	return r

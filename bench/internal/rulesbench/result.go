@@ -73,41 +73,38 @@ type PhaseResult struct {
 
 // Result is the outcome of one run; its JSON form is the last line printed.
 type Result struct {
-	RuleEvalP99S         report.Number      `json:"rule_eval_p99_s"`
-	IngestLossPct        report.Number      `json:"ingest_loss_pct"`
-	RuleEvalP50S         report.Number      `json:"rule_eval_p50_s"`
-	RuleEvalMaxS         report.Number      `json:"rule_eval_max_s"`
-	Evaluations          int                `json:"evaluations"`
-	LiveNodeCPUPct       report.Number      `json:"live_phase_node_cpu_pct"`
-	SaturatedEvalP99S    report.Number      `json:"rule_eval_under_ingest_p99_s"`
-	SaturatedEvalP50S    report.Number      `json:"rule_eval_under_ingest_p50_s"`
-	SaturatedEvaluations int                `json:"evaluations_under_ingest"`
-	EvaluationsOverrun   int                `json:"evaluations_longer_than_interval"`
-	IngestLossWallPct    report.Number      `json:"ingest_loss_wall_pct"`
-	IngestOffPerCPUS     report.Number      `json:"ingest_without_rules_points_per_cpu_s"`
-	IngestOnPerCPUS      report.Number      `json:"ingest_with_rules_points_per_cpu_s"`
-	IngestOffPointsPerS  report.Number      `json:"ingest_without_rules_points_per_s"`
-	IngestOnPointsPerS   report.Number      `json:"ingest_with_rules_points_per_s"`
-	Phases               []PhaseResult      `json:"phases"`
-	LivePoints           int64              `json:"live_points"`
-	NodePeakRSSMiB       report.Number      `json:"node_peak_rss_mib"`
-	NodeCPUS             report.Number      `json:"node_cpu_s"`
-	RecordedSeries       int                `json:"recorded_series"`
-	ValueChecked         bool               `json:"value_checked"`
-	Rules                int                `json:"rules"`
-	Series               int                `json:"series"`
-	EvalIntervalS        float64            `json:"eval_interval_s"`
-	NodeCPUs             string             `json:"node_cpus"`
-	FeedSeries           int                `json:"feed_series"`
-	Clients              int                `json:"clients"`
-	PhaseS               float64            `json:"phase_s"`
-	WALSync              string             `json:"wal_sync"`
-	LoadAvgBefore        string             `json:"load_avg_before"`
-	LoadAvgAfter         string             `json:"load_avg_after"`
-	Targets              map[string]float64 `json:"targets"`
-	Notes                []string           `json:"notes"`
-	Commit               string             `json:"commit"`
-	Machine              report.Machine     `json:"machine"`
+	RuleEvalP99S         report.Number `json:"rule_eval_p99_s"`
+	IngestLossPct        report.Number `json:"ingest_loss_pct"`
+	RuleEvalP50S         report.Number `json:"rule_eval_p50_s"`
+	RuleEvalMaxS         report.Number `json:"rule_eval_max_s"`
+	Evaluations          int           `json:"evaluations"`
+	LiveNodeCPUPct       report.Number `json:"live_phase_node_cpu_pct"`
+	SaturatedEvalP99S    report.Number `json:"rule_eval_under_ingest_p99_s"`
+	SaturatedEvalP50S    report.Number `json:"rule_eval_under_ingest_p50_s"`
+	SaturatedEvaluations int           `json:"evaluations_under_ingest"`
+	EvaluationsOverrun   int           `json:"evaluations_longer_than_interval"`
+	IngestLossWallPct    report.Number `json:"ingest_loss_wall_pct"`
+	IngestOffPerCPUS     report.Number `json:"ingest_without_rules_points_per_cpu_s"`
+	IngestOnPerCPUS      report.Number `json:"ingest_with_rules_points_per_cpu_s"`
+	IngestOffPointsPerS  report.Number `json:"ingest_without_rules_points_per_s"`
+	IngestOnPointsPerS   report.Number `json:"ingest_with_rules_points_per_s"`
+	Phases               []PhaseResult `json:"phases"`
+	LivePoints           int64         `json:"live_points"`
+	NodePeakRSSMiB       report.Number `json:"node_peak_rss_mib"`
+	NodeCPUS             report.Number `json:"node_cpu_s"`
+	RecordedSeries       int           `json:"recorded_series"`
+	ValueChecked         bool          `json:"value_checked"`
+	Rules                int           `json:"rules"`
+	Series               int           `json:"series"`
+	EvalIntervalS        float64       `json:"eval_interval_s"`
+	NodeCPUs             string        `json:"node_cpus"`
+	FeedSeries           int           `json:"feed_series"`
+	Clients              int           `json:"clients"`
+	PhaseS               float64       `json:"phase_s"`
+	WALSync              string        `json:"wal_sync"`
+	LoadAvgBefore        string        `json:"load_avg_before"`
+	LoadAvgAfter         string        `json:"load_avg_after"`
+	report.Provenance
 }
 
 // ingestLoss compares the ingest feed's phases with the rules and without:
@@ -171,9 +168,8 @@ func (m *measurement) result(o Options) Result {
 		Rules: o.Rules, Series: o.Series, EvalIntervalS: o.EvalInterval.Seconds(), NodeCPUs: o.NodeCPUs,
 		FeedSeries: o.FeedSeries, Clients: o.Clients, PhaseS: o.Phase.Seconds(), WALSync: o.WALSync,
 		LoadAvgBefore: m.loadBefore, LoadAvgAfter: m.loadAfter,
-		Targets: map[string]float64{"rule_eval_p99_s": EvalP99Target.Value, "ingest_loss_pct": LossPctTarget.Value,
-			"node_peak_rss_mib": float64(MemoryMiBLimit)},
-		Commit: o.Commit, Machine: m.machine,
+		Provenance: report.NewProvenance(map[string]float64{"rule_eval_p99_s": EvalP99Target.Value,
+			"ingest_loss_pct": LossPctTarget.Value, "node_peak_rss_mib": float64(MemoryMiBLimit)}, o.Commit, m.machine),
 	}
 	var live, fed []time.Duration
 	for _, p := range m.phases {

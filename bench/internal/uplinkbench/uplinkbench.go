@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/tributarydb/tributary/bench/internal/lowrate"
+	"github.com/tributarydb/tributary/bench/internal/lpbench"
 	"github.com/tributarydb/tributary/bench/internal/nodeproc"
 	"github.com/tributarydb/tributary/bench/internal/report"
 	"github.com/tributarydb/tributary/bench/internal/runopt"
@@ -145,16 +146,13 @@ type Row struct {
 // Result is the outcome of a run; its JSON form is the last line printed.
 type Result struct {
 	// BytesPerPointShipped is the figure at the default lag budget.
-	BytesPerPointShipped report.Number      `json:"bytes_per_point_shipped"`
-	DefaultLagBudgetS    float64            `json:"default_lag_budget_s"`
-	Rows                 []Row              `json:"rows"`
-	Series               int                `json:"series_per_edge"`
-	IntervalS            float64            `json:"interval_s"`
-	DurationS            float64            `json:"duration_s"`
-	Targets              map[string]float64 `json:"targets"`
-	Notes                []string           `json:"notes"`
-	Commit               string             `json:"commit"`
-	Machine              report.Machine     `json:"machine"`
+	BytesPerPointShipped report.Number `json:"bytes_per_point_shipped"`
+	DefaultLagBudgetS    float64       `json:"default_lag_budget_s"`
+	Rows                 []Row         `json:"rows"`
+	Series               int           `json:"series_per_edge"`
+	IntervalS            float64       `json:"interval_s"`
+	DurationS            float64       `json:"duration_s"`
+	report.Provenance
 }
 
 // Run measures every row, side by side, and prints the report.
@@ -198,8 +196,7 @@ func Run(ctx context.Context, o Options) (_ Result, err error) {
 func result(o Options, rows []Row) Result {
 	res := Result{BytesPerPointShipped: report.Number(math.NaN()), DefaultLagBudgetS: DefaultLagBudget.Seconds(), Rows: rows,
 		Series: o.Series, IntervalS: o.Interval.Seconds(), DurationS: o.Duration.Seconds(),
-		Targets: map[string]float64{"bytes_per_point_shipped": Target.Value}, Notes: []string{}, Commit: o.Commit,
-		Machine: report.DetectMachine()}
+		Provenance: report.NewProvenance(map[string]float64{"bytes_per_point_shipped": Target.Value}, o.Commit, report.DetectMachine())}
 	for i := range res.Rows {
 		r := &res.Rows[i]
 		ratio := func(a, b float64, d int) report.Number {
@@ -411,7 +408,7 @@ func (e *edge) write(ctx context.Context, hc *http.Client, o Options) (int64, er
 			v := math.Round(e.values[i]*100) / 100
 			fmt.Fprintf(&body, "fleet_temperature,edge=%s,sensor=s%d value=%s %d\n", e.id, i, strconv.FormatFloat(v, 'f', -1, 64), ts)
 		}
-		if err := post(ctx, hc, url, body.Bytes()); err != nil {
+		if err := lpbench.Post(ctx, hc, url, body.Bytes()); err != nil {
 			return points, fmt.Errorf("edge %s: %w", e.id, err)
 		}
 		points += int64(len(e.values))
@@ -424,23 +421,6 @@ func (e *edge) write(ctx context.Context, hc *http.Client, o Options) (int64, er
 		}
 	}
 	return points, nil
-}
-
-func post(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("write: %s: %s", resp.Status, msg)
-	}
-	return nil
 }
 
 // WriteReport prints the table for people and then, as the last line, the
