@@ -23,16 +23,17 @@ import (
 // when grouping.
 type Func int
 
-// The functions. FuncNone means no aggregation.
+// The functions, numbered as the query protocol's Aggregate, which a
+// Query's Func is sent as. FuncNone means no aggregation.
 const (
-	FuncNone Func = iota
-	FuncAvg
-	FuncSum
-	FuncMin
-	FuncMax
-	FuncCount
-	FuncFirst
-	FuncLast
+	FuncNone  = Func(pb.Aggregate_AGGREGATE_UNSPECIFIED)
+	FuncAvg   = Func(pb.Aggregate_AGGREGATE_AVG)
+	FuncSum   = Func(pb.Aggregate_AGGREGATE_SUM)
+	FuncMin   = Func(pb.Aggregate_AGGREGATE_MIN)
+	FuncMax   = Func(pb.Aggregate_AGGREGATE_MAX)
+	FuncCount = Func(pb.Aggregate_AGGREGATE_COUNT)
+	FuncFirst = Func(pb.Aggregate_AGGREGATE_FIRST)
+	FuncLast  = Func(pb.Aggregate_AGGREGATE_LAST)
 )
 
 var funcNames = [...]string{"none", "avg", "sum", "min", "max", "count", "first", "last"}
