@@ -193,12 +193,9 @@ type timedStats struct {
 // maxExamples is how many wrong answers a report quotes.
 const maxExamples = 5
 
-// runQueries sends the plan's warm-up queries and then its timed ones from
-// cfg.Clients clients (each its own connection), and fails on a transport
-// error or a status other than 200. Warm-up answers are checked as they
-// come; timed answers are kept (up to tsbsKeepBytes) and checked after the
-// clock stops, as the TSBS types' are, so that checking (JSON decoding,
-// the expected maxima) takes no CPU from the node while it is measured.
+// runQueries runs the plan's queries (runTimed): its warm-up ones, then
+// its timed ones from cfg.Clients clients, the answers checked against the
+// data (the timed ones after the clock stops).
 func runQueries(ctx context.Context, cfg queryConfig) (queryStats, error) {
 	specs := cfg.Plan.specs
 	st, err := runTimed(ctx, timedRun{
